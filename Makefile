@@ -1,0 +1,158 @@
+# Oxios: an agent operating system built as a Unix toolkit.
+# `make help` lists the targets. Every install path is under $(DESTDIR).
+
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+DATADIR ?= $(PREFIX)/share
+MANDIR ?= $(DATADIR)/man
+# oxiosd reads /etc/oxios/oxios.toml whatever the PREFIX.
+SYSCONFDIR ?= /etc
+SYSTEMDDIR ?= $(PREFIX)/lib/systemd/system
+SYSTEMDUSERDIR ?= $(PREFIX)/lib/systemd/user
+BASHCOMPDIR ?= $(DATADIR)/bash-completion/completions
+ZSHCOMPDIR ?= $(DATADIR)/zsh/site-functions
+FISHCOMPDIR ?= $(DATADIR)/fish/vendor_completions.d
+
+GO ?= go
+VERSION ?= $(shell git describe --tags --dirty 2>/dev/null || echo 0.1.0-dev)
+GOBUILDFLAGS ?= -trimpath
+LDFLAGS ?= -X main.version=$(VERSION)
+# go-md2man at the version go.mod pins.
+MD2MAN ?= $(GO) run github.com/cpuguy83/go-md2man/v2
+FUZZTIME ?= 5m
+BENCHFLAGS ?=
+
+# Every folder of cmd/ with a main.go is a binary.
+BINARIES := $(patsubst cmd/%/main.go,%,$(wildcard cmd/*/main.go))
+MANSRC := $(wildcard man/*.md)
+MANPAGES := $(MANSRC:.md=)
+UNITS := $(wildcard contrib/systemd/*.service contrib/systemd/*.socket)
+USERUNITS := $(wildcard contrib/systemd/user/*.service contrib/systemd/user/*.socket)
+# Where `make run` keeps its daemon's files.
+RUNDIR ?= $(CURDIR)/.oxios
+
+.DEFAULT_GOAL := build
+
+.PHONY: build
+build: ## build every cmd/* into bin/
+	$(GO) build $(GOBUILDFLAGS) -ldflags "$(LDFLAGS)" -o bin/ $(addprefix ./cmd/,$(BINARIES))
+
+.PHONY: test
+test: vet fmt-check ## vet, check formatting, run all tests with -race, then a short fuzz
+	$(GO) test -race -count=1 -timeout 9m ./...
+	@# go test -fuzz passes quietly when nothing matches: make that loud.
+	@grep -qs '^func FuzzDecodeRequest(' pkg/server/*_test.go || \
+		{ echo "make test: FuzzDecodeRequest not found in pkg/server"; exit 1; }
+	$(GO) test -run='^$$' -fuzz='^FuzzDecodeRequest$$' -fuzztime=15s ./pkg/server
+
+.PHONY: vet
+vet: ## go vet
+	$(GO) vet ./...
+
+.PHONY: fmt
+fmt: ## gofmt every Go file in place
+	gofmt -w .
+
+.PHONY: fmt-check
+fmt-check: ## fail if a Go file is not gofmt-formatted
+	@files=$$(gofmt -l .); if [ -n "$$files" ]; then \
+		echo "gofmt would change (run make fmt):"; echo "$$files"; exit 1; fi
+
+.PHONY: bench
+bench: build ## run the benchmarks against bin/ (pass BENCHFLAGS=...)
+	$(GO) run ./tests/bench -bin $(CURDIR)/bin $(BENCHFLAGS)
+
+.PHONY: fuzz
+fuzz: ## run every fuzz target for FUZZTIME each (default 5m)
+	@set -e; for f in $$(grep -rl --include='*_test.go' '^func Fuzz' . | sort); do \
+		pkg=./$$(dirname $${f#./}); \
+		for name in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
+			echo "== $$pkg $$name ($(FUZZTIME))"; \
+			$(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) $$pkg; \
+		done; \
+	done
+
+.PHONY: run
+run: build ## run oxiosd in the foreground on .oxios/ (no config file, no mount)
+	@mkdir -p $(RUNDIR)
+	@echo "oxiosd: data $(RUNDIR)/data, socket $(RUNDIR)/oxiosd.sock; Ctrl-C stops it."
+	@echo "In another terminal, try:"
+	@echo "  export OXIOS_SOCKET=$(RUNDIR)/oxiosd.sock PATH=$(CURDIR)/bin:\$$PATH"
+	@echo "  ox-state save -a demo greeting hello"
+	@echo "  date | ox-state save -a demo notes/today"
+	@echo "  ox-state ls -a demo"
+	@echo "  ox-state load -a demo greeting"
+	@echo
+	exec bin/oxiosd --config '' --data $(RUNDIR)/data --socket $(RUNDIR)/oxiosd.sock --no-mount
+
+.PHONY: demo
+demo: build ## a scripted tour: start a private oxiosd, use every command, stop it
+	contrib/demo.sh $(CURDIR)/bin
+
+.PHONY: man
+man: ## regenerate man/*.[1-8] from man/*.md
+	@set -e; for f in $(MANSRC); do echo "go-md2man $$f"; $(MD2MAN) -in $$f -out $${f%.md}; done
+
+.PHONY: install
+install: build ## install binaries, man pages, completions, systemd units, default config
+	install -d $(DESTDIR)$(BINDIR)
+	install -m 0755 $(addprefix bin/,$(BINARIES)) $(DESTDIR)$(BINDIR)/
+	@set -e; for p in $(MANPAGES); do s=$${p##*.}; \
+		install -d $(DESTDIR)$(MANDIR)/man$$s; \
+		echo "install -m 0644 $$p $(DESTDIR)$(MANDIR)/man$$s/"; \
+		install -m 0644 $$p $(DESTDIR)$(MANDIR)/man$$s/; done
+	install -d $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR)
+	install -m 0644 $(wildcard completions/bash/*) $(DESTDIR)$(BASHCOMPDIR)/
+	install -m 0644 $(wildcard completions/zsh/_*) $(DESTDIR)$(ZSHCOMPDIR)/
+	install -m 0644 $(wildcard completions/fish/*.fish) $(DESTDIR)$(FISHCOMPDIR)/
+	install -d $(DESTDIR)$(SYSTEMDDIR) $(DESTDIR)$(SYSTEMDUSERDIR)
+	@set -e; for u in $(UNITS); do \
+		echo "install $$u -> $(DESTDIR)$(SYSTEMDDIR)/"; \
+		sed 's|@BINDIR@|$(BINDIR)|g' $$u > $(DESTDIR)$(SYSTEMDDIR)/$${u##*/}; \
+		chmod 0644 $(DESTDIR)$(SYSTEMDDIR)/$${u##*/}; done
+	@set -e; for u in $(USERUNITS); do \
+		echo "install $$u -> $(DESTDIR)$(SYSTEMDUSERDIR)/"; \
+		sed 's|@BINDIR@|$(BINDIR)|g' $$u > $(DESTDIR)$(SYSTEMDUSERDIR)/$${u##*/}; \
+		chmod 0644 $(DESTDIR)$(SYSTEMDUSERDIR)/$${u##*/}; done
+	install -d $(DESTDIR)$(DATADIR)/oxios
+	install -m 0644 share/oxios.toml $(DESTDIR)$(DATADIR)/oxios/oxios.toml
+	@# The shipped defaults as a starting point, never over an existing file.
+	@if [ ! -e $(DESTDIR)$(SYSCONFDIR)/oxios/oxios.toml ]; then \
+		echo "install -m 0644 share/oxios.toml $(DESTDIR)$(SYSCONFDIR)/oxios/oxios.toml"; \
+		install -d $(DESTDIR)$(SYSCONFDIR)/oxios; \
+		install -m 0644 share/oxios.toml $(DESTDIR)$(SYSCONFDIR)/oxios/oxios.toml; \
+	else echo "keeping $(DESTDIR)$(SYSCONFDIR)/oxios/oxios.toml"; fi
+
+.PHONY: uninstall
+uninstall: ## remove what install installed (an edited /etc/oxios/oxios.toml stays)
+	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(BINARIES))
+	@set -e; for p in $(MANPAGES); do s=$${p##*.}; \
+		echo "rm -f $(DESTDIR)$(MANDIR)/man$$s/$${p##*/}"; \
+		rm -f $(DESTDIR)$(MANDIR)/man$$s/$${p##*/}; done
+	rm -f $(addprefix $(DESTDIR)$(BASHCOMPDIR)/,$(notdir $(wildcard completions/bash/*)))
+	rm -f $(addprefix $(DESTDIR)$(ZSHCOMPDIR)/,$(notdir $(wildcard completions/zsh/_*)))
+	rm -f $(addprefix $(DESTDIR)$(FISHCOMPDIR)/,$(notdir $(wildcard completions/fish/*.fish)))
+	rm -f $(addprefix $(DESTDIR)$(SYSTEMDDIR)/,$(notdir $(UNITS)))
+	rm -f $(addprefix $(DESTDIR)$(SYSTEMDUSERDIR)/,$(notdir $(USERUNITS)))
+	rm -f $(DESTDIR)$(DATADIR)/oxios/oxios.toml
+	@rmdir $(DESTDIR)$(DATADIR)/oxios 2>/dev/null || true
+	@if cmp -s share/oxios.toml $(DESTDIR)$(SYSCONFDIR)/oxios/oxios.toml; then \
+		echo "rm -f $(DESTDIR)$(SYSCONFDIR)/oxios/oxios.toml"; \
+		rm -f $(DESTDIR)$(SYSCONFDIR)/oxios/oxios.toml; \
+		rmdir $(DESTDIR)$(SYSCONFDIR)/oxios 2>/dev/null || true; \
+	elif [ -e $(DESTDIR)$(SYSCONFDIR)/oxios/oxios.toml ]; then \
+		echo "keeping the edited $(DESTDIR)$(SYSCONFDIR)/oxios/oxios.toml"; fi
+
+.PHONY: clean
+clean: ## remove bin/ and the files of make run
+	rm -rf bin $(RUNDIR)
+
+.PHONY: help
+help: ## list the targets
+	@echo "usage: make [TARGET] [VAR=value ...]"
+	@echo
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@echo
+	@echo "Variables: PREFIX=$(PREFIX) DESTDIR=$(DESTDIR) BINDIR=$(BINDIR) MANDIR=$(MANDIR)"
+	@echo "  DATADIR=$(DATADIR) SYSCONFDIR=$(SYSCONFDIR) SYSTEMDDIR=$(SYSTEMDDIR)"
+	@echo "  VERSION=$(VERSION) FUZZTIME=$(FUZZTIME) BENCHFLAGS=$(BENCHFLAGS)"

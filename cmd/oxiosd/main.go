@@ -1,0 +1,163 @@
+// Command oxiosd is the Oxios kernel daemon: it owns agent state, the
+// audit log and policy, and serves them over a Unix socket. See oxiosd(8).
+//
+// It is assembled once at start: config -> kernel -> socket server.
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/coreos/go-systemd/v22/daemon"
+	"github.com/urfave/cli/v2"
+
+	"github.com/oxios/oxios/pkg/cliutil"
+	"github.com/oxios/oxios/pkg/config"
+	"github.com/oxios/oxios/pkg/kernel"
+	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/server"
+)
+
+var version = "0.1.0-dev"
+
+func main() {
+	def := proto.DefaultPaths()
+	app := cliutil.App("oxiosd", "the Oxios kernel daemon")
+	app.Version = version
+	app.UsageText = "oxiosd [--config FILE] [--data DIR] [--socket PATH] [--mount DIR | --no-mount] [--log-level LEVEL]"
+	app.Description = "oxiosd owns agent state and the audit log and serves them to ox-* commands over a Unix socket."
+	app.Flags = []cli.Flag{
+		&cli.StringFlag{Name: "config", Usage: "read configuration from `FILE` (\"\" for none)", Value: def.Config, EnvVars: []string{"OXIOS_CONFIG"}, TakesFile: true},
+		&cli.StringFlag{Name: "data", Usage: "data directory `DIR`", DefaultText: def.Data, TakesFile: true},
+		&cli.StringFlag{Name: "socket", Usage: "listen on the Unix socket `PATH`", DefaultText: def.Socket, TakesFile: true},
+		&cli.StringFlag{Name: "mount", Usage: "mount the agents' filesystem at `DIR`", DefaultText: def.Mount, TakesFile: true},
+		&cli.BoolFlag{Name: "no-mount", Usage: "do not mount the agents' filesystem"},
+		&cli.StringFlag{Name: "log-level", Usage: "log `LEVEL`: debug, info, warn or error", DefaultText: "info"},
+	}
+	app.Action = run
+	cliutil.Run(app)
+}
+
+// settings merges flags over the config file.
+func settings(c *cli.Context) (config.Config, error) {
+	explicit := c.IsSet("config")
+	cfg, err := config.Load(c.String("config"), explicit)
+	if err != nil {
+		return cfg, err
+	}
+	for flag, dst := range map[string]*string{"data": &cfg.Data, "socket": &cfg.Socket, "mount": &cfg.Mount, "log-level": &cfg.LogLevel} {
+		if c.IsSet(flag) {
+			*dst = c.String(flag)
+		}
+	}
+	if c.IsSet("no-mount") {
+		cfg.NoMount = c.Bool("no-mount")
+	}
+	if _, err := config.ParseLevel(cfg.LogLevel); err != nil {
+		return cfg, cliutil.Usagef("--log-level %q: want debug, info, warn or error", cfg.LogLevel)
+	}
+	for name, p := range map[string]string{"--data": cfg.Data, "--socket": cfg.Socket, "--mount": cfg.Mount} {
+		if p == "" {
+			return cfg, cliutil.Usagef("%s must not be empty", name)
+		}
+	}
+	return cfg, nil
+}
+
+func run(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return cliutil.Usagef("unexpected argument %q", c.Args().First())
+	}
+	kernel.Version = version
+	cfg, err := settings(c)
+	if err != nil {
+		return err
+	}
+	level, _ := config.ParseLevel(cfg.LogLevel)
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	slog.SetDefault(log)
+
+	gid := -1
+	if cfg.SocketGroup != "" {
+		if gid, err = config.LookupGID(cfg.SocketGroup); err != nil {
+			return cliutil.Failf("socket_group: %v", err)
+		}
+	}
+	// Claim the socket before touching the data: a second daemon must not
+	// open (and replay) the journal of the first.
+	ln, activated, err := server.Listener(cfg.Socket, gid)
+	if err != nil {
+		return cliutil.Failf("%v", err)
+	}
+	k, err := kernel.New(cfg, log)
+	if err != nil {
+		ln.Close()
+		return cliutil.Failf("%v", err)
+	}
+	srv := server.New(k, log)
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+
+	if cfg.NoMount {
+		log.Info("filesystem mount disabled (--no-mount)")
+	} else {
+		log.Info("filesystem mount not available in this version; serving over the socket only", "mount", cfg.Mount)
+	}
+	log.Info("oxiosd ready", "version", version, "socket", cfg.Socket, "activated", activated, "data", cfg.Data, "config", cfg.File)
+	daemon.SdNotify(false, daemon.SdNotifyReady)
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	var watchdog <-chan time.Time
+	if iv, err := daemon.SdWatchdogEnabled(false); err == nil && iv > 0 {
+		t := time.NewTicker(iv / 2)
+		defer t.Stop()
+		watchdog = t.C
+	}
+
+	var exitErr error
+loop:
+	for {
+		select {
+		case s := <-sigs:
+			if s == syscall.SIGHUP {
+				log.Info("SIGHUP: nothing to reload in this version")
+				continue
+			}
+			log.Info("shutting down", "signal", s.String())
+			break loop
+		case err := <-serveErr:
+			if err != nil {
+				exitErr = cliutil.Failf("serving: %v", err)
+			}
+			break loop
+		case <-watchdog:
+			daemon.SdNotify(false, daemon.SdNotifyWatchdog)
+		}
+	}
+	signal.Reset(syscall.SIGTERM, syscall.SIGINT)
+	daemon.SdNotify(false, daemon.SdNotifyStopping)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		log.Warn("connections did not finish in time", "err", err)
+	}
+	if err := k.Close(); err != nil {
+		log.Error("closing kernel", "err", err)
+		if exitErr == nil {
+			exitErr = cliutil.Failf("flushing data: %v", err)
+		}
+	}
+	if activated {
+		// systemd keeps the socket and its file for the next start.
+		ln.Close()
+	}
+	if exitErr == nil {
+		log.Info("stopped")
+	}
+	return exitErr
+}

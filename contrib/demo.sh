@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# demo.sh: a scripted tour of Oxios. It starts a private oxiosd on a fresh
+# temporary directory, runs every command there is, stops the daemon and
+# cleans up. It needs no terminal and nothing but the binaries; jq and
+# script(1) make the output nicer when present.
+#
+# usage: contrib/demo.sh [BINDIR]     (make demo runs it on bin/)
+set -euo pipefail
+
+bindir=$(cd "${1:-bin}" && pwd)
+for b in oxiosd ox-state; do
+	[[ -x $bindir/$b ]] || { echo "demo: no $bindir/$b; run make build first" >&2; exit 2; }
+done
+export PATH=$bindir:$PATH
+
+dir=$(mktemp -d "${TMPDIR:-/tmp}/oxios-demo.XXXXXX")
+export OXIOS_SOCKET=$dir/oxiosd.sock
+unset OXIOS_AGENT OXIOS_CONFIG
+daemon=
+
+cleanup() {
+	if [[ -n $daemon ]] && kill -0 "$daemon" 2>/dev/null; then
+		kill -TERM "$daemon" 2>/dev/null || true
+		wait "$daemon" 2>/dev/null || true
+	fi
+	rm -rf "$dir"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+bold=$'\e[1m' dim=$'\e[2m' off=$'\e[0m'
+[[ -t 1 ]] || bold='' dim='' off=''
+
+say() { printf '\n%s# %s%s\n' "$bold" "$*" "$off"; }
+
+# run prints a shell command line, then runs it.
+run() {
+	printf '%s+ %s%s\n' "$dim" "$1" "$off"
+	eval "$1"
+}
+
+# fails runs a command that must fail with exit status $1.
+fails() {
+	local want=$1 got=0
+	printf '%s+ %s%s\n' "$dim" "$2" "$off"
+	eval "$2" || got=$?
+	if [[ $got != "$want" ]]; then
+		echo "demo: exit status $got, want $want" >&2
+		exit 1
+	fi
+	printf '%s(exit status %s, as expected)%s\n' "$dim" "$got" "$off"
+}
+
+if command -v jq >/dev/null; then jq='jq -c .'; else jq=cat; fi
+
+# start runs oxiosd in the background and waits until it answers: an
+# ox-state that does not exit 69 (unreachable) reached it.
+start() {
+	run "oxiosd --config '' --data \$dir/data --socket \$OXIOS_SOCKET --no-mount 2>>\$dir/oxiosd.log &"
+	daemon=$!
+	local i
+	for ((i = 0; i < 100; i++)); do
+		if ! kill -0 "$daemon" 2>/dev/null; then
+			echo "demo: oxiosd exited; its log:" >&2
+			cat "$dir/oxiosd.log" >&2
+			exit 1
+		fi
+		local rc=0
+		ox-state ls -a x >/dev/null 2>&1 || rc=$?
+		[[ $rc != 69 ]] && return
+		sleep 0.1
+	done
+	echo "demo: oxiosd did not answer on $OXIOS_SOCKET within 10 s; its log:" >&2
+	cat "$dir/oxiosd.log" >&2
+	exit 1
+}
+
+# stop sends SIGTERM and checks that the daemon exits 0.
+stop() {
+	run 'kill -TERM $daemon; wait $daemon'
+	daemon=
+}
+
+say "Start a private daemon on a temporary directory ($dir)."
+start
+
+say "Save from an argument, and from a pipe. Saving creates the agent 'demo'."
+run 'ox-state save -a demo greeting "hello, world"'
+run 'printf "deploy at 10\ncheck the disks\n" | ox-state save -a demo notes/today.md'
+run 'uname -a | ox-state save -a demo notes/host'
+run 'head -c 48 /dev/urandom | ox-state save -a demo blob.bin'
+
+say "Load writes the raw value, so load is the inverse of save."
+run 'ox-state load -a demo notes/today.md'
+run 'ox-state load -a demo greeting; echo'
+run 'ox-state load -a demo blob.bin | wc -c'
+run "ox-state load --json -a demo greeting | $jq"
+run "ox-state load --json -a demo blob.bin | $jq"
+
+say "ls prints one JSON record per line off a terminal: input for jq or the next command."
+run "ox-state ls -a demo | $jq"
+run "ox-state ls -a demo notes/ | $jq"
+if command -v jq >/dev/null; then
+	run "ox-state ls -a demo | jq -s 'map(.size) | add'"
+fi
+
+say "On a terminal the same records are a table."
+if command -v script >/dev/null; then
+	run "script -qec 'ox-state ls -a demo' /dev/null </dev/null | tr -d '\r'"
+else
+	run 'ox-state ls -a demo --json'
+fi
+
+say "rm deletes keys and prints what it deleted."
+run "ox-state rm -a demo notes/host blob.bin | $jq"
+
+say "Errors go to stderr, with an exit status a script can test."
+fails 1 'ox-state load -a demo notes/host'
+fails 2 'ox-state save -a demo ../escape oops'
+fails 2 'ox-state ls -a Not-An-Agent'
+
+say "Stop the daemon with SIGTERM: it finishes, flushes and exits 0."
+stop
+
+say "State is files. Start the daemon again: everything acknowledged is still there."
+run 'find $dir/data/repo -path "*/state/*" -type f | sed "s|^$dir/||" | sort'
+start
+run "ox-state ls -a demo | $jq"
+stop
+
+say "Without a daemon, clients exit 69 and say how to start one."
+fails 69 'ox-state ls -a demo'
+
+say "oxiosd's log (stderr):"
+sed 's/^/  /' "$dir/oxiosd.log"
+
+say "Done. Try it yourself: make run"

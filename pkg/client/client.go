@@ -1,0 +1,323 @@
+// Package client is the typed client of oxiosd that every ox-* command
+// uses. A Client is one connection; it is safe for concurrent use, and
+// concurrent calls are pipelined on the connection.
+package client
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+// ErrUnreachable wraps failures to reach the daemon at all: no socket, or
+// nobody listening. Commands exit 69 on it.
+var ErrUnreachable = errors.New("oxiosd unreachable")
+
+// Client is a connection to oxiosd.
+type Client struct {
+	nc    net.Conn
+	hello proto.Hello
+
+	wmu sync.Mutex
+	w   *bufio.Writer
+
+	mu      sync.Mutex
+	nextID  uint64
+	pending map[uint64]*call
+	err     error // set when the connection is dead
+	done    chan struct{}
+}
+
+// call is one request in flight. The read loop queues its replies without
+// ever blocking, so a stream's consumer may itself make calls on the same
+// client (list, then load each key) without deadlocking the connection.
+type call struct {
+	mu     sync.Mutex
+	queue  []*proto.Reply // items, then the final reply
+	closed bool           // the connection died
+	ready  chan struct{}  // cap 1: something was queued
+}
+
+func (cl *call) push(rep *proto.Reply) {
+	cl.mu.Lock()
+	cl.queue = append(cl.queue, rep)
+	cl.mu.Unlock()
+	select {
+	case cl.ready <- struct{}{}:
+	default:
+	}
+}
+
+func (cl *call) close() {
+	cl.mu.Lock()
+	cl.closed = true
+	cl.mu.Unlock()
+	select {
+	case cl.ready <- struct{}{}:
+	default:
+	}
+}
+
+// pop returns the next reply, or nil and whether the connection died.
+func (cl *call) pop() (*proto.Reply, bool) {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if len(cl.queue) > 0 {
+		rep := cl.queue[0]
+		cl.queue[0] = nil
+		cl.queue = cl.queue[1:]
+		return rep, false
+	}
+	return nil, cl.closed
+}
+
+// Dial connects to the daemon's socket and reads its hello.
+func Dial(ctx context.Context, socket string) (*Client, error) {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "unix", socket)
+	if err != nil {
+		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, fmt.Errorf("%w: %s: %v", ErrUnreachable, socket, errors.Unwrap(err))
+		}
+		var oe *net.OpError
+		if errors.As(err, &oe) && !errors.Is(err, syscall.EACCES) {
+			return nil, fmt.Errorf("%w: %s: %v", ErrUnreachable, socket, oe.Err)
+		}
+		return nil, fmt.Errorf("%w: %s: %v", ErrUnreachable, socket, err)
+	}
+	c := &Client{nc: nc, w: bufio.NewWriterSize(nc, 64<<10), pending: map[uint64]*call{}, done: make(chan struct{})}
+	r := bufio.NewReaderSize(nc, 64<<10)
+	// The hello is the first line; a refused peer gets an error line instead.
+	if dl, ok := ctx.Deadline(); ok {
+		nc.SetReadDeadline(dl)
+	} else {
+		nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	}
+	line, err := readLine(r)
+	nc.SetReadDeadline(time.Time{})
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("%w: %s: no hello: %v", ErrUnreachable, socket, err)
+	}
+	var rep proto.Reply
+	if err := json.Unmarshal(line, &rep); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("%s: not an oxiosd socket (bad hello: %v)", socket, err)
+	}
+	if rep.Error != nil {
+		nc.Close()
+		return nil, rep.Error
+	}
+	if rep.Hello == nil {
+		nc.Close()
+		return nil, fmt.Errorf("%s: not an oxiosd socket (no hello)", socket)
+	}
+	if rep.Hello.Proto != proto.Version {
+		nc.Close()
+		return nil, proto.Errorf(proto.EPROTO, "oxiosd speaks protocol %d, this client %d: upgrade the older one", rep.Hello.Proto, proto.Version)
+	}
+	c.hello = *rep.Hello
+	go c.readLoop(r)
+	return c, nil
+}
+
+// Hello returns the daemon's greeting: its version, limits, and who it
+// takes this client to be.
+func (c *Client) Hello() proto.Hello { return c.hello }
+
+// Close closes the connection; calls in flight fail.
+func (c *Client) Close() error {
+	err := c.nc.Close()
+	<-c.done
+	return err
+}
+
+func readLine(r *bufio.Reader) ([]byte, error) {
+	b, err := r.ReadSlice('\n')
+	if err == nil {
+		return b, nil
+	}
+	if !errors.Is(err, bufio.ErrBufferFull) {
+		return nil, err
+	}
+	buf := append([]byte(nil), b...)
+	for errors.Is(err, bufio.ErrBufferFull) {
+		b, err = r.ReadSlice('\n')
+		buf = append(buf, b...)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return buf, nil
+}
+
+func (c *Client) readLoop(r *bufio.Reader) {
+	defer close(c.done)
+	var err error
+	for {
+		var line []byte
+		line, err = readLine(r)
+		if err != nil {
+			break
+		}
+		rep := new(proto.Reply)
+		if jerr := json.Unmarshal(line, rep); jerr != nil {
+			err = fmt.Errorf("bad reply from oxiosd: %v", jerr)
+			break
+		}
+		c.mu.Lock()
+		cl := c.pending[rep.ID]
+		final := rep.Item == nil
+		if final {
+			delete(c.pending, rep.ID)
+		}
+		c.mu.Unlock()
+		if cl == nil {
+			if rep.ID == 0 && rep.Error != nil {
+				// An error the daemon could not tie to a request: the
+				// connection is being refused or closed.
+				err = rep.Error
+				break
+			}
+			continue
+		}
+		cl.push(rep)
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
+		err = fmt.Errorf("%w: connection closed", ErrUnreachable)
+	}
+	c.mu.Lock()
+	c.err = err
+	pend := c.pending
+	c.pending = nil
+	c.mu.Unlock()
+	for _, cl := range pend {
+		cl.close()
+	}
+}
+
+// start sends a request and returns its call.
+func (c *Client) start(op string, args any) (*call, uint64, error) {
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s: encoding args: %w", op, err)
+	}
+	cl := &call{ready: make(chan struct{}, 1)}
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		return nil, 0, err
+	}
+	c.nextID++
+	id := c.nextID
+	c.pending[id] = cl
+	c.mu.Unlock()
+
+	line, _ := json.Marshal(proto.Request{ID: id, Op: op, Args: raw})
+	c.wmu.Lock()
+	c.w.Write(line)
+	c.w.WriteByte('\n')
+	err = c.w.Flush()
+	c.wmu.Unlock()
+	if err != nil {
+		c.mu.Lock()
+		if c.pending != nil {
+			delete(c.pending, id)
+		}
+		c.mu.Unlock()
+		return nil, 0, fmt.Errorf("%w: sending %s: %v", ErrUnreachable, op, err)
+	}
+	return cl, id, nil
+}
+
+// next waits for the call's next line.
+func (c *Client) next(ctx context.Context, cl *call) (*proto.Reply, error) {
+	for {
+		rep, dead := cl.pop()
+		if rep != nil {
+			return rep, nil
+		}
+		if dead {
+			c.mu.Lock()
+			err := c.err
+			c.mu.Unlock()
+			return nil, err
+		}
+		select {
+		case <-cl.ready:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// Call sends op with args and decodes the result into result (which may be
+// nil). A refusal by the daemon is returned as a *proto.Error.
+func (c *Client) Call(ctx context.Context, op string, args, result any) error {
+	cl, _, err := c.start(op, args)
+	if err != nil {
+		return err
+	}
+	for {
+		rep, err := c.next(ctx, cl)
+		if err != nil {
+			return err
+		}
+		if rep.Item != nil {
+			continue // a stream op called without a handler: drop items
+		}
+		return finish(rep, result)
+	}
+}
+
+// Stream sends a streaming op and calls fn with each item until the final
+// reply. If fn fails, Stream returns its error (remaining items are read
+// and dropped).
+func (c *Client) Stream(ctx context.Context, op string, args any, fn func(item json.RawMessage) error) error {
+	cl, _, err := c.start(op, args)
+	if err != nil {
+		return err
+	}
+	var ferr error
+	for {
+		rep, err := c.next(ctx, cl)
+		if err != nil {
+			return err
+		}
+		if rep.Item != nil {
+			if ferr == nil {
+				ferr = fn(rep.Item)
+			}
+			continue
+		}
+		if err := finish(rep, nil); err != nil {
+			return err
+		}
+		return ferr
+	}
+}
+
+func finish(rep *proto.Reply, result any) error {
+	if !rep.OK {
+		if rep.Error == nil {
+			return proto.Errorf(proto.EIO, "reply without ok or error")
+		}
+		return rep.Error
+	}
+	if result != nil && rep.Result != nil {
+		if err := json.Unmarshal(rep.Result, result); err != nil {
+			return fmt.Errorf("decoding result: %w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,51 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+// StateSave stores value under key of agent and returns its record.
+func (c *Client) StateSave(ctx context.Context, agent, key string, value []byte) (proto.StateRecord, error) {
+	v, enc := proto.EncodeValue(value)
+	var rec proto.StateRecord
+	err := c.Call(ctx, proto.OpStateSave, proto.StateSaveArgs{Agent: agent, Key: key, Value: v, Encoding: enc}, &rec)
+	return rec, err
+}
+
+// StateLoad returns the value under key of agent and its record.
+func (c *Client) StateLoad(ctx context.Context, agent, key string) ([]byte, proto.StateRecord, error) {
+	var rec proto.StateRecord
+	if err := c.Call(ctx, proto.OpStateLoad, proto.StateArgs{Agent: agent, Key: key}, &rec); err != nil {
+		return nil, rec, err
+	}
+	var v []byte
+	if rec.Value != nil {
+		var perr *proto.Error
+		if v, perr = proto.DecodeValue(*rec.Value, rec.Encoding); perr != nil {
+			return nil, rec, perr
+		}
+	}
+	return v, rec, nil
+}
+
+// StateDelete removes key of agent and returns the record it had.
+func (c *Client) StateDelete(ctx context.Context, agent, key string) (proto.StateRecord, error) {
+	var rec proto.StateRecord
+	err := c.Call(ctx, proto.OpStateDelete, proto.StateArgs{Agent: agent, Key: key}, &rec)
+	return rec, err
+}
+
+// StateList calls fn with the record of each key of agent at or below
+// prefix, in key order.
+func (c *Client) StateList(ctx context.Context, agent, prefix string, fn func(proto.StateRecord) error) error {
+	return c.Stream(ctx, proto.OpStateList, proto.StateListArgs{Agent: agent, Prefix: prefix}, func(item json.RawMessage) error {
+		var rec proto.StateRecord
+		if err := json.Unmarshal(item, &rec); err != nil {
+			return err
+		}
+		return fn(rec)
+	})
+}

@@ -1,0 +1,155 @@
+// Package cliutil holds the conventions every ox-* command shares: exit
+// codes, the --socket/--json/--agent flags, how errors are reported, and
+// how records are printed (JSON lines off a terminal, a table on one).
+package cliutil
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/oxios/oxios/pkg/client"
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+// Exit codes, documented in every man page's EXIT STATUS. 69 and 77 are
+// sysexits.h's EX_UNAVAILABLE and EX_NOPERM.
+const (
+	ExitOK          = 0
+	ExitFailure     = 1
+	ExitUsage       = 2
+	ExitUnavailable = 69
+	ExitDenied      = 77
+)
+
+// ExitError carries an exit code with its message.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string { return e.Err.Error() }
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// Usagef is a usage error: exit 2.
+func Usagef(format string, args ...any) error {
+	return &ExitError{Code: ExitUsage, Err: fmt.Errorf(format, args...)}
+}
+
+// Failf is a failure with a message: exit 1.
+func Failf(format string, args ...any) error {
+	return &ExitError{Code: ExitFailure, Err: fmt.Errorf(format, args...)}
+}
+
+// Silent is a failure that has already been reported: exit code only.
+func Silent(code int) error { return &ExitError{Code: code} }
+
+// Code maps an error to the exit code.
+func Code(err error) int {
+	var ee *ExitError
+	var pe *proto.Error
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &ee):
+		return ee.Code
+	case errors.Is(err, client.ErrUnreachable):
+		return ExitUnavailable
+	case errors.As(err, &pe):
+		if pe.Code == proto.EACCES || pe.Code == proto.EPERM {
+			return ExitDenied
+		}
+	}
+	return ExitFailure
+}
+
+// Hint is what to do about an unreachable daemon.
+const Hint = "is oxiosd running? start it with `oxiosd` (or `systemctl start oxiosd`, `systemctl --user start oxiosd`), or set OXIOS_SOCKET / --socket to its socket"
+
+// Report prints err the way every command does, and returns the exit code.
+func Report(prog string, err error) int {
+	if err == nil {
+		return ExitOK
+	}
+	code := Code(err)
+	var ee *ExitError
+	if errors.As(err, &ee) && ee.Err == nil {
+		return code
+	}
+	fmt.Fprintf(os.Stderr, "%s: %v\n", prog, err)
+	if code == ExitUnavailable {
+		fmt.Fprintf(os.Stderr, "%s: %s\n", prog, Hint)
+	}
+	return code
+}
+
+// Flags every client command takes.
+var (
+	SocketFlag = &cli.StringFlag{Name: "socket", Usage: "oxiosd socket `PATH`", EnvVars: []string{"OXIOS_SOCKET"}, Value: proto.DefaultPaths().Socket, TakesFile: true}
+	JSONFlag   = &cli.BoolFlag{Name: "json", Usage: "print JSON lines even on a terminal"}
+	AgentFlag  = &cli.StringFlag{Name: "agent", Aliases: []string{"a"}, Usage: "act on agent `NAME`", EnvVars: []string{"OXIOS_AGENT"}}
+)
+
+// ClientFlags are the flags of every subcommand that talks to the daemon.
+func ClientFlags(extra ...cli.Flag) []cli.Flag {
+	return append([]cli.Flag{AgentFlag, SocketFlag, JSONFlag}, extra...)
+}
+
+// Agent returns the --agent value, checked.
+func Agent(c *cli.Context) (string, error) {
+	a := c.String("agent")
+	if a == "" {
+		return "", Usagef("no agent: give -a AGENT or set OXIOS_AGENT")
+	}
+	if err := proto.CheckAgent(a); err != nil {
+		return "", Usagef("%s", err.Message)
+	}
+	return a, nil
+}
+
+// Connect dials the daemon named by --socket.
+func Connect(c *cli.Context) (*client.Client, error) {
+	return client.Dial(c.Context, c.String("socket"))
+}
+
+// App returns an app with the shared behaviour: usage errors exit 2, the
+// context is cancelled on SIGINT/SIGTERM.
+func App(name, usage string) *cli.App {
+	return &cli.App{
+		Name:                 name,
+		Usage:                usage,
+		EnableBashCompletion: true,
+		HideHelpCommand:      true,
+		OnUsageError: func(c *cli.Context, err error, isSub bool) error {
+			return &ExitError{Code: ExitUsage, Err: err}
+		},
+		CommandNotFound: func(c *cli.Context, cmd string) {
+			fmt.Fprintf(os.Stderr, "%s: unknown command %q (see %s --help)\n", name, cmd, name)
+			os.Exit(ExitUsage)
+		},
+	}
+}
+
+// Run runs app with os.Args and exits with the right code.
+func Run(app *cli.App) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := app.RunContext(ctx, os.Args)
+	stop()
+	os.Exit(Report(filepath.Base(os.Args[0]), err))
+}
+
+// SubcommandUsage marks every subcommand's usage errors as exit 2 too.
+func SubcommandUsage(cmds []*cli.Command) []*cli.Command {
+	for _, cmd := range cmds {
+		cmd.OnUsageError = func(c *cli.Context, err error, isSub bool) error {
+			return &ExitError{Code: ExitUsage, Err: err}
+		}
+	}
+	return cmds
+}

@@ -1,0 +1,285 @@
+// Package config reads oxios.toml, the daemon's configuration, and merges
+// it with the defaults and the command line (flags > file > defaults).
+// Every key is documented in oxios.toml(5); share/oxios.toml is the
+// default file with each key at its default.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/user"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+// Config is the daemon's effective configuration.
+type Config struct {
+	Data        string `toml:"data"`
+	Socket      string `toml:"socket"`
+	SocketGroup string `toml:"socket_group"`
+	Mount       string `toml:"mount"`
+	NoMount     bool   `toml:"no_mount"`
+	LogLevel    string `toml:"log_level"`
+	Limits      Limits `toml:"limits"`
+	Access      Access `toml:"access"`
+
+	// File is the config file that was read, "" if none.
+	File string `toml:"-"`
+}
+
+// Limits bound what one request may carry.
+type Limits struct {
+	MaxValue Size `toml:"max_value"`
+	MaxLine  Size `toml:"max_line"`
+}
+
+// Access says which peers besides root and the daemon's own uid may
+// connect. Users are names or numeric uids.
+type Access struct {
+	Admins []Principal         `toml:"admins"`
+	Users  map[string][]string `toml:"users"`
+	users  map[uint32][]string // resolved Users
+	admins map[uint32]struct{} // resolved Admins
+}
+
+// Principal is a user name or a uid in the config file.
+type Principal string
+
+// UnmarshalTOML accepts both `"alice"` and `1000`.
+func (p *Principal) UnmarshalTOML(v any) error {
+	switch v := v.(type) {
+	case string:
+		*p = Principal(v)
+	case int64:
+		*p = Principal(strconv.FormatInt(v, 10))
+	default:
+		return fmt.Errorf("want a user name or uid, got %T", v)
+	}
+	return nil
+}
+
+// Default returns the configuration with every key at its default.
+func Default() Config {
+	p := proto.DefaultPaths()
+	return Config{
+		Data:     p.Data,
+		Socket:   p.Socket,
+		Mount:    p.Mount,
+		LogLevel: "info",
+		Limits:   Limits{MaxValue: proto.DefaultMaxValue},
+	}
+}
+
+// Load reads the config file at file over the defaults. If file is the
+// default path and does not exist, the defaults stand; any other missing
+// file is an error. file "" means no file at all.
+func Load(file string, explicit bool) (Config, error) {
+	c := Default()
+	if file == "" {
+		return c, c.resolve()
+	}
+	b, err := os.ReadFile(file)
+	if errors.Is(err, fs.ErrNotExist) && !explicit {
+		return c, c.resolve()
+	}
+	if err != nil {
+		return c, fmt.Errorf("config: %w", err)
+	}
+	if err := c.parse(b, file); err != nil {
+		return c, err
+	}
+	c.File = file
+	return c, c.resolve()
+}
+
+func (c *Config) parse(b []byte, file string) error {
+	// Empty strings in the file mean "the default", as documented.
+	def := *c
+	md, err := toml.Decode(string(b), c)
+	if err != nil {
+		return fmt.Errorf("config %s: %w", file, err)
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		keys := make([]string, len(und))
+		for i, k := range und {
+			keys[i] = k.String()
+		}
+		// Users' table keys are free-form; everything else must be known.
+		var unknown []string
+		for _, k := range keys {
+			if !strings.HasPrefix(k, "access.users.") {
+				unknown = append(unknown, k)
+			}
+		}
+		if len(unknown) > 0 {
+			return fmt.Errorf("config %s: unknown key %s (see oxios.toml(5))", file, strings.Join(unknown, ", "))
+		}
+	}
+	for _, s := range []struct {
+		v *string
+		d string
+	}{
+		{&c.Data, def.Data}, {&c.Socket, def.Socket}, {&c.Mount, def.Mount}, {&c.LogLevel, def.LogLevel},
+	} {
+		if *s.v == "" {
+			*s.v = s.d
+		}
+	}
+	if c.Limits.MaxValue == 0 {
+		c.Limits.MaxValue = def.Limits.MaxValue
+	}
+	return nil
+}
+
+// resolve checks values and derives what is derived.
+func (c *Config) resolve() error {
+	if _, err := ParseLevel(c.LogLevel); err != nil {
+		return err
+	}
+	if c.Limits.MaxValue < 0 || c.Limits.MaxValue > 1<<30 {
+		return fmt.Errorf("config: limits.max_value %d out of range (0 to 1GiB)", c.Limits.MaxValue)
+	}
+	if c.Limits.MaxLine == 0 {
+		c.Limits.MaxLine = Size(proto.MaxLineFor(int(c.Limits.MaxValue)))
+	}
+	if c.Limits.MaxLine < 4096 {
+		return fmt.Errorf("config: limits.max_line %d is below the 4096-byte minimum", c.Limits.MaxLine)
+	}
+	for _, p := range []struct{ name, v string }{{"data", c.Data}, {"socket", c.Socket}, {"mount", c.Mount}} {
+		if !path.IsAbs(p.v) {
+			return fmt.Errorf("config: %s %q must be an absolute path", p.name, p.v)
+		}
+	}
+	c.Access.admins = map[uint32]struct{}{}
+	for _, a := range c.Access.Admins {
+		uid, err := lookupUID(string(a))
+		if err != nil {
+			return fmt.Errorf("config: access.admins: %w", err)
+		}
+		c.Access.admins[uid] = struct{}{}
+	}
+	c.Access.users = map[uint32][]string{}
+	names := make([]string, 0, len(c.Access.Users))
+	for n := range c.Access.Users {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		uid, err := lookupUID(n)
+		if err != nil {
+			return fmt.Errorf("config: access.users: %w", err)
+		}
+		for _, g := range c.Access.Users[n] {
+			if _, err := path.Match(g, "x"); err != nil {
+				return fmt.Errorf("config: access.users.%s: bad agent pattern %q: %v", n, g, err)
+			}
+		}
+		c.Access.users[uid] = c.Access.Users[n]
+	}
+	return nil
+}
+
+// IsAdmin reports whether uid is an admin by config (root and the daemon's
+// own uid are admins regardless).
+func (a *Access) IsAdmin(uid uint32) bool {
+	_, ok := a.admins[uid]
+	return ok
+}
+
+// Grant returns the agent patterns uid may use, and whether uid may
+// connect at all.
+func (a *Access) Grant(uid uint32) ([]string, bool) {
+	g, ok := a.users[uid]
+	return g, ok
+}
+
+func lookupUID(s string) (uint32, error) {
+	if n, err := strconv.ParseUint(s, 10, 32); err == nil {
+		return uint32(n), nil
+	}
+	u, err := user.Lookup(s)
+	if err != nil {
+		return 0, fmt.Errorf("unknown user %q", s)
+	}
+	n, err := strconv.ParseUint(u.Uid, 10, 32)
+	if err != nil {
+		return 0, fmt.Errorf("user %q has non-numeric uid %q", s, u.Uid)
+	}
+	return uint32(n), nil
+}
+
+// LookupGID resolves a group name or numeric gid.
+func LookupGID(s string) (int, error) {
+	if n, err := strconv.Atoi(s); err == nil {
+		return n, nil
+	}
+	g, err := user.LookupGroup(s)
+	if err != nil {
+		return 0, fmt.Errorf("unknown group %q", s)
+	}
+	return strconv.Atoi(g.Gid)
+}
+
+// ParseLevel maps a log_level value to a slog level.
+func ParseLevel(s string) (slog.Level, error) {
+	switch strings.ToLower(s) {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info", "":
+		return slog.LevelInfo, nil
+	case "warn", "warning":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, fmt.Errorf("config: log_level %q: want debug, info, warn or error", s)
+}
+
+// Size is a byte count written as an integer or a string with a unit
+// (B, KiB, MiB, GiB; KB, MB, GB are read as the binary units too).
+type Size int64
+
+// UnmarshalTOML implements toml.Unmarshaler.
+func (s *Size) UnmarshalTOML(v any) error {
+	switch v := v.(type) {
+	case int64:
+		*s = Size(v)
+		return nil
+	case string:
+		n, err := ParseSize(v)
+		*s = n
+		return err
+	}
+	return fmt.Errorf("want a size like 16MiB or a byte count, got %T", v)
+}
+
+// ParseSize parses "16MiB", "512 KiB", "1024"; "" is 0.
+func ParseSize(s string) (Size, error) {
+	t := strings.TrimSpace(s)
+	if t == "" {
+		return 0, nil
+	}
+	i := strings.IndexFunc(t, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
+	num, unit := t, ""
+	if i >= 0 {
+		num, unit = strings.TrimSpace(t[:i]), strings.TrimSpace(t[i:])
+	}
+	mult := map[string]float64{
+		"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10,
+		"m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30,
+	}[strings.ToLower(unit)]
+	f, err := strconv.ParseFloat(num, 64)
+	if err != nil || mult == 0 || f < 0 {
+		return 0, fmt.Errorf("bad size %q: want a number with an optional unit B, KiB, MiB or GiB", s)
+	}
+	return Size(f * mult), nil
+}

@@ -1,0 +1,217 @@
+// Package kernel is the one place where Oxios does anything: each exported
+// method is a syscall, and each goes authorize -> do -> audit -> publish.
+// The socket server and the FUSE view call these methods and nothing below
+// them; the subsystems (state, audit, and the later ones) do not know about
+// each other: the kernel passes what they need.
+//
+// Changes are group-committed: a mutating syscall hands a transaction to
+// the committer goroutine, which takes every transaction queued at that
+// moment, stages the state changes, writes them to the state journal and
+// their entries to the audit log, makes both durable at once (two
+// fdatasyncs side by side) and only then publishes and replies. A reply of
+// ok therefore means the change and its audit entry are on disk. There is
+// no wait window: a batch is whatever queued while the last one was
+// syncing, which keeps one client fast and many clients efficient.
+package kernel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path"
+	"path/filepath"
+	"sync"
+
+	"github.com/oxios/oxios/pkg/audit"
+	"github.com/oxios/oxios/pkg/config"
+	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/state"
+)
+
+// Version is the daemon's version, set by the linker in cmd/oxiosd.
+var Version = "0.1.0-dev"
+
+// Cred is who is calling: the peer's credentials from SO_PEERCRED, and
+// what the kernel made of them.
+type Cred struct {
+	UID   uint32
+	GID   uint32
+	PID   int32
+	Admin bool
+	// Agent and Run are set when the caller is a process of an agent run:
+	// it may then act only as that agent.
+	Agent string
+	Run   string
+	// Grants are the agent patterns a non-admin user was granted.
+	Grants []string
+}
+
+// RunResolver maps a pid to the agent run it belongs to. The supervisor
+// provides it; until then no process is an agent's.
+type RunResolver interface {
+	RunOf(pid int32) (agent, run string, ok bool)
+}
+
+// Kernel holds the subsystems and runs the committer.
+type Kernel struct {
+	cfg   config.Config
+	log   *slog.Logger
+	state *state.Store
+	audit *audit.Log
+	runs  RunResolver
+	uid   uint32
+
+	// txc feeds the committer. Senders hold txmu for reading while they
+	// send, so Close can shut the channel once no send is in progress.
+	txc     chan *tx
+	txmu    sync.RWMutex
+	closing bool
+	stopped chan struct{}
+}
+
+// New opens the data directory and starts the committer.
+func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
+	if err := os.MkdirAll(cfg.Data, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	if err := os.Chmod(cfg.Data, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	alog, err := audit.Open(filepath.Join(cfg.Data, "audit"), audit.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("audit log: %w", err)
+	}
+	if alog.Recovered != "" {
+		log.Warn("audit log recovered after a crash", "what", alog.Recovered)
+	}
+	st, err := state.Open(cfg.Data, state.Options{MaxValue: int(cfg.Limits.MaxValue)})
+	if err != nil {
+		alog.Close()
+		return nil, err
+	}
+	k := &Kernel{
+		cfg:     cfg,
+		log:     log,
+		state:   st,
+		audit:   alog,
+		uid:     uint32(os.Getuid()),
+		txc:     make(chan *tx, 4096),
+		stopped: make(chan struct{}),
+	}
+	go k.committer()
+	return k, nil
+}
+
+// SetRunResolver installs the supervisor's pid lookup.
+func (k *Kernel) SetRunResolver(r RunResolver) { k.runs = r }
+
+// Close finishes queued transactions and closes the subsystems. Callers
+// stop issuing syscalls first (the server drains its connections).
+func (k *Kernel) Close() error {
+	k.txmu.Lock()
+	if k.closing {
+		k.txmu.Unlock()
+		return nil
+	}
+	k.closing = true
+	close(k.txc)
+	k.txmu.Unlock()
+	<-k.stopped
+	err := k.state.Close()
+	if aerr := k.audit.Close(); err == nil {
+		err = aerr
+	}
+	return err
+}
+
+// Config returns the configuration the kernel runs with.
+func (k *Kernel) Config() config.Config { return k.cfg }
+
+// Identify turns peer credentials into a Cred, or refuses the peer.
+func (k *Kernel) Identify(uid, gid uint32, pid int32) (*Cred, error) {
+	c := &Cred{UID: uid, GID: gid, PID: pid}
+	if k.runs != nil {
+		if a, r, ok := k.runs.RunOf(pid); ok {
+			c.Agent, c.Run = a, r
+			return c, nil
+		}
+	}
+	switch {
+	case uid == 0 || uid == k.uid || k.cfg.Access.IsAdmin(uid):
+		c.Admin = true
+	default:
+		g, ok := k.cfg.Access.Grant(uid)
+		if !ok {
+			k.auditDenied(c, "connect", fmt.Sprintf("uid:%d", uid), nil, proto.EACCES)
+			return nil, proto.Errorf(proto.EACCES, "uid %d is not granted access to oxiosd (see [access] in oxios.toml(5))", uid)
+		}
+		c.Grants = g
+	}
+	return c, nil
+}
+
+// Hello is the greeting the server sends on a new connection.
+func (k *Kernel) Hello(c *Cred) proto.Hello {
+	return proto.Hello{
+		Proto: proto.Version, Server: "oxiosd/" + Version, MaxLine: int(k.cfg.Limits.MaxLine),
+		MaxValue: int(k.cfg.Limits.MaxValue),
+		UID:      c.UID, PID: c.PID, Admin: c.Admin, Agent: c.Agent,
+	}
+}
+
+// authorize decides whether c may act on agent. Policy (per agent rules)
+// plugs in here; identity is checked first.
+func (k *Kernel) authorize(c *Cred, agent string) *proto.Error {
+	if err := proto.CheckAgent(agent); err != nil {
+		return err
+	}
+	switch {
+	case c.Admin:
+		return nil
+	case c.Agent != "":
+		if c.Agent == agent {
+			return nil
+		}
+		return proto.Errorf(proto.EPERM, "run %s of agent %q may not act on agent %q", c.Run, c.Agent, agent)
+	}
+	for _, g := range c.Grants {
+		if ok, _ := path.Match(g, agent); ok {
+			return nil
+		}
+	}
+	return proto.Errorf(proto.EPERM, "uid %d is not granted agent %q (see [access.users] in oxios.toml(5))", c.UID, agent)
+}
+
+func actor(c *Cred) audit.Actor {
+	return audit.Actor{UID: c.UID, PID: c.PID, Agent: c.Agent, Run: c.Run}
+}
+
+// errCode is the audit result for err.
+func errCode(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	var pe *proto.Error
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return proto.EIO
+}
+
+// auditDenied records a refusal. Refusals are committed like changes so
+// the log holds every denial, but the caller does not wait for them.
+func (k *Kernel) auditDenied(c *Cred, op, target string, args []byte, code string) {
+	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: op, Target: target, Args: audit.ArgsDigest(args), Result: code}}
+	k.submit(context.Background(), t, false)
+}
+
+// Errors from the storage layer reach clients as EIO with the cause.
+func ioError(err error) *proto.Error {
+	var pe *proto.Error
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return proto.Errorf(proto.EIO, "%v", err)
+}

@@ -1,0 +1,84 @@
+package kernel
+
+import (
+	"context"
+
+	"github.com/oxios/oxios/pkg/audit"
+	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/state"
+)
+
+func target(agent, key string) string { return agent + ":" + key }
+
+// StateSave stores a value under a key of an agent's state. raw is the
+// request's args as received, digested into the audit entry.
+func (k *Kernel) StateSave(ctx context.Context, c *Cred, a proto.StateSaveArgs, raw []byte) (proto.StateRecord, error) {
+	if err := k.authorize(c, a.Agent); err != nil {
+		k.auditDenied(c, proto.OpStateSave, target(a.Agent, a.Key), raw, err.Code)
+		return proto.StateRecord{}, err
+	}
+	value, perr := proto.DecodeValue(a.Value, a.Encoding)
+	if perr != nil {
+		return proto.StateRecord{}, perr
+	}
+	return k.change(ctx, c, proto.OpStateSave, raw, &state.Change{Agent: a.Agent, Key: a.Key, Value: value})
+}
+
+// StateDelete removes a key.
+func (k *Kernel) StateDelete(ctx context.Context, c *Cred, a proto.StateArgs, raw []byte) (proto.StateRecord, error) {
+	if err := k.authorize(c, a.Agent); err != nil {
+		k.auditDenied(c, proto.OpStateDelete, target(a.Agent, a.Key), raw, err.Code)
+		return proto.StateRecord{}, err
+	}
+	return k.change(ctx, c, proto.OpStateDelete, raw, &state.Change{Agent: a.Agent, Key: a.Key, Delete: true})
+}
+
+// change commits one state change with its audit entry. Invalid keys and
+// conflicts are found while staging, so they are audited with their error.
+func (k *Kernel) change(ctx context.Context, c *Cred, op string, raw []byte, ch *state.Change) (proto.StateRecord, error) {
+	t := &tx{change: ch, entry: &audit.Entry{Actor: actor(c), Op: op, Target: target(ch.Agent, ch.Key), Args: audit.ArgsDigest(raw)}}
+	if err := k.submit(ctx, t, true); err != nil {
+		return proto.StateRecord{}, err
+	}
+	return ch.Record, nil
+}
+
+// StateLoad returns a key's value and record.
+func (k *Kernel) StateLoad(ctx context.Context, c *Cred, a proto.StateArgs, raw []byte) ([]byte, proto.StateRecord, error) {
+	if err := k.authorize(c, a.Agent); err != nil {
+		k.auditDenied(c, proto.OpStateLoad, target(a.Agent, a.Key), raw, err.Code)
+		return nil, proto.StateRecord{}, err
+	}
+	if err := proto.CheckKey(a.Key); err != nil {
+		return nil, proto.StateRecord{}, err
+	}
+	v, rec, err := k.state.Load(a.Agent, a.Key)
+	if err != nil {
+		return nil, rec, ioError(err)
+	}
+	return v, rec, nil
+}
+
+// StateList calls emit with the record of each key at or below prefix.
+func (k *Kernel) StateList(ctx context.Context, c *Cred, a proto.StateListArgs, raw []byte, emit func(*proto.StateRecord) error) error {
+	if err := k.authorize(c, a.Agent); err != nil {
+		k.auditDenied(c, proto.OpStateList, target(a.Agent, a.Prefix), raw, err.Code)
+		return err
+	}
+	if err := proto.CheckPrefix(a.Prefix); err != nil {
+		return err
+	}
+	recs, err := k.state.List(a.Agent, a.Prefix)
+	if err != nil {
+		return ioError(err)
+	}
+	for i := range recs {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := emit(&recs[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}

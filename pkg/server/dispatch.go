@@ -1,0 +1,228 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+// handler serves one op. Inline handlers are quick and never block (loads,
+// hello): they run on the reading goroutine, which keeps a sequential
+// client at one goroutine hop per request. The others (anything that
+// waits for a commit, or streams) run on their own goroutine so pipelined
+// requests behind them proceed and group-commit together.
+type handler struct {
+	inline bool
+	serve  func(ctx context.Context, c *conn, req *proto.Request) ([]byte, error)
+}
+
+var handlers map[string]handler
+
+func init() {
+	handlers = map[string]handler{
+		proto.OpHello:       {inline: true, serve: serveHello},
+		proto.OpStateLoad:   {inline: true, serve: serveStateLoad},
+		proto.OpStateSave:   {serve: serveStateSave},
+		proto.OpStateDelete: {serve: serveStateDelete},
+		proto.OpStateList:   {serve: serveStateList},
+	}
+}
+
+// decodeRequest parses one request line. The error names the problem.
+func decodeRequest(line []byte) (*proto.Request, *proto.Error) {
+	var req proto.Request
+	if err := json.Unmarshal(line, &req); err != nil {
+		var ute *json.UnmarshalTypeError
+		if errors.As(err, &ute) && ute.Field == "" {
+			return nil, proto.Errorf(proto.EBADMSG, "request line is not a JSON object (got %s)", ute.Value)
+		}
+		if errors.As(err, &ute) {
+			return nil, proto.Errorf(proto.EBADMSG, "bad request: field %q must be a %s, not %s", ute.Field, typeName(ute.Field), ute.Value)
+		}
+		return nil, proto.Errorf(proto.EBADMSG, "request line is not a JSON object: %v", err)
+	}
+	if req.Op == "" {
+		return &req, proto.Errorf(proto.EBADMSG, "request has no \"op\"")
+	}
+	if _, ok := handlers[req.Op]; !ok {
+		return &req, proto.Errorf(proto.ENOSYS, "unknown op %q", req.Op)
+	}
+	return &req, nil
+}
+
+func typeName(field string) string {
+	switch field {
+	case "id":
+		return "non-negative integer"
+	case "op":
+		return "string"
+	case "args":
+		return "object"
+	}
+	return "different type"
+}
+
+// decodeArgs strictly decodes args into v: unknown fields are refused so a
+// typo does not silently do something else.
+func decodeArgs(req *proto.Request, v any) error {
+	if len(req.Args) == 0 || string(req.Args) == "null" {
+		return proto.Errorf(proto.EINVAL, "%s: missing args", req.Op)
+	}
+	d := json.NewDecoder(bytes.NewReader(req.Args))
+	d.DisallowUnknownFields()
+	if err := d.Decode(v); err != nil {
+		return proto.Errorf(proto.EINVAL, "%s: bad args: %v", req.Op, err)
+	}
+	return nil
+}
+
+func (c *conn) dispatch(ctx context.Context, line []byte, r *bufio.Reader) {
+	req, perr := decodeRequest(line)
+	if perr != nil {
+		id := peekID(line)
+		if req != nil {
+			id = req.ID
+		}
+		c.sendError(id, perr)
+		c.flushIf(r)
+		return
+	}
+	h := handlers[req.Op]
+	if h.inline {
+		res, err := h.serve(ctx, c, req)
+		c.reply(req.ID, res, err)
+		c.flushIf(r)
+		return
+	}
+	// The line is the reader's buffer: keep what the handler needs.
+	req.Args = append(json.RawMessage(nil), req.Args...)
+	c.sem <- struct{}{}
+	c.inflight.Add(1)
+	go func() {
+		defer func() { <-c.sem; c.inflight.Done() }()
+		res, err := h.serve(ctx, c, req)
+		c.wmu.Lock()
+		c.writeReply(req.ID, res, err)
+		if c.werr == nil {
+			c.werr = c.w.Flush()
+		}
+		c.wmu.Unlock()
+	}()
+}
+
+func (c *conn) reply(id uint64, res []byte, err error) {
+	c.wmu.Lock()
+	c.writeReply(id, res, err)
+	c.wmu.Unlock()
+}
+
+// writeReply writes a final reply; c.wmu is held.
+func (c *conn) writeReply(id uint64, res []byte, err error) {
+	if c.werr != nil {
+		return
+	}
+	var b []byte
+	if err != nil {
+		b = appendError(nil, id, err)
+	} else {
+		b = appendOK(nil, id, res)
+	}
+	c.w.Write(b)
+	c.werr = c.w.WriteByte('\n')
+}
+
+// sendItem sends one stream item of request id.
+func (c *conn) sendItem(id uint64, item any) error {
+	b, err := marshal(item)
+	if err != nil {
+		return err
+	}
+	out := make([]byte, 0, len(b)+32)
+	out = append(out, `{"id":`...)
+	out = strconv.AppendUint(out, id, 10)
+	out = append(out, `,"item":`...)
+	out = append(out, b...)
+	out = append(out, '}')
+	c.send(out)
+	c.wmu.Lock()
+	err = c.werr
+	c.wmu.Unlock()
+	return err
+}
+
+func appendOK(b []byte, id uint64, res []byte) []byte {
+	b = append(b, `{"id":`...)
+	b = strconv.AppendUint(b, id, 10)
+	b = append(b, `,"ok":true`...)
+	if res == nil {
+		return append(b, `,"done":true}`...)
+	}
+	b = append(b, `,"result":`...)
+	b = append(b, res...)
+	return append(b, '}')
+}
+
+func appendError(b []byte, id uint64, err error) []byte {
+	var pe *proto.Error
+	if !errors.As(err, &pe) {
+		if errors.Is(err, context.Canceled) {
+			pe = proto.Errorf(proto.ESHUTDOWN, "request cancelled: connection closing")
+		} else {
+			pe = proto.Errorf(proto.EIO, "%v", err)
+		}
+	}
+	e, _ := marshal(pe)
+	b = append(b, `{"id":`...)
+	b = strconv.AppendUint(b, id, 10)
+	b = append(b, `,"ok":false,"error":`...)
+	b = append(b, e...)
+	return append(b, '}')
+}
+
+func appendHello(b []byte, h *proto.Hello) []byte {
+	e, _ := marshal(h)
+	b = append(b, `{"hello":`...)
+	b = append(b, e...)
+	return append(b, '}')
+}
+
+// marshal is json.Marshal without HTML escaping: values are data, and
+// `<` should stay `<` for jq and for size.
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, fmt.Errorf("encoding reply: %w", err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
+}
+
+// peekID recovers the id of a request line that could not be decoded, so
+// a pipelining client can match the error to its request; 0 if none.
+func peekID(line []byte) uint64 {
+	i := bytes.Index(line, []byte(`"id"`))
+	if i < 0 {
+		return 0
+	}
+	rest := bytes.TrimLeft(line[i+4:], " \t")
+	if len(rest) == 0 || rest[0] != ':' {
+		return 0
+	}
+	rest = bytes.TrimLeft(rest[1:], " \t")
+	n := 0
+	for n < len(rest) && rest[n] >= '0' && rest[n] <= '9' {
+		n++
+	}
+	id, err := strconv.ParseUint(string(rest[:n]), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return id
+}

@@ -1,0 +1,70 @@
+package server
+
+import (
+	"context"
+
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+func serveHello(ctx context.Context, c *conn, req *proto.Request) ([]byte, error) {
+	var a proto.HelloArgs
+	if len(req.Args) > 0 {
+		if err := decodeArgs(req, &a); err != nil {
+			return nil, err
+		}
+		if a.Proto != 0 && a.Proto != proto.Version {
+			return nil, proto.Errorf(proto.EPROTO, "client speaks protocol %d, oxiosd speaks %d", a.Proto, proto.Version)
+		}
+	}
+	h := c.s.k.Hello(c.cred)
+	return marshal(&h)
+}
+
+func serveStateSave(ctx context.Context, c *conn, req *proto.Request) ([]byte, error) {
+	var a proto.StateSaveArgs
+	if err := decodeArgs(req, &a); err != nil {
+		return nil, err
+	}
+	rec, err := c.s.k.StateSave(ctx, c.cred, a, req.Args)
+	if err != nil {
+		return nil, err
+	}
+	return marshal(&rec)
+}
+
+func serveStateDelete(ctx context.Context, c *conn, req *proto.Request) ([]byte, error) {
+	var a proto.StateArgs
+	if err := decodeArgs(req, &a); err != nil {
+		return nil, err
+	}
+	rec, err := c.s.k.StateDelete(ctx, c.cred, a, req.Args)
+	if err != nil {
+		return nil, err
+	}
+	return marshal(&rec)
+}
+
+func serveStateLoad(ctx context.Context, c *conn, req *proto.Request) ([]byte, error) {
+	var a proto.StateArgs
+	if err := decodeArgs(req, &a); err != nil {
+		return nil, err
+	}
+	v, rec, err := c.s.k.StateLoad(ctx, c.cred, a, req.Args)
+	if err != nil {
+		return nil, err
+	}
+	val, enc := proto.EncodeValue(v)
+	rec.Value, rec.Encoding = &val, enc
+	return marshal(&rec)
+}
+
+func serveStateList(ctx context.Context, c *conn, req *proto.Request) ([]byte, error) {
+	var a proto.StateListArgs
+	if err := decodeArgs(req, &a); err != nil {
+		return nil, err
+	}
+	err := c.s.k.StateList(ctx, c.cred, a, req.Args, func(r *proto.StateRecord) error {
+		return c.sendItem(req.ID, r)
+	})
+	return nil, err
+}

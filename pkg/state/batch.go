@@ -1,0 +1,236 @@
+package state
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+// Change is one save or delete, staged into a Batch.
+type Change struct {
+	Agent  string
+	Key    string
+	Value  []byte
+	Delete bool
+
+	rec *record
+	// Result, set by Add when the change is accepted: the key's record.
+	Record proto.StateRecord
+}
+
+// Batch is a group of changes made durable by one journal sync. Changes
+// are checked in order against the index as it will be after the changes
+// before them in the batch; a change that fails is left out.
+type Batch struct {
+	s       *Store
+	changes []*Change
+	exists  map[akey]bool // keys touched by this batch: exist afterwards?
+	dirs    map[akey]int  // folder count deltas of this batch
+	start   int64
+	bytes   int64
+}
+
+type akey struct{ agent, key string }
+
+// Begin starts a batch. Only one batch may be open at a time.
+func (s *Store) Begin() *Batch {
+	return &Batch{s: s}
+}
+
+// Len is the number of accepted changes.
+func (b *Batch) Len() int { return len(b.changes) }
+
+// Add checks c and, if it can be applied, accepts it into the batch. The
+// error names why not; nothing of a refused change is kept.
+func (b *Batch) Add(c *Change) *proto.Error {
+	if err := proto.CheckAgent(c.Agent); err != nil {
+		return err
+	}
+	if err := proto.CheckKey(c.Key); err != nil {
+		return err
+	}
+	if !c.Delete && len(c.Value) > b.s.opts.MaxValue {
+		return proto.Errorf(proto.E2BIG, "%s: value for %q is %d bytes, more than limits.max_value %d", c.Agent, c.Key, len(c.Value), b.s.opts.MaxValue)
+	}
+	if b.exists == nil {
+		b.exists, b.dirs = map[akey]bool{}, map[akey]int{}
+	}
+	a := b.s.agent(c.Agent)
+	exists := func(key string) bool {
+		if v, ok := b.exists[akey{c.Agent, key}]; ok {
+			return v
+		}
+		if a == nil {
+			return false
+		}
+		a.mu.RLock()
+		_, ok := a.keys[key]
+		a.mu.RUnlock()
+		return ok
+	}
+	dirCount := func(key string) int {
+		n := b.dirs[akey{c.Agent, key}]
+		if a != nil {
+			a.mu.RLock()
+			n += a.dirs[key]
+			a.mu.RUnlock()
+		}
+		return n
+	}
+	had := exists(c.Key)
+	if c.Delete {
+		if !had {
+			if dirCount(c.Key) > 0 {
+				return proto.Errorf(proto.EISDIR, "%s: %q is a folder of keys; delete the keys in it", c.Agent, c.Key)
+			}
+			return proto.Errorf(proto.ENOENT, "%s: no key %q", c.Agent, c.Key)
+		}
+	} else {
+		var conflict string
+		forEachParent(c.Key, func(dir string) {
+			if conflict == "" && exists(dir) {
+				conflict = dir
+			}
+		})
+		if conflict != "" {
+			return proto.Errorf(proto.ENOTDIR, "%s: cannot save %q: %q is a key, not a folder", c.Agent, c.Key, conflict)
+		}
+		if !had && dirCount(c.Key) > 0 {
+			return proto.Errorf(proto.EISDIR, "%s: cannot save %q: it is a folder of other keys", c.Agent, c.Key)
+		}
+	}
+	// Accepted: account for it in the batch's view.
+	switch {
+	case c.Delete:
+		b.exists[akey{c.Agent, c.Key}] = false
+		forEachParent(c.Key, func(dir string) { b.dirs[akey{c.Agent, dir}]-- })
+	case !had:
+		b.exists[akey{c.Agent, c.Key}] = true
+		forEachParent(c.Key, func(dir string) { b.dirs[akey{c.Agent, dir}]++ })
+	}
+	now := time.Now().UTC()
+	kind := byte(recSave)
+	if c.Delete {
+		kind = recDelete
+	}
+	c.rec = &record{kind: kind, ver: b.s.seq.Add(1), mod: now, agent: c.Agent, key: c.Key, value: c.Value}
+	c.Record = proto.StateRecord{Type: proto.RecordState, Agent: c.Agent, Key: c.Key, Size: int64(len(c.Value)), Modified: now, Deleted: c.Delete}
+	if c.Delete {
+		if st, err := b.s.Stat(c.Agent, c.Key); err == nil {
+			c.Record.Size = st.Size
+		}
+	}
+	b.changes = append(b.changes, c)
+	b.bytes += int64(len(c.Value))
+	return nil
+}
+
+// Write appends the batch to the journal (not yet durable). It holds the
+// journal until Publish or Abort, so a checkpoint cannot empty the journal
+// between the sync and the publication.
+func (b *Batch) Write() error {
+	s := b.s
+	s.waitRoom(b.bytes)
+	s.jmu.Lock()
+	if s.failed != nil {
+		s.jmu.Unlock()
+		return s.failed
+	}
+	b.start = s.j.size
+	for _, c := range b.changes {
+		if err := s.j.appendRecord(c.rec); err != nil {
+			err = b.fail(err)
+			s.jmu.Unlock()
+			return err
+		}
+	}
+	if err := s.j.flush(); err != nil {
+		err = b.fail(err)
+		s.jmu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// Sync makes the written batch durable. After Write succeeded the caller
+// must end the batch with Publish or, if Sync or another part of the group
+// commit failed, Abort.
+func (b *Batch) Sync() error {
+	if len(b.changes) == 0 {
+		return nil
+	}
+	if err := b.s.j.sync(); err != nil {
+		return fmt.Errorf("state: journal sync: %w", err)
+	}
+	return nil
+}
+
+// fail cuts the journal back to where the batch started. If even that
+// fails the store refuses further writes rather than risk replaying a
+// change that was never acknowledged.
+func (b *Batch) fail(err error) error {
+	s := b.s
+	if terr := s.j.truncate(b.start); terr != nil {
+		s.failed = fmt.Errorf("state: journal unusable after failed write (%v): %w", err, terr)
+	}
+	return fmt.Errorf("state: journal: %w", err)
+}
+
+// Abort gives up a written batch (another part of the group commit, such as
+// the audit log, failed): its records are cut from the journal.
+func (b *Batch) Abort(cause error) {
+	b.fail(cause)
+	b.s.jmu.Unlock()
+}
+
+// Publish makes a durable batch visible and queues its files for the
+// applier. It releases the journal.
+func (b *Batch) Publish() {
+	s := b.s
+	for _, c := range b.changes {
+		s.publishRecord(c.rec)
+	}
+	s.jmu.Unlock()
+}
+
+// publishRecord applies one journal record to the index and queues it.
+func (s *Store) publishRecord(r *record) error {
+	s.mu.Lock()
+	a := s.agentLocked(r.agent)
+	s.mu.Unlock()
+	a.mu.Lock()
+	if old := a.keys[r.key]; old != nil && old.cached != nil {
+		s.cache.Add(-int64(len(old.cached)))
+	}
+	if r.kind == recDelete {
+		a.removeKey(r.key)
+		a.tombs[r.key] = r.ver
+	} else {
+		delete(a.tombs, r.key)
+		a.addKey(r.key, &entry{size: int64(len(r.value)), mod: r.mod, ver: r.ver, pending: r.value, hasPend: true})
+	}
+	a.mu.Unlock()
+	s.qmu.Lock()
+	s.queue = append(s.queue, ref{a: a, key: r.key, ver: r.ver})
+	s.pending += int64(len(r.value))
+	closed := s.closed
+	s.qmu.Unlock()
+	if !closed {
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// waitRoom blocks while the values waiting for the applier exceed the
+// bound, so a flood of saves cannot grow memory without limit.
+func (s *Store) waitRoom(n int64) {
+	s.qmu.Lock()
+	for s.pending > 0 && s.pending+n > s.opts.MaxPendingBytes && !s.closed {
+		s.qcond.Wait()
+	}
+	s.qmu.Unlock()
+}

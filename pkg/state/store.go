@@ -1,0 +1,430 @@
+// Package state stores the agents' state: per agent, a tree of keys
+// (relative paths) holding byte values, laid out as files in the git work
+// tree DATA/repo/agents/<agent>/state/<key> so that versioning can commit it.
+//
+// Durability comes from a write-ahead journal with group commit (see
+// journal.go): the kernel's committer stages a batch of changes, writes them
+// to the journal, syncs once, and then publishes them. Published changes are
+// visible at once through an in-memory index (and an overlay of values not
+// yet written to their files), and a single applier goroutine materializes
+// them in the work tree with temp file + rename, so a file is always either
+// its old or its new value. A checkpoint (syncfs, then an empty journal)
+// runs when the journal grows large, at shutdown, and after replay at start.
+//
+// File creation is the slow part on most file systems (0.1 to 1 ms here,
+// against 170 us for one fdatasync that covers a whole batch), which is why
+// the work tree is written behind the journal rather than before the reply.
+package state
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+// Options tune a Store.
+type Options struct {
+	// MaxValue bounds a value in bytes.
+	MaxValue int
+	// CheckpointBytes is the journal size past which a checkpoint runs once
+	// the applier is idle. Default 64 MiB.
+	CheckpointBytes int64
+	// MaxPendingBytes bounds values accepted but not yet in their files;
+	// beyond it new batches wait for the applier. Default 256 MiB.
+	MaxPendingBytes int64
+	// CacheBytes bounds the cache of small values. Default 64 MiB.
+	CacheBytes int64
+}
+
+const cacheMaxValue = 4 << 10
+
+// Store is the state of all agents. Its methods are safe for concurrent
+// use, except that batches (Begin, Write, Sync, Publish) come from one
+// committer at a time.
+type Store struct {
+	data  string // DATA
+	repo  string // DATA/repo/agents
+	tmp   string // DATA/tmp
+	opts  Options
+	j     *journal
+	jmu   sync.Mutex // held by the committer from Write to Publish, and by checkpoints
+	seq   atomic.Uint64
+	tmpN  atomic.Uint64
+	cache atomic.Int64
+
+	mu     sync.RWMutex
+	agents map[string]*agent
+
+	qmu     sync.Mutex
+	qcond   *sync.Cond // signalled when the queue drains or pending shrinks
+	queue   []ref
+	pending int64 // bytes in overlay values
+	busy    bool  // applier is working on a taken slice
+	closed  bool
+	kick    chan struct{}
+	done    chan struct{}
+	failed  error // sticky journal failure
+	ckptReq bool
+}
+
+type agent struct {
+	name  string
+	mu    sync.RWMutex
+	keys  map[string]*entry
+	dirs  map[string]int    // folder prefix -> number of keys below it
+	tombs map[string]uint64 // deleted keys whose files are not yet removed -> version
+}
+
+type entry struct {
+	size    int64
+	mod     time.Time
+	ver     uint64
+	pending []byte // value not yet in its file; immutable
+	hasPend bool
+	cached  []byte // small value, same as the file; immutable
+}
+
+type ref struct {
+	a   *agent
+	key string
+	ver uint64
+}
+
+// Open opens the store under data, creating what is missing, loads the
+// index from the work tree and replays the journal.
+func Open(data string, opts Options) (*Store, error) {
+	if opts.MaxValue <= 0 {
+		opts.MaxValue = proto.DefaultMaxValue
+	}
+	if opts.CheckpointBytes <= 0 {
+		opts.CheckpointBytes = 64 << 20
+	}
+	if opts.MaxPendingBytes <= 0 {
+		opts.MaxPendingBytes = 256 << 20
+	}
+	if opts.CacheBytes <= 0 {
+		opts.CacheBytes = 64 << 20
+	}
+	s := &Store{
+		data:   data,
+		repo:   filepath.Join(data, "repo", "agents"),
+		tmp:    filepath.Join(data, "tmp"),
+		opts:   opts,
+		agents: map[string]*agent{},
+		kick:   make(chan struct{}, 1),
+		done:   make(chan struct{}),
+	}
+	s.qcond = sync.NewCond(&s.qmu)
+	// Temp files of a crashed run are garbage: their renames never happened.
+	if err := os.RemoveAll(s.tmp); err != nil {
+		return nil, err
+	}
+	for _, d := range []string{s.repo, s.tmp, filepath.Join(data, "journal")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.loadIndex(); err != nil {
+		return nil, fmt.Errorf("state: reading %s: %w", s.repo, err)
+	}
+	j, err := openJournal(filepath.Join(data, "journal", "wal"))
+	if err != nil {
+		return nil, fmt.Errorf("state: %w", err)
+	}
+	s.j = j
+	go s.applier()
+	if err := s.recover(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// recover replays the journal into the index and the work tree, then
+// checkpoints so the journal starts empty.
+func (s *Store) recover() error {
+	if s.j.size == 0 {
+		return nil
+	}
+	// Holding the journal keeps the applier's checkpoints out until every
+	// record is published: a checkpoint now would empty the journal under
+	// the replay.
+	s.jmu.Lock()
+	good, err := s.j.replay(func(r *record) error {
+		if r.ver > s.seq.Load() {
+			s.seq.Store(r.ver)
+		}
+		return s.publishRecord(r)
+	})
+	if err == nil && good < s.j.size {
+		if terr := s.j.truncate(good); terr != nil {
+			err = fmt.Errorf("cutting torn tail: %w", terr)
+		}
+	}
+	s.jmu.Unlock()
+	if err != nil {
+		return fmt.Errorf("state: replaying journal: %w", err)
+	}
+	s.Flush()
+	return s.checkpoint(true)
+}
+
+// loadIndex walks the work tree. Files are keys, folders are prefixes.
+func (s *Store) loadIndex() error {
+	ents, err := os.ReadDir(s.repo)
+	if err != nil {
+		return err
+	}
+	for _, de := range ents {
+		if !de.IsDir() || proto.CheckAgent(de.Name()) != nil {
+			continue
+		}
+		a := s.agentLocked(de.Name())
+		root := filepath.Join(s.repo, de.Name(), "state")
+		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				if errors.Is(err, fs.ErrNotExist) {
+					return nil
+				}
+				return err
+			}
+			if !d.Type().IsRegular() {
+				return nil
+			}
+			key := filepath.ToSlash(p[len(root)+1:])
+			if proto.CheckKey(key) != nil {
+				return nil
+			}
+			fi, err := d.Info()
+			if err != nil {
+				return err
+			}
+			a.addKey(key, &entry{size: fi.Size(), mod: fi.ModTime().UTC()})
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// agentLocked returns the agent named name, creating it in the index.
+func (s *Store) agentLocked(name string) *agent {
+	a := s.agents[name]
+	if a == nil {
+		a = &agent{name: name, keys: map[string]*entry{}, dirs: map[string]int{}, tombs: map[string]uint64{}}
+		s.agents[name] = a
+	}
+	return a
+}
+
+func (s *Store) agent(name string) *agent {
+	s.mu.RLock()
+	a := s.agents[name]
+	s.mu.RUnlock()
+	return a
+}
+
+// addKey records a new key and counts it in each of its folders.
+func (a *agent) addKey(key string, e *entry) {
+	if _, ok := a.keys[key]; !ok {
+		forEachParent(key, func(dir string) { a.dirs[dir]++ })
+	}
+	a.keys[key] = e
+}
+
+func (a *agent) removeKey(key string) {
+	if _, ok := a.keys[key]; !ok {
+		return
+	}
+	delete(a.keys, key)
+	forEachParent(key, func(dir string) {
+		if a.dirs[dir]--; a.dirs[dir] == 0 {
+			delete(a.dirs, dir)
+		}
+	})
+}
+
+// forEachParent calls fn with each proper folder prefix of key: "a", "a/b"
+// for "a/b/c".
+func forEachParent(key string, fn func(string)) {
+	for i := 0; i < len(key); i++ {
+		if key[i] == '/' {
+			fn(key[:i])
+		}
+	}
+}
+
+// Agents lists the agents that have state, sorted.
+func (s *Store) Agents() []string {
+	s.mu.RLock()
+	names := make([]string, 0, len(s.agents))
+	for n := range s.agents {
+		names = append(names, n)
+	}
+	s.mu.RUnlock()
+	sort.Strings(names)
+	return names
+}
+
+// Load returns the value of key and its record.
+func (s *Store) Load(agentName, key string) ([]byte, proto.StateRecord, error) {
+	rec := proto.StateRecord{Type: proto.RecordState, Agent: agentName, Key: key}
+	a := s.agent(agentName)
+	if a == nil {
+		return nil, rec, proto.Errorf(proto.ENOENT, "no agent %q", agentName)
+	}
+	a.mu.RLock()
+	e := a.keys[key]
+	if e == nil {
+		isDir := a.dirs[key] > 0
+		a.mu.RUnlock()
+		if isDir {
+			return nil, rec, proto.Errorf(proto.EISDIR, "%s: %q is a folder of keys, not a key", agentName, key)
+		}
+		return nil, rec, proto.Errorf(proto.ENOENT, "%s: no key %q", agentName, key)
+	}
+	rec.Size, rec.Modified = e.size, e.mod
+	v, ok := e.pending, e.hasPend
+	if !ok && e.cached != nil {
+		v, ok = e.cached, true
+	}
+	a.mu.RUnlock()
+	if ok {
+		return v, rec, nil
+	}
+	// Not pending means the file holds this value or a newer one (renames
+	// are atomic), or the key was deleted since we looked.
+	v, err := os.ReadFile(s.path(agentName, key))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOTDIR) {
+			return nil, rec, proto.Errorf(proto.ENOENT, "%s: no key %q", agentName, key)
+		}
+		return nil, rec, proto.Errorf(proto.EIO, "%s: reading %q: %v", agentName, key, err)
+	}
+	rec.Size = int64(len(v))
+	if len(v) <= cacheMaxValue && s.cache.Add(int64(len(v))) <= s.opts.CacheBytes {
+		a.mu.Lock()
+		if cur := a.keys[key]; cur == e && !e.hasPend && e.cached == nil {
+			e.cached = v
+		} else {
+			s.cache.Add(-int64(len(v)))
+		}
+		a.mu.Unlock()
+	} else if len(v) <= cacheMaxValue {
+		s.cache.Add(-int64(len(v)))
+	}
+	return v, rec, nil
+}
+
+// Stat returns the record of key without its value.
+func (s *Store) Stat(agentName, key string) (proto.StateRecord, error) {
+	rec := proto.StateRecord{Type: proto.RecordState, Agent: agentName, Key: key}
+	a := s.agent(agentName)
+	if a == nil {
+		return rec, proto.Errorf(proto.ENOENT, "no agent %q", agentName)
+	}
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	e := a.keys[key]
+	if e == nil {
+		return rec, proto.Errorf(proto.ENOENT, "%s: no key %q", agentName, key)
+	}
+	rec.Size, rec.Modified = e.size, e.mod
+	return rec, nil
+}
+
+// List returns the records of the keys at or below prefix (a folder or a
+// key; "" for all), sorted by key.
+func (s *Store) List(agentName, prefix string) ([]proto.StateRecord, error) {
+	a := s.agent(agentName)
+	if a == nil {
+		return nil, proto.Errorf(proto.ENOENT, "no agent %q", agentName)
+	}
+	prefix = strings.TrimSuffix(prefix, "/")
+	var out []proto.StateRecord
+	a.mu.RLock()
+	for k, e := range a.keys {
+		if prefix == "" || k == prefix || len(k) > len(prefix) && k[len(prefix)] == '/' && k[:len(prefix)] == prefix {
+			out = append(out, proto.StateRecord{Type: proto.RecordState, Agent: agentName, Key: k, Size: e.size, Modified: e.mod})
+		}
+	}
+	a.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out, nil
+}
+
+func (s *Store) path(agentName, key string) string {
+	return filepath.Join(s.repo, agentName, "state", filepath.FromSlash(key))
+}
+
+// Flush waits until every published change is in its file (not
+// necessarily durable: the journal covers that).
+func (s *Store) Flush() {
+	s.qmu.Lock()
+	for (len(s.queue) > 0 || s.busy) && !s.closed {
+		s.qcond.Wait()
+	}
+	s.qmu.Unlock()
+}
+
+// Checkpoint flushes, makes the work tree durable and empties the journal.
+// Versioning calls it before reading the tree.
+func (s *Store) Checkpoint() error {
+	s.Flush()
+	return s.checkpoint(true)
+}
+
+// checkpoint makes everything applied durable with one syncfs and empties
+// the journal. It does nothing if changes are still queued (they need the
+// journal) unless the queue is empty.
+func (s *Store) checkpoint(force bool) error {
+	s.jmu.Lock()
+	defer s.jmu.Unlock()
+	if s.j.size == 0 || !force && s.j.size < s.opts.CheckpointBytes {
+		return nil
+	}
+	s.qmu.Lock()
+	idle := len(s.queue) == 0 && !s.busy
+	s.qmu.Unlock()
+	if !idle {
+		return nil
+	}
+	fd, err := unix.Open(s.data, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if err := unix.Syncfs(fd); err != nil {
+		return fmt.Errorf("state: syncfs: %w", err)
+	}
+	return s.j.truncate(0)
+}
+
+// Close drains the applier, checkpoints and closes the journal.
+func (s *Store) Close() error {
+	s.Flush()
+	err := s.checkpoint(true)
+	s.qmu.Lock()
+	s.closed = true
+	s.qcond.Broadcast()
+	s.qmu.Unlock()
+	close(s.kick)
+	<-s.done
+	if cerr := s.j.close(); err == nil {
+		err = cerr
+	}
+	return err
+}

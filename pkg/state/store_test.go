@@ -1,0 +1,205 @@
+package state
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+// commit runs changes through one batch the way the kernel does.
+func commit(t *testing.T, s *Store, changes ...*Change) []*proto.Error {
+	t.Helper()
+	b := s.Begin()
+	errs := make([]*proto.Error, len(changes))
+	for i, c := range changes {
+		errs[i] = b.Add(c)
+	}
+	if err := b.Write(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Sync(); err != nil {
+		b.Abort(err)
+		t.Fatal(err)
+	}
+	b.Publish()
+	return errs
+}
+
+func save(agent, key, v string) *Change { return &Change{Agent: agent, Key: key, Value: []byte(v)} }
+func del(agent, key string) *Change     { return &Change{Agent: agent, Key: key, Delete: true} }
+
+func code(e *proto.Error) string {
+	if e == nil {
+		return "ok"
+	}
+	return e.Code
+}
+
+func TestBatchConflicts(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{MaxValue: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// Checked in order within one batch, against the batch's own effects.
+	errs := commit(t, s,
+		save("a", "x/y", "1"),           // ok
+		save("a", "x", "2"),             // EISDIR: x is a folder now
+		save("a", "x/y/z", "3"),         // ENOTDIR: x/y is a key
+		del("a", "x/y"),                 // ok
+		save("a", "x", "4"),             // ok: the folder is empty again
+		del("a", "nope"),                // ENOENT
+		save("a", "big", "0123456789A"), // E2BIG
+		save("a", "../esc", "v"),        // EINVAL
+	)
+	want := []string{"ok", "EISDIR", "ENOTDIR", "ok", "ok", "ENOENT", "E2BIG", "EINVAL"}
+	for i := range want {
+		if code(errs[i]) != want[i] {
+			t.Errorf("change %d: %s, want %s", i, code(errs[i]), want[i])
+		}
+	}
+	v, _, err := s.Load("a", "x")
+	if err != nil || string(v) != "4" {
+		t.Fatalf("x = %q, %v", v, err)
+	}
+	if _, _, err := s.Load("a", "x/y"); err == nil {
+		t.Fatal("x/y still loads")
+	}
+	s.Flush()
+	b, err := os.ReadFile(filepath.Join(s.repo, "a", "state", "x"))
+	if err != nil || string(b) != "4" {
+		t.Fatalf("work tree x = %q, %v (stale folder not replaced by the key)", b, err)
+	}
+}
+
+func TestReplayAndTornTail(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit(t, s, save("a", "k1", "one"), save("a", "dir/k2", "two"))
+	commit(t, s, del("a", "k1"), save("a", "k3", "three"))
+	// Simulate a crash: copy the data as it is on disk now (journal not yet
+	// checkpointed) and add a torn record to the journal.
+	s.Flush()
+	crash := t.TempDir()
+	copyTree(t, dir, crash)
+	s.Close()
+	// Undo the work tree so only the journal knows the truth.
+	os.RemoveAll(filepath.Join(crash, "repo"))
+	f, _ := os.OpenFile(filepath.Join(crash, "journal", "wal"), os.O_WRONLY|os.O_APPEND, 0)
+	f.Write([]byte{200, 0, 0, 0, 1, 2, 3}) // a header promising 200 bytes that never came
+	f.Close()
+
+	s2, err := Open(crash, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	for k, want := range map[string]string{"dir/k2": "two", "k3": "three"} {
+		v, _, err := s2.Load("a", k)
+		if err != nil || string(v) != want {
+			t.Errorf("after replay %s = %q, %v; want %q", k, v, err, want)
+		}
+	}
+	if _, _, err := s2.Load("a", "k1"); err == nil {
+		t.Error("deleted k1 came back")
+	}
+	if fi, err := os.Stat(filepath.Join(crash, "journal", "wal")); err != nil || fi.Size() != 0 {
+		t.Errorf("journal not emptied by the checkpoint after replay: %v %v", fi.Size(), err)
+	}
+	b, err := os.ReadFile(filepath.Join(crash, "repo", "agents", "a", "state", "dir", "k2"))
+	if err != nil || string(b) != "two" {
+		t.Errorf("replay did not rebuild the work tree: %q %v", b, err)
+	}
+}
+
+func copyTree(t *testing.T, src, dst string) {
+	t.Helper()
+	filepath.Walk(src, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		if fi.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o700)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o600)
+	})
+}
+
+func TestListAndReopen(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := Open(dir, Options{})
+	commit(t, s, save("a", "n/1", "x"), save("a", "n/2", "yy"), save("a", "nx", "z"), save("b", "k", "v"))
+	recs, _ := s.List("a", "n")
+	if len(recs) != 2 || recs[0].Key != "n/1" || recs[1].Key != "n/2" || recs[1].Size != 2 {
+		t.Fatalf("list n: %+v", recs)
+	}
+	if recs, _ := s.List("a", ""); len(recs) != 3 {
+		t.Fatalf("list all: %+v", recs)
+	}
+	if _, err := s.List("zz", ""); err == nil {
+		t.Fatal("list of an unknown agent succeeded")
+	}
+	s.Close()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if recs, _ := s.List("a", ""); len(recs) != 3 {
+		t.Fatalf("after reopen: %+v", recs)
+	}
+	if got := s.Agents(); fmt.Sprint(got) != "[a b]" {
+		t.Fatalf("agents %v", got)
+	}
+}
+
+// TestConcurrentReadersSeeWholeValues: loads racing with saves of the same
+// key see one whole value or another, never a mix.
+func TestConcurrentReadersSeeWholeValues(t *testing.T) {
+	s, _ := Open(t.TempDir(), Options{CacheBytes: 1})
+	defer s.Close()
+	vals := [][]byte{bytes.Repeat([]byte("a"), 100<<10), bytes.Repeat([]byte("b"), 50<<10)}
+	commit(t, s, &Change{Agent: "a", Key: "k", Value: vals[0]})
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; i < 200; i++ {
+			commit(t, s, &Change{Agent: "a", Key: "k", Value: vals[i%2]})
+		}
+		close(stop)
+	}()
+	for r := 0; r < 2; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				v, _, err := s.Load("a", "k")
+				if err != nil || !bytes.Equal(v, vals[0]) && !bytes.Equal(v, vals[1]) {
+					t.Errorf("torn read: %d bytes, %v", len(v), err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}

@@ -1,0 +1,300 @@
+// Package integration runs the real oxiosd and ox-* binaries against a
+// real Unix socket on a temp dir.
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/oxios/oxios/pkg/client"
+)
+
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "oxios-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	// Other uids run these binaries in the identity tests.
+	os.Chmod(dir, 0o755)
+	binDir = dir
+	args := []string{"build", "-o", dir + "/"}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	cmd := exec.Command("go", append(args, "../../cmd/...")...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building binaries:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func bin(name string) string { return filepath.Join(binDir, name) }
+
+// daemon is a running oxiosd.
+type daemon struct {
+	t      *testing.T
+	dir    string
+	data   string
+	sock   string
+	cmd    *exec.Cmd
+	stderr *syncBuffer
+	notify *net.UnixConn
+	exited chan struct{}
+	err    error
+}
+
+type daemonOpts struct {
+	config string   // contents of oxios.toml, "" for none
+	args   []string // extra flags
+	dir    string   // reuse a data dir (restart)
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startDaemon starts oxiosd on a temp dir and waits for READY=1 on a
+// NOTIFY_SOCKET datagram listener: the same handshake systemd uses.
+func startDaemon(t *testing.T, o daemonOpts) *daemon {
+	t.Helper()
+	d := &daemon{t: t, dir: o.dir, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	if d.dir == "" {
+		d.dir = shortTempDir(t)
+	}
+	d.data = filepath.Join(d.dir, "data")
+	d.sock = filepath.Join(d.dir, "oxiosd.sock")
+	args := []string{"--data", d.data, "--socket", d.sock, "--no-mount", "--log-level", "debug"}
+	if o.config != "" {
+		cf := filepath.Join(d.dir, "oxios.toml")
+		if err := os.WriteFile(cf, []byte(o.config), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--config", cf)
+	} else {
+		args = append(args, "--config", "")
+	}
+	args = append(args, o.args...)
+	d.notify = notifyListener(t, d.dir)
+	d.cmd = exec.Command(bin("oxiosd"), args...)
+	d.cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+d.notify.LocalAddr().String())
+	d.cmd.Stderr = d.stderr
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { d.err = d.cmd.Wait(); close(d.exited) }()
+	t.Cleanup(func() {
+		select {
+		case <-d.exited:
+		default:
+			d.cmd.Process.Kill()
+			<-d.exited
+		}
+		if t.Failed() {
+			t.Logf("oxiosd stderr:\n%s", d.stderr.String())
+		}
+	})
+	d.waitNotify("READY=1", 30*time.Second)
+	return d
+}
+
+// shortTempDir is a temp dir with a path short enough for a socket
+// (sun_path is 108 bytes; t.TempDir() paths can be longer).
+func shortTempDir(t *testing.T) string {
+	dir, err := os.MkdirTemp("", "ox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+func notifyListener(t *testing.T, dir string) *net.UnixConn {
+	t.Helper()
+	addr := &net.UnixAddr{Name: filepath.Join(dir, fmt.Sprintf("notify-%d", time.Now().UnixNano())), Net: "unixgram"}
+	c, err := net.ListenUnixgram("unixgram", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// waitNotify waits for a datagram containing want.
+func (d *daemon) waitNotify(want string, timeout time.Duration) {
+	d.t.Helper()
+	deadline := time.Now().Add(timeout)
+	buf := make([]byte, 4096)
+	for {
+		d.notify.SetReadDeadline(deadline)
+		n, err := d.notify.Read(buf)
+		if err != nil {
+			select {
+			case <-d.exited:
+				d.t.Fatalf("oxiosd exited (%v) before %s; stderr:\n%s", d.err, want, d.stderr.String())
+			default:
+			}
+			d.t.Fatalf("no %s from oxiosd: %v; stderr:\n%s", want, err, d.stderr.String())
+		}
+		for _, l := range strings.Split(string(buf[:n]), "\n") {
+			if l == want {
+				return
+			}
+		}
+	}
+}
+
+// stop sends SIGTERM and checks a clean exit with STOPPING=1 announced.
+func (d *daemon) stop() {
+	d.t.Helper()
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	d.waitNotify("STOPPING=1", 30*time.Second)
+	select {
+	case <-d.exited:
+	case <-time.After(30 * time.Second):
+		d.t.Fatal("oxiosd did not exit within 30s of SIGTERM")
+	}
+	if d.err != nil {
+		d.t.Fatalf("oxiosd exited with %v after SIGTERM; stderr:\n%s", d.err, d.stderr.String())
+	}
+}
+
+// kill9 kills the daemon without warning.
+func (d *daemon) kill9() {
+	d.cmd.Process.Signal(syscall.SIGKILL)
+	<-d.exited
+}
+
+func (d *daemon) client(t *testing.T) *client.Client {
+	t.Helper()
+	c, err := client.Dial(context.Background(), d.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// result of running a command.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// ox runs an ox-* binary against d with stdin.
+func (d *daemon) ox(stdin string, name string, args ...string) result {
+	d.t.Helper()
+	return run(d.t, []string{"OXIOS_SOCKET=" + d.sock}, stdin, name, args...)
+}
+
+func run(t *testing.T, env []string, stdin string, name string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(bin(name), args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			t.Fatalf("running %s: %v", name, err)
+		}
+		code = ee.ExitCode()
+	}
+	return result{out.String(), errb.String(), code}
+}
+
+// rawConn is a bare protocol connection for wire-level tests.
+type rawConn struct {
+	t *testing.T
+	c net.Conn
+	r *bufio.Reader
+}
+
+func (d *daemon) raw(t *testing.T) *rawConn {
+	t.Helper()
+	c, err := net.Dial("unix", d.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	rc := &rawConn{t: t, c: c, r: bufio.NewReaderSize(c, 1<<20)}
+	var hello map[string]json.RawMessage
+	rc.readJSON(&hello)
+	if hello["hello"] == nil {
+		t.Fatalf("first line is not a hello: %v", hello)
+	}
+	return rc
+}
+
+func (rc *rawConn) send(line string) {
+	rc.t.Helper()
+	if _, err := rc.c.Write([]byte(line + "\n")); err != nil {
+		rc.t.Fatal(err)
+	}
+}
+
+func (rc *rawConn) readJSON(v any) {
+	rc.t.Helper()
+	rc.c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	line, err := rc.r.ReadBytes('\n')
+	if err != nil {
+		rc.t.Fatalf("reading reply: %v", err)
+	}
+	if err := json.Unmarshal(line, v); err != nil {
+		rc.t.Fatalf("reply %q is not JSON: %v", line, err)
+	}
+}
+
+type wireReply struct {
+	ID     uint64          `json:"id"`
+	OK     bool            `json:"ok"`
+	Done   bool            `json:"done"`
+	Result json.RawMessage `json:"result"`
+	Item   json.RawMessage `json:"item"`
+	Error  *struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func (rc *rawConn) reply() wireReply {
+	rc.t.Helper()
+	var r wireReply
+	rc.readJSON(&r)
+	return r
+}

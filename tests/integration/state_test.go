@@ -1,0 +1,173 @@
+package integration
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+type stateRec struct {
+	Type     string  `json:"type"`
+	Agent    string  `json:"agent"`
+	Key      string  `json:"key"`
+	Size     int64   `json:"size"`
+	Modified string  `json:"modified"`
+	Value    *string `json:"value"`
+	Encoding string  `json:"encoding"`
+	Deleted  bool    `json:"deleted"`
+}
+
+func parseRecs(t *testing.T, out string) []stateRec {
+	t.Helper()
+	var recs []stateRec
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if l == "" {
+			continue
+		}
+		var r stateRec
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatalf("output line %q is not a JSON record: %v", l, err)
+		}
+		recs = append(recs, r)
+	}
+	return recs
+}
+
+func TestStateCLI(t *testing.T) {
+	d := startDaemon(t, daemonOpts{})
+
+	r := d.ox("", "ox-state", "save", "-a", "ops", "notes/today.md", "hello world")
+	if r.code != 0 {
+		t.Fatalf("save: exit %d: %s", r.code, r.stderr)
+	}
+	recs := parseRecs(t, r.stdout)
+	if len(recs) != 1 || recs[0].Type != "state" || recs[0].Key != "notes/today.md" || recs[0].Size != 11 || recs[0].Agent != "ops" {
+		t.Fatalf("save printed %+v", recs)
+	}
+
+	// A value from stdin, binary and with a NUL, comes back byte for byte.
+	bin := []byte("bin\x00\xff\xfe\x01data\n")
+	r = d.ox(string(bin), "ox-state", "save", "-a", "ops", "blob")
+	if r.code != 0 {
+		t.Fatalf("save from stdin: exit %d: %s", r.code, r.stderr)
+	}
+	r = d.ox("", "ox-state", "load", "-a", "ops", "blob")
+	if r.code != 0 || r.stdout != string(bin) {
+		t.Fatalf("load blob: exit %d, %q, want %q", r.code, r.stdout, bin)
+	}
+	r = d.ox("", "ox-state", "load", "--json", "-a", "ops", "blob")
+	recs = parseRecs(t, r.stdout)
+	if len(recs) != 1 || recs[0].Encoding != "base64" || recs[0].Value == nil {
+		t.Fatalf("load --json of binary: %+v", recs)
+	}
+	r = d.ox("", "ox-state", "load", "--json", "-a", "ops", "notes/today.md")
+	if recs = parseRecs(t, r.stdout); recs[0].Value == nil || *recs[0].Value != "hello world" || recs[0].Encoding != "" {
+		t.Fatalf("load --json of text: %+v", recs)
+	}
+
+	// The agent's environment variable stands in for -a.
+	r = run(t, []string{"OXIOS_SOCKET=" + d.sock, "OXIOS_AGENT=ops"}, "", "ox-state", "ls")
+	recs = parseRecs(t, r.stdout)
+	if r.code != 0 || len(recs) != 2 || recs[0].Key != "blob" || recs[1].Key != "notes/today.md" {
+		t.Fatalf("ls: exit %d %+v %s", r.code, recs, r.stderr)
+	}
+	r = d.ox("", "ox-state", "ls", "-a", "ops", "notes")
+	if recs = parseRecs(t, r.stdout); len(recs) != 1 || recs[0].Key != "notes/today.md" {
+		t.Fatalf("ls notes: %+v", recs)
+	}
+
+	// The work tree holds the value as a plain file, for git.
+	d.stop()
+	b, err := os.ReadFile(filepath.Join(d.data, "repo", "agents", "ops", "state", "notes", "today.md"))
+	if err != nil || string(b) != "hello world" {
+		t.Fatalf("work tree file: %q %v", b, err)
+	}
+	d = startDaemon(t, daemonOpts{dir: d.dir})
+
+	r = d.ox("", "ox-state", "rm", "-a", "ops", "blob", "missing")
+	if r.code != 1 || !strings.Contains(r.stderr, `no key "missing"`) {
+		t.Fatalf("rm with a missing key: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if recs = parseRecs(t, r.stdout); len(recs) != 1 || !recs[0].Deleted || recs[0].Key != "blob" {
+		t.Fatalf("rm printed %+v", recs)
+	}
+	r = d.ox("", "ox-state", "load", "-a", "ops", "blob")
+	if r.code != 1 || !strings.Contains(r.stderr, "ENOENT") {
+		t.Fatalf("load after rm: exit %d %q", r.code, r.stderr)
+	}
+}
+
+func TestStateCLIErrors(t *testing.T) {
+	d := startDaemon(t, daemonOpts{config: "[limits]\nmax_value = \"1KiB\"\n"})
+	cases := []struct {
+		name string
+		args []string
+		in   string
+		code int
+		msg  string
+	}{
+		{"no agent", []string{"ls"}, "", 2, "no agent"},
+		{"bad agent", []string{"ls", "-a", "Ops!"}, "", 2, "agent name"},
+		{"dotdot key", []string{"save", "-a", "ops", "../etc/passwd", "x"}, "", 2, `".." element`},
+		{"absolute key", []string{"load", "-a", "ops", "/etc/passwd"}, "", 2, "absolute"},
+		{"empty element", []string{"load", "-a", "ops", "a//b"}, "", 2, "empty path element"},
+		{"long key", []string{"load", "-a", "ops", strings.Repeat("k", 2000)}, "", 2, "more than 1024"},
+		{"too many args", []string{"load", "-a", "ops", "a", "b"}, "", 2, "exactly one KEY"},
+		{"unknown flag", []string{"ls", "--nope"}, "", 2, "nope"},
+		{"too big from stdin", []string{"save", "-a", "ops", "big"}, strings.Repeat("x", 2000), 1, "limit of 1024"},
+		{"too big as arg", []string{"save", "-a", "ops", "big", strings.Repeat("x", 2000)}, "", 1, "E2BIG"},
+		{"missing key", []string{"load", "-a", "ops", "nope"}, "", 1, "no agent"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := d.ox(c.in, "ox-state", c.args...)
+			if r.code != c.code || !strings.Contains(r.stderr, c.msg) {
+				t.Fatalf("exit %d stderr %q; want exit %d mentioning %q", r.code, r.stderr, c.code, c.msg)
+			}
+		})
+	}
+	// Conflicts between keys and folders.
+	if r := d.ox("", "ox-state", "save", "-a", "ops", "a/b", "1"); r.code != 0 {
+		t.Fatal(r.stderr)
+	}
+	if r := d.ox("", "ox-state", "save", "-a", "ops", "a", "1"); r.code != 1 || !strings.Contains(r.stderr, "EISDIR") {
+		t.Fatalf("save over a folder: %d %q", r.code, r.stderr)
+	}
+	if r := d.ox("", "ox-state", "save", "-a", "ops", "a/b/c", "1"); r.code != 1 || !strings.Contains(r.stderr, "ENOTDIR") {
+		t.Fatalf("save under a key: %d %q", r.code, r.stderr)
+	}
+}
+
+func TestUnreachable(t *testing.T) {
+	dir := shortTempDir(t)
+	r := run(t, []string{"OXIOS_SOCKET=" + filepath.Join(dir, "none.sock")}, "", "ox-state", "ls", "-a", "ops")
+	if r.code != 69 || !strings.Contains(r.stderr, "oxiosd") || !strings.Contains(r.stderr, "start it") {
+		t.Fatalf("exit %d stderr %q; want 69 with a hint", r.code, r.stderr)
+	}
+}
+
+// TestPipe shows ox-state composing in a shell pipeline, as scripts use it.
+func TestPipe(t *testing.T) {
+	d := startDaemon(t, daemonOpts{})
+	for _, k := range []string{"a", "b", "c"} {
+		d.ox(k+"-value", "ox-state", "save", "-a", "ops", "k/"+k)
+	}
+	r := d.ox("", "ox-state", "ls", "-a", "ops", "k")
+	var keys []string
+	for _, rec := range parseRecs(t, r.stdout) {
+		keys = append(keys, rec.Key)
+	}
+	if strings.Join(keys, ",") != "k/a,k/b,k/c" {
+		t.Fatalf("keys %v", keys)
+	}
+	var all bytes.Buffer
+	for _, k := range keys {
+		all.WriteString(d.ox("", "ox-state", "load", "-a", "ops", k).stdout)
+	}
+	if all.String() != "a-valueb-valuec-value" {
+		t.Fatalf("concatenated %q", all.String())
+	}
+}

@@ -1,0 +1,160 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+// TestPipelining sends many requests in one write and matches every reply
+// to its request by id.
+func TestPipelining(t *testing.T) {
+	d := startDaemon(t, daemonOpts{})
+	rc := d.raw(t)
+	const n = 200
+	var batch bytes.Buffer
+	for i := 1; i <= n; i++ {
+		// Saves and loads of the same key interleave: the loads must see
+		// the save before them only once its reply is out, so we check
+		// values in a second round.
+		fmt.Fprintf(&batch, `{"id":%d,"op":"state.save","args":{"agent":"pipe","key":"k%d","value":"v%d"}}`+"\n", i, i%10, i)
+	}
+	if _, err := rc.c.Write(batch.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[uint64]bool{}
+	for i := 0; i < n; i++ {
+		r := rc.reply()
+		if !r.OK || seen[r.ID] || r.ID < 1 || r.ID > n {
+			t.Fatalf("reply %+v (seen %v)", r, seen[r.ID])
+		}
+		seen[r.ID] = true
+	}
+	batch.Reset()
+	for i := 0; i < 10; i++ {
+		fmt.Fprintf(&batch, `{"id":%d,"op":"state.load","args":{"agent":"pipe","key":"k%d"}}`+"\n", 1000+i, i)
+	}
+	rc.c.Write(batch.Bytes())
+	for i := 0; i < 10; i++ {
+		r := rc.reply()
+		var rec stateRec
+		json.Unmarshal(r.Result, &rec)
+		k := int(r.ID - 1000)
+		// Saves to one key were pipelined in order on one connection, but
+		// they commit concurrently; the last one acknowledged wins, and
+		// it is one of the values sent for that key.
+		if !r.OK || rec.Value == nil || !strings.HasPrefix(*rec.Value, "v") {
+			t.Fatalf("load k%d: %+v", k, r)
+		}
+	}
+}
+
+// TestBadInput sends every kind of bad request; each gets an error naming
+// the problem, and the same connection keeps serving.
+func TestBadInput(t *testing.T) {
+	d := startDaemon(t, daemonOpts{config: "[limits]\nmax_value = \"64KiB\"\n"})
+	rc := d.raw(t)
+	huge := `{"id":41,"op":"state.save","args":{"agent":"ops","key":"k","value":"` + strings.Repeat("x", 200<<10) + `"}}`
+	cases := []struct {
+		line string
+		id   uint64
+		code string
+		msg  string
+	}{
+		{`this is not json`, 0, "EBADMSG", "not a JSON object"},
+		{`{"id":3,"op":"state.load","args":{"agent":"ops"`, 3, "EBADMSG", "not a JSON object"},
+		{`[1,2,3]`, 0, "EBADMSG", "not a JSON object"},
+		{`{"id":"seven","op":"state.load"}`, 0, "EBADMSG", `"id"`},
+		{`{"id":4}`, 4, "EBADMSG", `no "op"`},
+		{`{"id":5,"op":"state.frobnicate","args":{}}`, 5, "ENOSYS", `unknown op "state.frobnicate"`},
+		{`{"id":6,"op":"state.load"}`, 6, "EINVAL", "missing args"},
+		{`{"id":7,"op":"state.load","args":{"agent":"ops","kee":"x"}}`, 7, "EINVAL", `unknown field "kee"`},
+		{`{"id":8,"op":"state.load","args":{"agent":5,"key":"x"}}`, 8, "EINVAL", "bad args"},
+		{`{"id":9,"op":"state.save","args":{"agent":"Bad Name","key":"x","value":"v"}}`, 9, "EINVAL", "agent name"},
+		{`{"id":10,"op":"state.save","args":{"agent":"ops","key":"../x","value":"v"}}`, 10, "EINVAL", `".."`},
+		{`{"id":11,"op":"state.save","args":{"agent":"ops","key":"/etc/x","value":"v"}}`, 11, "EINVAL", "absolute"},
+		{`{"id":12,"op":"state.save","args":{"agent":"ops","key":"a\u0000b","value":"v"}}`, 12, "EINVAL", "NUL"},
+		{`{"id":13,"op":"state.save","args":{"agent":"ops","key":"` + strings.Repeat("a", 1100) + `","value":"v"}}`, 13, "ENAMETOOLONG", "1024"},
+		{`{"id":14,"op":"state.save","args":{"agent":"ops","key":"k","value":"` + strings.Repeat("x", 70<<10) + `"}}`, 14, "E2BIG", "max_value"},
+		{`{"id":15,"op":"state.save","args":{"agent":"ops","key":"k","value":"!!!","encoding":"base64"}}`, 15, "EINVAL", "base64"},
+		{`{"id":16,"op":"state.save","args":{"agent":"ops","key":"k","value":"x","encoding":"rot13"}}`, 16, "EINVAL", "encoding"},
+		{huge, 41, "EMSGSIZE", "max_line"},
+		{`{"id":17,"op":"state.load","args":{"agent":"ops","key":"` + "\xff\xfe" + `"}}`, 17, "", ""},
+	}
+	for _, c := range cases {
+		rc.send(c.line)
+		r := rc.reply()
+		if c.code == "" {
+			// Invalid UTF-8 in JSON is replaced by U+FFFD by the decoder;
+			// either outcome is fine as long as the reply is an error.
+			if r.OK {
+				t.Errorf("line %.60q: ok, want an error", c.line)
+			}
+			continue
+		}
+		if r.OK || r.Error == nil || r.ID != c.id || r.Error.Code != c.code || !strings.Contains(r.Error.Message, c.msg) {
+			t.Errorf("line %.60q:\n got %+v %+v\nwant id %d %s mentioning %q", c.line, r, r.Error, c.id, c.code, c.msg)
+		}
+		// The connection still serves.
+		rc.send(`{"id":99,"op":"hello","args":{"proto":1}}`)
+		if r := rc.reply(); !r.OK || r.ID != 99 {
+			t.Fatalf("after %.40q the connection no longer serves: %+v", c.line, r)
+		}
+	}
+	// Nothing of the refused requests was applied.
+	rc.send(`{"id":100,"op":"state.list","args":{"agent":"ops"}}`)
+	if r := rc.reply(); r.OK || r.Error == nil || r.Error.Code != "ENOENT" {
+		t.Fatalf("refused saves left state behind: %+v", r)
+	}
+	// And the daemon serves new connections.
+	c := d.client(t)
+	if _, err := c.StateSave(context.Background(), "ops", "ok", []byte("fine")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestConcurrentClients runs 64 clients, each on its own connection,
+// saving and loading at once.
+func TestConcurrentClients(t *testing.T) {
+	d := startDaemon(t, daemonOpts{})
+	const clients, ops = 64, 40
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	for w := 0; w < clients; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			c := d.client(t)
+			ctx := context.Background()
+			for i := 0; i < ops; i++ {
+				key := fmt.Sprintf("w%d/k%d", w, i%5)
+				val := fmt.Sprintf("%d-%d", w, i)
+				if _, err := c.StateSave(ctx, "crowd", key, []byte(val)); err != nil {
+					errs <- err
+					return
+				}
+				got, _, err := c.StateLoad(ctx, "crowd", key)
+				if err != nil || string(got) != val {
+					errs <- fmt.Errorf("client %d read %q (%v) after saving %q", w, got, err, val)
+					return
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	n := 0
+	d.client(t).StateList(context.Background(), "crowd", "", func(proto.StateRecord) error { n++; return nil })
+	if n != clients*5 {
+		t.Fatalf("listed %d keys, want %d", n, clients*5)
+	}
+}
