@@ -77,8 +77,17 @@ start() {
 
 # stop sends SIGTERM and checks that the daemon exits 0.
 stop() {
-	run 'kill -TERM $daemon; wait $daemon'
+	local rc=0
+	printf '%s+ %s%s\n' "$dim" 'kill -TERM $daemon; wait $daemon' "$off"
+	kill -TERM "$daemon"
+	wait "$daemon" || rc=$?
 	daemon=
+	if [[ $rc != 0 ]]; then
+		echo "demo: oxiosd exited with status $rc after SIGTERM, want 0; its log:" >&2
+		cat "$dir/oxiosd.log" >&2
+		exit 1
+	fi
+	printf '%s(exit status 0)%s\n' "$dim" "$off"
 }
 
 say "Start a private daemon on a temporary directory ($dir)."

@@ -62,7 +62,9 @@
 // the data of the segment is fdatasynced, and a new segment's directory
 // entry is fsynced when the segment is created. After a crash (kill -9 or
 // power loss) [Open] keeps every synced entry and cuts back a torn or
-// unsynced tail, reporting what it cut in [Log.Recovered]. After a failed
-// write or fdatasync the Log refuses further work ([ErrBroken]): the state
-// of the page cache is unknown, and the daemon must restart and recover.
+// unsynced tail, reporting what it cut in [Log.Recovered]. A write that
+// fails is cut back and reported, and the log goes on; after a failed
+// fdatasync (or a failed write that cannot be cut back) the Log refuses
+// further work with [ErrBroken]: what reached the disk is unknown, so the
+// daemon must restart, and Open recovers.
 package audit

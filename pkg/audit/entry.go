@@ -61,6 +61,11 @@ const (
 	timeLayout = "2006-01-02T15:04:05.000000000Z07:00"
 )
 
+// MaxLineBytes bounds one entry's line. Append refuses a longer entry (the
+// kernel bounds targets and ops well below it), and Verify, Open and Scan
+// treat a longer line as damage rather than read it into memory.
+const MaxLineBytes = 1 << 20
+
 var zeroHex = bytes.Repeat([]byte{'0'}, hexLen)
 
 var errTimeRange = errors.New("audit: entry time outside years 0000-9999")
@@ -201,19 +206,30 @@ func splitLine(line []byte) (p lineParts, why string) {
 	return lineParts{seq: seq, body: body, prev: body[m-1-hexLen : m-1], hash: line[n-2-hexLen : n-2]}, ""
 }
 
+// unhex maps a lowercase hex digit to its value and anything else to 0xff.
+var unhex = func() (t [256]byte) {
+	for i := range t {
+		t[i] = 0xff
+	}
+	for i, c := range "0123456789abcdef" {
+		t[c] = byte(i)
+	}
+	return t
+}()
+
 // decodeHex decodes 64 lowercase hex digits. Upper case is refused so that
 // one hash has exactly one spelling.
 func decodeHex(dst *[32]byte, src []byte) bool {
 	if len(src) != hexLen {
 		return false
 	}
-	for _, c := range src {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
+	var bad byte
+	for i := range dst {
+		hi, lo := unhex[src[2*i]], unhex[src[2*i+1]]
+		bad |= hi | lo
+		dst[i] = hi<<4 | lo
 	}
-	_, err := hex.Decode(dst[:], src)
-	return err == nil
+	return bad&0xf0 == 0
 }
 
 // parseSeq reads the seq of a line cheaply (0 if it is not an entry line).

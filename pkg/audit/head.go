@@ -88,7 +88,7 @@ func (h headRec) encode() []byte {
 func decodeSlot(b []byte) (headRec, error) {
 	var h headRec
 	if len(b) != headSlotSize || b[headSlotSize-1] != '\n' {
-		return h, errors.New("slot is short")
+		return h, errors.New("slot does not end in a newline (torn write?)")
 	}
 	i := bytes.Index(b, []byte(`,"sum":"`))
 	if i < 0 || len(b) < i+8+16 {

@@ -2,6 +2,7 @@ package audit
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -210,19 +211,25 @@ func (l *Log) recover(segs []uint64, hs *headState) error {
 		if si == len(segs) || segs[si] != h.Seg {
 			return tampered("%s, which holds the head's entry %d, is missing", segName(h.Seg), h.Seq)
 		}
-		want := hashKey + h.Hash + "\"}\n"
-		got := make([]byte, len(want))
 		f, err := os.Open(l.path(h.Seg))
 		if err != nil {
 			return fmt.Errorf("audit: %w", err)
 		}
-		var n int
-		if h.Off >= int64(len(got)) {
-			n, _ = f.ReadAt(got, h.Off-int64(len(got)))
-		}
+		line, err := lineEndingAt(f, h.Off)
 		f.Close()
-		if n != len(got) || string(got) != want {
-			return tampered("the head records entry %d ending at byte %d of %s, but no entry with its hash ends there: the log was truncated or rewritten", h.Seq, h.Off, segName(h.Seg))
+		var p lineParts
+		var why string
+		if err == nil {
+			p, why = splitLine(line)
+		}
+		var prev [32]byte
+		ok := err == nil && why == "" && p.seq == h.Seq && string(p.hash) == h.Hash && decodeHex(&prev, p.prev)
+		if ok {
+			sum, _ := hashLine(nil, &prev, p.body)
+			ok = hex.EncodeToString(sum[:]) == h.Hash
+		}
+		if !ok {
+			return tampered("the head records entry %d ending at byte %d of %s, but that entry is not there or does not match its hash: the log was truncated or rewritten", h.Seq, h.Off, segName(h.Seg))
 		}
 		off = h.Off
 		decodeHex(&hash, []byte(h.Hash))
@@ -232,7 +239,6 @@ func (l *Log) recover(segs []uint64, hs *headState) error {
 	// a segment is fdatasynced before the next one is created.
 	var cutAt int64 = -1
 	var scratch []byte
-	var hexHash [hexLen]byte
 	for ; si < len(segs); si++ {
 		last := si == len(segs)-1
 		name := segName(segs[si])
@@ -249,32 +255,18 @@ func (l *Log) recover(segs []uint64, hs *headState) error {
 			if err == io.EOF {
 				break
 			}
-			if err != nil {
+			var p lineParts
+			var why string
+			switch {
+			case err == errLineTooLong:
+				why = err.Error()
+			case err != nil:
 				f.Close()
 				return fmt.Errorf("audit: %s: %w", name, err)
-			}
-			why := ""
-			var p lineParts
-			if !complete {
+			case !complete:
 				why = "a torn line (no newline)"
-			} else if p, why = splitLine(line); why == "" {
-				hex.Encode(hexHash[:], hash[:])
-				var prev [32]byte
-				switch {
-				case p.seq != seq+1:
-					why = fmt.Sprintf("seq %d where %d comes next", p.seq, seq+1)
-				case string(p.prev) != string(hexHash[:]) || !decodeHex(&prev, p.prev):
-					why = fmt.Sprintf("entry %d does not link to entry %d", p.seq, seq)
-				default:
-					var sum [32]byte
-					sum, scratch = hashLine(scratch, &prev, p.body)
-					hex.Encode(hexHash[:], sum[:])
-					if string(hexHash[:]) != string(p.hash) {
-						why = fmt.Sprintf("entry %d does not match its hash", p.seq)
-					} else {
-						hash = sum
-					}
-				}
+			default:
+				p, hash, why, scratch = follows(line, seq, hash, scratch)
 			}
 			if why != "" {
 				if !last {
@@ -297,10 +289,13 @@ func (l *Log) recover(segs []uint64, hs *headState) error {
 		off = 0
 	}
 	if seq > h.Seq {
-		notes = append(notes, fmt.Sprintf("the head was at entry %d; entries %d..%d past it verify and were kept", h.Seq, h.Seq+1, seq))
+		notes = append(notes, fmt.Sprintf("the head was at entry %d; %d entries past it (to entry %d) verify and were kept", h.Seq, seq-h.Seq, seq))
 	}
 
-	// Continue in the last segment, unless it was sealed or is full.
+	// Seal every segment but the last (a crash may have come between
+	// creating a segment and sealing the one before), and go on in the last
+	// (unsealing it if the crash came between sealing it and creating the
+	// next).
 	lastFirst := segs[len(segs)-1]
 	for _, s := range segs[:len(segs)-1] {
 		if err := sealSegment(l.path(s)); err != nil {
@@ -352,6 +347,56 @@ func (l *Log) recover(segs []uint64, hs *headState) error {
 		l.Recovered = joinNotes(notes)
 	}
 	return nil
+}
+
+// lineEndingAt reads the line whose newline is the byte before end.
+func lineEndingAt(f *os.File, end int64) ([]byte, error) {
+	for size := int64(4 << 10); ; size *= 2 {
+		n := min(size, end)
+		if n == 0 {
+			return nil, io.ErrUnexpectedEOF
+		}
+		buf := make([]byte, n)
+		if _, err := f.ReadAt(buf, end-n); err != nil {
+			return nil, err
+		}
+		if buf[n-1] != '\n' {
+			return nil, errors.New("no newline")
+		}
+		if i := bytes.LastIndexByte(buf[:n-1], '\n'); i >= 0 {
+			return buf[i+1 : n-1], nil
+		}
+		if n == end {
+			return buf[:n-1], nil // the segment's first line
+		}
+		if n > MaxLineBytes {
+			return nil, errLineTooLong
+		}
+	}
+}
+
+// follows checks that line is the entry after (seq, hash): its shape, seq,
+// link and own hash. It returns the line's parts and hash, or why not.
+func follows(line []byte, seq uint64, hash [32]byte, scratch []byte) (lineParts, [32]byte, string, []byte) {
+	p, why := splitLine(line)
+	if why != "" {
+		return p, hash, why, scratch
+	}
+	var want [hexLen]byte
+	hex.Encode(want[:], hash[:])
+	var prev [32]byte
+	if p.seq != seq+1 {
+		return p, hash, fmt.Sprintf("seq %d where %d comes next", p.seq, seq+1), scratch
+	}
+	if string(p.prev) != string(want[:]) || !decodeHex(&prev, p.prev) {
+		return p, hash, fmt.Sprintf("entry %d does not link to entry %d", p.seq, seq), scratch
+	}
+	sum, scratch := hashLine(scratch, &prev, p.body)
+	hex.Encode(want[:], sum[:])
+	if string(want[:]) != string(p.hash) {
+		return p, hash, fmt.Sprintf("entry %d does not match its hash", p.seq), scratch
+	}
+	return p, sum, "", scratch
 }
 
 func sealSegment(path string) error {
@@ -409,6 +454,7 @@ func (l *Log) Append(entries []*Entry) error {
 	}
 	buf := l.buf[:0]
 	seq, prev := l.seq, l.hash
+	lastHash := "" // the previous entry's Hash, shared as the next one's Prev
 	for _, e := range entries {
 		seq++
 		e.Type = "audit"
@@ -420,14 +466,20 @@ func (l *Log) Append(entries []*Entry) error {
 		}
 		start := len(buf)
 		buf = appendBody(buf, e, &prev)
-		e.Prev = string(buf[len(buf)-1-hexLen : len(buf)-1])
+		if lastHash == "" {
+			lastHash = string(buf[len(buf)-1-hexLen : len(buf)-1])
+		}
+		e.Prev = lastHash
 		var sum [32]byte
 		sum, l.scratch = hashLine(l.scratch, &prev, buf[start:])
 		buf = append(buf, hashKey...)
 		buf = hex.AppendEncode(buf, sum[:])
 		e.Hash = string(buf[len(buf)-hexLen:])
 		buf = append(buf, '"', '}', '\n')
-		prev = sum
+		if len(buf)-start > MaxLineBytes {
+			return fmt.Errorf("audit: entry %s %q: line of %d bytes, over MaxLineBytes", e.Op, e.Target[:min(len(e.Target), 64)], len(buf)-start)
+		}
+		prev, lastHash = sum, e.Hash
 	}
 	if cap(buf) <= 4<<20 {
 		l.buf = buf

@@ -47,7 +47,9 @@ func listSegments(dir string) ([]uint64, error) {
 	return segs, nil
 }
 
-// lineReader reads the lines of a file from an offset, however long.
+var errLineTooLong = fmt.Errorf("a line longer than %d bytes", MaxLineBytes)
+
+// lineReader reads the lines of a file from an offset.
 type lineReader struct {
 	r   *bufio.Reader
 	acc []byte
@@ -60,8 +62,8 @@ func newLineReader(r io.Reader, off int64) *lineReader {
 
 // next returns the next line without its newline and the offset where it
 // starts. At the end of the file, a last line without a newline comes back
-// with complete false; after it, next returns io.EOF. The line is valid
-// until the following call.
+// with complete false; after it, next returns io.EOF. A line longer than
+// MaxLineBytes is errLineTooLong. The line is valid until the following call.
 func (lr *lineReader) next() (line []byte, start int64, complete bool, err error) {
 	start = lr.off
 	lr.acc = lr.acc[:0]
@@ -78,6 +80,9 @@ func (lr *lineReader) next() (line []byte, start int64, complete bool, err error
 		case bufio.ErrBufferFull:
 			lr.off += int64(len(b))
 			lr.acc = append(lr.acc, b...)
+			if len(lr.acc) > MaxLineBytes {
+				return nil, start, false, errLineTooLong
+			}
 		case io.EOF:
 			lr.off += int64(len(b))
 			lr.acc = append(lr.acc, b...)

@@ -15,10 +15,11 @@ import (
 
 // Report is the outcome of a verification.
 type Report struct {
-	// Entries is how many entries verified (from seq 1 up to HeadSeq).
+	// Entries is how many entries verified, from seq 1 up to HeadSeq.
 	Entries uint64 `json:"entries"`
-	// HeadSeq and HeadHash are the last entry that verified: the end of the
-	// log when OK.
+	// HeadSeq and HeadHash are the last entry up to which the chain links:
+	// the end of the log when OK, the entry before FirstBad when the chain
+	// breaks, the end of the chain when only its end disagrees with a head.
 	HeadSeq  uint64 `json:"head_seq"`
 	HeadHash string `json:"head_hash"`
 	OK       bool   `json:"ok"`
@@ -119,27 +120,27 @@ func verifyDir(dir string, limit *headRec) (Report, error) {
 	switch {
 	case limit != nil:
 		if rep.HeadSeq < limit.Seq {
-			return v.failAfter(rep, rep.HeadSeq+1, "the log ends at entry %d, but its head is entry %d: entries were cut off", rep.HeadSeq, limit.Seq), nil
+			return failAfter(rep, rep.HeadSeq+1, "the log ends at entry %d, but its head is entry %d: entries were cut off", rep.HeadSeq, limit.Seq), nil
 		}
 		if got := v.found[limit.Seq]; got.hash != limit.Hash {
-			return v.failAfter(rep, limit.Seq, "%s: entry %d has hash %s, but its head says %s: the log was rewritten", got.where, limit.Seq, got.hash, limit.Hash), nil
+			return failAfter(rep, limit.Seq, "%s: entry %d has hash %s, but its head says %s: the log was rewritten", got.where, limit.Seq, got.hash, limit.Hash), nil
 		}
 		rep.Entries, rep.HeadSeq, rep.HeadHash = limit.Seq, limit.Seq, limit.Hash
 	case v.headErr != nil:
-		return v.failAfter(rep, 0, "%v", v.headErr), nil
+		return failAfter(rep, 0, "%v", v.headErr), nil
 	default:
 		for i, h := range hs.slots {
 			if !hs.valid[i] {
 				continue
 			}
 			if h.Seq > rep.HeadSeq {
-				return v.failAfter(rep, rep.HeadSeq+1, "the log ends at entry %d, but the head (slot %d) records entry %d: entries %d..%d were cut off", rep.HeadSeq, i, h.Seq, rep.HeadSeq+1, h.Seq), nil
+				return failAfter(rep, rep.HeadSeq+1, "the log ends at entry %d, but the head (slot %d) records entry %d: entries %d..%d were cut off", rep.HeadSeq, i, h.Seq, rep.HeadSeq+1, h.Seq), nil
 			}
 			if h.Seq == 0 {
 				continue
 			}
 			if got := v.found[h.Seq]; got.hash != h.Hash {
-				return v.failAfter(rep, h.Seq, "%s: entry %d has hash %s, but the head (slot %d) records %s: the log up to entry %d was rewritten and re-hashed, or the head was altered", got.where, h.Seq, got.hash, i, h.Hash, h.Seq), nil
+				return failAfter(rep, h.Seq, "%s: entry %d has hash %s, but the head (slot %d) records %s: the log up to entry %d was rewritten and re-hashed, or the head was altered", got.where, h.Seq, got.hash, i, h.Hash, h.Seq), nil
 			}
 		}
 		if n := hs.note(); n != "" {
@@ -161,25 +162,11 @@ func notesOf(s string) []string {
 
 // failAfter turns a verified chain into a failed report: the chain was fine,
 // its end was not.
-func (v *verifier) failAfter(rep Report, firstBad uint64, format string, a ...any) Report {
+func failAfter(rep Report, firstBad uint64, format string, a ...any) Report {
 	rep.OK = false
 	rep.FirstBad = firstBad
 	rep.Problem = fmt.Sprintf(format, a...)
-	if firstBad > 0 && firstBad <= rep.HeadSeq {
-		// The entries from firstBad on cannot be trusted.
-		rep.Entries = firstBad - 1
-		rep.HeadSeq = firstBad - 1
-		rep.HeadHash = v.hashAt(firstBad - 1)
-	}
 	return rep
-}
-
-// hashAt is the hash of entry seq if it was noted on the way, else "".
-func (v *verifier) hashAt(seq uint64) string {
-	if seq == 0 {
-		return string(zeroHex)
-	}
-	return v.found[seq].hash
 }
 
 // The engine. One goroutine reads the sources in blocks of whole lines,
@@ -187,7 +174,9 @@ func (v *verifier) hashAt(seq uint64) string {
 // it, and the caller's goroutine takes the blocks in order and checks the
 // links between them. Memory stays at a few blocks however long the log.
 
-const blockSize = 4 << 20
+// blockSize is how much a worker checks at a time (a variable so that tests
+// can make blocks small and their boundaries many).
+var blockSize = 4 << 20
 
 type source struct {
 	name  string // for messages: a segment's file name, or "line" for an export
@@ -218,8 +207,10 @@ type block struct {
 	first bool   // first block of its source
 	eof   bool   // last block of its source
 	tail  int    // eof: bytes of a last line without newline, left out
-	res   blockResult
-	done  chan struct{}
+	// tooLong: the source has a line over MaxLineBytes; reading stopped.
+	tooLong bool
+	res     blockResult
+	done    chan struct{}
 }
 
 // Kinds of problem a line can have, in the order they are checked.
@@ -237,8 +228,8 @@ type blockResult struct {
 	hasFirst bool
 	firstSeq uint64
 	first    [hexLen]byte // the first entry's prev
-	lastSeq  uint64
-	last     [hexLen]byte // the last good entry's hash
+	lastSeq  uint64       // the last entry that verified (before the bad line)
+	last     [hexLen]byte // its hash
 
 	bad     int // a bad* kind, 0 if none
 	badLine int // index of the bad line in the block
@@ -250,11 +241,14 @@ type blockResult struct {
 	headSeq  uint64
 	headHash string
 
-	found []struct {
-		seq  uint64
-		line int
-		hash string
-	}
+	found []noted
+}
+
+// noted is the hash of a wanted entry, and its line in the block.
+type noted struct {
+	seq  uint64
+	line int
+	hash string
 }
 
 func (v *verifier) run(srcs []source) (Report, error) {
@@ -325,6 +319,16 @@ func (v *verifier) read(srcs []source, pool chan []byte, work, order chan<- *blo
 			}
 			data := buf[:n]
 			cut := bytes.LastIndexByte(data, '\n') + 1
+			if !eof && cut == 0 && n > MaxLineBytes {
+				b := &block{src: si, first: first, tooLong: true, done: make(chan struct{})}
+				close(b.done)
+				select {
+				case order <- b:
+				case <-stop:
+				}
+				rc.Close()
+				return
+			}
 			if !eof && cut == 0 {
 				// One line fills the whole block: read on with a bigger one.
 				rem = append(rem[:0], data...)
@@ -366,7 +370,6 @@ func (v *verifier) check(b *block, scratch []byte) []byte {
 	r := &b.res
 	data := b.data
 	var (
-		prevSeq uint64
 		prevRaw [32]byte
 		sum     [32]byte
 		hexSum  [hexLen]byte
@@ -381,7 +384,7 @@ func (v *verifier) check(b *block, scratch []byte) []byte {
 		line := data[:nl]
 		data = data[nl+1:]
 		if r.head {
-			return bad(badAfterHead, 0, "a line after the head line")
+			return bad(badAfterHead, 0, "")
 		}
 		if v.stream && bytes.HasPrefix(line, []byte(headLinePrefix)) {
 			seq, hash, ok := parseHeadLine(line)
@@ -404,10 +407,10 @@ func (v *verifier) check(b *block, scratch []byte) []byte {
 			r.firstSeq = p.seq
 			copy(r.first[:], p.prev)
 		} else {
-			if p.seq != prevSeq+1 {
+			if p.seq != r.lastSeq+1 {
 				return bad(badSeq, p.seq, "")
 			}
-			if !bytes.Equal(p.prev, hexSum[:]) {
+			if !bytes.Equal(p.prev, r.last[:]) {
 				return bad(badLink, p.seq, "")
 			}
 		}
@@ -418,18 +421,13 @@ func (v *verifier) check(b *block, scratch []byte) []byte {
 		}
 		for _, w := range v.wants {
 			if w == p.seq {
-				r.found = append(r.found, struct {
-					seq  uint64
-					line int
-					hash string
-				}{p.seq, r.lines, string(hexSum[:])})
+				r.found = append(r.found, noted{p.seq, r.lines, string(hexSum[:])})
 			}
 		}
-		prevSeq = p.seq
+		r.lastSeq, r.last = p.seq, hexSum
 		r.n++
 		r.lines++
 	}
-	r.lastSeq, r.last = prevSeq, hexSum
 	return scratch
 }
 
@@ -461,7 +459,7 @@ func parseHeadLine(line []byte) (uint64, string, bool) {
 // first entry must follow the previous block's last.
 func (v *verifier) stitch(srcs []source, order <-chan *block, pool chan<- []byte, stop chan struct{}) Report {
 	var (
-		rep      = Report{OK: true}
+		rep      Report
 		carry    uint64 // last verified entry
 		carryH   = [hexLen]byte(zeroHex)
 		lines    int // lines of the current source before this block
@@ -478,10 +476,15 @@ func (v *verifier) stitch(srcs []source, order <-chan *block, pool chan<- []byte
 		}
 		return fmt.Sprintf("%s:%d", src.name, lines+line+1)
 	}
+	finish := func() {
+		if !done {
+			done = true
+			close(stop)
+		}
+	}
 	fail := func(firstBad uint64, format string, a ...any) {
-		rep.OK, rep.FirstBad, rep.Problem = false, firstBad, fmt.Sprintf(format, a...)
-		done = true
-		close(stop)
+		rep.FirstBad, rep.Problem = firstBad, fmt.Sprintf(format, a...)
+		finish()
 	}
 	for b := range order {
 		<-b.done
@@ -493,54 +496,52 @@ func (v *verifier) stitch(srcs []source, order <-chan *block, pool chan<- []byte
 		r := &b.res
 		if b.first {
 			lines, entries = 0, 0
-			if !v.stream && src.first != carry+1 && (v.limit == 0 || carry < v.limit) {
-				if src.first > carry+1 {
-					fail(carry+1, "%s: entries %d..%d are missing: no segment holds them (a segment file was removed?)", src.name, carry+1, src.first-1)
-				} else {
-					fail(carry+1, "%s: the segment's name says it begins with entry %d, but entry %d is next", src.name, src.first, carry+1)
-				}
-			}
-		}
-		if !done && headSeen != nil && r.lines > 0 {
-			fail(carry+1, "%s: a line after the head line (%s)", where(src, 0), headAt)
-		}
-		if !done && r.hasFirst && (r.bad == 0 || r.badLine > 0 || r.bad > badMalformed) && (v.limit == 0 || carry < v.limit) {
-			// The block's first entry against the previous block's last.
 			switch {
-			case r.firstSeq != carry+1:
-				fail(carry+1, "%s: entry %d is expected, entry %d is here (an entry was deleted, reordered or inserted)", where(src, 0), carry+1, r.firstSeq)
-			case r.first != carryH:
-				fail(carry+1, "%s: entry %d: prev does not match the hash of entry %d (an entry was removed, reordered or forged)", where(src, 0), r.firstSeq, carry)
+			case v.stream || src.first == carry+1:
+			case src.first > carry+1:
+				fail(carry+1, "%s: entries %d..%d are missing: no segment holds them (a segment file was removed?)", src.name, carry+1, src.first-1)
+			default:
+				fail(carry+1, "%s: the segment's name says it begins with entry %d, but entry %d is next", src.name, src.first, carry+1)
 			}
 		}
-		if !done && r.bad != 0 {
-			pos := carry + 1 + uint64(r.n)
-			if v.limit > 0 && pos > v.limit {
-				done = true
-			} else {
-				at := where(src, r.badLine)
-				switch r.bad {
-				case badMalformed:
-					fail(pos, "%s: entry %d: %s", at, pos, r.badWhy)
-				case badSeq:
-					fail(pos, "%s: entry %d is expected, entry %d is here (an entry was deleted, reordered or inserted)", at, pos, r.badSeq)
-				case badLink:
-					fail(pos, "%s: entry %d: prev does not match the hash of entry %d (an entry was removed, reordered or forged)", at, r.badSeq, pos-1)
-				case badHash:
-					fail(pos, "%s: entry %d: the hash does not match the entry's bytes (the line was changed)", at, r.badSeq)
-				case badAfterHead:
-					fail(pos, "%s: a line after the head line", at)
-				}
-			}
+		switch {
+		case done:
+		case b.tooLong:
+			fail(carry+1, "%s: a line longer than %d bytes", where(src, 0), MaxLineBytes)
+		case headSeen != nil && r.lines > 0:
+			fail(carry+1, "%s: a line after the head line (%s)", where(src, 0), headAt)
+		case r.hasFirst && r.firstSeq != carry+1:
+			// The block's first entry against the previous block's last.
+			fail(carry+1, "%s: entry %d is expected, entry %d is here (an entry was deleted, reordered or inserted)", where(src, 0), carry+1, r.firstSeq)
+		case r.hasFirst && r.first != carryH:
+			fail(carry+1, "%s: entry %d: prev does not match the hash of entry %d (an entry was removed, reordered or forged)", where(src, 0), r.firstSeq, carry)
 		}
-		if !done {
+		if !done && r.n > 0 {
+			carry, carryH = r.lastSeq, r.last
+			entries += r.n
 			for _, f := range r.found {
 				v.found[f.seq] = foundHash{hash: f.hash, where: where(src, f.line)}
 			}
-			if r.n > 0 {
-				carry, carryH = r.lastSeq, r.last
-				entries += r.n
+		}
+		if !done && r.bad != 0 {
+			pos := carry + 1
+			at := where(src, r.badLine)
+			switch {
+			case v.limit > 0 && pos > v.limit:
+				finish()
+			case r.bad == badMalformed:
+				fail(pos, "%s: entry %d: %s", at, pos, r.badWhy)
+			case r.bad == badSeq:
+				fail(pos, "%s: entry %d is expected, entry %d is here (an entry was deleted, reordered or inserted)", at, pos, r.badSeq)
+			case r.bad == badLink:
+				fail(pos, "%s: entry %d: prev does not match the hash of entry %d (an entry was removed, reordered or forged)", at, r.badSeq, pos-1)
+			case r.bad == badHash:
+				fail(pos, "%s: entry %d: the hash does not match the entry's bytes (the line was changed)", at, r.badSeq)
+			default:
+				fail(pos, "%s: a line after the head line", at)
 			}
+		}
+		if !done {
 			if r.head {
 				headSeen = r
 				headAt = where(src, r.headLine)
@@ -556,43 +557,28 @@ func (v *verifier) stitch(srcs []source, order <-chan *block, pool chan<- []byte
 					fail(src.first, "%s: the segment is empty, but the next segment has begun", src.name)
 				}
 			}
-			if v.limit > 0 && carry >= v.limit && !done {
-				done = true
-				close(stop)
+			if v.limit > 0 && carry >= v.limit {
+				finish()
 			}
 		}
 		pool <- b.buf
 	}
-	if !done || rep.OK {
-		rep.Entries, rep.HeadSeq, rep.HeadHash = carry, carry, string(carryH[:])
-	}
-	if !rep.OK {
-		rep.Entries, rep.HeadSeq, rep.HeadHash = rep.FirstBad-1, rep.FirstBad-1, v.hashAtStitch(rep.FirstBad-1, carry, carryH)
-	}
+	// carry is the last entry up to which the chain links.
+	rep.OK = rep.Problem == ""
+	rep.Entries, rep.HeadSeq, rep.HeadHash = carry, carry, string(carryH[:])
 	if rep.OK && v.stream {
 		switch {
 		case headSeen == nil:
-			rep.OK, rep.FirstBad, rep.Problem = false, carry+1, fmt.Sprintf("no head line after entry %d: the export was cut short", carry)
+			rep.FirstBad, rep.Problem = carry+1, fmt.Sprintf("no head line after entry %d: the export was cut short", carry)
 		case headSeen.headSeq > carry:
-			rep.OK, rep.FirstBad, rep.Problem = false, carry+1, fmt.Sprintf("%s: the head line records entry %d, but the export ends at entry %d: entries were cut off", headAt, headSeen.headSeq, carry)
+			rep.FirstBad, rep.Problem = carry+1, fmt.Sprintf("%s: the head line records entry %d, but the export ends at entry %d: entries were cut off", headAt, headSeen.headSeq, carry)
 		case headSeen.headSeq < carry:
-			rep.OK, rep.FirstBad, rep.Problem = false, headSeen.headSeq+1, fmt.Sprintf("%s: the head line records entry %d, but entries run to %d", headAt, headSeen.headSeq, carry)
+			rep.FirstBad, rep.Problem = headSeen.headSeq+1, fmt.Sprintf("%s: the head line records entry %d, but entries run to %d", headAt, headSeen.headSeq, carry)
 		case headSeen.headHash != string(carryH[:]):
-			rep.OK, rep.FirstBad, rep.Problem = false, carry, fmt.Sprintf("%s: the head line records hash %s for entry %d, the entry has %s: the export was rewritten and re-hashed, or its head line altered", headAt, headSeen.headHash, carry, carryH[:])
+			rep.FirstBad, rep.Problem = carry, fmt.Sprintf("%s: the head line records hash %s for entry %d, the entry has %s: the export was rewritten and re-hashed, or its head line altered", headAt, headSeen.headHash, carry, carryH[:])
 		}
-		if !rep.OK && rep.FirstBad <= carry {
-			rep.Entries, rep.HeadSeq, rep.HeadHash = rep.FirstBad-1, rep.FirstBad-1, v.hashAtStitch(rep.FirstBad-1, carry, carryH)
-		}
+		rep.OK = rep.Problem == ""
 	}
 	rep.Note = joinNotes(notes)
 	return rep
-}
-
-// hashAtStitch is the hash of entry seq when it is the last verified entry
-// (carry), or 0; otherwise "" (not noted on the way).
-func (v *verifier) hashAtStitch(seq, carry uint64, carryH [hexLen]byte) string {
-	if seq == carry {
-		return string(carryH[:])
-	}
-	return v.hashAt(seq)
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -23,6 +24,11 @@ import (
 var ErrUnreachable = errors.New("oxiosd unreachable")
 
 // Client is a connection to oxiosd.
+//
+// There is no reader goroutine: a caller waiting for its reply reads the
+// connection itself (the leader) and queues lines for other callers, and
+// hands the leadership on when it is done. A sequential caller thus gets
+// its reply with no goroutine hop, and concurrent callers pipeline.
 type Client struct {
 	nc    net.Conn
 	hello proto.Hello
@@ -30,11 +36,14 @@ type Client struct {
 	wmu sync.Mutex
 	w   *bufio.Writer
 
+	rmu sync.Mutex // held by the leader while it reads
+	r   *bufio.Reader
+
 	mu      sync.Mutex
 	nextID  uint64
 	pending map[uint64]*call
-	err     error // set when the connection is dead
-	done    chan struct{}
+	waiting map[*call]struct{} // calls blocked waiting for a reply
+	err     error              // set when the connection is dead
 }
 
 // call is one request in flight. The read loop queues its replies without
@@ -94,8 +103,8 @@ func Dial(ctx context.Context, socket string) (*Client, error) {
 		}
 		return nil, fmt.Errorf("%w: %s: %v", ErrUnreachable, socket, err)
 	}
-	c := &Client{nc: nc, w: bufio.NewWriterSize(nc, 64<<10), pending: map[uint64]*call{}, done: make(chan struct{})}
 	r := bufio.NewReaderSize(nc, 64<<10)
+	c := &Client{nc: nc, w: bufio.NewWriterSize(nc, 64<<10), r: r, pending: map[uint64]*call{}, waiting: map[*call]struct{}{}}
 	// The hello is the first line; a refused peer gets an error line instead.
 	if dl, ok := ctx.Deadline(); ok {
 		nc.SetReadDeadline(dl)
@@ -126,7 +135,6 @@ func Dial(ctx context.Context, socket string) (*Client, error) {
 		return nil, proto.Errorf(proto.EPROTO, "oxiosd speaks protocol %d, this client %d: upgrade the older one", rep.Hello.Proto, proto.Version)
 	}
 	c.hello = *rep.Hello
-	go c.readLoop(r)
 	return c, nil
 }
 
@@ -137,7 +145,7 @@ func (c *Client) Hello() proto.Hello { return c.hello }
 // Close closes the connection; calls in flight fail.
 func (c *Client) Close() error {
 	err := c.nc.Close()
-	<-c.done
+	c.die(fmt.Errorf("%w: connection closed", ErrUnreachable))
 	return err
 }
 
@@ -160,49 +168,75 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 	return buf, nil
 }
 
-func (c *Client) readLoop(r *bufio.Reader) {
-	defer close(c.done)
-	var err error
-	for {
-		var line []byte
-		line, err = readLine(r)
-		if err != nil {
-			break
+// readOne reads one line as the leader and queues it for its call. It
+// returns false when the connection is dead.
+func (c *Client) readOne() bool {
+	line, err := readLine(c.r)
+	if err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrDeadlineExceeded) {
+			err = fmt.Errorf("%w: connection closed", ErrUnreachable)
 		}
-		rep := new(proto.Reply)
-		if jerr := json.Unmarshal(line, rep); jerr != nil {
-			err = fmt.Errorf("bad reply from oxiosd: %v", jerr)
-			break
-		}
-		c.mu.Lock()
-		cl := c.pending[rep.ID]
-		final := rep.Item == nil
-		if final {
-			delete(c.pending, rep.ID)
-		}
-		c.mu.Unlock()
-		if cl == nil {
-			if rep.ID == 0 && rep.Error != nil {
-				// An error the daemon could not tie to a request: the
-				// connection is being refused or closed.
-				err = rep.Error
-				break
-			}
-			continue
-		}
-		cl.push(rep)
+		c.die(err)
+		return false
 	}
-	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
-		err = fmt.Errorf("%w: connection closed", ErrUnreachable)
+	rep := new(proto.Reply)
+	if jerr := json.Unmarshal(line, rep); jerr != nil {
+		c.die(fmt.Errorf("bad reply from oxiosd: %v", jerr))
+		return false
 	}
 	c.mu.Lock()
-	c.err = err
+	cl := c.pending[rep.ID]
+	if cl != nil && rep.Item == nil {
+		delete(c.pending, rep.ID)
+	}
+	c.mu.Unlock()
+	switch {
+	case cl != nil:
+		cl.push(rep)
+	case rep.ID == 0 && rep.Error != nil:
+		// An error the daemon could not tie to a request: the connection
+		// is being refused or closed.
+		c.die(rep.Error)
+		return false
+	}
+	return true
+}
+
+// die marks the connection dead and wakes every call.
+func (c *Client) die(err error) {
+	c.mu.Lock()
+	if c.err == nil {
+		c.err = err
+	}
 	pend := c.pending
 	c.pending = nil
 	c.mu.Unlock()
 	for _, cl := range pend {
 		cl.close()
 	}
+}
+
+// wakeOne hands the leadership on: one waiting call retries reading.
+func (c *Client) wakeOne() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for cl := range c.waiting {
+		select {
+		case cl.ready <- struct{}{}:
+		default:
+		}
+		return
+	}
+}
+
+func (c *Client) setWaiting(cl *call, on bool) {
+	c.mu.Lock()
+	if on {
+		c.waiting[cl] = struct{}{}
+	} else {
+		delete(c.waiting, cl)
+	}
+	c.mu.Unlock()
 }
 
 // start sends a request and returns its call.
@@ -240,22 +274,51 @@ func (c *Client) start(op string, args any) (*call, uint64, error) {
 	return cl, id, nil
 }
 
-// next waits for the call's next line.
+// next waits for the call's next line, reading the connection itself when
+// no other caller is.
 func (c *Client) next(ctx context.Context, cl *call) (*proto.Reply, error) {
 	for {
-		rep, dead := cl.pop()
-		if rep != nil {
-			return rep, nil
-		}
-		if dead {
+		if rep, dead := cl.pop(); rep != nil || dead {
+			if rep != nil {
+				return rep, nil
+			}
 			c.mu.Lock()
 			err := c.err
 			c.mu.Unlock()
 			return nil, err
 		}
+		// Registered before trying the lock: a leader that unlocks after our
+		// failed try finds us in wakeOne; one that unlocked before lets the
+		// try succeed.
+		c.setWaiting(cl, true)
+		if c.rmu.TryLock() {
+			c.setWaiting(cl, false)
+			// Our reply may have been queued while we took the lock.
+			if rep, _ := cl.pop(); rep != nil {
+				c.rmu.Unlock()
+				c.wakeOne()
+				return rep, nil
+			}
+			// Reading cannot watch ctx: a cancelled ctx ends the read with
+			// a deadline, and the connection with it.
+			stop := context.AfterFunc(ctx, func() { c.nc.SetReadDeadline(time.Unix(1, 0)) })
+			c.readOne()
+			stop()
+			c.rmu.Unlock()
+			if rep, _ := cl.pop(); rep != nil {
+				c.wakeOne()
+				return rep, nil
+			}
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		select {
 		case <-cl.ready:
+			c.setWaiting(cl, false)
 		case <-ctx.Done():
+			c.setWaiting(cl, false)
 			return nil, ctx.Err()
 		}
 	}

@@ -2,7 +2,9 @@ package kernel
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/proto"
@@ -70,23 +72,34 @@ func (k *Kernel) committer() {
 	}
 }
 
-// commit makes a batch durable: stage -> journal write -> audit append ->
-// both synced -> publish. On failure every transaction of the batch fails
-// and nothing of it is visible or replayed.
+// commit makes a batch durable with one fdatasync: the state changes and
+// the audit entries that record them go into the journal, which is synced;
+// then the entries are appended to the audit log (its segments are synced
+// at checkpoints: until then the journal holds them) and the changes are
+// published. On failure every transaction of the batch fails and nothing
+// of it is visible, in the audit log or in the state, now or after replay.
 func (k *Kernel) commit(batch []*tx) {
 	b := k.state.Begin()
 	entries := make([]*audit.Entry, 0, len(batch))
+	now := time.Now().UTC()
 	for _, t := range batch {
 		if t.change != nil {
 			if perr := b.Add(t.change); perr != nil {
 				t.err = perr
 			}
 		}
-		if t.entry != nil {
-			if t.entry.Result == "" {
-				t.entry.Result = errCode(t.err)
+		if e := t.entry; e != nil {
+			if e.Result == "" {
+				e.Result = errCode(t.err)
 			}
-			entries = append(entries, t.entry)
+			e.Time = now
+			e.Seq = k.auditSeq + uint64(len(entries)) + 1
+			payload, err := json.Marshal(e)
+			if err != nil {
+				panic(err) // plain strings and numbers: cannot fail
+			}
+			b.AddAux(payload)
+			entries = append(entries, e)
 		}
 	}
 	fail := func(err error) {
@@ -101,22 +114,56 @@ func (k *Kernel) commit(batch []*tx) {
 		fail(err)
 		return
 	}
-	if err := k.audit.Append(entries); err != nil {
+	if err := b.Sync(); err != nil {
 		b.Abort(err)
-		fail(fmt.Errorf("audit append: %w", err))
+		fail(err)
 		return
 	}
-	// Both files are made durable side by side: one sync's latency, not two.
-	aerr := make(chan error, 1)
-	go func() { aerr <- k.audit.Sync() }()
-	serr := b.Sync()
-	if err := <-aerr; err != nil {
-		serr = fmt.Errorf("audit sync: %w", err)
-	}
-	if serr != nil {
-		b.Abort(serr)
-		fail(serr)
+	if err := k.appendAudit(entries); err != nil {
+		b.Abort(err)
+		fail(err)
 		return
 	}
 	b.Publish()
+}
+
+// appendAudit writes entries to the audit log and checks that the log gave
+// them the seqs the journal recorded for them.
+func (k *Kernel) appendAudit(entries []*audit.Entry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	want := make([]uint64, len(entries))
+	for i, e := range entries {
+		want[i] = e.Seq
+	}
+	if err := k.audit.Append(entries); err != nil {
+		return fmt.Errorf("audit append: %w", err)
+	}
+	for i, e := range entries {
+		if e.Seq != want[i] {
+			return fmt.Errorf("audit log gave entry seq %d, the journal has %d", e.Seq, want[i])
+		}
+	}
+	k.auditSeq = entries[len(entries)-1].Seq
+	return nil
+}
+
+// replayAux restores, at start, an audit entry that the journal holds:
+// appended again if the log lost it (it was durable only in the journal),
+// skipped if the log has it. Appending the same fields after the same
+// predecessor gives the same hash, so the chain is the one acknowledged.
+func (k *Kernel) replayAux(payload []byte) error {
+	var e audit.Entry
+	if err := json.Unmarshal(payload, &e); err != nil {
+		return fmt.Errorf("journal audit record: %w", err)
+	}
+	switch {
+	case e.Seq <= k.auditSeq:
+		return nil
+	case e.Seq > k.auditSeq+1:
+		return fmt.Errorf("audit log ends at seq %d but the journal continues at %d: entries are missing", k.auditSeq, e.Seq)
+	}
+	e.Prev, e.Hash = "", ""
+	return k.appendAudit([]*audit.Entry{&e})
 }

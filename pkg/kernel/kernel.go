@@ -63,6 +63,10 @@ type Kernel struct {
 	runs  RunResolver
 	uid   uint32
 
+	// auditSeq is the seq of the last entry appended to the audit log; only
+	// the committer (and recovery before it starts) touches it.
+	auditSeq uint64
+
 	// txc feeds the committer. Senders hold txmu for reading while they
 	// send, so Close can shut the channel once no send is in progress.
 	txc     chan *tx
@@ -86,20 +90,29 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 	if alog.Recovered != "" {
 		log.Warn("audit log recovered after a crash", "what", alog.Recovered)
 	}
-	st, err := state.Open(cfg.Data, state.Options{MaxValue: int(cfg.Limits.MaxValue)})
-	if err != nil {
-		alog.Close()
-		return nil, err
-	}
 	k := &Kernel{
 		cfg:     cfg,
 		log:     log,
-		state:   st,
 		audit:   alog,
 		uid:     uint32(os.Getuid()),
 		txc:     make(chan *tx, 4096),
 		stopped: make(chan struct{}),
 	}
+	k.auditSeq, _ = alog.Head()
+	replayed := k.auditSeq
+	st, err := state.Open(cfg.Data, state.Options{
+		MaxValue:         int(cfg.Limits.MaxValue),
+		ReplayAux:        k.replayAux,
+		BeforeCheckpoint: alog.Sync,
+	})
+	if err != nil {
+		alog.Close()
+		return nil, err
+	}
+	if n := k.auditSeq - replayed; n > 0 {
+		log.Info("audit entries restored from the journal", "entries", n, "head", k.auditSeq)
+	}
+	k.state = st
 	go k.committer()
 	return k, nil
 }

@@ -27,6 +27,7 @@ type Batch struct {
 	changes []*Change
 	exists  map[akey]bool // keys touched by this batch: exist afterwards?
 	dirs    map[akey]int  // folder count deltas of this batch
+	aux     []*record
 	start   int64
 	bytes   int64
 }
@@ -126,9 +127,16 @@ func (b *Batch) Add(c *Change) *proto.Error {
 	return nil
 }
 
+// AddAux adds a record of the caller's own to the batch: durable with it,
+// handed back to Options.ReplayAux at the next start if it is still in the
+// journal then. The payload must not change afterwards.
+func (b *Batch) AddAux(payload []byte) {
+	b.aux = append(b.aux, &record{kind: recAux, ver: b.s.seq.Add(1), value: payload})
+}
+
 // Write appends the batch to the journal (not yet durable). It holds the
-// journal until Publish or Abort, so a checkpoint cannot empty the journal
-// between the sync and the publication.
+// journal until Publish or Abort, so a checkpoint cannot recycle the
+// journal between the sync and the publication.
 func (b *Batch) Write() error {
 	s := b.s
 	s.waitRoom(b.bytes)
@@ -137,13 +145,12 @@ func (b *Batch) Write() error {
 		s.jmu.Unlock()
 		return s.failed
 	}
-	b.start = s.j.size
+	b.start = s.j.pos
 	for _, c := range b.changes {
-		if err := s.j.appendRecord(c.rec); err != nil {
-			err = b.fail(err)
-			s.jmu.Unlock()
-			return err
-		}
+		s.j.appendRecord(c.rec)
+	}
+	for _, r := range b.aux {
+		s.j.appendRecord(r)
 	}
 	if err := s.j.flush(); err != nil {
 		err = b.fail(err)
@@ -157,7 +164,7 @@ func (b *Batch) Write() error {
 // must end the batch with Publish or, if Sync or another part of the group
 // commit failed, Abort.
 func (b *Batch) Sync() error {
-	if len(b.changes) == 0 {
+	if len(b.changes) == 0 && len(b.aux) == 0 {
 		return nil
 	}
 	if err := b.s.j.sync(); err != nil {
@@ -166,12 +173,12 @@ func (b *Batch) Sync() error {
 	return nil
 }
 
-// fail cuts the journal back to where the batch started. If even that
+// fail takes the batch's records back out of the journal. If even that
 // fails the store refuses further writes rather than risk replaying a
 // change that was never acknowledged.
 func (b *Batch) fail(err error) error {
 	s := b.s
-	if terr := s.j.truncate(b.start); terr != nil {
+	if terr := s.j.discard(b.start); terr != nil {
 		s.failed = fmt.Errorf("state: journal unusable after failed write (%v): %w", err, terr)
 	}
 	return fmt.Errorf("state: journal: %w", err)
@@ -214,15 +221,32 @@ func (s *Store) publishRecord(r *record) error {
 	s.qmu.Lock()
 	s.queue = append(s.queue, ref{a: a, key: r.key, ver: r.ver})
 	s.pending += int64(len(r.value))
-	closed := s.closed
+	now := len(s.queue) >= applyBatch || s.pending >= s.opts.MaxPendingBytes/2
+	if !now && !s.timerArmed && !s.closed {
+		// Let changes gather: saves to the same key in the window cost one
+		// file write, and file creation (slow, and it makes the journal's
+		// fdatasync wait) happens in bursts rather than once per save.
+		s.timerArmed = true
+		s.timer.Reset(applyDelay)
+	}
 	s.qmu.Unlock()
-	if !closed {
-		select {
-		case s.kick <- struct{}{}:
-		default:
-		}
+	if now {
+		s.kickApplier()
 	}
 	return nil
+}
+
+// kickApplier wakes the applier now.
+func (s *Store) kickApplier() {
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	if s.closed {
+		return
+	}
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
 }
 
 // waitRoom blocks while the values waiting for the applier exceed the

@@ -13,26 +13,44 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The journal is the durability point of the store. A batch of changes is
-// appended as records and made durable with one fdatasync; only then are the
-// changes visible and acknowledged. The files of the work tree are written
-// afterwards by the applier and are made durable together by a checkpoint
-// (syncfs), after which the journal is emptied.
+// The journal is the durability point of the daemon. A batch of changes
+// (state saves and deletes, and the kernel's own records such as audit
+// entries) is written as records and made durable with one fdatasync; only
+// then are the changes visible and acknowledged. The work tree and the
+// audit segments are written afterwards and made durable together by a
+// checkpoint, after which the journal starts a new generation.
 //
-// Record: len u32 | crc32c(payload) u32 | payload
-// Payload: kind u8 | ver u64 | mod unix-nanos i64 | agent (u16 len) | key (u16 len) | value (u32 len)
+// The file is preallocated and reused: records are written over old ones,
+// so an fdatasync flushes data only and need not commit file system
+// metadata (a size change costs a metadata journal commit in ext4 and xfs,
+// which also waits for every other metadata change in flight, such as the
+// applier's file creations: measured 360 us per batch sync against 180 us
+// for a plain overwrite here).
 //
-// A torn tail (a crash in the middle of a write) fails its length or CRC;
-// replay stops there and cuts it off. Records before it were written by
-// earlier batches whose fdatasync completed, so nothing acknowledged is cut.
+// Layout: a 4 KiB header, then records.
+//
+//	header: "OXJOURN1" | generation u64 | crc32c u32
+//	record: len u32 | crc32c(payload) u32 | payload
+//	payload: generation u64 | kind u8 | ver u64 | mod unix-nanos i64 |
+//	         agent (u16 len) | key (u16 len) | value (u32 len)
+//
+// Replay reads records until one fails its length or CRC, or carries
+// another generation (left over from before the last checkpoint). A torn
+// write fails its CRC; records after it were never synced, since a batch
+// is synced before the next one is written.
 
 const (
 	recSave   = 1
 	recDelete = 2
+	recAux    = 3 // the kernel's own record: value is opaque to this package
 
-	recHeader = 8
+	journalMagic  = "OXJOURN1"
+	journalHeader = 4096
+	recHeader     = 8
 	// payloadFixed is the payload size without the variable parts.
-	payloadFixed = 1 + 8 + 8 + 2 + 2 + 4
+	payloadFixed = 8 + 1 + 8 + 8 + 2 + 2 + 4
+	// journalChunk is how much the file grows by when it fills up.
+	journalChunk = 16 << 20
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -47,31 +65,97 @@ type record struct {
 }
 
 type journal struct {
-	f    *os.File
-	w    *bufio.Writer
-	size int64 // bytes durable or being written
-	hdr  []byte
+	f     *os.File
+	gen   uint64
+	pos   int64 // where the next record goes
+	alloc int64 // bytes preallocated
+	buf   []byte
 }
 
+// ErrJournalDamaged means the journal's header is unreadable: the daemon
+// cannot know what it held, so it refuses to guess.
+var ErrJournalDamaged = errors.New("journal header damaged")
+
 func openJournal(path string) (*journal, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, err
 	}
+	j := &journal{f: f, pos: journalHeader}
 	fi, err := f.Stat()
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
-	return &journal{f: f, w: bufio.NewWriterSize(f, 256<<10), size: fi.Size()}, nil
+	j.alloc = fi.Size()
+	if fi.Size() == 0 {
+		// New journal: generation 1, space reserved, all durable before use.
+		j.gen = 1
+		if err := j.grow(journalHeader + journalChunk); err != nil {
+			f.Close()
+			return nil, err
+		}
+		if err := j.writeHeader(); err != nil {
+			f.Close()
+			return nil, err
+		}
+		return j, nil
+	}
+	var h [journalHeader]byte
+	if _, err := f.ReadAt(h[:20], 0); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w: %v", path, ErrJournalDamaged, err)
+	}
+	if string(h[:8]) != journalMagic || crc32.Checksum(h[:16], castagnoli) != binary.LittleEndian.Uint32(h[16:]) {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w (move it away to start without it, losing unapplied changes)", path, ErrJournalDamaged)
+	}
+	j.gen = binary.LittleEndian.Uint64(h[8:])
+	return j, nil
 }
 
-// appendRecord writes r into the journal's buffer; flush writes it out.
-func (j *journal) appendRecord(r *record) error {
+func (j *journal) writeHeader() error {
+	h := make([]byte, 20)
+	copy(h, journalMagic)
+	binary.LittleEndian.PutUint64(h[8:], j.gen)
+	binary.LittleEndian.PutUint32(h[16:], crc32.Checksum(h[:16], castagnoli))
+	if _, err := j.f.WriteAt(h, 0); err != nil {
+		return err
+	}
+	return j.sync()
+}
+
+// grow preallocates the file to at least n bytes by writing zeros, and
+// makes that durable. Written zeros, not fallocate: a write into an
+// fallocated (unwritten) extent converts it, which is a metadata change
+// that every fdatasync then has to commit (measured: it doubled the sync
+// time while the applier was creating files).
+func (j *journal) grow(n int64) error {
+	if n <= j.alloc {
+		return nil
+	}
+	n = (n + journalChunk - 1) / journalChunk * journalChunk
+	zeros := make([]byte, 1<<20)
+	for off := j.alloc; off < n; off += int64(len(zeros)) {
+		if _, err := j.f.WriteAt(zeros[:min(int64(len(zeros)), n-off)], off); err != nil {
+			return fmt.Errorf("preallocating journal: %w", err)
+		}
+	}
+	if err := unix.Fsync(int(j.f.Fd())); err != nil {
+		return fmt.Errorf("preallocating journal: %w", err)
+	}
+	j.alloc = n
+	return nil
+}
+
+// appendRecord adds r to the pending write.
+func (j *journal) appendRecord(r *record) {
 	n := payloadFixed + len(r.agent) + len(r.key) + len(r.value)
-	h := j.hdr[:0]
+	h := j.buf
+	start := len(h)
 	h = binary.LittleEndian.AppendUint32(h, uint32(n))
 	h = binary.LittleEndian.AppendUint32(h, 0) // crc, filled below
+	h = binary.LittleEndian.AppendUint64(h, j.gen)
 	h = append(h, r.kind)
 	h = binary.LittleEndian.AppendUint64(h, r.ver)
 	h = binary.LittleEndian.AppendUint64(h, uint64(r.mod.UnixNano()))
@@ -80,77 +164,106 @@ func (j *journal) appendRecord(r *record) error {
 	h = binary.LittleEndian.AppendUint16(h, uint16(len(r.key)))
 	h = append(h, r.key...)
 	h = binary.LittleEndian.AppendUint32(h, uint32(len(r.value)))
-	crc := crc32.Update(crc32.Checksum(h[recHeader:], castagnoli), castagnoli, r.value)
-	binary.LittleEndian.PutUint32(h[4:], crc)
-	j.hdr = h
-	if _, err := j.w.Write(h); err != nil {
+	h = append(h, r.value...)
+	binary.LittleEndian.PutUint32(h[start+4:], crc32.Checksum(h[start+recHeader:], castagnoli))
+	j.buf = h
+}
+
+// flush writes the pending records at the current position.
+func (j *journal) flush() error {
+	if len(j.buf) == 0 {
+		return nil
+	}
+	if err := j.grow(j.pos + int64(len(j.buf))); err != nil {
 		return err
 	}
-	if _, err := j.w.Write(r.value); err != nil {
+	if _, err := j.f.WriteAt(j.buf, j.pos); err != nil {
 		return err
 	}
-	j.size += int64(len(h) + len(r.value))
+	j.pos += int64(len(j.buf))
+	if cap(j.buf) > 4<<20 {
+		j.buf = nil // do not keep a huge batch's buffer around
+	}
+	j.buf = j.buf[:0]
 	return nil
 }
 
-func (j *journal) flush() error { return j.w.Flush() }
-
 func (j *journal) sync() error { return unix.Fdatasync(int(j.f.Fd())) }
 
-// truncate cuts the journal back to size (0 after a checkpoint, or the
-// start of a batch that failed) and makes the cut durable.
-func (j *journal) truncate(size int64) error {
-	j.w.Reset(j.f)
-	if err := j.f.Truncate(size); err != nil {
+// size is how much of the current generation is in use.
+func (j *journal) size() int64 { return j.pos - journalHeader }
+
+// discard undoes the records written since start: they are zeroed, so a
+// later, shorter batch cannot leave them behind as valid records.
+func (j *journal) discard(start int64) error {
+	j.buf = j.buf[:0]
+	if n := j.pos - start; n > 0 {
+		if _, err := j.f.WriteAt(make([]byte, n), start); err != nil {
+			return err
+		}
+		if err := j.sync(); err != nil {
+			return err
+		}
+	}
+	j.pos = start
+	return nil
+}
+
+// reset starts a new generation: every record so far is obsolete.
+func (j *journal) reset() error {
+	j.gen++
+	if err := j.writeHeader(); err != nil {
 		return err
 	}
-	j.size = size
-	return j.sync()
+	j.pos = journalHeader
+	return nil
 }
 
 func (j *journal) close() error { return j.f.Close() }
 
-// replay reads every intact record in order. It returns the offset of the
-// end of the last intact record; anything after it is a torn tail.
-func (j *journal) replay(fn func(*record) error) (good int64, err error) {
-	if _, err := j.f.Seek(0, io.SeekStart); err != nil {
-		return 0, err
-	}
-	r := bufio.NewReaderSize(j.f, 1<<20)
+// replay reads the current generation's records in order and leaves the
+// write position after the last intact one.
+func (j *journal) replay(fn func(*record) error) error {
+	r := bufio.NewReaderSize(io.NewSectionReader(j.f, journalHeader, 1<<62), 1<<20)
+	pos := int64(journalHeader)
 	var hdr [recHeader]byte
 	for {
 		if _, err := io.ReadFull(r, hdr[:]); err != nil {
-			return good, nil // clean end or torn header
+			break
 		}
 		n := binary.LittleEndian.Uint32(hdr[:4])
-		if n < payloadFixed || n > 1<<31 {
-			return good, nil
+		if n < payloadFixed || int64(n) > j.alloc-pos {
+			break
 		}
 		p := make([]byte, n)
 		if _, err := io.ReadFull(r, p); err != nil {
-			return good, nil
+			break
 		}
 		if crc32.Checksum(p, castagnoli) != binary.LittleEndian.Uint32(hdr[4:]) {
-			return good, nil
+			break
 		}
-		rec, derr := decodeRecord(p)
-		if derr != nil {
-			return good, nil
+		rec, gen, err := decodeRecord(p)
+		if err != nil || gen != j.gen {
+			break
 		}
 		if err := fn(rec); err != nil {
-			return good, err
+			return err
 		}
-		good += int64(recHeader) + int64(n)
+		pos += recHeader + int64(n)
 	}
+	j.pos = pos
+	return nil
 }
 
 var errShortRecord = errors.New("journal: short record")
 
-func decodeRecord(p []byte) (*record, error) {
+func decodeRecord(p []byte) (*record, uint64, error) {
+	gen := binary.LittleEndian.Uint64(p)
+	p = p[8:]
 	rec := &record{kind: p[0], ver: binary.LittleEndian.Uint64(p[1:]),
 		mod: time.Unix(0, int64(binary.LittleEndian.Uint64(p[9:]))).UTC()}
-	if rec.kind != recSave && rec.kind != recDelete {
-		return nil, fmt.Errorf("journal: unknown record kind %d", rec.kind)
+	if rec.kind != recSave && rec.kind != recDelete && rec.kind != recAux {
+		return nil, gen, fmt.Errorf("journal: unknown record kind %d", rec.kind)
 	}
 	p = p[17:]
 	field := func(lenBytes int) ([]byte, bool) {
@@ -175,8 +288,8 @@ func decodeRecord(p []byte) (*record, error) {
 	key, ok2 := field(2)
 	value, ok3 := field(4)
 	if !ok1 || !ok2 || !ok3 || len(p) != 0 {
-		return nil, errShortRecord
+		return nil, gen, errShortRecord
 	}
 	rec.agent, rec.key, rec.value = string(agent), string(key), value
-	return rec, nil
+	return rec, gen, nil
 }

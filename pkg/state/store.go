@@ -45,9 +45,23 @@ type Options struct {
 	MaxPendingBytes int64
 	// CacheBytes bounds the cache of small values. Default 64 MiB.
 	CacheBytes int64
+	// ReplayAux receives, in order, each aux record (see Batch.AddAux)
+	// found in the journal at start: the kernel's records of changes that
+	// were durable but may not have reached their own files.
+	ReplayAux func(payload []byte) error
+	// BeforeCheckpoint runs inside a checkpoint, before the journal is
+	// recycled: whatever the kernel wrote behind the journal (the audit
+	// segments) must be made durable here.
+	BeforeCheckpoint func() error
 }
 
-const cacheMaxValue = 4 << 10
+const (
+	cacheMaxValue = 4 << 10
+	// The applier runs applyDelay after the first change it has not seen,
+	// or at once when applyBatch changes are waiting.
+	applyDelay = 200 * time.Millisecond
+	applyBatch = 65536
+)
 
 // Store is the state of all agents. Its methods are safe for concurrent
 // use, except that batches (Begin, Write, Sync, Publish) come from one
@@ -75,7 +89,9 @@ type Store struct {
 	kick    chan struct{}
 	done    chan struct{}
 	failed  error // sticky journal failure
-	ckptReq bool
+
+	timer      *time.Timer // fires applyDelay after a change; idle otherwise
+	timerArmed bool
 }
 
 type agent struct {
@@ -126,6 +142,13 @@ func Open(data string, opts Options) (*Store, error) {
 		done:   make(chan struct{}),
 	}
 	s.qcond = sync.NewCond(&s.qmu)
+	s.timer = time.AfterFunc(time.Hour, func() {
+		s.qmu.Lock()
+		s.timerArmed = false
+		s.qmu.Unlock()
+		s.kickApplier()
+	})
+	s.timer.Stop()
 	// Temp files of a crashed run are garbage: their renames never happened.
 	if err := os.RemoveAll(s.tmp); err != nil {
 		return nil, err
@@ -154,27 +177,28 @@ func Open(data string, opts Options) (*Store, error) {
 // recover replays the journal into the index and the work tree, then
 // checkpoints so the journal starts empty.
 func (s *Store) recover() error {
-	if s.j.size == 0 {
-		return nil
-	}
 	// Holding the journal keeps the applier's checkpoints out until every
-	// record is published: a checkpoint now would empty the journal under
-	// the replay.
+	// record is published: a checkpoint now would recycle the journal
+	// under the replay.
 	s.jmu.Lock()
-	good, err := s.j.replay(func(r *record) error {
+	err := s.j.replay(func(r *record) error {
 		if r.ver > s.seq.Load() {
 			s.seq.Store(r.ver)
 		}
+		if r.kind == recAux {
+			if s.opts.ReplayAux == nil {
+				return nil
+			}
+			return s.opts.ReplayAux(r.value)
+		}
 		return s.publishRecord(r)
 	})
-	if err == nil && good < s.j.size {
-		if terr := s.j.truncate(good); terr != nil {
-			err = fmt.Errorf("cutting torn tail: %w", terr)
-		}
-	}
 	s.jmu.Unlock()
 	if err != nil {
 		return fmt.Errorf("state: replaying journal: %w", err)
+	}
+	if s.j.size() == 0 {
+		return nil
 	}
 	s.Flush()
 	return s.checkpoint(true)
@@ -373,6 +397,7 @@ func (s *Store) path(agentName, key string) string {
 // Flush waits until every published change is in its file (not
 // necessarily durable: the journal covers that).
 func (s *Store) Flush() {
+	s.kickApplier()
 	s.qmu.Lock()
 	for (len(s.queue) > 0 || s.busy) && !s.closed {
 		s.qcond.Wait()
@@ -387,13 +412,14 @@ func (s *Store) Checkpoint() error {
 	return s.checkpoint(true)
 }
 
-// checkpoint makes everything applied durable with one syncfs and empties
-// the journal. It does nothing if changes are still queued (they need the
-// journal) unless the queue is empty.
+// checkpoint makes everything written behind the journal durable (the
+// hook, then one syncfs) and starts a new journal generation. It does
+// nothing while changes are queued for the applier: they still need the
+// journal.
 func (s *Store) checkpoint(force bool) error {
 	s.jmu.Lock()
 	defer s.jmu.Unlock()
-	if s.j.size == 0 || !force && s.j.size < s.opts.CheckpointBytes {
+	if s.failed != nil || s.j.size() == 0 || !force && s.j.size() < s.opts.CheckpointBytes {
 		return nil
 	}
 	s.qmu.Lock()
@@ -407,21 +433,27 @@ func (s *Store) checkpoint(force bool) error {
 		return err
 	}
 	defer unix.Close(fd)
+	if s.opts.BeforeCheckpoint != nil {
+		if err := s.opts.BeforeCheckpoint(); err != nil {
+			return fmt.Errorf("state: checkpoint: %w", err)
+		}
+	}
 	if err := unix.Syncfs(fd); err != nil {
 		return fmt.Errorf("state: syncfs: %w", err)
 	}
-	return s.j.truncate(0)
+	return s.j.reset()
 }
 
 // Close drains the applier, checkpoints and closes the journal.
 func (s *Store) Close() error {
 	s.Flush()
 	err := s.checkpoint(true)
+	s.timer.Stop()
 	s.qmu.Lock()
 	s.closed = true
 	s.qcond.Broadcast()
-	s.qmu.Unlock()
 	close(s.kick)
+	s.qmu.Unlock()
 	<-s.done
 	if cerr := s.j.close(); err == nil {
 		err = cerr

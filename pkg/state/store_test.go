@@ -2,6 +2,7 @@ package state
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -90,11 +91,12 @@ func TestReplayAndTornTail(t *testing.T) {
 	s.Flush()
 	crash := t.TempDir()
 	copyTree(t, dir, crash)
+	end := s.j.pos
 	s.Close()
 	// Undo the work tree so only the journal knows the truth.
 	os.RemoveAll(filepath.Join(crash, "repo"))
-	f, _ := os.OpenFile(filepath.Join(crash, "journal", "wal"), os.O_WRONLY|os.O_APPEND, 0)
-	f.Write([]byte{200, 0, 0, 0, 1, 2, 3}) // a header promising 200 bytes that never came
+	f, _ := os.OpenFile(filepath.Join(crash, "journal", "wal"), os.O_WRONLY, 0)
+	f.WriteAt([]byte{200, 0, 0, 0, 1, 2, 3}, end) // a header promising 200 bytes that never came
 	f.Close()
 
 	s2, err := Open(crash, Options{})
@@ -111,8 +113,8 @@ func TestReplayAndTornTail(t *testing.T) {
 	if _, _, err := s2.Load("a", "k1"); err == nil {
 		t.Error("deleted k1 came back")
 	}
-	if fi, err := os.Stat(filepath.Join(crash, "journal", "wal")); err != nil || fi.Size() != 0 {
-		t.Errorf("journal not emptied by the checkpoint after replay: %v %v", fi.Size(), err)
+	if s2.j.size() != 0 || s2.j.gen != 2 {
+		t.Errorf("no checkpoint after replay: %d bytes in generation %d", s2.j.size(), s2.j.gen)
 	}
 	b, err := os.ReadFile(filepath.Join(crash, "repo", "agents", "a", "state", "dir", "k2"))
 	if err != nil || string(b) != "two" {
@@ -136,6 +138,47 @@ func copyTree(t *testing.T, src, dst string) {
 		}
 		return os.WriteFile(filepath.Join(dst, rel), b, 0o600)
 	})
+}
+
+// TestJournalGenerations: records of an older generation, left in the
+// reused file after a checkpoint, are not replayed.
+func TestJournalGenerations(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := Open(dir, Options{})
+	commit(t, s, save("a", "k", "old-1"), save("a", "j", "old-2"), save("a", "i", "old-3"))
+	if err := s.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	commit(t, s, save("a", "k", "new"))
+	s.Flush()
+	crash := t.TempDir()
+	copyTree(t, dir, crash)
+	s.Close()
+	os.RemoveAll(filepath.Join(crash, "repo"))
+	s2, err := Open(crash, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if v, _, _ := s2.Load("a", "k"); string(v) != "new" {
+		t.Fatalf("k = %q", v)
+	}
+	// j and i were only in the old generation (and the removed tree).
+	if _, _, err := s2.Load("a", "j"); err == nil {
+		t.Fatal("a record of the previous generation was replayed")
+	}
+}
+
+func TestDamagedJournalRefused(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := Open(dir, Options{})
+	s.Close()
+	f, _ := os.OpenFile(filepath.Join(dir, "journal", "wal"), os.O_WRONLY, 0)
+	f.WriteAt([]byte("garbage!"), 0)
+	f.Close()
+	if _, err := Open(dir, Options{}); err == nil || !errors.Is(err, ErrJournalDamaged) {
+		t.Fatalf("opened a journal with a damaged header: %v", err)
+	}
 }
 
 func TestListAndReopen(t *testing.T) {

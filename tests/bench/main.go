@@ -1,0 +1,310 @@
+// Command bench measures oxiosd against baselines taken in the same run and
+// prints figures and ratios. It asserts nothing: machines are noisy, so
+// targets are read by people, not enforced by tests. Run it with
+// `make bench` (or `go run ./tests/bench -bin bin`).
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/oxios/oxios/pkg/client"
+)
+
+var (
+	binDir  = flag.String("bin", "bin", "directory with the oxiosd binary")
+	dur     = flag.Duration("d", 2*time.Second, "duration of each throughput measurement")
+	idleFor = flag.Duration("idle", 150*time.Second, "how long to watch an idle daemon's CPU (0 to skip)")
+	only    = flag.String("only", "", "run only benchmarks whose name contains this")
+	echoSrv = flag.String("echo-server", "", "internal: serve a raw JSON echo on this socket")
+)
+
+func main() {
+	flag.Parse()
+	if *echoSrv != "" {
+		serveEcho(*echoSrv)
+		return
+	}
+	dir, err := os.MkdirTemp("", "oxbench")
+	check(err)
+	defer os.RemoveAll(dir)
+	d := startDaemon(dir)
+	defer d.stop()
+
+	fmt.Printf("oxiosd benchmarks (%s each; GOMAXPROCS of the machine: %d cores)\n\n", *dur, numCPU())
+	fmt.Printf("%-46s %14s %14s %8s  %s\n", "benchmark", "figure", "baseline", "ratio", "target")
+	echo := startEcho(dir)
+	defer echo.Process.Kill()
+
+	echoRate := 0.0
+	if run("echo") || run("load") {
+		echoRate = rate(func(stop *atomic.Bool) int64 { return echoLoop(filepath.Join(dir, "echo.sock"), stop) })
+		report("raw JSON echo, 1 conn, sequential (round trips/s)", echoRate, 0, "baseline")
+	}
+	c := dial(d.sock)
+	ctx := context.Background()
+	_, err = c.StateSave(ctx, "bench", "v100", []byte(strings.Repeat("x", 100)))
+	check(err)
+
+	if run("load") {
+		r := rate(func(stop *atomic.Bool) int64 { return loads(c, stop) })
+		report("state.load 100 B, 1 conn, sequential (/s)", r, echoRate, ">= 0.8x echo")
+		r = parallel(8, func(stop *atomic.Bool) int64 {
+			cc := dial(d.sock)
+			defer cc.Close()
+			return loads(cc, stop)
+		})
+		report("state.load 100 B, 8 conns (/s)", r, 0, ">= 120k/s")
+		r = parallel(16, func(stop *atomic.Bool) int64 { return loads(c, stop) })
+		report("state.load 100 B, 16-deep pipeline, 1 conn (/s)", r, 0, ">= 200k/s")
+	}
+	if run("save") {
+		fs := fsyncRate(dir)
+		report("baseline: 200 B append + fdatasync (/s)", fs, 0, "disk limit")
+		r := rate(func(stop *atomic.Bool) int64 { return saves(c, "s1", 1, stop) })
+		report("state.save durable, 1 client (/s)", r, fs, ">= 3k/s")
+		r = parallel(64, func(stop *atomic.Bool) int64 {
+			cc := dial(d.sock)
+			defer cc.Close()
+			return saves(cc, fmt.Sprintf("c%d", time.Now().UnixNano()%100000), 16, stop)
+		})
+		report("state.save durable, 64 clients (/s)", r, fs, ">= 50k/s")
+		r = parallel(64, func(stop *atomic.Bool) int64 {
+			cc := dial(d.sock)
+			defer cc.Close()
+			return saves(cc, fmt.Sprintf("n%d", time.Now().UnixNano()), 1<<30, stop)
+		})
+		report("state.save durable, 64 clients, all new keys (/s)", r, fs, "(no target)")
+	}
+	c.Close()
+	if run("idle") && *idleFor > 0 {
+		idle(d, *idleFor)
+	}
+}
+
+func run(name string) bool { return *only == "" || strings.Contains(name, *only) }
+
+func report(name string, fig, base float64, target string) {
+	ratio, b := "", ""
+	if base > 0 {
+		ratio = fmt.Sprintf("%.2fx", fig/base)
+		b = fmt.Sprintf("%.0f", base)
+	}
+	fmt.Printf("%-46s %14.0f %14s %8s  %s\n", name, fig, b, ratio, target)
+}
+
+// rate runs fn for the configured duration and returns operations/s.
+func rate(fn func(stop *atomic.Bool) int64) float64 { return parallel(1, fn) }
+
+func parallel(n int, fn func(stop *atomic.Bool) int64) float64 {
+	var stop atomic.Bool
+	var total atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() { defer wg.Done(); total.Add(fn(&stop)) }()
+	}
+	time.Sleep(*dur)
+	stop.Store(true)
+	wg.Wait()
+	return float64(total.Load()) / time.Since(start).Seconds()
+}
+
+func loads(c *client.Client, stop *atomic.Bool) int64 {
+	var n int64
+	for !stop.Load() {
+		if _, _, err := c.StateLoad(context.Background(), "bench", "v100"); err != nil {
+			fatal(err)
+		}
+		n++
+	}
+	return n
+}
+
+func saves(c *client.Client, prefix string, keys int, stop *atomic.Bool) int64 {
+	var n int64
+	v := []byte(strings.Repeat("s", 100))
+	for !stop.Load() {
+		key := fmt.Sprintf("%s/k%d", prefix, n%int64(keys))
+		if _, err := c.StateSave(context.Background(), "bench", key, v); err != nil {
+			fatal(err)
+		}
+		n++
+	}
+	return n
+}
+
+// fsyncRate is the disk's own limit: sequential 200-byte appends, each
+// made durable, on the same file system as the data.
+func fsyncRate(dir string) float64 {
+	f, err := os.Create(filepath.Join(dir, "fsync-probe"))
+	check(err)
+	defer f.Close()
+	buf := make([]byte, 200)
+	return rate(func(stop *atomic.Bool) int64 {
+		var n int64
+		for !stop.Load() {
+			f.Write(buf)
+			syscall.Fdatasync(int(f.Fd()))
+			n++
+		}
+		return n
+	})
+}
+
+// The echo baseline: a separate process that writes every line back, and a
+// client that sends a request line of the same shape as a load and reads
+// the reply line. No decoding on either side: the transport's limit.
+func startEcho(dir string) *exec.Cmd {
+	sock := filepath.Join(dir, "echo.sock")
+	self, err := os.Executable()
+	check(err)
+	cmd := exec.Command(self, "-echo-server", sock)
+	cmd.Stderr = os.Stderr
+	check(cmd.Start())
+	for i := 0; i < 500; i++ {
+		if c, err := net.Dial("unix", sock); err == nil {
+			c.Close()
+			return cmd
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	fatal(fmt.Errorf("echo server did not start"))
+	return nil
+}
+
+func serveEcho(sock string) {
+	ln, err := net.Listen("unix", sock)
+	check(err)
+	for {
+		c, err := ln.Accept()
+		check(err)
+		go func() {
+			r := bufio.NewReader(c)
+			for {
+				line, err := r.ReadSlice('\n')
+				if err != nil {
+					c.Close()
+					return
+				}
+				c.Write(line)
+			}
+		}()
+	}
+}
+
+func echoLoop(sock string, stop *atomic.Bool) int64 {
+	c, err := net.Dial("unix", sock)
+	check(err)
+	defer c.Close()
+	r := bufio.NewReader(c)
+	line := []byte(`{"id":1,"op":"state.load","args":{"agent":"bench","key":"v100"}}` + "\n")
+	var n int64
+	for !stop.Load() {
+		c.Write(line)
+		if _, err := r.ReadSlice('\n'); err != nil {
+			fatal(err)
+		}
+		n++
+	}
+	return n
+}
+
+type daemon struct {
+	cmd  *exec.Cmd
+	sock string
+}
+
+func startDaemon(dir string) *daemon {
+	sock := filepath.Join(dir, "oxiosd.sock")
+	cmd := exec.Command(filepath.Join(*binDir, "oxiosd"), "--config", "", "--no-mount", "--log-level", "warn",
+		"--data", filepath.Join(dir, "data"), "--socket", sock)
+	cmd.Stderr = os.Stderr
+	check(cmd.Start())
+	for i := 0; i < 500; i++ {
+		if c, err := client.Dial(context.Background(), sock); err == nil {
+			c.Close()
+			return &daemon{cmd: cmd, sock: sock}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	fatal(fmt.Errorf("oxiosd did not start"))
+	return nil
+}
+
+func (d *daemon) stop() {
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	d.cmd.Wait()
+}
+
+func dial(sock string) *client.Client {
+	c, err := client.Dial(context.Background(), sock)
+	check(err)
+	return c
+}
+
+// idle watches the daemon with one connection open and nothing to do: CPU
+// ticks (utime+stime from /proc/PID/stat) and RSS.
+func idle(d *daemon, span time.Duration) {
+	c := dial(d.sock)
+	defer c.Close()
+	time.Sleep(time.Second) // let start-up work settle
+	pid := d.cmd.Process.Pid
+	t0 := ticks(pid)
+	fmt.Printf("\nwatching idle oxiosd (pid %d, 1 connection open) for %s...\n", pid, span)
+	time.Sleep(span)
+	t1 := ticks(pid)
+	fmt.Printf("%-46s %14d %14s %8s  %s\n", "idle CPU ticks over "+span.String(), t1-t0, "", "", "0")
+	fmt.Printf("%-46s %14.1f %14s %8s  %s\n", "idle RSS (MiB)", float64(rssKiB(pid))/1024, "", "", "< 30 MiB")
+}
+
+func ticks(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	check(err)
+	// Fields after the command name (which may hold spaces) start after ')'.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return ut + st
+}
+
+func rssKiB(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	check(err)
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "VmRSS:") {
+			n, _ := strconv.ParseInt(strings.Fields(l)[1], 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+func numCPU() int {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	return strings.Count(string(b), "processor\t:")
+}
+
+func check(err error) {
+	if err != nil {
+		fatal(err)
+	}
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "bench:", err)
+	os.Exit(1)
+}
