@@ -216,6 +216,14 @@ func (c *Client) die(err error) {
 	}
 }
 
+// handOff wakes a waiting call if nobody is reading.
+func (c *Client) handOff() {
+	if c.rmu.TryLock() {
+		c.rmu.Unlock()
+		c.wakeOne()
+	}
+}
+
 // wakeOne hands the leadership on: one waiting call retries reading.
 func (c *Client) wakeOne() {
 	c.mu.Lock()
@@ -277,6 +285,9 @@ func (c *Client) start(op string, args any) (*call, uint64, error) {
 // next waits for the call's next line, reading the connection itself when
 // no other caller is.
 func (c *Client) next(ctx context.Context, cl *call) (*proto.Reply, error) {
+	// Whoever leaves with no leader reading passes the leadership on: the
+	// wake-up it was handed may have been meant for a waiting caller.
+	defer c.handOff()
 	for {
 		if rep, dead := cl.pop(); rep != nil || dead {
 			if rep != nil {
@@ -296,7 +307,6 @@ func (c *Client) next(ctx context.Context, cl *call) (*proto.Reply, error) {
 			// Our reply may have been queued while we took the lock.
 			if rep, _ := cl.pop(); rep != nil {
 				c.rmu.Unlock()
-				c.wakeOne()
 				return rep, nil
 			}
 			// Reading cannot watch ctx: a cancelled ctx ends the read with
@@ -306,7 +316,6 @@ func (c *Client) next(ctx context.Context, cl *call) (*proto.Reply, error) {
 			stop()
 			c.rmu.Unlock()
 			if rep, _ := cl.pop(); rep != nil {
-				c.wakeOne()
 				return rep, nil
 			}
 			if err := ctx.Err(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/oxios/oxios/pkg/audit"
@@ -50,6 +51,18 @@ func (k *Kernel) committer() {
 	batch := make([]*tx, 0, maxBatch)
 	for t := range k.txc {
 		batch = append(batch[:0], t)
+		// Clients acknowledged by the last batch are on their way back:
+		// yielding while the queue still grows lets them join this batch
+		// instead of the next (measured by the audit package's
+		// AppendSync64Writers: 39-71k/s drained at once, 81-100k/s so).
+		for i, n := 0, len(k.txc); i < 4 && n > 0; i++ {
+			runtime.Gosched()
+			m := len(k.txc)
+			if m == n {
+				break
+			}
+			n = m
+		}
 	drain:
 		for len(batch) < maxBatch {
 			select {

@@ -137,23 +137,21 @@ func (c *conn) writeReply(id uint64, res []byte, err error) {
 	c.werr = c.w.WriteByte('\n')
 }
 
-// sendItem sends one stream item of request id.
-func (c *conn) sendItem(id uint64, item any) error {
-	b, err := marshal(item)
-	if err != nil {
-		return err
-	}
-	out := make([]byte, 0, len(b)+32)
-	out = append(out, `{"id":`...)
-	out = strconv.AppendUint(out, id, 10)
-	out = append(out, `,"item":`...)
-	out = append(out, b...)
-	out = append(out, '}')
-	c.send(out)
+// sendItem sends one stream item (its JSON) of request id.
+func (c *conn) sendItem(id uint64, item []byte) error {
 	c.wmu.Lock()
-	err = c.werr
-	c.wmu.Unlock()
-	return err
+	defer c.wmu.Unlock()
+	if c.werr != nil {
+		return c.werr
+	}
+	b := append(c.ibuf[:0], `{"id":`...)
+	b = strconv.AppendUint(b, id, 10)
+	b = append(b, `,"item":`...)
+	b = append(b, item...)
+	b = append(b, '}', '\n')
+	c.ibuf = b
+	_, c.werr = c.w.Write(b)
+	return c.werr
 }
 
 func appendOK(b []byte, id uint64, res []byte) []byte {

@@ -29,7 +29,7 @@ func serveStateSave(ctx context.Context, c *conn, req *proto.Request) ([]byte, e
 	if err != nil {
 		return nil, err
 	}
-	return marshal(&rec)
+	return proto.AppendStateRecord(nil, &rec), nil
 }
 
 func serveStateDelete(ctx context.Context, c *conn, req *proto.Request) ([]byte, error) {
@@ -55,7 +55,7 @@ func serveStateLoad(ctx context.Context, c *conn, req *proto.Request) ([]byte, e
 	}
 	val, enc := proto.EncodeValue(v)
 	rec.Value, rec.Encoding = &val, enc
-	return marshal(&rec)
+	return proto.AppendStateRecord(make([]byte, 0, 160+len(val)), &rec), nil
 }
 
 func serveStateList(ctx context.Context, c *conn, req *proto.Request) ([]byte, error) {
@@ -63,8 +63,10 @@ func serveStateList(ctx context.Context, c *conn, req *proto.Request) ([]byte, e
 	if err := decodeArgs(req, &a); err != nil {
 		return nil, err
 	}
+	var buf []byte
 	err := c.s.k.StateList(ctx, c.cred, a, req.Args, func(r *proto.StateRecord) error {
-		return c.sendItem(req.ID, r)
+		buf = proto.AppendStateRecord(buf[:0], r)
+		return c.sendItem(req.ID, buf)
 	})
 	return nil, err
 }

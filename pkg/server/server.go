@@ -135,6 +135,7 @@ type conn struct {
 	wmu  sync.Mutex
 	w    *bufio.Writer
 	werr error
+	ibuf []byte // stream item scratch, under wmu
 
 	inflight sync.WaitGroup
 	sem      chan struct{}

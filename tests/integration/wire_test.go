@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/oxios/oxios/pkg/proto"
 )
@@ -156,5 +157,58 @@ func TestConcurrentClients(t *testing.T) {
 	d.client(t).StateList(context.Background(), "crowd", "", func(proto.StateRecord) error { n++; return nil })
 	if n != clients*5 {
 		t.Fatalf("listed %d keys, want %d", n, clients*5)
+	}
+}
+
+// TestSharedClientPipelining: many goroutines share one client, so their
+// calls pipeline on one connection and take turns reading it. Every call
+// must get its own reply, with no call left waiting.
+func TestSharedClientPipelining(t *testing.T) {
+	d := startDaemon(t, daemonOpts{})
+	c := d.client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := c.StateSave(ctx, "shared", "base", []byte("b")); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	for g := 0; g < 32; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < 300; i++ {
+				if i%10 == 0 {
+					key := fmt.Sprintf("g%d", g)
+					if _, err := c.StateSave(ctx, "shared", key, []byte(key)); err != nil {
+						errs <- err
+						return
+					}
+					continue
+				}
+				v, rec, err := c.StateLoad(ctx, "shared", "base")
+				if err != nil || string(v) != "b" || rec.Key != "base" {
+					errs <- fmt.Errorf("goroutine %d call %d: %q %v", g, i, v, err)
+					return
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	// A stream consumer that makes calls of its own on the same client.
+	n := 0
+	err := c.StateList(ctx, "shared", "", func(r proto.StateRecord) error {
+		if _, _, err := c.StateLoad(ctx, "shared", r.Key); err != nil {
+			return err
+		}
+		n++
+		return nil
+	})
+	if err != nil || n != 33 {
+		t.Fatalf("nested calls in a stream: %d keys, %v", n, err)
 	}
 }
