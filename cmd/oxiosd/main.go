@@ -135,6 +135,10 @@ loop:
 				exitErr = cliutil.Failf("serving: %v", err)
 			}
 			break loop
+		case err := <-k.Fatal():
+			log.Error("storage failed; exiting so that a restart recovers from the journal", "err", err)
+			exitErr = cliutil.Failf("storage failed: %v", err)
+			break loop
 		case <-watchdog:
 			daemon.SdNotify(false, daemon.SdNotifyWatchdog)
 		}

@@ -25,7 +25,7 @@ function __ox_state_keys
         set i (math $i + 1)
     end
     test -n "$agent"; or return
-    timeout 2 $tokens[1] ls -a $agent $sock --json 2>/dev/null | string replace -rf '.*"key":"((?:[^"\\\\]|\\\\.)*)".*' '$1'
+    timeout 2 $tokens[1] ls -a $agent $sock --json 2>/dev/null | string replace -rf '.*"key":"((?:[^"\\\\]|\\\\.)*)".*' '$1' | string replace -a '\\"' '"'
 end
 
 complete -c ox-state -f

@@ -93,6 +93,9 @@ func (cl *call) pop() (*proto.Reply, bool) {
 func Dial(ctx context.Context, socket string) (*Client, error) {
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "unix", socket)
+	if errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM) {
+		return nil, proto.Errorf(proto.EACCES, "no permission to connect to %s (the admin can grant a group with socket_group in oxios.toml)", socket)
+	}
 	if err != nil {
 		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
 			return nil, fmt.Errorf("%w: %s: %v", ErrUnreachable, socket, errors.Unwrap(err))

@@ -98,7 +98,10 @@ func Load(file string, explicit bool) (Config, error) {
 		return c, err
 	}
 	c.File = file
-	return c, c.resolve()
+	if err := c.resolve(); err != nil {
+		return c, fmt.Errorf("%s: %w", file, err)
+	}
+	return c, nil
 }
 
 func (c *Config) parse(b []byte, file string) error {

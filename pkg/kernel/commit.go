@@ -127,14 +127,23 @@ func (k *Kernel) commit(batch []*tx) {
 		fail(err)
 		return
 	}
-	if err := b.Sync(); err != nil {
+	// A failed sync or audit append leaves files in an unknown state:
+	// the batch fails and the daemon is told to restart and recover. (A
+	// failed write was undone by Write itself and is not fatal.)
+	fatal := func(err error) {
 		b.Abort(err)
 		fail(err)
+		select {
+		case k.fatal <- err:
+		default:
+		}
+	}
+	if err := b.Sync(); err != nil {
+		fatal(err)
 		return
 	}
 	if err := k.appendAudit(entries); err != nil {
-		b.Abort(err)
-		fail(err)
+		fatal(err)
 		return
 	}
 	b.Publish()

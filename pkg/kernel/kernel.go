@@ -73,6 +73,7 @@ type Kernel struct {
 	txmu    sync.RWMutex
 	closing bool
 	stopped chan struct{}
+	fatal   chan error // the storage can no longer be trusted: restart
 }
 
 // New opens the data directory and starts the committer.
@@ -97,6 +98,7 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 		uid:     uint32(os.Getuid()),
 		txc:     make(chan *tx, 4096),
 		stopped: make(chan struct{}),
+		fatal:   make(chan error, 1),
 	}
 	k.auditSeq, _ = alog.Head()
 	replayed := k.auditSeq
@@ -116,6 +118,11 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 	go k.committer()
 	return k, nil
 }
+
+// Fatal delivers an error when the kernel can no longer commit (a failed
+// fdatasync leaves the page cache in an unknown state): the daemon should
+// exit non-zero so that a restart recovers from the journal.
+func (k *Kernel) Fatal() <-chan error { return k.fatal }
 
 // SetRunResolver installs the supervisor's pid lookup.
 func (k *Kernel) SetRunResolver(r RunResolver) { k.runs = r }

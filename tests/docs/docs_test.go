@@ -158,7 +158,9 @@ type buildError struct {
 	out []byte
 }
 
-func (e *buildError) Error() string { return "go build ./cmd/...: " + e.err.Error() + "\n" + string(e.out) }
+func (e *buildError) Error() string {
+	return "go build ./cmd/...: " + e.err.Error() + "\n" + string(e.out)
+}
 
 func TestMain(m *testing.M) {
 	code := m.Run()
@@ -514,5 +516,26 @@ func TestSystemdUnits(t *testing.T) {
 				t.Errorf("systemd-analyze %s: %v\n%s", strings.Join(args, " "), err, out)
 			}
 		})
+	}
+}
+
+// TestManPagesRender formats every page with man(1), as a reader would at
+// 80 columns: groff must not warn (a table too wide, a bad request).
+func TestManPagesRender(t *testing.T) {
+	if _, err := exec.LookPath("man"); err != nil {
+		t.Skip("man not installed")
+	}
+	pages, _ := filepath.Glob(filepath.Join(root, "man", "*.[1-8]"))
+	for _, p := range pages {
+		cmd := exec.Command("man", "-l", p)
+		cmd.Env = append(os.Environ(), "MANWIDTH=80", "MANPAGER=cat", "PAGER=cat")
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil || stderr.Len() > 0 {
+			t.Errorf("man -l %s: %v\n%s", filepath.Base(p), err, stderr.String())
+		}
+		if !strings.Contains(stdout.String(), "SEE ALSO") {
+			t.Errorf("man -l %s: no SEE ALSO in the output", filepath.Base(p))
+		}
 	}
 }
