@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -182,10 +183,13 @@ func (c *Client) readOne() bool {
 		c.die(err)
 		return false
 	}
-	rep := new(proto.Reply)
-	if jerr := json.Unmarshal(line, rep); jerr != nil {
-		c.die(fmt.Errorf("bad reply from oxiosd: %v", jerr))
-		return false
+	rep, ok := fastReply(line)
+	if !ok {
+		rep = new(proto.Reply)
+		if jerr := json.Unmarshal(line, rep); jerr != nil {
+			c.die(fmt.Errorf("bad reply from oxiosd: %v", jerr))
+			return false
+		}
 	}
 	c.mu.Lock()
 	cl := c.pending[rep.ID]
@@ -252,7 +256,7 @@ func (c *Client) setWaiting(cl *call, on bool) {
 
 // start sends a request and returns its call.
 func (c *Client) start(op string, args any) (*call, uint64, error) {
-	raw, err := json.Marshal(args)
+	raw, err := encodeArgs(args)
 	if err != nil {
 		return nil, 0, fmt.Errorf("%s: encoding args: %w", op, err)
 	}
@@ -268,10 +272,16 @@ func (c *Client) start(op string, args any) (*call, uint64, error) {
 	c.pending[id] = cl
 	c.mu.Unlock()
 
-	line, _ := json.Marshal(proto.Request{ID: id, Op: op, Args: raw})
+	line := make([]byte, 0, len(raw)+len(op)+40)
+	line = append(line, `{"id":`...)
+	line = strconv.AppendUint(line, id, 10)
+	line = append(line, `,"op":`...)
+	line = proto.AppendString(line, op)
+	line = append(line, `,"args":`...)
+	line = append(line, raw...)
+	line = append(line, '}', '\n')
 	c.wmu.Lock()
 	c.w.Write(line)
-	c.w.WriteByte('\n')
 	err = c.w.Flush()
 	c.wmu.Unlock()
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strconv"
 
 	"github.com/oxios/oxios/pkg/proto"
@@ -36,6 +37,11 @@ func init() {
 
 // decodeRequest parses one request line. The error names the problem.
 func decodeRequest(line []byte) (*proto.Request, *proto.Error) {
+	if req, ok := fastRequest(line); ok {
+		if _, known := handlers[req.Op]; known {
+			return req, nil
+		}
+	}
 	var req proto.Request
 	if err := json.Unmarshal(line, &req); err != nil {
 		var ute *json.UnmarshalTypeError
@@ -95,7 +101,7 @@ func (c *conn) dispatch(ctx context.Context, line []byte, r *bufio.Reader) {
 	}
 	h := handlers[req.Op]
 	if h.inline {
-		res, err := h.serve(ctx, c, req)
+		res, err := c.call(ctx, h, req)
 		c.reply(req.ID, res, err)
 		c.flushIf(r)
 		return
@@ -106,7 +112,7 @@ func (c *conn) dispatch(ctx context.Context, line []byte, r *bufio.Reader) {
 	c.inflight.Add(1)
 	go func() {
 		defer func() { <-c.sem; c.inflight.Done() }()
-		res, err := h.serve(ctx, c, req)
+		res, err := c.call(ctx, h, req)
 		c.wmu.Lock()
 		c.writeReply(req.ID, res, err)
 		if c.werr == nil {
@@ -114,6 +120,19 @@ func (c *conn) dispatch(ctx context.Context, line []byte, r *bufio.Reader) {
 		}
 		c.wmu.Unlock()
 	}()
+}
+
+// call runs a handler. A panic is a bug, but one request's bug must not take
+// the kernel down with every other client: it is logged with its stack and
+// answered with EIO.
+func (c *conn) call(ctx context.Context, h handler, req *proto.Request) (res []byte, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.s.log.Error("panic serving request", "op", req.Op, "panic", p, "stack", string(debug.Stack()))
+			res, err = nil, proto.Errorf(proto.EIO, "internal error serving %s (logged by oxiosd)", req.Op)
+		}
+	}()
+	return h.serve(ctx, c, req)
 }
 
 func (c *conn) reply(id uint64, res []byte, err error) {

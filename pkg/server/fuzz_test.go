@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -18,7 +19,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		`{"id":2,"op":"state.load","args":{"agent":"ops","key":"k"}}`,
 		`{"id":3,"op":"state.list","args":{"agent":"ops","prefix":"a/"}}`,
 		`{"id":4,"op":"hello","args":{"proto":1}}`,
-		`{"id":"x"}`, `[]`, `null`, `{"op":5}`, "{\"id\":1,\"op\":\"\xff\"}", `{"id":18446744073709551616}`,
+		`{"id":6,"op":"state.load"}`, `{"id":"x"}`, `[]`, `null`, `{"op":5}`, "{\"id\":1,\"op\":\"\xff\"}", `{"id":18446744073709551616}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -34,7 +35,10 @@ func FuzzDecodeRequest(f *testing.F) {
 		if _, ok := handlers[req.Op]; !ok {
 			t.Fatalf("accepted unknown op %q", req.Op)
 		}
-		// Args of the state ops decode or are refused cleanly.
+		// Args of the state ops decode or are refused cleanly, on the fast
+		// path and the slow one, whatever the args are (even absent).
+		fastStateArgs(req.Args, &proto.StateArgs{})
+		fastSaveArgs(req.Args, &proto.StateSaveArgs{})
 		var a proto.StateSaveArgs
 		if derr := decodeArgs(req, &a); derr != nil && !strings.Contains(derr.Error(), req.Op) {
 			t.Fatalf("args error does not name the op: %v", derr)
@@ -75,4 +79,50 @@ func TestPeekID(t *testing.T) {
 			t.Errorf("peekID(%q) = %d, want %d", line, got, want)
 		}
 	}
+}
+
+// FuzzFastPath: whatever the fast path accepts, encoding/json reads the
+// same way; the fast path may only decline, never differ.
+func FuzzFastPath(f *testing.F) {
+	for _, s := range []string{
+		`{"id":1,"op":"state.save","args":{"agent":"ops","key":"k","value":"v"}}`,
+		`{"id":2,"op":"state.load","args":{"agent":"ops","key":"k"}}`,
+		`{"id":3,"op":"state.load","args":{"agent":"ops","key":"k","key":"j"}}`,
+		`{"id":4,"op":"state.save","args":{"agent":"ops","key":"k","value":"ü\u00e9","encoding":""}}`,
+		`{"id":5,"op":"state.load","args":{"agent":"a"},"x":{"key":"b"}}`,
+		`{"id":06,"op":"state.load","args":{"agent":"a","key":"b"}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		req, ok := fastRequest(line)
+		if !ok {
+			return
+		}
+		var slow proto.Request
+		if err := json.Unmarshal(line, &slow); err != nil {
+			t.Fatalf("fast path took %q, encoding/json refuses it: %v", line, err)
+		}
+		if slow.ID != req.ID || slow.Op != req.Op || !bytes.Equal(slow.Args, req.Args) {
+			t.Fatalf("%q: fast %d %q %s, slow %d %q %s", line, req.ID, req.Op, req.Args, slow.ID, slow.Op, slow.Args)
+		}
+		var fa, sa proto.StateSaveArgs
+		fastSaveArgs(nil, &fa)
+		fastStateArgs([]byte("{"), &proto.StateArgs{})
+		if fastSaveArgs(req.Args, &fa) {
+			d := json.NewDecoder(bytes.NewReader(req.Args))
+			d.DisallowUnknownFields()
+			if err := d.Decode(&sa); err != nil || fa != sa {
+				t.Fatalf("%s: fast %+v, slow %+v (%v)", req.Args, fa, sa, err)
+			}
+		}
+		var fl, sl proto.StateArgs
+		if fastStateArgs(req.Args, &fl) {
+			d := json.NewDecoder(bytes.NewReader(req.Args))
+			d.DisallowUnknownFields()
+			if err := d.Decode(&sl); err != nil || fl != sl {
+				t.Fatalf("%s: fast %+v, slow %+v (%v)", req.Args, fl, sl, err)
+			}
+		}
+	})
 }

@@ -22,8 +22,11 @@ func serveHello(ctx context.Context, c *conn, req *proto.Request) ([]byte, error
 
 func serveStateSave(ctx context.Context, c *conn, req *proto.Request) ([]byte, error) {
 	var a proto.StateSaveArgs
-	if err := decodeArgs(req, &a); err != nil {
-		return nil, err
+	if !fastSaveArgs(req.Args, &a) {
+		a = proto.StateSaveArgs{}
+		if err := decodeArgs(req, &a); err != nil {
+			return nil, err
+		}
 	}
 	rec, err := c.s.k.StateSave(ctx, c.cred, a, req.Args)
 	if err != nil {
@@ -34,8 +37,11 @@ func serveStateSave(ctx context.Context, c *conn, req *proto.Request) ([]byte, e
 
 func serveStateDelete(ctx context.Context, c *conn, req *proto.Request) ([]byte, error) {
 	var a proto.StateArgs
-	if err := decodeArgs(req, &a); err != nil {
-		return nil, err
+	if !fastStateArgs(req.Args, &a) {
+		a = proto.StateArgs{}
+		if err := decodeArgs(req, &a); err != nil {
+			return nil, err
+		}
 	}
 	rec, err := c.s.k.StateDelete(ctx, c.cred, a, req.Args)
 	if err != nil {
@@ -46,8 +52,11 @@ func serveStateDelete(ctx context.Context, c *conn, req *proto.Request) ([]byte,
 
 func serveStateLoad(ctx context.Context, c *conn, req *proto.Request) ([]byte, error) {
 	var a proto.StateArgs
-	if err := decodeArgs(req, &a); err != nil {
-		return nil, err
+	if !fastStateArgs(req.Args, &a) {
+		a = proto.StateArgs{}
+		if err := decodeArgs(req, &a); err != nil {
+			return nil, err
+		}
 	}
 	v, rec, err := c.s.k.StateLoad(ctx, c.cred, a, req.Args)
 	if err != nil {
