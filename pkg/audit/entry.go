@@ -6,9 +6,10 @@ import (
 	"errors"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"lukechampine.com/blake3"
+
+	"github.com/oxios/oxios/pkg/proto"
 )
 
 // Actor is who made a call: the peer's credentials and, when the process
@@ -85,76 +86,24 @@ func appendBody(b []byte, e *Entry, prev *[32]byte) []byte {
 	}
 	if e.Actor.Agent != "" {
 		b = append(b, `,"agent":`...)
-		b = appendString(b, e.Actor.Agent)
+		b = proto.AppendString(b, e.Actor.Agent)
 	}
 	if e.Actor.Run != "" {
 		b = append(b, `,"run":`...)
-		b = appendString(b, e.Actor.Run)
+		b = proto.AppendString(b, e.Actor.Run)
 	}
 	b = append(b, `},"op":`...)
-	b = appendString(b, e.Op)
+	b = proto.AppendString(b, e.Op)
 	b = append(b, `,"target":`...)
-	b = appendString(b, e.Target)
+	b = proto.AppendString(b, e.Target)
 	b = append(b, `,"args":`...)
-	b = appendString(b, e.Args)
+	b = proto.AppendString(b, e.Args)
 	b = append(b, `,"result":`...)
-	b = appendString(b, e.Result)
+	b = proto.AppendString(b, e.Result)
 	b = append(b, prevKey...)
 	b = hex.AppendEncode(b, prev[:])
 	b = append(b, '"')
 	return b
-}
-
-// appendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD, as
-// encoding/json does, so every line is valid JSON in valid UTF-8.
-func appendString(b []byte, s string) []byte {
-	const hexDigits = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		// U+2028 and U+2029 are valid JSON but end lines in JavaScript.
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }
 
 // hashLine computes the hash of a line from its prev (raw) and body, using
