@@ -89,6 +89,7 @@ func decodeArgs(req *proto.Request, v any) error {
 }
 
 func (c *conn) dispatch(ctx context.Context, line []byte, r *bufio.Reader) {
+	c.s.quiet.touch()
 	req, perr := decodeRequest(line)
 	if perr != nil {
 		id := peekID(line)

@@ -37,6 +37,7 @@ type Server struct {
 	conns    map[*conn]struct{}
 	draining bool
 	wg       sync.WaitGroup // connections
+	quiet    quiescer
 }
 
 // New returns a server for k.
@@ -99,6 +100,7 @@ func (s *Server) Serve(ln net.Listener) error {
 // requests in flight to be answered (or ctx to end) and closes every
 // connection.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.quiet.stop()
 	s.mu.Lock()
 	s.draining = true
 	for _, ln := range s.lns {

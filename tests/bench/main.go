@@ -261,7 +261,9 @@ func dial(sock string) *client.Client {
 func idle(d *daemon, span time.Duration) {
 	c := dial(d.sock)
 	defer c.Close()
-	time.Sleep(time.Second) // let start-up work settle
+	// oxiosd settles (one collection, memory returned) 5 s after the last
+	// request; the window starts after that.
+	time.Sleep(8 * time.Second)
 	pid := d.cmd.Process.Pid
 	t0 := ticks(pid)
 	fmt.Printf("\nwatching idle oxiosd (pid %d, 1 connection open) for %s...\n", pid, span)
