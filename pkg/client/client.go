@@ -34,8 +34,14 @@ type Client struct {
 	nc    net.Conn
 	hello proto.Hello
 
-	wmu sync.Mutex
-	w   *bufio.Writer
+	// Writes are combined: callers append to out, and the one that finds
+	// nobody flushing writes everything queued, round after round, so
+	// concurrent callers share write syscalls with no added delay.
+	wmu      sync.Mutex
+	out      []byte
+	spare    []byte
+	flushing bool
+	werr     error
 
 	rmu sync.Mutex // held by the leader while it reads
 	r   *bufio.Reader
@@ -108,7 +114,7 @@ func Dial(ctx context.Context, socket string) (*Client, error) {
 		return nil, fmt.Errorf("%w: %s: %v", ErrUnreachable, socket, err)
 	}
 	r := bufio.NewReaderSize(nc, 64<<10)
-	c := &Client{nc: nc, w: bufio.NewWriterSize(nc, 64<<10), r: r, pending: map[uint64]*call{}, waiting: map[*call]struct{}{}}
+	c := &Client{nc: nc, r: r, pending: map[uint64]*call{}, waiting: map[*call]struct{}{}}
 	// The hello is the first line; a refused peer gets an error line instead.
 	if dl, ok := ctx.Deadline(); ok {
 		nc.SetReadDeadline(dl)
@@ -272,18 +278,25 @@ func (c *Client) start(op string, args any) (*call, uint64, error) {
 	c.pending[id] = cl
 	c.mu.Unlock()
 
-	line := make([]byte, 0, len(raw)+len(op)+40)
-	line = append(line, `{"id":`...)
-	line = strconv.AppendUint(line, id, 10)
-	line = append(line, `,"op":`...)
-	line = proto.AppendString(line, op)
-	line = append(line, `,"args":`...)
-	line = append(line, raw...)
-	line = append(line, '}', '\n')
 	c.wmu.Lock()
-	c.w.Write(line)
-	err = c.w.Flush()
-	c.wmu.Unlock()
+	if c.werr != nil {
+		err = c.werr
+		c.wmu.Unlock()
+	} else {
+		b := append(c.out, `{"id":`...)
+		b = strconv.AppendUint(b, id, 10)
+		b = append(b, `,"op":`...)
+		b = proto.AppendString(b, op)
+		b = append(b, `,"args":`...)
+		b = append(b, raw...)
+		c.out = append(b, '}', '\n')
+		if c.flushing {
+			c.wmu.Unlock() // the flusher takes our line in its next round
+		} else {
+			c.flushing = true
+			err = c.flush() // unlocks
+		}
+	}
 	if err != nil {
 		c.mu.Lock()
 		if c.pending != nil {
@@ -293,6 +306,32 @@ func (c *Client) start(op string, args any) (*call, uint64, error) {
 		return nil, 0, fmt.Errorf("%w: sending %s: %v", ErrUnreachable, op, err)
 	}
 	return cl, id, nil
+}
+
+// flush writes what is queued until nothing is; c.wmu is held on entry
+// and released on return. A write error kills the connection: the lines
+// in it belong to callers that have already returned from start.
+func (c *Client) flush() error {
+	for len(c.out) > 0 {
+		buf := c.out
+		c.out = c.spare[:0]
+		c.wmu.Unlock()
+		_, err := c.nc.Write(buf)
+		c.wmu.Lock()
+		if cap(buf) <= 1<<20 {
+			c.spare = buf[:0] // keep small buffers, not a big value's
+		}
+		if err != nil {
+			c.werr = err
+			c.flushing = false
+			c.wmu.Unlock()
+			c.die(fmt.Errorf("%w: writing: %v", ErrUnreachable, err))
+			return err
+		}
+	}
+	c.flushing = false
+	c.wmu.Unlock()
+	return nil
 }
 
 // next waits for the call's next line, reading the connection itself when
