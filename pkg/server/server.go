@@ -225,18 +225,6 @@ func (c *conn) send(b []byte) {
 	c.wmu.Unlock()
 }
 
-// sendFlush sends and flushes in one lock: the reply of a request served
-// off the reading goroutine.
-func (c *conn) sendFlush(b []byte) {
-	c.wmu.Lock()
-	if c.werr == nil {
-		c.w.Write(b)
-		c.w.WriteByte('\n')
-		c.werr = c.w.Flush()
-	}
-	c.wmu.Unlock()
-}
-
 func (c *conn) sendError(id uint64, err error) {
 	c.send(appendError(nil, id, err))
 }
