@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -169,5 +170,35 @@ func TestPipe(t *testing.T) {
 	}
 	if all.String() != "a-valueb-valuec-value" {
 		t.Fatalf("concatenated %q", all.String())
+	}
+}
+
+// TestMaxValue saves a value of exactly the default limit (16 MiB, binary,
+// so it travels as base64 in a line near max_line) and one byte more.
+func TestMaxValue(t *testing.T) {
+	d := startDaemon(t, daemonOpts{})
+	big := make([]byte, 16<<20)
+	for i := range big {
+		big[i] = byte(i*7 + i>>13)
+	}
+	r := d.ox(string(big), "ox-state", "save", "-a", "ops", "big")
+	if r.code != 0 {
+		t.Fatalf("save of 16 MiB: exit %d %s", r.code, r.stderr)
+	}
+	r = d.ox("", "ox-state", "load", "-a", "ops", "big")
+	if r.code != 0 || r.stdout != string(big) {
+		t.Fatalf("load of 16 MiB: exit %d, %d bytes back, equal %v", r.code, len(r.stdout), r.stdout == string(big))
+	}
+	r = d.ox(string(big)+"x", "ox-state", "save", "-a", "ops", "big")
+	if r.code != 1 || !strings.Contains(r.stderr, "limit") {
+		t.Fatalf("save of 16 MiB + 1: exit %d %q", r.code, r.stderr)
+	}
+	// The daemon refuses it too, when a client does not check first.
+	c := d.client(t)
+	if _, err := c.StateSave(context.Background(), "ops", "big", append(big, 'x')); err == nil || !strings.Contains(err.Error(), "E2BIG") {
+		t.Fatalf("daemon accepted 16 MiB + 1: %v", err)
+	}
+	if v, _, err := c.StateLoad(context.Background(), "ops", "big"); err != nil || len(v) != len(big) {
+		t.Fatalf("the refused save changed the value: %d bytes, %v", len(v), err)
 	}
 }
