@@ -222,11 +222,17 @@ func (s *Store) publishRecord(r *record) error {
 	s.queue = append(s.queue, ref{a: a, key: r.key, ver: r.ver})
 	s.pending += int64(len(r.value))
 	now := len(s.queue) >= applyBatch || s.pending >= s.opts.MaxPendingBytes/2
-	if !now && !s.timerArmed && !s.closed {
-		// Let changes gather: saves to the same key in the window cost one
-		// file write, and file creation (slow, and it makes the journal's
-		// fdatasync wait) happens in bursts rather than once per save.
+	switch {
+	case now || s.closed:
+	case !s.timerArmed:
+		// Let changes gather until the store is quiet: saves to one key in
+		// the meantime cost one file write, and file creation (slow, and it
+		// makes the journal's fdatasync wait: 64 clients saved 19k/s with
+		// the applier keeping up, 32k/s without it) waits for a lull.
 		s.timerArmed = true
+		s.firstPending = time.Now()
+		s.timer.Reset(applyDelay)
+	case time.Since(s.firstPending) < applyMaxDelay-applyDelay:
 		s.timer.Reset(applyDelay)
 	}
 	s.qmu.Unlock()

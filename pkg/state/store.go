@@ -57,10 +57,12 @@ type Options struct {
 
 const (
 	cacheMaxValue = 4 << 10
-	// The applier runs applyDelay after the first change it has not seen,
-	// or at once when applyBatch changes are waiting.
-	applyDelay = 200 * time.Millisecond
-	applyBatch = 65536
+	// The applier runs once no change has come for applyDelay, at the
+	// latest applyMaxDelay after the first change it has not seen, and at
+	// once when applyBatch changes (or half of MaxPendingBytes) wait.
+	applyDelay    = 200 * time.Millisecond
+	applyMaxDelay = 2 * time.Second
+	applyBatch    = 65536
 )
 
 // Store is the state of all agents. Its methods are safe for concurrent
@@ -90,8 +92,9 @@ type Store struct {
 	done    chan struct{}
 	failed  error // sticky journal failure
 
-	timer      *time.Timer // fires applyDelay after a change; idle otherwise
-	timerArmed bool
+	timer        *time.Timer // fires once changes have settled; idle otherwise
+	timerArmed   bool
+	firstPending time.Time // when the timer was armed
 }
 
 type agent struct {
