@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -59,7 +60,10 @@ func (s *Store) apply(r ref) int64 {
 		value = e.pending
 	}
 	tomb := !write && e == nil && a.tombs[r.key] == r.ver
-	var mod = e
+	var mod time.Time
+	if write {
+		mod = e.mod
+	}
 	a.mu.RUnlock()
 
 	switch {
@@ -98,7 +102,7 @@ func (s *Store) apply(r ref) int64 {
 // does not fsync: the journal holds the value until a checkpoint's syncfs.
 // Anything in the way is stale (the index says which keys exist, and no
 // key can be both a value and a folder): it is removed.
-func (s *Store) writeFile(agentName, key string, value []byte, e *entry) error {
+func (s *Store) writeFile(agentName, key string, value []byte, mod time.Time) error {
 	dst := s.path(agentName, key)
 	tmp := filepath.Join(s.tmp, strconv.FormatUint(s.tmpN.Add(1), 36))
 	fd, err := unix.Open(tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o644)
@@ -114,7 +118,8 @@ func (s *Store) writeFile(agentName, key string, value []byte, e *entry) error {
 		}
 		b = b[n:]
 	}
-	ts := []unix.Timespec{unix.NsecToTimespec(e.mod.UnixNano()), unix.NsecToTimespec(e.mod.UnixNano())}
+	// The file's mtime is the save's, so a restart reports the same time.
+	ts := []unix.Timespec{unix.NsecToTimespec(mod.UnixNano()), unix.NsecToTimespec(mod.UnixNano())}
 	_ = unix.UtimesNanoAt(unix.AT_FDCWD, tmp, ts, 0)
 	if err := unix.Close(fd); err != nil {
 		os.Remove(tmp)
