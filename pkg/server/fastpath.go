@@ -117,38 +117,34 @@ func flatStrings(args []byte, set func(name string, value []byte) bool) bool {
 	}
 }
 
+// fastFields fills dst[i] from the field names[i] of args: string fields
+// only, each at most once (a repeated field falls back, as encoding/json
+// would take the last one and the fast path does not try to).
+func fastFields(args []byte, names []string, dst ...*string) bool {
+	var seen uint32
+	return flatStrings(args, func(name string, v []byte) bool {
+		for i, n := range names {
+			if n == name && seen&(1<<i) == 0 {
+				*dst[i] = string(v)
+				seen |= 1 << i
+				return true
+			}
+		}
+		return false
+	})
+}
+
+var (
+	stateFields = []string{"agent", "key"}
+	saveFields  = []string{"agent", "key", "value", "encoding"}
+)
+
 // fastStateArgs decodes state.load/state.delete args.
 func fastStateArgs(args []byte, a *proto.StateArgs) bool {
-	var seen [2]bool
-	return flatStrings(args, func(name string, v []byte) bool {
-		switch {
-		case name == "agent" && !seen[0]:
-			a.Agent, seen[0] = string(v), true
-		case name == "key" && !seen[1]:
-			a.Key, seen[1] = string(v), true
-		default:
-			return false
-		}
-		return true
-	})
+	return fastFields(args, stateFields, &a.Agent, &a.Key)
 }
 
 // fastSaveArgs decodes state.save args.
 func fastSaveArgs(args []byte, a *proto.StateSaveArgs) bool {
-	var seen [4]bool
-	return flatStrings(args, func(name string, v []byte) bool {
-		switch {
-		case name == "agent" && !seen[0]:
-			a.Agent, seen[0] = string(v), true
-		case name == "key" && !seen[1]:
-			a.Key, seen[1] = string(v), true
-		case name == "value" && !seen[2]:
-			a.Value, seen[2] = string(v), true
-		case name == "encoding" && !seen[3]:
-			a.Encoding, seen[3] = string(v), true
-		default:
-			return false
-		}
-		return true
-	})
+	return fastFields(args, saveFields, &a.Agent, &a.Key, &a.Value, &a.Encoding)
 }
