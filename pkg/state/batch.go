@@ -2,6 +2,7 @@ package state
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/oxios/oxios/pkg/proto"
@@ -141,6 +142,18 @@ func (b *Batch) Write() error {
 	s := b.s
 	s.waitRoom(b.bytes)
 	s.jmu.Lock()
+	if s.j.size() >= s.opts.CheckpointBytes && s.failed == nil {
+		// Under steady load the applier's queue is never empty at the
+		// moment it could checkpoint, and the journal would grow without
+		// bound. The committer is the only publisher: once the queue drains
+		// it stays empty, so the checkpoint is sure to run.
+		s.jmu.Unlock()
+		s.Flush()
+		if err := s.checkpoint(true); err != nil {
+			slog.Error("state checkpoint failed", "err", err)
+		}
+		s.jmu.Lock()
+	}
 	if s.failed != nil {
 		s.jmu.Unlock()
 		return s.failed

@@ -169,6 +169,26 @@ func TestJournalGenerations(t *testing.T) {
 	}
 }
 
+// TestJournalBoundedUnderLoad: with changes arriving without a pause the
+// journal still checkpoints once past its threshold instead of growing.
+func TestJournalBoundedUnderLoad(t *testing.T) {
+	s, _ := Open(t.TempDir(), Options{CheckpointBytes: 64 << 10})
+	defer s.Close()
+	value := bytes.Repeat([]byte("x"), 1000)
+	for i := 0; i < 1000; i++ { // about 1 MB of records, no pause
+		commit(t, s, &Change{Agent: "a", Key: fmt.Sprintf("k%d", i%50), Value: value})
+		s.jmu.Lock()
+		size, gen := s.j.size(), s.j.gen
+		s.jmu.Unlock()
+		if size > 64<<10+4096 {
+			t.Fatalf("after %d commits the journal holds %d bytes in generation %d", i, size, gen)
+		}
+	}
+	if v, _, err := s.Load("a", "k7"); err != nil || !bytes.Equal(v, value) {
+		t.Fatalf("value lost across checkpoints: %d bytes, %v", len(v), err)
+	}
+}
+
 func TestDamagedJournalRefused(t *testing.T) {
 	dir := t.TempDir()
 	s, _ := Open(dir, Options{})
