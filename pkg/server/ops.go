@@ -37,26 +37,20 @@ func serveStateSave(ctx context.Context, c *conn, req *proto.Request) ([]byte, e
 
 func serveStateDelete(ctx context.Context, c *conn, req *proto.Request) ([]byte, error) {
 	var a proto.StateArgs
-	if !fastStateArgs(req.Args, &a) {
-		a = proto.StateArgs{}
-		if err := decodeArgs(req, &a); err != nil {
-			return nil, err
-		}
+	if err := stateArgs(req, &a); err != nil {
+		return nil, err
 	}
 	rec, err := c.s.k.StateDelete(ctx, c.cred, a, req.Args)
 	if err != nil {
 		return nil, err
 	}
-	return marshal(&rec)
+	return proto.AppendStateRecord(nil, &rec), nil
 }
 
 func serveStateLoad(ctx context.Context, c *conn, req *proto.Request) ([]byte, error) {
 	var a proto.StateArgs
-	if !fastStateArgs(req.Args, &a) {
-		a = proto.StateArgs{}
-		if err := decodeArgs(req, &a); err != nil {
-			return nil, err
-		}
+	if err := stateArgs(req, &a); err != nil {
+		return nil, err
 	}
 	v, rec, err := c.s.k.StateLoad(ctx, c.cred, a, req.Args)
 	if err != nil {
@@ -78,4 +72,14 @@ func serveStateList(ctx context.Context, c *conn, req *proto.Request) ([]byte, e
 		return c.sendItem(req.ID, buf)
 	})
 	return nil, err
+}
+
+// stateArgs decodes the args of state.load and state.delete: the fast
+// path, or encoding/json with its error messages.
+func stateArgs(req *proto.Request, a *proto.StateArgs) error {
+	if fastStateArgs(req.Args, a) {
+		return nil
+	}
+	*a = proto.StateArgs{}
+	return decodeArgs(req, a)
 }
