@@ -759,3 +759,55 @@ func TestLineTooLong(t *testing.T) {
 		t.Fatalf("VerifyFile of one huge line: %+v %v", rep, err)
 	}
 }
+
+// Publish makes appended entries visible to Scan and wakes Changed before
+// any Sync; Head still names only the durable entries.
+func TestPublishBeforeSync(t *testing.T) {
+	l, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ch := l.Changed()
+	if err := l.Append([]*Entry{{Op: "a"}, {Op: "b"}, {Op: "c"}}); err != nil {
+		t.Fatal(err)
+	}
+	count := func() int {
+		n := 0
+		if err := l.Scan(1, func(*Entry, []byte) error { n++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := count(); n != 0 {
+		t.Fatalf("Scan saw %d unsynced, unpublished entries", n)
+	}
+	l.Publish(2)
+	select {
+	case <-ch:
+	default:
+		t.Fatal("Publish did not close Changed")
+	}
+	if n := count(); n != 2 {
+		t.Fatalf("Scan after Publish(2) saw %d entries", n)
+	}
+	if seq, _ := l.Head(); seq != 0 {
+		t.Fatalf("Head is %d before any Sync", seq)
+	}
+	l.Publish(99) // beyond what was appended: cut to 3
+	if got := l.Published(); got != 3 {
+		t.Fatalf("Published = %d after Publish(99) of 3 entries", got)
+	}
+	ch = l.Changed()
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ch:
+		t.Fatal("Sync of already published entries closed Changed again")
+	default:
+	}
+	if seq, _ := l.Head(); seq != 3 {
+		t.Fatalf("Head is %d after Sync", seq)
+	}
+}

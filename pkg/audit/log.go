@@ -72,6 +72,7 @@ type Log struct {
 	scratch  []byte
 	err      error   // sticky: ErrBroken or ErrClosed
 	dur      headRec // last durable entry, as written to the head file
+	pub      uint64  // last entry readers may see: >= dur.Seq (see Publish)
 	changed  chan struct{}
 }
 
@@ -130,6 +131,7 @@ func Open(dir string, opts Options) (*Log, error) {
 		l.closeFiles()
 		return nil, err
 	}
+	l.pub = l.dur.Seq
 	return l, nil
 }
 
@@ -570,8 +572,11 @@ func (l *Log) synced(snap headRec, err error) error {
 		return l.err
 	}
 	herr := l.writeHead(snap)
-	close(l.changed)
-	l.changed = make(chan struct{})
+	if snap.Seq > l.pub {
+		l.pub = snap.Seq
+		close(l.changed)
+		l.changed = make(chan struct{})
+	}
 	if herr != nil {
 		// The entries are durable; only the head lags. Stop anyway: the disk
 		// is failing.
@@ -589,16 +594,41 @@ func (l *Log) Head() (seq uint64, hash string) {
 	return l.dur.Seq, l.dur.Hash
 }
 
-// Changed returns a channel that is closed when a Sync makes new entries
-// durable. Take the channel, Scan, then wait on it: nothing is missed. Close
-// does not close it; tailers also watch their own context.
+// Publish lets Scan see, and Changed announce, the appended entries up to
+// seq before a Sync makes them durable here: the caller vouches that they
+// are durable by other means (the kernel's journal holds them, and replays
+// them into the log after a crash). seq beyond the last appended entry is
+// cut to it.
+func (l *Log) Publish(seq uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	seq = min(seq, l.seq)
+	if seq <= l.pub {
+		return
+	}
+	l.pub = seq
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// Published is the last entry that Scan returns: the durable head, or
+// further if Publish said so.
+func (l *Log) Published() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.pub
+}
+
+// Changed returns a channel that is closed when a Sync or Publish makes new
+// entries visible to Scan. Take the channel, Scan, then wait on it: nothing
+// is missed. Close does not close it; tailers also watch their own context.
 func (l *Log) Changed() <-chan struct{} {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.changed
 }
 
-// Scan calls fn for each durable entry with Seq >= from (1 if from is 0), in
+// Scan calls fn for each published entry with Seq >= from (1 if from is 0), in
 // order, with the entry and its line (without newline; valid only during
 // the call). It reads the segment files and does not verify the chain:
 // that is Verify's job. An error from fn stops the scan and is returned.
@@ -612,16 +642,16 @@ func (l *Log) Scan(from uint64, fn func(e *Entry, line []byte) error) error {
 	})
 }
 
-// scanLines calls fn with the line of each durable entry from..to (to 0:
-// up to the durable head).
+// scanLines calls fn with the line of each published entry from..to (to 0:
+// up to the published head; see Publish).
 func (l *Log) scanLines(from, to uint64, fn func(line []byte) error) error {
 	l.mu.Lock()
 	if errors.Is(l.err, ErrClosed) {
 		l.mu.Unlock()
 		return ErrClosed
 	}
-	if dur := l.dur.Seq; to == 0 || to > dur {
-		to = dur
+	if pub := l.pub; to == 0 || to > pub {
+		to = pub
 	}
 	segs := slices.Clone(l.segs)
 	l.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/oxios/oxios/pkg/audit"
+	"github.com/oxios/oxios/pkg/bus"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/state"
 )
@@ -19,6 +20,11 @@ type tx struct {
 	entry  *audit.Entry
 	err    error
 	done   chan struct{}
+	// event, agent and data name the bus event of a tx that is not a
+	// state change (a commit...); data is shared with subscribers.
+	event string
+	agent string
+	data  any
 }
 
 // maxBatch bounds a batch so one sync does not hold many megabytes of
@@ -147,6 +153,38 @@ func (k *Kernel) commit(batch []*tx) {
 		return
 	}
 	b.Publish()
+	k.audit.Publish(k.auditSeq)
+	k.publish(batch)
+}
+
+// publish tells the bus what a durable batch did.
+func (k *Kernel) publish(batch []*tx) {
+	if k.bus.Subscribers() == 0 {
+		return
+	}
+	evs := make([]bus.Event, 0, len(batch))
+	for _, t := range batch {
+		e := t.entry
+		if e == nil {
+			continue
+		}
+		ev := bus.Event{Seq: e.Seq, Time: e.Time, Agent: e.Actor.Agent, Op: e.Op, Result: e.Result, Data: t.data}
+		switch {
+		case t.change != nil && t.err == nil:
+			ev.Name, ev.Agent, ev.Key, ev.Deleted = "state.changed", t.change.Agent, t.change.Key, t.change.Delete
+		case e.Result == proto.EPERM || e.Result == proto.EACCES:
+			ev.Name = "policy.denied"
+		case t.event != "":
+			ev.Name = t.event
+		default:
+			ev.Name = e.Op
+		}
+		if t.agent != "" {
+			ev.Agent = t.agent
+		}
+		evs = append(evs, ev)
+	}
+	k.bus.Publish(evs...)
 }
 
 // appendAudit writes entries to the audit log and checks that the log gave

@@ -25,6 +25,7 @@ import (
 	"sync"
 
 	"github.com/oxios/oxios/pkg/audit"
+	"github.com/oxios/oxios/pkg/bus"
 	"github.com/oxios/oxios/pkg/config"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/state"
@@ -60,6 +61,7 @@ type Kernel struct {
 	log   *slog.Logger
 	state *state.Store
 	audit *audit.Log
+	bus   *bus.Bus
 	runs  RunResolver
 	uid   uint32
 
@@ -95,6 +97,7 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 		cfg:     cfg,
 		log:     log,
 		audit:   alog,
+		bus:     bus.New(),
 		uid:     uint32(os.Getuid()),
 		txc:     make(chan *tx, 4096),
 		stopped: make(chan struct{}),

@@ -82,3 +82,40 @@ func (k *Kernel) StateList(ctx context.Context, c *Cred, a proto.StateListArgs, 
 	}
 	return nil
 }
+
+// StateStat returns a key's record without its value.
+func (k *Kernel) StateStat(ctx context.Context, c *Cred, agent, key string) (proto.StateRecord, error) {
+	if err := k.authorize(c, agent); err != nil {
+		k.auditDenied(c, proto.OpStateLoad, target(agent, key), nil, err.Code)
+		return proto.StateRecord{}, err
+	}
+	if err := proto.CheckKey(key); err != nil {
+		return proto.StateRecord{}, err
+	}
+	rec, err := k.state.Stat(agent, key)
+	if err != nil {
+		return rec, ioError(err)
+	}
+	return rec, nil
+}
+
+// IsStateFolder reports whether prefix is a folder of keys of agent (some
+// key lies below it). Unauthorized callers see no folders.
+func (k *Kernel) IsStateFolder(c *Cred, agent, prefix string) bool {
+	if k.authorize(c, agent) != nil || proto.CheckPrefix(prefix) != nil || prefix == "" {
+		return false
+	}
+	return k.state.IsFolder(agent, prefix)
+}
+
+// Agents lists, sorted, the agents that exist and that c may act on.
+func (k *Kernel) Agents(ctx context.Context, c *Cred) []string {
+	all := k.state.Agents()
+	out := all[:0:0]
+	for _, a := range all {
+		if k.authorize(c, a) == nil {
+			out = append(out, a)
+		}
+	}
+	return out
+}

@@ -463,3 +463,14 @@ func (s *Store) Close() error {
 	}
 	return err
 }
+
+// IsFolder reports whether some key of agentName lies below prefix.
+func (s *Store) IsFolder(agentName, prefix string) bool {
+	a := s.agent(agentName)
+	if a == nil {
+		return false
+	}
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return a.dirs[strings.TrimSuffix(prefix, "/")] > 0
+}

@@ -1,0 +1,154 @@
+// Package bus is the kernel's in-process event bus: the kernel publishes
+// what each syscall did once it is durable, and subscribers (the mount's
+// cache invalidation, `ox-audit tail -f`, `ox-events`) take events at their
+// own pace. Publishing never blocks: each subscriber has a bounded buffer,
+// and when it is full the events that do not fit are counted as lost and
+// reported with the next Take, so a slow reader can say so and recover
+// (for instance by rereading the audit log) while the kernel goes on.
+package bus
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Event is one thing that happened, in the order the kernel committed it.
+type Event struct {
+	// Name is the kind: "state.changed", "policy.denied", "commit.created"...
+	Name string
+	// Seq is the audit entry that records the event (0 if none).
+	Seq  uint64
+	Time time.Time
+	// Agent and Key say what changed: Key is a state key, a memory id...
+	Agent string
+	Key   string
+	// Op and Result are the syscall and its outcome ("ok" or an errno code).
+	Op     string
+	Result string
+	// Deleted is set when the change removed Key.
+	Deleted bool
+	// Data carries what a kind of event adds (a commit record...); it is
+	// shared between subscribers and must not be changed.
+	Data any
+}
+
+// Bus fans events out to subscribers. The zero value is not usable; call
+// New.
+type Bus struct {
+	mu   sync.Mutex
+	subs atomic.Pointer[[]*Sub] // copy-on-write, read without the lock
+}
+
+// New returns a bus with no subscribers.
+func New() *Bus {
+	b := &Bus{}
+	b.subs.Store(&[]*Sub{})
+	return b
+}
+
+// Sub is one subscriber's queue.
+type Sub struct {
+	bus   *Bus
+	match func(*Event) bool
+	max   int
+	ready chan struct{}
+
+	mu     sync.Mutex
+	queue  []Event
+	lost   uint64
+	closed bool
+}
+
+// Subscribe starts a queue of at most size events (at least 1) holding
+// the events for which match returns true (all events if match is nil).
+// match runs in the publisher: it must be quick and must not block.
+func (b *Bus) Subscribe(size int, match func(*Event) bool) *Sub {
+	s := &Sub{bus: b, match: match, max: max(size, 1), ready: make(chan struct{}, 1)}
+	b.mu.Lock()
+	old := *b.subs.Load()
+	subs := make([]*Sub, len(old), len(old)+1)
+	copy(subs, old)
+	subs = append(subs, s)
+	b.subs.Store(&subs)
+	b.mu.Unlock()
+	return s
+}
+
+// Publish hands evs to every subscriber that wants them. It never blocks
+// on a subscriber.
+func (b *Bus) Publish(evs ...Event) {
+	subs := *b.subs.Load()
+	for _, s := range subs {
+		s.push(evs)
+	}
+}
+
+// Subscribers is the number of open subscriptions.
+func (b *Bus) Subscribers() int { return len(*b.subs.Load()) }
+
+func (s *Sub) push(evs []Event) {
+	n := 0
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	for i := range evs {
+		if s.match != nil && !s.match(&evs[i]) {
+			continue
+		}
+		if len(s.queue) >= s.max {
+			s.lost++
+		} else {
+			s.queue = append(s.queue, evs[i])
+		}
+		n++
+	}
+	s.mu.Unlock()
+	if n > 0 {
+		select {
+		case s.ready <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Ready is signalled when events (or a loss) are waiting for Take.
+func (s *Sub) Ready() <-chan struct{} { return s.ready }
+
+// Take returns the queued events, appended to dst, and how many events
+// were dropped because the queue was full since the last Take. Events
+// that were lost came after the ones returned and before any later one.
+func (s *Sub) Take(dst []Event) ([]Event, uint64) {
+	s.mu.Lock()
+	dst = append(dst, s.queue...)
+	clear(s.queue)
+	s.queue = s.queue[:0]
+	lost := s.lost
+	s.lost = 0
+	s.mu.Unlock()
+	return dst, lost
+}
+
+// Close ends the subscription; events published afterwards are not kept.
+func (s *Sub) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	s.mu.Unlock()
+	b := s.bus
+	b.mu.Lock()
+	old := *b.subs.Load()
+	subs := make([]*Sub, 0, len(old))
+	for _, o := range old {
+		if o != s {
+			subs = append(subs, o)
+		}
+	}
+	b.subs.Store(&subs)
+	b.mu.Unlock()
+}

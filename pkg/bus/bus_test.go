@@ -1,0 +1,108 @@
+package bus
+
+import (
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestOrderFilterAndLoss(t *testing.T) {
+	b := New()
+	all := b.Subscribe(3, nil)
+	ops := b.Subscribe(10, func(e *Event) bool { return e.Agent == "ops" })
+	defer all.Close()
+	defer ops.Close()
+	for i := 1; i <= 5; i++ {
+		agent := "dev"
+		if i%2 == 1 {
+			agent = "ops"
+		}
+		b.Publish(Event{Name: "state.changed", Seq: uint64(i), Agent: agent})
+	}
+	select {
+	case <-all.Ready():
+	default:
+		t.Fatal("Ready not signalled")
+	}
+	evs, lost := all.Take(nil)
+	if len(evs) != 3 || lost != 2 {
+		t.Fatalf("full queue: got %d events, %d lost; want 3 and 2", len(evs), lost)
+	}
+	for i, e := range evs {
+		if e.Seq != uint64(i+1) {
+			t.Fatalf("event %d has seq %d", i, e.Seq)
+		}
+	}
+	if evs, lost = all.Take(evs[:0]); len(evs) != 0 || lost != 0 {
+		t.Fatalf("second Take: %d events, %d lost", len(evs), lost)
+	}
+	evs, lost = ops.Take(nil)
+	if lost != 0 || len(evs) != 3 || evs[0].Seq != 1 || evs[1].Seq != 3 || evs[2].Seq != 5 {
+		t.Fatalf("filtered: %+v lost %d", evs, lost)
+	}
+}
+
+func TestCloseStopsDelivery(t *testing.T) {
+	b := New()
+	s := b.Subscribe(4, nil)
+	s.Close()
+	s.Close()
+	if n := b.Subscribers(); n != 0 {
+		t.Fatalf("%d subscribers after Close", n)
+	}
+	b.Publish(Event{Name: "x"})
+	if evs, _ := s.Take(nil); len(evs) != 0 {
+		t.Fatalf("closed sub got %d events", len(evs))
+	}
+}
+
+// A subscriber that never reads must not slow the publisher down or make
+// it block.
+func TestSlowSubscriberNeverBlocks(t *testing.T) {
+	b := New()
+	slow := b.Subscribe(1, nil)
+	defer slow.Close()
+	fast := b.Subscribe(1<<20, nil)
+	defer fast.Close()
+	var got int
+	var wg sync.WaitGroup
+	wg.Add(1)
+	stop := make(chan struct{})
+	go func() {
+		defer wg.Done()
+		var buf []Event
+		for {
+			select {
+			case <-fast.Ready():
+				buf, _ = fast.Take(buf[:0])
+				got += len(buf)
+			case <-stop:
+				buf, _ = fast.Take(buf[:0])
+				got += len(buf)
+				return
+			}
+		}
+	}()
+	const n = 100000
+	done := make(chan struct{})
+	go func() {
+		for i := 0; i < n; i++ {
+			b.Publish(Event{Seq: uint64(i)})
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("publisher blocked on a subscriber that does not read")
+	}
+	close(stop)
+	wg.Wait()
+	if got != n {
+		t.Fatalf("reading subscriber got %d of %d", got, n)
+	}
+	evs, lost := slow.Take(nil)
+	if len(evs) != 1 || lost != n-1 {
+		t.Fatalf("slow subscriber: %d events, %d lost; want 1 and %d", len(evs), lost, n-1)
+	}
+}
