@@ -785,3 +785,9 @@ func (l *Log) closeFiles() error {
 	}
 	return err
 }
+
+// ScanLines is Scan without decoding: fn gets each published entry's line
+// (valid only during the call). Peek reads its fields cheaply.
+func (l *Log) ScanLines(from uint64, fn func(line []byte) error) error {
+	return l.scanLines(from, 0, fn)
+}

@@ -167,7 +167,7 @@ func (k *Kernel) Identify(uid, gid uint32, pid int32) (*Cred, error) {
 	default:
 		g, ok := k.cfg.Access.Grant(uid)
 		if !ok {
-			k.auditDenied(c, "connect", fmt.Sprintf("uid:%d", uid), nil, proto.EACCES)
+			k.auditDenied(c, "connect", fmt.Sprintf("uid=%d", uid), nil, proto.EACCES)
 			return nil, proto.Errorf(proto.EACCES, "uid %d is not granted access to oxiosd (see [access] in oxios.toml(5))", uid)
 		}
 		c.Grants = g

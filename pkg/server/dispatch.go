@@ -23,16 +23,16 @@ type handler struct {
 	serve  func(ctx context.Context, c *conn, req *proto.Request) ([]byte, error)
 }
 
-var handlers map[string]handler
+// handlers is filled by the init functions of the files that serve ops
+// (the table cannot be a literal: its handlers refer back to it).
+var handlers = map[string]handler{}
 
 func init() {
-	handlers = map[string]handler{
-		proto.OpHello:       {inline: true, serve: serveHello},
-		proto.OpStateLoad:   {inline: true, serve: serveStateLoad},
-		proto.OpStateSave:   {serve: serveStateSave},
-		proto.OpStateDelete: {serve: serveStateDelete},
-		proto.OpStateList:   {serve: serveStateList},
-	}
+	handlers[proto.OpHello] = handler{inline: true, serve: serveHello}
+	handlers[proto.OpStateLoad] = handler{inline: true, serve: serveStateLoad}
+	handlers[proto.OpStateSave] = handler{serve: serveStateSave}
+	handlers[proto.OpStateDelete] = handler{serve: serveStateDelete}
+	handlers[proto.OpStateList] = handler{serve: serveStateList}
 }
 
 // decodeRequest parses one request line. The error names the problem.

@@ -141,6 +141,10 @@ type conn struct {
 
 	inflight sync.WaitGroup
 	sem      chan struct{}
+	// follow ends when the client stops sending (EOF, or the daemon stops
+	// reading): streams that would otherwise run forever (tail -f) watch
+	// it, since nothing else tells a waiting stream that its reader left.
+	follow context.Context
 }
 
 func (c *conn) serve() {
@@ -175,6 +179,8 @@ func (c *conn) serve() {
 	r := bufio.NewReaderSize(c.nc, 64<<10)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	follow, stopFollow := context.WithCancel(ctx)
+	c.follow = follow
 	for {
 		line, tooLong, err := readLine(r, s.maxLine)
 		if err != nil {
@@ -193,8 +199,10 @@ func (c *conn) serve() {
 		}
 		c.dispatch(ctx, line, r)
 	}
-	// Stop reading; answer what is in flight, then close. cancel() is
-	// deferred: streams in flight end when the connection does.
+	// Stop reading; end follow streams, answer what is in flight, then
+	// close. cancel() is deferred: other streams in flight end when the
+	// connection does.
+	stopFollow()
 	c.inflight.Wait()
 	c.flush()
 }

@@ -1,0 +1,267 @@
+package kernel
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"path"
+	"time"
+
+	"github.com/oxios/oxios/pkg/audit"
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+// The audit syscalls read the log. What a caller sees: the admin, every
+// entry; anyone else, the entries about or by the agents they may act on.
+// Checking the whole chain (verify, export, head) is the admin's.
+
+// auditVisible reports whether c may read an entry.
+func (k *Kernel) auditVisible(c *Cred, in *audit.Info) bool {
+	if c.Admin {
+		return true
+	}
+	if a := in.Agent(); a != "" && k.authorize(c, a) == nil {
+		return true
+	}
+	return in.Actor.Agent != "" && k.authorize(c, in.Actor.Agent) == nil
+}
+
+func (k *Kernel) requireAdmin(c *Cred, op string) *proto.Error {
+	if c.Admin {
+		return nil
+	}
+	err := proto.Errorf(proto.EACCES, "%s: reading the whole audit log is for the admin (uid %d is not one; see [access] in oxios.toml(5))", op, c.UID)
+	k.auditDenied(c, op, "audit", nil, err.Code)
+	return err
+}
+
+// auditFilter turns AuditLogArgs into a predicate over entry lines.
+func auditFilter(a *proto.AuditLogArgs) (func(*audit.Info) bool, *proto.Error) {
+	if a.Agent != "" {
+		if err := proto.CheckAgent(a.Agent); err != nil {
+			return nil, err
+		}
+	}
+	if a.Op != "" {
+		if _, err := path.Match(a.Op, ""); err != nil {
+			return nil, proto.Errorf(proto.EINVAL, "op pattern %q: %v", a.Op, err)
+		}
+	}
+	since := ""
+	if a.SinceTime != "" {
+		t, err := time.Parse(time.RFC3339Nano, a.SinceTime)
+		if err != nil {
+			return nil, proto.Errorf(proto.EINVAL, "since_time %q is not an RFC 3339 time", a.SinceTime)
+		}
+		// Entry times are fixed-width UTC: they compare as strings.
+		since = t.UTC().Format("2006-01-02T15:04:05.000000000Z")
+	}
+	if a.N < 0 {
+		return nil, proto.Errorf(proto.EINVAL, "n must not be negative (got %d)", a.N)
+	}
+	return func(in *audit.Info) bool {
+		if a.Agent != "" && in.Agent() != a.Agent && in.Actor.Agent != a.Agent {
+			return false
+		}
+		if a.Op != "" {
+			if ok, _ := path.Match(a.Op, in.Op); !ok {
+				return false
+			}
+		}
+		return since == "" || in.Time >= since
+	}, nil
+}
+
+// AuditLog emits the lines of the selected entries, oldest first; with
+// Follow it then emits new entries as they are committed until ctx ends,
+// calling flush (if not nil) after each group so a follower sees them now.
+func (k *Kernel) AuditLog(ctx context.Context, c *Cred, a proto.AuditLogArgs, raw []byte, emit func(line []byte) error, flush func() error) error {
+	if a.Agent != "" {
+		if err := k.authorize(c, a.Agent); err != nil {
+			k.auditDenied(c, proto.OpAuditLog, a.Agent, raw, err.Code)
+			return err
+		}
+	}
+	match, perr := auditFilter(&a)
+	if perr != nil {
+		return perr
+	}
+	var err error
+	want := func(line []byte) bool {
+		in, ok := audit.Peek(line)
+		return ok && match(&in) && k.auditVisible(c, &in)
+	}
+	// The last N: a ring of copies, emitted once the scan ends.
+	var ring [][]byte
+	next := 0
+	scan := func(from uint64) (uint64, error) {
+		last := from - 1
+		err := k.audit.ScanLines(from, func(line []byte) error {
+			last = audit.LineSeq(line)
+			if !want(line) {
+				return nil
+			}
+			if a.N > 0 && ring != nil {
+				if len(ring) < a.N {
+					ring = append(ring, bytes.Clone(line))
+				} else {
+					ring[next] = append(ring[next][:0], line...)
+					next = (next + 1) % a.N
+				}
+				return nil
+			}
+			return emit(line)
+		})
+		return last, err
+	}
+	if a.N > 0 {
+		ring = make([][]byte, 0, min(a.N, 1024))
+	}
+	changed := k.audit.Changed()
+	var last uint64
+	if a.OnlyNew {
+		last = k.audit.Published()
+	} else if last, err = scan(max(a.SinceSeq, 1)); err != nil {
+		return ioError(err)
+	}
+	for i := range ring {
+		if err := emit(ring[(next+i)%len(ring)]); err != nil {
+			return err
+		}
+	}
+	ring = nil
+	for a.Follow {
+		if flush != nil {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil // the client stopped following: a normal end
+		}
+		changed = k.audit.Changed()
+		if last, err = scan(last + 1); err != nil {
+			return ioError(err)
+		}
+	}
+	return nil
+}
+
+// AuditShow returns the line of entry seq.
+func (k *Kernel) AuditShow(ctx context.Context, c *Cred, seq uint64) ([]byte, error) {
+	if seq == 0 {
+		return nil, proto.Errorf(proto.EINVAL, "audit entries are numbered from 1")
+	}
+	var out []byte
+	err := k.audit.ScanLines(seq, func(line []byte) error {
+		out = bytes.Clone(line)
+		return io.EOF
+	})
+	if err != nil && err != io.EOF {
+		return nil, ioError(err)
+	}
+	if out == nil || audit.LineSeq(out) != seq {
+		return nil, proto.Errorf(proto.ENOENT, "no audit entry %d (the log ends at %d)", seq, k.audit.Published())
+	}
+	in, _ := audit.Peek(out)
+	if !k.auditVisible(c, &in) {
+		// Not the caller's to see; do not say whether it exists.
+		return nil, proto.Errorf(proto.ENOENT, "no audit entry %d visible to uid %d", seq, c.UID)
+	}
+	return out, nil
+}
+
+// AuditHead makes every committed entry durable in the log itself and
+// returns its head.
+func (k *Kernel) AuditHead(ctx context.Context, c *Cred) (proto.AuditHead, error) {
+	if err := k.requireAdmin(c, proto.OpAuditHead); err != nil {
+		return proto.AuditHead{}, err
+	}
+	if err := k.audit.Sync(); err != nil {
+		return proto.AuditHead{}, ioError(err)
+	}
+	seq, hash := k.audit.Head()
+	return proto.AuditHead{Type: proto.RecordAuditHead, Seq: seq, Hash: hash}, nil
+}
+
+// AuditVerify recomputes the chain of the live log up to its head.
+func (k *Kernel) AuditVerify(ctx context.Context, c *Cred) (proto.AuditVerify, error) {
+	if err := k.requireAdmin(c, proto.OpAuditVerify); err != nil {
+		return proto.AuditVerify{}, err
+	}
+	if err := k.audit.Sync(); err != nil {
+		return proto.AuditVerify{}, ioError(err)
+	}
+	rep, err := k.audit.Verify()
+	if err != nil {
+		return proto.AuditVerify{}, ioError(err)
+	}
+	return VerifyRecord("oxiosd", rep), nil
+}
+
+// VerifyRecord is the audit_verify record of a report.
+func VerifyRecord(source string, r audit.Report) proto.AuditVerify {
+	return proto.AuditVerify{
+		Type: proto.RecordAuditVerify, Source: source, OK: r.OK, Entries: r.Entries,
+		HeadSeq: r.HeadSeq, HeadHash: r.HeadHash, FirstBad: r.FirstBad, Problem: r.Problem, Note: r.Note,
+	}
+}
+
+// AuditExport emits every durable line of the log and then its head line:
+// the self-contained file that `ox-audit verify --file` checks.
+func (k *Kernel) AuditExport(ctx context.Context, c *Cred, emit func(line []byte) error) error {
+	if err := k.requireAdmin(c, proto.OpAuditExport); err != nil {
+		return err
+	}
+	if err := k.audit.Sync(); err != nil {
+		return ioError(err)
+	}
+	w := &lineSplitter{ctx: ctx, emit: emit}
+	if err := k.audit.Export(w); err != nil {
+		return ioError(err)
+	}
+	if len(w.part) > 0 {
+		return proto.Errorf(proto.EIO, "audit export ended without a newline")
+	}
+	return nil
+}
+
+// lineSplitter hands each complete line written to it to emit.
+type lineSplitter struct {
+	ctx  context.Context
+	emit func([]byte) error
+	part []byte
+}
+
+func (w *lineSplitter) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			w.part = append(w.part, p...)
+			break
+		}
+		line := p[:i]
+		if len(w.part) > 0 {
+			w.part = append(w.part, line...)
+			line = w.part
+		}
+		if err := w.ctx.Err(); err != nil {
+			return 0, err
+		}
+		if err := w.emit(line); err != nil {
+			return 0, err
+		}
+		w.part = w.part[:0]
+		p = p[i+1:]
+	}
+	return n, nil
+}
+
+// AuditScan calls fn with each entry line c may see from seq from on (the
+// mount's /audit/log).
+func (k *Kernel) AuditScan(ctx context.Context, c *Cred, from uint64, fn func(line []byte) error) error {
+	return k.AuditLog(ctx, c, proto.AuditLogArgs{SinceSeq: from}, nil, fn, nil)
+}
