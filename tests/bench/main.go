@@ -89,6 +89,9 @@ func main() {
 		report("state.save durable, 64 clients, all new keys (/s)", r, fs, "(no target)")
 	}
 	c.Close()
+	if run("audit") {
+		benchAudit(dir)
+	}
 	if run("idle") && *idleFor > 0 {
 		idle(d, *idleFor)
 	}
