@@ -8,7 +8,7 @@
 set -euo pipefail
 
 bindir=$(cd "${1:-bin}" && pwd)
-for b in oxiosd ox-state; do
+for b in oxiosd ox-state ox-audit ox-commit; do
 	[[ -x $bindir/$b ]] || { echo "demo: no $bindir/$b; run make build first" >&2; exit 2; }
 done
 export PATH=$bindir:$PATH
@@ -127,6 +127,38 @@ say "Errors go to stderr, with an exit status a script can test."
 fails 1 'ox-state load -a demo notes/host'
 fails 2 'ox-state save -a demo ../escape oops'
 fails 2 'ox-state ls -a Not-An-Agent'
+
+say "Version the state in git: a commit prints the paths it changed and the audit head it was made at."
+run "ox-commit -a demo -m 'first notes' --tag v1 | $jq"
+run 'ox-state save -a demo greeting "hello again"'
+run 'ox-state save -a demo notes/tomorrow.md "rotate the logs"'
+run "ox-commit diff -a demo v1 | $jq"
+run 'ox-commit diff -a demo -p v1'
+run "ox-commit -a demo -m 'second notes' | $jq"
+run "ox-commit log -a demo | $jq"
+
+say "Restore is a new change and a new commit: history is never rewritten."
+run "ox-commit restore -a demo v1 | $jq"
+run 'ox-state load -a demo greeting; echo'
+if command -v git >/dev/null; then
+	say "The repository is a normal git repository: git log and git fsck work on it."
+	run 'git -C $dir/data/repo log --format="%h %s%n  %(trailers:key=Oxios-Audit-Seq,separator=%x20)"'
+	run 'git -C $dir/data/repo fsck --strict --no-dangling && echo "git fsck: clean"'
+fi
+
+say "Every change and refusal is an entry of a hash-chained audit log."
+run "ox-audit log -n 4 | $jq"
+run "ox-audit log --op 'version.*' | $jq"
+run "ox-audit verify | $jq"
+run 'ox-audit export > $dir/audit-export.jsonl; tail -1 $dir/audit-export.jsonl'
+run "ox-audit verify --file \$dir/audit-export.jsonl | $jq"
+
+say "Tamper with a copy of the log: change one byte of entry 3. verify names the entry and exits 1."
+run 'cp -a $dir/data $dir/tampered && chmod u+w $dir/tampered/audit/seg-*'
+run "sed -i '3s/\"result\":\"ok\"/\"result\":\"EPERM\"/' \$dir/tampered/audit/seg-*"
+fails 1 'ox-audit verify --data $dir/tampered'
+say "The untouched log, checked offline the same way, passes."
+run "ox-audit verify --data \$dir/data | $jq"
 
 say "Stop the daemon with SIGTERM: it finishes, flushes and exits 0."
 stop

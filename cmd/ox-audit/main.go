@@ -32,7 +32,7 @@ func main() {
 	filters := []cli.Flag{
 		&cli.StringFlag{Name: "agent", Aliases: []string{"a"}, Usage: "only entries about or by agent `NAME`"},
 		&cli.StringFlag{Name: "op", Usage: "only entries of op `OP` (a glob: 'state.*')"},
-		&cli.StringFlag{Name: "since", Usage: "start at entry `SEQ`, or at a time (RFC 3339, 'YYYY-MM-DD[ HH:MM[:SS]]', or an age such as 2h)"},
+		&cli.StringFlag{Name: "since", Usage: "start at `SEQ|TIME`: an entry number, a time (RFC 3339, 'YYYY-MM-DD[ HH:MM[:SS]]') or an age (2h)"},
 		cliutil.SocketFlag, cliutil.JSONFlag,
 	}
 	app.Commands = cliutil.SubcommandUsage([]*cli.Command{

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/oxios/oxios/pkg/audit"
@@ -25,6 +26,11 @@ type tx struct {
 	event string
 	agent string
 	data  any
+	// barrier, when set, is the whole tx: the committer runs it alone,
+	// after every tx queued before it and before any queued after it, so
+	// it sees (and may change) the state at one point in time. It may call
+	// k.commit itself.
+	barrier func()
 }
 
 // maxBatch bounds a batch so one sync does not hold many megabytes of
@@ -55,7 +61,18 @@ func (k *Kernel) submit(ctx context.Context, t *tx, wait bool) error {
 func (k *Kernel) committer() {
 	defer close(k.stopped)
 	batch := make([]*tx, 0, maxBatch)
+	var barrier *tx
+	runBarrier := func(t *tx) {
+		t.barrier()
+		if t.done != nil {
+			close(t.done)
+		}
+	}
 	for t := range k.txc {
+		if t.barrier != nil {
+			runBarrier(t)
+			continue
+		}
 		batch = append(batch[:0], t)
 		// Clients acknowledged by the last batch are on their way back:
 		// yielding while the queue still grows lets them join this batch
@@ -76,6 +93,10 @@ func (k *Kernel) committer() {
 				if !ok {
 					break drain
 				}
+				if t.barrier != nil {
+					barrier = t
+					break drain
+				}
 				batch = append(batch, t)
 			default:
 				break drain
@@ -88,6 +109,10 @@ func (k *Kernel) committer() {
 			}
 		}
 		clear(batch)
+		if barrier != nil {
+			runBarrier(barrier)
+			barrier = nil
+		}
 	}
 }
 
@@ -105,6 +130,11 @@ func (k *Kernel) commit(batch []*tx) {
 		if t.change != nil {
 			if perr := b.Add(t.change); perr != nil {
 				t.err = perr
+			} else {
+				// Marked before the journal write: a checkpoint after it
+				// must find the path in the set it saves (a failed batch
+				// leaves a harmless extra path).
+				k.markDirty(statePath(t.change.Agent, t.change.Key))
 			}
 		}
 		if e := t.entry; e != nil {
@@ -217,6 +247,11 @@ func (k *Kernel) replayAux(payload []byte) error {
 	var e audit.Entry
 	if err := json.Unmarshal(payload, &e); err != nil {
 		return fmt.Errorf("journal audit record: %w", err)
+	}
+	if (e.Op == proto.OpStateSave || e.Op == proto.OpStateDelete) && e.Result == "ok" {
+		if agent, key, ok := strings.Cut(e.Target, ":"); ok {
+			k.markDirty(statePath(agent, key))
+		}
 	}
 	switch {
 	case e.Seq <= k.auditSeq:

@@ -62,6 +62,7 @@ type Kernel struct {
 	state *state.Store
 	audit *audit.Log
 	bus   *bus.Bus
+	ver   *versioning
 	runs  RunResolver
 	uid   uint32
 
@@ -105,12 +106,23 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 	}
 	k.auditSeq, _ = alog.Head()
 	replayed := k.auditSeq
+	// Versioning first: replaying the journal marks uncommitted paths.
+	if err := k.openVersioning(); err != nil {
+		alog.Close()
+		return nil, err
+	}
 	st, err := state.Open(cfg.Data, state.Options{
-		MaxValue:         int(cfg.Limits.MaxValue),
-		ReplayAux:        k.replayAux,
-		BeforeCheckpoint: alog.Sync,
+		MaxValue:  int(cfg.Limits.MaxValue),
+		ReplayAux: k.replayAux,
+		BeforeCheckpoint: func() error {
+			if err := alog.Sync(); err != nil {
+				return err
+			}
+			return k.saveDirty()
+		},
 	})
 	if err != nil {
+		k.ver.repo.Close()
 		alog.Close()
 		return nil, err
 	}
@@ -143,6 +155,9 @@ func (k *Kernel) Close() error {
 	k.txmu.Unlock()
 	<-k.stopped
 	err := k.state.Close()
+	if verr := k.ver.repo.Close(); err == nil {
+		err = verr
+	}
 	if aerr := k.audit.Close(); err == nil {
 		err = aerr
 	}

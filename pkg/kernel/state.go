@@ -6,6 +6,7 @@ import (
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/state"
+	"github.com/oxios/oxios/pkg/version"
 )
 
 func target(agent, key string) string { return agent + ":" + key }
@@ -36,6 +37,15 @@ func (k *Kernel) StateDelete(ctx context.Context, c *Cred, a proto.StateArgs, ra
 // change commits one state change with its audit entry. Invalid keys and
 // conflicts are found while staging, so they are audited with their error.
 func (k *Kernel) change(ctx context.Context, c *Cred, op string, raw []byte, ch *state.Change) (proto.StateRecord, error) {
+	// A key git would refuse (".git" and its aliases) could be saved but
+	// never committed: refuse it now.
+	if !ch.Delete && proto.CheckKey(ch.Key) == nil {
+		if err := version.CheckPath(ch.Key); err != nil {
+			perr := proto.Errorf(proto.EINVAL, "%s: key %q: %v", ch.Agent, ch.Key, err)
+			k.auditDenied(c, op, target(ch.Agent, ch.Key), raw, perr.Code)
+			return proto.StateRecord{}, perr
+		}
+	}
 	t := &tx{change: ch, entry: &audit.Entry{Actor: actor(c), Op: op, Target: target(ch.Agent, ch.Key), Args: audit.ArgsDigest(raw)}}
 	if err := k.submit(ctx, t, true); err != nil {
 		return proto.StateRecord{}, err

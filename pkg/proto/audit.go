@@ -89,9 +89,11 @@ type CommitLogArgs struct {
 	N     int    `json:"n,omitempty"`
 }
 
-// CommitShowArgs are the args of version.show.
+// CommitShowArgs are the args of version.show; Agent limits the changed
+// paths shown (and is what a non-admin must give).
 type CommitShowArgs struct {
-	Rev string `json:"rev"`
+	Rev   string `json:"rev"`
+	Agent string `json:"agent,omitempty"`
 }
 
 // CommitDiffArgs are the args of version.diff: From to To (To empty: the

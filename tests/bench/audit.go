@@ -144,4 +144,3 @@ func benchVerify(dir string, n int) {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-

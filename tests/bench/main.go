@@ -92,6 +92,9 @@ func main() {
 	if run("audit") {
 		benchAudit(dir)
 	}
+	if run("commit") {
+		benchCommit(dir, d.sock)
+	}
 	if run("idle") && *idleFor > 0 {
 		idle(d, *idleFor)
 	}

@@ -1,0 +1,741 @@
+package kernel
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/oxios/oxios/pkg/audit"
+	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/state"
+	"github.com/oxios/oxios/pkg/version"
+)
+
+// Versioning commits the work tree DATA/repo with pkg/version. What to
+// commit comes from the set of paths changed since the last commit (the
+// committer marks each accepted change), never from scanning the tree, so
+// a commit costs what changed. The set survives restarts: each checkpoint
+// saves it to DATA/index/uncommitted before the journal is recycled, and
+// the journal's records of later changes are marked again when replayed.
+// Without that file (deleted, unreadable) the first commit compares every
+// key with HEAD instead: slower, never wrong.
+//
+// Commits, restores, tags and diffs against the live state run as
+// barriers on the committer goroutine: no change lands while they read
+// the state, so a commit is one point in time and never half a save.
+
+// Audit trailer keys of commit messages.
+const (
+	TrailerAuditSeq  = "Oxios-Audit-Seq"
+	TrailerAuditHash = "Oxios-Audit-Hash"
+)
+
+type versioning struct {
+	repo *version.Repo
+	file string // DATA/index/uncommitted
+
+	mu     sync.Mutex
+	dirty  map[string]struct{}
+	rescan bool // the dirty set is unknown: compare everything at the next barrier
+}
+
+func statePath(agent, key string) string { return "agents/" + agent + "/state/" + key }
+
+// splitStatePath is statePath's inverse.
+func splitStatePath(p string) (agent, key string, ok bool) {
+	rest, found := strings.CutPrefix(p, "agents/")
+	if !found {
+		return "", "", false
+	}
+	agent, key, found = strings.Cut(rest, "/state/")
+	return agent, key, found && agent != "" && key != ""
+}
+
+func (k *Kernel) openVersioning() error {
+	repo, err := version.Open(filepath.Join(k.cfg.Data, "repo"))
+	if err != nil {
+		return fmt.Errorf("versioning: %w", err)
+	}
+	v := &versioning{repo: repo, file: filepath.Join(k.cfg.Data, "index", "uncommitted"), dirty: map[string]struct{}{}}
+	k.ver = v
+	head, err := repo.Head()
+	if err != nil {
+		repo.Close()
+		return fmt.Errorf("versioning: %w", err)
+	}
+	b, err := os.ReadFile(v.file)
+	switch {
+	case err == nil && bytes.HasPrefix(b, []byte(uncommittedMagic)):
+		for _, p := range strings.Split(string(b[len(uncommittedMagic):]), "\n") {
+			if p != "" {
+				v.dirty[p] = struct{}{}
+			}
+		}
+	case head == "":
+		// Nothing committed yet: the first commit takes every key anyway.
+	default:
+		if err == nil {
+			err = errors.New("not a list of uncommitted paths")
+		}
+		k.log.Warn("the list of uncommitted changes is unreadable; the next commit compares every key with HEAD", "file", v.file, "err", err)
+		v.rescan = true
+	}
+	return nil
+}
+
+const uncommittedMagic = "oxios-uncommitted 1\n"
+
+func (k *Kernel) markDirty(p string) {
+	k.ver.mu.Lock()
+	k.ver.dirty[p] = struct{}{}
+	k.ver.mu.Unlock()
+}
+
+// saveDirty writes the uncommitted paths for the next start (called in a
+// checkpoint, whose syncfs makes the file durable before the journal that
+// also knows them is recycled).
+func (k *Kernel) saveDirty() error {
+	v := k.ver
+	v.mu.Lock()
+	paths := make([]string, 0, len(v.dirty))
+	for p := range v.dirty {
+		paths = append(paths, p)
+	}
+	v.mu.Unlock()
+	sort.Strings(paths)
+	var b bytes.Buffer
+	b.WriteString(uncommittedMagic)
+	for _, p := range paths {
+		b.WriteString(p)
+		b.WriteByte('\n')
+	}
+	if err := os.MkdirAll(filepath.Dir(v.file), 0o700); err != nil {
+		return err
+	}
+	tmp := v.file + ".tmp"
+	if err := os.WriteFile(tmp, b.Bytes(), 0o600); err != nil {
+		return fmt.Errorf("saving uncommitted paths: %w", err)
+	}
+	return os.Rename(tmp, v.file)
+}
+
+// barrier runs fn on the committer, alone, and waits for it.
+func (k *Kernel) barrier(ctx context.Context, fn func()) error {
+	return k.submit(ctx, &tx{barrier: fn}, true)
+}
+
+// rescan finds every difference between HEAD and the state by
+// hashing values: the dirty set when it was lost. Committer only.
+func (k *Kernel) rescan() error {
+	v := k.ver
+	v.mu.Lock()
+	need := v.rescan
+	v.mu.Unlock()
+	if !need {
+		return nil
+	}
+	head := map[string]string{}
+	if h, err := v.repo.Head(); err != nil {
+		return err
+	} else if h != "" {
+		if head, err = v.repo.Files(h, "agents/"); err != nil {
+			return err
+		}
+	}
+	var dirty []string
+	for _, a := range k.state.Agents() {
+		recs, err := k.state.List(a, "")
+		if err != nil {
+			continue
+		}
+		for _, r := range recs {
+			p := statePath(a, r.Key)
+			val, _, err := k.state.Load(a, r.Key)
+			if err != nil {
+				return err
+			}
+			if head[p] != version.BlobHash(val) {
+				dirty = append(dirty, p)
+			}
+			delete(head, p)
+		}
+	}
+	for p := range head {
+		if _, _, ok := splitStatePath(p); ok {
+			dirty = append(dirty, p)
+		}
+	}
+	v.mu.Lock()
+	for _, p := range dirty {
+		v.dirty[p] = struct{}{}
+	}
+	v.rescan = false
+	v.mu.Unlock()
+	k.log.Info("compared the state with HEAD", "uncommitted", len(dirty))
+	return nil
+}
+
+// dirtyUnder returns the uncommitted paths below prefix, sorted.
+func (k *Kernel) dirtyUnder(prefix string) []string {
+	v := k.ver
+	v.mu.Lock()
+	var out []string
+	for p := range v.dirty {
+		if strings.HasPrefix(p, prefix) {
+			out = append(out, p)
+		}
+	}
+	v.mu.Unlock()
+	sort.Strings(out)
+	return out
+}
+
+func (k *Kernel) clean(paths []string) {
+	v := k.ver
+	v.mu.Lock()
+	for _, p := range paths {
+		delete(v.dirty, p)
+	}
+	v.mu.Unlock()
+}
+
+// agentPrefix is the tree prefix of one agent, or of all.
+func agentPrefix(agent string) string {
+	if agent == "" {
+		return "agents/"
+	}
+	return "agents/" + agent + "/"
+}
+
+// versionScope checks who may act on the versions of agent ("" = all:
+// the admin's).
+func (k *Kernel) versionScope(c *Cred, op, agent string, raw []byte) *proto.Error {
+	if agent == "" {
+		if c.Admin {
+			return nil
+		}
+		err := proto.Errorf(proto.EACCES, "%s of every agent is for the admin; name your agent with -a", op)
+		k.auditDenied(c, op, "*", raw, err.Code)
+		return err
+	}
+	if err := k.authorize(c, agent); err != nil {
+		k.auditDenied(c, op, agent, raw, err.Code)
+		return err
+	}
+	return nil
+}
+
+// versionError maps a versioning error to the wire.
+func versionError(err error) error {
+	var pe *proto.Error
+	switch {
+	case errors.As(err, &pe):
+		return pe
+	case errors.Is(err, version.ErrUnknownRevision):
+		return proto.Errorf(proto.ENOENT, "%v", err)
+	case errors.Is(err, version.ErrAmbiguous), errors.Is(err, version.ErrBadName):
+		return proto.Errorf(proto.EINVAL, "%v", err)
+	case errors.Is(err, version.ErrExists):
+		return proto.Errorf(proto.EEXIST, "%v", err)
+	}
+	return proto.Errorf(proto.EIO, "versioning: %v", err)
+}
+
+var userNames sync.Map // uid -> name
+
+func userName(uid uint32) string {
+	if n, ok := userNames.Load(uid); ok {
+		return n.(string)
+	}
+	name := "uid" + strconv.FormatUint(uint64(uid), 10)
+	if u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10)); err == nil && u.Username != "" {
+		name = u.Username
+	}
+	userNames.Store(uid, name)
+	return name
+}
+
+func (k *Kernel) signature(c *Cred, when time.Time) version.Signature {
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "localhost"
+	}
+	name := userName(c.UID)
+	if c.Agent != "" {
+		name = c.Agent + " (" + name + ")"
+	}
+	return version.Signature{Name: name, Email: userName(c.UID) + "@" + host, When: when}
+}
+
+// Commit records the uncommitted changes of one agent (or all) as a
+// commit whose message carries the audit head, and audits the commit.
+func (k *Kernel) Commit(ctx context.Context, c *Cred, a proto.CommitArgs, raw []byte) (proto.CommitRecord, error) {
+	if err := k.versionScope(c, proto.OpCommit, a.Agent, raw); err != nil {
+		return proto.CommitRecord{}, err
+	}
+	if a.Tag != "" {
+		// Tags name commits of the whole repository: the admin's.
+		if err := k.versionScope(c, proto.OpCommitTag, "", raw); err != nil {
+			return proto.CommitRecord{}, err
+		}
+	}
+	if strings.TrimSpace(a.Message) == "" {
+		a.Message = ""
+	}
+	var rec proto.CommitRecord
+	var cerr error
+	err := k.barrier(ctx, func() { rec, cerr = k.commitNow(c, a, raw) })
+	if err != nil {
+		return rec, err
+	}
+	return rec, cerr
+}
+
+// commitNow commits on the committer goroutine.
+func (k *Kernel) commitNow(c *Cred, a proto.CommitArgs, raw []byte) (proto.CommitRecord, error) {
+	target := "*"
+	if a.Agent != "" {
+		target = a.Agent
+	}
+	fail := func(err error) (proto.CommitRecord, error) {
+		err = versionError(err)
+		k.commitAudit(c, proto.OpCommit, target, raw, errCode(err), "", nil)
+		return proto.CommitRecord{}, err
+	}
+	if err := k.rescan(); err != nil {
+		return fail(err)
+	}
+	paths := k.dirtyUnder(agentPrefix(a.Agent))
+	// The trailer names the log as it is now: everything this commit
+	// contains was recorded up to this head.
+	if err := k.audit.Sync(); err != nil {
+		return fail(err)
+	}
+	seq, hash := k.audit.Head()
+	tx, err := k.ver.repo.Begin()
+	if err != nil {
+		return fail(err)
+	}
+	for _, p := range paths {
+		agent, key, ok := splitStatePath(p)
+		if !ok {
+			continue
+		}
+		val, _, lerr := k.state.Load(agent, key)
+		var pe *proto.Error
+		switch {
+		case lerr == nil:
+			err = tx.Put(p, val)
+		case errors.As(lerr, &pe) && (pe.Code == proto.ENOENT || pe.Code == proto.EISDIR):
+			err = tx.Delete(p)
+		default:
+			err = lerr
+		}
+		if err != nil {
+			tx.Abort()
+			return fail(err)
+		}
+	}
+	now := time.Now().UTC()
+	msg := a.Message
+	if msg == "" {
+		what := "every agent"
+		if a.Agent != "" {
+			what = a.Agent
+		}
+		msg = fmt.Sprintf("Commit the state of %s", what)
+	}
+	cm, err := tx.Commit(version.CommitOptions{
+		Message: msg,
+		Trailers: []version.Trailer{
+			{Key: TrailerAuditSeq, Value: strconv.FormatUint(seq, 10)},
+			{Key: TrailerAuditHash, Value: hash},
+		},
+		Author:    k.signature(c, now),
+		Committer: version.Signature{Name: "oxiosd", Email: "oxiosd@localhost", When: now},
+		Tag:       a.Tag,
+	})
+	if errors.Is(err, version.ErrNothingToCommit) {
+		// The paths were saved back to what HEAD holds: nothing to do, and
+		// nothing to record.
+		k.clean(paths)
+		head, _ := k.ver.repo.Head()
+		if a.Tag != "" && head != "" {
+			// The state is HEAD's: the tag names HEAD.
+			return k.tagNow(c, a.Tag, head, raw)
+		}
+		return proto.CommitRecord{Type: proto.RecordCommit, Commit: head, Time: now.Format(time.RFC3339Nano), Message: "nothing to commit", Changed: []proto.PathChange{}}, nil
+	}
+	if err != nil {
+		return fail(err)
+	}
+	k.clean(paths)
+	rec := commitRecord(cm)
+	if a.Tag != "" {
+		rec.Tags = append(rec.Tags, a.Tag)
+	}
+	rec.AuditSeq, err = k.commitAudit(c, proto.OpCommit, target+":"+cm.Hash, raw, "ok", "commit.created", &rec)
+	return rec, err
+}
+
+// commitAudit appends the entry of a versioning syscall (from the
+// committer goroutine) and publishes its event; it returns the entry's seq.
+func (k *Kernel) commitAudit(c *Cred, op, target string, raw []byte, result, event string, data any) (uint64, error) {
+	agent, _, _ := strings.Cut(target, ":")
+	if agent == "*" {
+		agent = ""
+	}
+	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: op, Target: target, Args: audit.ArgsDigest(raw), Result: result}, event: event, agent: agent, data: data}
+	k.commit([]*tx{t})
+	return t.entry.Seq, t.err
+}
+
+func commitRecord(cm version.Commit) proto.CommitRecord {
+	rec := proto.CommitRecord{
+		Type: proto.RecordCommit, Commit: cm.Hash, Parent: cm.Parent,
+		Time: cm.Time.UTC().Format(time.RFC3339), Author: cm.Author.Name,
+		Message: cm.Message, Changed: make([]proto.PathChange, 0, len(cm.Changed)),
+	}
+	for _, ch := range cm.Changed {
+		rec.Changed = append(rec.Changed, proto.PathChange{Path: ch.Path, Action: ch.Action})
+	}
+	var h proto.AuditHead
+	for _, t := range cm.Trailers {
+		switch t.Key {
+		case TrailerAuditSeq:
+			h.Seq, _ = strconv.ParseUint(t.Value, 10, 64)
+		case TrailerAuditHash:
+			h.Hash = t.Value
+		}
+	}
+	if h.Hash != "" {
+		h.Type = proto.RecordAuditHead
+		rec.AuditHead = &h
+	}
+	return rec
+}
+
+// CommitLog emits the commits that changed agent (or anything), newest
+// first.
+func (k *Kernel) CommitLog(ctx context.Context, c *Cred, a proto.CommitLogArgs, raw []byte, emit func(*proto.CommitRecord) error) error {
+	if err := k.versionScope(c, proto.OpCommitLog, a.Agent, raw); err != nil {
+		return err
+	}
+	if a.N < 0 {
+		return proto.Errorf(proto.EINVAL, "n must not be negative (got %d)", a.N)
+	}
+	rev := a.Rev
+	if rev == "" {
+		rev = "HEAD"
+	}
+	head, err := k.ver.repo.Head()
+	if err != nil {
+		return versionError(err)
+	}
+	if head == "" && a.Rev == "" {
+		return nil // no commits yet: an empty history
+	}
+	err = k.ver.repo.Log(rev, agentPrefix(a.Agent), a.N, func(cm version.Commit) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rec := commitRecord(cm)
+		rec.Changed = onlyUnder(rec.Changed, agentPrefix(a.Agent))
+		rec.Tags = k.ver.repo.TagsAt(cm.Hash)
+		return emit(&rec)
+	})
+	if err != nil {
+		return versionError(err)
+	}
+	return nil
+}
+
+// CommitShow returns one commit with its changed paths (limited to agent
+// when given).
+func (k *Kernel) CommitShow(ctx context.Context, c *Cred, a proto.CommitShowArgs, raw []byte) (proto.CommitRecord, error) {
+	if err := k.versionScope(c, proto.OpCommitShow, a.Agent, raw); err != nil {
+		return proto.CommitRecord{}, err
+	}
+	cm, err := k.ver.repo.Show(a.Rev)
+	if err != nil {
+		return proto.CommitRecord{}, versionError(err)
+	}
+	rec := commitRecord(cm)
+	rec.Changed = onlyUnder(rec.Changed, agentPrefix(a.Agent))
+	rec.Tags = k.ver.repo.TagsAt(cm.Hash)
+	return rec, nil
+}
+
+// onlyUnder keeps the changes below prefix.
+func onlyUnder(chs []proto.PathChange, prefix string) []proto.PathChange {
+	kept := chs[:0]
+	for _, ch := range chs {
+		if strings.HasPrefix(ch.Path, prefix) {
+			kept = append(kept, ch)
+		}
+	}
+	return kept
+}
+
+// CommitTag names a commit.
+func (k *Kernel) CommitTag(ctx context.Context, c *Cred, a proto.CommitTagArgs, raw []byte) (proto.CommitRecord, error) {
+	if err := k.versionScope(c, proto.OpCommitTag, "", raw); err != nil {
+		return proto.CommitRecord{}, err
+	}
+	rev := a.Rev
+	if rev == "" {
+		rev = "HEAD"
+	}
+	var rec proto.CommitRecord
+	var terr error
+	err := k.barrier(ctx, func() { rec, terr = k.tagNow(c, a.Name, rev, raw) })
+	if err != nil {
+		return rec, err
+	}
+	return rec, terr
+}
+
+// tagNow tags rev on the committer goroutine and audits it.
+func (k *Kernel) tagNow(c *Cred, name, rev string, raw []byte) (proto.CommitRecord, error) {
+	hash, err := k.ver.repo.Tag(name, rev)
+	if err != nil {
+		err = versionError(err)
+		k.commitAudit(c, proto.OpCommitTag, "*:"+name, raw, errCode(err), "", nil)
+		return proto.CommitRecord{}, err
+	}
+	cm, err := k.ver.repo.Show(hash)
+	if err != nil {
+		return proto.CommitRecord{}, versionError(err)
+	}
+	rec := commitRecord(cm)
+	rec.Tags = k.ver.repo.TagsAt(hash)
+	rec.AuditSeq, err = k.commitAudit(c, proto.OpCommitTag, "*:"+name, raw, "ok", "commit.tagged", &rec)
+	return rec, err
+}
+
+// currentFiles is the blob hash of every state file below prefix as the
+// state is now, committed or not. Committer only.
+func (k *Kernel) currentFiles(prefix string) (map[string]string, error) {
+	files := map[string]string{}
+	head, err := k.ver.repo.Head()
+	if err != nil {
+		return nil, err
+	}
+	if head != "" {
+		if files, err = k.ver.repo.Files("HEAD", prefix); err != nil {
+			return nil, err
+		}
+	}
+	for _, p := range k.dirtyUnder(prefix) {
+		agent, key, ok := splitStatePath(p)
+		if !ok {
+			continue
+		}
+		val, _, err := k.state.Load(agent, key)
+		if err != nil {
+			delete(files, p)
+			continue
+		}
+		files[p] = version.BlobHash(val)
+	}
+	return files, nil
+}
+
+// CommitDiff emits the paths that differ between two commits, or between
+// a commit and the live state, with their patches if asked.
+func (k *Kernel) CommitDiff(ctx context.Context, c *Cred, a proto.CommitDiffArgs, raw []byte, emit func(*proto.DiffRecord) error) error {
+	if err := k.versionScope(c, proto.OpCommitDiff, a.Agent, raw); err != nil {
+		return err
+	}
+	if a.From == "" {
+		return proto.Errorf(proto.EINVAL, "diff needs a revision to compare from")
+	}
+	prefix := agentPrefix(a.Agent)
+	var out []proto.DiffRecord
+	var derr error
+	// Against the live state the diff is a barrier: it must see one point
+	// in time. Between commits it reads history only.
+	run := func() {
+		if derr = k.rescan(); derr != nil {
+			return
+		}
+		from, err := k.ver.repo.Files(a.From, prefix)
+		if err != nil {
+			derr = err
+			return
+		}
+		var to map[string]string
+		if a.To != "" {
+			to, err = k.ver.repo.Files(a.To, prefix)
+		} else {
+			to, err = k.currentFiles(prefix)
+		}
+		if err != nil {
+			derr = err
+			return
+		}
+		for _, ch := range version.DiffFiles(from, to) {
+			d := proto.DiffRecord{Type: proto.RecordDiff, Path: ch.Path, Action: ch.Action}
+			if a.Patch {
+				if d.Patch, err = k.patch(ch, a.To == ""); err != nil {
+					derr = err
+					return
+				}
+			}
+			out = append(out, d)
+		}
+	}
+	if a.To == "" {
+		if err := k.barrier(ctx, run); err != nil {
+			return err
+		}
+	} else {
+		run()
+	}
+	if derr != nil {
+		return versionError(derr)
+	}
+	for i := range out {
+		if err := emit(&out[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// patch renders one change as a unified diff; live reads the new side
+// from the state.
+func (k *Kernel) patch(ch version.PathChange, live bool) (string, error) {
+	read := func(hash string) ([]byte, error) {
+		if hash == "" {
+			return nil, nil
+		}
+		return k.ver.repo.ReadBlob(hash)
+	}
+	from, err := read(ch.From)
+	if err != nil {
+		return "", err
+	}
+	var to []byte
+	if live && ch.To != "" {
+		agent, key, _ := splitStatePath(ch.Path)
+		to, _, err = k.state.Load(agent, key)
+	} else {
+		to, err = read(ch.To)
+	}
+	if err != nil {
+		return "", err
+	}
+	var b bytes.Buffer
+	w := bufio.NewWriter(&b)
+	if err := version.Unified(w, ch.Path, from, to, ch.From != "", ch.To != ""); err != nil {
+		return "", err
+	}
+	w.Flush()
+	return b.String(), nil
+}
+
+// CommitRestore makes the state of an agent equal to a commit's, as new
+// changes (audited like saves and deletes), and commits them: history is
+// never rewritten.
+func (k *Kernel) CommitRestore(ctx context.Context, c *Cred, a proto.CommitRestoreArgs, raw []byte) (proto.CommitRecord, error) {
+	if a.Agent == "" {
+		return proto.CommitRecord{}, proto.Errorf(proto.EINVAL, "restore needs the agent to restore (-a AGENT)")
+	}
+	if err := k.versionScope(c, proto.OpCommitRestore, a.Agent, raw); err != nil {
+		return proto.CommitRecord{}, err
+	}
+	var rec proto.CommitRecord
+	var rerr error
+	err := k.barrier(ctx, func() { rec, rerr = k.restoreNow(c, a, raw) })
+	if err != nil {
+		return rec, err
+	}
+	return rec, rerr
+}
+
+func (k *Kernel) restoreNow(c *Cred, a proto.CommitRestoreArgs, raw []byte) (proto.CommitRecord, error) {
+	fail := func(err error) (proto.CommitRecord, error) {
+		err = versionError(err)
+		k.commitAudit(c, proto.OpCommitRestore, a.Agent+":"+a.Rev, raw, errCode(err), "", nil)
+		return proto.CommitRecord{}, err
+	}
+	hash, err := k.ver.repo.Resolve(a.Rev)
+	if err != nil {
+		return fail(err)
+	}
+	prefix := agentPrefix(a.Agent) + "state/"
+	want, err := k.ver.repo.Files(hash, prefix)
+	if err != nil {
+		return fail(err)
+	}
+	if err := k.rescan(); err != nil {
+		return fail(err)
+	}
+	have, err := k.currentFiles(prefix)
+	if err != nil {
+		return fail(err)
+	}
+	// Deletes first, then saves: a key that becomes a folder (or the
+	// reverse) is removed before its replacement is written.
+	var dels, saves []*tx
+	target := a.Agent + ":" + hash
+	for _, ch := range version.DiffFiles(have, want) {
+		_, key, ok := splitStatePath(ch.Path)
+		if !ok {
+			continue
+		}
+		entry := &audit.Entry{Actor: actor(c), Target: a.Agent + ":" + key, Args: audit.ArgsDigest([]byte(target))}
+		if ch.Action == "deleted" {
+			entry.Op = proto.OpStateDelete
+			dels = append(dels, &tx{change: &state.Change{Agent: a.Agent, Key: key, Delete: true}, entry: entry})
+			continue
+		}
+		val, err := k.ver.repo.ReadBlob(ch.To)
+		if err != nil {
+			return fail(err)
+		}
+		entry.Op = proto.OpStateSave
+		saves = append(saves, &tx{change: &state.Change{Agent: a.Agent, Key: key, Value: val}, entry: entry})
+	}
+	batch := append(dels, saves...)
+	if len(batch) > 0 {
+		k.commit(batch)
+		for _, t := range batch {
+			if t.err != nil {
+				return fail(fmt.Errorf("restoring %s: %w", t.change.Key, t.err))
+			}
+		}
+	}
+	short := hash
+	if len(short) > 12 {
+		short = short[:12]
+	}
+	// The agent's state now equals the commit's: committing everything
+	// uncommitted of the agent makes its tree equal too.
+	rec, err := k.commitNow(c, proto.CommitArgs{Agent: a.Agent, Message: fmt.Sprintf("Restore the state of %s to %s (%s)", a.Agent, a.Rev, short)}, raw)
+	if err == nil && rec.AuditSeq == 0 && len(batch) > 0 {
+		// Uncommitted changes were undone and the state is HEAD's again:
+		// no commit, but the record says what the restore changed.
+		rec.Message = fmt.Sprintf("restored %d keys of %s to %s; the state equals HEAD, nothing to commit", len(batch), a.Agent, a.Rev)
+		for _, t := range batch {
+			action := "modified"
+			if t.change.Delete {
+				action = "deleted"
+			}
+			rec.Changed = append(rec.Changed, proto.PathChange{Path: statePath(a.Agent, t.change.Key), Action: action})
+		}
+		rec.AuditSeq = batch[len(batch)-1].entry.Seq
+	}
+	return rec, err
+}
