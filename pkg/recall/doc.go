@@ -1,0 +1,44 @@
+// Package recall is the retrieval engine behind agent memory: a pure,
+// in-memory library that indexes short texts and answers free-text queries
+// with a hybrid of lexical and dense signals (issue 5).
+//
+// Design:
+//
+//   - Analysis: Unicode letters and digits, lowercased, diacritics folded
+//     (Tokenize), a small general English stop list, and a Porter2 stemmer
+//     written here (Stem; checked against Snowball's reference pairs).
+//   - Lexical: an inverted index with incremental Add and Delete. Documents
+//     get internal numbers in insertion order, so posting lists are plain
+//     sorted []uint32 with []uint16 term frequencies, appended to on Add and
+//     spliced on Delete. A forward index (terms per document) serves Delete,
+//     feedback and the dense signal. Ranking is BM25 (k1 1.2, b 0.75 by
+//     default, see Params) with MaxScore dynamic pruning over per-term score
+//     upper bounds, so top-k of 2-3 word OR queries touches few postings.
+//   - Dense: each stem and its character trigrams are hashed with blake3 into
+//     a signed 256-dimensional vector (no model to download); a document's
+//     vector is the idf-weighted sum of its terms', built on the fly from the
+//     forward index. An external embedding per document (Doc.Vector) and per
+//     query (Options.QueryVector) replaces it when given, see Embedder.
+//   - Hybrid search: RM3-style pseudo relevance feedback (5 documents, 10
+//     terms, original query weight 0.7) expands the query; the BM25 top 20
+//     candidates of the expanded query are ranked again by dense cosine, and
+//     both rankings are fused by reciprocal rank fusion (k 60); importance and
+//     recency only break ties. Dense scoring never scans the whole corpus.
+//   - Persistence: Save/Load write the vocabulary and the forward index in a
+//     versioned, CRC-32C-checked varint format; Load rebuilds postings in two
+//     passes. Rebuild builds an index from the documents, the source of truth.
+//
+// Measured on CISI (76 judged queries, title+abstract; cisi_test.go):
+// BM25 MAP 0.2175, nDCG@10 0.3965; hybrid MAP 0.2396, nDCG@10 0.4290 (1.08x).
+// Tried: RM3 alone over feedback docs 5/10/20, terms 10/20/40, weight
+// 0.3/0.5/0.7 (nDCG@10 0.386-0.426; 10/20/0.5 gives 0.415), dense rerank of
+// 10-200 candidates (best at 10-20; more candidates let the weak hashed
+// signal pull in worse documents), dense fusion without feedback (0.399).
+//
+// Speed on the synthetic corpus of bench_test.go (~30-word documents,
+// Zipfian vocabulary of 20k words, 2-3 word OR queries, top 10, one core of
+// an AMD EPYC): at 100k documents BM25 p50 71 µs, p99 0.75 ms; hybrid p50
+// 0.48 ms, p99 4.6 ms; build 53k docs/s. At 1M documents: BM25 p50 0.29 ms,
+// p99 4.6 ms; hybrid p50 1.9 ms, p99 32 ms; build 40k docs/s; Save 0.66 s,
+// Load 1.49 s, file 75 MiB.
+package recall

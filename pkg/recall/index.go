@@ -1,0 +1,420 @@
+package recall
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Doc is one document to index.
+type Doc struct {
+	// ID names the document; adding an ID again replaces the document.
+	ID string
+	// Text is analyzed into terms; it is not stored.
+	Text string
+	// Time is when the document was made; newer wins ties.
+	Time time.Time
+	// Importance in [0, 1] breaks ties after recency.
+	Importance float32
+	// Vector is an optional external embedding (for example from an
+	// OpenAI-compatible endpoint). When both it and Options.QueryVector are
+	// set, it replaces the hashed dense signal for this document.
+	Vector []float32
+}
+
+// Params are the BM25 parameters.
+type Params struct {
+	K1, B float64
+}
+
+// DefaultParams are the usual BM25 parameters.
+var DefaultParams = Params{K1: 1.2, B: 0.75}
+
+// ErrEmptyID is returned when a document has no ID.
+var ErrEmptyID = errors.New("recall: document has an empty ID")
+
+// maxTF caps a term frequency so that it fits a posting.
+const maxTF = math.MaxUint16
+
+type termFreq struct {
+	term uint32
+	tf   uint16
+}
+
+// postings holds the documents of one term, sorted by internal number.
+type postings struct {
+	docs []uint32
+	tfs  []uint16
+	// maxTF and minLen bound the BM25 score of the term from above; they are
+	// only raised (lowered) on Add, so they stay valid bounds after Delete.
+	maxTF  uint16
+	minLen uint32
+}
+
+type docInfo struct {
+	id         string
+	terms      []termFreq
+	time       int64
+	importance float32
+	vec        []float32
+}
+
+// Index is an in-memory inverted index with BM25 ranking, safe for
+// concurrent use. Documents get internal numbers in the order they are
+// added, so posting lists stay sorted with appends only.
+type Index struct {
+	mu     sync.RWMutex
+	params Params
+
+	termIDs  map[string]uint32
+	termStr  []string
+	post     []postings
+	termFeat [][]int32 // hashed dense features of each term, see dense.go
+
+	docs     []docInfo // by internal number; a deleted slot has id ""
+	docLen   []uint32  // by internal number, kept apart for cache locality
+	byID     map[string]uint32
+	live     int
+	totalLen int64
+}
+
+// New returns an empty index with the given BM25 parameters.
+func New(p Params) *Index {
+	return &Index{params: p, termIDs: map[string]uint32{}, byID: map[string]uint32{}}
+}
+
+// Len returns the number of documents.
+func (ix *Index) Len() int {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.live
+}
+
+// Has reports whether a document with this ID is indexed.
+func (ix *Index) Has(id string) bool {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	_, ok := ix.byID[id]
+	return ok
+}
+
+// Add indexes a document, replacing any document with the same ID.
+func (ix *Index) Add(d Doc) error {
+	if d.ID == "" {
+		return ErrEmptyID
+	}
+	terms := Analyze(d.Text)
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if n, ok := ix.byID[d.ID]; ok {
+		ix.deleteLocked(n)
+	}
+	var t int64
+	if !d.Time.IsZero() {
+		t = d.Time.UnixNano()
+	}
+	ix.addLocked(d.ID, terms, t, d.Importance, d.Vector)
+	return nil
+}
+
+// AddBatch indexes many documents under one lock.
+func (ix *Index) AddBatch(docs []Doc) error {
+	analyzed := make([][]string, len(docs))
+	for i, d := range docs {
+		if d.ID == "" {
+			return fmt.Errorf("document %d of batch: %w", i, ErrEmptyID)
+		}
+		analyzed[i] = Analyze(d.Text)
+	}
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	for i, d := range docs {
+		if n, ok := ix.byID[d.ID]; ok {
+			ix.deleteLocked(n)
+		}
+		var t int64
+		if !d.Time.IsZero() {
+			t = d.Time.UnixNano()
+		}
+		ix.addLocked(d.ID, analyzed[i], t, d.Importance, d.Vector)
+	}
+	return nil
+}
+
+func (ix *Index) termID(s string) uint32 {
+	if id, ok := ix.termIDs[s]; ok {
+		return id
+	}
+	id := uint32(len(ix.termStr))
+	ix.termIDs[s] = id
+	ix.termStr = append(ix.termStr, s)
+	ix.post = append(ix.post, postings{minLen: math.MaxUint32})
+	ix.termFeat = append(ix.termFeat, termFeatures(s))
+	return id
+}
+
+// addLocked adds an analyzed document; terms are consumed in order.
+func (ix *Index) addLocked(id string, terms []string, t int64, imp float32, vec []float32) {
+	counts := make(map[uint32]uint32, len(terms))
+	var order []uint32
+	for _, s := range terms {
+		tid := ix.termID(s)
+		if counts[tid] == 0 {
+			order = append(order, tid)
+		}
+		counts[tid]++
+	}
+	tfs := make([]termFreq, len(order))
+	for i, tid := range order {
+		tfs[i] = termFreq{tid, uint16(min(counts[tid], maxTF))}
+	}
+	ix.insertLocked(id, tfs, uint32(len(terms)), t, imp, vec)
+}
+
+func (ix *Index) insertLocked(id string, tfs []termFreq, length uint32, t int64, imp float32, vec []float32) {
+	n := uint32(len(ix.docs))
+	for _, tf := range tfs {
+		p := &ix.post[tf.term]
+		p.docs = append(p.docs, n)
+		p.tfs = append(p.tfs, tf.tf)
+		p.maxTF = max(p.maxTF, tf.tf)
+		p.minLen = min(p.minLen, length)
+	}
+	ix.docs = append(ix.docs, docInfo{id: id, terms: tfs, time: t, importance: imp, vec: vec})
+	ix.docLen = append(ix.docLen, length)
+	ix.byID[id] = n
+	ix.live++
+	ix.totalLen += int64(length)
+}
+
+// Delete removes a document and reports whether it was present.
+func (ix *Index) Delete(id string) bool {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	n, ok := ix.byID[id]
+	if ok {
+		ix.deleteLocked(n)
+	}
+	return ok
+}
+
+func (ix *Index) deleteLocked(n uint32) {
+	d := &ix.docs[n]
+	for _, tf := range d.terms {
+		p := &ix.post[tf.term]
+		i := sort.Search(len(p.docs), func(i int) bool { return p.docs[i] >= n })
+		if i < len(p.docs) && p.docs[i] == n {
+			p.docs = append(p.docs[:i], p.docs[i+1:]...)
+			p.tfs = append(p.tfs[:i], p.tfs[i+1:]...)
+		}
+	}
+	delete(ix.byID, d.id)
+	ix.totalLen -= int64(ix.docLen[n])
+	ix.live--
+	*d = docInfo{}
+	ix.docLen[n] = 0
+}
+
+// qterm is a query term with its weight.
+type qterm struct {
+	term   uint32
+	weight float64
+}
+
+// scored is a document number with a score.
+type scored struct {
+	doc   uint32
+	score float64
+}
+
+func (ix *Index) idf(df int) float64 {
+	n := float64(ix.live)
+	return math.Log(1 + (n-float64(df)+0.5)/(float64(df)+0.5))
+}
+
+// queryTerms maps analyzed query words to weighted terms known to the index;
+// a repeated word weighs more.
+func (ix *Index) queryTerms(words []string) []qterm {
+	var out []qterm
+	idx := map[uint32]int{}
+	for _, w := range words {
+		tid, ok := ix.termIDs[w]
+		if !ok || len(ix.post[tid].docs) == 0 {
+			continue
+		}
+		if i, ok := idx[tid]; ok {
+			out[i].weight++
+			continue
+		}
+		idx[tid] = len(out)
+		out = append(out, qterm{tid, 1})
+	}
+	return out
+}
+
+// cursor walks one posting list during top-k retrieval.
+type cursor struct {
+	docs []uint32
+	tfs  []uint16
+	pos  int
+	w    float64 // weight * idf * (k1+1)
+	ub   float64 // upper bound of the term's contribution
+}
+
+func (c *cursor) doc() uint32 {
+	if c.pos < len(c.docs) {
+		return c.docs[c.pos]
+	}
+	return math.MaxUint32
+}
+
+// seek moves to the first posting >= d by galloping then binary search.
+func (c *cursor) seek(d uint32) {
+	lo := c.pos
+	if lo >= len(c.docs) || c.docs[lo] >= d {
+		return
+	}
+	step := 1
+	hi := lo + 1
+	for hi < len(c.docs) && c.docs[hi] < d {
+		lo = hi
+		step *= 2
+		hi = lo + step
+	}
+	hi = min(hi, len(c.docs))
+	// docs[lo] < d; find first in (lo, hi] >= d.
+	c.pos = lo + 1 + sort.Search(hi-lo-1, func(i int) bool { return c.docs[lo+1+i] >= d })
+}
+
+// topK returns the k best documents for weighted terms under BM25, best
+// first, using MaxScore dynamic pruning: terms are ordered by their score
+// upper bound, and the terms whose bounds together cannot lift a document
+// above the current k-th score are only probed, never iterated.
+func (ix *Index) topK(q []qterm, k int, accept func(n uint32) bool) []scored {
+	if k <= 0 || len(q) == 0 || ix.live == 0 {
+		return nil
+	}
+	k1, b := ix.params.K1, ix.params.B
+	invAvg := float64(ix.live) / float64(max(ix.totalLen, 1))
+	curs := make([]cursor, 0, len(q))
+	for _, t := range q {
+		p := &ix.post[t.term]
+		if len(p.docs) == 0 || t.weight <= 0 {
+			continue
+		}
+		w := t.weight * ix.idf(len(p.docs)) * (k1 + 1)
+		tf := float64(p.maxTF)
+		ub := w * tf / (tf + k1*(1-b+b*float64(p.minLen)*invAvg))
+		curs = append(curs, cursor{docs: p.docs, tfs: p.tfs, w: w, ub: ub})
+	}
+	sort.Slice(curs, func(i, j int) bool { return curs[i].ub < curs[j].ub })
+	prefix := make([]float64, len(curs))
+	sum := 0.0
+	for i := range curs {
+		sum += curs[i].ub
+		prefix[i] = sum
+	}
+	h := make(minHeap, 0, k)
+	threshold := 0.0
+	firstEss := 0
+	contrib := func(c *cursor, d uint32) float64 {
+		tf := float64(c.tfs[c.pos])
+		return c.w * tf / (tf + k1*(1-b+b*float64(ix.docLen[d])*invAvg))
+	}
+	for firstEss < len(curs) {
+		d := uint32(math.MaxUint32)
+		for i := firstEss; i < len(curs); i++ {
+			d = min(d, curs[i].doc())
+		}
+		if d == math.MaxUint32 {
+			break
+		}
+		score := 0.0
+		for i := firstEss; i < len(curs); i++ {
+			c := &curs[i]
+			if c.doc() == d {
+				score += contrib(c, d)
+				c.pos++
+			}
+		}
+		for i := firstEss - 1; i >= 0; i-- {
+			if score+prefix[i] <= threshold {
+				break
+			}
+			c := &curs[i]
+			c.seek(d)
+			if c.doc() == d {
+				score += contrib(c, d)
+			}
+		}
+		if len(h) == k && score <= threshold {
+			continue
+		}
+		if accept != nil && !accept(d) {
+			continue
+		}
+		if len(h) < k {
+			h.push(scored{d, score})
+		} else {
+			h[0] = scored{d, score}
+			h.fix()
+		}
+		if len(h) == k {
+			threshold = h[0].score
+			for firstEss < len(curs) && prefix[firstEss] <= threshold {
+				firstEss++
+			}
+		}
+	}
+	out := []scored(h)
+	sort.Slice(out, func(i, j int) bool { return better(out[i], out[j]) })
+	return out
+}
+
+// better orders by score, then by the newer document.
+func better(a, b scored) bool {
+	if a.score != b.score {
+		return a.score > b.score
+	}
+	return a.doc > b.doc
+}
+
+// minHeap keeps the k best scored documents with the worst at the root.
+type minHeap []scored
+
+func (h *minHeap) push(s scored) {
+	*h = append(*h, s)
+	a := *h
+	i := len(a) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if !better(a[p], a[i]) {
+			break
+		}
+		a[p], a[i] = a[i], a[p]
+		i = p
+	}
+}
+
+// fix restores the heap after the root was replaced.
+func (h minHeap) fix() {
+	i := 0
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			return
+		}
+		m := l
+		if r := l + 1; r < len(h) && better(h[l], h[r]) {
+			m = r
+		}
+		if !better(h[i], h[m]) {
+			return
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+}

@@ -1,0 +1,196 @@
+package recall
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// synthCorpus makes n documents of about 30 words drawn from a Zipfian
+// vocabulary of vocab words, deterministically.
+func synthCorpus(n, vocab int, seed uint64) ([]Doc, []string) {
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	words := make([]string, vocab)
+	for i := range words {
+		// Letters only, so that stemming leaves distinct words mostly apart.
+		var sb strings.Builder
+		x := i + 1
+		for x > 0 {
+			sb.WriteByte(byte('a' + x%26))
+			x /= 26
+		}
+		words[i] = "w" + sb.String() + "q"
+	}
+	zipf := rand.NewZipf(rng, 1.07, 2, uint64(vocab-1))
+	docs := make([]Doc, n)
+	var sb strings.Builder
+	for i := range docs {
+		sb.Reset()
+		for j := 0; j < 25+rng.IntN(11); j++ {
+			sb.WriteString(words[zipf.Uint64()])
+			sb.WriteByte(' ')
+		}
+		docs[i] = Doc{ID: fmt.Sprint("d", i), Text: sb.String()}
+	}
+	return docs, words
+}
+
+// bruteBM25 scores every document, for checking the pruned search.
+func bruteBM25(ix *Index, query string) []scored {
+	q := ix.queryTerms(Analyze(query))
+	k1, b := ix.params.K1, ix.params.B
+	avg := float64(ix.totalLen) / float64(ix.live)
+	scores := map[uint32]float64{}
+	for _, t := range q {
+		p := &ix.post[t.term]
+		idf := ix.idf(len(p.docs))
+		for i, d := range p.docs {
+			tf := float64(p.tfs[i])
+			scores[d] += t.weight * idf * tf * (k1 + 1) / (tf + k1*(1-b+b*float64(ix.docLen[d])/avg))
+		}
+	}
+	var out []scored
+	for d, s := range scores {
+		out = append(out, scored{d, s})
+	}
+	sort.Slice(out, func(i, j int) bool { return better(out[i], out[j]) })
+	return out
+}
+
+func TestTopKMatchesBruteForce(t *testing.T) {
+	docs, words := synthCorpus(5000, 2000, 1)
+	ix := New(DefaultParams)
+	if err := ix.AddBatch(docs); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 500; i += 3 {
+		ix.Delete(fmt.Sprint("d", i*7))
+	}
+	rng := rand.New(rand.NewPCG(2, 3))
+	for i := 0; i < 200; i++ {
+		query := fmt.Sprint(words[rng.IntN(50)], " ", words[rng.IntN(2000)], " ", words[rng.IntN(500)])
+		hits, err := ix.Search(query, Options{K: 10, BM25Only: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := bruteBM25(ix, query)
+		want = want[:min(10, len(want))]
+		if len(hits) != len(want) {
+			t.Fatalf("%q: %d hits, want %d", query, len(hits), len(want))
+		}
+		for j := range want {
+			if math.Abs(hits[j].Score-want[j].score) > 1e-9 {
+				t.Fatalf("%q: hit %d score %v, want %v", query, j, hits[j].Score, want[j].score)
+			}
+		}
+	}
+}
+
+func TestAddDeleteSearch(t *testing.T) {
+	ix := New(DefaultParams)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(ix.Add(Doc{ID: "a", Text: "The disk is full on the web server"}))
+	must(ix.Add(Doc{ID: "b", Text: "nginx restarted after the certificate renewal"}))
+	must(ix.Add(Doc{ID: "c", Text: "Disks filling up: rotate logs"}))
+	if err := ix.Add(Doc{Text: "x"}); !errors.Is(err, ErrEmptyID) {
+		t.Fatalf("empty ID: err %v", err)
+	}
+	if _, err := ix.Search("the of", Options{}); !errors.Is(err, ErrEmptyQuery) {
+		t.Fatalf("stop-word query: err %v", err)
+	}
+	hits, err := ix.Search("disk full", Options{K: 2})
+	must(err)
+	if len(hits) != 2 || hits[0].ID != "a" || hits[1].ID != "c" {
+		t.Fatalf("hits %+v", hits)
+	}
+	if !ix.Delete("a") || ix.Delete("a") || ix.Len() != 2 {
+		t.Fatal("delete")
+	}
+	must(ix.Add(Doc{ID: "c", Text: "nginx certificate"})) // replaces
+	hits, err = ix.Search("disk", Options{})
+	must(err)
+	if len(hits) != 0 {
+		t.Fatalf("deleted docs still found: %+v", hits)
+	}
+	hits, err = ix.Search("nginx", Options{Filter: func(id string) bool { return id != "b" }})
+	must(err)
+	if len(hits) != 1 || hits[0].ID != "c" {
+		t.Fatalf("filtered hits %+v", hits)
+	}
+}
+
+func TestSaveLoad(t *testing.T) {
+	docs, words := synthCorpus(2000, 500, 4)
+	docs[0].Vector = []float32{1, 0, 0.5}
+	ix, err := Rebuild(DefaultParams, docs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix.Delete("d5")
+	var buf bytes.Buffer
+	if err := ix.Save(&buf); err != nil {
+		t.Fatal(err)
+	}
+	data := buf.Bytes()
+	ix2, err := Load(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ix2.Len() != ix.Len() || ix2.Has("d5") || !ix2.Has("d6") {
+		t.Fatalf("loaded %d docs, want %d", ix2.Len(), ix.Len())
+	}
+	for i := 0; i < 50; i++ {
+		q := words[i] + " " + words[i*7%500]
+		a, _ := ix.Search(q, Options{})
+		b, _ := ix2.Search(q, Options{})
+		if fmt.Sprint(a) != fmt.Sprint(b) {
+			t.Fatalf("%q: before %v\nafter %v", q, a, b)
+		}
+	}
+	for _, bad := range [][]byte{nil, data[:len(data)/2], append([]byte("XX"), data[2:]...)} {
+		if _, err := Load(bytes.NewReader(bad)); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("Load of %d bad bytes: err %v, want ErrCorrupt", len(bad), err)
+		}
+	}
+	flipped := bytes.Clone(data)
+	flipped[len(flipped)/2] ^= 1
+	if _, err := Load(bytes.NewReader(flipped)); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("Load of a flipped bit: err %v", err)
+	}
+}
+
+func TestConcurrent(t *testing.T) {
+	docs, words := synthCorpus(1000, 300, 5)
+	ix := New(DefaultParams)
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < len(docs); i += 4 {
+				if w%2 == 0 {
+					ix.Add(docs[i])
+				} else {
+					ix.Search(words[i%300], Options{})
+					ix.Delete(docs[i-1].ID)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	var buf bytes.Buffer
+	if err := ix.Save(&buf); err != nil {
+		t.Fatal(err)
+	}
+}

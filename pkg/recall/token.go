@@ -1,0 +1,109 @@
+package recall
+
+import (
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// maxTokenBytes bounds a token: longer runs of letters (base64, hashes) are
+// cut so that one line cannot blow up the vocabulary with huge terms.
+const maxTokenBytes = 64
+
+// Tokenize splits text into lowercase words made of Unicode letters and
+// digits. Combining marks are dropped and common Latin letters with
+// diacritics are folded to their base letter, so "café" written precomposed
+// or decomposed gives the same token "cafe". An apostrophe inside a word is
+// kept (the stemmer removes the possessive). Invalid UTF-8 bytes separate
+// words.
+func Tokenize(text string) []string {
+	var out []string
+	var sb strings.Builder
+	flush := func() {
+		if sb.Len() > 0 {
+			w := strings.Trim(sb.String(), "'")
+			if w != "" {
+				out = append(out, w)
+			}
+			sb.Reset()
+		}
+	}
+	for i := 0; i < len(text); {
+		r, size := utf8.DecodeRuneInString(text[i:])
+		i += size
+		switch {
+		case r == utf8.RuneError && size <= 1:
+			flush()
+		case r < 0x80 && (r >= 'a' && r <= 'z' || r >= '0' && r <= '9'):
+			sb.WriteByte(byte(r))
+		case r < 0x80 && r >= 'A' && r <= 'Z':
+			sb.WriteByte(byte(r) + 'a' - 'A')
+		case r == '\'' || r == '\u2019':
+			if sb.Len() > 0 {
+				sb.WriteByte('\'')
+			}
+		case unicode.Is(unicode.Mn, r):
+			// A combining mark: drop it, keep the base letter.
+		case unicode.IsLetter(r) || unicode.IsDigit(r):
+			r = unicode.ToLower(r)
+			if f, ok := latinFold[r]; ok {
+				sb.WriteString(f)
+			} else {
+				sb.WriteRune(r)
+			}
+		default:
+			flush()
+		}
+		if sb.Len() >= maxTokenBytes {
+			flush()
+		}
+	}
+	flush()
+	return out
+}
+
+// latinFold maps lowercase Latin-1 and Latin Extended-A letters to ASCII.
+var latinFold = map[rune]string{}
+
+func init() {
+	groups := map[string]string{
+		"a": "àáâãäåāăą", "c": "çćĉċč", "d": "ďđ", "e": "èéêëēĕėęě", "g": "ĝğġģ",
+		"h": "ĥħ", "i": "ìíîïĩīĭįı", "j": "ĵ", "k": "ķ", "l": "ĺļľŀł", "n": "ñńņňŉ",
+		"o": "òóôõöøōŏő", "r": "ŕŗř", "s": "śŝşš", "t": "ţťŧ", "u": "ùúûüũūŭůűų",
+		"w": "ŵ", "y": "ýÿŷ", "z": "źżž", "ae": "æ", "oe": "œ", "ss": "ß", "th": "þ",
+	}
+	for base, letters := range groups {
+		for _, r := range letters {
+			latinFold[r] = base
+		}
+	}
+}
+
+// stopWords is a small general English list of function words; it holds no
+// collection-specific terms.
+var stopWords = func() map[string]struct{} {
+	m := map[string]struct{}{}
+	for _, w := range strings.Fields(`a about above after again against all am an and any are as at be
+	because been before being below between both but by can could did do does doing down during each
+	few for from further had has have having he her here hers herself him himself his how i if in into
+	is it its itself just me more most my myself no nor not now of off on once only or other our ours
+	ourselves out over own same she should so some such than that the their theirs them themselves then
+	there these they this those through to too under until up very was we were what when where which
+	while who whom why will with would you your yours yourself yourselves`) {
+		m[w] = struct{}{}
+	}
+	return m
+}()
+
+// Analyze turns text into index terms: tokens without stop words, stemmed.
+func Analyze(text string) []string {
+	toks := Tokenize(text)
+	out := toks[:0]
+	for _, t := range toks {
+		if _, stop := stopWords[t]; stop {
+			continue
+		}
+		out = append(out, Stem(t))
+	}
+	return out
+}
