@@ -18,7 +18,6 @@ import (
 
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/cliutil"
-	"github.com/oxios/oxios/pkg/kernel"
 	"github.com/oxios/oxios/pkg/proto"
 )
 
@@ -276,7 +275,7 @@ func verifyCmd(c *cli.Context) error {
 		if err != nil {
 			return cliutil.Failf("reading %s: %v", name, err)
 		}
-		rec = kernel.VerifyRecord(name, rep)
+		rec = rep.Record(name)
 	case data != "":
 		dir, err := auditDir(data)
 		if err != nil {
@@ -286,7 +285,7 @@ func verifyCmd(c *cli.Context) error {
 		if err != nil {
 			return cliutil.Failf("reading %s: %v", dir, err)
 		}
-		rec = kernel.VerifyRecord(dir, rep)
+		rec = rep.Record(dir)
 	default:
 		cl, err := cliutil.Connect(c)
 		if err != nil {

@@ -11,6 +11,8 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+
+	"github.com/oxios/oxios/pkg/proto"
 )
 
 // Report is the outcome of a verification.
@@ -33,6 +35,15 @@ type Report struct {
 	// Note says what is fine but worth knowing: a torn last line that Open
 	// will cut, a head behind the log, an ignored torn head slot.
 	Note string `json:"note,omitempty"`
+}
+
+// Record is the report as the audit_verify record that ox-audit prints;
+// source names what was verified.
+func (r Report) Record(source string) proto.AuditVerify {
+	return proto.AuditVerify{
+		Type: proto.RecordAuditVerify, Source: source, OK: r.OK, Entries: r.Entries,
+		HeadSeq: r.HeadSeq, HeadHash: r.HeadHash, FirstBad: r.FirstBad, Problem: r.Problem, Note: r.Note,
+	}
 }
 
 // Verify recomputes the whole chain of the log in dir, offline, and checks

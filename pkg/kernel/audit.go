@@ -198,15 +198,7 @@ func (k *Kernel) AuditVerify(ctx context.Context, c *Cred) (proto.AuditVerify, e
 	if err != nil {
 		return proto.AuditVerify{}, ioError(err)
 	}
-	return VerifyRecord("oxiosd", rep), nil
-}
-
-// VerifyRecord is the audit_verify record of a report.
-func VerifyRecord(source string, r audit.Report) proto.AuditVerify {
-	return proto.AuditVerify{
-		Type: proto.RecordAuditVerify, Source: source, OK: r.OK, Entries: r.Entries,
-		HeadSeq: r.HeadSeq, HeadHash: r.HeadHash, FirstBad: r.FirstBad, Problem: r.Problem, Note: r.Note,
-	}
+	return rep.Record("oxiosd"), nil
 }
 
 // AuditExport emits every durable line of the log and then its head line:

@@ -125,6 +125,7 @@ func (k *Kernel) committer() {
 func (k *Kernel) commit(batch []*tx) {
 	b := k.state.Begin()
 	entries := make([]*audit.Entry, 0, len(batch))
+	var dirty []string
 	now := time.Now().UTC()
 	for _, t := range batch {
 		if t.change != nil {
@@ -134,7 +135,7 @@ func (k *Kernel) commit(batch []*tx) {
 				// Marked before the journal write: a checkpoint after it
 				// must find the path in the set it saves (a failed batch
 				// leaves a harmless extra path).
-				k.markDirty(statePath(t.change.Agent, t.change.Key))
+				dirty = append(dirty, statePath(t.change.Agent, t.change.Key))
 			}
 		}
 		if e := t.entry; e != nil {
@@ -159,6 +160,7 @@ func (k *Kernel) commit(batch []*tx) {
 			}
 		}
 	}
+	k.markDirty(dirty...)
 	if err := b.Write(); err != nil {
 		fail(err)
 		return

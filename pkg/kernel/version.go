@@ -95,9 +95,16 @@ func (k *Kernel) openVersioning() error {
 
 const uncommittedMagic = "oxios-uncommitted 1\n"
 
-func (k *Kernel) markDirty(p string) {
+// markDirty records uncommitted paths; the committer marks a batch's
+// under one lock.
+func (k *Kernel) markDirty(paths ...string) {
+	if len(paths) == 0 {
+		return
+	}
 	k.ver.mu.Lock()
-	k.ver.dirty[p] = struct{}{}
+	for _, p := range paths {
+		k.ver.dirty[p] = struct{}{}
+	}
 	k.ver.mu.Unlock()
 }
 
