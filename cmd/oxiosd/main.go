@@ -1,7 +1,8 @@
 // Command oxiosd is the Oxios kernel daemon: it owns agent state, the
 // audit log and policy, and serves them over a Unix socket. See oxiosd(8).
 //
-// It is assembled once at start: config -> kernel -> socket server.
+// It is assembled once at start: config -> kernel -> socket server and
+// FUSE mount.
 package main
 
 import (
@@ -15,6 +16,7 @@ import (
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/urfave/cli/v2"
 
+	"github.com/oxios/oxios/fs"
 	"github.com/oxios/oxios/pkg/cliutil"
 	"github.com/oxios/oxios/pkg/config"
 	"github.com/oxios/oxios/pkg/kernel"
@@ -102,11 +104,7 @@ func run(c *cli.Context) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 
-	if cfg.NoMount {
-		log.Info("filesystem mount disabled (--no-mount)")
-	} else {
-		log.Info("filesystem mount not available in this version; serving over the socket only", "mount", cfg.Mount)
-	}
+	mnt := mount(cfg, k, log)
 	log.Info("oxiosd ready", "version", version, "socket", cfg.Socket, "activated", activated, "data", cfg.Data, "config", cfg.File)
 	daemon.SdNotify(false, daemon.SdNotifyReady)
 
@@ -147,6 +145,13 @@ loop:
 	daemon.SdNotify(false, daemon.SdNotifyStopping)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	if mnt != nil {
+		// Unmounted before the kernel closes: saves of files closed
+		// through the mount are queued to it until the very end.
+		if err := mnt.Close(); err != nil {
+			log.Warn("unmounting", "mount", mnt.Dir(), "err", err)
+		}
+	}
 	if err := srv.Shutdown(ctx); err != nil {
 		log.Warn("connections did not finish in time", "err", err)
 	}
@@ -164,4 +169,31 @@ loop:
 		log.Info("stopped")
 	}
 	return exitErr
+}
+
+// mount mounts the agents' filesystem, or says in one line why not: the
+// daemon serves over the socket either way.
+func mount(cfg config.Config, k *kernel.Kernel, log *slog.Logger) *fs.Mount {
+	if cfg.NoMount {
+		log.Info("filesystem mount disabled (--no-mount); serving over the socket only")
+		return nil
+	}
+	if err := fs.Available(); err != nil {
+		log.Warn("filesystem mount not available; serving over the socket only", "mount", cfg.Mount, "err", err)
+		return nil
+	}
+	m, err := fs.New(k, fs.Options{
+		Dir: cfg.Mount,
+		// Other users reach the mount only if the configuration grants
+		// some; oxiosd then checks each request.
+		AllowOther: len(cfg.Access.Admins) > 0 || len(cfg.Access.Users) > 0,
+		Debug:      os.Getenv("OXIOS_FUSE_DEBUG") != "",
+		Log:        log,
+	})
+	if err != nil {
+		log.Error("filesystem mount failed; serving over the socket only", "mount", cfg.Mount, "err", err)
+		return nil
+	}
+	log.Info("filesystem mounted", "mount", m.Dir())
+	return m
 }

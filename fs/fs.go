@@ -1,0 +1,305 @@
+// Package fs is the FUSE view of the agents' world, mounted by oxiosd:
+//
+//	/agent/NAME/state/...                 read-write: a file is a key, a folder a key prefix
+//	/agent/NAME/mem/{working,episodic,semantic}/   read-only, empty until memory exists
+//	/agent/NAME/policy                    read-only (no policy subsystem yet: empty)
+//	/agent/NAME/status                    read-only JSON: keys, bytes, last change
+//	/audit/log  /audit/head               read-only
+//
+// It is a thin adapter over the kernel's syscall methods (package kernel)
+// and reaches no data any other way: every read, write and refusal is the
+// same syscall, policy-checked and audited, as over the socket. Kernel
+// errors become errnos in exactly one function, errno.
+//
+// Values are whole, so a file's writes go to an in-memory working copy
+// shared by its open handles, and its new content is handed to the kernel
+// when a handle is closed (queued for the next group commit: visible
+// through the mount at once, and to socket clients once durable, within a
+// commit) or fsynced (and fsync returns only once it is durable). See
+// file.go.
+//
+// Caching is deliberate: entries and attributes are cached by the kernel
+// for an hour and file pages are kept across opens, because a stat that
+// reaches the daemon costs 20-50x one that does not. Coherence comes from
+// the kernel's bus instead of timeouts: every durable change made over the
+// socket invalidates the entry, attributes and pages it touched (see
+// notify.go).
+package fs
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/oxios/oxios/pkg/bus"
+	"github.com/oxios/oxios/pkg/kernel"
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+// Cache timeouts. Entries and attributes live long: every change that
+// does not come through the mount is announced on the bus and invalidated
+// at once (notify.go), so a timeout only bounds how long a lost
+// invalidation could last (a lost event also triggers a sweep). Failed
+// lookups are kept shorter: after a sweep, negative entries are the one
+// thing that cannot be enumerated and invalidated.
+const (
+	entryTimeout    = time.Hour
+	attrTimeout     = time.Hour
+	negativeTimeout = 10 * time.Second
+	// Generated files (status, audit) change with every syscall: their
+	// attributes are not cached at all (zero would mean "the default").
+	noCache = time.Nanosecond
+)
+
+// FS is the mounted view. Its nodes hold a pointer to it.
+type FS struct {
+	k   *kernel.Kernel
+	log *slog.Logger
+	// own is the tag of the changes made through the mount: the kernel
+	// puts it in their bus events, and the invalidator skips them (the
+	// kernel's caches already hold what was written).
+	own      *byte
+	uid, gid uint32
+	maxValue int64
+	// passthrough asks the kernel to read large files straight from their
+	// backing file (root only; go-fuse turns it off if the kernel refuses).
+	passthrough bool
+
+	root    *rootNode
+	agents  *agentsNode
+	started time.Time // the time of folders, which have none in the store
+	self    *kernel.Cred
+
+	mu          sync.Mutex
+	localAgents map[string]uint32            // mkdir /agent/NAME before any save: mode
+	localDirs   map[string]map[string]uint32 // agent -> folder made by mkdir, still empty in the store -> mode
+	busy        map[*fileNode]struct{}       // nodes with unsaved or unsynced content
+
+	refusedN atomic.Int32
+	refused  sync.Map // caller -> time.Time: refused by Identify, not asked again for a while
+
+	inflight atomic.Int64 // saves queued by close and not yet durable
+	closed   atomic.Bool  // Close has begun: requests fail with ENOTCONN
+
+	sub  *bus.Sub
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+func newFS(k *kernel.Kernel, log *slog.Logger) *FS {
+	f := &FS{
+		k:           k,
+		log:         log,
+		own:         new(byte),
+		uid:         uint32(os.Getuid()),
+		gid:         uint32(os.Getgid()),
+		maxValue:    int64(k.Config().Limits.MaxValue),
+		passthrough: os.Geteuid() == 0,
+		localAgents: map[string]uint32{},
+		localDirs:   map[string]map[string]uint32{},
+		busy:        map[*fileNode]struct{}{},
+		stop:        make(chan struct{}),
+		started:     time.Now(),
+	}
+	if f.maxValue <= 0 {
+		f.maxValue = proto.DefaultMaxValue
+	}
+	f.root = &rootNode{staticDir{fs: f, mode: 0o755, onAdd: f.build}}
+	return f
+}
+
+type caller struct {
+	uid uint32
+	pid uint32
+}
+
+// refuseFor is how long a refused caller is refused without asking the
+// kernel again: Identify audits each refusal, and one `ls` by a stranger
+// is dozens of requests.
+const refuseFor = 5 * time.Second
+
+// cred is who is asking, as the kernel sees them: the same Identify as a
+// socket connection, per request (a FUSE request carries the caller's
+// uid, gid and pid).
+func (f *FS) cred(ctx context.Context) (*kernel.Cred, syscall.Errno) {
+	if f.closed.Load() {
+		return nil, syscall.ENOTCONN
+	}
+	c, ok := fuse.FromContext(ctx)
+	if !ok {
+		return nil, syscall.EACCES
+	}
+	key := caller{c.Uid, c.Pid}
+	if f.refusedN.Load() > 0 {
+		if t, ok := f.refused.Load(key); ok {
+			if time.Since(t.(time.Time)) < refuseFor {
+				return nil, syscall.EACCES
+			}
+			f.refused.Delete(key)
+			f.refusedN.Add(-1)
+		}
+	}
+	kc, err := f.k.Identify(c.Uid, c.Gid, int32(c.Pid))
+	if err != nil {
+		if _, loaded := f.refused.Swap(key, time.Now()); !loaded {
+			f.refusedN.Add(1)
+		}
+		return nil, errno(err)
+	}
+	return kc, 0
+}
+
+// may returns the caller's Cred if they may act on agent.
+func (f *FS) may(ctx context.Context, agent string) (*kernel.Cred, syscall.Errno) {
+	c, e := f.cred(ctx)
+	if e != 0 {
+		return nil, e
+	}
+	if err := f.k.MayAct(c, agent); err != nil {
+		return nil, errno(err)
+	}
+	return c, 0
+}
+
+// errno is the one place where errors become errnos. Kernel errors carry
+// errno names (pkg/proto); the few that name no file-system condition are
+// mapped to the nearest one.
+func errno(err error) syscall.Errno {
+	if err == nil {
+		return 0
+	}
+	var pe *proto.Error
+	if errors.As(err, &pe) {
+		if e, ok := codes[pe.Code]; ok {
+			return e
+		}
+		return syscall.EIO
+	}
+	var en syscall.Errno
+	if errors.As(err, &en) {
+		return en
+	}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return syscall.ENOENT
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return syscall.EINTR
+	}
+	return syscall.EIO
+}
+
+// markBusy records that n has content the store does not have yet (or
+// not durably), so that Close can finish it.
+func (f *FS) markBusy(n *fileNode, busy bool) {
+	f.mu.Lock()
+	if busy {
+		f.busy[n] = struct{}{}
+	} else {
+		delete(f.busy, n)
+	}
+	f.mu.Unlock()
+}
+
+func (f *FS) busyNodes(agent string) []*fileNode {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	nodes := make([]*fileNode, 0, len(f.busy))
+	for n := range f.busy {
+		if agent == "" || n.agent == agent {
+			nodes = append(nodes, n)
+		}
+	}
+	return nodes
+}
+
+// syncAll hands every unsaved working copy to the kernel and waits until
+// all are durable: what Close does once the mount is gone.
+func (f *FS) syncAll() {
+	for _, n := range f.busyNodes("") {
+		n.sync(nil, true)
+	}
+}
+
+// settle waits until every save queued by closes of agent's files is
+// durable (working copies still open are left alone).
+func (f *FS) settle(agent string) {
+	for _, n := range f.busyNodes(agent) {
+		n.mu.Lock()
+		ch := n.settled
+		n.mu.Unlock()
+		if ch != nil {
+			<-ch
+		}
+	}
+}
+
+// statfs reports the file system that holds the data directory.
+func (f *FS) statfs(out *fuse.StatfsOut) syscall.Errno {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(f.k.Config().Data, &st); err != nil {
+		return errno(err)
+	}
+	out.FromStatfsT(&st)
+	out.NameLen = proto.MaxKeyElem
+	return 0
+}
+
+func (f *FS) isLocalDir(agent, prefix string) bool {
+	f.mu.Lock()
+	_, ok := f.localDirs[agent][prefix]
+	f.mu.Unlock()
+	return ok
+}
+
+func (f *FS) localDirMode(agent, prefix string) (uint32, bool) {
+	f.mu.Lock()
+	m, ok := f.localDirs[agent][prefix]
+	f.mu.Unlock()
+	return m, ok
+}
+
+// agentExists reports whether c sees agent: it has state, or was made by
+// mkdir and c may act on it.
+func (f *FS) agentExists(c *kernel.Cred, agent string) bool {
+	if f.k.AgentVisible(c, agent) {
+		return true
+	}
+	f.mu.Lock()
+	_, ok := f.localAgents[agent]
+	f.mu.Unlock()
+	return ok && f.k.MayAct(c, agent) == nil
+}
+
+// codes maps the kernel's error codes to errnos. Most are themselves; the
+// few that name no file-system condition map to the nearest one.
+var codes = map[string]syscall.Errno{
+	proto.EINVAL:       syscall.EINVAL,
+	proto.ENOENT:       syscall.ENOENT,
+	proto.EEXIST:       syscall.EEXIST,
+	proto.ENOTDIR:      syscall.ENOTDIR,
+	proto.EISDIR:       syscall.EISDIR,
+	proto.EPERM:        syscall.EPERM,
+	proto.EACCES:       syscall.EACCES,
+	proto.E2BIG:        syscall.EFBIG, // a value past limits.max_value: a file too large
+	proto.EMSGSIZE:     syscall.EFBIG,
+	proto.ENAMETOOLONG: syscall.ENAMETOOLONG,
+	proto.EBADMSG:      syscall.EIO,
+	proto.ENOSYS:       syscall.ENOSYS,
+	proto.EPROTO:       syscall.EIO,
+	proto.ESHUTDOWN:    syscall.ESHUTDOWN,
+	proto.EIO:          syscall.EIO,
+	proto.EDQUOT:       syscall.EDQUOT,
+}
+
+func (f *FS) setAttrOwner(a *fuse.Attr) {
+	a.Uid, a.Gid = f.uid, f.gid
+	a.Blksize = 4096
+}

@@ -1,0 +1,448 @@
+package fs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"syscall"
+
+	fusefs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/oxios/oxios/pkg/kernel"
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+// The fixed parts of the tree: /, /agent, /agent/NAME and what is in it
+// besides state, and /audit.
+
+// readOnly refuses every change to the fixed parts of the tree with EROFS
+// (go-fuse would otherwise let unlink and rmdir "succeed" on nodes that do
+// not implement them).
+type readOnly struct{}
+
+func (readOnly) Setattr(ctx context.Context, fh fusefs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	return syscall.EROFS
+}
+func (readOnly) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	return nil, syscall.EROFS
+}
+func (readOnly) Mknod(ctx context.Context, name string, mode, dev uint32, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	return nil, syscall.EROFS
+}
+func (readOnly) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, fusefs.FileHandle, uint32, syscall.Errno) {
+	return nil, nil, 0, syscall.EROFS
+}
+func (readOnly) Unlink(ctx context.Context, name string) syscall.Errno { return syscall.EROFS }
+func (readOnly) Rmdir(ctx context.Context, name string) syscall.Errno  { return syscall.EROFS }
+func (readOnly) Rename(ctx context.Context, name string, newParent fusefs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	return syscall.EROFS
+}
+func (readOnly) Link(ctx context.Context, target fusefs.InodeEmbedder, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	return nil, syscall.EROFS
+}
+func (readOnly) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	return nil, syscall.EROFS
+}
+
+// staticDir is a directory of fixed children, made in OnAdd. agent, if
+// set, is the agent the caller must be allowed to act on.
+type staticDir struct {
+	fusefs.Inode
+	readOnly
+	fs    *FS
+	agent string
+	mode  uint32
+	onAdd func(ctx context.Context, d *staticDir)
+}
+
+func (f *FS) newStatic(agent string, mode uint32, onAdd func(ctx context.Context, d *staticDir)) *staticDir {
+	return &staticDir{fs: f, agent: agent, mode: mode, onAdd: onAdd}
+}
+
+func (d *staticDir) OnAdd(ctx context.Context) {
+	if d.onAdd != nil {
+		d.onAdd(ctx, d)
+	}
+}
+
+func (d *staticDir) check(ctx context.Context) (*kernel.Cred, syscall.Errno) {
+	if d.agent != "" {
+		return d.fs.may(ctx, d.agent)
+	}
+	return d.fs.cred(ctx)
+}
+
+func (d *staticDir) fill(a *fuse.Attr) {
+	*a = fuse.Attr{Mode: syscall.S_IFDIR | d.mode, Nlink: 1}
+	a.SetTimes(&d.fs.started, &d.fs.started, &d.fs.started)
+	d.fs.setAttrOwner(a)
+}
+
+func (d *staticDir) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	if _, e := d.check(ctx); e != 0 {
+		return e
+	}
+	d.fill(&out.Attr)
+	return 0
+}
+
+func (d *staticDir) Access(ctx context.Context, mask uint32) syscall.Errno {
+	if _, e := d.check(ctx); e != 0 {
+		return e
+	}
+	if mask&2 != 0 { // W_OK
+		return syscall.EACCES
+	}
+	return 0
+}
+
+func (d *staticDir) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	return d.fs.statfs(out)
+}
+
+func (d *staticDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	c, e := d.check(ctx)
+	if e != 0 {
+		return nil, e
+	}
+	ch := d.GetChild(name)
+	if ch == nil {
+		return nil, syscall.ENOENT
+	}
+	return ch, attrOf(ctx, c, ch, out)
+}
+
+func (d *staticDir) OpendirHandle(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
+	c, e := d.check(ctx)
+	if e != 0 {
+		return nil, 0, e
+	}
+	var ents []entry
+	for name, ch := range d.Children() {
+		ents = append(ents, entry{name: name, dir: ch.IsDir()})
+	}
+	l := newListing(&d.Inode, ents)
+	l.node = func(ctx context.Context, e *entry) *fusefs.Inode {
+		if ch := d.GetChild(e.name); ch != nil {
+			return ch
+		}
+		// Gone since the listing was taken: an empty stand-in.
+		return d.NewInode(ctx, &fusefs.Inode{}, fusefs.StableAttr{Mode: syscall.S_IFREG})
+	}
+	l.attr = func(ctx context.Context, e *entry, ch *fusefs.Inode, out *fuse.EntryOut) syscall.Errno {
+		return attrOf(ctx, c, ch, out)
+	}
+	return l, 0, 0
+}
+
+// attrOf fills the entry of a child of a fixed directory.
+func attrOf(ctx context.Context, c *kernel.Cred, ch *fusefs.Inode, out *fuse.EntryOut) syscall.Errno {
+	switch n := ch.Operations().(type) {
+	case *staticDir:
+		n.fill(&out.Attr)
+	case *agentsNode:
+		n.fill(&out.Attr)
+	case *dirNode:
+		n.fill(&out.Attr)
+	case *genFile:
+		out.SetAttrTimeout(noCache)
+		return n.attr(ctx, c, &out.Attr)
+	case *auditLog:
+		out.SetAttrTimeout(noCache)
+		n.fill(&out.Attr)
+	default:
+		return syscall.ENOENT
+	}
+	return 0
+}
+
+// rootNode is the root: agent/ and audit/.
+type rootNode struct {
+	staticDir
+}
+
+// build makes the fixed tree below the root.
+func (f *FS) build(ctx context.Context, d *staticDir) {
+	f.agents = &agentsNode{fs: f}
+	d.AddChild("agent", d.NewPersistentInode(ctx, f.agents, fusefs.StableAttr{Mode: syscall.S_IFDIR}), true)
+	audit := f.newStatic("", 0o555, func(ctx context.Context, a *staticDir) {
+		a.AddChild("head", a.NewPersistentInode(ctx, f.newGen("", func(ctx context.Context, c *kernel.Cred) ([]byte, error) {
+			h, err := f.k.AuditHead(ctx, c)
+			if err != nil {
+				return nil, err
+			}
+			return jsonLine(h)
+		}), fusefs.StableAttr{Mode: syscall.S_IFREG}), true)
+		a.AddChild("log", a.NewPersistentInode(ctx, &auditLog{fs: f}, fusefs.StableAttr{Mode: syscall.S_IFREG}), true)
+	})
+	d.AddChild("audit", d.NewPersistentInode(ctx, audit, fusefs.StableAttr{Mode: syscall.S_IFDIR}), true)
+}
+
+func jsonLine(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// agentsNode is /agent: one folder per agent the caller may act on. mkdir
+// makes an agent's folder before its first key is saved (the admin's, or
+// a user's granted the name).
+type agentsNode struct {
+	fusefs.Inode
+	readOnly
+	fs *FS
+}
+
+func (a *agentsNode) fill(at *fuse.Attr) {
+	*at = fuse.Attr{Mode: syscall.S_IFDIR | 0o755, Nlink: 1}
+	at.SetTimes(&a.fs.started, &a.fs.started, &a.fs.started)
+	a.fs.setAttrOwner(at)
+}
+
+func (a *agentsNode) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	if _, e := a.fs.cred(ctx); e != 0 {
+		return e
+	}
+	a.fill(&out.Attr)
+	return 0
+}
+
+func (a *agentsNode) Access(ctx context.Context, mask uint32) syscall.Errno {
+	_, e := a.fs.cred(ctx)
+	return e
+}
+
+func (a *agentsNode) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	return a.fs.statfs(out)
+}
+
+// agent returns the node of agent name, making it (with its fixed
+// children) the first time.
+func (a *agentsNode) agent(ctx context.Context, name string) *fusefs.Inode {
+	if ch := a.GetChild(name); ch != nil {
+		return ch
+	}
+	return a.NewPersistentInode(ctx, a.fs.newAgent(name), fusefs.StableAttr{Mode: syscall.S_IFDIR})
+}
+
+func (a *agentsNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	c, e := a.fs.cred(ctx)
+	if e != 0 {
+		return nil, e
+	}
+	if proto.CheckAgent(name) != nil || !a.fs.agentExists(c, name) {
+		// Agents the caller may not act on are absent.
+		return nil, syscall.ENOENT
+	}
+	ch := a.agent(ctx, name)
+	ch.Operations().(*staticDir).fill(&out.Attr)
+	return ch, 0
+}
+
+func (a *agentsNode) OpendirHandle(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
+	c, e := a.fs.cred(ctx)
+	if e != 0 {
+		return nil, 0, e
+	}
+	names := a.fs.k.Agents(ctx, c)
+	a.fs.mu.Lock()
+	for n := range a.fs.localAgents {
+		names = append(names, n)
+	}
+	a.fs.mu.Unlock()
+	ents := make([]entry, 0, len(names))
+	for _, n := range names {
+		if a.fs.k.MayAct(c, n) == nil {
+			ents = append(ents, entry{name: n, dir: true})
+		}
+	}
+	l := newListing(&a.Inode, ents)
+	l.node = func(ctx context.Context, e *entry) *fusefs.Inode { return a.agent(ctx, e.name) }
+	l.attr = func(ctx context.Context, e *entry, ch *fusefs.Inode, out *fuse.EntryOut) syscall.Errno {
+		ch.Operations().(*staticDir).fill(&out.Attr)
+		return 0
+	}
+	return l, 0, 0
+}
+
+func (a *agentsNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	c, e := a.fs.cred(ctx)
+	if e != 0 {
+		return nil, e
+	}
+	if err := proto.CheckAgent(name); err != nil {
+		return nil, errno(err)
+	}
+	if err := a.fs.k.MayAct(c, name); err != nil {
+		return nil, errno(err)
+	}
+	if a.fs.agentExists(c, name) {
+		return nil, syscall.EEXIST
+	}
+	a.fs.mu.Lock()
+	a.fs.localAgents[name] = mode & 0o7777
+	a.fs.mu.Unlock()
+	ch := a.agent(ctx, name)
+	ch.Operations().(*staticDir).fill(&out.Attr)
+	return ch, 0
+}
+
+func (a *agentsNode) Rmdir(ctx context.Context, name string) syscall.Errno {
+	c, e := a.fs.cred(ctx)
+	if e != 0 {
+		return e
+	}
+	if a.fs.k.AgentVisible(c, name) {
+		return syscall.ENOTEMPTY // an agent with state stays
+	}
+	a.fs.mu.Lock()
+	defer a.fs.mu.Unlock()
+	if _, ok := a.fs.localAgents[name]; !ok || a.fs.k.MayAct(c, name) != nil {
+		return syscall.ENOENT
+	}
+	if len(a.fs.localDirs[name]) > 0 {
+		return syscall.ENOTEMPTY
+	}
+	for n := range a.fs.busy {
+		if n.agent == name {
+			return syscall.ENOTEMPTY
+		}
+	}
+	delete(a.fs.localAgents, name)
+	return 0
+}
+
+// newAgent makes /agent/NAME: state/, mem/{working,episodic,semantic}/,
+// policy and status.
+func (f *FS) newAgent(name string) *staticDir {
+	return f.newStatic(name, 0o755, func(ctx context.Context, d *staticDir) {
+		st := f.newDir(name, nil, 0o755)
+		stIno := d.NewPersistentInode(ctx, st, fusefs.StableAttr{Mode: syscall.S_IFDIR})
+		st.root = stIno
+		d.AddChild("state", stIno, true)
+		mem := f.newStatic(name, 0o555, func(ctx context.Context, m *staticDir) {
+			// Filled by the memory subsystem once it exists; creating a
+			// file in them will mean "remember".
+			for _, kind := range []string{"episodic", "semantic", "working"} {
+				m.AddChild(kind, m.NewPersistentInode(ctx, f.newStatic(name, 0o555, nil), fusefs.StableAttr{Mode: syscall.S_IFDIR}), true)
+			}
+		})
+		d.AddChild("mem", d.NewPersistentInode(ctx, mem, fusefs.StableAttr{Mode: syscall.S_IFDIR}), true)
+		// No policy subsystem yet: an empty file, so that tools find it.
+		d.AddChild("policy", d.NewPersistentInode(ctx, f.newGen(name, func(context.Context, *kernel.Cred) ([]byte, error) {
+			return nil, nil
+		}), fusefs.StableAttr{Mode: syscall.S_IFREG}), true)
+		d.AddChild("status", d.NewPersistentInode(ctx, f.newGen(name, func(ctx context.Context, c *kernel.Cred) ([]byte, error) {
+			return f.status(ctx, c, name)
+		}), fusefs.StableAttr{Mode: syscall.S_IFREG}), true)
+	})
+}
+
+// statusRecord is /agent/NAME/status: a record like every ox-* prints.
+type statusRecord struct {
+	Type     string `json:"type"` // always "status"
+	Agent    string `json:"agent"`
+	Keys     int    `json:"keys"`
+	Bytes    int64  `json:"bytes"`
+	Modified string `json:"modified,omitempty"` // the last save, RFC 3339
+	Text     string `json:"text"`
+}
+
+func (f *FS) status(ctx context.Context, c *kernel.Cred, agent string) ([]byte, error) {
+	s := statusRecord{Type: "status", Agent: agent}
+	var last int64
+	err := f.k.StateList(ctx, c, proto.StateListArgs{Agent: agent}, nil, func(r *proto.StateRecord) error {
+		s.Keys++
+		s.Bytes += r.Size
+		if t := r.Modified.UnixNano(); t > last {
+			last = t
+			s.Modified = r.Modified.Format("2006-01-02T15:04:05.999999999Z07:00")
+		}
+		return nil
+	})
+	if err != nil && !isCode(err, proto.ENOENT) {
+		return nil, err
+	}
+	s.Text = fmt.Sprintf("%s: %d keys, %d bytes", agent, s.Keys, s.Bytes)
+	return jsonLine(s)
+}
+
+// genFile is a read-only file whose content is made at open by gen: each
+// open reads a fresh snapshot. Reads bypass the page cache (direct I/O),
+// and its attributes are not cached, since it changes with every syscall.
+type genFile struct {
+	fusefs.Inode
+	readOnly
+	fs    *FS
+	agent string
+	gen   func(ctx context.Context, c *kernel.Cred) ([]byte, error)
+}
+
+func (f *FS) newGen(agent string, gen func(ctx context.Context, c *kernel.Cred) ([]byte, error)) *genFile {
+	return &genFile{fs: f, agent: agent, gen: gen}
+}
+
+func (g *genFile) check(ctx context.Context) (*kernel.Cred, syscall.Errno) {
+	if g.agent != "" {
+		return g.fs.may(ctx, g.agent)
+	}
+	return g.fs.cred(ctx)
+}
+
+func (g *genFile) attr(ctx context.Context, c *kernel.Cred, a *fuse.Attr) syscall.Errno {
+	size := 0
+	if b, err := g.gen(ctx, c); err == nil {
+		size = len(b) // refused: shown empty; open says why
+	}
+	*a = fuse.Attr{Mode: syscall.S_IFREG | 0o444, Size: uint64(size), Nlink: 1}
+	a.SetTimes(&g.fs.started, &g.fs.started, &g.fs.started)
+	g.fs.setAttrOwner(a)
+	return 0
+}
+
+func (g *genFile) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	c, e := g.check(ctx)
+	if e != 0 {
+		return e
+	}
+	out.SetTimeout(noCache)
+	return g.attr(ctx, c, &out.Attr)
+}
+
+func (g *genFile) Access(ctx context.Context, mask uint32) syscall.Errno {
+	if _, e := g.check(ctx); e != 0 {
+		return e
+	}
+	if mask&(2|1) != 0 { // W_OK, X_OK
+		return syscall.EACCES
+	}
+	return 0
+}
+
+func (g *genFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
+	c, e := g.check(ctx)
+	if e != 0 {
+		return nil, 0, e
+	}
+	if flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0 {
+		return nil, 0, syscall.EROFS
+	}
+	b, err := g.gen(ctx, c)
+	if err != nil {
+		return nil, 0, errno(err)
+	}
+	return &bytesHandle{b}, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NOFLUSH, 0
+}
+
+// bytesHandle reads a snapshot.
+type bytesHandle struct{ b []byte }
+
+func (h *bytesHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	if off >= int64(len(h.b)) {
+		return fuse.ReadResultData(nil), 0
+	}
+	return fuse.ReadResultData(h.b[off:min(off+int64(len(dest)), int64(len(h.b)))]), 0
+}

@@ -1,0 +1,99 @@
+package kernel
+
+import (
+	"context"
+	"os"
+
+	"github.com/oxios/oxios/pkg/audit"
+	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/state"
+)
+
+// The syscalls of the mount (package fs). They are the state syscalls in
+// the shape a file system needs: the same authorize -> do -> audit ->
+// publish, but a save can be queued without waiting (close(2) hands a
+// file over, fsync(2) waits for it), a read can get the key's file rather
+// than a copy of its value, and lookups ask whether an agent is there
+// without writing a denial to the audit log on every path walk.
+
+// AgentVisible reports whether agent has state and c may act on it.
+// Nothing is audited: the mount asks on every lookup of /agent/NAME, and
+// the read or write that follows is audited by its own syscall.
+func (k *Kernel) AgentVisible(c *Cred, agent string) bool {
+	return proto.CheckAgent(agent) == nil && k.authorize(c, agent) == nil && k.state.HasAgent(agent)
+}
+
+// MayAct reports why c may not act on agent, or nil, without auditing:
+// the mount checks before it makes a file or folder that exists only in
+// the mount until a save (which is audited) commits it.
+func (k *Kernel) MayAct(c *Cred, agent string) error {
+	if err := k.authorize(c, agent); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Pending is a queued change: Wait blocks until it is durable (or failed)
+// and returns the key's record.
+type Pending func() (proto.StateRecord, error)
+
+// StateSubmit queues a save of value under agent's key and returns
+// without waiting for it. Changes submitted one after another commit in
+// that order. The store keeps value as it is: the caller must not change
+// it afterwards. The audit entry digests the value itself (the mount has
+// no request line). tag becomes the Data of the state.changed event, so
+// that the mount can tell its own changes from others'.
+func (k *Kernel) StateSubmit(c *Cred, agent, key string, value []byte, tag any) Pending {
+	return k.submitChange(c, proto.OpStateSave, &state.Change{Agent: agent, Key: key, Value: value}, value, tag)
+}
+
+// StateDeleteSubmit queues the deletion of agent's key, like StateSubmit.
+func (k *Kernel) StateDeleteSubmit(c *Cred, agent, key string, tag any) Pending {
+	return k.submitChange(c, proto.OpStateDelete, &state.Change{Agent: agent, Key: key, Delete: true}, []byte(target(agent, key)), tag)
+}
+
+func (k *Kernel) submitChange(c *Cred, op string, ch *state.Change, raw []byte, tag any) Pending {
+	failed := func(err error) Pending {
+		return func() (proto.StateRecord, error) { return proto.StateRecord{}, err }
+	}
+	if err := k.authorize(c, ch.Agent); err != nil {
+		k.auditDenied(c, op, target(ch.Agent, ch.Key), raw, err.Code)
+		return failed(err)
+	}
+	t := &tx{
+		change: ch,
+		entry:  &audit.Entry{Actor: actor(c), Op: op, Target: target(ch.Agent, ch.Key), Args: audit.ArgsDigest(raw)},
+		data:   tag,
+		done:   make(chan struct{}),
+	}
+	// Not waiting here: t.done is closed by the committer all the same.
+	if err := k.submit(context.Background(), t, false); err != nil {
+		return failed(err)
+	}
+	return func() (proto.StateRecord, error) {
+		<-t.done
+		if t.err != nil {
+			return proto.StateRecord{}, t.err
+		}
+		return ch.Record, nil
+	}
+}
+
+// StateOpen returns a key's current value for reading: an open read-only
+// file when the value is in its file, or else the value itself (which the
+// caller must not change), with the key's record. Like state.load, a read
+// is not audited and a refusal is.
+func (k *Kernel) StateOpen(ctx context.Context, c *Cred, agent, key string) (*os.File, []byte, proto.StateRecord, error) {
+	if err := k.authorize(c, agent); err != nil {
+		k.auditDenied(c, proto.OpStateLoad, target(agent, key), nil, err.Code)
+		return nil, nil, proto.StateRecord{}, err
+	}
+	if err := proto.CheckKey(key); err != nil {
+		return nil, nil, proto.StateRecord{}, err
+	}
+	f, v, rec, err := k.state.Open(agent, key)
+	if err != nil {
+		return nil, nil, rec, ioError(err)
+	}
+	return f, v, rec, nil
+}
