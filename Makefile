@@ -58,6 +58,13 @@ fmt-check: ## fail if a Go file is not gofmt-formatted
 	@files=$$(gofmt -l .); if [ -n "$$files" ]; then \
 		echo "gofmt would change (run make fmt):"; echo "$$files"; exit 1; fi
 
+.PHONY: deps
+deps: ## install fuse3 (fusermount3, for the mount as a user) with apt-get or dnf, if missing
+	@if command -v fusermount3 >/dev/null; then echo "fuse3: present"; \
+	elif command -v apt-get >/dev/null; then apt-get install -y fuse3; \
+	elif command -v dnf >/dev/null; then dnf install -y fuse3; \
+	else echo "make deps: install the fuse3 package with your package manager"; exit 1; fi
+
 .PHONY: bench
 bench: build ## run the benchmarks against bin/ (pass BENCHFLAGS=...)
 	$(GO) run ./tests/bench -bin $(CURDIR)/bin $(BENCHFLAGS)

@@ -20,9 +20,10 @@ import (
 // copy (POSIX: a write is seen by every other descriptor at once), loaded
 // on the first read or write (or empty after O_TRUNC). Closing a handle
 // (FLUSH) queues a save of the working copy for the next group commit and
-// returns: the content is visible through the mount at once, and becomes
-// durable and visible to socket clients within a commit (a fraction of a
-// millisecond to a few). fsync queues it too and then waits until it is
+// returns: the content is visible through the mount at once, and to
+// socket clients too, whose reads of the agent wait for the mount's queued
+// saves (kernel flights); it becomes durable within a group commit (a
+// fraction of a millisecond to a few). fsync queues it too and waits until it is
 // durable, as POSIX promises. Large saves, and saves while many are queued,
 // are waited for at close as well, so memory stays bounded.
 //

@@ -31,6 +31,8 @@ type tx struct {
 	// it sees (and may change) the state at one point in time. It may call
 	// k.commit itself.
 	barrier func()
+	// flight: queued by the mount without waiting (see flights).
+	flight bool
 }
 
 // maxBatch bounds a batch so one sync does not hold many megabytes of
@@ -106,6 +108,9 @@ func (k *Kernel) committer() {
 		for _, t := range batch {
 			if t.done != nil {
 				close(t.done)
+			}
+			if t.flight {
+				k.flights.land(t)
 			}
 		}
 		clear(batch)

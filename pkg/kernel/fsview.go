@@ -3,6 +3,8 @@ package kernel
 import (
 	"context"
 	"os"
+	"sync"
+	"sync/atomic"
 
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/proto"
@@ -65,9 +67,14 @@ func (k *Kernel) submitChange(c *Cred, op string, ch *state.Change, raw []byte, 
 		entry:  &audit.Entry{Actor: actor(c), Op: op, Target: target(ch.Agent, ch.Key), Args: audit.ArgsDigest(raw)},
 		data:   tag,
 		done:   make(chan struct{}),
+		flight: true,
 	}
 	// Not waiting here: t.done is closed by the committer all the same.
+	// Registered first, so that no read can fall between the queueing
+	// and the registration.
+	k.flights.takeoff(t)
 	if err := k.submit(context.Background(), t, false); err != nil {
+		k.flights.land(t)
 		return failed(err)
 	}
 	return func() (proto.StateRecord, error) {
@@ -96,4 +103,50 @@ func (k *Kernel) StateOpen(ctx context.Context, c *Cred, agent, key string) (*os
 		return nil, nil, rec, ioError(err)
 	}
 	return f, v, rec, nil
+}
+
+// flights are the changes the mount queued without waiting: a close(2)
+// returns once its save is queued, and a later state.load or state.list
+// of the same agent, from any client, must see it (a script's `echo x >
+// FILE; ox-state load KEY`). A read waits for the agent's last queued
+// change, which the committer makes durable after every change queued
+// before it: at most one group commit, and nothing at all when the mount
+// has nothing in flight.
+type flights struct {
+	n    atomic.Int64
+	mu   sync.Mutex
+	last map[string]*tx // per agent, the last queued change
+}
+
+func (f *flights) takeoff(t *tx) {
+	f.mu.Lock()
+	if f.last == nil {
+		f.last = make(map[string]*tx)
+	}
+	f.last[t.change.Agent] = t
+	f.n.Add(1)
+	f.mu.Unlock()
+}
+
+func (f *flights) land(t *tx) {
+	f.mu.Lock()
+	if f.last[t.change.Agent] == t {
+		delete(f.last, t.change.Agent)
+	}
+	f.n.Add(-1)
+	f.mu.Unlock()
+}
+
+// wait returns once every change the mount queued for agent before the
+// call is durable (or failed).
+func (f *flights) wait(agent string) {
+	if f.n.Load() == 0 {
+		return
+	}
+	f.mu.Lock()
+	t := f.last[agent]
+	f.mu.Unlock()
+	if t != nil {
+		<-t.done
+	}
 }

@@ -77,6 +77,8 @@ type Kernel struct {
 	closing bool
 	stopped chan struct{}
 	fatal   chan error // the storage can no longer be trusted: restart
+
+	flights flights // the mount's saves queued and not durable yet
 }
 
 // New opens the data directory and starts the committer.

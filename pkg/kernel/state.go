@@ -62,6 +62,7 @@ func (k *Kernel) StateLoad(ctx context.Context, c *Cred, a proto.StateArgs, raw 
 	if err := proto.CheckKey(a.Key); err != nil {
 		return nil, proto.StateRecord{}, err
 	}
+	k.flights.wait(a.Agent)
 	v, rec, err := k.state.Load(a.Agent, a.Key)
 	if err != nil {
 		return nil, rec, ioError(err)
@@ -78,6 +79,7 @@ func (k *Kernel) StateList(ctx context.Context, c *Cred, a proto.StateListArgs, 
 	if err := proto.CheckPrefix(a.Prefix); err != nil {
 		return err
 	}
+	k.flights.wait(a.Agent)
 	recs, err := k.state.List(a.Agent, a.Prefix)
 	if err != nil {
 		return ioError(err)

@@ -95,6 +95,9 @@ func main() {
 	if run("commit") {
 		benchCommit(dir, d.sock)
 	}
+	if run("fuse") {
+		benchFUSE(dir)
+	}
 	if run("idle") && *idleFor > 0 {
 		idle(d, *idleFor)
 	}

@@ -33,6 +33,11 @@ func TestMain(m *testing.M) {
 	// Other uids run these binaries in the identity tests.
 	os.Chmod(dir, 0o755)
 	binDir = dir
+	// A race-enabled binary sleeps a second at exit by default, to let
+	// reports flush; dozens of daemon and command exits add up.
+	if os.Getenv("GORACE") == "" {
+		os.Setenv("GORACE", "atexit_sleep_ms=0")
+	}
 	args := []string{"build", "-o", dir + "/"}
 	if raceEnabled {
 		args = append(args, "-race")
