@@ -7,6 +7,7 @@ import (
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 
 	"github.com/oxios/oxios/pkg/bus"
+	"github.com/oxios/oxios/pkg/kernel"
 )
 
 // Coherence. The kernel's caches (entries, attributes, pages) are kept for
@@ -24,7 +25,7 @@ const eventQueue = 4096
 
 func (f *FS) subscribe() {
 	f.sub = f.k.Subscribe(eventQueue, func(ev *bus.Event) bool {
-		return ev.Name == "state.changed" && ev.Data != any(f.own)
+		return ev.Name == kernel.EventStateChanged && ev.Data != any(f.own)
 	})
 }
 

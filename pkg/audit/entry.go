@@ -62,6 +62,10 @@ const (
 	timeLayout = "2006-01-02T15:04:05.000000000Z07:00"
 )
 
+// FormatTime formats t as entries write their time (UTC, nanoseconds, fixed
+// width), so that records derived from entries read the same.
+func FormatTime(t time.Time) string { return t.UTC().Format(timeLayout) }
+
 // MaxLineBytes bounds one entry's line. Append refuses a longer entry (the
 // kernel bounds targets and ops well below it), and Verify, Open and Scan
 // treat a longer line as damage rather than read it into memory.

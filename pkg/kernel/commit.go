@@ -205,16 +205,17 @@ func (k *Kernel) publish(batch []*tx) {
 		if e == nil {
 			continue
 		}
-		ev := bus.Event{Seq: e.Seq, Time: e.Time, Agent: e.Actor.Agent, Op: e.Op, Result: e.Result, Data: t.data}
+		ev := bus.Event{Seq: e.Seq, Time: e.Time, Op: e.Op, Result: e.Result, Data: t.data}
+		ev.Agent, ev.Key = targetAgentKey(e.Target)
+		if ev.Agent == "" {
+			ev.Agent = e.Actor.Agent
+		}
+		ev.Name = eventName(e.Op, e.Result)
 		switch {
 		case t.change != nil && t.err == nil:
-			ev.Name, ev.Agent, ev.Key, ev.Deleted = "state.changed", t.change.Agent, t.change.Key, t.change.Delete
-		case e.Result == proto.EPERM || e.Result == proto.EACCES:
-			ev.Name = "policy.denied"
-		case t.event != "":
+			ev.Agent, ev.Key, ev.Deleted = t.change.Agent, t.change.Key, t.change.Delete
+		case ev.Name != EventPolicyDenied && t.event != "":
 			ev.Name = t.event
-		default:
-			ev.Name = e.Op
 		}
 		if t.agent != "" {
 			ev.Agent = t.agent

@@ -1,0 +1,158 @@
+package kernel
+
+import (
+	"context"
+	"path"
+	"strings"
+
+	"github.com/oxios/oxios/pkg/audit"
+	"github.com/oxios/oxios/pkg/bus"
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+// Event names. An audited syscall's event is named by eventName, one table
+// for the live bus and for the replay from the audit log, so that a
+// subscriber that reconnects with since_seq sees the same names.
+const (
+	EventStateChanged = "state.changed"
+	EventPolicyDenied = "policy.denied"
+	EventCommit       = "commit.created"
+	EventTag          = "commit.tagged"
+)
+
+var opEvents = map[string]string{
+	proto.OpStateSave:   EventStateChanged,
+	proto.OpStateDelete: EventStateChanged,
+	proto.OpCommit:      EventCommit,
+	proto.OpCommitTag:   EventTag,
+}
+
+// eventName names what an entry of op with result did: a refusal is
+// policy.denied whatever the op; a successful op has its event, or is
+// named by the op itself (so is a failure).
+func eventName(op, result string) string {
+	if result == proto.EPERM || result == proto.EACCES {
+		return EventPolicyDenied
+	}
+	if n, ok := opEvents[op]; ok && result == "ok" {
+		return n
+	}
+	return op
+}
+
+// targetAgentKey splits an entry's target "agent:key" into an agent (when
+// it names one) and the rest.
+func targetAgentKey(target string) (agent, key string) {
+	a, k, ok := strings.Cut(target, ":")
+	if !ok || proto.CheckAgent(a) != nil {
+		return "", target
+	}
+	return a, k
+}
+
+// eventQueue bounds a subscriber's queue: beyond it events are counted as
+// lost, and the kernel goes on.
+const eventQueue = 8192
+
+// Events streams the events c may see (those of agents it may act on;
+// the admin's: all), first replayed from the audit log when a.SinceSeq is
+// set, then live until ctx ends. A subscriber that falls behind gets a
+// "lost" record with the count and goes on.
+func (k *Kernel) Events(ctx context.Context, c *Cred, a proto.EventsArgs, raw []byte, emit func(rec any) error, flush func() error) error {
+	if a.Agent != "" {
+		if err := k.authorize(c, a.Agent); err != nil {
+			k.auditDenied(c, proto.OpEvents, a.Agent, raw, err.Code)
+			return err
+		}
+	}
+	for _, t := range a.Types {
+		if _, err := path.Match(t, ""); err != nil || t == "" {
+			return proto.Errorf(proto.EINVAL, "event type %q is not a name or a glob", t)
+		}
+	}
+	want := func(name, agent string) bool {
+		if a.Agent != "" && agent != a.Agent {
+			return false
+		}
+		if len(a.Types) > 0 {
+			hit := false
+			for _, t := range a.Types {
+				if ok, _ := path.Match(t, name); ok {
+					hit = true
+					break
+				}
+			}
+			if !hit {
+				return false
+			}
+		}
+		if c.Admin {
+			return true
+		}
+		return agent != "" && k.authorize(c, agent) == nil
+	}
+	// Subscribed before the replay: an entry the scan misses was
+	// published to the audit log after the scan began, so before its bus
+	// event, which the queue then holds. Events the two share are dropped
+	// by seq.
+	sub := k.bus.Subscribe(eventQueue, func(ev *bus.Event) bool { return want(ev.Name, ev.Agent) })
+	defer sub.Close()
+	var replayed uint64
+	if a.SinceSeq > 0 {
+		err := k.audit.ScanLines(a.SinceSeq, func(line []byte) error {
+			in, ok := audit.Peek(line)
+			if !ok {
+				return nil
+			}
+			replayed = in.Seq
+			name := eventName(in.Op, in.Result)
+			agent, key := targetAgentKey(in.Target)
+			if agent == "" {
+				agent = in.Actor.Agent
+			}
+			if !want(name, agent) {
+				return nil
+			}
+			return emit(&proto.EventRecord{
+				Type: proto.RecordEvent, Event: name, Seq: in.Seq, Time: in.Time,
+				Agent: agent, Key: key, Op: in.Op, Result: in.Result,
+				Deleted: in.Op == proto.OpStateDelete, Replay: true,
+			})
+		})
+		if err != nil {
+			return ioError(err)
+		}
+	}
+	var evs []bus.Event
+	for {
+		if err := flush(); err != nil {
+			return err
+		}
+		select {
+		case <-sub.Ready():
+		case <-ctx.Done():
+			return nil // the client stopped: the normal end
+		}
+		var lost uint64
+		evs, lost = sub.Take(evs[:0])
+		for i := range evs {
+			ev := &evs[i]
+			if ev.Seq != 0 && ev.Seq <= replayed {
+				continue
+			}
+			rec := &proto.EventRecord{
+				Type: proto.RecordEvent, Event: ev.Name, Seq: ev.Seq, Time: audit.FormatTime(ev.Time),
+				Agent: ev.Agent, Key: ev.Key, Op: ev.Op, Result: ev.Result, Deleted: ev.Deleted, Data: ev.Data,
+			}
+			if err := emit(rec); err != nil {
+				return err
+			}
+		}
+		clear(evs)
+		if lost > 0 {
+			if err := emit(&proto.LostRecord{Type: proto.RecordLost, Count: lost}); err != nil {
+				return err
+			}
+		}
+	}
+}

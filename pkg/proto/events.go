@@ -1,0 +1,48 @@
+package proto
+
+// OpEvents streams what happens in the kernel (events.subscribe).
+const OpEvents = "events.subscribe"
+
+// Record types of the event stream.
+const (
+	RecordEvent = "event"
+	RecordLost  = "lost"
+)
+
+// EventsArgs select the events of a subscription. The zero value is every
+// event the caller may see, from now on.
+type EventsArgs struct {
+	Agent string `json:"agent,omitempty"` // only events of this agent
+	// Types are event names or globs of them ("state.*"); none: all.
+	Types []string `json:"types,omitempty"`
+	// SinceSeq, when not 0, first replays from the audit log the events of
+	// the entries from SinceSeq on (inclusive), then goes on live without
+	// a gap or a repeat: a client that reconnects passes the last seq it
+	// saw plus one and misses nothing.
+	SinceSeq uint64 `json:"since_seq,omitempty"`
+}
+
+// EventRecord is the "event" record: one thing the kernel did, in commit
+// order. Seq is the audit entry that records it (ox-audit show SEQ);
+// Data is what a kind adds live (a commit's record...), absent on replay.
+type EventRecord struct {
+	Type    string `json:"type"` // always "event"
+	Event   string `json:"event"`
+	Seq     uint64 `json:"seq,omitempty"`
+	Time    string `json:"time"`
+	Agent   string `json:"agent,omitempty"`
+	Key     string `json:"key,omitempty"`
+	Op      string `json:"op,omitempty"`
+	Result  string `json:"result,omitempty"`
+	Deleted bool   `json:"deleted,omitempty"`
+	Replay  bool   `json:"replay,omitempty"`
+	Data    any    `json:"data,omitempty"`
+}
+
+// LostRecord is the "lost" record: the subscriber fell behind and Count
+// events were dropped (after the last record it got and before the next).
+// The stream goes on; replay them with since_seq from the audit log.
+type LostRecord struct {
+	Type  string `json:"type"` // always "lost"
+	Count uint64 `json:"count"`
+}
