@@ -264,4 +264,3 @@ func TestEventsSinceReplay(t *testing.T) {
 		t.Fatalf("after reconnect: got up to seq %d, want %d", want-1, 5+5+more)
 	}
 }
-
