@@ -8,7 +8,7 @@
 set -euo pipefail
 
 bindir=$(cd "${1:-bin}" && pwd)
-for b in oxiosd ox-state ox-audit ox-commit; do
+for b in oxiosd ox-state ox-audit ox-commit ox-events; do
 	[[ -x $bindir/$b ]] || { echo "demo: no $bindir/$b; run make build first" >&2; exit 2; }
 done
 export PATH=$bindir:$PATH
@@ -152,6 +152,11 @@ run "ox-audit log --op 'version.*' | $jq"
 run "ox-audit verify | $jq"
 run 'ox-audit export > $dir/audit-export.jsonl; tail -1 $dir/audit-export.jsonl'
 run "ox-audit verify --file \$dir/audit-export.jsonl | $jq"
+
+say "ox-events streams what happens; --since replays from the audit log first, so a reader never misses an event."
+run "ox-events --since 1 -n 3 | $jq"
+run 'next=$(( $(ox-audit head --json | sed "s/.*\"seq\":\([0-9]*\).*/\1/") + 1 ))'
+run "ox-events -a demo --type 'state.*' --since \$next -n 1 & ox-state save -a demo notes/live 'seen live' >/dev/null; wait \$!"
 
 say "Tamper with a copy of the log: change one byte of entry 3. verify names the entry and exits 1."
 run 'cp -a $dir/data $dir/tampered && chmod u+w $dir/tampered/audit/seg-*'

@@ -67,6 +67,9 @@ func stream(c *cli.Context) error {
 	ctx, done := context.WithCancel(c.Context)
 	defer done()
 	err = cl.Events(ctx, a, func(rec json.RawMessage) error {
+		if count > 0 && seen >= count {
+			return nil // records already on the way when we left
+		}
 		if asJSON {
 			out.Write(rec)
 			out.WriteByte('\n')
