@@ -21,6 +21,8 @@ LDFLAGS ?= -X main.version=$(VERSION)
 MD2MAN ?= $(GO) run github.com/cpuguy83/go-md2man/v2
 FUZZTIME ?= 5m
 BENCHFLAGS ?=
+# The judged collection `make eval` uses (see its README.md).
+CISI ?= $(CURDIR)/../shared/data/ir/cisi
 
 # Every folder of cmd/ with a main.go is a binary.
 BINARIES := $(patsubst cmd/%/main.go,%,$(wildcard cmd/*/main.go))
@@ -61,6 +63,10 @@ fmt-check: ## fail if a Go file is not gofmt-formatted
 .PHONY: bench
 bench: build ## run the benchmarks against bin/ (pass BENCHFLAGS=...)
 	$(GO) run ./tests/bench -bin $(CURDIR)/bin $(BENCHFLAGS)
+
+.PHONY: eval
+eval: build ## recall quality on CISI through a real oxiosd: MAP and nDCG@10 vs BM25
+	$(GO) run ./tests/eval -bin $(CURDIR)/bin -cisi $(CISI)
 
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME each (default 5m)
