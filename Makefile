@@ -21,6 +21,8 @@ LDFLAGS ?= -X main.version=$(VERSION)
 MD2MAN ?= $(GO) run github.com/cpuguy83/go-md2man/v2
 FUZZTIME ?= 5m
 BENCHFLAGS ?=
+# The judged collection `make eval` uses (see its README.md).
+CISI ?= $(CURDIR)/../shared/data/ir/cisi
 
 # Every folder of cmd/ with a main.go is a binary.
 BINARIES := $(patsubst cmd/%/main.go,%,$(wildcard cmd/*/main.go))
@@ -68,6 +70,10 @@ deps: ## install fuse3 (fusermount3, for the mount as a user) with apt-get or dn
 .PHONY: bench
 bench: build ## run the benchmarks against bin/ (pass BENCHFLAGS=...)
 	$(GO) run ./tests/bench -bin $(CURDIR)/bin $(BENCHFLAGS)
+
+.PHONY: eval
+eval: build ## recall quality on CISI through a real oxiosd: MAP and nDCG@10 vs BM25
+	$(GO) run ./tests/eval -bin $(CURDIR)/bin -cisi $(CISI)
 
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME each (default 5m)

@@ -8,7 +8,7 @@
 set -euo pipefail
 
 bindir=$(cd "${1:-bin}" && pwd)
-for b in oxiosd ox-state ox-audit ox-commit ox-events; do
+for b in oxiosd ox-state ox-audit ox-commit ox-events ox-remember ox-recall ox-forget; do
 	[[ -x $bindir/$b ]] || { echo "demo: no $bindir/$b; run make build first" >&2; exit 2; }
 done
 export PATH=$bindir:$PATH
@@ -145,6 +145,15 @@ if command -v git >/dev/null; then
 	run 'git -C $dir/data/repo log --format="%h %s%n  %(trailers:key=Oxios-Audit-Seq,separator=%x20)"'
 	run 'git -C $dir/data/repo fsck --strict --no-dangling && echo "git fsck: clean"'
 fi
+
+say "Memory: remember facts and log lines (one memory per line), recall them best first."
+run "ox-remember -a demo --kind semantic 'backups run nightly at 02:00 and take an hour' | $jq"
+run "printf '%s\\n' 'disk full on /var, nginx stopped writing logs' 'deploy of web 1.4 failed: migration timeout' 'cleared /var/log/old, disk at 60%' | ox-remember -a demo --tag ops | $jq"
+run "ox-recall -a demo disk space | $jq"
+say "Records are the next command's input: recall one agent's memories into another's."
+run "ox-recall -a demo -k 2 'disk full' | ox-remember -a reviewer --tag from-demo | $jq"
+run "ox-recall -a reviewer disk | jq -r .text"
+run "ox-recall -a demo deploy | ox-forget -a demo | $jq"
 
 say "Every change and refusal is an entry of a hash-chained audit log."
 run "ox-audit log -n 4 | $jq"

@@ -2,7 +2,7 @@
 
 complete -c ox-events -f
 complete -c ox-events -s a -l agent -x -d 'Only events of agent NAME'
-complete -c ox-events -s t -l type -x -a 'state.changed commit.created commit.tagged policy.denied' -d 'Only events of kind T (a glob)'
+complete -c ox-events -s t -l type -x -a 'state.changed memory.added memory.forgotten commit.created commit.tagged policy.denied' -d 'Only events of kind T (a glob)'
 complete -c ox-events -l since -x -d 'First replay the events of audit entries from SEQ on'
 complete -c ox-events -s n -l count -x -d 'Exit after N events'
 complete -c ox-events -l socket -r -F -d 'oxiosd socket PATH'

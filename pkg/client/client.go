@@ -320,6 +320,10 @@ func (c *Client) flush() error {
 		c.wmu.Lock()
 		if cap(buf) <= 1<<20 {
 			c.spare = buf[:0] // keep small buffers, not a big value's
+		} else {
+			// The old spare is c.out now: handing it out again would let
+			// the next round's appends overwrite the line being written.
+			c.spare = nil
 		}
 		if err != nil {
 			c.werr = err

@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/BurntSushi/toml"
 
@@ -31,6 +32,7 @@ type Config struct {
 	LogLevel    string `toml:"log_level"`
 	Limits      Limits `toml:"limits"`
 	Access      Access `toml:"access"`
+	Memory      Memory `toml:"memory"`
 
 	// File is the config file that was read, "" if none.
 	File string `toml:"-"`
@@ -41,6 +43,24 @@ type Limits struct {
 	MaxValue Size `toml:"max_value"`
 	MaxLine  Size `toml:"max_line"`
 }
+
+// Memory configures agent memory (issue 5).
+type Memory struct {
+	// WorkingTTL is how long working memory lives when no TTL is given
+	// ("24h"; "0" keeps it).
+	WorkingTTL string `toml:"working_ttl"`
+	// EmbeddingsURL, when set, is an OpenAI-compatible API base URL
+	// (".../v1") whose /embeddings vectors replace the local dense signal.
+	EmbeddingsURL   string `toml:"embeddings_url"`
+	EmbeddingsModel string `toml:"embeddings_model"`
+	// EmbeddingsKeyEnv names the environment variable holding the API key.
+	EmbeddingsKeyEnv string `toml:"embeddings_key_env"`
+
+	workingTTL time.Duration
+}
+
+// TTL is the parsed working_ttl.
+func (m Memory) TTL() time.Duration { return m.workingTTL }
 
 // Access says which peers besides root and the daemon's own uid may
 // connect. Users are names or numeric uids.
@@ -76,6 +96,7 @@ func Default() Config {
 		Mount:    p.Mount,
 		LogLevel: "info",
 		Limits:   Limits{MaxValue: proto.DefaultMaxValue},
+		Memory:   Memory{WorkingTTL: "24h", EmbeddingsModel: "text-embedding-3-small", EmbeddingsKeyEnv: "OPENAI_API_KEY"},
 	}
 }
 
@@ -132,6 +153,8 @@ func (c *Config) parse(b []byte, file string) error {
 		d string
 	}{
 		{&c.Data, def.Data}, {&c.Socket, def.Socket}, {&c.Mount, def.Mount}, {&c.LogLevel, def.LogLevel},
+		{&c.Memory.WorkingTTL, def.Memory.WorkingTTL}, {&c.Memory.EmbeddingsModel, def.Memory.EmbeddingsModel},
+		{&c.Memory.EmbeddingsKeyEnv, def.Memory.EmbeddingsKeyEnv},
 	} {
 		if *s.v == "" {
 			*s.v = s.d
@@ -162,6 +185,11 @@ func (c *Config) resolve() error {
 			return fmt.Errorf("config: %s %q must be an absolute path", p.name, p.v)
 		}
 	}
+	ttl, err := time.ParseDuration(c.Memory.WorkingTTL)
+	if err != nil || ttl < 0 {
+		return fmt.Errorf("config: memory.working_ttl %q: want a duration such as \"24h\" or \"0\"", c.Memory.WorkingTTL)
+	}
+	c.Memory.workingTTL = ttl
 	c.Access.admins = map[uint32]struct{}{}
 	for _, a := range c.Access.Admins {
 		uid, err := lookupUID(string(a))

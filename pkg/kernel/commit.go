@@ -26,6 +26,12 @@ type tx struct {
 	event string
 	agent string
 	data  any
+	// subs, when set, are the parts of one request that must be durable
+	// together (a batch of memories): each carries its change and entry and
+	// gets its own err; the parent only waits. mem is a memory's analysed
+	// document, so the committer only inserts it into the recall index.
+	subs []*tx
+	mem  *memDoc
 	// barrier, when set, is the whole tx: the committer runs it alone,
 	// after every tx queued before it and before any queued after it, so
 	// it sees (and may change) the state at one point in time. It may call
@@ -132,7 +138,7 @@ func (k *Kernel) commit(batch []*tx) {
 	entries := make([]*audit.Entry, 0, len(batch))
 	var dirty []string
 	now := time.Now().UTC()
-	for _, t := range batch {
+	stage := func(t *tx) {
 		if t.change != nil {
 			if perr := b.Add(t.change); perr != nil {
 				t.err = perr
@@ -140,7 +146,7 @@ func (k *Kernel) commit(batch []*tx) {
 				// Marked before the journal write: a checkpoint after it
 				// must find the path in the set it saves (a failed batch
 				// leaves a harmless extra path).
-				dirty = append(dirty, statePath(t.change.Agent, t.change.Key))
+				dirty = append(dirty, spacePath(t.change.Space, t.change.Agent, t.change.Key))
 			}
 		}
 		if e := t.entry; e != nil {
@@ -157,11 +163,25 @@ func (k *Kernel) commit(batch []*tx) {
 			entries = append(entries, e)
 		}
 	}
+	for _, t := range batch {
+		if t.subs == nil {
+			stage(t)
+			continue
+		}
+		for _, s := range t.subs {
+			stage(s)
+		}
+	}
 	fail := func(err error) {
 		k.log.Error("commit failed", "err", err, "batch", len(batch))
 		for _, t := range batch {
 			if t.err == nil {
 				t.err = proto.Errorf(proto.EIO, "commit failed: %v", err)
+			}
+			for _, s := range t.subs {
+				if s.err == nil {
+					s.err = t.err
+				}
 			}
 		}
 	}
@@ -191,6 +211,7 @@ func (k *Kernel) commit(batch []*tx) {
 	}
 	b.Publish()
 	k.audit.Publish(k.auditSeq)
+	k.memPublish(batch)
 	k.publish(batch)
 }
 
@@ -200,6 +221,18 @@ func (k *Kernel) publish(batch []*tx) {
 		return
 	}
 	evs := make([]bus.Event, 0, len(batch))
+	var flat []*tx
+	for _, t := range batch {
+		if t.subs != nil {
+			if flat == nil {
+				flat = append(flat, batch...)
+			}
+			flat = append(flat, t.subs...)
+		}
+	}
+	if flat != nil {
+		batch = flat
+	}
 	for _, t := range batch {
 		e := t.entry
 		if e == nil {
@@ -212,6 +245,11 @@ func (k *Kernel) publish(batch []*tx) {
 		}
 		ev.Name = eventName(e.Op, e.Result)
 		switch {
+		case t.change != nil && t.err == nil && t.change.Space == state.SpaceMem:
+			ev.Name, ev.Agent, ev.Key, ev.Deleted = EventMemoryAdded, t.change.Agent, t.change.Key, t.change.Delete
+			if t.change.Delete {
+				ev.Name = EventMemoryForgotten
+			}
 		case t.change != nil && t.err == nil:
 			ev.Agent, ev.Key, ev.Deleted = t.change.Agent, t.change.Key, t.change.Delete
 		case ev.Name != EventPolicyDenied && t.event != "":
@@ -256,9 +294,14 @@ func (k *Kernel) replayAux(payload []byte) error {
 	if err := json.Unmarshal(payload, &e); err != nil {
 		return fmt.Errorf("journal audit record: %w", err)
 	}
-	if (e.Op == proto.OpStateSave || e.Op == proto.OpStateDelete) && e.Result == "ok" {
+	if e.Result == "ok" {
 		if agent, key, ok := strings.Cut(e.Target, ":"); ok {
-			k.markDirty(statePath(agent, key))
+			switch e.Op {
+			case proto.OpStateSave, proto.OpStateDelete:
+				k.markDirty(spacePath(state.SpaceState, agent, key))
+			case proto.OpMemRemember, proto.OpMemForget:
+				k.markDirty(spacePath(state.SpaceMem, agent, key))
+			}
 		}
 	}
 	switch {

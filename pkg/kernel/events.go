@@ -18,6 +18,9 @@ const (
 	EventPolicyDenied = "policy.denied"
 	EventCommit       = "commit.created"
 	EventTag          = "commit.tagged"
+	// A memory remembered or forgotten (also by a restore or its TTL).
+	EventMemoryAdded     = "memory.added"
+	EventMemoryForgotten = "memory.forgotten"
 )
 
 var opEvents = map[string]string{
@@ -25,6 +28,8 @@ var opEvents = map[string]string{
 	proto.OpStateDelete: EventStateChanged,
 	proto.OpCommit:      EventCommit,
 	proto.OpCommitTag:   EventTag,
+	proto.OpMemRemember: EventMemoryAdded,
+	proto.OpMemForget:   EventMemoryForgotten,
 }
 
 // eventName names what an entry of op with result did: a refusal is
@@ -116,7 +121,7 @@ func (k *Kernel) Events(ctx context.Context, c *Cred, a proto.EventsArgs, raw []
 			return emit(&proto.EventRecord{
 				Type: proto.RecordEvent, Event: name, Seq: in.Seq, Time: in.Time,
 				Agent: agent, Key: key, Op: in.Op, Result: in.Result,
-				Deleted: in.Op == proto.OpStateDelete, Replay: true,
+				Deleted: in.Op == proto.OpStateDelete || in.Op == proto.OpMemForget, Replay: true,
 			})
 		})
 		if err != nil {

@@ -51,14 +51,30 @@ type versioning struct {
 
 func statePath(agent, key string) string { return "agents/" + agent + "/state/" + key }
 
-// splitStatePath is statePath's inverse.
-func splitStatePath(p string) (agent, key string, ok bool) {
+// spacePath is the tree path of key in a space of agent: its state or
+// its memories (agents/<agent>/mem/<kind>/<id>.md).
+func spacePath(space, agent, key string) string {
+	if space == "" {
+		space = state.SpaceState
+	}
+	return "agents/" + agent + "/" + space + "/" + key
+}
+
+// splitSpacePath is spacePath's inverse, for the spaces the store keeps.
+func splitSpacePath(p string) (space, agent, key string, ok bool) {
 	rest, found := strings.CutPrefix(p, "agents/")
 	if !found {
-		return "", "", false
+		return "", "", "", false
 	}
-	agent, key, found = strings.Cut(rest, "/state/")
-	return agent, key, found && agent != "" && key != ""
+	agent, rest, found = strings.Cut(rest, "/")
+	if !found || agent == "" {
+		return "", "", "", false
+	}
+	space, key, found = strings.Cut(rest, "/")
+	if !found || key == "" || (space != state.SpaceState && space != state.SpaceMem) {
+		return "", "", "", false
+	}
+	return space, agent, key, true
 }
 
 func (k *Kernel) openVersioning() error {
@@ -160,14 +176,15 @@ func (k *Kernel) rescan() error {
 		}
 	}
 	var dirty []string
-	for _, a := range k.state.Agents() {
-		recs, err := k.state.List(a, "")
+	for _, ref := range k.state.Refs() {
+		recs, err := k.state.List(ref, "")
 		if err != nil {
 			continue
 		}
+		space, a := state.SplitRef(ref)
 		for _, r := range recs {
-			p := statePath(a, r.Key)
-			val, _, err := k.state.Load(a, r.Key)
+			p := spacePath(space, a, r.Key)
+			val, _, err := k.state.Load(ref, r.Key)
 			if err != nil {
 				return err
 			}
@@ -178,7 +195,7 @@ func (k *Kernel) rescan() error {
 		}
 	}
 	for p := range head {
-		if _, _, ok := splitStatePath(p); ok {
+		if _, _, _, ok := splitSpacePath(p); ok {
 			dirty = append(dirty, p)
 		}
 	}
@@ -334,11 +351,11 @@ func (k *Kernel) commitNow(c *Cred, a proto.CommitArgs, raw []byte) (proto.Commi
 		return fail(err)
 	}
 	for _, p := range paths {
-		agent, key, ok := splitStatePath(p)
+		space, agent, key, ok := splitSpacePath(p)
 		if !ok {
 			continue
 		}
-		val, _, lerr := k.state.Load(agent, key)
+		val, _, lerr := k.state.Load(state.Ref(space, agent), key)
 		var pe *proto.Error
 		switch {
 		case lerr == nil:
@@ -544,11 +561,11 @@ func (k *Kernel) currentFiles(prefix string) (map[string]string, error) {
 		}
 	}
 	for _, p := range k.dirtyUnder(prefix) {
-		agent, key, ok := splitStatePath(p)
+		space, agent, key, ok := splitSpacePath(p)
 		if !ok {
 			continue
 		}
-		val, _, err := k.state.Load(agent, key)
+		val, _, err := k.state.Load(state.Ref(space, agent), key)
 		if err != nil {
 			delete(files, p)
 			continue
@@ -635,8 +652,8 @@ func (k *Kernel) patch(ch version.PathChange, live bool) (string, error) {
 	}
 	var to []byte
 	if live && ch.To != "" {
-		agent, key, _ := splitStatePath(ch.Path)
-		to, _, err = k.state.Load(agent, key)
+		space, agent, key, _ := splitSpacePath(ch.Path)
+		to, _, err = k.state.Load(state.Ref(space, agent), key)
 	} else {
 		to, err = read(ch.To)
 	}
@@ -681,7 +698,7 @@ func (k *Kernel) restoreNow(c *Cred, a proto.CommitRestoreArgs, raw []byte) (pro
 	if err != nil {
 		return fail(err)
 	}
-	prefix := agentPrefix(a.Agent) + "state/"
+	prefix := agentPrefix(a.Agent)
 	want, err := k.ver.repo.Files(hash, prefix)
 	if err != nil {
 		return fail(err)
@@ -698,22 +715,26 @@ func (k *Kernel) restoreNow(c *Cred, a proto.CommitRestoreArgs, raw []byte) (pro
 	var dels, saves []*tx
 	target := a.Agent + ":" + hash
 	for _, ch := range version.DiffFiles(have, want) {
-		_, key, ok := splitStatePath(ch.Path)
+		space, _, key, ok := splitSpacePath(ch.Path)
 		if !ok {
 			continue
 		}
+		saveOp, delOp := proto.OpStateSave, proto.OpStateDelete
+		if space == state.SpaceMem {
+			saveOp, delOp = proto.OpMemRemember, proto.OpMemForget
+		}
 		entry := &audit.Entry{Actor: actor(c), Target: a.Agent + ":" + key, Args: audit.ArgsDigest([]byte(target))}
 		if ch.Action == "deleted" {
-			entry.Op = proto.OpStateDelete
-			dels = append(dels, &tx{change: &state.Change{Agent: a.Agent, Key: key, Delete: true}, entry: entry})
+			entry.Op = delOp
+			dels = append(dels, &tx{change: &state.Change{Agent: a.Agent, Space: space, Key: key, Delete: true}, entry: entry})
 			continue
 		}
 		val, err := k.ver.repo.ReadBlob(ch.To)
 		if err != nil {
 			return fail(err)
 		}
-		entry.Op = proto.OpStateSave
-		saves = append(saves, &tx{change: &state.Change{Agent: a.Agent, Key: key, Value: val}, entry: entry})
+		entry.Op = saveOp
+		saves = append(saves, &tx{change: &state.Change{Agent: a.Agent, Space: space, Key: key, Value: val}, entry: entry})
 	}
 	batch := append(dels, saves...)
 	if len(batch) > 0 {
@@ -740,7 +761,7 @@ func (k *Kernel) restoreNow(c *Cred, a proto.CommitRestoreArgs, raw []byte) (pro
 			if t.change.Delete {
 				action = "deleted"
 			}
-			rec.Changed = append(rec.Changed, proto.PathChange{Path: statePath(a.Agent, t.change.Key), Action: action})
+			rec.Changed = append(rec.Changed, proto.PathChange{Path: spacePath(t.change.Space, a.Agent, t.change.Key), Action: action})
 		}
 		rec.AuditSeq = batch[len(batch)-1].entry.Seq
 	}

@@ -418,3 +418,43 @@ func (h minHeap) fix() {
 		i = m
 	}
 }
+
+// Prepared is a document analyzed outside the index's lock (see Prepare),
+// so that a caller holding up others (the kernel's committer) only pays
+// for the insertion.
+type Prepared struct {
+	doc   Doc
+	terms []string
+}
+
+// Prepare analyzes d for AddPrepared.
+func Prepare(d Doc) Prepared {
+	return Prepared{doc: d, terms: Analyze(d.Text)}
+}
+
+// AddPrepared indexes prepared documents under one lock, replacing any
+// with the same ID.
+func (ix *Index) AddPrepared(ps []Prepared) error {
+	for i := range ps {
+		if ps[i].doc.ID == "" {
+			return fmt.Errorf("document %d of batch: %w", i, ErrEmptyID)
+		}
+	}
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	for i := range ps {
+		d := &ps[i].doc
+		if n, ok := ix.byID[d.ID]; ok {
+			ix.deleteLocked(n)
+		}
+		var t int64
+		if !d.Time.IsZero() {
+			t = d.Time.UnixNano()
+		}
+		ix.addLocked(d.ID, ps[i].terms, t, d.Importance, d.Vector)
+	}
+	return nil
+}
+
+// ID is the prepared document's ID.
+func (p *Prepared) ID() string { return p.doc.ID }

@@ -14,6 +14,9 @@ const (
 	originalWeight = 0.7 // share of the original query in the expanded one
 	candidates     = 20  // BM25 candidates reranked by the dense signal
 	rrfK           = 60  // reciprocal rank fusion constant
+
+	// MaxFusedScore is the best hybrid score: first in both rankings.
+	MaxFusedScore = 2.0 / (rrfK + 1)
 )
 
 // ErrEmptyQuery is returned for a query with no searchable word.

@@ -153,7 +153,7 @@ func (s *Store) makeParents(agentName, key string) error {
 	if err == nil || !errors.Is(err, syscall.ENOTDIR) && !errors.Is(err, fs.ErrExist) {
 		return err
 	}
-	root := filepath.Join(s.repo, agentName, "state")
+	root := s.root(agentName)
 	p := root
 	for _, elem := range strings.Split(filepath.ToSlash(dir[len(root):]), "/") {
 		if elem == "" {
@@ -179,7 +179,7 @@ func (s *Store) removeFile(agentName, key string) error {
 		}
 		return err
 	}
-	root := filepath.Join(s.repo, agentName, "state")
+	root := s.root(agentName)
 	for dir := filepath.Dir(p); len(dir) > len(root); dir = filepath.Dir(dir) {
 		if os.Remove(dir) != nil {
 			break

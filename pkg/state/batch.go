@@ -10,7 +10,10 @@ import (
 
 // Change is one save or delete, staged into a Batch.
 type Change struct {
-	Agent  string
+	Agent string
+	// Space is the agent's tree the key is in: "" or SpaceState for its
+	// state, SpaceMem for its memories.
+	Space  string
 	Key    string
 	Value  []byte
 	Delete bool
@@ -52,15 +55,19 @@ func (b *Batch) Add(c *Change) *proto.Error {
 	if err := proto.CheckKey(c.Key); err != nil {
 		return err
 	}
+	if err := checkSpace(c.Space); err != nil {
+		return err
+	}
+	ref := Ref(c.Space, c.Agent)
 	if !c.Delete && len(c.Value) > b.s.opts.MaxValue {
 		return proto.Errorf(proto.E2BIG, "%s: value for %q is %d bytes, more than limits.max_value %d", c.Agent, c.Key, len(c.Value), b.s.opts.MaxValue)
 	}
 	if b.exists == nil {
 		b.exists, b.dirs = map[akey]bool{}, map[akey]int{}
 	}
-	a := b.s.agent(c.Agent)
+	a := b.s.agent(ref)
 	exists := func(key string) bool {
-		if v, ok := b.exists[akey{c.Agent, key}]; ok {
+		if v, ok := b.exists[akey{ref, key}]; ok {
 			return v
 		}
 		if a == nil {
@@ -72,7 +79,7 @@ func (b *Batch) Add(c *Change) *proto.Error {
 		return ok
 	}
 	dirCount := func(key string) int {
-		n := b.dirs[akey{c.Agent, key}]
+		n := b.dirs[akey{ref, key}]
 		if a != nil {
 			a.mu.RLock()
 			n += a.dirs[key]
@@ -105,21 +112,21 @@ func (b *Batch) Add(c *Change) *proto.Error {
 	// Accepted: account for it in the batch's view.
 	switch {
 	case c.Delete:
-		b.exists[akey{c.Agent, c.Key}] = false
-		forEachParent(c.Key, func(dir string) { b.dirs[akey{c.Agent, dir}]-- })
+		b.exists[akey{ref, c.Key}] = false
+		forEachParent(c.Key, func(dir string) { b.dirs[akey{ref, dir}]-- })
 	case !had:
-		b.exists[akey{c.Agent, c.Key}] = true
-		forEachParent(c.Key, func(dir string) { b.dirs[akey{c.Agent, dir}]++ })
+		b.exists[akey{ref, c.Key}] = true
+		forEachParent(c.Key, func(dir string) { b.dirs[akey{ref, dir}]++ })
 	}
 	now := time.Now().UTC()
 	kind := byte(recSave)
 	if c.Delete {
 		kind = recDelete
 	}
-	c.rec = &record{kind: kind, ver: b.s.seq.Add(1), mod: now, agent: c.Agent, key: c.Key, value: c.Value}
+	c.rec = &record{kind: kind, ver: b.s.seq.Add(1), mod: now, agent: ref, key: c.Key, value: c.Value}
 	c.Record = proto.StateRecord{Type: proto.RecordState, Agent: c.Agent, Key: c.Key, Size: int64(len(c.Value)), Modified: now, Deleted: c.Delete}
 	if c.Delete {
-		if st, err := b.s.Stat(c.Agent, c.Key); err == nil {
+		if st, err := b.s.Stat(ref, c.Key); err == nil {
 			c.Record.Size = st.Size
 		}
 	}

@@ -1,6 +1,10 @@
 // Package state stores the agents' state: per agent, a tree of keys
 // (relative paths) holding byte values, laid out as files in the git work
 // tree DATA/repo/agents/<agent>/state/<key> so that versioning can commit it.
+// The same store, journal and group commit keep the agents' memories: a
+// change names a space ("state", the default, or "mem") and lands in
+// DATA/repo/agents/<agent>/<space>/<key>. Inside the store an agent's
+// space is one tree named by Ref(space, agent).
 //
 // Durability comes from a write-ahead journal with group commit (see
 // journal.go): the kernel's committer stages a batch of changes, writes them
@@ -32,6 +36,41 @@ import (
 
 	"github.com/oxios/oxios/pkg/proto"
 )
+
+// Spaces are the trees an agent has in the store.
+var Spaces = []string{SpaceState, SpaceMem}
+
+// The spaces.
+const (
+	SpaceState = "state"
+	SpaceMem   = "mem"
+)
+
+// Ref names the tree of agent's space inside the store: the agent's name
+// for its state (so existing journals read as before), "mem:<agent>" for
+// its memories (':' cannot occur in an agent name).
+func Ref(space, agent string) string {
+	if space == "" || space == SpaceState {
+		return agent
+	}
+	return space + ":" + agent
+}
+
+// SplitRef is Ref's inverse.
+func SplitRef(ref string) (space, agent string) {
+	if sp, a, ok := strings.Cut(ref, ":"); ok {
+		return sp, a
+	}
+	return SpaceState, ref
+}
+
+func checkSpace(space string) *proto.Error {
+	switch space {
+	case "", SpaceState, SpaceMem:
+		return nil
+	}
+	return proto.Errorf(proto.EINVAL, "unknown space %q", space)
+}
 
 // Options tune a Store.
 type Options struct {
@@ -217,8 +256,25 @@ func (s *Store) loadIndex() error {
 		if !de.IsDir() || proto.CheckAgent(de.Name()) != nil {
 			continue
 		}
-		a := s.agentLocked(de.Name())
-		root := filepath.Join(s.repo, de.Name(), "state")
+		for _, space := range Spaces {
+			if err := s.loadTree(Ref(space, de.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// loadTree indexes the files of one agent's space.
+func (s *Store) loadTree(ref string) error {
+	root := s.root(ref)
+	if sp, _ := SplitRef(ref); sp != SpaceState {
+		if _, err := os.Stat(root); errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+	}
+	a := s.agentLocked(ref)
+	{
 		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
 				if errors.Is(err, fs.ErrNotExist) {
@@ -294,16 +350,32 @@ func forEachParent(key string, fn func(string)) {
 	}
 }
 
-// Agents lists the agents that have state, sorted.
+// Agents lists the agents that have state or memories, sorted.
 func (s *Store) Agents() []string {
 	s.mu.RLock()
+	seen := make(map[string]bool, len(s.agents))
 	names := make([]string, 0, len(s.agents))
-	for n := range s.agents {
-		names = append(names, n)
+	for ref := range s.agents {
+		if _, n := SplitRef(ref); !seen[n] {
+			seen[n] = true
+			names = append(names, n)
+		}
 	}
 	s.mu.RUnlock()
 	sort.Strings(names)
 	return names
+}
+
+// Refs lists every tree of the store (see Ref), sorted.
+func (s *Store) Refs() []string {
+	s.mu.RLock()
+	refs := make([]string, 0, len(s.agents))
+	for ref := range s.agents {
+		refs = append(refs, ref)
+	}
+	s.mu.RUnlock()
+	sort.Strings(refs)
+	return refs
 }
 
 // Load returns the value of key and its record.
@@ -393,8 +465,15 @@ func (s *Store) List(agentName, prefix string) ([]proto.StateRecord, error) {
 	return out, nil
 }
 
-func (s *Store) path(agentName, key string) string {
-	return filepath.Join(s.repo, agentName, "state", filepath.FromSlash(key))
+// path is the file of key in the tree ref.
+func (s *Store) path(ref, key string) string {
+	return filepath.Join(s.root(ref), filepath.FromSlash(key))
+}
+
+// root is the folder of the tree ref: DATA/repo/agents/<agent>/<space>.
+func (s *Store) root(ref string) string {
+	space, agent := SplitRef(ref)
+	return filepath.Join(s.repo, agent, space)
 }
 
 // Flush waits until every published change is in its file (not

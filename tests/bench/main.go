@@ -24,11 +24,12 @@ import (
 )
 
 var (
-	binDir  = flag.String("bin", "bin", "directory with the oxiosd binary")
-	dur     = flag.Duration("d", 2*time.Second, "duration of each throughput measurement")
-	idleFor = flag.Duration("idle", 150*time.Second, "how long to watch an idle daemon's CPU (0 to skip)")
-	only    = flag.String("only", "", "run only benchmarks whose name contains this")
-	echoSrv = flag.String("echo-server", "", "internal: serve a raw JSON echo on this socket")
+	binDir   = flag.String("bin", "bin", "directory with the oxiosd binary")
+	dur      = flag.Duration("d", 2*time.Second, "duration of each throughput measurement")
+	idleFor  = flag.Duration("idle", 150*time.Second, "how long to watch an idle daemon's CPU (0 to skip)")
+	only     = flag.String("only", "", "run only benchmarks whose name contains this")
+	echoSrv  = flag.String("echo-server", "", "internal: serve a raw JSON echo on this socket")
+	recall1M = flag.Bool("recall-1m", true, "recall: also measure at 1M memories (about a minute more)")
 )
 
 func main() {
@@ -97,6 +98,9 @@ func main() {
 	}
 	if run("fuse") {
 		benchFUSE(dir)
+	}
+	if run("recall") {
+		benchRecall(dir)
 	}
 	if run("idle") && *idleFor > 0 {
 		idle(d, *idleFor)

@@ -1,0 +1,456 @@
+package kernel
+
+import (
+	"bytes"
+	"container/heap"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/oxios/oxios/pkg/audit"
+	"github.com/oxios/oxios/pkg/memory"
+	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/recall"
+	"github.com/oxios/oxios/pkg/state"
+)
+
+// The recall indexes are derived data: DATA/index/recall/<agent> holds an
+// agent's recall.Index (recall.Save) and the memories' metadata, stamped
+// with the audit seq they cover. At start an index is loaded and caught up
+// by scanning the audit log after its seq for memory changes, re-reading
+// just those files; a missing or damaged index, or one ahead of the log,
+// is rebuilt from the files, which are the truth.
+//
+//	file: "OXMEMIX1" | seq u64 | len u64 | recall.Save bytes | meta | crc32c u32
+//	meta: count uvarint, then per memory: id, kind u8, created varint,
+//	      expires varint, importance f32 bits u32, size uvarint,
+//	      tags count uvarint, tags (strings are uvarint length + bytes)
+
+const memIndexMagic = "OXMEMIX1"
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+func (k *Kernel) recallDir() string { return filepath.Join(k.cfg.Data, "index", "recall") }
+
+// encodeIndex serializes m as of seq.
+func encodeIndex(m *memIndex, seq uint64) ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteString(memIndexMagic)
+	var hdr [16]byte
+	binary.LittleEndian.PutUint64(hdr[:8], seq)
+	b.Write(hdr[:])
+	start := b.Len()
+	if err := m.ix.Save(&b); err != nil {
+		return nil, err
+	}
+	out := b.Bytes()
+	binary.LittleEndian.PutUint64(out[16:24], uint64(b.Len()-start))
+	buf := binary.AppendUvarint(nil, 0)
+	m.mu.RLock()
+	buf = binary.AppendUvarint(buf[:0], uint64(len(m.meta)))
+	for id, mt := range m.meta {
+		buf = appendStr(buf, id)
+		buf = append(buf, mt.kind)
+		buf = binary.AppendVarint(buf, mt.created)
+		buf = binary.AppendVarint(buf, mt.expires)
+		buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(mt.importance))
+		buf = binary.AppendUvarint(buf, uint64(mt.size))
+		buf = binary.AppendUvarint(buf, uint64(len(mt.tags)))
+		for _, t := range mt.tags {
+			buf = appendStr(buf, t)
+		}
+	}
+	m.mu.RUnlock()
+	b.Write(buf)
+	out = b.Bytes()
+	return binary.LittleEndian.AppendUint32(out, crc32.Checksum(out, crcTable)), nil
+}
+
+func appendStr(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+var errBadIndex = errors.New("damaged recall index file")
+
+// decodeIndex is encodeIndex's inverse.
+func decodeIndex(agent string, b []byte) (*memIndex, uint64, error) {
+	if len(b) < 28 || string(b[:8]) != memIndexMagic {
+		return nil, 0, errBadIndex
+	}
+	body, sum := b[:len(b)-4], binary.LittleEndian.Uint32(b[len(b)-4:])
+	if crc32.Checksum(body, crcTable) != sum {
+		return nil, 0, fmt.Errorf("%w: checksum mismatch", errBadIndex)
+	}
+	seq := binary.LittleEndian.Uint64(b[8:16])
+	n := binary.LittleEndian.Uint64(b[16:24])
+	if n > uint64(len(body)-24) {
+		return nil, 0, errBadIndex
+	}
+	ix, err := recall.Load(bytes.NewReader(body[24 : 24+n]))
+	if err != nil {
+		return nil, 0, err
+	}
+	p := body[24+n:]
+	bad := false
+	uv := func() uint64 {
+		v, k := binary.Uvarint(p)
+		if k <= 0 {
+			bad = true
+			return 0
+		}
+		p = p[k:]
+		return v
+	}
+	sv := func() int64 {
+		v, k := binary.Varint(p)
+		if k <= 0 {
+			bad = true
+			return 0
+		}
+		p = p[k:]
+		return v
+	}
+	str := func() string {
+		l := uv()
+		if bad || l > uint64(len(p)) {
+			bad = true
+			return ""
+		}
+		s := string(p[:l])
+		p = p[l:]
+		return s
+	}
+	count := uv()
+	if count > uint64(len(p)) {
+		return nil, 0, errBadIndex
+	}
+	m := &memIndex{agent: agent, ix: ix, meta: make(map[string]*memMeta, count)}
+	metas := make([]memMeta, count)
+	for i := range metas {
+		id := str()
+		if bad || len(p) < 1 {
+			return nil, 0, errBadIndex
+		}
+		mt := &metas[i]
+		mt.kind = p[0]
+		p = p[1:]
+		mt.created, mt.expires = sv(), sv()
+		if bad || len(p) < 4 || int(mt.kind) >= len(memory.Kinds) {
+			return nil, 0, errBadIndex
+		}
+		mt.importance = math.Float32frombits(binary.LittleEndian.Uint32(p))
+		p = p[4:]
+		mt.size = uint32(uv())
+		nt := uv()
+		if bad || nt > memory.MaxTags {
+			return nil, 0, errBadIndex
+		}
+		if nt > 0 {
+			mt.tags = make([]string, nt)
+			for j := range mt.tags {
+				mt.tags[j] = str()
+			}
+		}
+		if bad {
+			return nil, 0, errBadIndex
+		}
+		m.meta[id] = mt
+	}
+	if len(p) != 0 || ix.Len() != len(m.meta) {
+		return nil, 0, fmt.Errorf("%w: %d documents for %d memories", errBadIndex, ix.Len(), len(m.meta))
+	}
+	return m, seq, nil
+}
+
+// saveIndex writes m's file durably: temp, fsync, rename, fsync the folder.
+func (k *Kernel) saveIndex(m *memIndex, seq uint64) error {
+	b, err := encodeIndex(m, seq)
+	if err != nil {
+		return err
+	}
+	dir := k.recallDir()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	dst := filepath.Join(dir, m.agent)
+	tmp := dst + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, dst)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// saveIndexAsync saves m in the background. The stamp is the seq the index
+// covered when the save was asked for; changes that land before the save
+// reads the index are in it too, and replaying them at start is harmless
+// (catch-up reads each file as it is now). Committer only.
+func (k *Kernel) saveIndexAsync(m *memIndex) {
+	seq := m.seq
+	k.memwg.Add(1)
+	go func() {
+		defer k.memwg.Done()
+		k.memSave.Lock()
+		defer k.memSave.Unlock()
+		if err := k.saveIndex(m, seq); err != nil {
+			k.log.Warn("saving the recall index failed; it will be rebuilt or caught up at the next start", "agent", m.agent, "err", err)
+		}
+	}()
+}
+
+// saveIndexes saves every index; the committer has stopped.
+func (k *Kernel) saveIndexes() {
+	k.memwg.Wait()
+	k.memmu.RLock()
+	defer k.memmu.RUnlock()
+	for _, m := range k.mems {
+		if m.dirty == 0 && m.saved {
+			continue
+		}
+		if err := k.saveIndex(m, m.seq); err != nil {
+			k.log.Warn("saving the recall index failed; it will be rebuilt at the next start", "agent", m.agent, "err", err)
+		}
+	}
+}
+
+// loadIndexes makes every agent's recall index ready, before the committer
+// starts: load, catch up from the audit log, or rebuild from the files.
+func (k *Kernel) loadIndexes() error {
+	start := time.Now()
+	agents := map[string]bool{}
+	for _, ref := range k.state.Refs() {
+		if sp, a := state.SplitRef(ref); sp == state.SpaceMem {
+			agents[a] = true
+		}
+	}
+	if ents, err := os.ReadDir(k.recallDir()); err == nil {
+		for _, e := range ents {
+			if proto.CheckAgent(e.Name()) == nil {
+				agents[e.Name()] = true
+			}
+		}
+	}
+	var (
+		mu      sync.Mutex
+		wg      sync.WaitGroup
+		rebuild []string
+		catchup = map[string]uint64{}
+	)
+	for a := range agents {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b, err := os.ReadFile(filepath.Join(k.recallDir(), a))
+			var m *memIndex
+			var seq uint64
+			if err == nil {
+				m, seq, err = decodeIndex(a, b)
+			}
+			switch {
+			case err == nil && seq > k.auditSeq:
+				err = fmt.Errorf("it covers audit seq %d, the log ends at %d", seq, k.auditSeq)
+			case errors.Is(err, os.ErrNotExist):
+			case err != nil:
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if !errors.Is(err, os.ErrNotExist) {
+					k.log.Warn("recall index unusable; rebuilding it from the memory files", "agent", a, "err", err)
+				}
+				rebuild = append(rebuild, a)
+				return
+			}
+			m.seq, m.saved = seq, true
+			k.mems[a] = m
+			catchup[a] = seq
+		}()
+	}
+	wg.Wait()
+	for _, a := range rebuild {
+		if err := k.rebuildIndex(a); err != nil {
+			return fmt.Errorf("recall index of %s: %w", a, err)
+		}
+	}
+	if err := k.catchUp(catchup); err != nil {
+		return err
+	}
+	var es expHeap
+	for _, m := range k.mems {
+		m.seq = k.auditSeq
+		for id, mt := range m.meta {
+			if mt.expires != 0 {
+				es = append(es, expiry{at: mt.expires, agent: m.agent, id: id})
+			}
+		}
+	}
+	heap.Init(&es)
+	k.ttl.h = es
+	k.ttl.mu.Lock()
+	k.ttlArmLocked()
+	k.ttl.mu.Unlock()
+	if len(k.mems) > 0 {
+		n := 0
+		for _, m := range k.mems {
+			n += len(m.meta)
+		}
+		k.log.Info("recall indexes ready", "agents", len(k.mems), "memories", n, "rebuilt", len(rebuild), "took", time.Since(start).Round(time.Millisecond))
+	}
+	return nil
+}
+
+// catchUp applies the memory changes the audit log holds after each
+// loaded index's seq, by reading the files they touched as they are now.
+func (k *Kernel) catchUp(from map[string]uint64) error {
+	if len(from) == 0 {
+		return nil
+	}
+	low := uint64(math.MaxUint64)
+	for _, s := range from {
+		low = min(low, s)
+	}
+	if low >= k.auditSeq {
+		return nil
+	}
+	k.audit.Publish(k.auditSeq)
+	touched := map[string]map[string]bool{}
+	err := k.audit.ScanLines(low+1, func(line []byte) error {
+		info, ok := audit.Peek(line)
+		if !ok || info.Result != "ok" || info.Op != proto.OpMemRemember && info.Op != proto.OpMemForget {
+			return nil
+		}
+		agent, key, ok := strings.Cut(info.Target, ":")
+		if s, loaded := from[agent]; !ok || !loaded || info.Seq <= s {
+			return nil
+		}
+		if touched[agent] == nil {
+			touched[agent] = map[string]bool{}
+		}
+		touched[agent][key] = true
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("recall index catch-up: %w", err)
+	}
+	for agent, keys := range touched {
+		m := k.mems[agent]
+		ref := state.Ref(state.SpaceMem, agent)
+		var adds []recall.Prepared
+		sorted := make([]string, 0, len(keys))
+		for key := range keys {
+			sorted = append(sorted, key)
+		}
+		idOf := func(key string) string { _, id, _ := memory.SplitKey(key); return id }
+		sort.Slice(sorted, func(i, j int) bool { return idOf(sorted[i]) < idOf(sorted[j]) })
+		for _, key := range sorted {
+			_, id, ok := memory.SplitKey(key)
+			if !ok {
+				continue
+			}
+			v, _, err := k.state.Load(ref, key)
+			var mm *memory.Memory
+			if err == nil {
+				mm, err = memory.Parse(v)
+			}
+			if err != nil {
+				// Forgotten (or unreadable): out of the index.
+				m.ix.Delete(id)
+				delete(m.meta, id)
+				continue
+			}
+			mt := metaOf(mm, len(v))
+			m.meta[id] = &mt
+			adds = append(adds, recall.Prepare(docOf(mm, nil)))
+		}
+		if err := m.ix.AddPrepared(adds); err != nil {
+			return err
+		}
+		m.dirty += len(keys)
+		k.log.Info("recall index caught up from the audit log", "agent", agent, "changed", len(keys))
+	}
+	return nil
+}
+
+// rebuildIndex builds agent's index from its memory files.
+func (k *Kernel) rebuildIndex(agent string) error {
+	ref := state.Ref(state.SpaceMem, agent)
+	recs, err := k.state.List(ref, "")
+	if err != nil {
+		recs = nil // no memories
+	}
+	// Ids sort by creation (and by request order within a request), so
+	// the rebuilt index numbers documents as the live one did and breaks
+	// ties the same way.
+	idOf := func(key string) string { _, id, _ := memory.SplitKey(key); return id }
+	sort.Slice(recs, func(i, j int) bool { return idOf(recs[i].Key) < idOf(recs[j].Key) })
+	m := &memIndex{agent: agent, ix: recall.New(recall.DefaultParams), meta: make(map[string]*memMeta, len(recs))}
+	preps := make([]recall.Prepared, len(recs))
+	metas := make([]memMeta, len(recs))
+	ok := make([]bool, len(recs))
+	var wg sync.WaitGroup
+	workers := runtime.GOMAXPROCS(0)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < len(recs); i += workers {
+				kind, id, good := memory.SplitKey(recs[i].Key)
+				if !good {
+					continue
+				}
+				v, _, err := k.state.Load(ref, recs[i].Key)
+				if err != nil {
+					continue
+				}
+				mm, err := memory.Parse(v)
+				if err != nil || mm.ID != id || mm.Kind != kind {
+					k.log.Warn("memory file does not parse; not indexed", "agent", agent, "key", recs[i].Key, "err", err)
+					continue
+				}
+				preps[i], metas[i], ok[i] = recall.Prepare(docOf(mm, nil)), metaOf(mm, len(v)), true
+			}
+		}()
+	}
+	wg.Wait()
+	keep := preps[:0]
+	for i := range preps {
+		if ok[i] {
+			keep = append(keep, preps[i])
+			m.meta[preps[i].ID()] = &metas[i]
+		}
+	}
+	if err := m.ix.AddPrepared(keep); err != nil {
+		return err
+	}
+	m.dirty = len(keep) + 1
+	k.mems[agent] = m
+	return nil
+}

@@ -1,0 +1,816 @@
+package kernel
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/oxios/oxios/pkg/audit"
+	"github.com/oxios/oxios/pkg/memory"
+	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/recall"
+	"github.com/oxios/oxios/pkg/state"
+)
+
+// Memories are files of the store's "mem" space, written through the same
+// journal and group commit as state: one change and one audit entry per
+// memory (target "agent:<kind>/<id>.md"), so a remember is durable,
+// audited and versioned exactly like a save, and the audit log names every
+// memory that changed (which is what lets the recall index catch up at
+// start by re-reading just those files). A request's memories go into one
+// tx with sub-transactions, so they commit in one group commit.
+//
+// Each agent has a recall.Index in memory, updated by the committer right
+// after a batch is durable (memPublish), before any reply: a recall after
+// a remember's reply sees it. See memindex.go for persistence.
+
+// memDoc is a memory ready for the committer: analysed, with its metadata.
+type memDoc struct {
+	prep recall.Prepared
+	meta memMeta
+}
+
+// memMeta is what recall filters on, kept per memory in memory.
+type memMeta struct {
+	kind       uint8 // index into memory.Kinds
+	importance float32
+	created    int64 // unix nanos
+	expires    int64 // unix nanos, 0 = never
+	size       uint32
+	tags       []string
+}
+
+// memIndex is one agent's recall index and metadata. ix and meta are
+// updated by the committer only: ix first on add, meta first on delete is
+// not needed since a search's filter rejects ids without meta.
+type memIndex struct {
+	agent string
+	ix    *recall.Index
+	mu    sync.RWMutex
+	meta  map[string]*memMeta
+	seq   uint64 // audit seq the index covers (committer only)
+	dirty int    // changes since the last save (committer only)
+	saved bool   // loaded from or written to its file
+}
+
+func kindIndex(k string) uint8 {
+	for i, x := range memory.Kinds {
+		if x == k {
+			return uint8(i)
+		}
+	}
+	return 0
+}
+
+// memIdx returns agent's index, creating it when create is set.
+func (k *Kernel) memIdx(agent string, create bool) *memIndex {
+	k.memmu.RLock()
+	m := k.mems[agent]
+	k.memmu.RUnlock()
+	if m != nil || !create {
+		return m
+	}
+	k.memmu.Lock()
+	defer k.memmu.Unlock()
+	if m = k.mems[agent]; m == nil {
+		m = &memIndex{agent: agent, ix: recall.New(recall.DefaultParams), meta: map[string]*memMeta{}}
+		k.mems[agent] = m
+	}
+	return m
+}
+
+func metaOf(m *memory.Memory, size int) memMeta {
+	mt := memMeta{kind: kindIndex(m.Kind), importance: float32(m.Importance), created: m.Created.UnixNano(), size: uint32(size)}
+	if !m.Expires.IsZero() {
+		mt.expires = m.Expires.UnixNano()
+	}
+	if len(m.Tags) > 0 {
+		mt.tags = m.Tags
+	}
+	return mt
+}
+
+func docOf(m *memory.Memory, vec []float32) recall.Doc {
+	return recall.Doc{ID: m.ID, Text: m.Text, Time: m.Created, Importance: float32(m.Importance), Vector: vec}
+}
+
+// memPublish applies a durable batch's memory changes to the recall
+// indexes and the expiry heap. Committer only.
+func (k *Kernel) memPublish(batch []*tx) {
+	type upd struct {
+		m    *memIndex
+		adds []recall.Prepared
+		meta []memMeta
+		dels []string
+	}
+	var order []*upd
+	byAgent := map[string]*upd{}
+	one := func(t *tx) {
+		ch := t.change
+		if ch == nil || t.err != nil || ch.Space != state.SpaceMem {
+			return
+		}
+		_, id, ok := memory.SplitKey(ch.Key)
+		if !ok {
+			return
+		}
+		u := byAgent[ch.Agent]
+		if u == nil {
+			u = &upd{m: k.memIdx(ch.Agent, true)}
+			byAgent[ch.Agent] = u
+			order = append(order, u)
+		}
+		if ch.Delete {
+			u.dels = append(u.dels, id)
+			return
+		}
+		d := t.mem
+		if d == nil {
+			// A restore: the file as it was committed.
+			mm, err := memory.Parse(ch.Value)
+			if err != nil {
+				k.log.Warn("memory file does not parse; not indexed", "agent", ch.Agent, "key", ch.Key, "err", err)
+				return
+			}
+			d = &memDoc{prep: recall.Prepare(docOf(mm, nil)), meta: metaOf(mm, len(ch.Value))}
+		}
+		u.adds = append(u.adds, d.prep)
+		u.meta = append(u.meta, d.meta)
+	}
+	for _, t := range batch {
+		if t.subs == nil {
+			one(t)
+		}
+		for _, s := range t.subs {
+			one(s)
+		}
+	}
+	if len(order) == 0 {
+		return
+	}
+	var expiries []expiry
+	for _, u := range order {
+		m := u.m
+		// Deletes first: a restore may move a memory to another kind.
+		for _, id := range u.dels {
+			m.ix.Delete(id)
+		}
+		if len(u.dels) > 0 {
+			m.mu.Lock()
+			for _, id := range u.dels {
+				delete(m.meta, id)
+			}
+			m.mu.Unlock()
+		}
+		if len(u.adds) > 0 {
+			m.mu.Lock()
+			for i := range u.adds {
+				mt := u.meta[i]
+				m.meta[u.adds[i].ID()] = &mt
+				if mt.expires != 0 {
+					expiries = append(expiries, expiry{at: mt.expires, agent: m.agent, id: u.adds[i].ID()})
+				}
+			}
+			m.mu.Unlock()
+			if err := m.ix.AddPrepared(u.adds); err != nil {
+				k.log.Error("recall index add failed", "agent", m.agent, "err", err)
+			}
+		}
+		m.seq = k.auditSeq
+		m.dirty += len(u.adds) + len(u.dels)
+		if m.dirty >= memSaveEvery {
+			m.dirty = 0
+			k.saveIndexAsync(m)
+		}
+	}
+	k.ttlAdd(expiries...)
+}
+
+// memSaveEvery is how many changes an index takes before it is saved in
+// the background (besides at shutdown), so a crash replays at most that
+// many files at the next start.
+const memSaveEvery = 200000
+
+// memRecord is the record of a memory.
+func memRecord(agent string, m *memory.Memory) proto.MemoryRecord {
+	r := proto.MemoryRecord{Type: proto.RecordMemory, ID: m.ID, Agent: agent, Kind: m.Kind, Text: m.Text,
+		Tags: m.Tags, Source: m.Source, Created: m.Created, Importance: m.Importance}
+	if !m.Expires.IsZero() {
+		e := m.Expires
+		r.Expires = &e
+	}
+	return r
+}
+
+// MemRemember stores a batch of memories of one agent, durably, in one
+// group commit: all are stored or none (a bad memory fails the request
+// with its position).
+func (k *Kernel) MemRemember(ctx context.Context, c *Cred, a proto.MemRememberArgs, raw []byte) (proto.MemRememberResult, error) {
+	if err := k.authorize(c, a.Agent); err != nil {
+		k.auditDenied(c, proto.OpMemRemember, a.Agent, raw, err.Code)
+		return proto.MemRememberResult{}, err
+	}
+	n := len(a.Memories)
+	if n == 0 {
+		return proto.MemRememberResult{}, proto.Errorf(proto.EINVAL, "mem.remember: no memories given")
+	}
+	if n > proto.MaxRememberBatch {
+		return proto.MemRememberResult{}, proto.Errorf(proto.E2BIG, "mem.remember: %d memories in one request, more than %d", n, proto.MaxRememberBatch)
+	}
+	now := time.Now().UTC()
+	mems := make([]*memory.Memory, n)
+	files := make([][]byte, n)
+	for i, in := range a.Memories {
+		m, err := k.newMemory(in, now)
+		if err == nil && len(m.Text) > int(k.cfg.Limits.MaxValue)-512 {
+			err = proto.Errorf(proto.E2BIG, "text is %d bytes, more than limits.max_value allows", len(m.Text))
+		}
+		if err != nil {
+			var pe *proto.Error
+			code := proto.EINVAL
+			if errors.As(err, &pe) {
+				code = pe.Code
+			}
+			where := ""
+			if n > 1 {
+				where = fmt.Sprintf("memory %d of %d: ", i+1, n)
+			}
+			return proto.MemRememberResult{}, proto.Errorf(code, "%s: %s%v; nothing was remembered", a.Agent, where, strings.TrimSuffix(err.Error(), " ("+code+")"))
+		}
+		mems[i], files[i] = m, m.Encode()
+	}
+	vecs := k.embedDocs(ctx, mems)
+	t := &tx{subs: make([]*tx, n)}
+	for i, m := range mems {
+		var vec []float32
+		if vecs != nil {
+			vec = vecs[i]
+		}
+		key := m.Key()
+		t.subs[i] = &tx{
+			change: &state.Change{Agent: a.Agent, Space: state.SpaceMem, Key: key, Value: files[i]},
+			entry:  &audit.Entry{Actor: actor(c), Op: proto.OpMemRemember, Target: target(a.Agent, key), Args: audit.ArgsDigest(files[i])},
+			mem:    &memDoc{prep: recall.Prepare(docOf(m, vec)), meta: metaOf(m, len(files[i]))},
+		}
+	}
+	if err := k.submit(ctx, t, true); err != nil {
+		return proto.MemRememberResult{}, err
+	}
+	res := proto.MemRememberResult{Memories: make([]proto.MemoryRecord, n)}
+	for i, s := range t.subs {
+		if s.err != nil {
+			return proto.MemRememberResult{}, s.err
+		}
+		r := memRecord(a.Agent, mems[i])
+		r.Text = ""
+		res.Memories[i] = r
+	}
+	return res, nil
+}
+
+// newMemory checks an input and makes the memory.
+func (k *Kernel) newMemory(in proto.MemoryInput, now time.Time) (*memory.Memory, error) {
+	m := &memory.Memory{Kind: in.Kind, Tags: in.Tags, Source: in.Source, Importance: in.Importance, Text: in.Text, Created: now}
+	if m.Kind == "" {
+		m.Kind = memory.Episodic
+	}
+	if !utf8.ValidString(in.Text) {
+		return nil, proto.Errorf(proto.EINVAL, "text is not valid UTF-8")
+	}
+	if strings.TrimSpace(in.Text) == "" {
+		return nil, proto.Errorf(proto.EINVAL, "text is empty")
+	}
+	if len(m.Tags) > 0 {
+		tags := append([]string(nil), m.Tags...)
+		sort.Strings(tags)
+		m.Tags = tags[:0]
+		for i, tg := range tags {
+			if i == 0 || tg != tags[i-1] {
+				m.Tags = append(m.Tags, tg)
+			}
+		}
+	}
+	ttl := time.Duration(-1)
+	if in.TTL != "" {
+		d, err := time.ParseDuration(in.TTL)
+		if err != nil || d < 0 {
+			return nil, proto.Errorf(proto.EINVAL, "ttl %q: want a duration such as 90m or 24h", in.TTL)
+		}
+		ttl = d
+	} else if m.Kind == memory.Working {
+		ttl = k.cfg.Memory.TTL()
+	}
+	if ttl > 0 {
+		m.Expires = now.Add(ttl)
+	}
+	m.ID = memory.NewID(now)
+	if err := m.Check(); err != nil {
+		return nil, proto.Errorf(proto.EINVAL, "%v", err)
+	}
+	return m, nil
+}
+
+// readMemory reads a memory's file.
+func (k *Kernel) readMemory(agent, kind, id string) (*memory.Memory, error) {
+	v, _, err := k.state.Load(state.Ref(state.SpaceMem, agent), kind+"/"+id+".md")
+	if err != nil {
+		return nil, err
+	}
+	m, perr := memory.Parse(v)
+	if perr != nil {
+		return nil, proto.Errorf(proto.EIO, "%s: memory %s: %v", agent, id, perr)
+	}
+	return m, nil
+}
+
+// memFilter is the test of recall's and list's selectors.
+type memFilter struct {
+	kind  int // -1 any
+	tags  []string
+	since int64
+	until int64 // exclusive, 0 = none
+}
+
+func newFilter(kind string, tags []string, since, until time.Time) (memFilter, error) {
+	f := memFilter{kind: -1, tags: tags}
+	if kind != "" {
+		if err := memory.CheckKind(kind); err != nil {
+			return f, proto.Errorf(proto.EINVAL, "%v", err)
+		}
+		f.kind = int(kindIndex(kind))
+	}
+	for _, t := range tags {
+		if err := memory.CheckTag(t); err != nil {
+			return f, proto.Errorf(proto.EINVAL, "%v", err)
+		}
+	}
+	if !since.IsZero() {
+		f.since = since.UnixNano()
+	}
+	if !until.IsZero() {
+		f.until = until.UnixNano()
+	}
+	return f, nil
+}
+
+func (f *memFilter) any() bool { return f.kind >= 0 || len(f.tags) > 0 || f.since != 0 || f.until != 0 }
+
+func (f *memFilter) match(mt *memMeta) bool {
+	if mt == nil || f.kind >= 0 && int(mt.kind) != f.kind || mt.created < f.since || f.until != 0 && mt.created >= f.until {
+		return false
+	}
+	for _, t := range f.tags {
+		found := false
+		for _, x := range mt.tags {
+			if x == t {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// MemRecall emits the best memories for a query, best first.
+func (k *Kernel) MemRecall(ctx context.Context, c *Cred, a proto.MemRecallArgs, raw []byte, emit func(*proto.MemoryRecord) error) error {
+	var agents []string
+	if a.AllAgents {
+		if !c.Admin {
+			err := proto.Errorf(proto.EACCES, "recall over every agent is for the admin; name your agent with -a")
+			k.auditDenied(c, proto.OpMemRecall, "*", raw, err.Code)
+			return err
+		}
+		k.memmu.RLock()
+		for name := range k.mems {
+			agents = append(agents, name)
+		}
+		k.memmu.RUnlock()
+		sort.Strings(agents)
+	} else {
+		if err := k.authorize(c, a.Agent); err != nil {
+			k.auditDenied(c, proto.OpMemRecall, a.Agent, raw, err.Code)
+			return err
+		}
+		agents = []string{a.Agent}
+	}
+	if strings.TrimSpace(a.Query) == "" {
+		return proto.Errorf(proto.EINVAL, "recall: the query is empty")
+	}
+	if !utf8.ValidString(a.Query) {
+		return proto.Errorf(proto.EINVAL, "recall: the query is not valid UTF-8")
+	}
+	if a.K < 0 || a.K > 10000 {
+		return proto.Errorf(proto.EINVAL, "recall: k %d out of range (1 to 10000)", a.K)
+	}
+	kk := a.K
+	if kk == 0 {
+		kk = 10
+	}
+	f, err := newFilter(a.Kind, a.Tags, a.Since, time.Time{})
+	if err != nil {
+		return err
+	}
+	qvec := k.embedQuery(ctx, a.Query)
+	type hit struct {
+		agent string
+		h     recall.Hit
+	}
+	var all []hit
+	for _, agent := range agents {
+		m := k.memIdx(agent, false)
+		if m == nil {
+			continue
+		}
+		opt := recall.Options{K: kk, QueryVector: qvec}
+		if f.any() {
+			opt.Filter = func(id string) bool {
+				m.mu.RLock()
+				ok := f.match(m.meta[id])
+				m.mu.RUnlock()
+				return ok
+			}
+		} else {
+			opt.Filter = func(id string) bool {
+				m.mu.RLock()
+				_, ok := m.meta[id]
+				m.mu.RUnlock()
+				return ok
+			}
+		}
+		hits, err := m.ix.Search(a.Query, opt)
+		if errors.Is(err, recall.ErrEmptyQuery) {
+			return proto.Errorf(proto.EINVAL, "recall: the query %.40q has no searchable words", a.Query)
+		}
+		if err != nil {
+			return ioError(err)
+		}
+		for _, h := range hits {
+			all = append(all, hit{agent, h})
+		}
+	}
+	sort.SliceStable(all, func(i, j int) bool { return all[i].h.Score > all[j].h.Score })
+	sent := 0
+	for _, x := range all {
+		if sent == kk {
+			break
+		}
+		score := x.h.Score / recall.MaxFusedScore
+		if score < a.MinScore {
+			break
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rec, ok := k.memoryRecord(x.agent, x.h.ID)
+		if !ok {
+			continue
+		}
+		rec.Score = score
+		if err := emit(&rec); err != nil {
+			return err
+		}
+		sent++
+	}
+	return nil
+}
+
+// memoryRecord reads the record of a memory the index knows.
+func (k *Kernel) memoryRecord(agent, id string) (proto.MemoryRecord, bool) {
+	m := k.memIdx(agent, false)
+	if m == nil {
+		return proto.MemoryRecord{}, false
+	}
+	m.mu.RLock()
+	mt := m.meta[id]
+	m.mu.RUnlock()
+	if mt == nil {
+		return proto.MemoryRecord{}, false
+	}
+	mm, err := k.readMemory(agent, memory.Kinds[mt.kind], id)
+	if err != nil {
+		return proto.MemoryRecord{}, false
+	}
+	return memRecord(agent, mm), true
+}
+
+// MemList emits the memories of an agent that match, oldest first.
+func (k *Kernel) MemList(ctx context.Context, c *Cred, a proto.MemListArgs, raw []byte, emit func(*proto.MemoryRecord) error) error {
+	if err := k.authorize(c, a.Agent); err != nil {
+		k.auditDenied(c, proto.OpMemList, a.Agent, raw, err.Code)
+		return err
+	}
+	f, err := newFilter(a.Kind, a.Tags, a.Since, time.Time{})
+	if err != nil {
+		return err
+	}
+	for _, id := range k.memSelect(a.Agent, f) {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rec, ok := k.memoryRecord(a.Agent, id)
+		if !ok {
+			continue
+		}
+		if err := emit(&rec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// memSelect lists the ids of agent's memories that match f, sorted (ids
+// sort by creation time).
+func (k *Kernel) memSelect(agent string, f memFilter) []string {
+	m := k.memIdx(agent, false)
+	if m == nil {
+		return nil
+	}
+	m.mu.RLock()
+	ids := make([]string, 0, len(m.meta))
+	for id, mt := range m.meta {
+		if f.match(mt) {
+			ids = append(ids, id)
+		}
+	}
+	m.mu.RUnlock()
+	sort.Strings(ids)
+	return ids
+}
+
+// MemKind returns the kind of a memory of agent, if it exists.
+func (k *Kernel) memKind(agent, id string) (string, bool) {
+	m := k.memIdx(agent, false)
+	if m == nil {
+		return "", false
+	}
+	m.mu.RLock()
+	mt := m.meta[id]
+	m.mu.RUnlock()
+	if mt == nil {
+		return "", false
+	}
+	return memory.Kinds[mt.kind], true
+}
+
+// MemForget forgets memories of an agent by id, by tag and/or by age, in
+// one group commit, and returns their records (without text).
+func (k *Kernel) MemForget(ctx context.Context, c *Cred, a proto.MemForgetArgs, raw []byte) ([]proto.MemoryRecord, error) {
+	if err := k.authorize(c, a.Agent); err != nil {
+		k.auditDenied(c, proto.OpMemForget, a.Agent, raw, err.Code)
+		return nil, err
+	}
+	if len(a.IDs) == 0 && len(a.Tags) == 0 && a.Before.IsZero() {
+		return nil, proto.Errorf(proto.EINVAL, "forget: give ids, tags or a time to forget memories before")
+	}
+	f, err := newFilter("", a.Tags, time.Time{}, a.Before)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	if len(a.IDs) > 0 {
+		for _, id := range a.IDs {
+			if err := memory.CheckID(id); err != nil {
+				return nil, proto.Errorf(proto.EINVAL, "forget: %v", err)
+			}
+		}
+		m := k.memIdx(a.Agent, false)
+		for _, id := range a.IDs {
+			var mt *memMeta
+			if m != nil {
+				m.mu.RLock()
+				mt = m.meta[id]
+				m.mu.RUnlock()
+			}
+			if mt == nil {
+				return nil, proto.Errorf(proto.ENOENT, "%s: no memory %s; nothing was forgotten", a.Agent, id)
+			}
+			if f.match(mt) {
+				ids = append(ids, id)
+			}
+		}
+	} else {
+		ids = k.memSelect(a.Agent, f)
+	}
+	return k.forget(ctx, actor(c), a.Agent, ids, audit.ArgsDigest(raw))
+}
+
+// forget commits the deletion of ids of agent as one tx. A memory that is
+// already gone (forgotten meanwhile) is skipped, not an error.
+func (k *Kernel) forget(ctx context.Context, who audit.Actor, agent string, ids []string, digest string) ([]proto.MemoryRecord, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	t := &tx{}
+	recs := make([]proto.MemoryRecord, 0, len(ids))
+	m := k.memIdx(agent, false)
+	for _, id := range ids {
+		kind, ok := k.memKind(agent, id)
+		if !ok {
+			continue
+		}
+		key := kind + "/" + id + ".md"
+		t.subs = append(t.subs, &tx{
+			change: &state.Change{Agent: agent, Space: state.SpaceMem, Key: key, Delete: true},
+			entry:  &audit.Entry{Actor: who, Op: proto.OpMemForget, Target: target(agent, key), Args: digest},
+		})
+		rec := proto.MemoryRecord{Type: proto.RecordMemory, ID: id, Agent: agent, Kind: kind, Forgotten: true}
+		m.mu.RLock()
+		if mt := m.meta[id]; mt != nil {
+			rec.Created, rec.Tags, rec.Importance = time.Unix(0, mt.created).UTC(), mt.tags, float64(mt.importance)
+		}
+		m.mu.RUnlock()
+		recs = append(recs, rec)
+	}
+	if len(t.subs) == 0 {
+		return nil, nil
+	}
+	if err := k.submit(ctx, t, true); err != nil {
+		return nil, err
+	}
+	out := recs[:0]
+	for i, s := range t.subs {
+		var pe *proto.Error
+		switch {
+		case s.err == nil:
+			out = append(out, recs[i])
+		case errors.As(s.err, &pe) && pe.Code == proto.ENOENT:
+		default:
+			return out, s.err
+		}
+	}
+	return out, nil
+}
+
+// MemRead returns the file of a memory (for the FUSE view).
+func (k *Kernel) MemRead(ctx context.Context, c *Cred, agent, kind, id string) ([]byte, error) {
+	if err := k.authorize(c, agent); err != nil {
+		k.auditDenied(c, proto.OpMemList, agent, nil, err.Code)
+		return nil, err
+	}
+	if got, ok := k.memKind(agent, id); !ok || got != kind {
+		return nil, proto.Errorf(proto.ENOENT, "%s: no %s memory %s", agent, kind, id)
+	}
+	v, _, err := k.state.Load(state.Ref(state.SpaceMem, agent), kind+"/"+id+".md")
+	if err != nil {
+		return nil, ioError(err)
+	}
+	return v, nil
+}
+
+// MemIDs lists the ids and file sizes of agent's memories of a kind (for
+// the FUSE view).
+func (k *Kernel) MemIDs(c *Cred, agent, kind string) ([]string, []int64) {
+	if k.authorize(c, agent) != nil {
+		return nil, nil
+	}
+	m := k.memIdx(agent, false)
+	if m == nil {
+		return nil, nil
+	}
+	ki := kindIndex(kind)
+	m.mu.RLock()
+	ids := make([]string, 0, len(m.meta))
+	for id, mt := range m.meta {
+		if mt.kind == ki {
+			ids = append(ids, id)
+		}
+	}
+	m.mu.RUnlock()
+	sort.Strings(ids)
+	sizes := make([]int64, len(ids))
+	m.mu.RLock()
+	for i, id := range ids {
+		if mt := m.meta[id]; mt != nil {
+			sizes[i] = int64(mt.size)
+		}
+	}
+	m.mu.RUnlock()
+	return ids, sizes
+}
+
+// Expiry: one timer, set to the earliest expiry of a min-heap, no polling.
+
+type expiry struct {
+	at    int64
+	agent string
+	id    string
+}
+
+type expHeap []expiry
+
+func (h expHeap) Len() int           { return len(h) }
+func (h expHeap) Less(i, j int) bool { return h[i].at < h[j].at }
+func (h expHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *expHeap) Push(x any)        { *h = append(*h, x.(expiry)) }
+func (h *expHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+type ttlState struct {
+	mu    sync.Mutex
+	h     expHeap
+	timer *time.Timer
+	next  int64 // when the timer fires, 0 = not armed
+	stop  bool
+}
+
+// ttlAdd queues expiries and moves the timer earlier if needed.
+func (k *Kernel) ttlAdd(es ...expiry) {
+	if len(es) == 0 {
+		return
+	}
+	s := &k.ttl
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range es {
+		heap.Push(&s.h, e)
+	}
+	k.ttlArmLocked()
+}
+
+func (k *Kernel) ttlArmLocked() {
+	s := &k.ttl
+	if s.stop || len(s.h) == 0 {
+		return
+	}
+	at := s.h[0].at
+	if s.next != 0 && s.next <= at {
+		return
+	}
+	s.next = at
+	d := time.Until(time.Unix(0, at))
+	if s.timer == nil {
+		s.timer = time.AfterFunc(d, k.expire)
+	} else {
+		s.timer.Reset(d)
+	}
+}
+
+// expire forgets every memory whose time has come, as the kernel.
+func (k *Kernel) expire() {
+	s := &k.ttl
+	now := time.Now().UnixNano()
+	due := map[string][]string{}
+	s.mu.Lock()
+	s.next = 0
+	for len(s.h) > 0 && s.h[0].at <= now {
+		e := heap.Pop(&s.h).(expiry)
+		due[e.agent] = append(due[e.agent], e.id)
+	}
+	s.mu.Unlock()
+	who := audit.Actor{UID: k.uid, PID: int32(os.Getpid())}
+	agents := make([]string, 0, len(due))
+	for a := range due {
+		agents = append(agents, a)
+	}
+	sort.Strings(agents)
+	for _, agent := range agents {
+		m := k.memIdx(agent, false)
+		if m == nil {
+			continue
+		}
+		var ids []string
+		m.mu.RLock()
+		for _, id := range due[agent] {
+			// A memory forgotten or replaced meanwhile has no (or another)
+			// expiry: only what is still due goes.
+			if mt := m.meta[id]; mt != nil && mt.expires != 0 && mt.expires <= now {
+				ids = append(ids, id)
+			}
+		}
+		m.mu.RUnlock()
+		if _, err := k.forget(context.Background(), who, agent, ids, audit.ArgsDigest([]byte("ttl"))); err != nil {
+			var pe *proto.Error
+			if errors.As(err, &pe) && pe.Code == proto.ESHUTDOWN {
+				return
+			}
+			k.log.Error("expiring memories failed", "agent", agent, "err", err)
+		}
+	}
+	s.mu.Lock()
+	k.ttlArmLocked()
+	s.mu.Unlock()
+}
+
+func (k *Kernel) ttlStop() {
+	s := &k.ttl
+	s.mu.Lock()
+	s.stop = true
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	s.mu.Unlock()
+}
