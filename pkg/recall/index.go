@@ -228,6 +228,7 @@ type qterm struct {
 type scored struct {
 	doc   uint32
 	score float64
+	time  int64 // the document's, so ties do not depend on doc numbers
 }
 
 func (ix *Index) idf(df int) float64 {
@@ -341,7 +342,9 @@ func (ix *Index) topK(q []qterm, k int, accept func(n uint32) bool) []scored {
 			}
 		}
 		for i := firstEss - 1; i >= 0; i-- {
-			if score+prefix[i] <= threshold {
+			// Strictly below: a document that only ties the k-th
+			// score may still win on time (see better).
+			if score+prefix[i] < threshold {
 				break
 			}
 			c := &curs[i]
@@ -350,21 +353,22 @@ func (ix *Index) topK(q []qterm, k int, accept func(n uint32) bool) []scored {
 				score += contrib(c, d)
 			}
 		}
-		if len(h) == k && score <= threshold {
+		cand := scored{d, score, ix.docs[d].time}
+		if len(h) == k && !better(cand, h[0]) {
 			continue
 		}
 		if accept != nil && !accept(d) {
 			continue
 		}
 		if len(h) < k {
-			h.push(scored{d, score})
+			h.push(cand)
 		} else {
-			h[0] = scored{d, score}
+			h[0] = cand
 			h.fix()
 		}
 		if len(h) == k {
 			threshold = h[0].score
-			for firstEss < len(curs) && prefix[firstEss] <= threshold {
+			for firstEss < len(curs) && prefix[firstEss] < threshold {
 				firstEss++
 			}
 		}
@@ -374,10 +378,16 @@ func (ix *Index) topK(q []qterm, k int, accept func(n uint32) bool) []scored {
 	return out
 }
 
-// better orders by score, then by the newer document.
+// better orders by score, then by the newer document: by its time, and
+// at equal times by its number (which follows insertion order). Times
+// decide across batches, so an index rebuilt from the files, in another
+// insertion order than the live one, ranks ties the same.
 func better(a, b scored) bool {
 	if a.score != b.score {
 		return a.score > b.score
+	}
+	if a.time != b.time {
+		return a.time > b.time
 	}
 	return a.doc > b.doc
 }

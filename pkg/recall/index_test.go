@@ -57,7 +57,7 @@ func bruteBM25(ix *Index, query string) []scored {
 	}
 	var out []scored
 	for d, s := range scores {
-		out = append(out, scored{d, s})
+		out = append(out, scored{d, s, ix.docs[d].time})
 	}
 	sort.Slice(out, func(i, j int) bool { return better(out[i], out[j]) })
 	return out
