@@ -1,0 +1,221 @@
+package proto
+
+import "time"
+
+// Run, exec and budget ops (issue 6).
+const (
+	// OpRunSpawn starts a run. With Attach it is a stream: the run record,
+	// then the run's records until its exit record; without, one reply
+	// with the run record.
+	OpRunSpawn = "run.spawn"
+	// OpRunAttach streams a run's records from its first (or only the
+	// new ones with Follow and Tail 0) until its exit record.
+	OpRunAttach = "run.attach"
+	// OpRunWait streams the exit record of each run, as each exits.
+	OpRunWait = "run.wait"
+	// OpRunKill sends a signal to each run's process group.
+	OpRunKill = "run.kill"
+	// OpRunPs streams the run records, oldest first.
+	OpRunPs = "run.ps"
+
+	// OpExec runs a command for an agent under its policy.
+	OpExec = "exec"
+
+	OpBudgetShow   = "budget.show"
+	OpBudgetSet    = "budget.set"
+	OpBudgetReset  = "budget.reset"
+	OpBudgetCheck  = "budget.check"
+	OpBudgetCharge = "budget.charge"
+)
+
+// Record types of runs.
+const (
+	RecordRun        = "run"
+	RecordOutput     = "output"
+	RecordMessage    = "message"
+	RecordToolCall   = "tool_call"
+	RecordToolResult = "tool_result"
+	RecordUsage      = "usage"
+	RecordExit       = "exit"
+	RecordExec       = "exec"
+	RecordBudget     = "budget"
+)
+
+// Run states.
+const (
+	RunRunning = "running"
+	RunStopped = "stopped" // SIGSTOP'd
+	RunExited  = "exited"
+	RunLost    = "lost" // oxiosd restarted while it ran
+)
+
+// SpawnArgs are the args of run.spawn. Command set: a process run of that
+// command (Command[0] an absolute path or a name looked up in oxiosd's
+// PATH). Command empty: an LLM run of the runner ox-agent with Task.
+type SpawnArgs struct {
+	Agent   string   `json:"agent"`
+	Command []string `json:"command,omitempty"`
+	Task    string   `json:"task,omitempty"`
+	Model   string   `json:"model,omitempty"`
+	// Input becomes the run's stdin (records or text: the context of an
+	// LLM run); empty: /dev/null.
+	Input string `json:"input,omitempty"`
+	// Env adds KEY=VALUE pairs to the run's environment.
+	Env    []string `json:"env,omitempty"`
+	Attach bool     `json:"attach,omitempty"`
+}
+
+// RunRecord is the "run" record: a run as ox-ps shows it.
+type RunRecord struct {
+	Type      string     `json:"type"` // always "run"
+	ID        string     `json:"id"`
+	Agent     string     `json:"agent"`
+	PID       int        `json:"pid,omitempty"`
+	State     string     `json:"state"`
+	Started   time.Time  `json:"started"`
+	Ended     *time.Time `json:"ended,omitempty"`
+	Command   []string   `json:"command,omitempty"`
+	Task      string     `json:"task,omitempty"`
+	Model     string     `json:"model,omitempty"`
+	Workspace string     `json:"workspace,omitempty"`
+	// Status is the exit status as a shell reports it (128+N for signal
+	// N), once exited.
+	Status *int   `json:"status,omitempty"`
+	Signal string `json:"signal,omitempty"`
+	Error  string `json:"error,omitempty"`
+	// Resources, sampled when asked for (ox-ps).
+	CPU    float64 `json:"cpu,omitempty"` // seconds, user+system
+	RSS    int64   `json:"rss,omitempty"` // bytes
+	Tokens int64   `json:"tokens,omitempty"`
+	Cost   float64 `json:"cost,omitempty"`
+	Execs  int64   `json:"execs,omitempty"`
+	Text   string  `json:"text"`
+}
+
+// OutputRecord is the "output" record: one line a process run wrote.
+type OutputRecord struct {
+	Type   string    `json:"type"` // always "output"
+	Run    string    `json:"run"`
+	Agent  string    `json:"agent"`
+	Stream string    `json:"stream"` // stdout or stderr
+	Time   time.Time `json:"time"`
+	Text   string    `json:"text"`
+}
+
+// ExitRecord is the "exit" record: how a run ended.
+type ExitRecord struct {
+	Type   string    `json:"type"` // always "exit"
+	Run    string    `json:"run"`
+	Agent  string    `json:"agent"`
+	Status int       `json:"status"`
+	Signal string    `json:"signal,omitempty"`
+	Error  string    `json:"error,omitempty"`
+	Time   time.Time `json:"time"`
+	Text   string    `json:"text"`
+}
+
+// AttachArgs are the args of run.attach.
+type AttachArgs struct {
+	Run string `json:"run"`
+}
+
+// RunsArgs name runs (run.wait).
+type RunsArgs struct {
+	Runs []string `json:"runs"`
+}
+
+// KillArgs are the args of run.kill. Signal is a name (TERM, SIGTERM) or a
+// number; empty means TERM.
+type KillArgs struct {
+	Runs   []string `json:"runs"`
+	Signal string   `json:"signal,omitempty"`
+}
+
+// PsArgs are the args of run.ps: the live runs (of Agent, if given), and
+// with All the exited ones kept too.
+type PsArgs struct {
+	Agent string `json:"agent,omitempty"`
+	All   bool   `json:"all,omitempty"`
+}
+
+// ExecArgs are the args of exec: Argv, or Command split into words (no
+// shell unless the agent's policy allows one). Timeout is a Go duration,
+// capped by the policy's.
+type ExecArgs struct {
+	Agent   string   `json:"agent"`
+	Argv    []string `json:"argv,omitempty"`
+	Command string   `json:"command,omitempty"`
+	Stdin   string   `json:"stdin,omitempty"`
+	Timeout string   `json:"timeout,omitempty"`
+}
+
+// ExecRecord is the "exec" record: the result of an exec.
+type ExecRecord struct {
+	Type      string   `json:"type"` // always "exec"
+	Agent     string   `json:"agent"`
+	Run       string   `json:"run,omitempty"`
+	Argv      []string `json:"argv"`
+	Status    int      `json:"status"`
+	Signal    string   `json:"signal,omitempty"`
+	TimedOut  bool     `json:"timed_out,omitempty"`
+	Stdout    string   `json:"stdout"`
+	Stderr    string   `json:"stderr"`
+	Truncated bool     `json:"truncated,omitempty"`
+	// Digest is the blake3 of stdout then stderr, as the audit log has it.
+	Digest   string  `json:"digest"`
+	Duration float64 `json:"duration"` // seconds
+	Text     string  `json:"text"`
+}
+
+// Budget is an amount of each thing a budget bounds. In limits, 0 means
+// no limit.
+type Budget struct {
+	Tokens int64   `json:"tokens"`
+	Cost   float64 `json:"cost"`
+	Wall   float64 `json:"wall"` // seconds
+	Execs  int64   `json:"execs"`
+}
+
+// BudgetRecord is the "budget" record: an agent's limits (whole agent and
+// per run) and what it has used since Since.
+type BudgetRecord struct {
+	Type     string    `json:"type"` // always "budget"
+	Agent    string    `json:"agent"`
+	Limit    Budget    `json:"limit"`
+	RunLimit Budget    `json:"run_limit"`
+	Used     Budget    `json:"used"`
+	Since    time.Time `json:"since"`
+	// Run and RunUsed are the calling run's, for check and charge.
+	Run     string  `json:"run,omitempty"`
+	RunUsed *Budget `json:"run_used,omitempty"`
+	Text    string  `json:"text"`
+}
+
+// BudgetArgs name an agent (budget.show, budget.reset).
+type BudgetArgs struct {
+	Agent string `json:"agent"`
+}
+
+// BudgetSetArgs are the args of budget.set: the limits given replace the
+// agent's; a nil one is left as it is.
+type BudgetSetArgs struct {
+	Agent    string  `json:"agent"`
+	Limit    *Budget `json:"limit,omitempty"`
+	RunLimit *Budget `json:"run_limit,omitempty"`
+}
+
+// BudgetCheckArgs are the args of budget.check: may the calling run spend
+// about Tokens more? EDQUOT if not.
+type BudgetCheckArgs struct {
+	Agent  string `json:"agent"`
+	Tokens int64  `json:"tokens"`
+}
+
+// BudgetChargeArgs are the args of budget.charge: usage a model call
+// reported. The kernel prices it with the configured rates.
+type BudgetChargeArgs struct {
+	Agent            string `json:"agent"`
+	Model            string `json:"model,omitempty"`
+	PromptTokens     int64  `json:"prompt_tokens"`
+	CompletionTokens int64  `json:"completion_tokens"`
+}
