@@ -33,6 +33,8 @@ type Config struct {
 	Limits      Limits `toml:"limits"`
 	Access      Access `toml:"access"`
 	Memory      Memory `toml:"memory"`
+	LLM         LLM    `toml:"llm"`
+	Runs        Runs   `toml:"runs"`
 
 	// File is the config file that was read, "" if none.
 	File string `toml:"-"`
@@ -57,6 +59,29 @@ type Memory struct {
 	EmbeddingsKeyEnv string `toml:"embeddings_key_env"`
 
 	workingTTL time.Duration
+}
+
+// LLM names the OpenAI-compatible endpoint LLM runs think through
+// (issue 6): OpenAI, ollama, llama.cpp, vLLM...
+type LLM struct {
+	// BaseURL is the API base (".../v1"); "" means no LLM runs.
+	BaseURL string `toml:"base_url"`
+	Model   string `toml:"model"`
+	// KeyEnv names the environment variable of oxiosd holding the API key,
+	// passed to the runner.
+	KeyEnv string `toml:"key_env"`
+	// Prices per million tokens, to charge a run's cost.
+	PromptPrice     float64 `toml:"prompt_price"`
+	CompletionPrice float64 `toml:"completion_price"`
+}
+
+// Runs configures the supervisor.
+type Runs struct {
+	// Runner is the LLM runner's path; "" = ox-agent beside oxiosd, else
+	// in PATH.
+	Runner string `toml:"runner"`
+	// Keep is how many ended runs keep their records.
+	Keep int `toml:"keep"`
 }
 
 // TTL is the parsed working_ttl.
@@ -97,6 +122,8 @@ func Default() Config {
 		LogLevel: "info",
 		Limits:   Limits{MaxValue: proto.DefaultMaxValue},
 		Memory:   Memory{WorkingTTL: "24h", EmbeddingsModel: "text-embedding-3-small", EmbeddingsKeyEnv: "OPENAI_API_KEY"},
+		LLM:      LLM{Model: "gpt-4o-mini", KeyEnv: "OPENAI_API_KEY"},
+		Runs:     Runs{Keep: 1000},
 	}
 }
 
@@ -155,6 +182,7 @@ func (c *Config) parse(b []byte, file string) error {
 		{&c.Data, def.Data}, {&c.Socket, def.Socket}, {&c.Mount, def.Mount}, {&c.LogLevel, def.LogLevel},
 		{&c.Memory.WorkingTTL, def.Memory.WorkingTTL}, {&c.Memory.EmbeddingsModel, def.Memory.EmbeddingsModel},
 		{&c.Memory.EmbeddingsKeyEnv, def.Memory.EmbeddingsKeyEnv},
+		{&c.LLM.Model, def.LLM.Model}, {&c.LLM.KeyEnv, def.LLM.KeyEnv},
 	} {
 		if *s.v == "" {
 			*s.v = s.d
@@ -162,6 +190,9 @@ func (c *Config) parse(b []byte, file string) error {
 	}
 	if c.Limits.MaxValue == 0 {
 		c.Limits.MaxValue = def.Limits.MaxValue
+	}
+	if c.Runs.Keep == 0 {
+		c.Runs.Keep = def.Runs.Keep
 	}
 	return nil
 }
@@ -190,6 +221,15 @@ func (c *Config) resolve() error {
 		return fmt.Errorf("config: memory.working_ttl %q: want a duration such as \"24h\" or \"0\"", c.Memory.WorkingTTL)
 	}
 	c.Memory.workingTTL = ttl
+	if c.LLM.BaseURL != "" && !strings.HasPrefix(c.LLM.BaseURL, "http://") && !strings.HasPrefix(c.LLM.BaseURL, "https://") {
+		return fmt.Errorf("config: llm.base_url %q: want an http:// or https:// URL such as https://api.openai.com/v1", c.LLM.BaseURL)
+	}
+	if c.LLM.PromptPrice < 0 || c.LLM.CompletionPrice < 0 {
+		return fmt.Errorf("config: llm prices may not be negative")
+	}
+	if c.Runs.Keep < 0 {
+		return fmt.Errorf("config: runs.keep %d: want 0 or more", c.Runs.Keep)
+	}
 	c.Access.admins = map[uint32]struct{}{}
 	for _, a := range c.Access.Admins {
 		uid, err := lookupUID(string(a))

@@ -304,6 +304,14 @@ func (k *Kernel) replayAux(payload []byte) error {
 			}
 		}
 	}
+	// The kernel's files of an agent, whose entries name the agent (an
+	// extra path for a refused one is harmless).
+	switch e.Op {
+	case proto.OpAgentCreate:
+		k.markDirty(spacePath(state.SpaceSys, targetAgent(e.Target), sysPolicy))
+	case proto.OpBudgetCharge, proto.OpBudgetSet, proto.OpBudgetReset, proto.OpRunExit:
+		k.markDirty(spacePath(state.SpaceSys, targetAgent(e.Target), sysBudget))
+	}
 	switch {
 	case e.Seq <= k.auditSeq:
 		return nil

@@ -21,6 +21,11 @@ const (
 	// A memory remembered or forgotten (also by a restore or its TTL).
 	EventMemoryAdded     = "memory.added"
 	EventMemoryForgotten = "memory.forgotten"
+	// Runs (issue 6).
+	EventRunStarted     = "run.started"
+	EventRunExited      = "run.exited"
+	EventBudgetExceeded = "budget.exceeded"
+	EventExec           = "exec"
 )
 
 var opEvents = map[string]string{
@@ -30,6 +35,8 @@ var opEvents = map[string]string{
 	proto.OpCommitTag:   EventTag,
 	proto.OpMemRemember: EventMemoryAdded,
 	proto.OpMemForget:   EventMemoryForgotten,
+	proto.OpRunSpawn:    EventRunStarted,
+	proto.OpRunExit:     EventRunExited,
 }
 
 // eventName names what an entry of op with result did: a refusal is
@@ -38,6 +45,9 @@ var opEvents = map[string]string{
 func eventName(op, result string) string {
 	if result == proto.EPERM || result == proto.EACCES {
 		return EventPolicyDenied
+	}
+	if result == proto.EDQUOT {
+		return EventBudgetExceeded
 	}
 	if n, ok := opEvents[op]; ok && result == "ok" {
 		return n

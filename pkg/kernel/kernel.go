@@ -29,6 +29,7 @@ import (
 	"github.com/oxios/oxios/pkg/config"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/state"
+	"github.com/oxios/oxios/pkg/supervisor"
 )
 
 // Version is the daemon's version, set by the linker in cmd/oxiosd.
@@ -86,6 +87,10 @@ type Kernel struct {
 	memSave sync.Mutex     // one index save at a time
 	ttl     ttlState
 	emb     *openaiEmbedder
+	// Runs (run.go, exec.go, budget.go).
+	sup     *supervisor.Supervisor
+	budmu   sync.Mutex             // orders budget changes
+	budgets map[string]*budgetFile // agent -> its sys/budget.json, once read
 }
 
 // New opens the data directory and starts the committer.
@@ -113,6 +118,7 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 		stopped: make(chan struct{}),
 		fatal:   make(chan error, 1),
 		mems:    map[string]*memIndex{},
+		budgets: map[string]*budgetFile{},
 	}
 	if cfg.Memory.EmbeddingsURL != "" {
 		k.emb = newEmbedder(cfg.Memory.EmbeddingsURL, cfg.Memory.EmbeddingsModel, cfg.Memory.EmbeddingsKeyEnv)
@@ -155,6 +161,12 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 		alog.Close()
 		return nil, err
 	}
+	if err := k.openSupervisor(); err != nil {
+		st.Close()
+		k.ver.repo.Close()
+		alog.Close()
+		return nil, err
+	}
 	go k.committer()
 	return k, nil
 }
@@ -170,6 +182,8 @@ func (k *Kernel) SetRunResolver(r RunResolver) { k.runs = r }
 // Close finishes queued transactions and closes the subsystems. Callers
 // stop issuing syscalls first (the server drains its connections).
 func (k *Kernel) Close() error {
+	// Runs first: their ends are audited, through the committer.
+	k.sup.Close()
 	k.txmu.Lock()
 	if k.closing {
 		k.txmu.Unlock()

@@ -71,7 +71,7 @@ func splitSpacePath(p string) (space, agent, key string, ok bool) {
 		return "", "", "", false
 	}
 	space, key, found = strings.Cut(rest, "/")
-	if !found || key == "" || (space != state.SpaceState && space != state.SpaceMem) {
+	if !found || key == "" || (space != state.SpaceState && space != state.SpaceMem && space != state.SpaceSys) {
 		return "", "", "", false
 	}
 	return space, agent, key, true
@@ -716,7 +716,9 @@ func (k *Kernel) restoreNow(c *Cred, a proto.CommitRestoreArgs, raw []byte) (pro
 	target := a.Agent + ":" + hash
 	for _, ch := range version.DiffFiles(have, want) {
 		space, _, key, ok := splitSpacePath(ch.Path)
-		if !ok {
+		// The kernel's own files (policy, budget used) are not the
+		// agent's to roll back.
+		if !ok || space == state.SpaceSys {
 			continue
 		}
 		saveOp, delOp := proto.OpStateSave, proto.OpStateDelete

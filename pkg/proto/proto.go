@@ -101,6 +101,8 @@ const (
 	ESHUTDOWN    = "ESHUTDOWN"    // daemon is shutting down
 	EIO          = "EIO"          // storage failed
 	EDQUOT       = "EDQUOT"       // over budget or quota
+	ESRCH        = "ESRCH"        // no such run, or it has exited
+	ENOEXEC      = "ENOEXEC"      // no model endpoint to run an LLM agent with
 )
 
 // Ops. Each is one kernel syscall.

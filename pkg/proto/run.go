@@ -21,6 +21,12 @@ const (
 	// OpExec runs a command for an agent under its policy.
 	OpExec = "exec"
 
+	// OpAgentCreate is the audit op of an agent's creation (its policy
+	// written from the default) by its first spawn; not a request.
+	OpAgentCreate = "agent.create"
+	// OpRunExit is the audit op of a run's end; not a request.
+	OpRunExit = "run.exit"
+
 	OpBudgetShow   = "budget.show"
 	OpBudgetSet    = "budget.set"
 	OpBudgetReset  = "budget.reset"

@@ -38,12 +38,15 @@ import (
 )
 
 // Spaces are the trees an agent has in the store.
-var Spaces = []string{SpaceState, SpaceMem}
+var Spaces = []string{SpaceState, SpaceMem, SpaceSys}
 
 // The spaces.
 const (
 	SpaceState = "state"
 	SpaceMem   = "mem"
+	// SpaceSys holds what the kernel keeps of an agent: its policy and
+	// its budget (policy.toml, budget.json).
+	SpaceSys = "sys"
 )
 
 // Ref names the tree of agent's space inside the store: the agent's name
@@ -66,7 +69,7 @@ func SplitRef(ref string) (space, agent string) {
 
 func checkSpace(space string) *proto.Error {
 	switch space {
-	case "", SpaceState, SpaceMem:
+	case "", SpaceState, SpaceMem, SpaceSys:
 		return nil
 	}
 	return proto.Errorf(proto.EINVAL, "unknown space %q", space)

@@ -1,0 +1,73 @@
+// Command ox-exec runs a command for an agent under its policy. See
+// ox-exec(1).
+package main
+
+import (
+	"os"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/oxios/oxios/pkg/cliutil"
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+var version = "0.1.0-dev"
+
+func main() {
+	app := cliutil.App("ox-exec", "run a command for an agent under its policy")
+	app.Version = version
+	app.ArgsUsage = "[--] COMMAND [ARG...]"
+	app.Description = "Asks oxiosd to run COMMAND for the agent, as the exec syscall an agent's runner uses: only a program on the policy's exec.allow list runs, shell metacharacters need exec.shell, in the agent's workspace, with the policy's timeout, output cap and limits; every exec is audited. Prints the command's stdout and stderr and exits with its status; --json prints the exec record instead. A pipe or file on stdin is the command's stdin."
+	app.Flags = cliutil.ClientFlags(
+		&cli.StringFlag{Name: "command", Aliases: []string{"c"}, Usage: "a command `LINE`, split into words (or run by /bin/sh -c when the policy allows a shell)"},
+		&cli.DurationFlag{Name: "timeout", Usage: "kill the command after `D` (at most the policy's exec.timeout)"},
+	)
+	app.Action = execute
+	cliutil.Run(app)
+}
+
+func execute(c *cli.Context) error {
+	agent, err := cliutil.Agent(c)
+	if err != nil {
+		return err
+	}
+	a := proto.ExecArgs{Agent: agent, Argv: c.Args().Slice(), Command: c.String("command")}
+	if (len(a.Argv) == 0) == (a.Command == "") {
+		return cliutil.Usagef("give a COMMAND and its arguments, or -c LINE (one of them)")
+	}
+	if d := c.Duration("timeout"); d > 0 {
+		a.Timeout = d.String()
+	}
+	cl, err := cliutil.Connect(c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	if a.Stdin, err = cliutil.ReadInput(cl.Hello().MaxValue); err != nil {
+		return err
+	}
+	rec, err := cl.Exec(c.Context, a)
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		p := cliutil.NewPrinter(c)
+		p.Print(rec)
+		if err := p.Flush(); err != nil {
+			return err
+		}
+	} else {
+		os.Stdout.WriteString(rec.Stdout)
+		os.Stderr.WriteString(rec.Stderr)
+		if rec.Truncated {
+			os.Stderr.WriteString("ox-exec: output cut off at the policy's exec.output_cap\n")
+		}
+		if rec.TimedOut {
+			os.Stderr.WriteString("ox-exec: timed out and killed\n")
+		}
+	}
+	if rec.Status != 0 {
+		return cliutil.Silent(rec.Status)
+	}
+	return nil
+}

@@ -1,0 +1,66 @@
+// Command ox-ps lists the runs of agents. See ox-ps(1).
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/oxios/oxios/pkg/cliutil"
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+var version = "0.1.0-dev"
+
+func main() {
+	app := cliutil.App("ox-ps", "list the runs of agents")
+	app.Version = version
+	app.Description = "Lists the live runs (of agent -a, or of every agent you may see), oldest first, with their state, pid, start, CPU time, memory (RSS) and tokens used; with --all, the ended runs oxiosd keeps too. JSON lines off a terminal, a table on one."
+	app.Flags = cliutil.ClientFlags(
+		&cli.BoolFlag{Name: "all", Usage: "include the ended runs"},
+	)
+	app.Action = ps
+	cliutil.Run(app)
+}
+
+func ps(c *cli.Context) error {
+	agent := c.String("agent")
+	if agent != "" {
+		if err := proto.CheckAgent(agent); err != nil {
+			return cliutil.Usagef("%s", err.Message)
+		}
+	}
+	if c.NArg() > 0 {
+		return cliutil.Usagef("ox-ps takes no arguments (got %q)", c.Args().First())
+	}
+	cl, err := cliutil.Connect(c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	p := cliutil.NewPrinter(c, "RUN", "AGENT", "STATE", "PID", "STARTED", "CPU", "RSS", "TOKENS", "WHAT")
+	err = cl.Ps(c.Context, proto.PsArgs{Agent: agent, All: c.Bool("all")}, func(r proto.RunRecord) error {
+		state := r.State
+		if r.Status != nil && r.State == proto.RunExited {
+			state = fmt.Sprintf("exit %d", *r.Status)
+			if r.Signal != "" {
+				state = "SIG" + r.Signal
+			}
+		}
+		what := r.Task
+		if len(r.Command) > 0 {
+			what = strings.Join(r.Command, " ")
+		}
+		if len(what) > 60 {
+			what = what[:57] + "..."
+		}
+		return p.Print(r, r.ID, r.Agent, state, fmt.Sprint(r.PID), r.Started.Local().Format(time.DateTime),
+			fmt.Sprintf("%.2fs", r.CPU), cliutil.HumanSize(r.RSS), fmt.Sprint(r.Tokens), what)
+	})
+	if ferr := p.Flush(); err == nil {
+		err = ferr
+	}
+	return err
+}

@@ -1,0 +1,125 @@
+// Command ox-spawn starts a run of an agent: a command, or the LLM runner
+// with a task, supervised by oxiosd. See ox-spawn(1).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/oxios/oxios/pkg/cliutil"
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+var version = "0.1.0-dev"
+
+func main() {
+	app := cliutil.App("ox-spawn", "start a run of an agent: a command, or an LLM agent with a task")
+	app.Version = version
+	app.ArgsUsage = "[TASK...] | -- COMMAND [ARG...]"
+	app.Description = "With -- COMMAND, runs the command as a run of the agent; otherwise runs the LLM runner ox-agent with TASK. The agent is created, with the default policy, if it does not exist. Attaches by default: prints the run's records as they come (JSON lines, or text on a terminal) and exits with the run's status (128+N if a signal N killed it); Ctrl-C sends SIGINT to the run. With -d prints the run record and returns. A pipe or file on stdin is the run's input (records from ox-recall become an LLM run's context)."
+	app.Flags = cliutil.ClientFlags(
+		&cli.BoolFlag{Name: "detach", Aliases: []string{"d"}, Usage: "print the run record and return; the run goes on"},
+		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "the model of an LLM run (default: the [llm] model of oxios.toml)"},
+		&cli.StringSliceFlag{Name: "env", Aliases: []string{"e"}, Usage: "add `NAME=VALUE` to the run's environment (repeatable)"},
+		&cli.BoolFlag{Name: "no-stdin", Aliases: []string{"n"}, Usage: "do not read stdin (for scripts whose stdin never ends)"},
+	)
+	app.Action = spawn
+	cliutil.Run(app)
+}
+
+// dashdash reports whether the command line has "--" before its
+// arguments: urfave/cli drops it, and it is what makes them a command.
+func dashdash() bool {
+	for _, a := range os.Args[1:] {
+		if a == "--" {
+			return true
+		}
+	}
+	return false
+}
+
+func spawn(c *cli.Context) error {
+	agent, err := cliutil.Agent(c)
+	if err != nil {
+		return err
+	}
+	a := proto.SpawnArgs{Agent: agent, Model: c.String("model"), Env: c.StringSlice("env")}
+	args := c.Args().Slice()
+	if dashdash() {
+		if len(args) == 0 {
+			return cliutil.Usagef("no command after --")
+		}
+		a.Command = args
+		if a.Model != "" {
+			return cliutil.Usagef("--model is for LLM runs, not commands")
+		}
+	} else {
+		for i, w := range args {
+			if i > 0 {
+				a.Task += " "
+			}
+			a.Task += w
+		}
+	}
+	cl, err := cliutil.Connect(c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	if !c.Bool("no-stdin") {
+		if a.Input, err = cliutil.ReadInput(cl.Hello().MaxValue); err != nil {
+			return err
+		}
+	}
+	if a.Task == "" && len(a.Command) == 0 {
+		return cliutil.Usagef("give a TASK for an LLM run, or -- COMMAND")
+	}
+	if c.Bool("detach") {
+		rec, err := cl.Spawn(c.Context, a)
+		if err != nil {
+			return err
+		}
+		p := cliutil.NewPrinter(c, "RUN", "AGENT", "PID", "STATE")
+		p.Print(rec, rec.ID, rec.Agent, fmt.Sprint(rec.PID), rec.State)
+		return p.Flush()
+	}
+	// The run, not this command, decides when it ends: signals go to it
+	// and the stream goes on until its exit record.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	out := cliutil.NewRunStream(c.Bool("json"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var run atomic.Value // the run's id, once its record came
+	go func() {
+		for sig := range sigs {
+			id, _ := run.Load().(string)
+			if id == "" {
+				continue
+			}
+			name := map[os.Signal]string{os.Interrupt: "INT", syscall.SIGTERM: "TERM", syscall.SIGHUP: "HUP"}[sig]
+			if err := cl.Kill(ctx, proto.KillArgs{Runs: []string{id}, Signal: name}, func(proto.RunRecord) error { return nil }); err != nil {
+				fmt.Fprintf(os.Stderr, "ox-spawn: forwarding SIG%s: %v\n", name, err)
+			}
+		}
+	}()
+	err = cl.SpawnAttach(ctx, a, func(rec json.RawMessage) error {
+		err := out.Record(rec)
+		if out.Run != "" && run.Load() == nil {
+			run.Store(out.Run)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return out.ExitCode()
+}

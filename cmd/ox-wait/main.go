@@ -1,0 +1,54 @@
+// Command ox-wait waits for runs to exit. See ox-wait(1).
+package main
+
+import (
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/oxios/oxios/pkg/cliutil"
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+var version = "0.1.0-dev"
+
+func main() {
+	app := cliutil.App("ox-wait", "wait for runs to exit")
+	app.Version = version
+	app.ArgsUsage = "RUN..."
+	app.Description = "Waits until every RUN has exited and prints its exit record as it does (a run that already exited answers at once). Exits with the status of the last RUN named, like the shell's wait."
+	app.Flags = cliutil.ClientFlags()
+	app.Action = wait
+	cliutil.Run(app)
+}
+
+func wait(c *cli.Context) error {
+	runs := c.Args().Slice()
+	if len(runs) == 0 {
+		return cliutil.Usagef("give the RUN ids to wait for (ox-ps lists them)")
+	}
+	cl, err := cliutil.Connect(c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	p := cliutil.NewPrinter(c, "RUN", "AGENT", "STATUS", "SIGNAL", "ERROR")
+	status := map[string]int{}
+	err = cl.Wait(c.Context, runs, func(r proto.ExitRecord) error {
+		status[r.Run] = r.Status
+		if err := p.Print(r, r.Run, r.Agent, fmt.Sprint(r.Status), r.Signal, r.Error); err != nil {
+			return err
+		}
+		return p.Flush()
+	})
+	if ferr := p.Flush(); err == nil {
+		err = ferr
+	}
+	if err != nil {
+		return err
+	}
+	if st := status[runs[len(runs)-1]]; st != 0 {
+		return cliutil.Silent(st)
+	}
+	return nil
+}

@@ -1,0 +1,137 @@
+package kernel
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"lukechampine.com/blake3"
+
+	"github.com/oxios/oxios/pkg/audit"
+	"github.com/oxios/oxios/pkg/policy"
+	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/supervisor"
+)
+
+// maxTarget bounds the command line an exec's audit entry names.
+const maxTarget = 256
+
+// execTarget is the target of an exec's audit entry: the agent, the
+// command, and what came of it.
+func execTarget(agent string, argv []string, cmd, outcome string) string {
+	what := cmd
+	if len(argv) > 0 {
+		what = policy.Quote(argv)
+	}
+	what = strings.ToValidUTF8(what, "?")
+	if len(what) > maxTarget {
+		cut := maxTarget
+		for cut > 0 && !utf8.RuneStart(what[cut]) {
+			cut--
+		}
+		what = what[:cut] + "..."
+	}
+	return agent + ":exec " + what + outcome
+}
+
+// Exec runs a command for a.Agent under its policy: the program must be
+// on the policy's exec.allow list, shell metacharacters need exec.shell,
+// the run's (or the agent's) workspace is its folder, the policy's
+// timeout, output cap and limits bound it, and the exec budget counts it.
+// Each exec is audited with its command, exit status and output digest;
+// each refusal with the rule that refused it.
+func (k *Kernel) Exec(ctx context.Context, c *Cred, a proto.ExecArgs, raw []byte) (proto.ExecRecord, error) {
+	deny := func(err *proto.Error, target string) (proto.ExecRecord, error) {
+		k.auditDenied(c, proto.OpExec, target, raw, err.Code)
+		return proto.ExecRecord{}, err
+	}
+	if err := k.authorize(c, a.Agent); err != nil {
+		return deny(err, execTarget(a.Agent, a.Argv, a.Command, ""))
+	}
+	p, err := k.policyOf(a.Agent)
+	if err != nil {
+		return proto.ExecRecord{}, err
+	}
+	cmd, cerr := p.CheckExec(a.Argv, a.Command)
+	if cerr != nil {
+		var d *policy.Denied
+		if errors.As(cerr, &d) {
+			return deny(proto.Errorf(proto.EPERM, "exec refused: %s (policy rule %s)", d.Reason, d.Rule), execTarget(a.Agent, a.Argv, a.Command, " ["+d.Rule+"]"))
+		}
+		return proto.ExecRecord{}, proto.Errorf(proto.EINVAL, "%v", cerr)
+	}
+	timeout := p.Exec.Timeout.D()
+	if a.Timeout != "" {
+		t, err := time.ParseDuration(a.Timeout)
+		if err != nil || t <= 0 {
+			return proto.ExecRecord{}, proto.Errorf(proto.EINVAL, "timeout %q: want a duration such as 10s", a.Timeout)
+		}
+		if timeout == 0 || t < timeout {
+			timeout = t
+		}
+	}
+	if qerr := k.checkBudget(c, a.Agent, p, proto.Budget{Execs: 1}); qerr != nil {
+		return deny(qerr, execTarget(a.Agent, cmd.Argv, "", " [budget]"))
+	}
+	prog, err := lookPath(cmd.Argv[0])
+	if err != nil {
+		return deny(ioError(err), execTarget(a.Agent, cmd.Argv, "", ""))
+	}
+	argv := append([]string{prog}, cmd.Argv[1:]...)
+	run := k.callerRun(c, a.Agent)
+	dir := filepath.Join(k.cfg.Data, "work", a.Agent, "exec")
+	if run != nil {
+		dir = run.Spec().Dir
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return proto.ExecRecord{}, ioError(err)
+	}
+	capBytes := int(p.Exec.OutputCap)
+	if capBytes <= 0 {
+		capBytes = 1 << 20
+	}
+	res, err := supervisor.Exec(ctx, supervisor.ExecSpec{
+		Argv: argv, Dir: dir, Stdin: []byte(a.Stdin), Timeout: timeout, Cap: capBytes, Limits: limitsOf(p),
+		Env: []string{"PATH=" + runPath(), "HOME=" + dir, "LANG=C.UTF-8", "OXIOS_AGENT=" + a.Agent},
+	})
+	if err != nil {
+		return deny(proto.Errorf(proto.ENOENT, "exec %s: %v", cmd.Argv[0], err), execTarget(a.Agent, cmd.Argv, "", ""))
+	}
+	h := blake3.New(32, nil)
+	h.Write(res.Stdout)
+	h.Write(res.Stderr)
+	digest := hex.EncodeToString(h.Sum(nil))
+	rec := proto.ExecRecord{
+		Type: proto.RecordExec, Agent: a.Agent, Run: c.Run, Argv: cmd.Argv, Status: res.Status, Signal: res.Signal,
+		TimedOut: res.TimedOut, Stdout: strings.ToValidUTF8(string(res.Stdout), "\uFFFD"), Stderr: strings.ToValidUTF8(string(res.Stderr), "\uFFFD"),
+		Truncated: res.Truncated, Digest: digest, Duration: res.Duration.Seconds(),
+	}
+	outcome := fmt.Sprintf(" => status %d", res.Status)
+	if res.TimedOut {
+		outcome = fmt.Sprintf(" => timed out after %s", timeout)
+	}
+	rec.Text = strings.TrimPrefix(execTarget("", cmd.Argv, "", outcome), ":exec ")
+	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpExec, Target: execTarget(a.Agent, cmd.Argv, "", outcome+" output "+digest[:16]), Args: audit.ArgsDigest(raw), Result: "ok"}, data: &rec}
+	k.budmu.Lock()
+	t.change = k.chargeLocked(a.Agent, proto.Budget{Execs: 1})
+	if run != nil {
+		run.Charge(0, 0, 1)
+	}
+	t.done = make(chan struct{})
+	err = k.submit(ctx, t, false)
+	k.budmu.Unlock()
+	if err == nil {
+		<-t.done
+		err = t.err
+	}
+	if err != nil {
+		return proto.ExecRecord{}, err
+	}
+	return rec, nil
+}

@@ -1,0 +1,412 @@
+package kernel
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/oxios/oxios/pkg/audit"
+	"github.com/oxios/oxios/pkg/policy"
+	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/state"
+	"github.com/oxios/oxios/pkg/supervisor"
+)
+
+// The syscalls of runs (issue 6): a run is a process of an agent, started
+// and reaped by the supervisor; the kernel decides what may run, under
+// which limits, and records each start and end on the audit log.
+
+// The kernel's files of an agent, in its sys space.
+const (
+	sysPolicy = "policy.toml"
+	sysBudget = "budget.json"
+)
+
+func targetAgent(target string) string {
+	a, _, _ := strings.Cut(target, ":")
+	return a
+}
+
+// runResolver is the supervisor as the kernel's RunResolver: a process
+// in a run's tree is that run's agent.
+type runResolver struct{ s *supervisor.Supervisor }
+
+func (r runResolver) RunOf(pid int32) (string, string, bool) {
+	run, ok := r.s.RunOf(pid)
+	if !ok {
+		return "", "", false
+	}
+	return run.Agent(), run.ID(), true
+}
+
+func (k *Kernel) openSupervisor() error {
+	s, err := supervisor.New(filepath.Join(k.cfg.Data, "runs"), k.log)
+	if err != nil {
+		return fmt.Errorf("runs: %w", err)
+	}
+	s.Keep = k.cfg.Runs.Keep
+	s.OnExit = k.runExited
+	k.sup = s
+	k.runs = runResolver{s}
+	return nil
+}
+
+var runIDEnc = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// newRunID is "r" and 9 random base32 letters: short enough to type.
+func (k *Kernel) newRunID() string {
+	for {
+		var b [6]byte
+		rand.Read(b[:])
+		id := "r" + runIDEnc.EncodeToString(b[:])[:9]
+		if _, taken := k.sup.Get(id); !taken {
+			return id
+		}
+	}
+}
+
+// policyOf returns agent's policy: its own file, or the default.
+func (k *Kernel) policyOf(agent string) (*policy.Policy, error) {
+	b, _, err := k.state.Load(state.Ref(state.SpaceSys, agent), sysPolicy)
+	if err != nil {
+		var pe *proto.Error
+		if errors.As(err, &pe) && pe.Code == proto.ENOENT {
+			return policy.Default(), nil
+		}
+		return nil, ioError(err)
+	}
+	p, perr := policy.Parse(b)
+	if perr != nil {
+		return nil, proto.Errorf(proto.EIO, "agent %q: %v", agent, perr)
+	}
+	return p, nil
+}
+
+// ensureAgent creates agent, with the default policy, if it has no
+// policy yet. The creation is audited (agent.create) and durable before
+// the spawn that asked for it goes on.
+func (k *Kernel) ensureAgent(ctx context.Context, c *Cred, agent string) error {
+	ref := state.Ref(state.SpaceSys, agent)
+	if _, err := k.state.Stat(ref, sysPolicy); err == nil {
+		return nil
+	}
+	text := policy.DefaultText()
+	t := &tx{
+		change: &state.Change{Agent: agent, Space: state.SpaceSys, Key: sysPolicy, Value: text},
+		entry:  &audit.Entry{Actor: actor(c), Op: proto.OpAgentCreate, Target: agent + ":" + sysPolicy, Args: audit.ArgsDigest(text)},
+	}
+	return k.submit(ctx, t, true)
+}
+
+// runnerPath is the LLM runner: the configured one, or ox-agent beside
+// oxiosd, or in PATH.
+func (k *Kernel) runnerPath() (string, error) {
+	if r := k.cfg.Runs.Runner; r != "" {
+		return r, nil
+	}
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), "ox-agent")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	p, err := exec.LookPath("ox-agent")
+	if err != nil {
+		return "", proto.Errorf(proto.ENOENT, "the LLM runner ox-agent is neither beside oxiosd nor in PATH (set runner in the [runs] section of oxios.toml)")
+	}
+	return p, nil
+}
+
+// runPath is PATH for runs: oxiosd's own folder first, so that a run
+// finds the ox-* commands of the same build.
+func runPath() string {
+	p := os.Getenv("PATH")
+	if p == "" {
+		p = "/usr/local/bin:/usr/bin:/bin"
+	}
+	if exe, err := os.Executable(); err == nil {
+		p = filepath.Dir(exe) + ":" + p
+	}
+	return p
+}
+
+// lookPath finds prog as a run would: an absolute path as it is, a name in
+// runPath.
+func lookPath(prog string) (string, error) {
+	if filepath.IsAbs(prog) {
+		return prog, nil
+	}
+	if strings.Contains(prog, "/") {
+		return "", proto.Errorf(proto.EINVAL, "%q: give a command name or an absolute path (runs start in their workspace)", prog)
+	}
+	for _, dir := range filepath.SplitList(runPath()) {
+		p := filepath.Join(dir, prog)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", proto.Errorf(proto.ENOENT, "%s: command not found in oxiosd's PATH", prog)
+}
+
+func limitsOf(p *policy.Policy) supervisor.Limits {
+	return supervisor.Limits{
+		Memory:    uint64(p.Limits.Memory),
+		CPU:       uint64(p.Limits.CPU.D() / time.Second),
+		Processes: p.Limits.Processes,
+		OpenFiles: p.Limits.OpenFiles,
+	}
+}
+
+// RunSpawn starts a run of a.Agent: a.Command as a process, or the LLM
+// runner with a.Task. The agent is created with the default policy if it
+// does not exist. The start is durable on the audit log before the reply.
+func (k *Kernel) RunSpawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw []byte) (*supervisor.Run, error) {
+	if err := k.authorize(c, a.Agent); err != nil {
+		k.auditDenied(c, proto.OpRunSpawn, a.Agent, raw, err.Code)
+		return nil, err
+	}
+	fail := func(err *proto.Error) (*supervisor.Run, error) {
+		k.auditDenied(c, proto.OpRunSpawn, a.Agent, raw, err.Code)
+		return nil, err
+	}
+	if len(a.Command) == 0 && strings.TrimSpace(a.Task) == "" {
+		return nil, proto.Errorf(proto.EINVAL, "nothing to run: give a task (an LLM run) or a command after --")
+	}
+	if len(a.Command) > 0 && a.Task != "" {
+		return nil, proto.Errorf(proto.EINVAL, "give a task or a command, not both")
+	}
+	for _, e := range a.Env {
+		name, _, ok := strings.Cut(e, "=")
+		if !ok || name == "" || strings.ContainsAny(name, " \t\n\x00") {
+			return nil, proto.Errorf(proto.EINVAL, "env %q: want NAME=VALUE", e)
+		}
+		if strings.HasPrefix(name, "OXIOS_") {
+			return nil, proto.Errorf(proto.EINVAL, "env %q: OXIOS_ variables are set by oxiosd", e)
+		}
+	}
+	var argv []string
+	llm := len(a.Command) == 0
+	if llm {
+		if k.cfg.LLM.BaseURL == "" {
+			return fail(proto.Errorf(proto.ENOEXEC, "no model endpoint is configured for LLM runs: set base_url in the [llm] section of oxios.toml (for example https://api.openai.com/v1, or http://localhost:11434/v1 for ollama) and restart oxiosd; `ox-spawn -a %s -- COMMAND` runs a command without one", a.Agent))
+		}
+		runner, err := k.runnerPath()
+		if err != nil {
+			return fail(ioError(err))
+		}
+		argv = []string{runner, "--", a.Task}
+	} else {
+		prog, err := lookPath(a.Command[0])
+		if err != nil {
+			return fail(ioError(err))
+		}
+		argv = append([]string{prog}, a.Command[1:]...)
+	}
+	if err := k.ensureAgent(ctx, c, a.Agent); err != nil {
+		return nil, err
+	}
+	pol, err := k.policyOf(a.Agent)
+	if err != nil {
+		return nil, err
+	}
+	lim, runLim, used := k.budgetLimits(a.Agent, pol)
+	if why := over(used, proto.Budget{}, lim, true); why != "" {
+		return fail(proto.Errorf(proto.EDQUOT, "agent %q is over its budget: %s (ox-budget show -a %s)", a.Agent, why, a.Agent))
+	}
+	id := k.newRunID()
+	dir := filepath.Join(k.cfg.Data, "work", a.Agent, id)
+	env := []string{
+		"PATH=" + runPath(), "HOME=" + dir, "LANG=C.UTF-8",
+		"OXIOS_AGENT=" + a.Agent, "OXIOS_RUN=" + id, "OXIOS_SOCKET=" + k.cfg.Socket,
+	}
+	if !k.cfg.NoMount {
+		env = append(env, "OXIOS_MNT="+k.cfg.Mount)
+	}
+	model := a.Model
+	if llm {
+		if model == "" {
+			model = k.cfg.LLM.Model
+		}
+		env = append(env, "OXIOS_LLM_URL="+k.cfg.LLM.BaseURL, "OXIOS_LLM_MODEL="+model)
+		if key := os.Getenv(k.cfg.LLM.KeyEnv); key != "" {
+			env = append(env, "OXIOS_LLM_KEY="+key)
+		}
+	}
+	env = append(env, a.Env...)
+	spec := supervisor.Spec{
+		ID: id, Agent: a.Agent, Argv: argv, Env: env, Dir: dir, Stdin: []byte(a.Input),
+		Limits: limitsOf(pol), Command: a.Command, Model: model, Records: llm,
+		Wall: time.Duration(runLim.Wall * float64(time.Second)),
+	}
+	if llm {
+		spec.Task = a.Task
+	}
+	r, err := k.sup.Start(spec)
+	if err != nil {
+		return fail(ioError(err))
+	}
+	rec := r.Record()
+	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpRunSpawn, Target: a.Agent + ":" + id, Args: audit.ArgsDigest(raw)}, data: &rec}
+	if err := k.submit(ctx, t, true); err != nil {
+		// Not on the log: it must not run.
+		r.Signal(syscall.SIGKILL)
+		return nil, err
+	}
+	return r, nil
+}
+
+// runExited records a run's end: on the audit log (the target holds its
+// status) with its wall time charged to the agent's budget.
+func (k *Kernel) runExited(r *supervisor.Run) {
+	rec := r.Record()
+	what := "exit " + fmt.Sprint(*rec.Status)
+	if rec.Signal != "" {
+		what = "signal " + rec.Signal
+	}
+	_, _, _, wall := r.Usage()
+	t := &tx{
+		entry: &audit.Entry{Actor: audit.Actor{UID: k.uid, PID: int32(os.Getpid())}, Op: proto.OpRunExit,
+			Target: rec.Agent + ":" + rec.ID + " " + what, Args: audit.ArgsDigest([]byte(rec.ID)), Result: "ok"},
+		agent: rec.Agent,
+		data:  &rec,
+	}
+	k.budmu.Lock()
+	t.change = k.chargeLocked(rec.Agent, proto.Budget{Wall: wall.Seconds()})
+	err := k.submit(context.Background(), t, false)
+	k.budmu.Unlock()
+	if err != nil {
+		k.log.Warn("run exit not audited", "run", rec.ID, "err", err)
+	}
+}
+
+// run returns a run that c may act on.
+func (k *Kernel) run(c *Cred, op, id string, raw []byte) (*supervisor.Run, error) {
+	r, ok := k.sup.Get(id)
+	if !ok {
+		return nil, proto.Errorf(proto.ESRCH, "no run %q (ox-ps --all lists the runs)", id)
+	}
+	if err := k.authorize(c, r.Agent()); err != nil {
+		k.auditDenied(c, op, r.Agent()+":"+id, raw, err.Code)
+		return nil, err
+	}
+	return r, nil
+}
+
+// RunAttach calls emit with each record of a run (one JSON object), from
+// its first, until its exit record or ctx ends.
+func (k *Kernel) RunAttach(ctx context.Context, c *Cred, id string, raw []byte, emit func([]byte) error) error {
+	r, err := k.run(c, proto.OpRunAttach, id, raw)
+	if err != nil {
+		return err
+	}
+	return r.Follow(ctx, emit)
+}
+
+// RunWait calls emit with the exit record of each run, in the order they
+// exit.
+func (k *Kernel) RunWait(ctx context.Context, c *Cred, ids []string, raw []byte, emit func(*proto.ExitRecord) error) error {
+	if len(ids) == 0 {
+		return proto.Errorf(proto.EINVAL, "no runs to wait for")
+	}
+	runs := make([]*supervisor.Run, len(ids))
+	for i, id := range ids {
+		r, err := k.run(c, proto.OpRunWait, id, raw)
+		if err != nil {
+			return err
+		}
+		runs[i] = r
+	}
+	exited := make(chan *supervisor.Run, len(runs))
+	for _, r := range runs {
+		go func() {
+			select {
+			case <-r.Done():
+				exited <- r
+			case <-ctx.Done():
+			}
+		}()
+	}
+	for range runs {
+		select {
+		case r := <-exited:
+			rec := r.Record()
+			ex := proto.ExitRecord{Type: proto.RecordExit, Run: rec.ID, Agent: rec.Agent, Signal: rec.Signal, Error: rec.Error}
+			if rec.Status != nil {
+				ex.Status = *rec.Status
+			}
+			if rec.Ended != nil {
+				ex.Time = *rec.Ended
+			}
+			ex.Text = rec.Text
+			if err := emit(&ex); err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// RunKill sends a signal to each run's process group; emit gets each
+// run's record after it.
+func (k *Kernel) RunKill(ctx context.Context, c *Cred, a proto.KillArgs, raw []byte, emit func(*proto.RunRecord) error) error {
+	sig, err := supervisor.ParseSignal(a.Signal)
+	if err != nil {
+		return proto.Errorf(proto.EINVAL, "%v", err)
+	}
+	if len(a.Runs) == 0 {
+		return proto.Errorf(proto.EINVAL, "no runs to signal")
+	}
+	for _, id := range a.Runs {
+		r, err := k.run(c, proto.OpRunKill, id, raw)
+		if err != nil {
+			return err
+		}
+		serr := r.Signal(sig)
+		t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpRunKill, Target: r.Agent() + ":" + id + " SIG" + supervisor.SignalName(sig), Args: audit.ArgsDigest(raw), Result: errCode(serr)}}
+		if err := k.submit(ctx, t, true); err != nil {
+			return err
+		}
+		if serr != nil {
+			return serr
+		}
+		rec := r.Record()
+		if err := emit(&rec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RunPs calls emit with the record of each run c may see: the live ones
+// (of a.Agent, when given), and with a.All the ended ones kept too.
+func (k *Kernel) RunPs(ctx context.Context, c *Cred, a proto.PsArgs, raw []byte, emit func(*proto.RunRecord) error) error {
+	if a.Agent != "" {
+		if err := k.authorize(c, a.Agent); err != nil {
+			k.auditDenied(c, proto.OpRunPs, a.Agent, raw, err.Code)
+			return err
+		}
+	}
+	for _, r := range k.sup.Runs(a.All) {
+		if (a.Agent != "" && r.Agent() != a.Agent) || k.authorize(c, r.Agent()) != nil {
+			continue
+		}
+		rec := r.Record()
+		if err := emit(&rec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RunsLive is the number of runs not yet exited (for status and tests).
+func (k *Kernel) RunsLive() int { return k.sup.Live() }

@@ -1,0 +1,229 @@
+// Package policy reads an agent's policy (oxios-policy(5)) and answers the
+// questions the kernel's authorize step asks of it: may this agent exec
+// this command, what may it spend, under which limits do its runs run. It
+// decides and explains (by naming the rule); the kernel enforces and
+// audits.
+package policy
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/oxios/oxios/pkg/config"
+	"github.com/oxios/oxios/share"
+)
+
+// Policy is an agent's policy.
+type Policy struct {
+	Exec   Exec   `toml:"exec"`
+	Budget Budget `toml:"budget"`
+	Limits Limits `toml:"limits"`
+}
+
+// Exec governs the exec syscall.
+type Exec struct {
+	Allow     []string    `toml:"allow"`
+	Shell     bool        `toml:"shell"`
+	Timeout   Duration    `toml:"timeout"`
+	OutputCap config.Size `toml:"output_cap"`
+}
+
+// Budget bounds what an agent and each of its runs spend; 0 is no limit.
+type Budget struct {
+	Tokens    int64    `toml:"tokens"`
+	Cost      float64  `toml:"cost"`
+	Wall      Duration `toml:"wall"`
+	Execs     int64    `toml:"execs"`
+	RunTokens int64    `toml:"run_tokens"`
+	RunCost   float64  `toml:"run_cost"`
+	RunWall   Duration `toml:"run_wall"`
+	RunExecs  int64    `toml:"run_execs"`
+}
+
+// Limits are the resource limits of a run's processes; 0 is no limit.
+type Limits struct {
+	Memory    config.Size `toml:"memory"`
+	CPU       Duration    `toml:"cpu"`
+	Processes uint64      `toml:"processes"`
+	OpenFiles uint64      `toml:"open_files"`
+}
+
+// Duration is a Go duration in TOML ("30s", "1h"; "0" is none).
+type Duration time.Duration
+
+// UnmarshalTOML reads a duration string.
+func (d *Duration) UnmarshalTOML(v any) error {
+	s, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("want a duration such as \"30s\" or \"0\", got %v", v)
+	}
+	if s == "0" || s == "" {
+		*d = 0
+		return nil
+	}
+	x, err := time.ParseDuration(s)
+	if err != nil || x < 0 {
+		return fmt.Errorf("bad duration %q: want a duration such as \"30s\" or \"0\"", s)
+	}
+	*d = Duration(x)
+	return nil
+}
+
+// D is the duration as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// Error is a policy that does not parse: the line and the reason.
+type Error struct {
+	Line   int
+	Reason string
+}
+
+func (e *Error) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("policy line %d: %s", e.Line, e.Reason)
+	}
+	return "policy: " + e.Reason
+}
+
+// Parse reads a policy. Keys the policy does not know are refused, with
+// their line, like a syntax error: a misspelt rule must not silently
+// grant nothing (or everything).
+func Parse(b []byte) (*Policy, error) {
+	var p Policy
+	md, err := toml.NewDecoder(bytes.NewReader(b)).Decode(&p)
+	if err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			return nil, &Error{Line: pe.Position.Line, Reason: pe.Message}
+		}
+		return nil, &Error{Reason: err.Error()}
+	}
+	if un := md.Undecoded(); len(un) > 0 {
+		key := un[0].String()
+		return nil, &Error{Line: lineOf(b, un[0][len(un[0])-1]), Reason: fmt.Sprintf("unknown key %q", key)}
+	}
+	for _, a := range p.Exec.Allow {
+		if a == "" || strings.ContainsAny(a, " \t\n") || (strings.Contains(a, "/") && !filepath.IsAbs(a)) {
+			return nil, &Error{Line: lineOf(b, "allow"), Reason: fmt.Sprintf("exec.allow: %q is not a command name or an absolute path", a)}
+		}
+	}
+	if p.Budget.Tokens < 0 || p.Budget.Cost < 0 || p.Budget.Execs < 0 || p.Budget.RunTokens < 0 || p.Budget.RunCost < 0 || p.Budget.RunExecs < 0 {
+		return nil, &Error{Line: lineOf(b, "[budget]"), Reason: "budget amounts may not be negative"}
+	}
+	return &p, nil
+}
+
+// lineOf finds the first line that starts with key, for error messages
+// about keys the decoder reports without a position.
+func lineOf(b []byte, key string) int {
+	for i, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), key) {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+var def *Policy
+
+func init() {
+	p, err := Parse(share.DefaultPolicy)
+	if err != nil {
+		panic("share/policies/default.toml: " + err.Error())
+	}
+	def = p
+}
+
+// Default returns the default policy (share/policies/default.toml).
+func Default() *Policy { c := *def; return &c }
+
+// DefaultText is the default policy's file.
+func DefaultText() []byte { return share.DefaultPolicy }
+
+// Metachars are what a shell would interpret: a command holding one runs
+// only when the policy allows a shell.
+const Metachars = ";|&$`<>()\n\r\\*?{}[]~!#'\""
+
+// Denied is a refusal: the rule that refused, and why.
+type Denied struct {
+	Rule   string
+	Reason string
+}
+
+func (d *Denied) Error() string { return d.Reason + " (policy rule " + d.Rule + ")" }
+
+// Command is a command the exec syscall may run, as decided by CheckExec.
+type Command struct {
+	Argv  []string // what to run: argv, or /bin/sh -c COMMAND
+	Shell bool
+	Rule  string // the rule that allowed it
+}
+
+// CheckExec decides whether argv (or, when argv is empty, the command
+// line cmd) may run: its program must be on exec.allow, and a command
+// with shell metacharacters (in any word) or an environment assignment in
+// front needs exec.shell. lookPath resolves a name as exec would.
+func (p *Policy) CheckExec(argv []string, cmd string) (Command, error) {
+	if len(argv) == 0 {
+		if strings.TrimSpace(cmd) == "" {
+			return Command{}, &Denied{Rule: "exec", Reason: "empty command"}
+		}
+		if i := strings.IndexAny(cmd, Metachars); i >= 0 {
+			if !p.Exec.Shell {
+				return Command{}, &Denied{Rule: "exec.shell", Reason: fmt.Sprintf("command has the shell metacharacter %q and the policy allows no shell", cmd[i])}
+			}
+			first := strings.Fields(cmd)[0]
+			if !p.allowed(first) {
+				return Command{}, &Denied{Rule: "exec.allow", Reason: fmt.Sprintf("%q is not on the policy's exec.allow list", first)}
+			}
+			return Command{Argv: []string{"/bin/sh", "-c", cmd}, Shell: true, Rule: "exec.shell"}, nil
+		}
+		argv = strings.Fields(cmd)
+	}
+	if strings.Contains(argv[0], "=") {
+		return Command{}, &Denied{Rule: "exec.allow", Reason: fmt.Sprintf("%q: environment assignments are not commands", argv[0])}
+	}
+	if !p.Exec.Shell {
+		for _, a := range argv {
+			if i := strings.IndexAny(a, ";|&$`<>\n"); i >= 0 {
+				return Command{}, &Denied{Rule: "exec.shell", Reason: fmt.Sprintf("argument %q has the shell metacharacter %q and the policy allows no shell", a, a[i])}
+			}
+		}
+	}
+	if !p.allowed(argv[0]) {
+		return Command{}, &Denied{Rule: "exec.allow", Reason: fmt.Sprintf("%q is not on the policy's exec.allow list", argv[0])}
+	}
+	return Command{Argv: argv, Rule: "exec.allow"}, nil
+}
+
+// allowed reports whether prog is on the allow list: by name, or by its
+// absolute path. A path is allowed only when listed as that path, so
+// ./ls or /tmp/ls does not pass for ls.
+func (p *Policy) allowed(prog string) bool {
+	for _, a := range p.Exec.Allow {
+		if a == prog {
+			return true
+		}
+	}
+	return false
+}
+
+// Quote renders argv for a log line or a message.
+func Quote(argv []string) string {
+	q := make([]string, len(argv))
+	for i, a := range argv {
+		if a == "" || strings.ContainsAny(a, " \t\n\"'\\"+Metachars) {
+			q[i] = strconv.Quote(a)
+		} else {
+			q[i] = a
+		}
+	}
+	return strings.Join(q, " ")
+}

@@ -1,0 +1,99 @@
+package supervisor
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os/exec"
+	"syscall"
+	"time"
+)
+
+// ExecSpec is a command the exec syscall runs to completion.
+type ExecSpec struct {
+	Argv    []string // Argv[0] is a path
+	Env     []string
+	Dir     string
+	Stdin   []byte
+	Timeout time.Duration
+	// Cap bounds what is kept of stdout and of stderr each; the rest is
+	// read and dropped, so the command never blocks on a full pipe.
+	Cap    int
+	Limits Limits
+}
+
+// ExecResult is how it went.
+type ExecResult struct {
+	Status    int // as a shell reports it: 128+N when killed by signal N
+	Signal    string
+	TimedOut  bool
+	Stdout    []byte
+	Stderr    []byte
+	Truncated bool
+	Duration  time.Duration
+}
+
+// capped keeps the first max bytes written to it.
+type capped struct {
+	buf  bytes.Buffer
+	max  int
+	over bool
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	if room := c.max - c.buf.Len(); room < len(p) {
+		c.over = true
+		if room > 0 {
+			c.buf.Write(p[:room])
+		}
+		return len(p), nil
+	}
+	c.buf.Write(p)
+	return len(p), nil
+}
+
+// Exec runs s in its own process group and waits for it. On timeout (or
+// ctx's end) the whole group is killed.
+func Exec(ctx context.Context, s ExecSpec) (ExecResult, error) {
+	if s.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.Timeout)
+		defer cancel()
+	}
+	cmd := exec.CommandContext(ctx, s.Argv[0], s.Argv[1:]...)
+	cmd.Env, cmd.Dir = s.Env, s.Dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	// A grandchild holding the pipes open must not hold the reply.
+	cmd.WaitDelay = time.Second
+	if len(s.Stdin) > 0 {
+		cmd.Stdin = bytes.NewReader(s.Stdin)
+	}
+	out, errb := &capped{max: s.Cap}, &capped{max: s.Cap}
+	cmd.Stdout, cmd.Stderr = out, errb
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return ExecResult{}, err
+	}
+	if err := SetLimits(cmd.Process.Pid, s.Limits); err != nil {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+		return ExecResult{}, err
+	}
+	err := cmd.Wait()
+	res := ExecResult{Stdout: out.buf.Bytes(), Stderr: errb.buf.Bytes(), Truncated: out.over || errb.over, Duration: time.Since(start)}
+	res.TimedOut = ctx.Err() != nil
+	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	switch {
+	case ws.Signaled():
+		res.Status = 128 + int(ws.Signal())
+		res.Signal = SignalName(ws.Signal())
+	default:
+		res.Status = ws.ExitStatus()
+	}
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) && !errors.Is(err, exec.ErrWaitDelay) {
+		return res, err
+	}
+	return res, nil
+}

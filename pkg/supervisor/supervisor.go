@@ -1,0 +1,795 @@
+// Package supervisor runs the processes of agent runs, the way init runs
+// a daemon's children: each run in its own process group, with its
+// resource limits, its stdout and stderr captured as records, reaped when
+// it exits (no zombies), and its records kept in a log that any number of
+// clients may follow. It knows nothing of policy, audit or the socket:
+// the kernel decides what to run and records what happened, through
+// Spec and the OnExit hook.
+//
+// Nothing polls: each run has one goroutine waiting for it and one per
+// output stream blocked in read(2), so idle runs cost oxiosd no CPU.
+package supervisor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+// Limits are the resource limits of a run's processes, applied with
+// prlimit(2) to the leader right after it starts (its children inherit
+// them). Zero means unlimited.
+type Limits struct {
+	Memory    uint64 // bytes of address space (RLIMIT_AS)
+	CPU       uint64 // seconds of CPU time (RLIMIT_CPU)
+	Processes uint64 // RLIMIT_NPROC (per uid: root is not bound by it)
+	OpenFiles uint64 // RLIMIT_NOFILE
+}
+
+// Spec is what to run.
+type Spec struct {
+	ID      string
+	Agent   string
+	Argv    []string // Argv[0] is a path
+	Env     []string
+	Dir     string // the workspace: created, and removed at exit
+	Stdin   []byte
+	Limits  Limits
+	Command []string // as the user gave it (for the record)
+	Task    string
+	Model   string
+	// Records: the run's stdout lines that are JSON objects are its
+	// records as they are (the LLM runner prints its message, tool_call...
+	// records); other lines become output records.
+	Records bool
+	// Wall ends the run (TERM, then KILL after Grace) once it has run
+	// this long; 0 means no limit.
+	Wall time.Duration
+}
+
+// Grace is how long a run has between TERM and KILL when it is ended.
+const Grace = 5 * time.Second
+
+// maxLine bounds one output record; a longer line is split.
+const maxLine = 64 << 10
+
+// Supervisor owns the runs.
+type Supervisor struct {
+	dir string // DATA/runs: <id>.json (the run record), <id>.jsonl (its records)
+	log *slog.Logger
+	// OnExit is called once per run, after its exit record is in its log.
+	OnExit func(*Run)
+	// Keep is how many ended runs are kept (records and logs).
+	Keep int
+
+	mu     sync.RWMutex
+	runs   map[string]*Run
+	ended  []string      // ids of ended runs, oldest first
+	byPID  map[int]*Run  // live runs by leader pid (= their process group)
+	who    map[int]*Run  // RunOf's cache: pid -> run (nil: none); cleared on every start and exit
+	live   sync.WaitGroup
+	closed bool
+}
+
+// New opens the runs directory. Runs that a previous oxiosd left running
+// are marked lost: this process cannot wait for them.
+func New(dir string, log *slog.Logger) (*Supervisor, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	s := &Supervisor{dir: dir, log: log, Keep: 1000, runs: map[string]*Run{}, byPID: map[int]*Run{}, who: map[int]*Run{}}
+	if err := s.load(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Run is one run.
+type Run struct {
+	s    *Supervisor
+	spec Spec
+
+	mu      sync.Mutex
+	rec     proto.RunRecord
+	logf    *os.File
+	size    int64         // bytes of records in logf
+	changed chan struct{} // closed (and replaced) when a record is added
+	done    chan struct{} // closed once the exit record is in the log
+	cmd     *exec.Cmd
+	wall    *time.Timer
+	reason  string // why the supervisor ended it, for the exit record
+	// Usage charged to this run by the kernel.
+	Tokens int64
+	Cost   float64
+	Execs  int64
+}
+
+// ID returns the run's id.
+func (r *Run) ID() string { return r.rec.ID }
+
+// Agent returns the run's agent.
+func (r *Run) Agent() string { return r.rec.Agent }
+
+// Spec returns what the run runs.
+func (r *Run) Spec() Spec { return r.spec }
+
+// Done is closed once the run has exited and its exit record is logged.
+func (r *Run) Done() <-chan struct{} { return r.done }
+
+// Start starts a run.
+func (s *Supervisor) Start(spec Spec) (*Run, error) {
+	if len(spec.Argv) == 0 {
+		return nil, proto.Errorf(proto.EINVAL, "nothing to run")
+	}
+	if err := os.MkdirAll(spec.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("workspace: %w", err)
+	}
+	logf, err := os.OpenFile(filepath.Join(s.dir, spec.ID+".jsonl"), os.O_CREATE|os.O_EXCL|os.O_RDWR|os.O_APPEND, 0o600)
+	if err != nil {
+		os.RemoveAll(spec.Dir)
+		return nil, fmt.Errorf("run log: %w", err)
+	}
+	r := &Run{s: s, spec: spec, logf: logf, changed: make(chan struct{}), done: make(chan struct{})}
+	r.rec = proto.RunRecord{
+		Type: proto.RecordRun, ID: spec.ID, Agent: spec.Agent, State: proto.RunRunning,
+		Command: spec.Command, Task: spec.Task, Model: spec.Model, Workspace: spec.Dir,
+	}
+	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
+	cmd.Env = spec.Env
+	cmd.Dir = spec.Dir
+	// Its own process group: signals reach the whole run, and the
+	// terminal's Ctrl-C does not reach it behind the supervisor's back.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if len(spec.Stdin) > 0 {
+		cmd.Stdin = strings.NewReader(string(spec.Stdin))
+	}
+	// Pipes of our own (not cmd.StdoutPipe): Wait must not wait for a
+	// grandchild that keeps them open.
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		r.abandon()
+		return nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		r.abandon()
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		outR.Close()
+		outW.Close()
+		errR.Close()
+		errW.Close()
+		r.abandon()
+		return nil, proto.Errorf(proto.ESHUTDOWN, "oxiosd is shutting down")
+	}
+	err = cmd.Start()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		s.mu.Unlock()
+		outR.Close()
+		errR.Close()
+		r.abandon()
+		return nil, proto.Errorf(proto.ENOENT, "%s: %v", spec.Argv[0], unwrapExec(err))
+	}
+	r.cmd = cmd
+	r.rec.PID = cmd.Process.Pid
+	r.rec.Started = time.Now().UTC()
+	s.runs[spec.ID] = r
+	s.byPID[r.rec.PID] = r
+	clear(s.who)
+	s.live.Add(1)
+	s.mu.Unlock()
+	if err := SetLimits(r.rec.PID, spec.Limits); err != nil {
+		s.log.Warn("run limits", "run", spec.ID, "err", err)
+	}
+	r.mu.Lock()
+	r.appendLocked(r.recordJSON())
+	if spec.Wall > 0 {
+		r.wall = time.AfterFunc(spec.Wall, func() {
+			r.End(fmt.Sprintf("wall time budget of %s exceeded", spec.Wall))
+		})
+	}
+	r.mu.Unlock()
+	r.save()
+	var readers sync.WaitGroup
+	readers.Add(2)
+	go r.read(outR, "stdout", spec.Records, &readers)
+	go r.read(errR, "stderr", false, &readers)
+	go r.wait(outR, errR, &readers)
+	return r, nil
+}
+
+func unwrapExec(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// abandon undoes a Start that failed before the process ran.
+func (r *Run) abandon() {
+	name := r.logf.Name()
+	r.logf.Close()
+	os.Remove(name)
+	os.RemoveAll(r.spec.Dir)
+}
+
+// read turns a stream into records, a line each.
+func (r *Run) read(f *os.File, stream string, records bool, wg *sync.WaitGroup) {
+	defer wg.Done()
+	defer f.Close()
+	buf := make([]byte, 0, 4096)
+	chunk := make([]byte, 32<<10)
+	emit := func(line []byte) {
+		if records && len(line) > 1 && line[0] == '{' && json.Valid(line) {
+			r.append(line)
+			return
+		}
+		rec := proto.OutputRecord{Type: proto.RecordOutput, Run: r.rec.ID, Agent: r.rec.Agent, Stream: stream, Time: time.Now().UTC(), Text: strings.ToValidUTF8(string(line), "\uFFFD")}
+		b, _ := json.Marshal(&rec)
+		r.append(b)
+	}
+	for {
+		n, err := f.Read(chunk)
+		buf = append(buf, chunk[:n]...)
+		for {
+			i := indexByte(buf, '\n')
+			if i < 0 {
+				break
+			}
+			emit(buf[:i])
+			buf = buf[i+1:]
+		}
+		for len(buf) >= maxLine {
+			emit(buf[:maxLine])
+			buf = buf[maxLine:]
+		}
+		if len(buf) == 0 {
+			buf = buf[:0:cap(buf)]
+		}
+		if err != nil {
+			if len(buf) > 0 {
+				emit(buf)
+			}
+			return
+		}
+	}
+}
+
+func indexByte(b []byte, c byte) int {
+	for i, x := range b {
+		if x == c {
+			return i
+		}
+	}
+	return -1
+}
+
+// wait reaps the leader, drains its output and logs the exit record.
+func (r *Run) wait(outR, errR *os.File, readers *sync.WaitGroup) {
+	s := r.s
+	defer s.live.Done()
+	err := r.cmd.Wait()
+	// A grandchild may still hold the pipes: the run has ended when its
+	// leader has, so what it wrote so far is read and then no more.
+	drained := make(chan struct{})
+	go func() { readers.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(200 * time.Millisecond):
+		outR.SetReadDeadline(time.Now())
+		errR.SetReadDeadline(time.Now())
+		<-drained
+	}
+	now := time.Now().UTC()
+	ex := proto.ExitRecord{Type: proto.RecordExit, Run: r.rec.ID, Agent: r.rec.Agent, Time: now}
+	ws, _ := r.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	switch {
+	case ws.Signaled():
+		ex.Status = 128 + int(ws.Signal())
+		ex.Signal = SignalName(ws.Signal())
+	default:
+		ex.Status = ws.ExitStatus()
+	}
+	if err != nil && ex.Status == 0 && !ws.Signaled() {
+		ex.Status = 1
+		ex.Error = err.Error()
+	}
+	r.mu.Lock()
+	if r.wall != nil {
+		r.wall.Stop()
+	}
+	if r.reason != "" {
+		ex.Error = r.reason
+	}
+	ex.Text = exitText(&ex)
+	b, _ := json.Marshal(&ex)
+	st := ex.Status
+	r.rec.State = proto.RunExited
+	r.rec.Ended = &now
+	r.rec.Status = &st
+	r.rec.Signal = ex.Signal
+	r.rec.Error = ex.Error
+	r.rec.Text = runText(&r.rec)
+	r.appendLocked(b)
+	r.mu.Unlock()
+	r.save()
+	os.RemoveAll(r.spec.Dir)
+	s.mu.Lock()
+	delete(s.byPID, r.rec.PID)
+	clear(s.who)
+	s.ended = append(s.ended, r.rec.ID)
+	prune := s.pruneLocked()
+	s.mu.Unlock()
+	r.logf.Close()
+	close(r.done)
+	for _, id := range prune {
+		s.removeFiles(id)
+	}
+	if s.OnExit != nil {
+		s.OnExit(r)
+	}
+}
+
+func exitText(ex *proto.ExitRecord) string {
+	var t string
+	if ex.Signal != "" {
+		t = "killed by SIG" + ex.Signal
+	} else {
+		t = fmt.Sprintf("exit status %d", ex.Status)
+	}
+	if ex.Error != "" {
+		t += ": " + ex.Error
+	}
+	return t
+}
+
+func runText(r *proto.RunRecord) string {
+	what := r.Task
+	if len(r.Command) > 0 {
+		what = strings.Join(r.Command, " ")
+	}
+	switch r.State {
+	case proto.RunExited:
+		if r.Signal != "" {
+			return fmt.Sprintf("%s %s: killed by SIG%s", r.ID, what, r.Signal)
+		}
+		return fmt.Sprintf("%s %s: exit %d", r.ID, what, *r.Status)
+	}
+	return fmt.Sprintf("%s %s: %s", r.ID, what, r.State)
+}
+
+// End ends the run: TERM now, KILL after Grace.
+func (r *Run) End(reason string) {
+	r.mu.Lock()
+	if r.reason == "" {
+		r.reason = reason
+	}
+	r.mu.Unlock()
+	r.signal(syscall.SIGTERM)
+	r.signal(syscall.SIGCONT) // a stopped run must wake to die
+	t := time.NewTimer(Grace)
+	defer t.Stop()
+	select {
+	case <-r.done:
+	case <-t.C:
+		r.signal(syscall.SIGKILL)
+	}
+}
+
+// Signal sends sig to the run's process group.
+func (r *Run) Signal(sig syscall.Signal) error {
+	select {
+	case <-r.done:
+		return proto.Errorf(proto.ESRCH, "run %s has exited", r.rec.ID)
+	default:
+	}
+	if err := r.signal(sig); err != nil {
+		return proto.Errorf(proto.ESRCH, "run %s: %v", r.rec.ID, err)
+	}
+	r.mu.Lock()
+	switch sig {
+	case syscall.SIGSTOP, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU:
+		if r.rec.State == proto.RunRunning {
+			r.rec.State = proto.RunStopped
+		}
+	case syscall.SIGCONT:
+		if r.rec.State == proto.RunStopped {
+			r.rec.State = proto.RunRunning
+		}
+	}
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *Run) signal(sig syscall.Signal) error {
+	return syscall.Kill(-r.rec.PID, sig)
+}
+
+// append adds a record (one JSON object, no newline) to the run's log.
+func (r *Run) append(b []byte) {
+	r.mu.Lock()
+	r.appendLocked(b)
+	r.mu.Unlock()
+}
+
+func (r *Run) appendLocked(b []byte) {
+	line := make([]byte, 0, len(b)+1)
+	line = append(append(line, b...), '\n')
+	if _, err := r.logf.Write(line); err != nil {
+		r.s.log.Error("run log", "run", r.rec.ID, "err", err)
+		return
+	}
+	r.size += int64(len(line))
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// Emit adds a record made by the kernel (a budget refusal...) to the log
+// of a live run.
+func (r *Run) Emit(rec any) {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	select {
+	case <-r.done:
+	default:
+		r.appendLocked(b)
+	}
+}
+
+func (r *Run) recordJSON() []byte {
+	rec := r.rec
+	rec.Text = runText(&rec)
+	b, _ := json.Marshal(&rec)
+	return b
+}
+
+// Record returns the run's record, with resources sampled from /proc
+// while it runs.
+func (r *Run) Record() proto.RunRecord {
+	r.mu.Lock()
+	rec := r.rec
+	rec.Tokens, rec.Cost, rec.Execs = r.Tokens, r.Cost, r.Execs
+	live := rec.State != proto.RunExited && rec.State != proto.RunLost
+	r.mu.Unlock()
+	if live {
+		if st, err := readStat(rec.PID); err == nil {
+			rec.CPU = st.cpu
+			rec.RSS = st.rss
+			if st.state == 'T' {
+				rec.State = proto.RunStopped
+			} else if rec.State == proto.RunStopped {
+				rec.State = proto.RunRunning
+			}
+		}
+	}
+	rec.Text = runText(&rec)
+	return rec
+}
+
+// Charge adds usage to the run.
+func (r *Run) Charge(tokens int64, cost float64, execs int64) {
+	r.mu.Lock()
+	r.Tokens += tokens
+	r.Cost += cost
+	r.Execs += execs
+	r.mu.Unlock()
+}
+
+// Usage returns what the run has used.
+func (r *Run) Usage() (tokens int64, cost float64, execs int64, wall time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	end := time.Now()
+	if r.rec.Ended != nil {
+		end = *r.rec.Ended
+	}
+	return r.Tokens, r.Cost, r.Execs, end.Sub(r.rec.Started)
+}
+
+// Follow calls fn with each record of the run, from its first, until its
+// exit record (or ctx ends). A run that ended long ago is read from its
+// log on disk.
+func (r *Run) Follow(ctx context.Context, fn func(rec []byte) error) error {
+	f, err := os.Open(filepath.Join(r.s.dir, r.rec.ID+".jsonl"))
+	if err != nil {
+		return proto.Errorf(proto.ENOENT, "run %s: its records are gone: %v", r.rec.ID, err)
+	}
+	defer f.Close()
+	var off int64
+	var pending []byte
+	buf := make([]byte, 64<<10)
+	for {
+		r.mu.Lock()
+		size, changed := r.size, r.changed
+		r.mu.Unlock()
+		ended := false
+		select {
+		case <-r.done:
+			ended = true
+			r.mu.Lock()
+			size = r.size
+			r.mu.Unlock()
+		default:
+		}
+		for off < size {
+			n := len(buf)
+			if rem := size - off; rem < int64(n) {
+				n = int(rem)
+			}
+			m, err := f.ReadAt(buf[:n], off)
+			if m == 0 && err != nil {
+				return err
+			}
+			off += int64(m)
+			pending = append(pending, buf[:m]...)
+			for {
+				i := indexByte(pending, '\n')
+				if i < 0 {
+					break
+				}
+				if err := fn(pending[:i]); err != nil {
+					return err
+				}
+				pending = pending[i+1:]
+			}
+		}
+		if ended {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-r.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Get returns a run by id.
+func (s *Supervisor) Get(id string) (*Run, bool) {
+	s.mu.RLock()
+	r, ok := s.runs[id]
+	s.mu.RUnlock()
+	return r, ok
+}
+
+// Runs returns the runs, oldest first: the live ones, and with all the
+// ended ones kept too.
+func (s *Supervisor) Runs(all bool) []*Run {
+	s.mu.RLock()
+	out := make([]*Run, 0, len(s.runs))
+	for _, r := range s.runs {
+		out = append(out, r)
+	}
+	s.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i].rec.Started, out[j].rec.Started
+		if !a.Equal(b) {
+			return a.Before(b)
+		}
+		return out[i].rec.ID < out[j].rec.ID
+	})
+	if !all {
+		live := out[:0]
+		for _, r := range out {
+			select {
+			case <-r.done:
+			default:
+				live = append(live, r)
+			}
+		}
+		out = live
+	}
+	return out
+}
+
+// Live returns the number of runs not yet exited.
+func (s *Supervisor) Live() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.byPID)
+}
+
+// RunOf returns the live run whose process tree pid is in: the run whose
+// process group it is in, or whose leader is an ancestor of it.
+func (s *Supervisor) RunOf(pid int32) (*Run, bool) {
+	s.mu.RLock()
+	if len(s.byPID) == 0 {
+		s.mu.RUnlock()
+		return nil, false
+	}
+	if r, ok := s.who[int(pid)]; ok {
+		s.mu.RUnlock()
+		return r, r != nil
+	}
+	s.mu.RUnlock()
+	r := s.lookup(int(pid))
+	s.mu.Lock()
+	if len(s.who) > 4096 {
+		clear(s.who)
+	}
+	s.who[int(pid)] = r
+	s.mu.Unlock()
+	return r, r != nil
+}
+
+func (s *Supervisor) lookup(pid int) *Run {
+	self := os.Getpid()
+	for i := 0; i < 64 && pid > 1 && pid != self; i++ {
+		s.mu.RLock()
+		r := s.byPID[pid]
+		s.mu.RUnlock()
+		if r != nil {
+			return r
+		}
+		st, err := readStat(pid)
+		if err != nil {
+			return nil
+		}
+		s.mu.RLock()
+		r = s.byPID[st.pgid]
+		s.mu.RUnlock()
+		if r != nil {
+			return r
+		}
+		pid = st.ppid
+	}
+	return nil
+}
+
+// Close ends every live run (TERM, then KILL after Grace) and waits for
+// them to be reaped.
+func (s *Supervisor) Close() {
+	s.mu.Lock()
+	s.closed = true
+	var live []*Run
+	for _, r := range s.byPID {
+		live = append(live, r)
+	}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, r := range live {
+		wg.Add(1)
+		go func() { defer wg.Done(); r.End("oxiosd stopped") }()
+	}
+	wg.Wait()
+	s.live.Wait()
+}
+
+// save writes the run record, so that a restarted oxiosd knows the run.
+func (r *Run) save() {
+	r.mu.Lock()
+	b := r.recordJSON()
+	r.mu.Unlock()
+	p := filepath.Join(r.s.dir, r.rec.ID+".json")
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		r.s.log.Error("run record", "run", r.rec.ID, "err", err)
+		return
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		r.s.log.Error("run record", "run", r.rec.ID, "err", err)
+	}
+}
+
+// load reads the records of earlier runs; those that were running are
+// marked lost, with an exit record saying so.
+func (s *Supervisor) load() error {
+	names, err := filepath.Glob(filepath.Join(s.dir, "*.json"))
+	if err != nil {
+		return err
+	}
+	var all []*Run
+	for _, name := range names {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		var rec proto.RunRecord
+		if err := json.Unmarshal(b, &rec); err != nil || rec.ID == "" {
+			s.log.Warn("run record unreadable, skipped", "file", name, "err", err)
+			continue
+		}
+		r := &Run{s: s, rec: rec, changed: make(chan struct{}), done: make(chan struct{})}
+		close(r.done)
+		if rec.State != proto.RunExited && rec.State != proto.RunLost {
+			now := time.Now().UTC()
+			r.rec.State = proto.RunLost
+			r.rec.Ended = &now
+			r.rec.Error = "oxiosd stopped while the run ran"
+			st := 255
+			r.rec.Status = &st
+			r.rec.Text = fmt.Sprintf("%s: lost (oxiosd stopped while it ran)", rec.ID)
+			ex := proto.ExitRecord{Type: proto.RecordExit, Run: rec.ID, Agent: rec.Agent, Status: st, Error: r.rec.Error, Time: now}
+			ex.Text = "lost: " + ex.Error
+			if f, err := os.OpenFile(filepath.Join(s.dir, rec.ID+".jsonl"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600); err == nil {
+				b, _ := json.Marshal(&ex)
+				f.Write(append(b, '\n'))
+				f.Close()
+			}
+			b, _ := json.Marshal(&r.rec)
+			os.WriteFile(name, append(b, '\n'), 0o600)
+			if rec.Workspace != "" {
+				os.RemoveAll(rec.Workspace)
+			}
+		}
+		if fi, err := os.Stat(filepath.Join(s.dir, rec.ID+".jsonl")); err == nil {
+			r.size = fi.Size()
+		}
+		all = append(all, r)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].rec.Started.Before(all[j].rec.Started) })
+	for _, r := range all {
+		s.runs[r.rec.ID] = r
+		s.ended = append(s.ended, r.rec.ID)
+	}
+	for _, id := range s.pruneLocked() {
+		s.removeFiles(id)
+	}
+	return nil
+}
+
+// pruneLocked forgets the oldest ended runs beyond Keep and returns them.
+func (s *Supervisor) pruneLocked() []string {
+	if len(s.ended) <= s.Keep {
+		return nil
+	}
+	n := len(s.ended) - s.Keep
+	old := append([]string(nil), s.ended[:n]...)
+	s.ended = append(s.ended[:0], s.ended[n:]...)
+	for _, id := range old {
+		delete(s.runs, id)
+	}
+	return old
+}
+
+func (s *Supervisor) removeFiles(id string) {
+	os.Remove(filepath.Join(s.dir, id+".json"))
+	os.Remove(filepath.Join(s.dir, id+".jsonl"))
+}
+
+// SetLimits applies l to the process pid.
+func SetLimits(pid int, l Limits) error {
+	var errs []error
+	set := func(res int, v uint64) {
+		if v == 0 {
+			return
+		}
+		lim := unix.Rlimit{Cur: v, Max: v}
+		if err := unix.Prlimit(pid, res, &lim, nil); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	set(unix.RLIMIT_AS, l.Memory)
+	set(unix.RLIMIT_CPU, l.CPU)
+	set(unix.RLIMIT_NPROC, l.Processes)
+	set(unix.RLIMIT_NOFILE, l.OpenFiles)
+	return errors.Join(errs...)
+}
