@@ -78,9 +78,9 @@ type Supervisor struct {
 
 	mu     sync.RWMutex
 	runs   map[string]*Run
-	ended  []string      // ids of ended runs, oldest first
-	byPID  map[int]*Run  // live runs by leader pid (= their process group)
-	who    map[int]*Run  // RunOf's cache: pid -> run (nil: none); cleared on every start and exit
+	ended  []string     // ids of ended runs, oldest first
+	byPID  map[int]*Run // live runs by leader pid (= their process group)
+	who    map[int]*Run // RunOf's cache: pid -> run (nil: none); cleared on every start and exit
 	live   sync.WaitGroup
 	closed bool
 }
