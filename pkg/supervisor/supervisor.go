@@ -11,6 +11,7 @@
 package supervisor
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -64,12 +65,16 @@ type Spec struct {
 // Grace is how long a run has between TERM and KILL when it is ended.
 const Grace = 5 * time.Second
 
-// maxLine bounds one output record; a longer line is split.
-const maxLine = 64 << 10
+// maxLine bounds one output record; a longer line is split. maxRecord
+// bounds a record a runner prints.
+const (
+	maxLine   = 64 << 10
+	maxRecord = 4 << 20
+)
 
 // Supervisor owns the runs.
 type Supervisor struct {
-	dir string // DATA/runs: <id>.json (the run record), <id>.jsonl (its records)
+	dir string // DATA/runs: <id>.jsonl, the records of each run
 	log *slog.Logger
 	// OnExit is called once per run, after its exit record is in its log.
 	OnExit func(*Run)
@@ -211,7 +216,6 @@ func (s *Supervisor) Start(spec Spec) (*Run, error) {
 		})
 	}
 	r.mu.Unlock()
-	r.save()
 	var readers sync.WaitGroup
 	readers.Add(2)
 	go r.read(outR, "stdout", spec.Records, &readers)
@@ -242,7 +246,18 @@ func (r *Run) read(f *os.File, stream string, records bool, wg *sync.WaitGroup) 
 	defer f.Close()
 	buf := make([]byte, 0, 4096)
 	chunk := make([]byte, 32<<10)
-	emit := func(line []byte) {
+	// A record (the runner's JSON line) may be long; plain output is cut
+	// into lines of at most maxLine.
+	lim := maxLine
+	if records {
+		lim = maxRecord
+	}
+	var emit func(line []byte)
+	emit = func(line []byte) {
+		for len(line) > lim {
+			emit(line[:lim])
+			line = line[lim:]
+		}
 		if records && len(line) > 1 && line[0] == '{' && json.Valid(line) {
 			r.append(line)
 			return
@@ -262,9 +277,9 @@ func (r *Run) read(f *os.File, stream string, records bool, wg *sync.WaitGroup) 
 			emit(buf[:i])
 			buf = buf[i+1:]
 		}
-		for len(buf) >= maxLine {
-			emit(buf[:maxLine])
-			buf = buf[maxLine:]
+		for len(buf) >= lim {
+			emit(buf[:lim])
+			buf = buf[lim:]
 		}
 		if len(buf) == 0 {
 			buf = buf[:0:cap(buf)]
@@ -335,7 +350,6 @@ func (r *Run) wait(outR, errR *os.File, readers *sync.WaitGroup) {
 	r.rec.Text = runText(&r.rec)
 	r.appendLocked(b)
 	r.mu.Unlock()
-	r.save()
 	os.RemoveAll(r.spec.Dir)
 	s.mu.Lock()
 	delete(s.byPID, r.rec.PID)
@@ -683,66 +697,45 @@ func (s *Supervisor) Close() {
 	s.live.Wait()
 }
 
-// save writes the run record, so that a restarted oxiosd knows the run.
-func (r *Run) save() {
-	r.mu.Lock()
-	b := r.recordJSON()
-	r.mu.Unlock()
-	p := filepath.Join(r.s.dir, r.rec.ID+".json")
-	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
-		r.s.log.Error("run record", "run", r.rec.ID, "err", err)
-		return
-	}
-	if err := os.Rename(tmp, p); err != nil {
-		r.s.log.Error("run record", "run", r.rec.ID, "err", err)
-	}
-}
-
-// load reads the records of earlier runs; those that were running are
-// marked lost, with an exit record saying so.
+// load reads the logs of earlier runs: a log's first record is its run
+// record, and its last the exit record once the run ended. A run whose
+// log has no exit record was running when oxiosd stopped: it is marked
+// lost, with an exit record saying so.
 func (s *Supervisor) load() error {
-	names, err := filepath.Glob(filepath.Join(s.dir, "*.json"))
+	names, err := filepath.Glob(filepath.Join(s.dir, "*.jsonl"))
 	if err != nil {
 		return err
 	}
 	var all []*Run
 	for _, name := range names {
-		b, err := os.ReadFile(name)
+		rec, ex, size, err := readLog(name)
 		if err != nil {
-			return err
-		}
-		var rec proto.RunRecord
-		if err := json.Unmarshal(b, &rec); err != nil || rec.ID == "" {
-			s.log.Warn("run record unreadable, skipped", "file", name, "err", err)
+			s.log.Warn("run log unreadable, skipped", "file", name, "err", err)
 			continue
 		}
-		r := &Run{s: s, rec: rec, changed: make(chan struct{}), done: make(chan struct{})}
+		r := &Run{s: s, rec: rec, changed: make(chan struct{}), done: make(chan struct{}), size: size}
 		close(r.done)
-		if rec.State != proto.RunExited && rec.State != proto.RunLost {
+		if ex == nil {
 			now := time.Now().UTC()
-			r.rec.State = proto.RunLost
-			r.rec.Ended = &now
-			r.rec.Error = "oxiosd stopped while the run ran"
-			st := 255
-			r.rec.Status = &st
-			r.rec.Text = fmt.Sprintf("%s: lost (oxiosd stopped while it ran)", rec.ID)
-			ex := proto.ExitRecord{Type: proto.RecordExit, Run: rec.ID, Agent: rec.Agent, Status: st, Error: r.rec.Error, Time: now}
+			ex = &proto.ExitRecord{Type: proto.RecordExit, Run: rec.ID, Agent: rec.Agent, Status: 255, Error: "oxiosd stopped while the run ran", Time: now}
 			ex.Text = "lost: " + ex.Error
-			if f, err := os.OpenFile(filepath.Join(s.dir, rec.ID+".jsonl"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600); err == nil {
-				b, _ := json.Marshal(&ex)
-				f.Write(append(b, '\n'))
+			b, _ := json.Marshal(ex)
+			f, err := os.OpenFile(name, os.O_WRONLY|os.O_APPEND, 0o600)
+			if err == nil {
+				n, _ := f.Write(append(b, '\n'))
+				r.size += int64(n)
 				f.Close()
 			}
-			b, _ := json.Marshal(&r.rec)
-			os.WriteFile(name, append(b, '\n'), 0o600)
+			r.rec.State = proto.RunLost
 			if rec.Workspace != "" {
 				os.RemoveAll(rec.Workspace)
 			}
+		} else {
+			r.rec.State = proto.RunExited
 		}
-		if fi, err := os.Stat(filepath.Join(s.dir, rec.ID+".jsonl")); err == nil {
-			r.size = fi.Size()
-		}
+		st := ex.Status
+		r.rec.Status, r.rec.Signal, r.rec.Error, r.rec.Ended = &st, ex.Signal, ex.Error, &ex.Time
+		r.rec.Text = runText(&r.rec)
 		all = append(all, r)
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].rec.Started.Before(all[j].rec.Started) })
@@ -754,6 +747,51 @@ func (s *Supervisor) load() error {
 		s.removeFiles(id)
 	}
 	return nil
+}
+
+// readLog reads a run's log: its first record (the run record), its
+// last if that is the exit record, and its size.
+func readLog(name string) (proto.RunRecord, *proto.ExitRecord, int64, error) {
+	var rec proto.RunRecord
+	f, err := os.Open(name)
+	if err != nil {
+		return rec, nil, 0, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return rec, nil, 0, err
+	}
+	size := fi.Size()
+	head := make([]byte, min(size, 1<<20))
+	if _, err := f.ReadAt(head, 0); err != nil {
+		return rec, nil, 0, err
+	}
+	first, _, _ := bytes.Cut(head, []byte("\n"))
+	if err := json.Unmarshal(first, &rec); err != nil || rec.Type != proto.RecordRun || rec.ID == "" {
+		return rec, nil, 0, fmt.Errorf("first line is not a run record")
+	}
+	tailLen := min(size, 64<<10)
+	tail := make([]byte, tailLen)
+	if _, err := f.ReadAt(tail, size-tailLen); err != nil {
+		return rec, nil, 0, err
+	}
+	// A torn last line (a crash mid-write) is cut off, so that whatever
+	// is appended next starts a line of its own.
+	if tail[len(tail)-1] != '\n' {
+		size -= tailLen - int64(bytes.LastIndexByte(tail, '\n')+1)
+		if err := os.Truncate(name, size); err != nil {
+			return rec, nil, 0, err
+		}
+		return rec, nil, size, nil
+	}
+	tail = tail[:len(tail)-1]
+	last := tail[bytes.LastIndexByte(tail, '\n')+1:]
+	var ex proto.ExitRecord
+	if json.Unmarshal(last, &ex) == nil && ex.Type == proto.RecordExit && ex.Run == rec.ID {
+		return rec, &ex, size, nil
+	}
+	return rec, nil, size, nil
 }
 
 // pruneLocked forgets the oldest ended runs beyond Keep and returns them.
@@ -771,7 +809,6 @@ func (s *Supervisor) pruneLocked() []string {
 }
 
 func (s *Supervisor) removeFiles(id string) {
-	os.Remove(filepath.Join(s.dir, id+".json"))
 	os.Remove(filepath.Join(s.dir, id+".jsonl"))
 }
 

@@ -207,5 +207,9 @@ func median(ds []time.Duration) time.Duration {
 func reportMs(name string, fig, base time.Duration, target string) {
 	f := float64(fig.Microseconds()) / 1000
 	b := float64(base.Microseconds()) / 1000
+	if b == 0 {
+		fmt.Printf("%-46s %14.2f %14s %8s  %s\n", name, f, "", "", target)
+		return
+	}
 	fmt.Printf("%-46s %14.2f %14.2f %7.2fx  %s\n", name, f, b, f/b, target)
 }

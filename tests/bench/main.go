@@ -102,8 +102,12 @@ func main() {
 	if run("recall") {
 		benchRecall(dir)
 	}
+	if run("spawn") {
+		benchSpawn(d, 200)
+	}
 	if run("idle") && *idleFor > 0 {
 		idle(d, *idleFor)
+		idleRuns(d, *idleFor)
 	}
 }
 

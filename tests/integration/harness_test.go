@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv("GORACE") == "" {
 		os.Setenv("GORACE", "atexit_sleep_ms=0")
 	}
-	args := []string{"build", "-o", dir + "/"}
+	args := []string{"build", "-tags", "urfave_cli_no_docs", "-o", dir + "/"}
 	if raceEnabled {
 		args = append(args, "-race")
 	}
