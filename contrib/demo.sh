@@ -8,7 +8,7 @@
 set -euo pipefail
 
 bindir=$(cd "${1:-bin}" && pwd)
-for b in oxiosd ox-state ox-audit ox-commit ox-events ox-remember ox-recall ox-forget; do
+for b in oxiosd ox-state ox-audit ox-commit ox-events ox-remember ox-recall ox-forget ox-spawn ox-ps ox-wait ox-kill ox-attach ox-exec ox-budget; do
 	[[ -x $bindir/$b ]] || { echo "demo: no $bindir/$b; run make build first" >&2; exit 2; }
 done
 export PATH=$bindir:$PATH
@@ -154,6 +154,27 @@ say "Records are the next command's input: recall one agent's memories into anot
 run "ox-recall -a demo -k 2 'disk full' | ox-remember -a reviewer --tag from-demo | $jq"
 run "ox-recall -a reviewer disk | jq -r .text"
 run "ox-recall -a demo deploy | ox-forget -a demo | $jq"
+
+say "Runs: any command becomes a supervised process of an agent. ox-spawn attaches, streams its records and exits with its status."
+run "ox-spawn -a ops -- /bin/sh -c 'echo checking disks; df -h / | tail -1; echo done >&2' | $jq"
+fails 3 "ox-spawn -a ops -- /bin/sh -c 'echo giving up; exit 3' >/dev/null"
+say "A run inherits its agent's identity: from inside it, ox-* commands act as that agent and no other."
+run "ox-spawn -a ops -- /bin/sh -c 'ox-state save notes/seen \"by \$OXIOS_RUN\" && ox-state load notes/seen; echo; ox-state load -a demo greeting; echo \"other agent: exit \$?\"' | jq -r 'select(.type==\"output\") | .text'"
+say "Detached runs belong to oxiosd: list them, pause and resume them, end them."
+run 'run=$(ox-spawn -a ops -d -- sleep 300 | jq -r .id); echo $run'
+run "ox-ps -a ops | $jq"
+run "ox-kill -s STOP \$run | jq -c '{id,state}'"
+run "ox-ps -a ops | jq -c '{id,state}'"
+run "ox-kill -s CONT \$run | jq -c '{id,state}'"
+run "ox-kill \$run >/dev/null"
+fails 143 "ox-wait \$run | $jq"
+run "ox-ps -a ops --all | jq -c '{id,state,status,signal,text}'"
+say "exec runs a command for an agent under its policy: allowed programs only, no shell unless granted."
+run 'ox-exec -a ops -- date -u +%Y'
+fails 77 "ox-exec -a ops -c 'cat /etc/passwd; rm -rf /'"
+fails 77 'ox-exec -a ops -- rm -rf /tmp/x'
+run "ox-budget show -a ops | $jq"
+run "ox-audit log --op 'exec' | jq -c '{seq,op,target,result}'"
 
 say "Every change and refusal is an entry of a hash-chained audit log."
 run "ox-audit log -n 4 | $jq"
