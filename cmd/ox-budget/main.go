@@ -16,7 +16,7 @@ var version = "0.1.0-dev"
 func main() {
 	app := cliutil.App("ox-budget", "show and set what an agent may spend")
 	app.Version = version
-	app.Description = "An agent's budget bounds the tokens, cost, wall time and execs of the agent in all (until reset) and of each of its runs. Limits come from the agent's policy until the admin sets others here; 0 means no limit. A model call or exec past a limit is refused (EDQUOT), audited, and the run ends."
+	app.Description = "An agent's budget bounds the tokens, cost, wall time and execs of the agent in all (until reset) and of each of its runs. Limits come from the agent's policy until the admin sets others here; 0 means no limit. A model call past a limit is refused (EDQUOT), audited, and the run ends; an exec past one is refused (EDQUOT) and audited."
 	limitFlags := []cli.Flag{
 		&cli.Int64Flag{Name: "tokens", Usage: "tokens the agent may use in all"},
 		&cli.Float64Flag{Name: "cost", Usage: "cost the agent may incur in all"},

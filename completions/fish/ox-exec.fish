@@ -1,0 +1,18 @@
+# fish completion for ox-exec(1)
+
+# __ox_exec_after_dashdash is true once -- is on the command line: what
+# follows is a command and its arguments (the agent's policy decides what
+# may run).
+function __ox_exec_after_dashdash
+    contains -- -- (commandline -opc)
+end
+
+complete -c ox-exec -f
+complete -c ox-exec -n 'not __ox_exec_after_dashdash' -s c -l command -x -d 'a command LINE (a shell only if the policy allows)'
+complete -c ox-exec -n 'not __ox_exec_after_dashdash' -l timeout -x -d 'kill the command after D'
+complete -c ox-exec -n 'not __ox_exec_after_dashdash' -s a -l agent -x -d 'act on agent NAME'
+complete -c ox-exec -n 'not __ox_exec_after_dashdash' -l socket -r -F -d 'oxiosd socket PATH'
+complete -c ox-exec -n 'not __ox_exec_after_dashdash' -l json -d 'print the exec record instead of the output'
+complete -c ox-exec -n 'not __ox_exec_after_dashdash' -s h -l help -d 'show help'
+complete -c ox-exec -n 'not __ox_exec_after_dashdash' -s v -l version -d 'print the version'
+complete -c ox-exec -n '__ox_exec_after_dashdash' -x -a '(__fish_complete_subcommand -- --)'

@@ -1,0 +1,19 @@
+# fish completion for ox-spawn(1)
+
+# __ox_spawn_after_dashdash is true once -- is on the command line: what
+# follows is a command and its arguments.
+function __ox_spawn_after_dashdash
+    contains -- -- (commandline -opc)
+end
+
+complete -c ox-spawn -f
+complete -c ox-spawn -n 'not __ox_spawn_after_dashdash' -s d -l detach -d 'print the run record and return'
+complete -c ox-spawn -n 'not __ox_spawn_after_dashdash' -s m -l model -x -d 'the model of an LLM run'
+complete -c ox-spawn -n 'not __ox_spawn_after_dashdash' -s e -l env -x -a '(set -n | string replace -r \'$\' =)' -d 'add NAME=VALUE to the run environment'
+complete -c ox-spawn -n 'not __ox_spawn_after_dashdash' -s n -l no-stdin -d 'do not read stdin'
+complete -c ox-spawn -n 'not __ox_spawn_after_dashdash' -s a -l agent -x -d 'act on agent NAME'
+complete -c ox-spawn -n 'not __ox_spawn_after_dashdash' -l socket -r -F -d 'oxiosd socket PATH'
+complete -c ox-spawn -n 'not __ox_spawn_after_dashdash' -l json -d 'print JSON lines even on a terminal'
+complete -c ox-spawn -n 'not __ox_spawn_after_dashdash' -s h -l help -d 'show help'
+complete -c ox-spawn -n 'not __ox_spawn_after_dashdash' -s v -l version -d 'print the version'
+complete -c ox-spawn -n '__ox_spawn_after_dashdash' -x -a '(__fish_complete_subcommand -- --)'
