@@ -6,6 +6,15 @@ function __ox_spawn_after_dashdash
     contains -- -- (commandline -opc)
 end
 
+# __ox_spawn_command completes the command after --, and its arguments, as
+# fish would complete them on a command line of their own.
+function __ox_spawn_command
+    set -l tokens (commandline -opc)
+    set -l i (contains -i -- -- $tokens)
+    set -e tokens[1..$i]
+    complete -C (string join ' ' -- (string escape -- $tokens) (commandline -ct))
+end
+
 complete -c ox-spawn -f
 complete -c ox-spawn -n 'not __ox_spawn_after_dashdash' -s d -l detach -d 'print the run record and return'
 complete -c ox-spawn -n 'not __ox_spawn_after_dashdash' -s m -l model -x -d 'the model of an LLM run'
@@ -16,4 +25,4 @@ complete -c ox-spawn -n 'not __ox_spawn_after_dashdash' -l socket -r -F -d 'oxio
 complete -c ox-spawn -n 'not __ox_spawn_after_dashdash' -l json -d 'print JSON lines even on a terminal'
 complete -c ox-spawn -n 'not __ox_spawn_after_dashdash' -s h -l help -d 'show help'
 complete -c ox-spawn -n 'not __ox_spawn_after_dashdash' -s v -l version -d 'print the version'
-complete -c ox-spawn -n '__ox_spawn_after_dashdash' -x -a '(__fish_complete_subcommand -- --)'
+complete -c ox-spawn -n '__ox_spawn_after_dashdash' -x -a '(__ox_spawn_command)'
