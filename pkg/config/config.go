@@ -73,6 +73,10 @@ type LLM struct {
 	// Prices per million tokens, to charge a run's cost.
 	PromptPrice     float64 `toml:"prompt_price"`
 	CompletionPrice float64 `toml:"completion_price"`
+	// Timeout bounds one model call; Retries is how many times a failed
+	// call is tried again (with backoff, behind a circuit breaker).
+	Timeout string `toml:"timeout"`
+	Retries int    `toml:"retries"`
 }
 
 // Runs configures the supervisor.
@@ -122,7 +126,7 @@ func Default() Config {
 		LogLevel: "info",
 		Limits:   Limits{MaxValue: proto.DefaultMaxValue},
 		Memory:   Memory{WorkingTTL: "24h", EmbeddingsModel: "text-embedding-3-small", EmbeddingsKeyEnv: "OPENAI_API_KEY"},
-		LLM:      LLM{Model: "gpt-4o-mini", KeyEnv: "OPENAI_API_KEY"},
+		LLM:      LLM{Model: "gpt-4o-mini", KeyEnv: "OPENAI_API_KEY", Timeout: "2m", Retries: 4},
 		Runs:     Runs{Keep: 1000},
 	}
 }
@@ -182,7 +186,7 @@ func (c *Config) parse(b []byte, file string) error {
 		{&c.Data, def.Data}, {&c.Socket, def.Socket}, {&c.Mount, def.Mount}, {&c.LogLevel, def.LogLevel},
 		{&c.Memory.WorkingTTL, def.Memory.WorkingTTL}, {&c.Memory.EmbeddingsModel, def.Memory.EmbeddingsModel},
 		{&c.Memory.EmbeddingsKeyEnv, def.Memory.EmbeddingsKeyEnv},
-		{&c.LLM.Model, def.LLM.Model}, {&c.LLM.KeyEnv, def.LLM.KeyEnv},
+		{&c.LLM.Model, def.LLM.Model}, {&c.LLM.KeyEnv, def.LLM.KeyEnv}, {&c.LLM.Timeout, def.LLM.Timeout},
 	} {
 		if *s.v == "" {
 			*s.v = s.d
@@ -223,6 +227,12 @@ func (c *Config) resolve() error {
 	c.Memory.workingTTL = ttl
 	if c.LLM.BaseURL != "" && !strings.HasPrefix(c.LLM.BaseURL, "http://") && !strings.HasPrefix(c.LLM.BaseURL, "https://") {
 		return fmt.Errorf("config: llm.base_url %q: want an http:// or https:// URL such as https://api.openai.com/v1", c.LLM.BaseURL)
+	}
+	if d, err := time.ParseDuration(c.LLM.Timeout); err != nil || d <= 0 {
+		return fmt.Errorf("config: llm.timeout %q: want a duration such as \"2m\"", c.LLM.Timeout)
+	}
+	if c.LLM.Retries < 0 || c.LLM.Retries > 100 {
+		return fmt.Errorf("config: llm.retries %d: want 0 to 100", c.LLM.Retries)
 	}
 	if c.LLM.PromptPrice < 0 || c.LLM.CompletionPrice < 0 {
 		return fmt.Errorf("config: llm prices may not be negative")

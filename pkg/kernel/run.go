@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -235,7 +236,8 @@ func (k *Kernel) RunSpawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw [
 		if model == "" {
 			model = k.cfg.LLM.Model
 		}
-		env = append(env, "OXIOS_LLM_URL="+k.cfg.LLM.BaseURL, "OXIOS_LLM_MODEL="+model)
+		env = append(env, "OXIOS_LLM_URL="+k.cfg.LLM.BaseURL, "OXIOS_LLM_MODEL="+model,
+			"OXIOS_LLM_TIMEOUT="+k.cfg.LLM.Timeout, "OXIOS_LLM_RETRIES="+strconv.Itoa(k.cfg.LLM.Retries))
 		if key := os.Getenv(k.cfg.LLM.KeyEnv); key != "" {
 			env = append(env, "OXIOS_LLM_KEY="+key)
 		}

@@ -103,6 +103,8 @@ const (
 	EDQUOT       = "EDQUOT"       // over budget or quota
 	ESRCH        = "ESRCH"        // no such run, or it has exited
 	ENOEXEC      = "ENOEXEC"      // no model endpoint to run an LLM agent with
+	ECANCELED    = "ECANCELED"    // an LLM run ended by a signal (records only)
+	EHOSTDOWN    = "EHOSTDOWN"    // the model endpoint failed (records only)
 )
 
 // Ops. Each is one kernel syscall.

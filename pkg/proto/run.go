@@ -42,6 +42,8 @@ const (
 	RecordToolCall   = "tool_call"
 	RecordToolResult = "tool_result"
 	RecordUsage      = "usage"
+	RecordEndpoint   = "endpoint"
+	RecordError      = "error"
 	RecordExit       = "exit"
 	RecordExec       = "exec"
 	RecordBudget     = "budget"
@@ -224,4 +226,85 @@ type BudgetChargeArgs struct {
 	Model            string `json:"model,omitempty"`
 	PromptTokens     int64  `json:"prompt_tokens"`
 	CompletionTokens int64  `json:"completion_tokens"`
+}
+
+// The records of an LLM run, printed by the runner ox-agent on its stdout
+// (one JSON object a line) and kept by the supervisor as they are.
+
+// MessageRecord is a message of the conversation: the system prompt, the
+// context given on stdin, the task, and each answer of the model.
+type MessageRecord struct {
+	Type  string    `json:"type"` // always "message"
+	Run   string    `json:"run"`
+	Agent string    `json:"agent"`
+	Time  time.Time `json:"time"`
+	Role  string    `json:"role"` // system, user, assistant
+	Text  string    `json:"text"`
+}
+
+// ToolCallRecord is a tool call the model made.
+type ToolCallRecord struct {
+	Type      string    `json:"type"` // always "tool_call"
+	Run       string    `json:"run"`
+	Agent     string    `json:"agent"`
+	Time      time.Time `json:"time"`
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	Arguments string    `json:"arguments"`
+	Text      string    `json:"text"`
+}
+
+// ToolResultRecord is what a tool call returned to the model; Error marks
+// a failed call (the model sees the error and may correct itself).
+type ToolResultRecord struct {
+	Type  string    `json:"type"` // always "tool_result"
+	Run   string    `json:"run"`
+	Agent string    `json:"agent"`
+	Time  time.Time `json:"time"`
+	ID    string    `json:"id"`
+	Name  string    `json:"name"`
+	Error bool      `json:"error,omitempty"`
+	Code  string    `json:"code,omitempty"` // the syscall's error code
+	Text  string    `json:"text"`
+}
+
+// UsageRecord is what one model call used, as the endpoint reported it,
+// and the run's totals.
+type UsageRecord struct {
+	Type             string    `json:"type"` // always "usage"
+	Run              string    `json:"run"`
+	Agent            string    `json:"agent"`
+	Time             time.Time `json:"time"`
+	Model            string    `json:"model"`
+	PromptTokens     int64     `json:"prompt_tokens"`
+	CompletionTokens int64     `json:"completion_tokens"`
+	RunTokens        int64     `json:"run_tokens"`
+	Cost             float64   `json:"cost"` // the run's, as the kernel priced it
+	Seconds          float64   `json:"seconds"`
+	Attempts         int       `json:"attempts"`
+	Text             string    `json:"text"`
+}
+
+// EndpointRecord is a retry of a model call or a change of the circuit
+// breaker that guards the endpoint (open, half-open, closed).
+type EndpointRecord struct {
+	Type    string    `json:"type"` // always "endpoint"
+	Run     string    `json:"run"`
+	Agent   string    `json:"agent"`
+	Time    time.Time `json:"time"`
+	Event   string    `json:"event"` // retry, open, half-open, closed
+	Attempt int       `json:"attempt"`
+	Wait    float64   `json:"wait,omitempty"` // seconds before the next attempt
+	Text    string    `json:"text"`
+}
+
+// ErrorRecord is why an LLM run ended unsuccessfully: the budget, the
+// endpoint, a signal, the kernel gone.
+type ErrorRecord struct {
+	Type  string    `json:"type"` // always "error"
+	Run   string    `json:"run"`
+	Agent string    `json:"agent"`
+	Time  time.Time `json:"time"`
+	Code  string    `json:"code,omitempty"` // EDQUOT, ECANCELED, EIO...
+	Text  string    `json:"text"`
 }

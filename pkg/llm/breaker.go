@@ -1,0 +1,121 @@
+package llm
+
+import (
+	"sync"
+	"time"
+)
+
+// State is a circuit breaker's state.
+type State int
+
+const (
+	// Closed lets every call through, counting failures in a row.
+	Closed State = iota
+	// Open refuses calls until its cooldown ends.
+	Open
+	// HalfOpen lets one probe through: its success closes the circuit,
+	// its failure opens it again for a longer cooldown.
+	HalfOpen
+)
+
+func (s State) String() string {
+	switch s {
+	case Open:
+		return "open"
+	case HalfOpen:
+		return "half-open"
+	}
+	return "closed"
+}
+
+// Breaker is a circuit breaker (closed, open, half-open).
+type Breaker struct {
+	threshold     int
+	base, max     time.Duration
+	mu            sync.Mutex
+	state         State
+	fails         int
+	cooldown      time.Duration
+	until         time.Time // end of the open state
+	probing       bool      // a half-open probe is out
+	opened, reset int       // times opened and closed again, for tests
+}
+
+// NewBreaker returns a closed breaker that opens after threshold failures
+// in a row (at least 1).
+func NewBreaker(threshold int, cooldown, maxCooldown time.Duration) *Breaker {
+	if threshold < 1 {
+		threshold = 1
+	}
+	if maxCooldown < cooldown {
+		maxCooldown = cooldown
+	}
+	return &Breaker{threshold: threshold, base: cooldown, max: maxCooldown, cooldown: cooldown}
+}
+
+// State returns the breaker's state.
+func (b *Breaker) State() State {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.state
+}
+
+// Allow says whether a call may go now; if not, how long until it may.
+func (b *Breaker) Allow(now time.Time) (time.Duration, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch b.state {
+	case Open:
+		if now.Before(b.until) {
+			return b.until.Sub(now), false
+		}
+		b.state = HalfOpen
+		b.probing = true
+		return 0, true
+	case HalfOpen:
+		if b.probing {
+			return b.base, false
+		}
+		b.probing = true
+	}
+	return 0, true
+}
+
+// Success records a call that reached the endpoint; it reports whether
+// that closed an open circuit.
+func (b *Breaker) Success() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.fails = 0
+	b.probing = false
+	if b.state == Closed {
+		return false
+	}
+	b.state, b.cooldown = Closed, b.base
+	b.reset++
+	return true
+}
+
+// Failure records a failed call; it reports whether that opened the
+// circuit.
+func (b *Breaker) Failure(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.probing = false
+	switch b.state {
+	case HalfOpen:
+		// The probe failed: open again, for longer.
+		b.cooldown = min(2*b.cooldown, b.max)
+	case Closed:
+		b.fails++
+		if b.fails < b.threshold {
+			return false
+		}
+	default:
+		return false
+	}
+	b.state = Open
+	b.until = now.Add(b.cooldown)
+	b.opened++
+	return true
+}
