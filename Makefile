@@ -104,6 +104,8 @@ run: build ## run oxiosd in the foreground on .oxios/ (no config file, no mount)
 
 .PHONY: demo
 demo: build ## a scripted tour: start a private oxiosd, use every command, stop it
+	@# The demo's model endpoint: a scripted stand-in (tests/fakellm).
+	CGO_ENABLED=0 $(GO) build $(GOBUILDFLAGS) -o bin/fakellm ./tests/fakellm
 	contrib/demo.sh $(CURDIR)/bin
 
 .PHONY: man

@@ -8,7 +8,7 @@
 set -euo pipefail
 
 bindir=$(cd "${1:-bin}" && pwd)
-for b in oxiosd ox-state ox-audit ox-commit ox-events ox-remember ox-recall ox-forget ox-spawn ox-ps ox-wait ox-kill ox-attach ox-exec ox-budget; do
+for b in oxiosd ox-state ox-audit ox-commit ox-events ox-remember ox-recall ox-forget ox-spawn ox-ps ox-wait ox-kill ox-attach ox-exec ox-budget ox-agent fakellm; do
 	[[ -x $bindir/$b ]] || { echo "demo: no $bindir/$b; run make build first" >&2; exit 2; }
 done
 export PATH=$bindir:$PATH
@@ -17,8 +17,10 @@ dir=$(mktemp -d "${TMPDIR:-/tmp}/oxios-demo.XXXXXX")
 export OXIOS_SOCKET=$dir/oxiosd.sock
 unset OXIOS_AGENT OXIOS_CONFIG
 daemon=
+llm=
 
 cleanup() {
+	[[ -n $llm ]] && kill -TERM "$llm" 2>/dev/null || true
 	if [[ -n $daemon ]] && kill -0 "$daemon" 2>/dev/null; then
 		kill -TERM "$daemon" 2>/dev/null || true
 		wait "$daemon" 2>/dev/null || true
@@ -56,7 +58,7 @@ if command -v jq >/dev/null; then jq='jq -c .'; else jq=cat; fi
 # start runs oxiosd in the background and waits until it answers: an
 # ox-state that does not exit 69 (unreachable) reached it.
 start() {
-	run "oxiosd --config '' --data \$dir/data --socket \$OXIOS_SOCKET --no-mount 2>>\$dir/oxiosd.log &"
+	run "oxiosd --config \$dir/oxios.toml --data \$dir/data --socket \$OXIOS_SOCKET --no-mount 2>>\$dir/oxiosd.log &"
 	daemon=$!
 	local i
 	for ((i = 0; i < 100; i++)); do
@@ -89,6 +91,15 @@ stop() {
 	fi
 	printf '%s(exit status 0)%s\n' "$dim" "$off"
 }
+
+say "LLM runs need an OpenAI-compatible endpoint: here a scripted stand-in for one (fakellm), named in the config."
+run "fakellm -script $(dirname "$0")/demo-llm.json > \$dir/llm.url 2>>\$dir/fakellm.log &"
+llm=$!
+for ((i = 0; i < 100; i++)); do [[ -s $dir/llm.url ]] && break; sleep 0.05; done
+url=$(head -1 "$dir/llm.url")
+[[ -n $url ]] || { echo "demo: fakellm did not start" >&2; exit 1; }
+printf '[llm]\nbase_url = "%s"\nmodel = "demo-model"\nprompt_price = 0.15\ncompletion_price = 0.6\n' "$url" > "$dir/oxios.toml"
+run 'cat $dir/oxios.toml'
 
 say "Start a private daemon on a temporary directory ($dir)."
 start
@@ -169,6 +180,20 @@ run "ox-kill -s CONT \$run | jq -c '{id,state}'"
 run "ox-kill \$run >/dev/null"
 fails 143 "ox-wait \$run | $jq"
 run "ox-ps -a ops --all | jq -c '{id,state,status,signal,text}'"
+say "LLM runs: ox-spawn with a task runs ox-agent, which thinks through the endpoint and acts only through syscalls; tool errors go back to the model."
+run "ox-spawn -a ops 'check the disk and take notes' | jq -r 'select(.role != \"system\" and .type != \"output\") | .type + \": \" + .text'"
+run 'ox-state load -a ops notes/disk; echo'
+run "ox-recall -a ops --kind episodic disk | jq -r .text"
+run "ox-budget show -a ops | jq -c '{used,run_limit}'"
+say "A pipeline: the memories ox-recall prints become the context of an LLM run."
+run "ox-recall -a demo -k 2 disk | ox-spawn -a ops 'what failed?' | jq -r 'select(.type == \"message\" and .role != \"system\") | .role + \": \" + .text'"
+say "LLM runs are processes like any other: listed, signalled, waited for."
+run 'run=$(ox-spawn -a ops -d "think for a minute" | jq -r .id); echo $run'
+run "sleep 0.5; ox-ps -a ops | jq -c '{id,state,task,pid}'"
+run "ox-kill \$run >/dev/null"
+fails 143 "ox-wait \$run | jq -c '{run,status,signal}'"
+fails 143 "ox-attach \$run | jq -c 'select(.type == \"error\" or .type == \"exit\") | {type,code,text}'"
+
 say "exec runs a command for an agent under its policy: allowed programs only, no shell unless granted."
 run 'ox-exec -a ops -- date -u +%Y'
 fails 77 "ox-exec -a ops -c 'cat /etc/passwd; rm -rf /'"
