@@ -276,7 +276,10 @@ func (k *Kernel) runExited(r *supervisor.Run) {
 	_, _, _, wall := r.Usage()
 	t := &tx{
 		entry: &audit.Entry{Actor: audit.Actor{UID: k.uid, PID: int32(os.Getpid())}, Op: proto.OpRunExit,
-			Target: rec.Agent + ":" + rec.ID + " " + what, Args: audit.ArgsDigest([]byte(rec.ID)), Result: "ok"},
+			// Args: the digest of the run's whole log (its output, or an LLM
+			// run's conversation), so the log can be checked against the
+			// audit chain.
+			Target: rec.Agent + ":" + rec.ID + " " + what, Args: r.Digest(), Result: "ok"},
 		agent: rec.Agent,
 		data:  &rec,
 	}

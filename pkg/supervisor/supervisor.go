@@ -13,9 +13,11 @@ package supervisor
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -27,6 +29,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"lukechampine.com/blake3"
 
 	"github.com/oxios/oxios/pkg/proto"
 )
@@ -112,6 +116,7 @@ type Run struct {
 	rec     proto.RunRecord
 	logf    *os.File
 	size    int64         // bytes of records in logf
+	sum     hash.Hash     // blake3 of the log's bytes, as written
 	changed chan struct{} // closed (and replaced) when a record is added
 	done    chan struct{} // closed once the exit record is in the log
 	cmd     *exec.Cmd
@@ -125,6 +130,18 @@ type Run struct {
 
 // ID returns the run's id.
 func (r *Run) ID() string { return r.rec.ID }
+
+// Digest returns the blake3 hash (hex) of the run's log as written so
+// far: after the exit record, the digest of the whole conversation, which
+// the kernel puts on the audit log.
+func (r *Run) Digest() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sum == nil {
+		return ""
+	}
+	return hex.EncodeToString(r.sum.Sum(nil))
+}
 
 // Agent returns the run's agent.
 func (r *Run) Agent() string { return r.rec.Agent }
@@ -148,7 +165,7 @@ func (s *Supervisor) Start(spec Spec) (*Run, error) {
 		os.RemoveAll(spec.Dir)
 		return nil, fmt.Errorf("run log: %w", err)
 	}
-	r := &Run{s: s, spec: spec, logf: logf, changed: make(chan struct{}), done: make(chan struct{})}
+	r := &Run{s: s, spec: spec, logf: logf, sum: blake3.New(32, nil), changed: make(chan struct{}), done: make(chan struct{})}
 	r.rec = proto.RunRecord{
 		Type: proto.RecordRun, ID: spec.ID, Agent: spec.Agent, State: proto.RunRunning,
 		Command: spec.Command, Task: spec.Task, Model: spec.Model, Workspace: spec.Dir,
@@ -457,6 +474,9 @@ func (r *Run) appendLocked(b []byte) {
 		return
 	}
 	r.size += int64(len(line))
+	if r.sum != nil {
+		r.sum.Write(line)
+	}
 	close(r.changed)
 	r.changed = make(chan struct{})
 }

@@ -105,6 +105,9 @@ func main() {
 	if run("spawn") {
 		benchSpawn(d, 200)
 	}
+	if run("agent") {
+		benchAgent(dir)
+	}
 	if run("idle") && *idleFor > 0 {
 		idle(d, *idleFor)
 		idleRuns(d, *idleFor)
@@ -251,6 +254,11 @@ func startDaemon(dir string) *daemon {
 		"--data", filepath.Join(dir, "data"), "--socket", sock)
 	cmd.Stderr = os.Stderr
 	check(cmd.Start())
+	return waitDaemon(cmd, sock)
+}
+
+// waitDaemon waits until a started oxiosd answers on sock.
+func waitDaemon(cmd *exec.Cmd, sock string) *daemon {
 	for i := 0; i < 500; i++ {
 		if c, err := client.Dial(context.Background(), sock); err == nil {
 			c.Close()

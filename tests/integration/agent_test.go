@@ -1,14 +1,18 @@
 package integration
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"lukechampine.com/blake3"
 
 	"github.com/oxios/oxios/pkg/llm/llmtest"
 )
@@ -122,6 +126,16 @@ func TestAgentToolLoop(t *testing.T) {
 	au := d.ox("", "ox-audit", "log", "--op", "state.save")
 	if !strings.Contains(au.stdout, `"ops:notes/disk"`) {
 		t.Errorf("the save is not on the audit log: %s %s", au.stdout, au.stderr)
+	}
+	// The conversation is on the audit log as the digest of the run's log.
+	ex := d.ox("", "ox-audit", "log", "--op", "run.exit", "--json")
+	log, err := os.ReadFile(filepath.Join(d.data, "runs", recs[0]["id"].(string)+".jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := blake3.Sum256(log)
+	if !strings.Contains(ex.stdout, hex.EncodeToString(sum[:])) {
+		t.Errorf("run.exit does not carry the digest of the run's log:\n%s", ex.stdout)
 	}
 	// A second run recalls what the first one learnt.
 	s.Push(llmtest.Turn{Content: "Nothing new."})

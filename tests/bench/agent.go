@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/oxios/oxios/pkg/agent"
+	"github.com/oxios/oxios/pkg/llm"
+	"github.com/oxios/oxios/pkg/llm/llmtest"
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+// The LLM runner's cost per model turn beyond the endpoint's own time,
+// against the local test server: once in-process (the runner loop, the
+// HTTP client, streaming, tool dispatch, records) with a kernel that
+// answers at once, and once end to end (ox-agent under oxiosd, each turn
+// also a budget check, a durable audited budget charge and a tool
+// syscall).
+
+// nopKernel answers every syscall at once.
+type nopKernel struct{}
+
+func (nopKernel) StateLoad(context.Context, string) ([]byte, error) { return []byte("v"), nil }
+func (nopKernel) StateSave(context.Context, string, []byte) error   { return nil }
+func (nopKernel) StateList(context.Context, string) ([]proto.StateRecord, error) {
+	return []proto.StateRecord{{Key: "notes/a", Size: 10}}, nil
+}
+func (nopKernel) Remember(context.Context, proto.MemoryInput) (proto.MemoryRecord, error) {
+	return proto.MemoryRecord{ID: "m"}, nil
+}
+func (nopKernel) Recall(context.Context, string, int) ([]proto.MemoryRecord, error) { return nil, nil }
+func (nopKernel) Exec(context.Context, proto.ExecArgs) (proto.ExecRecord, error) {
+	return proto.ExecRecord{}, nil
+}
+func (nopKernel) BudgetCheck(context.Context, int64) (proto.BudgetRecord, error) {
+	return proto.BudgetRecord{}, nil
+}
+func (nopKernel) BudgetCharge(context.Context, string, int64, int64) (proto.BudgetRecord, error) {
+	return proto.BudgetRecord{}, nil
+}
+
+// script is turns-1 tool-calling turns and a finish.
+func script(turns int) []llmtest.Turn {
+	var s []llmtest.Turn
+	for i := 0; i < turns-1; i++ {
+		s = append(s, llmtest.Turn{Content: "Looking at my notes.", ToolCalls: []llmtest.Call{{Name: "state_list", Arguments: `{"prefix":"notes/"}`}},
+			PromptTokens: 500, CompletionTokens: 20})
+	}
+	return append(s, llmtest.Turn{ToolCalls: []llmtest.Call{{Name: "finish", Arguments: `{"summary":"done"}`}}, PromptTokens: 500, CompletionTokens: 10})
+}
+
+func benchAgent(dir string) {
+	const turns, runs = 20, 30
+	// In-process.
+	var wall, busy time.Duration
+	for i := 0; i < runs; i++ {
+		s := llmtest.New(script(turns)...)
+		cfg := llm.DefaultConfig(s.URL, "", "bench")
+		r := agent.New(agent.Config{Agent: "bench", Run: "r", Model: "bench", Task: "check the notes",
+			Emit: func(rec any) { agent.Marshal(rec) }}, nopKernel{}, llm.New(cfg))
+		t := time.Now()
+		res, err := r.Run(context.Background())
+		check(err)
+		wall += time.Since(t)
+		busy += s.Busy()
+		s.Close()
+		if res.Turns != turns {
+			fatal(fmt.Errorf("agent bench: %d turns, want %d", res.Turns, turns))
+		}
+	}
+	n := time.Duration(turns * runs)
+	reportMs("baseline: test server's own time per turn", busy/n, 0, "")
+	reportMs("runner overhead per turn, in-process", (wall-busy)/n, 0, "<= 1 ms")
+
+	// End to end: ox-agent under oxiosd. The per-turn figure is the
+	// difference between a 20-turn and a 1-turn run, so the runner's
+	// start and the first recall are not in it.
+	e2e := func(turns int) (time.Duration, time.Duration) {
+		var wall, busy time.Duration
+		for i := 0; i < 10; i++ {
+			s := llmtest.New(script(turns)...)
+			ddir := filepath.Join(dir, fmt.Sprintf("agent-%d-%d", turns, i))
+			check(os.MkdirAll(ddir, 0o700))
+			cf := filepath.Join(ddir, "oxios.toml")
+			check(os.WriteFile(cf, []byte(fmt.Sprintf("[llm]\nbase_url = %q\nmodel = \"bench\"\n", s.URL)), 0o600))
+			d := startDaemonConfig(ddir, cf)
+			c := dial(d.sock)
+			t := time.Now()
+			status := -1
+			check(c.SpawnAttach(context.Background(), proto.SpawnArgs{Agent: "bench", Task: "check the notes"}, func(b json.RawMessage) error {
+				var ex proto.ExitRecord
+				if json.Unmarshal(b, &ex) == nil && ex.Type == proto.RecordExit {
+					status = ex.Status
+				}
+				return nil
+			}))
+			wall += time.Since(t)
+			busy += s.Busy()
+			c.Close()
+			d.stop()
+			s.Close()
+			if status != 0 || len(s.Requests()) != turns {
+				fatal(fmt.Errorf("agent bench: run exited %d after %d requests", status, len(s.Requests())))
+			}
+		}
+		return wall / 10, busy / 10
+	}
+	w1, b1 := e2e(1)
+	w20, b20 := e2e(turns)
+	reportMs("LLM run of 1 turn under oxiosd (mean)", w1, 0, "")
+	reportMs("overhead per turn, ox-agent under oxiosd", ((w20-b20)-(w1-b1))/(turns-1), 0, "(with 3 syscalls a turn)")
+}
+
+// startDaemonConfig starts an oxiosd with a config file.
+func startDaemonConfig(dir, config string) *daemon {
+	sock := filepath.Join(dir, "oxiosd.sock")
+	cmd := exec.Command(filepath.Join(*binDir, "oxiosd"), "--config", config, "--no-mount", "--log-level", "warn",
+		"--data", filepath.Join(dir, "data"), "--socket", sock)
+	cmd.Stderr = os.Stderr
+	check(cmd.Start())
+	return waitDaemon(cmd, sock)
+}
