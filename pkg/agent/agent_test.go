@@ -1,0 +1,142 @@
+package agent_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/oxios/oxios/pkg/agent"
+	"github.com/oxios/oxios/pkg/llm"
+	"github.com/oxios/oxios/pkg/llm/llmtest"
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+// memKernel keeps state in a map; charge refuses past limit tokens.
+type memKernel struct {
+	state   map[string][]byte
+	limit   int64
+	charged int64
+	mems    []proto.MemoryInput
+}
+
+func (k *memKernel) StateLoad(_ context.Context, key string) ([]byte, error) {
+	v, ok := k.state[key]
+	if !ok {
+		return nil, proto.Errorf(proto.ENOENT, "no key %q", key)
+	}
+	return v, nil
+}
+func (k *memKernel) StateSave(_ context.Context, key string, v []byte) error {
+	k.state[key] = v
+	return nil
+}
+func (k *memKernel) StateList(context.Context, string) ([]proto.StateRecord, error) { return nil, nil }
+func (k *memKernel) Remember(_ context.Context, m proto.MemoryInput) (proto.MemoryRecord, error) {
+	k.mems = append(k.mems, m)
+	return proto.MemoryRecord{ID: "m1", Kind: m.Kind}, nil
+}
+func (k *memKernel) Recall(context.Context, string, int) ([]proto.MemoryRecord, error) {
+	return []proto.MemoryRecord{{Kind: "semantic", Text: "the backup disk is sdb", Created: time.Unix(0, 0)}}, nil
+}
+func (k *memKernel) Exec(context.Context, proto.ExecArgs) (proto.ExecRecord, error) {
+	return proto.ExecRecord{}, proto.Errorf(proto.EPERM, "exec refused")
+}
+func (k *memKernel) BudgetCheck(context.Context, int64) (proto.BudgetRecord, error) {
+	if k.limit > 0 && k.charged >= k.limit {
+		return proto.BudgetRecord{}, proto.Errorf(proto.EDQUOT, "over budget")
+	}
+	return proto.BudgetRecord{}, nil
+}
+func (k *memKernel) BudgetCharge(_ context.Context, _ string, p, c int64) (proto.BudgetRecord, error) {
+	k.charged += p + c
+	if k.limit > 0 && k.charged > k.limit {
+		return proto.BudgetRecord{}, proto.Errorf(proto.EDQUOT, "run over its token budget")
+	}
+	return proto.BudgetRecord{}, nil
+}
+
+func runner(t *testing.T, k agent.Kernel, cfg agent.Config, turns ...llmtest.Turn) (*agent.Runner, *llmtest.Server, *[]any) {
+	s := llmtest.New(turns...)
+	t.Cleanup(s.Close)
+	var recs []any
+	cfg.Emit = func(r any) { recs = append(recs, r) }
+	lc := llm.DefaultConfig(s.URL, "", "m")
+	lc.Retries = 0
+	return agent.New(cfg, k, llm.New(lc)), s, &recs
+}
+
+func TestRunnerMaxTurns(t *testing.T) {
+	k := &memKernel{state: map[string][]byte{}}
+	loop := llmtest.Turn{ToolCalls: []llmtest.Call{{Name: "state_read", Arguments: `{"key":"nope"}`}}, Repeat: -1}
+	r, s, _ := runner(t, k, agent.Config{Agent: "a", Run: "r", Task: "loop", MaxTurns: 3}, loop)
+	res, err := r.Run(context.Background())
+	var f *agent.Fatal
+	if err == nil || errors.As(err, &f) || !strings.Contains(err.Error(), "3 model turns") || res.Turns != 3 {
+		t.Fatalf("res %+v err %v", res, err)
+	}
+	if n := len(s.Requests()); n != 3 {
+		t.Errorf("%d requests", n)
+	}
+	// The recalled memory reached the model; the ENOENT went back to it.
+	txt := s.Requests()[2].Text()
+	if !strings.Contains(txt, "the backup disk is sdb") || !strings.Contains(txt, "tool: error: no key") {
+		t.Errorf("conversation:\n%s", txt)
+	}
+}
+
+func TestRunnerBudgetFatal(t *testing.T) {
+	k := &memKernel{state: map[string][]byte{}, limit: 100}
+	r, s, recs := runner(t, k, agent.Config{Agent: "a", Run: "r", Task: "spend", Recall: -1},
+		llmtest.Turn{Content: "thinking", ToolCalls: []llmtest.Call{{Name: "state_list", Arguments: `{}`}}, PromptTokens: 90, CompletionTokens: 20},
+		llmtest.Turn{Content: "never"})
+	_, err := r.Run(context.Background())
+	var f *agent.Fatal
+	if !errors.As(err, &f) || f.Code != proto.EDQUOT {
+		t.Fatalf("err %v", err)
+	}
+	if len(s.Requests()) != 1 || len(k.mems) != 0 {
+		t.Errorf("%d requests, %d memories after the budget ran out", len(s.Requests()), len(k.mems))
+	}
+	r.Failed(err)
+	last := (*recs)[len(*recs)-1].(*proto.ErrorRecord)
+	if last.Code != proto.EDQUOT || last.Run != "r" || last.Agent != "a" {
+		t.Errorf("error record %+v", last)
+	}
+}
+
+func TestRunnerCancelled(t *testing.T) {
+	k := &memKernel{state: map[string][]byte{}}
+	r, _, _ := runner(t, k, agent.Config{Agent: "a", Run: "r", Task: "wait"}, llmtest.Turn{Content: "slow", Delay: llmtest.Duration(10 * time.Second)})
+	ctx, cancel := context.WithCancelCause(context.Background())
+	time.AfterFunc(100*time.Millisecond, func() { cancel(errors.New("signal terminated")) })
+	_, err := r.Run(ctx)
+	var f *agent.Fatal
+	if !errors.As(err, &f) || f.Code != proto.ECANCELED || !strings.Contains(err.Error(), "signal terminated") {
+		t.Fatalf("err %v", err)
+	}
+}
+
+func TestFormatContext(t *testing.T) {
+	in := `{"type":"memory","id":"x","agent":"ops","kind":"episodic","text":"disk full","tags":["nginx"],"created":"2026-11-23T10:00:00Z"}
+plain line
+
+{"type":"state","agent":"ops","key":"notes/a","value":"hello"}
+{"type":"output","text":"from a run"}
+{"not":"a record"}
+`
+	want := `- memory (episodic, 2026-11-23 10:00, tags nginx): disk full
+plain line
+- state notes/a: hello
+- output: from a run
+{"not":"a record"}
+`
+	if got := agent.FormatContext(in); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	big := strings.Repeat("x", 1000) + "\n"
+	if got := agent.FormatContext(strings.Repeat(big, 200)); len(got) > 70<<10 || !strings.HasSuffix(got, "(the rest of the context was cut)\n") {
+		t.Errorf("a big context is not cut: %d bytes", len(got))
+	}
+}
