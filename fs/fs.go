@@ -1,7 +1,7 @@
 // Package fs is the FUSE view of the agents' world, mounted by oxiosd:
 //
 //	/agent/NAME/state/...                 read-write: a file is a key, a folder a key prefix
-//	/agent/NAME/mem/{working,episodic,semantic}/   read-only, empty until memory exists
+//	/agent/NAME/mem/{working,episodic,semantic}/ID.md   memories: a file written is remembered, rm forgets
 //	/agent/NAME/policy                    read-only (no policy subsystem yet: empty)
 //	/agent/NAME/status                    read-only JSON: keys, bytes, last change
 //	/audit/log  /audit/head               read-only

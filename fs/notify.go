@@ -8,6 +8,7 @@ import (
 
 	"github.com/oxios/oxios/pkg/bus"
 	"github.com/oxios/oxios/pkg/kernel"
+	"github.com/oxios/oxios/pkg/memory"
 )
 
 // Coherence. The kernel's caches (entries, attributes, pages) are kept for
@@ -25,7 +26,15 @@ const eventQueue = 4096
 
 func (f *FS) subscribe() {
 	f.sub = f.k.Subscribe(eventQueue, func(ev *bus.Event) bool {
-		return ev.Name == kernel.EventStateChanged && ev.Data != any(f.own)
+		switch ev.Name {
+		case kernel.EventStateChanged:
+			return ev.Data != any(f.own)
+		case kernel.EventMemoryAdded, kernel.EventMemoryForgotten:
+			// Memories made or forgotten through the mount come here
+			// too: invalidating them again is harmless.
+			return true
+		}
+		return false
 	})
 }
 
@@ -56,6 +65,10 @@ func (f *FS) changed(ev *bus.Event) {
 	if an == nil {
 		// A new agent: a cached "no such agent" must go.
 		f.agents.NotifyEntry(ev.Agent)
+		return
+	}
+	if ev.Name != kernel.EventStateChanged {
+		f.memChanged(an, ev)
 		return
 	}
 	parent := an.GetChild("state")
@@ -100,6 +113,36 @@ func (f *FS) changed(ev *bus.Event) {
 	}
 }
 
+// memChanged invalidates the name of a memory remembered or forgotten:
+// a cached "no such file" of a new one, the entry of a forgotten one.
+func (f *FS) memChanged(an *fusefs.Inode, ev *bus.Event) {
+	kind, id, ok := memory.SplitKey(ev.Key)
+	if !ok {
+		return
+	}
+	mem := an.GetChild("mem")
+	if mem == nil {
+		return
+	}
+	dir := mem.GetChild(kind)
+	if dir == nil {
+		return
+	}
+	name := id + ".md"
+	ch := dir.GetChild(name)
+	if ch == nil {
+		dir.NotifyEntry(name)
+		return
+	}
+	if _, ok := ch.Operations().(*memFile); !ok {
+		return // a file being written that happens to have the name
+	}
+	if ev.Deleted {
+		dir.NotifyDelete(name, ch)
+		dir.RmChild(name)
+	}
+}
+
 // pruneFolders drops the cached folders of key that its deletion emptied,
 // deepest first.
 func (f *FS) pruneFolders(an *fusefs.Inode, agent string, names []string) {
@@ -125,11 +168,32 @@ func (f *FS) pruneFolders(an *fusefs.Inode, agent string, names []string) {
 // exists has its attributes and pages dropped, what does not is removed.
 func (f *FS) sweep() {
 	for name, an := range f.agents.Children() {
+		f.sweepMem(name, an)
 		st := an.GetChild("state")
 		if st == nil {
 			continue
 		}
 		f.sweepDir(name, st, "")
+	}
+}
+
+// sweepMem drops the cached memories that are no more.
+func (f *FS) sweepMem(agent string, an *fusefs.Inode) {
+	mem := an.GetChild("mem")
+	if mem == nil {
+		return
+	}
+	for _, dir := range mem.Children() {
+		for name, ch := range dir.Children() {
+			n, ok := ch.Operations().(*memFile)
+			if !ok {
+				continue
+			}
+			if _, err := f.k.MemStat(f.self, agent, n.kind, n.id); err != nil {
+				dir.NotifyEntry(name)
+				dir.RmChild(name)
+			}
+		}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/oxios/oxios/pkg/kernel"
+	"github.com/oxios/oxios/pkg/memory"
 	"github.com/oxios/oxios/pkg/proto"
 )
 
@@ -144,6 +145,8 @@ func attrOf(ctx context.Context, c *kernel.Cred, ch *fusefs.Inode, out *fuse.Ent
 	case *agentsNode:
 		n.fill(&out.Attr)
 	case *dirNode:
+		n.fill(&out.Attr)
+	case *memDir:
 		n.fill(&out.Attr)
 	case *genFile:
 		out.SetAttrTimeout(noCache)
@@ -324,10 +327,10 @@ func (f *FS) newAgent(name string) *staticDir {
 		st.root = stIno
 		d.AddChild("state", stIno, true)
 		mem := f.newStatic(name, 0o555, func(ctx context.Context, m *staticDir) {
-			// Filled by the memory subsystem once it exists; creating a
-			// file in them will mean "remember".
-			for _, kind := range []string{"episodic", "semantic", "working"} {
-				m.AddChild(kind, m.NewPersistentInode(ctx, f.newStatic(name, 0o555, nil), fusefs.StableAttr{Mode: syscall.S_IFDIR}), true)
+			// One folder per kind: its memories, and creating a file in
+			// it remembers one (mem.go).
+			for _, kind := range memory.Kinds {
+				m.AddChild(kind, m.NewPersistentInode(ctx, f.newMemDir(name, kind), fusefs.StableAttr{Mode: syscall.S_IFDIR}), true)
 			}
 		})
 		d.AddChild("mem", d.NewPersistentInode(ctx, mem, fusefs.StableAttr{Mode: syscall.S_IFDIR}), true)

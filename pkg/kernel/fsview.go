@@ -18,11 +18,13 @@ import (
 // than a copy of its value, and lookups ask whether an agent is there
 // without writing a denial to the audit log on every path walk.
 
-// AgentVisible reports whether agent has state and c may act on it.
+// AgentVisible reports whether agent has state or memories and c may act
+// on it.
 // Nothing is audited: the mount asks on every lookup of /agent/NAME, and
 // the read or write that follows is audited by its own syscall.
 func (k *Kernel) AgentVisible(c *Cred, agent string) bool {
-	return proto.CheckAgent(agent) == nil && k.authorize(c, agent) == nil && k.state.HasAgent(agent)
+	return proto.CheckAgent(agent) == nil && k.authorize(c, agent) == nil &&
+		(k.state.HasAgent(agent) || k.state.HasAgent(state.Ref(state.SpaceMem, agent)))
 }
 
 // MayAct reports why c may not act on agent, or nil, without auditing:

@@ -698,6 +698,26 @@ func (k *Kernel) MemIDs(c *Cred, agent, kind string) ([]string, []int64) {
 	return ids, sizes
 }
 
+// MemStat returns the file size of agent's memory id of kind (for the
+// FUSE view's lookups). Like AgentVisible, nothing is audited: the mount
+// asks on every path walk, and the read that follows is its own syscall.
+func (k *Kernel) MemStat(c *Cred, agent, kind, id string) (int64, error) {
+	if err := k.authorize(c, agent); err != nil {
+		return 0, err
+	}
+	m := k.memIdx(agent, false)
+	var mt *memMeta
+	if m != nil {
+		m.mu.RLock()
+		mt = m.meta[id]
+		m.mu.RUnlock()
+	}
+	if mt == nil || memory.Kinds[mt.kind] != kind {
+		return 0, proto.Errorf(proto.ENOENT, "%s: no %s memory %s", agent, kind, id)
+	}
+	return int64(mt.size), nil
+}
+
 // Expiry: one timer, set to the earliest expiry of a min-heap, no polling.
 
 type expiry struct {

@@ -506,7 +506,9 @@ func TestFUSEReadOnly(t *testing.T) {
 		"echo x > agent/ops/policy",
 		"echo x >> agent/ops/status",
 		"rm agent/ops/status",
-		"touch agent/ops/mem/working/note.md",
+		// (A new file in mem/KIND is a memory to be: see TestFUSEMemory.)
+		"mv agent/ops/mem/working agent/ops/mem/w2",
+		"ln -s x agent/ops/mem/working/l.md",
 		"mkdir agent/ops/mem/x",
 		"rmdir agent/ops/mem/working",
 		"echo x > audit/log",

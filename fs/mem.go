@@ -1,0 +1,619 @@
+package fs
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	fusefs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/oxios/oxios/pkg/kernel"
+	"github.com/oxios/oxios/pkg/memory"
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+// The memory view: /agent/NAME/mem/KIND/ID.md, one file per memory, as
+// it is stored (front matter, then the text). Memories do not change, so
+// their files are read-only; a folder of a kind is where memories are
+// made and forgotten:
+//
+//   - creating a file there and closing it remembers its content (see
+//     memInput), as a memory of that kind. The name is only a handle: any
+//     NAME.md is taken, the kernel gives the memory its id, and once the
+//     memory is remembered (at the first close(2) or fsync(2) after
+//     something was written) NAME.md is gone and ID.md is there. close(2)
+//     reports a refusal (EINVAL for an empty text or a bad front matter,
+//     EFBIG past the size limit, EPERM/EACCES by policy); then nothing is
+//     remembered and the name is gone too. A file closed empty (touch) is
+//     not remembered at all.
+//   - other names (editors' swap and backup files: .x.swp, x~, 4913) are
+//     refused with EINVAL, so that no editor litters the memory with them;
+//   - unlink(2) of ID.md forgets the memory;
+//   - mkdir, rename, link, symlink and writing to a memory: EPERM.
+//
+// Memories remembered or forgotten over the socket (or by their TTL)
+// reach the mount through the bus (notify.go).
+
+// memID returns the id of a memory's file name, if name is one.
+func memID(name string) (string, bool) {
+	id, ok := strings.CutSuffix(name, ".md")
+	return id, ok && memory.CheckID(id) == nil
+}
+
+// newMemName reports whether name may be created in a kind's folder.
+func newMemName(name string) bool {
+	return len(name) > len(".md") && strings.HasSuffix(name, ".md") &&
+		!strings.HasPrefix(name, ".") && !strings.ContainsAny(name, "~#")
+}
+
+// memDir is /agent/NAME/mem/KIND.
+type memDir struct {
+	fusefs.Inode
+	fs    *FS
+	agent string
+	kind  string
+}
+
+func (f *FS) newMemDir(agent, kind string) *memDir {
+	return &memDir{fs: f, agent: agent, kind: kind}
+}
+
+func (d *memDir) fill(a *fuse.Attr) {
+	*a = fuse.Attr{Mode: syscall.S_IFDIR | 0o755, Nlink: 1}
+	a.SetTimes(&d.fs.started, &d.fs.started, &d.fs.started)
+	d.fs.setAttrOwner(a)
+}
+
+func (d *memDir) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	if _, e := d.fs.may(ctx, d.agent); e != 0 {
+		return e
+	}
+	d.fill(&out.Attr)
+	return 0
+}
+
+func (d *memDir) Setattr(ctx context.Context, fh fusefs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	return syscall.EPERM
+}
+
+func (d *memDir) Access(ctx context.Context, mask uint32) syscall.Errno {
+	_, e := d.fs.may(ctx, d.agent)
+	return e
+}
+
+func (d *memDir) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	return d.fs.statfs(out)
+}
+
+// pending returns the file being written under name, if there is one.
+func (d *memDir) pending(name string) *memNew {
+	if ch := d.GetChild(name); ch != nil {
+		if n, ok := ch.Operations().(*memNew); ok && n.open() {
+			return n
+		}
+	}
+	return nil
+}
+
+// child returns the node of memory id, making it if needed.
+func (d *memDir) child(ctx context.Context, name, id string) *fusefs.Inode {
+	if ch := d.GetChild(name); ch != nil {
+		if _, ok := ch.Operations().(*memFile); ok {
+			return ch
+		}
+	}
+	return d.NewInode(ctx, &memFile{fs: d.fs, agent: d.agent, kind: d.kind, id: id}, fusefs.StableAttr{Mode: syscall.S_IFREG})
+}
+
+func (d *memDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	c, e := d.fs.may(ctx, d.agent)
+	if e != 0 {
+		return nil, e
+	}
+	if n := d.pending(name); n != nil {
+		n.entry(out)
+		return n.EmbeddedInode(), 0
+	}
+	id, ok := memID(name)
+	if !ok {
+		return nil, syscall.ENOENT
+	}
+	size, err := d.fs.k.MemStat(c, d.agent, d.kind, id)
+	if err != nil {
+		return nil, errno(err)
+	}
+	ch := d.child(ctx, name, id)
+	ch.Operations().(*memFile).fill(&out.Attr, size)
+	return ch, 0
+}
+
+func (d *memDir) OpendirHandle(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
+	c, e := d.fs.may(ctx, d.agent)
+	if e != 0 {
+		return nil, 0, e
+	}
+	ids, sizes := d.fs.k.MemIDs(c, d.agent, d.kind)
+	ents := make([]entry, 0, len(ids))
+	for i, id := range ids {
+		ents = append(ents, entry{name: id + ".md", rec: &proto.StateRecord{Size: sizes[i]}})
+	}
+	for name, ch := range d.Children() {
+		if n, ok := ch.Operations().(*memNew); ok && n.open() {
+			ents = append(ents, entry{name: name})
+		}
+	}
+	l := newListing(&d.Inode, ents)
+	l.node = func(ctx context.Context, e *entry) *fusefs.Inode {
+		if e.rec == nil {
+			if n := d.pending(e.name); n != nil {
+				return n.EmbeddedInode()
+			}
+			// Remembered since the listing was taken: a stand-in that
+			// answers no more.
+			return d.NewInode(ctx, &memNew{fs: d.fs, dir: d, name: e.name, done: true}, fusefs.StableAttr{Mode: syscall.S_IFREG})
+		}
+		id, _ := memID(e.name)
+		return d.child(ctx, e.name, id)
+	}
+	l.attr = func(ctx context.Context, e *entry, ch *fusefs.Inode, out *fuse.EntryOut) syscall.Errno {
+		switch n := ch.Operations().(type) {
+		case *memFile:
+			n.fill(&out.Attr, e.rec.Size)
+		case *memNew:
+			n.entry(out)
+		}
+		return 0
+	}
+	return l, 0, 0
+}
+
+func (d *memDir) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, fusefs.FileHandle, uint32, syscall.Errno) {
+	c, e := d.fs.may(ctx, d.agent)
+	if e != 0 {
+		return nil, nil, 0, e
+	}
+	if !newMemName(name) {
+		return nil, nil, 0, syscall.EINVAL
+	}
+	if d.pending(name) != nil {
+		return nil, nil, 0, syscall.EEXIST // being written; the kernel opens it instead
+	}
+	if id, ok := memID(name); ok {
+		if _, err := d.fs.k.MemStat(c, d.agent, d.kind, id); err == nil {
+			return nil, nil, 0, syscall.EEXIST
+		}
+	}
+	n := &memNew{fs: d.fs, dir: d, name: name, writers: 1, mtime: time.Now()}
+	ch := d.NewInode(ctx, n, fusefs.StableAttr{Mode: syscall.S_IFREG})
+	n.entry(out)
+	return ch, &memHandle{n: n, cred: c, write: true, append: flags&syscall.O_APPEND != 0}, fuse.FOPEN_DIRECT_IO, 0
+}
+
+func (d *memDir) Unlink(ctx context.Context, name string) syscall.Errno {
+	c, e := d.fs.may(ctx, d.agent)
+	if e != 0 {
+		return e
+	}
+	if n := d.pending(name); n != nil {
+		if n.discard() {
+			return 0
+		}
+	}
+	id, ok := memID(name)
+	if !ok {
+		return syscall.ENOENT
+	}
+	if _, err := d.fs.k.MemStat(c, d.agent, d.kind, id); err != nil {
+		return errno(err)
+	}
+	args := proto.MemForgetArgs{Agent: d.agent, IDs: []string{id}}
+	raw, _ := json.Marshal(args)
+	_, err := d.fs.k.MemForget(ctx, c, args, raw)
+	return errno(err)
+}
+
+func (d *memDir) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	return nil, syscall.EPERM // memories are files of a kind; kinds are fixed
+}
+
+func (d *memDir) Rmdir(ctx context.Context, name string) syscall.Errno { return syscall.EPERM }
+
+func (d *memDir) Mknod(ctx context.Context, name string, mode, dev uint32, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	return nil, syscall.EPERM
+}
+
+func (d *memDir) Rename(ctx context.Context, name string, newParent fusefs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	return syscall.EPERM // a memory's name is its id
+}
+
+func (d *memDir) Link(ctx context.Context, target fusefs.InodeEmbedder, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	return nil, syscall.EPERM
+}
+
+func (d *memDir) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	return nil, syscall.EPERM
+}
+
+// memFile is a memory: its file, read-only. A memory's file never changes
+// (an id is never reused), so its pages are kept across opens.
+type memFile struct {
+	fusefs.Inode
+	fs    *FS
+	agent string
+	kind  string
+	id    string
+}
+
+func (m *memFile) fill(a *fuse.Attr, size int64) {
+	*a = fuse.Attr{Mode: syscall.S_IFREG | 0o444, Size: uint64(size), Nlink: 1}
+	t := memory.IDTime(m.id)
+	a.SetTimes(&t, &t, &t)
+	m.fs.setAttrOwner(a)
+}
+
+func (m *memFile) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	c, e := m.fs.may(ctx, m.agent)
+	if e != 0 {
+		return e
+	}
+	size, err := m.fs.k.MemStat(c, m.agent, m.kind, m.id)
+	if err != nil {
+		return errno(err)
+	}
+	m.fill(&out.Attr, size)
+	return 0
+}
+
+func (m *memFile) Setattr(ctx context.Context, fh fusefs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if _, e := m.fs.may(ctx, m.agent); e != 0 {
+		return e
+	}
+	return syscall.EPERM // a memory does not change: forget it and remember anew
+}
+
+func (m *memFile) Access(ctx context.Context, mask uint32) syscall.Errno {
+	if _, e := m.fs.may(ctx, m.agent); e != 0 {
+		return e
+	}
+	if mask&(2|1) != 0 { // W_OK, X_OK
+		return syscall.EACCES
+	}
+	return 0
+}
+
+func (m *memFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
+	c, e := m.fs.may(ctx, m.agent)
+	if e != 0 {
+		return nil, 0, e
+	}
+	if flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0 {
+		return nil, 0, syscall.EPERM
+	}
+	b, err := m.fs.k.MemRead(ctx, c, m.agent, m.kind, m.id)
+	if err != nil {
+		return nil, 0, errno(err)
+	}
+	return &bytesHandle{b}, fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_NOFLUSH, 0
+}
+
+// memNew is a file being written in a kind's folder: a memory to be. Its
+// name and attributes are never cached by the kernel (they vanish when
+// the memory is remembered).
+type memNew struct {
+	fusefs.Inode
+	fs   *FS
+	dir  *memDir
+	name string
+
+	mu      sync.Mutex
+	buf     []byte
+	mtime   time.Time
+	writers int  // write handles open
+	done    bool // remembered, refused or discarded: the name is gone
+	gone    bool // discarded by unlink: writes go nowhere
+	err     syscall.Errno
+}
+
+func (n *memNew) open() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return !n.done
+}
+
+func (n *memNew) fillLocked(a *fuse.Attr) {
+	*a = fuse.Attr{Mode: syscall.S_IFREG | 0o644, Size: uint64(len(n.buf)), Nlink: 1}
+	if n.done {
+		a.Nlink = 0
+	}
+	a.SetTimes(&n.mtime, &n.mtime, &n.mtime)
+	n.fs.setAttrOwner(a)
+}
+
+// entry fills a lookup's reply: attributes, and no caching.
+func (n *memNew) entry(out *fuse.EntryOut) {
+	n.mu.Lock()
+	n.fillLocked(&out.Attr)
+	n.mu.Unlock()
+	out.SetEntryTimeout(noCache)
+	out.SetAttrTimeout(noCache)
+}
+
+func (n *memNew) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	if _, e := n.fs.may(ctx, n.dir.agent); e != 0 {
+		return e
+	}
+	n.mu.Lock()
+	n.fillLocked(&out.Attr)
+	n.mu.Unlock()
+	out.SetTimeout(noCache)
+	return 0
+}
+
+func (n *memNew) Setattr(ctx context.Context, fh fusefs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if _, e := n.fs.may(ctx, n.dir.agent); e != 0 {
+		return e
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	// Modes, owners and times are no part of a memory: accepted and
+	// ignored (touch, cp -p).
+	if sz, ok := in.GetSize(); ok {
+		switch {
+		case n.done && !n.gone:
+			return syscall.EPERM
+		case int64(sz) > n.fs.maxValue:
+			return syscall.EFBIG
+		case !n.gone:
+			n.buf = resize(n.buf, int(sz))
+			n.mtime = time.Now()
+		}
+	}
+	n.fillLocked(&out.Attr)
+	out.SetTimeout(noCache)
+	return 0
+}
+
+func resize(b []byte, size int) []byte {
+	if size <= len(b) {
+		return b[:size]
+	}
+	return append(b, make([]byte, size-len(b))...)
+}
+
+func (n *memNew) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
+	c, e := n.fs.may(ctx, n.dir.agent)
+	if e != 0 {
+		return nil, 0, e
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.done {
+		return nil, 0, syscall.ENOENT // remembered meanwhile: the name is gone
+	}
+	h := &memHandle{n: n, cred: c}
+	if flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0 {
+		h.write, h.append = true, flags&syscall.O_APPEND != 0
+		n.writers++
+		if flags&syscall.O_TRUNC != 0 {
+			n.buf, n.mtime = n.buf[:0], time.Now()
+		}
+	}
+	return h, fuse.FOPEN_DIRECT_IO, 0
+}
+
+// discard drops a file being written (unlinked before it was remembered)
+// and reports whether there was one.
+func (n *memNew) discard() bool {
+	n.mu.Lock()
+	was := !n.done
+	if was {
+		n.done, n.gone, n.buf = true, true, nil
+	}
+	n.mu.Unlock()
+	return was
+}
+
+// rememberLocked hands the content to the kernel as a memory of the
+// folder's kind; whatever the outcome, the file is done with.
+func (n *memNew) rememberLocked(ctx context.Context, c *kernel.Cred) syscall.Errno {
+	n.done = true
+	in, err := memInput(n.buf)
+	n.buf = nil
+	if err == nil {
+		in.Kind = n.dir.kind
+		args := proto.MemRememberArgs{Agent: n.dir.agent, Memories: []proto.MemoryInput{in}}
+		raw, _ := json.Marshal(args)
+		_, err = n.fs.k.MemRemember(ctx, c, args, raw)
+	}
+	if err != nil {
+		n.fs.log.Info("mount: memory not remembered", "agent", n.dir.agent, "kind", n.dir.kind, "file", n.name, "err", err)
+	}
+	n.err = errno(err)
+	return n.err
+}
+
+// detach takes the name out of the folder once the file is done with.
+func (n *memNew) detach() {
+	if ch := n.dir.GetChild(n.name); ch == n.EmbeddedInode() {
+		n.dir.RmChild(n.name)
+	}
+}
+
+// memHandle is an open file being written in a kind's folder.
+type memHandle struct {
+	n      *memNew
+	cred   *kernel.Cred
+	write  bool
+	append bool
+}
+
+func (h *memHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	n := h.n
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if off >= int64(len(n.buf)) {
+		return fuse.ReadResultData(nil), 0
+	}
+	c := copy(dest, n.buf[off:])
+	return fuse.ReadResultData(dest[:c]), 0
+}
+
+func (h *memHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	if !h.write {
+		return 0, syscall.EBADF
+	}
+	if h.n.fs.closed.Load() {
+		return 0, syscall.ENOTCONN
+	}
+	n := h.n
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	switch {
+	case n.gone:
+		return uint32(len(data)), 0 // unlinked: written nowhere, as to any unlinked file
+	case n.done && n.err != 0:
+		return 0, n.err
+	case n.done:
+		return 0, syscall.EPERM // remembered already; a memory does not change
+	}
+	if h.append {
+		off = int64(len(n.buf))
+	}
+	end := off + int64(len(data))
+	if end > n.fs.maxValue {
+		// Whole or nothing: the file is refused, and its close says so.
+		n.done, n.buf, n.err = true, nil, syscall.EFBIG
+		return 0, syscall.EFBIG
+	}
+	if end > int64(len(n.buf)) {
+		n.buf = resize(n.buf, int(end))
+	}
+	copy(n.buf[off:], data)
+	n.mtime = time.Now()
+	return uint32(len(data)), 0
+}
+
+// Flush is close(2): the first close after something was written
+// remembers it, and reports the kernel's answer. A close before anything
+// was written remembers nothing yet: a shell's `> file` opens, dups the
+// descriptor and closes the original first.
+func (h *memHandle) Flush(ctx context.Context) syscall.Errno {
+	if !h.write {
+		return 0
+	}
+	if h.n.fs.closed.Load() {
+		return syscall.ENOTCONN
+	}
+	n := h.n
+	n.mu.Lock()
+	var e syscall.Errno
+	switch {
+	case n.done:
+		e = n.err
+	case len(n.buf) == 0:
+		n.mu.Unlock()
+		return 0
+	default:
+		e = n.rememberLocked(ctx, h.cred)
+	}
+	n.mu.Unlock()
+	n.detach()
+	return e
+}
+
+func (h *memHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
+	return h.Flush(ctx)
+}
+
+func (h *memHandle) Release(ctx context.Context) syscall.Errno {
+	if !h.write {
+		return 0
+	}
+	n := h.n
+	n.mu.Lock()
+	n.writers--
+	last := n.writers == 0
+	if last && !n.done {
+		if len(n.buf) > 0 && !n.fs.closed.Load() {
+			// Written after the last close (through a mapping, say).
+			n.rememberLocked(context.Background(), h.cred)
+		}
+		n.done = true // closed empty: nothing to remember
+	}
+	n.mu.Unlock()
+	if last {
+		n.detach()
+	}
+	return 0
+}
+
+// memInput reads a file written into a kind's folder. It is the text of
+// the memory, or a front matter and the text, as in the memory files
+// (package memory), so that a memory's file copied into a folder is
+// remembered again with its tags. Of the front matter, tags, source,
+// importance and expires are taken, and ttl (a Go duration) too; id,
+// kind and created are the kernel's to give (the folder is the kind).
+// Keys may come in any order; tags may be written without brackets.
+// Trailing newlines are not part of the text (`echo text > note.md`).
+func memInput(b []byte) (proto.MemoryInput, error) {
+	var in proto.MemoryInput
+	rest, ok := bytes.CutPrefix(b, []byte("---\n"))
+	if !ok {
+		rest = b
+	}
+	for line := 2; ok; line++ {
+		l, after, found := bytes.Cut(rest, []byte("\n"))
+		if !found {
+			return in, proto.Errorf(proto.EINVAL, "front matter line %d: not closed by \"---\"", line)
+		}
+		rest = after
+		if string(l) == "---" {
+			break
+		}
+		k, v, found := strings.Cut(string(l), ":")
+		if !found {
+			return in, proto.Errorf(proto.EINVAL, "front matter line %d: want \"key: value\"", line)
+		}
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		switch k {
+		case "id", "kind", "created":
+		case "tags":
+			v = strings.TrimSuffix(strings.TrimPrefix(v, "["), "]")
+			for _, t := range strings.Split(v, ",") {
+				if t = strings.TrimSpace(t); t != "" {
+					in.Tags = append(in.Tags, t)
+				}
+			}
+		case "source":
+			in.Source = v
+		case "importance":
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return in, proto.Errorf(proto.EINVAL, "front matter line %d: importance %q is not a number", line, v)
+			}
+			in.Importance = f
+		case "ttl":
+			in.TTL = v
+		case "expires":
+			t, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				return in, proto.Errorf(proto.EINVAL, "front matter line %d: expires %q is not an RFC 3339 time", line, v)
+			}
+			d := time.Until(t)
+			if d <= 0 {
+				return in, proto.Errorf(proto.EINVAL, "front matter line %d: expires %s is past", line, v)
+			}
+			in.TTL = d.String()
+		default:
+			return in, proto.Errorf(proto.EINVAL, "front matter line %d: unknown key %q", line, k)
+		}
+	}
+	in.Text = strings.TrimRight(string(rest), "\n")
+	return in, nil
+}
