@@ -106,8 +106,8 @@ const systemPrompt = `You are %s, an agent running under Oxios (run %s). You act
 - finish: end the task with a short summary of what you did and found.
 When a tool returns an error, read it and correct the call; do not repeat a call that failed the same way. Be brief.`
 
-// Run runs the task to its end. A *Fatal error ended the run early;
-// another error is a failure of the task (no answer within MaxTurns).
+// Run runs the task to its end; an error (a *Fatal) says why it ended
+// without an answer.
 func (r *Runner) Run(ctx context.Context) (*Result, error) {
 	r.say(openai.ChatMessageRoleSystem, fmt.Sprintf(systemPrompt, r.cfg.Agent, r.cfg.Run))
 	if mem := r.recall(ctx); mem != "" {
@@ -180,7 +180,7 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 			return res, nil
 		}
 	}
-	return res, fmt.Errorf("no answer after %d model turns (the run's turn limit)", r.cfg.MaxTurns)
+	return res, &Fatal{Code: proto.ELOOP, Err: fmt.Errorf("no answer after %d model turns (the run's turn limit, --max-turns)", r.cfg.MaxTurns)}
 }
 
 // say adds a message of ours to the conversation and records it.

@@ -73,7 +73,7 @@ func TestRunnerMaxTurns(t *testing.T) {
 	r, s, _ := runner(t, k, agent.Config{Agent: "a", Run: "r", Task: "loop", MaxTurns: 3}, loop)
 	res, err := r.Run(context.Background())
 	var f *agent.Fatal
-	if err == nil || errors.As(err, &f) || !strings.Contains(err.Error(), "3 model turns") || res.Turns != 3 {
+	if !errors.As(err, &f) || f.Code != proto.ELOOP || !strings.Contains(err.Error(), "3 model turns") || res.Turns != 3 {
 		t.Fatalf("res %+v err %v", res, err)
 	}
 	if n := len(s.Requests()); n != 3 {

@@ -105,6 +105,7 @@ const (
 	ENOEXEC      = "ENOEXEC"      // no model endpoint to run an LLM agent with
 	ECANCELED    = "ECANCELED"    // an LLM run ended by a signal (records only)
 	EHOSTDOWN    = "EHOSTDOWN"    // the model endpoint failed (records only)
+	ELOOP        = "ELOOP"        // an LLM run reached its turn limit (records only)
 )
 
 // Ops. Each is one kernel syscall.
