@@ -541,7 +541,10 @@ func (d *dirNode) renameFile(ctx context.Context, c *kernel.Cred, src *fileNode,
 		}
 		saveNew(v)
 	}
-	if oldStored || src != nil && src.saving > 0 {
+	// oldStored was looked up before src.mu was taken: a save of src that
+	// was in flight then may have landed since (saving back to 0, local
+	// false), and the old key must go all the same.
+	if oldStored || src != nil && (src.saving > 0 || !src.local) {
 		waits = append(waits, d.fs.k.StateDeleteSubmit(c, d.agent, oldKey, d.fs.own))
 	}
 	if src != nil {

@@ -512,3 +512,37 @@ func TestRunLost(t *testing.T) {
 		t.Fatalf("run ended by a clean stop: %d %s", r.code, r.stdout)
 	}
 }
+
+// TestRunIdentityMount: through the mount too, a run's processes are its
+// agent: they see and change their own agent's files and no other's.
+func TestRunIdentityMount(t *testing.T) {
+	m := startMounted(t, daemonOpts{})
+	m.ox("", "ox-state", "save", "-a", "bank", "secret", "42")
+	m.ox("", "ox-state", "save", "-a", "ops", "notes/a", "mine")
+	script := `cd "$OXIOS_MNT/agent" && ls; cat ops/state/notes/a; echo; echo new > ops/state/notes/b && echo "own-write=$?";
+cat bank/state/secret; echo "other-read=$?"; echo 0 > bank/state/secret; echo "other-write=$?"; ls bank; echo "other-ls=$?"`
+	r := m.ox("", "ox-spawn", "-a", "ops", "--", "/bin/sh", "-c", script)
+	var lines []string
+	for _, o := range ofType(records(t, r.stdout), "output") {
+		lines = append(lines, o["text"].(string))
+	}
+	all := strings.Join(lines, "\n")
+	for _, want := range []string{"mine", "own-write=0", "other-read=1", "other-write=", "other-ls=2"} {
+		if !strings.Contains(all, want) {
+			t.Fatalf("run output lacks %q:\n%s", want, all)
+		}
+	}
+	if strings.Contains(all, "other-write=0") || strings.Contains(all, "42") {
+		t.Fatalf("the run reached another agent's state through the mount:\n%s", all)
+	}
+	// Its listing of /agent shows its own agent only.
+	if lines[0] != "ops" {
+		t.Errorf("ls /agent from the run: %q", lines[0])
+	}
+	if l := m.ox("", "ox-state", "load", "-a", "ops", "notes/b"); l.stdout != "new\n" {
+		t.Errorf("the run's write through the mount: %q", l.stdout)
+	}
+	if l := m.ox("", "ox-state", "load", "-a", "bank", "secret"); l.stdout != "42" {
+		t.Errorf("the other agent's state changed: %q", l.stdout)
+	}
+}
