@@ -20,12 +20,66 @@ import (
 	"github.com/oxios/oxios/share"
 )
 
-// Policy is an agent's policy.
+// Policy is an agent's policy. What it does not grant is refused: a
+// section left out grants nothing (and limits nothing).
 type Policy struct {
-	Exec   Exec   `toml:"exec"`
-	Budget Budget `toml:"budget"`
-	Limits Limits `toml:"limits"`
+	State   State   `toml:"state"`
+	Memory  Memory  `toml:"memory"`
+	Exec    Exec    `toml:"exec"`
+	Tools   Tools   `toml:"tools"`
+	Net     Net     `toml:"net"`
+	Budget  Budget  `toml:"budget"`
+	Limits  Limits  `toml:"limits"`
+	Signals Signals `toml:"signals"`
+
+	hosts []hostRule // net.allow, parsed
 }
+
+// State governs the agent's key-value state: which keys it may read and
+// write (globs, see MatchKey), and how many bytes it may hold in all.
+type State struct {
+	Read  []string    `toml:"read"`
+	Write []string    `toml:"write"`
+	Quota config.Size `toml:"quota"`
+}
+
+// Memory governs remember and recall: the kinds it may use, and how many
+// memories it may hold.
+type Memory struct {
+	Kinds []string `toml:"kinds"`
+	Quota int64    `toml:"quota"`
+}
+
+// Tools governs the WASM tools: which may run, with how much memory and
+// time.
+type Tools struct {
+	Allow   []string    `toml:"allow"`
+	Memory  config.Size `toml:"memory"`
+	Timeout Duration    `toml:"timeout"`
+}
+
+// Net governs the fetch syscall (the runner's HTTP tool): the hosts it
+// may reach. Private, loopback and link-local addresses are refused
+// unless listed as addresses or networks.
+type Net struct {
+	Allow    []string    `toml:"allow"`
+	Timeout  Duration    `toml:"timeout"`
+	MaxBytes config.Size `toml:"max_bytes"`
+}
+
+// Signals says what a violation does besides being refused and audited.
+type Signals struct {
+	// OnViolation: "deny" (the call fails, the run goes on), "stop"
+	// (SIGSTOP the run, for an operator to look at) or "kill" (end it).
+	OnViolation string `toml:"on_violation"`
+}
+
+// Violation actions.
+const (
+	ViolationDeny = "deny"
+	ViolationStop = "stop"
+	ViolationKill = "kill"
+)
 
 // Exec governs the exec syscall.
 type Exec struct {
@@ -114,6 +168,44 @@ func Parse(b []byte) (*Policy, error) {
 			return nil, &Error{Line: lineOf(b, "allow"), Reason: fmt.Sprintf("exec.allow: %q is not a command name or an absolute path", a)}
 		}
 	}
+	for _, list := range []struct {
+		name string
+		pats []string
+	}{{"state.read", p.State.Read}, {"state.write", p.State.Write}} {
+		for _, pat := range list.pats {
+			if err := CheckPattern(pat); err != nil {
+				return nil, &Error{Line: lineOf(b, list.name[len("state."):]), Reason: fmt.Sprintf("%s: %v", list.name, err)}
+			}
+		}
+	}
+	for _, k := range p.Memory.Kinds {
+		switch k {
+		case "working", "episodic", "semantic":
+		default:
+			return nil, &Error{Line: lineOf(b, "kinds"), Reason: fmt.Sprintf("memory.kinds: %q is not a kind (working, episodic, semantic)", k)}
+		}
+	}
+	if p.Memory.Quota < 0 {
+		return nil, &Error{Line: lineOf(b, "quota"), Reason: "memory.quota may not be negative"}
+	}
+	for _, t := range p.Tools.Allow {
+		if t == "" || strings.ContainsAny(t, "/ \t\n") {
+			return nil, &Error{Line: lineOf(b, "allow"), Reason: fmt.Sprintf("tools.allow: %q is not a tool name", t)}
+		}
+	}
+	for _, h := range p.Net.Allow {
+		if _, err := parseHost(h); err != nil {
+			return nil, &Error{Line: lineOf(b, "allow"), Reason: "net.allow: " + err.Error()}
+		}
+	}
+	switch p.Signals.OnViolation {
+	case "":
+		p.Signals.OnViolation = ViolationDeny
+	case ViolationDeny, ViolationStop, ViolationKill:
+	default:
+		return nil, &Error{Line: lineOf(b, "on_violation"), Reason: fmt.Sprintf("signals.on_violation: %q: want \"deny\", \"stop\" or \"kill\"", p.Signals.OnViolation)}
+	}
+	p.compile()
 	if p.Budget.Tokens < 0 || p.Budget.Cost < 0 || p.Budget.Execs < 0 || p.Budget.RunTokens < 0 || p.Budget.RunCost < 0 || p.Budget.RunExecs < 0 {
 		return nil, &Error{Line: lineOf(b, "[budget]"), Reason: "budget amounts may not be negative"}
 	}
