@@ -264,6 +264,14 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, u
 	}
 	h := &handle{n: n, cred: c}
 	if flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0 {
+		n.mu.Lock()
+		key, ok := n.keyLocked()
+		n.mu.Unlock()
+		if ok {
+			if e := n.fs.mayWrite(c, n.agent, key); e != 0 {
+				return nil, 0, e
+			}
+		}
 		return n.openWrite(h, flags)
 	}
 	return n.openRead(ctx, h)

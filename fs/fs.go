@@ -169,6 +169,11 @@ func (f *FS) may(ctx context.Context, agent string) (*kernel.Cred, syscall.Errno
 	return c, 0
 }
 
+// mayWrite checks that c may write key of agent (its policy).
+func (f *FS) mayWrite(c *kernel.Cred, agent, key string) syscall.Errno {
+	return errno(f.k.MayWrite(c, agent, key))
+}
+
 // errno is the one place where errors become errnos. Kernel errors carry
 // errno names (pkg/proto); the few that name no file-system condition are
 // mapped to the nearest one.
@@ -297,6 +302,7 @@ var codes = map[string]syscall.Errno{
 	proto.ESHUTDOWN:    syscall.ESHUTDOWN,
 	proto.EIO:          syscall.EIO,
 	proto.EDQUOT:       syscall.EDQUOT,
+	proto.EROFS:        syscall.EROFS,
 }
 
 func (f *FS) setAttrOwner(a *fuse.Attr) {

@@ -348,6 +348,9 @@ func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode ui
 	if e != 0 {
 		return nil, nil, 0, e
 	}
+	if e := d.fs.mayWrite(c, d.agent, key); e != 0 {
+		return nil, nil, 0, e
+	}
 	file, dir, _, _ := d.exists(ctx, c, name, key)
 	if dir {
 		return nil, nil, 0, syscall.EISDIR
@@ -414,6 +417,11 @@ func (d *dirNode) Unlink(ctx context.Context, name string) syscall.Errno {
 		return syscall.ENOENT
 	}
 	file, dir, stored, ch := d.exists(ctx, c, name, key)
+	if file {
+		if e := d.fs.mayWrite(c, d.agent, key); e != 0 {
+			return e
+		}
+	}
 	switch {
 	case dir:
 		return syscall.EISDIR
@@ -469,6 +477,14 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent fusefs.Inod
 	}
 	sFile, sDir, sStored, sCh := d.exists(ctx, c, name, oldKey)
 	dFile, dDir, dStored, dCh := nd.exists(ctx, c, newName, newKey)
+	if sFile {
+		if e := d.fs.mayWrite(c, d.agent, oldKey); e != 0 {
+			return e
+		}
+		if e := d.fs.mayWrite(c, d.agent, newKey); e != 0 {
+			return e
+		}
+	}
 	switch {
 	case !sFile && !sDir:
 		return syscall.ENOENT

@@ -334,10 +334,14 @@ func (f *FS) newAgent(name string) *staticDir {
 			}
 		})
 		d.AddChild("mem", d.NewPersistentInode(ctx, mem, fusefs.StableAttr{Mode: syscall.S_IFDIR}), true)
-		// No policy subsystem yet: an empty file, so that tools find it.
-		d.AddChild("policy", d.NewPersistentInode(ctx, f.newGen(name, func(context.Context, *kernel.Cred) ([]byte, error) {
-			return nil, nil
-		}), fusefs.StableAttr{Mode: syscall.S_IFREG}), true)
+		// The agent's policy, read-only: only the admin changes it, with
+		// ox-policy set; a write here is refused and audited.
+		pol := f.newGen(name, func(ctx context.Context, c *kernel.Cred) ([]byte, error) {
+			rec, err := f.k.PolicyShow(ctx, c, name, nil)
+			return []byte(rec.Text), err
+		})
+		pol.refuseWrite = func(c *kernel.Cred) { f.k.PolicyWriteRefused(c, name) }
+		d.AddChild("policy", d.NewPersistentInode(ctx, pol, fusefs.StableAttr{Mode: syscall.S_IFREG}), true)
 		d.AddChild("status", d.NewPersistentInode(ctx, f.newGen(name, func(ctx context.Context, c *kernel.Cred) ([]byte, error) {
 			return f.status(ctx, c, name)
 		}), fusefs.StableAttr{Mode: syscall.S_IFREG}), true)
@@ -382,6 +386,8 @@ type genFile struct {
 	fs    *FS
 	agent string
 	gen   func(ctx context.Context, c *kernel.Cred) ([]byte, error)
+	// refuseWrite, if set, reports an attempt to write the file.
+	refuseWrite func(c *kernel.Cred)
 }
 
 func (f *FS) newGen(agent string, gen func(ctx context.Context, c *kernel.Cred) ([]byte, error)) *genFile {
@@ -431,6 +437,9 @@ func (g *genFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, ui
 		return nil, 0, e
 	}
 	if flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0 {
+		if g.refuseWrite != nil {
+			g.refuseWrite(c)
+		}
 		return nil, 0, syscall.EROFS
 	}
 	b, err := g.gen(ctx, c)

@@ -412,6 +412,12 @@ func (c *Client) Call(ctx context.Context, op string, args, result any) error {
 // reply. If fn fails, Stream returns its error (remaining items are read
 // and dropped).
 func (c *Client) Stream(ctx context.Context, op string, args any, fn func(item json.RawMessage) error) error {
+	return c.StreamResult(ctx, op, args, fn, nil)
+}
+
+// StreamResult is Stream for an op whose final reply carries a result
+// too: it is decoded into result (if not nil).
+func (c *Client) StreamResult(ctx context.Context, op string, args any, fn func(item json.RawMessage) error, result any) error {
 	cl, _, err := c.start(op, args)
 	if err != nil {
 		return err
@@ -428,7 +434,7 @@ func (c *Client) Stream(ctx context.Context, op string, args any, fn func(item j
 			}
 			continue
 		}
-		if err := finish(rep, nil); err != nil {
+		if err := finish(rep, result); err != nil {
 			return err
 		}
 		return ferr

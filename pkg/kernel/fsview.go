@@ -37,6 +37,20 @@ func (k *Kernel) MayAct(c *Cred, agent string) error {
 	return nil
 }
 
+// MayWrite reports, for the mount, whether c may write (or delete) key
+// of agent under its policy: checked when a file is created or opened for
+// writing, so that the refusal comes at open(2), not at a later close. A
+// refusal is audited like the save's would be.
+func (k *Kernel) MayWrite(c *Cred, agent, key string) error {
+	if err := k.authorize(c, agent); err != nil {
+		return err
+	}
+	if err := k.mayWrite(c, proto.OpStateSave, agent, key, 0, nil); err != nil {
+		return err
+	}
+	return nil
+}
+
 // Pending is a queued change: Wait blocks until it is durable (or failed)
 // and returns the key's record.
 type Pending func() (proto.StateRecord, error)
@@ -62,6 +76,13 @@ func (k *Kernel) submitChange(c *Cred, op string, ch *state.Change, raw []byte, 
 	}
 	if err := k.authorize(c, ch.Agent); err != nil {
 		k.auditDenied(c, op, target(ch.Agent, ch.Key), raw, err.Code)
+		return failed(err)
+	}
+	size := int64(len(ch.Value))
+	if ch.Delete {
+		size = -1
+	}
+	if err := k.mayWrite(c, op, ch.Agent, ch.Key, size, raw); err != nil {
 		return failed(err)
 	}
 	t := &tx{
@@ -98,6 +119,9 @@ func (k *Kernel) StateOpen(ctx context.Context, c *Cred, agent, key string) (*os
 		return nil, nil, proto.StateRecord{}, err
 	}
 	if err := proto.CheckKey(key); err != nil {
+		return nil, nil, proto.StateRecord{}, err
+	}
+	if err := k.mayRead(c, proto.OpStateLoad, agent, key, nil); err != nil {
 		return nil, nil, proto.StateRecord{}, err
 	}
 	f, v, rec, err := k.state.Open(agent, key)

@@ -91,6 +91,7 @@ type Kernel struct {
 	sup     *supervisor.Supervisor
 	budmu   sync.Mutex             // orders budget changes
 	budgets map[string]*budgetFile // agent -> its sys/budget.json, once read
+	pol     policyCache
 }
 
 // New opens the data directory and starts the committer.

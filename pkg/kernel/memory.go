@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/memory"
+	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/recall"
 	"github.com/oxios/oxios/pkg/state"
@@ -246,6 +248,17 @@ func (k *Kernel) MemRemember(ctx context.Context, c *Cred, a proto.MemRememberAr
 		}
 		mems[i], files[i] = m, m.Encode()
 	}
+	if err := k.permit(c, a.Agent, proto.OpMemRemember, a.Agent, raw, func(p *policy.Policy) error {
+		count := k.memCount(a.Agent) + int64(n)
+		for _, m := range mems {
+			if err := p.CheckMemory(m.Kind, count); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		return proto.MemRememberResult{}, err
+	}
 	vecs := k.embedDocs(ctx, mems)
 	t := &tx{subs: make([]*tx, n)}
 	for i, m := range mems {
@@ -401,6 +414,18 @@ func (k *Kernel) MemRecall(ctx context.Context, c *Cred, a proto.MemRecallArgs, 
 			k.auditDenied(c, proto.OpMemRecall, a.Agent, raw, err.Code)
 			return err
 		}
+		if err := k.mayRecall(c, proto.OpMemRecall, a.Agent, a.Kind, raw); err != nil {
+			return err
+		}
+		if ok := k.kindsOf(c, a.Agent); ok != nil {
+			next := emit
+			emit = func(r *proto.MemoryRecord) error {
+				if !ok(r.Kind) {
+					return nil
+				}
+				return next(r)
+			}
+		}
 		agents = []string{a.Agent}
 	}
 	if strings.TrimSpace(a.Query) == "" {
@@ -509,16 +534,20 @@ func (k *Kernel) MemList(ctx context.Context, c *Cred, a proto.MemListArgs, raw 
 		k.auditDenied(c, proto.OpMemList, a.Agent, raw, err.Code)
 		return err
 	}
+	if err := k.mayRecall(c, proto.OpMemList, a.Agent, a.Kind, raw); err != nil {
+		return err
+	}
 	f, err := newFilter(a.Kind, a.Tags, a.Since, time.Time{})
 	if err != nil {
 		return err
 	}
+	kindOK := k.kindsOf(c, a.Agent)
 	for _, id := range k.memSelect(a.Agent, f) {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		rec, ok := k.memoryRecord(a.Agent, id)
-		if !ok {
+		if !ok || kindOK != nil && !kindOK(rec.Kind) {
 			continue
 		}
 		if err := emit(&rec); err != nil {
@@ -601,6 +630,15 @@ func (k *Kernel) MemForget(ctx context.Context, c *Cred, a proto.MemForgetArgs, 
 	} else {
 		ids = k.memSelect(a.Agent, f)
 	}
+	if kindOK := k.kindsOf(c, a.Agent); kindOK != nil {
+		for _, id := range ids {
+			if kind, _ := k.memKind(a.Agent, id); !kindOK(kind) {
+				if err := k.mayRecall(c, proto.OpMemForget, a.Agent, kind, raw); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
 	return k.forget(ctx, actor(c), a.Agent, ids, audit.ArgsDigest(raw))
 }
 
@@ -659,6 +697,9 @@ func (k *Kernel) MemRead(ctx context.Context, c *Cred, agent, kind, id string) (
 	}
 	if got, ok := k.memKind(agent, id); !ok || got != kind {
 		return nil, proto.Errorf(proto.ENOENT, "%s: no %s memory %s", agent, kind, id)
+	}
+	if err := k.mayRecall(c, proto.OpMemList, agent, kind, nil); err != nil {
+		return nil, err
 	}
 	v, _, err := k.state.Load(state.Ref(state.SpaceMem, agent), kind+"/"+id+".md")
 	if err != nil {
@@ -833,4 +874,45 @@ func (k *Kernel) ttlStop() {
 		s.timer.Stop()
 	}
 	s.mu.Unlock()
+}
+
+// memCount is how many memories agent holds.
+func (k *Kernel) memCount(agent string) int64 {
+	m := k.memIdx(agent, false)
+	if m == nil {
+		return 0
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return int64(len(m.meta))
+}
+
+// mayRecall asks agent's policy whether c may use memories of kind ("":
+// any kind it is given).
+func (k *Kernel) mayRecall(c *Cred, op, agent, kind string, raw []byte) *proto.Error {
+	return k.permit(c, agent, op, agent, raw, func(p *policy.Policy) error {
+		if kind == "" {
+			if len(p.Memory.Kinds) == 0 {
+				return p.CheckMemory("working", 0) // names the rule
+			}
+			return nil
+		}
+		return p.CheckMemory(kind, 0)
+	})
+}
+
+// kindsOf returns, for a caller bound by agent's policy, which kinds it
+// may see; nil means all.
+func (k *Kernel) kindsOf(c *Cred, agent string) func(string) bool {
+	if c.Admin {
+		return nil
+	}
+	p, err := k.policyOf(agent)
+	if err != nil {
+		return func(string) bool { return false }
+	}
+	if len(p.Memory.Kinds) >= len(memory.Kinds) {
+		return nil
+	}
+	return func(kind string) bool { return slices.Contains(p.Memory.Kinds, kind) }
 }

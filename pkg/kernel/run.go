@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base32"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -74,22 +73,6 @@ func (k *Kernel) newRunID() string {
 	}
 }
 
-// policyOf returns agent's policy: its own file, or the default.
-func (k *Kernel) policyOf(agent string) (*policy.Policy, error) {
-	b, _, err := k.state.Load(state.Ref(state.SpaceSys, agent), sysPolicy)
-	if err != nil {
-		var pe *proto.Error
-		if errors.As(err, &pe) && pe.Code == proto.ENOENT {
-			return policy.Default(), nil
-		}
-		return nil, ioError(err)
-	}
-	p, perr := policy.Parse(b)
-	if perr != nil {
-		return nil, proto.Errorf(proto.EIO, "agent %q: %v", agent, perr)
-	}
-	return p, nil
-}
 
 // ensureAgent creates agent, with the default policy, if it has no
 // policy yet. The creation is audited (agent.create) and durable before
@@ -104,7 +87,9 @@ func (k *Kernel) ensureAgent(ctx context.Context, c *Cred, agent string) error {
 		change: &state.Change{Agent: agent, Space: state.SpaceSys, Key: sysPolicy, Value: text},
 		entry:  &audit.Entry{Actor: actor(c), Op: proto.OpAgentCreate, Target: agent + ":" + sysPolicy, Args: audit.ArgsDigest(text)},
 	}
-	return k.submit(ctx, t, true)
+	err := k.submit(ctx, t, true)
+	k.policyChanged(agent)
+	return err
 }
 
 // runnerPath is the LLM runner: the configured one, or ox-agent beside

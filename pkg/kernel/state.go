@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/oxios/oxios/pkg/audit"
+	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/state"
 	"github.com/oxios/oxios/pkg/version"
@@ -22,6 +23,9 @@ func (k *Kernel) StateSave(ctx context.Context, c *Cred, a proto.StateSaveArgs, 
 	if perr != nil {
 		return proto.StateRecord{}, perr
 	}
+	if err := k.mayWrite(c, proto.OpStateSave, a.Agent, a.Key, int64(len(value)), raw); err != nil {
+		return proto.StateRecord{}, err
+	}
 	return k.change(ctx, c, proto.OpStateSave, raw, &state.Change{Agent: a.Agent, Key: a.Key, Value: value})
 }
 
@@ -29,6 +33,9 @@ func (k *Kernel) StateSave(ctx context.Context, c *Cred, a proto.StateSaveArgs, 
 func (k *Kernel) StateDelete(ctx context.Context, c *Cred, a proto.StateArgs, raw []byte) (proto.StateRecord, error) {
 	if err := k.authorize(c, a.Agent); err != nil {
 		k.auditDenied(c, proto.OpStateDelete, target(a.Agent, a.Key), raw, err.Code)
+		return proto.StateRecord{}, err
+	}
+	if err := k.mayWrite(c, proto.OpStateDelete, a.Agent, a.Key, -1, raw); err != nil {
 		return proto.StateRecord{}, err
 	}
 	return k.change(ctx, c, proto.OpStateDelete, raw, &state.Change{Agent: a.Agent, Key: a.Key, Delete: true})
@@ -62,6 +69,9 @@ func (k *Kernel) StateLoad(ctx context.Context, c *Cred, a proto.StateArgs, raw 
 	if err := proto.CheckKey(a.Key); err != nil {
 		return nil, proto.StateRecord{}, err
 	}
+	if err := k.mayRead(c, proto.OpStateLoad, a.Agent, a.Key, raw); err != nil {
+		return nil, proto.StateRecord{}, err
+	}
 	k.flights.wait(a.Agent)
 	v, rec, err := k.state.Load(a.Agent, a.Key)
 	if err != nil {
@@ -79,12 +89,19 @@ func (k *Kernel) StateList(ctx context.Context, c *Cred, a proto.StateListArgs, 
 	if err := proto.CheckPrefix(a.Prefix); err != nil {
 		return err
 	}
+	if err := k.permit(c, a.Agent, proto.OpStateList, target(a.Agent, a.Prefix), raw, func(p *policy.Policy) error { return p.CheckStateList() }); err != nil {
+		return err
+	}
 	k.flights.wait(a.Agent)
 	recs, err := k.state.List(a.Agent, a.Prefix)
 	if err != nil {
 		return ioError(err)
 	}
+	readable := k.readable(c, a.Agent)
 	for i := range recs {
+		if readable != nil && !readable(recs[i].Key) {
+			continue // a key it may not read, it does not see
+		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -103,6 +120,9 @@ func (k *Kernel) StateStat(ctx context.Context, c *Cred, agent, key string) (pro
 	}
 	if err := proto.CheckKey(key); err != nil {
 		return proto.StateRecord{}, err
+	}
+	if r := k.readable(c, agent); r != nil && !r(key) {
+		return proto.StateRecord{}, proto.Errorf(proto.ENOENT, "%s: no key %q", agent, key)
 	}
 	rec, err := k.state.Stat(agent, key)
 	if err != nil {
@@ -130,4 +150,37 @@ func (k *Kernel) Agents(ctx context.Context, c *Cred) []string {
 		}
 	}
 	return out
+}
+
+// mayWrite asks agent's policy whether c may write (or, size < 0, delete)
+// key.
+func (k *Kernel) mayWrite(c *Cred, op, agent, key string, size int64, raw []byte) *proto.Error {
+	return k.permit(c, agent, op, target(agent, key), raw, func(p *policy.Policy) error {
+		total, old := k.state.Usage(agent, key)
+		if size < 0 {
+			size = 0
+		}
+		return p.CheckStateWrite(key, total-old+size)
+	})
+}
+
+// mayRead asks agent's policy whether c may read key.
+func (k *Kernel) mayRead(c *Cred, op, agent, key string, raw []byte) *proto.Error {
+	return k.permit(c, agent, op, target(agent, key), raw, func(p *policy.Policy) error { return p.CheckStateRead(key) })
+}
+
+// readable returns, for a caller bound by agent's policy, which keys it
+// may see; nil means all.
+func (k *Kernel) readable(c *Cred, agent string) func(string) bool {
+	if c.Admin {
+		return nil
+	}
+	p, err := k.policyOf(agent)
+	if err != nil {
+		return func(string) bool { return false }
+	}
+	if len(p.State.Read) == 1 && p.State.Read[0] == "**" {
+		return nil
+	}
+	return p.CanRead
 }

@@ -106,6 +106,7 @@ const (
 	ECANCELED    = "ECANCELED"    // an LLM run ended by a signal (records only)
 	EHOSTDOWN    = "EHOSTDOWN"    // the model endpoint failed (records only)
 	ELOOP        = "ELOOP"        // an LLM run reached its turn limit (records only)
+	EROFS        = "EROFS"        // a read-only file of the mount (a policy)
 )
 
 // Ops. Each is one kernel syscall.

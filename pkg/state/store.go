@@ -145,6 +145,7 @@ type agent struct {
 	keys  map[string]*entry
 	dirs  map[string]int    // folder prefix -> number of keys below it
 	tombs map[string]uint64 // deleted keys whose files are not yet removed -> version
+	bytes int64             // sum of the keys' sizes
 }
 
 type entry struct {
@@ -325,16 +326,21 @@ func (s *Store) agent(name string) *agent {
 
 // addKey records a new key and counts it in each of its folders.
 func (a *agent) addKey(key string, e *entry) {
-	if _, ok := a.keys[key]; !ok {
+	if old, ok := a.keys[key]; !ok {
 		forEachParent(key, func(dir string) { a.dirs[dir]++ })
+	} else {
+		a.bytes -= old.size
 	}
+	a.bytes += e.size
 	a.keys[key] = e
 }
 
 func (a *agent) removeKey(key string) {
-	if _, ok := a.keys[key]; !ok {
+	old, ok := a.keys[key]
+	if !ok {
 		return
 	}
+	a.bytes -= old.size
 	delete(a.keys, key)
 	forEachParent(key, func(dir string) {
 		if a.dirs[dir]--; a.dirs[dir] == 0 {
@@ -351,6 +357,21 @@ func forEachParent(key string, fn func(string)) {
 			fn(key[:i])
 		}
 	}
+}
+
+// Usage returns the bytes held by an agent's keys, and key's own size
+// (0 if it has none).
+func (s *Store) Usage(agentName, key string) (total, size int64) {
+	a := s.agent(agentName)
+	if a == nil {
+		return 0, 0
+	}
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	if e := a.keys[key]; e != nil {
+		size = e.size
+	}
+	return a.bytes, size
 }
 
 // Agents lists the agents that have state or memories, sorted.

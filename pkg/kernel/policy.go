@@ -1,0 +1,304 @@
+package kernel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/oxios/oxios/pkg/audit"
+	"github.com/oxios/oxios/pkg/policy"
+	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/state"
+)
+
+// Policies. Each agent's policy is the file agents/NAME/sys/policy.toml of
+// the versioned tree (the default policy when it has none). The kernel
+// keeps each parsed, and the authorize step asks it: permit below is the
+// one place where a policy refuses a syscall, for the socket and the
+// mount alike. The admin is not bound by an agent's policy for state and
+// memory (it is root's tree); exec, tools and the network are always
+// checked, as they act as the agent. Only the admin changes a policy.
+
+// policyCache holds the parsed policies.
+type policyCache struct {
+	mu sync.RWMutex
+	m  map[string]*policy.Policy
+}
+
+// policyOf returns agent's policy.
+func (k *Kernel) policyOf(agent string) (*policy.Policy, error) {
+	k.pol.mu.RLock()
+	p := k.pol.m[agent]
+	k.pol.mu.RUnlock()
+	if p != nil {
+		return p, nil
+	}
+	p, _, err := k.loadPolicy(agent)
+	if err != nil {
+		return nil, err
+	}
+	k.pol.mu.Lock()
+	if k.pol.m == nil {
+		k.pol.m = map[string]*policy.Policy{}
+	}
+	k.pol.m[agent] = p
+	k.pol.mu.Unlock()
+	return p, nil
+}
+
+// loadPolicy reads and parses agent's policy file; text is nil for the
+// default policy.
+func (k *Kernel) loadPolicy(agent string) (*policy.Policy, []byte, error) {
+	b, _, err := k.state.Load(state.Ref(state.SpaceSys, agent), sysPolicy)
+	if err != nil {
+		var pe *proto.Error
+		if errors.As(err, &pe) && pe.Code == proto.ENOENT {
+			return policy.Default(), nil, nil
+		}
+		return nil, nil, ioError(err)
+	}
+	p, perr := policy.Parse(b)
+	if perr != nil {
+		return nil, nil, proto.Errorf(proto.EIO, "agent %q: its policy file: %v", agent, perr)
+	}
+	return p, b, nil
+}
+
+// policyChanged drops agent's parsed policy after its file changed.
+func (k *Kernel) policyChanged(agent string) {
+	k.pol.mu.Lock()
+	delete(k.pol.m, agent)
+	k.pol.mu.Unlock()
+}
+
+// permit is the policy half of the authorize step. For a caller bound by
+// agent's policy, check asks it; a refusal is EPERM naming the rule, on
+// the audit log (target tgt and the rule) and, if the policy says so, it
+// stops or ends the calling run.
+func (k *Kernel) permit(c *Cred, agent, op, tgt string, raw []byte, check func(*policy.Policy) error) *proto.Error {
+	if c.Admin {
+		return nil
+	}
+	return k.enforce(c, agent, op, tgt, raw, check)
+}
+
+// enforce is permit for everyone, the admin too (exec, tools, net).
+func (k *Kernel) enforce(c *Cred, agent, op, tgt string, raw []byte, check func(*policy.Policy) error) *proto.Error {
+	p, err := k.policyOf(agent)
+	if err != nil {
+		return ioError(err)
+	}
+	cerr := check(p)
+	if cerr == nil {
+		return nil
+	}
+	var d *policy.Denied
+	if !errors.As(cerr, &d) {
+		return proto.Errorf(proto.EINVAL, "%v", cerr)
+	}
+	k.auditDenied(c, op, tgt+" ["+d.Rule+"]", raw, proto.EPERM)
+	k.violation(c, agent, p, d)
+	return proto.Errorf(proto.EPERM, "%s: %s (policy rule %s)", agent, d.Reason, d.Rule)
+}
+
+// violation applies the policy's signals.on_violation to the calling run.
+func (k *Kernel) violation(c *Cred, agent string, p *policy.Policy, d *policy.Denied) {
+	if c.Run == "" || c.Agent != agent || p.Signals.OnViolation == policy.ViolationDeny {
+		return
+	}
+	r, ok := k.sup.Get(c.Run)
+	if !ok {
+		return
+	}
+	switch p.Signals.OnViolation {
+	case policy.ViolationStop:
+		r.Emit(&proto.ErrorRecord{Type: proto.RecordError, Run: c.Run, Agent: agent, Code: proto.EPERM,
+			Text: "stopped (SIGSTOP) for a policy violation: " + d.Reason + " (policy rule " + d.Rule + "); ox-kill -s CONT or -s KILL " + c.Run})
+		r.Signal(syscall.SIGSTOP)
+	case policy.ViolationKill:
+		r.End("ended for a policy violation: " + d.Reason + " (policy rule " + d.Rule + ")")
+	}
+}
+
+// policyRecord is agent's policy as a record.
+func (k *Kernel) policyRecord(agent string) (proto.PolicyRecord, error) {
+	_, text, err := k.loadPolicy(agent)
+	if err != nil {
+		return proto.PolicyRecord{}, err
+	}
+	rec := proto.PolicyRecord{Type: proto.RecordPolicy, Agent: agent, Source: "file"}
+	if text == nil {
+		text, rec.Source = policy.DefaultText(), "default"
+	}
+	rec.Text, rec.Digest = string(text), audit.ArgsDigest(text)
+	return rec, nil
+}
+
+// PolicyShow returns agent's policy (the admin's, or the agent's own:
+// an agent may read its policy, not change it).
+func (k *Kernel) PolicyShow(ctx context.Context, c *Cred, agent string, raw []byte) (proto.PolicyRecord, error) {
+	if err := k.authorize(c, agent); err != nil {
+		k.auditDenied(c, proto.OpPolicyShow, agent, raw, err.Code)
+		return proto.PolicyRecord{}, err
+	}
+	return k.policyRecord(agent)
+}
+
+// PolicySet replaces agent's policy: admin only, checked before it
+// applies (a policy that does not parse is refused with its line and the
+// old one stays), audited, durable and versioned with the agent's tree.
+func (k *Kernel) PolicySet(ctx context.Context, c *Cred, a proto.PolicySetArgs, raw []byte) (proto.PolicyRecord, error) {
+	if err := proto.CheckAgent(a.Agent); err != nil {
+		return proto.PolicyRecord{}, err
+	}
+	if !c.Admin {
+		err := proto.Errorf(proto.EPERM, "only the admin changes a policy; %s", who(c))
+		k.auditDenied(c, proto.OpPolicySet, a.Agent+":"+sysPolicy, raw, err.Code)
+		return proto.PolicyRecord{}, err
+	}
+	return k.setPolicy(ctx, c, a.Agent, []byte(a.Text), raw)
+}
+
+// PolicyWriteRefused audits an attempt to write agent's policy through
+// the mount, where it is read-only (EROFS).
+func (k *Kernel) PolicyWriteRefused(c *Cred, agent string) {
+	k.auditDenied(c, proto.OpPolicySet, agent+":"+sysPolicy+" [mount]", nil, proto.EROFS)
+}
+
+func who(c *Cred) string {
+	if c.Run != "" {
+		return fmt.Sprintf("run %s of agent %q may not", c.Run, c.Agent)
+	}
+	return fmt.Sprintf("uid %d is not the admin", c.UID)
+}
+
+// setPolicy checks and stores a policy text.
+func (k *Kernel) setPolicy(ctx context.Context, c *Cred, agent string, text, raw []byte) (proto.PolicyRecord, error) {
+	if _, err := policy.Parse(text); err != nil {
+		perr := proto.Errorf(proto.EINVAL, "%s: the policy was not changed: %v", agent, err)
+		k.auditDenied(c, proto.OpPolicySet, agent+":"+sysPolicy, raw, perr.Code)
+		return proto.PolicyRecord{}, perr
+	}
+	if raw == nil {
+		raw = text
+	}
+	t := &tx{
+		change: &state.Change{Agent: agent, Space: state.SpaceSys, Key: sysPolicy, Value: text},
+		entry:  &audit.Entry{Actor: actor(c), Op: proto.OpPolicySet, Target: agent + ":" + sysPolicy, Args: audit.ArgsDigest(raw)},
+	}
+	err := k.submit(ctx, t, true)
+	k.policyChanged(agent)
+	if err != nil {
+		return proto.PolicyRecord{}, err
+	}
+	return k.policyRecord(agent)
+}
+
+// PolicyCheck is a dry run: would op with args, by a run of agent, be
+// allowed by agent's policy (or by the proposed policy text), and by
+// which rule? Nothing is audited.
+func (k *Kernel) PolicyCheck(ctx context.Context, c *Cred, a proto.PolicyCheckArgs, raw []byte) (proto.PolicyCheckRecord, error) {
+	if err := k.authorize(c, a.Agent); err != nil {
+		return proto.PolicyCheckRecord{}, err
+	}
+	p, err := k.proposed(a.Agent, a.Policy)
+	if err != nil {
+		return proto.PolicyCheckRecord{}, err
+	}
+	rec := proto.PolicyCheckRecord{Type: proto.RecordPolicyCheck, Agent: a.Agent, Op: a.Op, Args: a.Args}
+	rule, derr := k.judge(p, a.Agent, a.Op, a.Args)
+	if derr != nil {
+		return rec, derr
+	}
+	fill(&rec, rule)
+	return rec, nil
+}
+
+func fill(rec *proto.PolicyCheckRecord, rule *policy.Denied) {
+	rec.Allowed = rule == nil
+	if rule != nil {
+		rec.Rule, rec.Reason = rule.Rule, rule.Reason
+		rec.Text = fmt.Sprintf("%s %s: refused by %s: %s", rec.Op, strings.Join(rec.Args, " "), rule.Rule, rule.Reason)
+	} else {
+		rec.Text = fmt.Sprintf("%s %s: allowed", rec.Op, strings.Join(rec.Args, " "))
+	}
+}
+
+// proposed returns the policy to judge with: text, or agent's own.
+func (k *Kernel) proposed(agent, text string) (*policy.Policy, error) {
+	if text == "" {
+		return k.policyOf(agent)
+	}
+	p, err := policy.Parse([]byte(text))
+	if err != nil {
+		return nil, proto.Errorf(proto.EINVAL, "the proposed policy: %v", err)
+	}
+	return p, nil
+}
+
+// judge asks p about one op, the way the syscalls do. A nil *Denied is
+// allowed; an error means the op or its args are not understood.
+func (k *Kernel) judge(p *policy.Policy, agent, op string, args []string) (*policy.Denied, error) {
+	arg := func(i int) string {
+		if i < len(args) {
+			return args[i]
+		}
+		return ""
+	}
+	var err error
+	switch op {
+	case proto.OpStateLoad, proto.OpStateList, "read":
+		err = p.CheckStateRead(arg(0))
+	case proto.OpStateSave, proto.OpStateDelete, "write":
+		total, size := k.state.Usage(agent, arg(0))
+		err = p.CheckStateWrite(arg(0), total-size)
+	case proto.OpMemRemember, proto.OpMemRecall, proto.OpMemForget, "memory":
+		err = p.CheckMemory(arg(0), 0)
+	case proto.OpExec:
+		if len(args) == 0 {
+			return nil, proto.Errorf(proto.EINVAL, "exec: give the command")
+		}
+		if len(args) == 1 {
+			_, err = p.CheckExec(nil, args[0])
+		} else {
+			_, err = p.CheckExec(args, "")
+		}
+	case "tool.run", "tool":
+		err = p.CheckTool(arg(0))
+	case "net.fetch", "fetch":
+		err = p.CheckHost(hostOf(arg(0)))
+	default:
+		return nil, proto.Errorf(proto.EINVAL, "op %q: want state.load, state.save, state.delete, state.list, mem.remember, exec, tool.run or net.fetch", op)
+	}
+	var d *policy.Denied
+	if errors.As(err, &d) {
+		return d, nil
+	}
+	if err != nil {
+		return nil, proto.Errorf(proto.EINVAL, "%v", err)
+	}
+	return nil, nil
+}
+
+// hostOf returns the host of a URL (or the argument itself).
+func hostOf(u string) string {
+	if _, rest, ok := strings.Cut(u, "://"); ok {
+		u = rest
+	}
+	u, _, _ = strings.Cut(u, "/")
+	if i := strings.LastIndexByte(u, '@'); i >= 0 {
+		u = u[i+1:]
+	}
+	if strings.HasPrefix(u, "[") {
+		if i := strings.IndexByte(u, ']'); i > 0 {
+			return u[:i+1]
+		}
+	}
+	if h, _, ok := strings.Cut(u, ":"); ok {
+		return h
+	}
+	return u
+}
