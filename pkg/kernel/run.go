@@ -73,7 +73,6 @@ func (k *Kernel) newRunID() string {
 	}
 }
 
-
 // ensureAgent creates agent, with the default policy, if it has no
 // policy yet. The creation is audited (agent.create) and durable before
 // the spawn that asked for it goes on.
