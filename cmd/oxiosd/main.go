@@ -105,8 +105,22 @@ func run(c *cli.Context) error {
 	go func() { serveErr <- srv.Serve(ln) }()
 
 	mnt := mount(cfg, k, log)
+	// The policy files the admin left while oxiosd was down are in force
+	// before it says it is ready.
+	k.ApplyPolicies(context.Background())
 	log.Info("oxiosd ready", "version", version, "socket", cfg.Socket, "activated", activated, "data", cfg.Data, "config", cfg.File)
 	daemon.SdNotify(false, daemon.SdNotifyReady)
+
+	// The config file and the policies folder are watched: an edit is
+	// applied, or refused with a log line.
+	load := func() (config.Config, error) { return settings(c) }
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	defer stopWatch()
+	go func() {
+		if err := k.Watch(watchCtx, load); err != nil {
+			log.Warn("config and policies are not watched", "err", err)
+		}
+	}()
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
@@ -123,7 +137,8 @@ loop:
 		select {
 		case s := <-sigs:
 			if s == syscall.SIGHUP {
-				log.Info("SIGHUP: nothing to reload in this version")
+				log.Info("SIGHUP: reloading the config and the policy files")
+				k.ReloadNow(watchCtx, load)
 				continue
 			}
 			log.Info("shutting down", "signal", s.String())
@@ -142,6 +157,7 @@ loop:
 		}
 	}
 	signal.Reset(syscall.SIGTERM, syscall.SIGINT)
+	stopWatch()
 	daemon.SdNotify(false, daemon.SdNotifyStopping)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

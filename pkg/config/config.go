@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/user"
 	"path"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -35,6 +36,9 @@ type Config struct {
 	Memory      Memory `toml:"memory"`
 	LLM         LLM    `toml:"llm"`
 	Runs        Runs   `toml:"runs"`
+	// Policies is the folder of policy files the admin edits
+	// (NAME.toml is agent NAME's), watched and applied as they change.
+	Policies string `toml:"policies"`
 
 	// File is the config file that was read, "" if none.
 	File string `toml:"-"`
@@ -128,6 +132,7 @@ func Default() Config {
 		Memory:   Memory{WorkingTTL: "24h", EmbeddingsModel: "text-embedding-3-small", EmbeddingsKeyEnv: "OPENAI_API_KEY"},
 		LLM:      LLM{Model: "gpt-4o-mini", KeyEnv: "OPENAI_API_KEY", Timeout: "2m", Retries: 4},
 		Runs:     Runs{Keep: 1000},
+		Policies: filepath.Join(filepath.Dir(p.Config), "policies"),
 	}
 }
 
@@ -186,6 +191,7 @@ func (c *Config) parse(b []byte, file string) error {
 		{&c.Data, def.Data}, {&c.Socket, def.Socket}, {&c.Mount, def.Mount}, {&c.LogLevel, def.LogLevel},
 		{&c.Memory.WorkingTTL, def.Memory.WorkingTTL}, {&c.Memory.EmbeddingsModel, def.Memory.EmbeddingsModel},
 		{&c.Memory.EmbeddingsKeyEnv, def.Memory.EmbeddingsKeyEnv},
+		{&c.Policies, def.Policies},
 		{&c.LLM.Model, def.LLM.Model}, {&c.LLM.KeyEnv, def.LLM.KeyEnv}, {&c.LLM.Timeout, def.LLM.Timeout},
 	} {
 		if *s.v == "" {
@@ -215,7 +221,7 @@ func (c *Config) resolve() error {
 	if c.Limits.MaxLine < 4096 {
 		return fmt.Errorf("config: limits.max_line %d is below the 4096-byte minimum", c.Limits.MaxLine)
 	}
-	for _, p := range []struct{ name, v string }{{"data", c.Data}, {"socket", c.Socket}, {"mount", c.Mount}} {
+	for _, p := range []struct{ name, v string }{{"data", c.Data}, {"socket", c.Socket}, {"mount", c.Mount}, {"policies", c.Policies}} {
 		if !path.IsAbs(p.v) {
 			return fmt.Errorf("config: %s %q must be an absolute path", p.name, p.v)
 		}

@@ -296,7 +296,7 @@ func (k *Kernel) BudgetCharge(ctx context.Context, c *Cred, a proto.BudgetCharge
 	}
 	d := proto.Budget{
 		Tokens: a.PromptTokens + a.CompletionTokens,
-		Cost:   (float64(a.PromptTokens)*k.cfg.LLM.PromptPrice + float64(a.CompletionTokens)*k.cfg.LLM.CompletionPrice) / 1e6,
+		Cost:   (float64(a.PromptTokens)*k.liveCfg().LLM.PromptPrice + float64(a.CompletionTokens)*k.liveCfg().LLM.CompletionPrice) / 1e6,
 	}
 	r := k.callerRun(c, a.Agent)
 	lim, runLim, used := k.budgetLimits(a.Agent, p)

@@ -92,6 +92,7 @@ type Kernel struct {
 	budmu   sync.Mutex             // orders budget changes
 	budgets map[string]*budgetFile // agent -> its sys/budget.json, once read
 	pol     policyCache
+	live    liveState
 }
 
 // New opens the data directory and starts the committer.
@@ -219,10 +220,10 @@ func (k *Kernel) Identify(uid, gid uint32, pid int32) (*Cred, error) {
 		}
 	}
 	switch {
-	case uid == 0 || uid == k.uid || k.cfg.Access.IsAdmin(uid):
+	case uid == 0 || uid == k.uid || k.liveCfg().Access.IsAdmin(uid):
 		c.Admin = true
 	default:
-		g, ok := k.cfg.Access.Grant(uid)
+		g, ok := k.liveCfg().Access.Grant(uid)
 		if !ok {
 			k.auditDenied(c, "connect", fmt.Sprintf("uid=%d", uid), nil, proto.EACCES)
 			return nil, proto.Errorf(proto.EACCES, "uid %d is not granted access to oxiosd (see [access] in oxios.toml(5))", uid)

@@ -180,7 +180,7 @@ func (k *Kernel) RunSpawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw [
 	var argv []string
 	llm := len(a.Command) == 0
 	if llm {
-		if k.cfg.LLM.BaseURL == "" {
+		if k.liveCfg().LLM.BaseURL == "" {
 			return fail(proto.Errorf(proto.ENOEXEC, "no model endpoint is configured for LLM runs: set base_url in the [llm] section of oxios.toml (for example https://api.openai.com/v1, or http://localhost:11434/v1 for ollama) and restart oxiosd; `ox-spawn -a %s -- COMMAND` runs a command without one", a.Agent))
 		}
 		runner, err := k.runnerPath()
@@ -218,11 +218,11 @@ func (k *Kernel) RunSpawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw [
 	model := a.Model
 	if llm {
 		if model == "" {
-			model = k.cfg.LLM.Model
+			model = k.liveCfg().LLM.Model
 		}
-		env = append(env, "OXIOS_LLM_URL="+k.cfg.LLM.BaseURL, "OXIOS_LLM_MODEL="+model,
-			"OXIOS_LLM_TIMEOUT="+k.cfg.LLM.Timeout, "OXIOS_LLM_RETRIES="+strconv.Itoa(k.cfg.LLM.Retries))
-		if key := os.Getenv(k.cfg.LLM.KeyEnv); key != "" {
+		env = append(env, "OXIOS_LLM_URL="+k.liveCfg().LLM.BaseURL, "OXIOS_LLM_MODEL="+model,
+			"OXIOS_LLM_TIMEOUT="+k.liveCfg().LLM.Timeout, "OXIOS_LLM_RETRIES="+strconv.Itoa(k.liveCfg().LLM.Retries))
+		if key := os.Getenv(k.liveCfg().LLM.KeyEnv); key != "" {
 			env = append(env, "OXIOS_LLM_KEY="+key)
 		}
 	}

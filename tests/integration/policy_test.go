@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -193,5 +194,56 @@ ls state`)
 	au := m.ox("", "ox-audit", "log", "--op", "policy.set", "--json").stdout
 	if strings.Count(au, `"result":"EROFS"`) < 2 {
 		t.Errorf("writes to the policy file not audited:\n%s", au)
+	}
+}
+
+func TestPolicyAndConfigHotReload(t *testing.T) {
+	dir := shortTempDir(t)
+	pdir := filepath.Join(dir, "policies")
+	os.MkdirAll(pdir, 0o755)
+	// A policy file left while the daemon was down is in force at READY.
+	if err := os.WriteFile(filepath.Join(pdir, "web.toml"), []byte(strictPolicy), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, daemonOpts{dir: dir, config: fmt.Sprintf("policies = %q\n", pdir)})
+	if s := d.ox("", "ox-policy", "show", "-a", "web"); s.stdout != strictPolicy {
+		t.Fatalf("web's policy at start: %q %s", s.stdout, s.stderr)
+	}
+	// An edit is applied; editors replace the file by a rename.
+	edited := strings.Replace(strictPolicy, `write = ["notes/**"]`, `write = ["notes/**", "tmp/**"]`, 1)
+	tmp := filepath.Join(pdir, ".ops.toml.swp")
+	os.WriteFile(tmp, []byte(edited), 0o644)
+	os.Rename(tmp, filepath.Join(pdir, "ops.toml"))
+	waitFor(t, "the new policy file to apply", func() bool {
+		return d.ox("", "ox-policy", "show", "-a", "ops").stdout == edited
+	})
+	// A broken edit is refused with a log line; the policy in force stays.
+	os.WriteFile(filepath.Join(pdir, "ops.toml"), []byte("[state]\nread = [\"**\"\n"), 0o644)
+	waitFor(t, "the broken policy to be refused", func() bool {
+		return strings.Contains(d.stderr.String(), "policy file refused")
+	})
+	if s := d.ox("", "ox-policy", "show", "-a", "ops"); s.stdout != edited {
+		t.Fatalf("after a broken edit: %q", s.stdout)
+	}
+	au := d.ox("", "ox-audit", "log", "--op", "policy.set", "--json").stdout
+	if strings.Count(au, `"result":"ok"`) != 2 || !strings.Contains(au, `"result":"EINVAL"`) {
+		t.Errorf("policy changes on the audit log:\n%s", au)
+	}
+	// The config: [llm] comes and goes without a restart.
+	if r := d.ox("", "ox-spawn", "-a", "ops", "a task"); r.code == 0 || !strings.Contains(r.stderr, "base_url") {
+		t.Fatalf("LLM run without an endpoint: %d %s", r.code, r.stderr)
+	}
+	cf := filepath.Join(dir, "oxios.toml")
+	os.WriteFile(cf, []byte(fmt.Sprintf("policies = %q\n[llm]\nbase_url = \"http://127.0.0.1:9/v1\"\nretries = 0\ntimeout = \"1s\"\n", pdir)), 0o600)
+	waitFor(t, "the config to reload", func() bool { return strings.Contains(d.stderr.String(), "config reloaded: [llm]") })
+	r := d.ox("", "ox-spawn", "-a", "ops", "a task")
+	if strings.Contains(r.stderr, "base_url") || !strings.Contains(r.stdout, `"code":"EHOSTDOWN"`) {
+		t.Fatalf("after the reload the run should reach (and fail on) the endpoint: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	// A config that does not load is refused; the one in force stays.
+	os.WriteFile(cf, []byte("[llm]\nbase_url = \"ftp://nope\"\n"), 0o600)
+	waitFor(t, "the broken config to be refused", func() bool { return strings.Contains(d.stderr.String(), "config refused") })
+	if r := d.ox("", "ox-spawn", "-a", "ops", "a task"); strings.Contains(r.stderr, "base_url") {
+		t.Fatalf("a broken config was applied: %s", r.stderr)
 	}
 }
