@@ -108,6 +108,9 @@ func main() {
 	if run("agent") {
 		benchAgent(dir)
 	}
+	if run("authorize") {
+		benchAuthorize(dir)
+	}
 	if run("idle") && *idleFor > 0 {
 		idle(d, *idleFor)
 		idleRuns(d, *idleFor)
