@@ -91,6 +91,7 @@ type Kernel struct {
 	sup     *supervisor.Supervisor
 	budmu   sync.Mutex             // orders budget changes
 	budgets map[string]*budgetFile // agent -> its sys/budget.json, once read
+	tools   toolbox                // WASM tools (tool.go)
 }
 
 // New opens the data directory and starts the committer.
@@ -184,6 +185,7 @@ func (k *Kernel) SetRunResolver(r RunResolver) { k.runs = r }
 func (k *Kernel) Close() error {
 	// Runs first: their ends are audited, through the committer.
 	k.sup.Close()
+	k.closeTools()
 	k.txmu.Lock()
 	if k.closing {
 		k.txmu.Unlock()
