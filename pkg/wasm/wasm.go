@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/experimental"
 	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
 	"github.com/tetratelabs/wazero/experimental/sysfs"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
@@ -105,6 +106,7 @@ type Runner struct {
 	mu       sync.Mutex
 	runtimes map[uint32]*runtime // by memory limit in pages
 	closed   bool
+	calls    sync.WaitGroup // Close waits for them
 }
 
 // runtime is a wazero runtime for one memory limit and what it compiled.
@@ -218,6 +220,7 @@ func (r *Runner) Run(ctx context.Context, s Spec) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	defer r.calls.Done()
 	m, err := rt.compiled(ctx, filepath.Join(r.dir, s.Tool+".wasm"))
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -264,7 +267,7 @@ func (r *Runner) Run(ctx context.Context, s Spec) (Result, error) {
 			mc = mc.WithEnv(k, v)
 		}
 	}
-	cctx, cancel := context.WithTimeout(ctx, timeout)
+	cctx, cancel := context.WithTimeout(experimental.WithMemoryAllocator(ctx, mmapAllocator), timeout)
 	mod, err := rt.rt.InstantiateModule(cctx, m.cm, mc)
 	cancel()
 	if mod != nil {
@@ -298,11 +301,15 @@ func trapReason(err error) string {
 	return s
 }
 
-// Close ends every runtime and what it compiled.
+// Close waits for the calls under way, then ends every runtime and what
+// it compiled.
 func (r *Runner) Close(ctx context.Context) error {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.closed = true
+	r.mu.Unlock()
+	r.calls.Wait()
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	var errs []error
 	for _, rt := range r.runtimes {
 		errs = append(errs, rt.rt.Close(ctx))
@@ -312,8 +319,9 @@ func (r *Runner) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// runtime returns the runtime whose memory limit is pages. Runtimes share
-// one compilation cache, so a second limit does not compile again.
+// runtime returns the runtime whose memory limit is pages, counting a
+// call under way (the caller's r.calls.Done ends it). Runtimes share one
+// compilation cache, so a second limit does not compile again.
 func (r *Runner) runtime(ctx context.Context, pages uint32) (*runtime, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -321,6 +329,7 @@ func (r *Runner) runtime(ctx context.Context, pages uint32) (*runtime, error) {
 		return nil, errors.New("wasm: runner closed")
 	}
 	if rt := r.runtimes[pages]; rt != nil {
+		r.calls.Add(1)
 		return rt, nil
 	}
 	cfg := wazero.NewRuntimeConfig().
@@ -335,6 +344,7 @@ func (r *Runner) runtime(ctx context.Context, pages uint32) (*runtime, error) {
 	}
 	rt := &runtime{rt: w, modules: map[string]*module{}}
 	r.runtimes[pages] = rt
+	r.calls.Add(1)
 	return rt, nil
 }
 
@@ -370,7 +380,7 @@ func (rt *runtime) compiled(ctx context.Context, path string) (compiledModule, e
 	start := time.Now()
 	bin, err := os.ReadFile(path)
 	if err == nil {
-		m.cm, err = rt.rt.CompileModule(ctx, bin)
+		m.cm, err = rt.rt.CompileModule(ctx, coalesceData(bin))
 	}
 	m.compile = time.Since(start)
 	m.err = err

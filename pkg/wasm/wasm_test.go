@@ -196,3 +196,50 @@ func TestList(t *testing.T) {
 		t.Fatalf("List: %+v %v", ms, err)
 	}
 }
+
+// BenchmarkRunCached is a call of a compiled tool: instantiation, the Go
+// runtime's start in the guest, and the call.
+func BenchmarkRunCached(b *testing.B) {
+	s := Spec{Tool: "hostile", Args: []string{"echo"}, Stdin: []byte(`{"a":1}`), Mounts: []Mount{{Host: b.TempDir(), Guest: GuestWork}}}
+	if _, err := runner.Run(context.Background(), s); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := runner.Run(context.Background(), s); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func TestCoalesceData(t *testing.T) {
+	bin, err := os.ReadFile(filepath.Join(tools, "hostile.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func(b []byte) uint64 {
+		for i := 8; i < len(b); {
+			n, j, _ := uleb(b, i+1)
+			if b[i] == 11 {
+				c, _, _ := uleb(b, j)
+				return c
+			}
+			i = j + int(n)
+		}
+		return 0
+	}
+	out := coalesceData(bin)
+	before, after := count(bin), count(out)
+	if after == 0 || after >= before {
+		t.Fatalf("data segments: %d before, %d after", before, after)
+	}
+	t.Logf("data segments: %d before, %d after; %d bytes before, %d after", before, after, len(bin), len(out))
+	if string(coalesceData([]byte("not wasm"))) != "not wasm" {
+		t.Fatal("coalesceData changed what is not a module")
+	}
+	for _, v := range []int64{0, 1, 63, 64, 127, 128, 1 << 20, 1<<31 - 1, -1, -64, -65} {
+		got, _, err := sleb32(appendSleb(nil, v), 0)
+		if err != nil || int64(got) != v {
+			t.Errorf("sleb %d: %d %v", v, got, err)
+		}
+	}
+}

@@ -108,6 +108,9 @@ func main() {
 	if run("agent") {
 		benchAgent(dir)
 	}
+	if run("wasm") {
+		benchWasm(dir, 200)
+	}
 	if run("idle") && *idleFor > 0 {
 		idle(d, *idleFor)
 		idleRuns(d, *idleFor)
