@@ -30,6 +30,10 @@ CISI ?= $(CURDIR)/../shared/data/ir/cisi
 BINARIES := $(patsubst cmd/%/main.go,%,$(wildcard cmd/*/main.go))
 MANSRC := $(wildcard man/*.md)
 MANPAGES := $(MANSRC:.md=)
+# Every folder of tools/ is a WASM tool: share/tools/NAME.wasm beside its
+# manifest share/tools/NAME.json.
+TOOLS := $(patsubst tools/%/main.go,%,$(wildcard tools/*/main.go))
+TOOLWASM := $(addprefix share/tools/,$(addsuffix .wasm,$(TOOLS)))
 UNITS := $(wildcard contrib/systemd/*.service contrib/systemd/*.socket)
 USERUNITS := $(wildcard contrib/systemd/user/*.service contrib/systemd/user/*.socket)
 # Where `make run` keeps its daemon's files.
@@ -38,10 +42,16 @@ RUNDIR ?= $(CURDIR)/.oxios
 .DEFAULT_GOAL := build
 
 .PHONY: build
-build: ## build every cmd/* into bin/
+build: tools ## build every cmd/* into bin/, and the WASM tools
 	@# Static binaries (no cgo): no dynamic loader and libc to set up at each
 	@# start, about 2.5 ms of every ox-* command; os/user reads /etc/passwd.
 	CGO_ENABLED=0 $(GO) build $(GOBUILDFLAGS) -ldflags "$(LDFLAGS)" -o bin/ $(addprefix ./cmd/,$(BINARIES))
+
+.PHONY: tools
+tools: $(TOOLWASM) ## build the WASM tools tools/* into share/tools/NAME.wasm
+
+share/tools/%.wasm: tools/%/*.go go.mod
+	GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -o $@ ./tools/$*
 
 .PHONY: test
 test: vet fmt-check ## vet, check formatting, run all tests with -race, then a short fuzz
@@ -135,6 +145,8 @@ install: build ## install binaries, man pages, completions, systemd units, defau
 		chmod 0644 $(DESTDIR)$(SYSTEMDUSERDIR)/$${u##*/}; done
 	install -d $(DESTDIR)$(DATADIR)/oxios
 	install -m 0644 share/oxios.toml $(DESTDIR)$(DATADIR)/oxios/oxios.toml
+	install -d $(DESTDIR)$(DATADIR)/oxios/tools
+	install -m 0644 $(TOOLWASM) $(addprefix share/tools/,$(addsuffix .json,$(TOOLS))) $(DESTDIR)$(DATADIR)/oxios/tools/
 	@# The shipped defaults as a starting point, never over an existing file.
 	@if [ ! -e $(DESTDIR)$(SYSCONFDIR)/oxios/oxios.toml ]; then \
 		echo "install -m 0644 share/oxios.toml $(DESTDIR)$(SYSCONFDIR)/oxios/oxios.toml"; \
@@ -154,6 +166,8 @@ uninstall: ## remove what install installed (an edited /etc/oxios/oxios.toml sta
 	rm -f $(addprefix $(DESTDIR)$(SYSTEMDDIR)/,$(notdir $(UNITS)))
 	rm -f $(addprefix $(DESTDIR)$(SYSTEMDUSERDIR)/,$(notdir $(USERUNITS)))
 	rm -f $(DESTDIR)$(DATADIR)/oxios/oxios.toml
+	rm -f $(addprefix $(DESTDIR)$(DATADIR)/oxios/tools/,$(addsuffix .wasm,$(TOOLS)) $(addsuffix .json,$(TOOLS)))
+	@rmdir $(DESTDIR)$(DATADIR)/oxios/tools 2>/dev/null || true
 	@rmdir $(DESTDIR)$(DATADIR)/oxios 2>/dev/null || true
 	@if cmp -s share/oxios.toml $(DESTDIR)$(SYSCONFDIR)/oxios/oxios.toml; then \
 		echo "rm -f $(DESTDIR)$(SYSCONFDIR)/oxios/oxios.toml"; \
@@ -164,7 +178,7 @@ uninstall: ## remove what install installed (an edited /etc/oxios/oxios.toml sta
 
 .PHONY: clean
 clean: ## remove bin/ and the files of make run
-	rm -rf bin $(RUNDIR)
+	rm -rf bin $(RUNDIR) $(TOOLWASM)
 
 .PHONY: help
 help: ## list the targets

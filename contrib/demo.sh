@@ -201,6 +201,11 @@ fails 77 'ox-exec -a ops -- rm -rf /tmp/x'
 run "ox-budget show -a ops | $jq"
 run "ox-audit log --op 'exec' | jq -c '{seq,op,target,result}'"
 
+say "WASM tools run in a sandbox: the workspace at /work, nothing else of the host, no network, capped memory and time."
+run "echo '{\"disks\":[{\"name\":\"sda\",\"free\":\"12G\"}]}' | ox-exec -a ops --wasm jsonq -- -r .disks[0].free"
+run "printf 'the disk is full\nthe backup is not\n' | ox-exec -a ops --wasm textstat -- -top 2 | jq -c '{lines,words,top_words}'"
+run "ox-audit log --op 'tool.run' | jq -c '{seq,op,target,result}'"
+
 say "Every change and refusal is an entry of a hash-chained audit log."
 run "ox-audit log -n 4 | $jq"
 run "ox-audit log --op 'version.*' | $jq"

@@ -16,11 +16,12 @@ var version = "0.1.0-dev"
 func main() {
 	app := cliutil.App("ox-exec", "run a command for an agent under its policy")
 	app.Version = version
-	app.ArgsUsage = "[--] COMMAND [ARG...]"
-	app.Description = "Asks oxiosd to run COMMAND for the agent, as the exec syscall an agent's runner uses: only a program on the policy's exec.allow list runs, shell metacharacters need exec.shell, in the agent's workspace, with the policy's timeout, output cap and limits; every exec is audited. Prints the command's stdout and stderr and exits with its status; --json prints the exec record instead. A pipe or file on stdin is the command's stdin."
+	app.ArgsUsage = "[--] COMMAND [ARG...] | --wasm TOOL [ARG...]"
+	app.Description = "Asks oxiosd to run COMMAND for the agent, as the exec syscall an agent's runner uses: only a program on the policy's exec.allow list runs, shell metacharacters need exec.shell, in the agent's workspace, with the policy's timeout, output cap and limits; every exec is audited. Prints the command's stdout and stderr and exits with its status; --json prints the exec record instead. A pipe or file on stdin is the command's stdin. With --wasm it runs the WASM tool TOOL instead (policy tools.allow), in a sandbox that sees the workspace and nothing else of the host."
 	app.Flags = cliutil.ClientFlags(
 		&cli.StringFlag{Name: "command", Aliases: []string{"c"}, Usage: "a command `LINE`, split into words (or run by /bin/sh -c when the policy allows a shell)"},
 		&cli.DurationFlag{Name: "timeout", Usage: "kill the command after `D` (at most the policy's exec.timeout)"},
+		&cli.StringFlag{Name: "wasm", Usage: "run the WASM tool `TOOL` with the ARGs, stdin as its input"},
 	)
 	app.Action = execute
 	cliutil.Run(app)
@@ -30,6 +31,9 @@ func execute(c *cli.Context) error {
 	agent, err := cliutil.Agent(c)
 	if err != nil {
 		return err
+	}
+	if tool := c.String("wasm"); tool != "" {
+		return runTool(c, agent, tool)
 	}
 	a := proto.ExecArgs{Agent: agent, Argv: c.Args().Slice(), Command: c.String("command")}
 	if (len(a.Argv) == 0) == (a.Command == "") {

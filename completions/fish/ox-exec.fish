@@ -19,9 +19,10 @@ end
 complete -c ox-exec -f
 complete -c ox-exec -n 'not __ox_exec_after_dashdash' -s c -l command -x -d 'a command LINE (a shell only if the policy allows)'
 complete -c ox-exec -n 'not __ox_exec_after_dashdash' -l timeout -x -d 'kill the command after D'
+complete -c ox-exec -n 'not __ox_exec_after_dashdash' -l wasm -x -a 'jsonq textstat' -d 'run the WASM tool TOOL with the args'
 complete -c ox-exec -n 'not __ox_exec_after_dashdash' -s a -l agent -x -d 'act on agent NAME'
 complete -c ox-exec -n 'not __ox_exec_after_dashdash' -l socket -r -F -d 'oxiosd socket PATH'
-complete -c ox-exec -n 'not __ox_exec_after_dashdash' -l json -d 'print the exec record instead of the output'
+complete -c ox-exec -n 'not __ox_exec_after_dashdash' -l json -d 'print the exec or tool record instead of the output'
 complete -c ox-exec -n 'not __ox_exec_after_dashdash' -s h -l help -d 'show help'
 complete -c ox-exec -n 'not __ox_exec_after_dashdash' -s v -l version -d 'print the version'
 complete -c ox-exec -n '__ox_exec_after_dashdash' -x -a '(__ox_exec_command)'

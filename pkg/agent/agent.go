@@ -27,6 +27,10 @@ type Kernel interface {
 	Remember(ctx context.Context, m proto.MemoryInput) (proto.MemoryRecord, error)
 	Recall(ctx context.Context, query string, k int) ([]proto.MemoryRecord, error)
 	Exec(ctx context.Context, a proto.ExecArgs) (proto.ExecRecord, error)
+	// ToolList lists the WASM tools, and whether the agent may run each.
+	ToolList(ctx context.Context) ([]proto.ToolInfoRecord, error)
+	// ToolRun runs a WASM tool.
+	ToolRun(ctx context.Context, a proto.ToolRunArgs) (proto.ToolRecord, error)
 	// BudgetCheck reserves about tokens for the next model call: EDQUOT if
 	// the run or agent may not spend them.
 	BudgetCheck(ctx context.Context, tokens int64) (proto.BudgetRecord, error)
@@ -117,7 +121,7 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 		r.say(openai.ChatMessageRoleUser, "Context handed to this run:\n"+c)
 	}
 	r.say(openai.ChatMessageRoleUser, r.cfg.Task)
-	tools := Tools()
+	tools := append(Tools(), r.wasmTools(ctx)...)
 	res := &Result{}
 	for res.Turns < r.cfg.MaxTurns {
 		if err := ctx.Err(); err != nil {

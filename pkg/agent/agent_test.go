@@ -19,6 +19,7 @@ type memKernel struct {
 	limit   int64
 	charged int64
 	mems    []proto.MemoryInput
+	tools   []proto.ToolRunArgs
 }
 
 func (k *memKernel) StateLoad(_ context.Context, key string) ([]byte, error) {
@@ -42,6 +43,16 @@ func (k *memKernel) Recall(context.Context, string, int) ([]proto.MemoryRecord, 
 }
 func (k *memKernel) Exec(context.Context, proto.ExecArgs) (proto.ExecRecord, error) {
 	return proto.ExecRecord{}, proto.Errorf(proto.EPERM, "exec refused")
+}
+func (k *memKernel) ToolList(context.Context) ([]proto.ToolInfoRecord, error) {
+	return []proto.ToolInfoRecord{
+		{Name: "jsonq", Description: "query JSON", InputSchema: []byte(`{"type":"object"}`), Allowed: true},
+		{Name: "secret", Description: "not for this agent", InputSchema: []byte(`{"type":"object"}`)},
+	}, nil
+}
+func (k *memKernel) ToolRun(_ context.Context, a proto.ToolRunArgs) (proto.ToolRecord, error) {
+	k.tools = append(k.tools, a)
+	return proto.ToolRecord{Tool: a.Tool, Status: 0, Stdout: "\"a\"\n"}, nil
 }
 func (k *memKernel) BudgetCheck(context.Context, int64) (proto.BudgetRecord, error) {
 	if k.limit > 0 && k.charged >= k.limit {
@@ -138,5 +149,39 @@ plain line
 	big := strings.Repeat("x", 1000) + "\n"
 	if got := agent.FormatContext(strings.Repeat(big, 200)); len(got) > 70<<10 || !strings.HasSuffix(got, "(the rest of the context was cut)\n") {
 		t.Errorf("a big context is not cut: %d bytes", len(got))
+	}
+}
+
+// TestRunnerWasmTools: the allowed WASM tools are offered as wasm_NAME
+// functions with their manifests' schemas, and a call's arguments are the
+// tool's input.
+func TestRunnerWasmTools(t *testing.T) {
+	k := &memKernel{state: map[string][]byte{}}
+	args := `{"path":".items[0].name","data":{"items":[{"name":"a"}]}}`
+	r, s, recs := runner(t, k, agent.Config{Agent: "a", Run: "r", Task: "query"},
+		llmtest.Turn{ToolCalls: []llmtest.Call{{Name: "wasm_jsonq", Arguments: args}}},
+		llmtest.Turn{Content: "a"})
+	if _, err := r.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range s.Requests()[0].Body.Tools {
+		names = append(names, tl.Function.Name)
+	}
+	got := strings.Join(names, " ")
+	if !strings.Contains(got, "wasm_jsonq") || strings.Contains(got, "wasm_secret") || !strings.Contains(got, "exec") {
+		t.Errorf("tools offered: %s", got)
+	}
+	if len(k.tools) != 1 || k.tools[0].Tool != "jsonq" || k.tools[0].Input != args {
+		t.Fatalf("tool runs: %+v", k.tools)
+	}
+	found := false
+	for _, rec := range *recs {
+		if tr, ok := rec.(*proto.ToolResultRecord); ok && tr.Name == "wasm_jsonq" {
+			found = !tr.Error && strings.Contains(tr.Text, "exit status 0") && strings.Contains(tr.Text, `"a"`)
+		}
+	}
+	if !found {
+		t.Errorf("no good tool result for wasm_jsonq: %+v", *recs)
 	}
 }

@@ -57,6 +57,20 @@ func (c *Client) Exec(ctx context.Context, a proto.ExecArgs) (proto.ExecRecord, 
 	return c.C.Exec(ctx, a)
 }
 
+func (c *Client) ToolList(ctx context.Context) ([]proto.ToolInfoRecord, error) {
+	var out []proto.ToolInfoRecord
+	err := c.C.ToolList(ctx, c.Agent, func(r proto.ToolInfoRecord) error {
+		out = append(out, r)
+		return nil
+	})
+	return out, err
+}
+
+func (c *Client) ToolRun(ctx context.Context, a proto.ToolRunArgs) (proto.ToolRecord, error) {
+	a.Agent = c.Agent
+	return c.C.ToolRun(ctx, a)
+}
+
 func (c *Client) BudgetCheck(ctx context.Context, tokens int64) (proto.BudgetRecord, error) {
 	return c.C.BudgetCheck(ctx, c.Agent, tokens)
 }

@@ -67,6 +67,10 @@ func (r *Runner) call(ctx context.Context, tc openai.ToolCall) (out, summary str
 		Stdin   string   `json:"stdin"`
 		Summary string   `json:"summary"`
 	}
+	if name, ok := strings.CutPrefix(tc.Function.Name, wasmPrefix); ok {
+		out, err := r.callWasm(ctx, name, tc.Function.Arguments)
+		return out, "", err
+	}
 	args := strings.TrimSpace(tc.Function.Arguments)
 	if args == "" {
 		args = "{}"

@@ -90,6 +90,10 @@ type Runs struct {
 	Runner string `toml:"runner"`
 	// Keep is how many ended runs keep their records.
 	Keep int `toml:"keep"`
+	// Tools is the folder of the WASM tools (NAME.wasm, NAME.json); "" =
+	// ../share/oxios/tools beside oxiosd (an install), else ../share/tools
+	// (a build in the source tree). See ToolsDir.
+	Tools string `toml:"tools"`
 }
 
 // TTL is the parsed working_ttl.

@@ -93,6 +93,7 @@ type Kernel struct {
 	budgets map[string]*budgetFile // agent -> its sys/budget.json, once read
 	pol     policyCache
 	live    liveState
+	tools   toolbox // WASM tools (tool.go)
 }
 
 // New opens the data directory and starts the committer.
@@ -186,6 +187,7 @@ func (k *Kernel) SetRunResolver(r RunResolver) { k.runs = r }
 func (k *Kernel) Close() error {
 	// Runs first: their ends are audited, through the committer.
 	k.sup.Close()
+	k.closeTools()
 	k.txmu.Lock()
 	if k.closing {
 		k.txmu.Unlock()

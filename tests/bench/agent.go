@@ -37,6 +37,10 @@ func (nopKernel) Recall(context.Context, string, int) ([]proto.MemoryRecord, err
 func (nopKernel) Exec(context.Context, proto.ExecArgs) (proto.ExecRecord, error) {
 	return proto.ExecRecord{}, nil
 }
+func (nopKernel) ToolList(context.Context) ([]proto.ToolInfoRecord, error) { return nil, nil }
+func (nopKernel) ToolRun(context.Context, proto.ToolRunArgs) (proto.ToolRecord, error) {
+	return proto.ToolRecord{}, nil
+}
 func (nopKernel) BudgetCheck(context.Context, int64) (proto.BudgetRecord, error) {
 	return proto.BudgetRecord{}, nil
 }

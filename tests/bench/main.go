@@ -111,6 +111,9 @@ func main() {
 	if run("authorize") {
 		benchAuthorize(dir)
 	}
+	if run("wasm") {
+		benchWasm(dir, 200)
+	}
 	if run("idle") && *idleFor > 0 {
 		idle(d, *idleFor)
 		idleRuns(d, *idleFor)

@@ -1,0 +1,204 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+// wasmBuild holds the WASM tools built once for these tests: jsonq and
+// textstat from tools/, hostile from pkg/wasm/testdata (a tool that
+// misbehaves on demand).
+var wasmBuild struct {
+	once sync.Once
+	dir  string
+	err  error
+	out  []byte
+}
+
+// wasmTools builds the tools into a temp folder with their manifests, and
+// returns a tools folder holding names (each NAME, or NAME=BUILT to put the
+// module BUILT under the name NAME).
+func wasmTools(t *testing.T, names ...string) string {
+	t.Helper()
+	wasmBuild.once.Do(func() {
+		// Under binDir, which TestMain removes.
+		dir := filepath.Join(binDir, "wasm")
+		wasmBuild.dir = dir
+		cmd := exec.Command("go", "build", "-trimpath", "-o", dir+"/", "../../tools/jsonq", "../../tools/textstat", "../../pkg/wasm/testdata/hostile")
+		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
+		wasmBuild.out, wasmBuild.err = cmd.CombinedOutput()
+	})
+	if wasmBuild.err != nil {
+		t.Fatalf("building the WASM tools: %v\n%s", wasmBuild.err, wasmBuild.out)
+	}
+	dir := shortTempDir(t)
+	for _, n := range names {
+		name, built, ok := strings.Cut(n, "=")
+		if !ok {
+			built = name
+		}
+		b, err := os.ReadFile(filepath.Join(wasmBuild.dir, built))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name+".wasm"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		manifest, err := os.ReadFile(filepath.Join("..", "..", "share", "tools", name+".json"))
+		if err != nil {
+			manifest = []byte(`{"name":"` + name + `","description":"a test tool","input_schema":{"type":"object"}}`)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name+".json"), manifest, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func toolsConfig(dir string) string { return "[runs]\ntools = \"" + dir + "\"\n" }
+
+func TestWasmTools(t *testing.T) {
+	dir := wasmTools(t, "jsonq", "textstat", "hostile")
+	d := startDaemon(t, daemonOpts{config: toolsConfig(dir)})
+
+	doc := `{"items":[{"name":"a","n":1},{"name":"b","n":2}],"a":{"b":"c"}}`
+	r := d.ox(doc, "ox-exec", "-a", "ops", "--wasm", "jsonq", ".items[0].name")
+	if r.code != 0 || r.stdout != "\"a\"\n" {
+		t.Fatalf("jsonq .items[0].name: %d %q %s", r.code, r.stdout, r.stderr)
+	}
+	if r := d.ox(doc, "ox-exec", "-a", "ops", "--wasm", "jsonq", "--", "-r", ".items[].name"); r.code != 0 || r.stdout != "a\nb\n" {
+		t.Fatalf("jsonq -r .items[].name: %d %q %s", r.code, r.stdout, r.stderr)
+	}
+	if r := d.ox(doc, "ox-exec", "-a", "ops", "--wasm", "jsonq", ".nope"); r.code != 1 || !strings.Contains(r.stderr, "no key") {
+		t.Fatalf("jsonq .nope: %d %q %s", r.code, r.stdout, r.stderr)
+	}
+	r = d.ox("The cat sat.\nThe dog ran.\n", "ox-exec", "-a", "ops", "--json", "--wasm", "textstat")
+	var rec proto.ToolRecord
+	if err := json.Unmarshal([]byte(r.stdout), &rec); err != nil || r.code != 0 || rec.Type != "tool" || rec.Tool != "textstat" || rec.Status != 0 || len(rec.Digest) != 64 {
+		t.Fatalf("textstat --json: %d %v %s %s", r.code, err, r.stdout, r.stderr)
+	}
+	var st struct {
+		Lines, Words, Sentences int
+		TopWords                []struct {
+			Word  string
+			Count int
+		} `json:"top_words"`
+	}
+	if err := json.Unmarshal([]byte(rec.Stdout), &st); err != nil || st.Lines != 2 || st.Words != 6 || st.Sentences != 2 || st.TopWords[0].Word != "the" || st.TopWords[0].Count != 2 {
+		t.Fatalf("textstat: %v %s", err, rec.Stdout)
+	}
+
+	// hostile is in the tools folder but not on the default tools.allow.
+	r = d.ox("", "ox-exec", "-a", "ops", "--wasm", "hostile", "read", "/etc/passwd")
+	if r.code != 77 || !strings.Contains(r.stderr, "tools.allow") || strings.Contains(r.stdout, "root:") {
+		t.Fatalf("a tool off the allow list: %d %q %s", r.code, r.stdout, r.stderr)
+	}
+	if r := d.ox("", "ox-exec", "-a", "ops", "--wasm", "nosuch"); r.code != 77 {
+		t.Fatalf("a tool that is nowhere, off the allow list: %d %s", r.code, r.stderr)
+	}
+	if r := d.ox("", "ox-exec", "-a", "ops", "--wasm", "../bin/oxiosd"); r.code == 0 {
+		t.Fatalf("a path for a tool: %d %s", r.code, r.stderr)
+	}
+
+	// tool.list: every tool, and whether ops may run it.
+	allowed := map[string]bool{}
+	err := d.client(t).ToolList(context.Background(), "ops", func(ti proto.ToolInfoRecord) error {
+		allowed[ti.Name] = ti.Allowed
+		if ti.Type != "tool_info" || len(ti.InputSchema) == 0 || ti.InputSchema[0] != '{' {
+			t.Errorf("tool_info %+v", ti)
+		}
+		return nil
+	})
+	if err != nil || len(allowed) != 3 || !allowed["jsonq"] || !allowed["textstat"] || allowed["hostile"] {
+		t.Fatalf("tool.list: %v %v", allowed, err)
+	}
+
+	// The audit log has each call with its status and output digest, and
+	// the refusal with its rule.
+	l := d.ox("", "ox-audit", "log", "--op", "tool.run")
+	var ok, eperm int
+	for _, e := range records(t, l.stdout) {
+		target, _ := e["target"].(string)
+		switch {
+		case e["result"] == "ok" && strings.HasPrefix(target, "ops:tool ") && strings.Contains(target, " => status ") && strings.Contains(target, " output "):
+			ok++
+		case e["result"] == "EPERM" && strings.Contains(target, "ops:tool hostile [tools.allow]"):
+			eperm++
+		}
+	}
+	if ok != 4 || eperm != 1 {
+		t.Fatalf("audited: %d calls, %d refusals of hostile; want 4, 1:\n%s", ok, eperm, l.stdout)
+	}
+	d.stop()
+}
+
+// TestWasmHostile runs a hostile module under an allowed name (the
+// default policy allows jsonq): the sandbox, not the policy, must stop it.
+func TestWasmHostile(t *testing.T) {
+	dir := wasmTools(t, "jsonq=hostile")
+	d := startDaemon(t, daemonOpts{config: toolsConfig(dir)})
+	tool := func(stdin string, args ...string) (result, proto.ToolRecord) {
+		t.Helper()
+		r := d.ox(stdin, "ox-exec", append([]string{"-a", "ops", "--json", "--wasm", "jsonq", "--"}, args...)...)
+		var rec proto.ToolRecord
+		if r.stdout != "" {
+			if err := json.Unmarshal([]byte(r.stdout), &rec); err != nil {
+				t.Fatalf("%v: %v %q", args, err, r.stdout)
+			}
+		}
+		return r, rec
+	}
+	if r, rec := tool("hi", "echo"); r.code != 0 || rec.Stdout != "hi" {
+		t.Fatalf("echo: %d %+v %s", r.code, rec, r.stderr)
+	}
+	// Files: the workspace is /work; the host is not there, even through
+	// a symlink the agent left in its workspace.
+	ws := filepath.Join(d.data, "work", "ops", "exec")
+	if r, rec := tool("", "write", "/work/out"); r.code != 0 || rec.Status != 0 {
+		t.Fatalf("write to the workspace: %d %+v", r.code, rec)
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "out")); err != nil || string(b) != "hostile" {
+		t.Fatalf("the workspace has %q %v", b, err)
+	}
+	if err := os.Symlink("/etc/passwd", filepath.Join(ws, "passwd")); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/etc/passwd", "/work/../../etc/passwd", "/work/passwd", filepath.Join(d.data, "audit")} {
+		r, rec := tool("", "read", p)
+		if r.code == 0 || rec.Status == 0 || strings.Contains(rec.Stdout, "root:") {
+			t.Errorf("read %s: %d %+v", p, r.code, rec)
+		}
+	}
+	// No network.
+	if r, rec := tool("", "dial", "127.0.0.1:1"); r.code == 0 || !strings.Contains(rec.Stderr, "dial") {
+		t.Errorf("dial: %d %+v", r.code, rec)
+	}
+	// Time: ended at the timeout, reported as such.
+	r := d.ox("", "ox-exec", "-a", "ops", "--json", "--timeout", "500ms", "--wasm", "jsonq", "--", "loop")
+	var rec proto.ToolRecord
+	json.Unmarshal([]byte(r.stdout), &rec)
+	if r.code != 137 || !rec.TimedOut {
+		t.Fatalf("loop: %d %+v %s", r.code, rec, r.stderr)
+	}
+	// Memory: past tools.memory (64MiB in the default policy) it fails.
+	if r, rec := tool("", "alloc", "256"); r.code == 0 || strings.Contains(rec.Stdout, "allocated") {
+		t.Errorf("alloc 256MiB: %d %+v", r.code, rec)
+	}
+	// Output: cut at exec.output_cap (1MiB).
+	if r, rec := tool("", "spew", "3000000"); r.code != 0 || len(rec.Stdout) != 1<<20 || !rec.Truncated {
+		t.Errorf("spew: %d, %d bytes, truncated %v", r.code, len(rec.Stdout), rec.Truncated)
+	}
+	// The daemon is fine: the tool runs again, and it stops cleanly.
+	if r, rec := tool("still here", "echo"); r.code != 0 || rec.Stdout != "still here" {
+		t.Fatalf("echo after the hostile calls: %d %+v", r.code, rec)
+	}
+	d.stop()
+}
