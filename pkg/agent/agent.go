@@ -27,6 +27,8 @@ type Kernel interface {
 	Remember(ctx context.Context, m proto.MemoryInput) (proto.MemoryRecord, error)
 	Recall(ctx context.Context, query string, k int) ([]proto.MemoryRecord, error)
 	Exec(ctx context.Context, a proto.ExecArgs) (proto.ExecRecord, error)
+	// Fetch makes an HTTP request under the agent's policy's [net].
+	Fetch(ctx context.Context, a proto.FetchArgs) (proto.FetchRecord, error)
 	// BudgetCheck reserves about tokens for the next model call: EDQUOT if
 	// the run or agent may not spend them.
 	BudgetCheck(ctx context.Context, tokens int64) (proto.BudgetRecord, error)

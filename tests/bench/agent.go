@@ -37,6 +37,9 @@ func (nopKernel) Recall(context.Context, string, int) ([]proto.MemoryRecord, err
 func (nopKernel) Exec(context.Context, proto.ExecArgs) (proto.ExecRecord, error) {
 	return proto.ExecRecord{}, nil
 }
+func (nopKernel) Fetch(context.Context, proto.FetchArgs) (proto.FetchRecord, error) {
+	return proto.FetchRecord{Status: 200, Body: "ok"}, nil
+}
 func (nopKernel) BudgetCheck(context.Context, int64) (proto.BudgetRecord, error) {
 	return proto.BudgetRecord{}, nil
 }
