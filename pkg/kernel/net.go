@@ -203,7 +203,15 @@ func (f *fetcher) dial(ctx context.Context, network, addr string) (net.Conn, err
 			return nil, f.note(err)
 		}
 	}
-	var d net.Dialer
+	// The Control check sees the address the socket is about to connect
+	// to: nothing but a checked address gets that far.
+	d := net.Dialer{Control: func(_, address string, _ syscall.RawConn) error {
+		ap, err := netip.ParseAddrPort(address)
+		if err != nil {
+			return err
+		}
+		return f.note(f.p.CheckAddr(host, ap.Addr()))
+	}}
 	var first error
 	for _, ip := range ips {
 		c, err := d.DialContext(ctx, network, netip.AddrPortFrom(ip.Unmap(), uint16(port)).String())
