@@ -1,6 +1,6 @@
 // Package agent is the LLM runner's loop: it gives the model the task, the
 // context it was handed and the memories the task recalls, lets it act
-// only through tools that are kernel syscalls (state, memory, exec), and
+// only through tools that are kernel syscalls (state, memory, exec, fetch), and
 // records the whole conversation as run records. Budgets are reserved
 // before each model call and charged after it.
 package agent
@@ -31,6 +31,8 @@ type Kernel interface {
 	ToolList(ctx context.Context) ([]proto.ToolInfoRecord, error)
 	// ToolRun runs a WASM tool.
 	ToolRun(ctx context.Context, a proto.ToolRunArgs) (proto.ToolRecord, error)
+	// Fetch makes an HTTP request under the agent's policy's [net].
+	Fetch(ctx context.Context, a proto.FetchArgs) (proto.FetchRecord, error)
 	// BudgetCheck reserves about tokens for the next model call: EDQUOT if
 	// the run or agent may not spend them.
 	BudgetCheck(ctx context.Context, tokens int64) (proto.BudgetRecord, error)
@@ -107,6 +109,7 @@ const systemPrompt = `You are %s, an agent running under Oxios (run %s). You act
 - state_read, state_write, state_list: your persistent key-value state (keys like "notes/today", UTF-8 values).
 - remember, recall: your long-term memory (kinds: working, episodic, semantic).
 - exec: run an allowed program in your workspace (no shell unless your policy allows one).
+- fetch: get an http or https URL, on the hosts your policy allows.
 - finish: end the task with a short summary of what you did and found.
 When a tool returns an error, read it and correct the call; do not repeat a call that failed the same way. Be brief.`
 

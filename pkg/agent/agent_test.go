@@ -41,6 +41,10 @@ func (k *memKernel) Remember(_ context.Context, m proto.MemoryInput) (proto.Memo
 func (k *memKernel) Recall(context.Context, string, int) ([]proto.MemoryRecord, error) {
 	return []proto.MemoryRecord{{Kind: "semantic", Text: "the backup disk is sdb", Created: time.Unix(0, 0)}}, nil
 }
+func (k *memKernel) Fetch(context.Context, proto.FetchArgs) (proto.FetchRecord, error) {
+	return proto.FetchRecord{}, proto.Errorf(proto.EPERM, "fetch refused")
+}
+
 func (k *memKernel) Exec(context.Context, proto.ExecArgs) (proto.ExecRecord, error) {
 	return proto.ExecRecord{}, proto.Errorf(proto.EPERM, "exec refused")
 }

@@ -71,6 +71,11 @@ func (c *Client) ToolRun(ctx context.Context, a proto.ToolRunArgs) (proto.ToolRe
 	return c.C.ToolRun(ctx, a)
 }
 
+func (c *Client) Fetch(ctx context.Context, a proto.FetchArgs) (proto.FetchRecord, error) {
+	a.Agent = c.Agent
+	return c.C.NetFetch(ctx, a)
+}
+
 func (c *Client) BudgetCheck(ctx context.Context, tokens int64) (proto.BudgetRecord, error) {
 	return c.C.BudgetCheck(ctx, c.Agent, tokens)
 }

@@ -33,6 +33,8 @@ var tools = []tool{
 		`{"type":"object","properties":{"query":{"type":"string"},"k":{"type":"integer","minimum":1,"maximum":50}},"required":["query"]}`},
 	{"exec", "Run an allowed program in your workspace and get its exit status and output. Give argv (a program and its arguments) or command (one line).",
 		`{"type":"object","properties":{"argv":{"type":"array","items":{"type":"string"}},"command":{"type":"string"},"stdin":{"type":"string"}}}`},
+	{"fetch", "Fetch a URL (http or https, on a host your policy allows) and get its status and body.",
+		`{"type":"object","properties":{"url":{"type":"string"},"method":{"type":"string","enum":["GET","HEAD"]}},"required":["url"]}`},
 	{"finish", "End the task, with a short summary of what you did and found.",
 		`{"type":"object","properties":{"summary":{"type":"string"}},"required":["summary"]}`},
 }
@@ -66,6 +68,8 @@ func (r *Runner) call(ctx context.Context, tc openai.ToolCall) (out, summary str
 		Command string   `json:"command"`
 		Stdin   string   `json:"stdin"`
 		Summary string   `json:"summary"`
+		URL     string   `json:"url"`
+		Method  string   `json:"method"`
 	}
 	if name, ok := strings.CutPrefix(tc.Function.Name, wasmPrefix); ok {
 		out, err := r.callWasm(ctx, name, tc.Function.Arguments)
@@ -166,6 +170,8 @@ func (r *Runner) call(ctx context.Context, tc openai.ToolCall) (out, summary str
 			b.WriteString("\n(output truncated by the policy's output cap)")
 		}
 		return clip(b.String()), "", nil
+	case "fetch":
+		return r.fetch(ctx, a.URL, a.Method)
 	case "finish":
 		s := strings.TrimSpace(a.Summary)
 		if s == "" {
@@ -173,7 +179,7 @@ func (r *Runner) call(ctx context.Context, tc openai.ToolCall) (out, summary str
 		}
 		return "finished", s, nil
 	}
-	return "", "", toolErrorf("no tool %q; the tools are state_read, state_write, state_list, remember, recall, exec, finish", tc.Function.Name)
+	return "", "", toolErrorf("no tool %q; the tools are state_read, state_write, state_list, remember, recall, exec, fetch, finish", tc.Function.Name)
 }
 
 func clip(s string) string {

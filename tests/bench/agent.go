@@ -41,6 +41,10 @@ func (nopKernel) ToolList(context.Context) ([]proto.ToolInfoRecord, error) { ret
 func (nopKernel) ToolRun(context.Context, proto.ToolRunArgs) (proto.ToolRecord, error) {
 	return proto.ToolRecord{}, nil
 }
+
+func (nopKernel) Fetch(context.Context, proto.FetchArgs) (proto.FetchRecord, error) {
+	return proto.FetchRecord{Status: 200, Body: "ok"}, nil
+}
 func (nopKernel) BudgetCheck(context.Context, int64) (proto.BudgetRecord, error) {
 	return proto.BudgetRecord{}, nil
 }
