@@ -110,11 +110,14 @@ func (k *Kernel) Exec(ctx context.Context, c *Cred, a proto.ExecArgs, raw []byte
 	rec := proto.ExecRecord{
 		Type: proto.RecordExec, Agent: a.Agent, Run: c.Run, Argv: cmd.Argv, Status: res.Status, Signal: res.Signal,
 		TimedOut: res.TimedOut, Stdout: strings.ToValidUTF8(string(res.Stdout), "\uFFFD"), Stderr: strings.ToValidUTF8(string(res.Stderr), "\uFFFD"),
-		Truncated: res.Truncated, Digest: digest, Duration: res.Duration.Seconds(),
+		Truncated: res.Truncated, Limits: res.Limits, Digest: digest, Duration: res.Duration.Seconds(),
 	}
 	outcome := fmt.Sprintf(" => status %d", res.Status)
 	if res.TimedOut {
 		outcome = fmt.Sprintf(" => timed out after %s", timeout)
+	}
+	if res.Limits != "" {
+		outcome += " (" + res.Limits + ")"
 	}
 	rec.Text = strings.TrimPrefix(execTarget("", cmd.Argv, "", outcome), ":exec ")
 	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpExec, Target: execTarget(a.Agent, cmd.Argv, "", outcome+" output "+digest[:16]), Args: audit.ArgsDigest(raw), Result: "ok"}, data: &rec}

@@ -267,6 +267,19 @@ func (k *Kernel) runExited(r *supervisor.Run) {
 		what = "signal " + rec.Signal
 	}
 	_, _, _, wall := r.Usage()
+	if rec.Limits != "" {
+		// The kernel refused the run's processes what its policy's
+		// [limits] do not grant: a denial like any other, on the log.
+		code := proto.EAGAIN
+		if !strings.Contains(rec.Limits, "fork") {
+			code = proto.ENOMEM
+		}
+		lt := &tx{entry: &audit.Entry{Actor: audit.Actor{UID: k.uid, PID: int32(os.Getpid())}, Op: proto.OpRunLimit,
+			Target: rec.Agent + ":" + rec.ID + " " + rec.Limits + " [limits]", Result: code}}
+		if err := k.submit(context.Background(), lt, false); err != nil {
+			k.log.Warn("run limit not audited", "run", rec.ID, "err", err)
+		}
+	}
 	t := &tx{
 		entry: &audit.Entry{Actor: audit.Actor{UID: k.uid, PID: int32(os.Getpid())}, Op: proto.OpRunExit,
 			// Args: the digest of the run's whole log (its output, or an LLM
@@ -336,7 +349,7 @@ func (k *Kernel) RunWait(ctx context.Context, c *Cred, ids []string, raw []byte,
 		select {
 		case r := <-exited:
 			rec := r.Record()
-			ex := proto.ExitRecord{Type: proto.RecordExit, Run: rec.ID, Agent: rec.Agent, Signal: rec.Signal, Error: rec.Error}
+			ex := proto.ExitRecord{Type: proto.RecordExit, Run: rec.ID, Agent: rec.Agent, Signal: rec.Signal, Error: rec.Error, Limits: rec.Limits}
 			if rec.Status != nil {
 				ex.Status = *rec.Status
 			}

@@ -107,6 +107,8 @@ const (
 	EHOSTDOWN    = "EHOSTDOWN"    // the model endpoint failed (records only)
 	ELOOP        = "ELOOP"        // an LLM run reached its turn limit (records only)
 	EROFS        = "EROFS"        // a read-only file of the mount (a policy)
+	EAGAIN       = "EAGAIN"       // forks refused at a run's process limit (audit only)
+	ENOMEM       = "ENOMEM"       // a run's memory limit reached (audit only)
 )
 
 // Ops. Each is one kernel syscall.

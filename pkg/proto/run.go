@@ -26,6 +26,10 @@ const (
 	OpAgentCreate = "agent.create"
 	// OpRunExit is the audit op of a run's end; not a request.
 	OpRunExit = "run.exit"
+	// OpRunLimit is the audit op of a run's refusals by its cgroup's
+	// limits (forks at the process limit, memory), entered before its
+	// run.exit; not a request.
+	OpRunLimit = "run.limit"
 
 	OpBudgetShow   = "budget.show"
 	OpBudgetSet    = "budget.set"
@@ -91,6 +95,8 @@ type RunRecord struct {
 	Status *int   `json:"status,omitempty"`
 	Signal string `json:"signal,omitempty"`
 	Error  string `json:"error,omitempty"`
+	// Limits: as in the exit record.
+	Limits string `json:"limits,omitempty"`
 	// Resources, sampled when asked for (ox-ps).
 	CPU    float64 `json:"cpu,omitempty"` // seconds, user+system
 	RSS    int64   `json:"rss,omitempty"` // bytes
@@ -112,12 +118,15 @@ type OutputRecord struct {
 
 // ExitRecord is the "exit" record: how a run ended.
 type ExitRecord struct {
-	Type   string    `json:"type"` // always "exit"
-	Run    string    `json:"run"`
-	Agent  string    `json:"agent"`
-	Status int       `json:"status"`
-	Signal string    `json:"signal,omitempty"`
-	Error  string    `json:"error,omitempty"`
+	Type   string `json:"type"` // always "exit"
+	Run    string `json:"run"`
+	Agent  string `json:"agent"`
+	Status int    `json:"status"`
+	Signal string `json:"signal,omitempty"`
+	Error  string `json:"error,omitempty"`
+	// Limits says which limits of its cgroup the run ran into, if any
+	// ("12 forks refused at the process limit").
+	Limits string    `json:"limits,omitempty"`
 	Time   time.Time `json:"time"`
 	Text   string    `json:"text"`
 }
@@ -169,6 +178,8 @@ type ExecRecord struct {
 	Stdout    string   `json:"stdout"`
 	Stderr    string   `json:"stderr"`
 	Truncated bool     `json:"truncated,omitempty"`
+	// Limits: as in the exit record of a run.
+	Limits string `json:"limits,omitempty"`
 	// Digest is the blake3 of stdout then stderr, as the audit log has it.
 	Digest   string  `json:"digest"`
 	Duration float64 `json:"duration"` // seconds

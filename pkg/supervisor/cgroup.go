@@ -43,6 +43,8 @@ type Group struct {
 	cg   *Cgroups
 	fd   int // v2: the group's dir, for CLONE_INTO_CGROUP; -1 on v1
 	pids bool
+	// memory: the group bounds memory (the controller is there).
+	memory bool
 }
 
 // OpenCgroups finds where oxiosd may make groups, and makes the parent
@@ -194,8 +196,12 @@ func (c *Cgroups) New(id string, l Limits) (*Group, error) {
 				err = writeInt(filepath.Join(dir, "pids.max"), l.Processes+1)
 			}
 		case "memory":
+			g.memory = true
 			if l.Memory > 0 {
 				err = writeInt(filepath.Join(dir, "memory.limit_in_bytes"), l.Memory)
+				// No swap to run on past the limit, where swap is
+				// accounted at all.
+				writeInt(filepath.Join(dir, "memory.memsw.limit_in_bytes"), l.Memory)
 			}
 		}
 		if err != nil {
@@ -212,8 +218,10 @@ func (g *Group) limitV2(l Limits) error {
 			return err
 		}
 	}
-	if l.Memory > 0 {
-		if err := writeInt(filepath.Join(g.v2, "memory.max"), l.Memory); err != nil && !errors.Is(err, os.ErrNotExist) {
+	_, err := os.Stat(filepath.Join(g.v2, "memory.max"))
+	g.memory = err == nil
+	if l.Memory > 0 && g.memory {
+		if err := writeInt(filepath.Join(g.v2, "memory.max"), l.Memory); err != nil {
 			return err
 		}
 		// No swap to run on past the limit.
@@ -265,6 +273,17 @@ func (g *Group) Start(start func(attr *syscall.SysProcAttr) error, attr *syscall
 		}
 	}
 	return err
+}
+
+// rlimits returns the rlimits to set beside the group: where the group
+// bounds memory, the address space is left alone (it is a poor proxy for
+// memory: a Go program or a JIT reserves far more than it uses).
+func (g *Group) rlimits(l Limits) Limits {
+	if g == nil || !g.memory {
+		return l
+	}
+	l.Memory = 0
+	return l
 }
 
 // Procs returns the pids in the group (not oxiosd's own).
@@ -338,6 +357,65 @@ func (g *Group) Stats() (procs, memory uint64) {
 		}
 	}
 	return procs, memory
+}
+
+// Hits counts how often the group ran into its limits: forks refused at
+// pids.max, and times its memory reached the limit (reclaim or OOM kill).
+type Hits struct {
+	Forks, Memory, OOMKills uint64
+}
+
+// Hits reads the group's limit events. Call it before Remove.
+func (g *Group) Hits() Hits {
+	var h Hits
+	if g == nil {
+		return h
+	}
+	if g.v2 != "" {
+		h.Forks = eventCount(filepath.Join(g.v2, "pids.events"), "max")
+		h.Memory = eventCount(filepath.Join(g.v2, "memory.events"), "max")
+		h.OOMKills = eventCount(filepath.Join(g.v2, "memory.events"), "oom_kill")
+		return h
+	}
+	for i, d := range g.v1 {
+		switch g.cg.v1[i].name {
+		case "pids":
+			h.Forks = eventCount(filepath.Join(d, "pids.events"), "max")
+		case "memory":
+			h.Memory = readInt(filepath.Join(d, "memory.failcnt"))
+			h.OOMKills = eventCount(filepath.Join(d, "memory.oom_control"), "oom_kill")
+		}
+	}
+	return h
+}
+
+// String says what was hit, or "" for nothing.
+func (h Hits) String() string {
+	var s []string
+	if h.Forks > 0 {
+		s = append(s, fmt.Sprintf("%d forks refused at the process limit", h.Forks))
+	}
+	if h.OOMKills > 0 {
+		s = append(s, fmt.Sprintf("%d processes killed at the memory limit", h.OOMKills))
+	} else if h.Memory > 0 {
+		s = append(s, fmt.Sprintf("memory limit reached %d times", h.Memory))
+	}
+	return strings.Join(s, ", ")
+}
+
+// eventCount reads the count of key in a flat keyed file ("max 3").
+func eventCount(name, key string) uint64 {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, " "); ok && k == key {
+			n, _ := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			return n
+		}
+	}
+	return 0
 }
 
 func writeInt(name string, v uint64) error {

@@ -104,6 +104,9 @@ exit 0`}})
 	if n := len(alive("sleep", "31.7")); n != 0 {
 		t.Fatalf("%d sleeps outlived their run", n)
 	}
+	if !strings.Contains(r.Record().Limits, "forks refused at the process limit") {
+		t.Fatalf("exit record limits %q", r.Record().Limits)
+	}
 	recs := follow(t, r)
 	var errText string
 	for _, m := range recs {
@@ -178,6 +181,9 @@ func TestExecCgroupMemory(t *testing.T) {
 	}
 	if res.Status == 0 || bytes.Contains(res.Stdout, []byte("200000000")) {
 		t.Fatalf("a 200 MB string under a 64 MiB limit: status %d, stdout %q", res.Status, res.Stdout)
+	}
+	if !strings.Contains(res.Limits, "memory limit") {
+		t.Fatalf("status %d, limits %q: the memory limit not seen", res.Status, res.Limits)
 	}
 	ents, _ := os.ReadDir(filepath.Dir(cg.v1dirOrV2("x")))
 	for _, e := range ents {

@@ -31,6 +31,8 @@ var execSeq atomic.Uint64
 
 // ExecResult is how it went.
 type ExecResult struct {
+	// Limits says which limits of its cgroup the exec ran into, if any.
+	Limits    string
 	Status    int // as a shell reports it: 128+N when killed by signal N
 	Signal    string
 	TimedOut  bool
@@ -92,7 +94,7 @@ func Exec(ctx context.Context, s ExecSpec) (ExecResult, error) {
 	if err != nil {
 		return ExecResult{}, err
 	}
-	if err := SetLimits(cmd.Process.Pid, s.Limits); err != nil {
+	if err := SetLimits(cmd.Process.Pid, group.rlimits(s.Limits)); err != nil {
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		cmd.Wait()
 		return ExecResult{}, err
@@ -100,6 +102,7 @@ func Exec(ctx context.Context, s ExecSpec) (ExecResult, error) {
 	err = cmd.Wait()
 	res := ExecResult{Stdout: out.buf.Bytes(), Stderr: errb.buf.Bytes(), Truncated: out.over || errb.over, Duration: time.Since(start)}
 	res.TimedOut = ctx.Err() != nil
+	res.Limits = group.Hits().String()
 	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
 	switch {
 	case ws.Signaled():

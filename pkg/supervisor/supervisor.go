@@ -235,7 +235,7 @@ func (s *Supervisor) Start(spec Spec) (*Run, error) {
 	clear(s.who)
 	s.live.Add(1)
 	s.mu.Unlock()
-	if err := SetLimits(r.rec.PID, spec.Limits); err != nil {
+	if err := SetLimits(r.rec.PID, r.group.rlimits(spec.Limits)); err != nil {
 		s.log.Warn("run limits", "run", spec.ID, "err", err)
 	}
 	r.mu.Lock()
@@ -339,6 +339,7 @@ func (r *Run) wait(outR, errR *os.File, readers *sync.WaitGroup) {
 	err := r.cmd.Wait()
 	// The run has ended when its leader has: what is left in its cgroup
 	// ends with it.
+	hits := r.group.Hits()
 	r.group.Remove()
 	// A grandchild may still hold the pipes: the run has ended when its
 	// leader has, so what it wrote so far is read and then no more.
@@ -352,7 +353,7 @@ func (r *Run) wait(outR, errR *os.File, readers *sync.WaitGroup) {
 		<-drained
 	}
 	now := time.Now().UTC()
-	ex := proto.ExitRecord{Type: proto.RecordExit, Run: r.rec.ID, Agent: r.rec.Agent, Time: now}
+	ex := proto.ExitRecord{Type: proto.RecordExit, Run: r.rec.ID, Agent: r.rec.Agent, Time: now, Limits: hits.String()}
 	ws, _ := r.cmd.ProcessState.Sys().(syscall.WaitStatus)
 	switch {
 	case ws.Signaled():
@@ -380,6 +381,7 @@ func (r *Run) wait(outR, errR *os.File, readers *sync.WaitGroup) {
 	r.rec.Status = &st
 	r.rec.Signal = ex.Signal
 	r.rec.Error = ex.Error
+	r.rec.Limits = ex.Limits
 	r.rec.Text = runText(&r.rec)
 	r.appendLocked(b)
 	r.mu.Unlock()
@@ -409,6 +411,9 @@ func exitText(ex *proto.ExitRecord) string {
 	}
 	if ex.Error != "" {
 		t += ": " + ex.Error
+	}
+	if ex.Limits != "" {
+		t += " (" + ex.Limits + ")"
 	}
 	return t
 }
@@ -780,6 +785,7 @@ func (s *Supervisor) load() error {
 		}
 		st := ex.Status
 		r.rec.Status, r.rec.Signal, r.rec.Error, r.rec.Ended = &st, ex.Signal, ex.Error, &ex.Time
+		r.rec.Limits = ex.Limits
 		r.rec.Text = runText(&r.rec)
 		all = append(all, r)
 	}
