@@ -17,8 +17,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/oxios/oxios/pkg/cliutil"
 	"github.com/oxios/oxios/pkg/client"
+	"github.com/oxios/oxios/pkg/cliutil"
 	"github.com/oxios/oxios/pkg/config"
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
