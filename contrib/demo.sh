@@ -8,7 +8,7 @@
 set -euo pipefail
 
 bindir=$(cd "${1:-bin}" && pwd)
-for b in oxiosd ox-state ox-audit ox-commit ox-events ox-remember ox-recall ox-forget ox-spawn ox-ps ox-wait ox-kill ox-attach ox-exec ox-budget ox-agent ox-policy fakellm; do
+for b in oxiosd ox-state ox-audit ox-commit ox-events ox-remember ox-recall ox-forget ox-spawn ox-ps ox-wait ox-kill ox-attach ox-exec ox-budget ox-agent ox-policy ox-top ox-status fakellm; do
 	[[ -x $bindir/$b ]] || { echo "demo: no $bindir/$b; run make build first" >&2; exit 2; }
 done
 export PATH=$bindir:$PATH
@@ -174,12 +174,15 @@ run "ox-spawn -a ops -- /bin/sh -c 'ox-state save notes/seen \"by \$OXIOS_RUN\" 
 say "Detached runs belong to oxiosd: list them, pause and resume them, end them."
 run 'run=$(ox-spawn -a ops -d -- sleep 300 | jq -r .id); echo $run'
 run "ox-ps -a ops | $jq"
+run "ox-top -a ops -n 2 -d 300ms | tail -1 | jq -c '{admission, runs: [.runs[] | {id, cpu, rss, fds, cpu_percent}]}'"
 run "ox-kill -s STOP \$run | jq -c '{id,state}'"
 run "ox-ps -a ops | jq -c '{id,state}'"
 run "ox-kill -s CONT \$run | jq -c '{id,state}'"
 run "ox-kill \$run >/dev/null"
 fails 143 "ox-wait \$run | $jq"
 run "ox-ps -a ops --all | jq -c '{id,state,status,signal,text}'"
+say "ox-status checks the daemon, its data dir, the config and the endpoint, and says what to fix."
+run "ox-status --config \$dir/oxios.toml | jq -c '{check, ok, text}'"
 say "LLM runs: ox-spawn with a task runs ox-agent, which thinks through the endpoint and acts only through syscalls; tool errors go back to the model."
 run "ox-spawn -a ops 'check the disk and take notes' | jq -r 'select(.role != \"system\" and .type != \"output\") | .type + \": \" + .text'"
 run 'ox-state load -a ops notes/disk; echo'

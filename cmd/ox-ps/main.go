@@ -17,7 +17,7 @@ var version = "0.1.0-dev"
 func main() {
 	app := cliutil.App("ox-ps", "list the runs of agents")
 	app.Version = version
-	app.Description = "Lists the live runs (of agent -a, or of every agent you may see), oldest first, with their state, pid, start, CPU time, memory (RSS) and tokens used; with --all, the ended runs oxiosd keeps too. JSON lines off a terminal, a table on one."
+	app.Description = "Lists the live runs (of agent -a, or of every agent you may see), oldest first, with their state, pid, start, CPU time, memory (RSS), open files and tokens used, summed over each run's processes and sampled from /proc as ox-ps asks; then the queued runs, in the order they will start; with --all, the ended runs oxiosd keeps too. JSON lines off a terminal, a table on one."
 	app.Flags = cliutil.ClientFlags(
 		&cli.BoolFlag{Name: "all", Usage: "include the ended runs"},
 	)
@@ -40,7 +40,7 @@ func ps(c *cli.Context) error {
 		return err
 	}
 	defer cl.Close()
-	p := cliutil.NewPrinter(c, "RUN", "AGENT", "STATE", "PID", "STARTED", "CPU", "RSS", "TOKENS", "WHAT")
+	p := cliutil.NewPrinter(c, "RUN", "AGENT", "STATE", "PID", "STARTED", "CPU", "RSS", "FDS", "TOKENS", "WHAT")
 	err = cl.Ps(c.Context, proto.PsArgs{Agent: agent, All: c.Bool("all")}, func(r proto.RunRecord) error {
 		state := r.State
 		if r.Status != nil && r.State == proto.RunExited {
@@ -56,8 +56,14 @@ func ps(c *cli.Context) error {
 		if len(what) > 60 {
 			what = what[:57] + "..."
 		}
-		return p.Print(r, r.ID, r.Agent, state, fmt.Sprint(r.PID), r.Started.Local().Format(time.DateTime),
-			fmt.Sprintf("%.2fs", r.CPU), cliutil.HumanSize(r.RSS), fmt.Sprint(r.Tokens), what)
+		pid, started := fmt.Sprint(r.PID), r.Started.Local().Format(time.DateTime)
+		if r.State == proto.RunQueued {
+			pid, started = "-", fmt.Sprintf("(prio %d)", r.Priority)
+		} else if r.PID == 0 {
+			pid, started = "-", "-"
+		}
+		return p.Print(r, r.ID, r.Agent, state, pid, started,
+			fmt.Sprintf("%.2fs", r.CPU), cliutil.HumanSize(r.RSS), fmt.Sprint(r.FDs), fmt.Sprint(r.Tokens), what)
 	})
 	if ferr := p.Flush(); err == nil {
 		err = ferr

@@ -23,12 +23,13 @@ func main() {
 	app := cliutil.App("ox-spawn", "start a run of an agent: a command, or an LLM agent with a task")
 	app.Version = version
 	app.ArgsUsage = "[TASK...] | -- COMMAND [ARG...]"
-	app.Description = "With -- COMMAND, runs the command as a run of the agent; otherwise runs the LLM runner ox-agent with TASK. The agent is created, with the default policy, if it does not exist. Attaches by default: prints the run's records as they come (JSON lines, or text on a terminal) and exits with the run's status (128+N if a signal N killed it); Ctrl-C sends SIGINT to the run. With -d prints the run record and returns. A pipe or file on stdin is the run's input (records from ox-recall become an LLM run's context)."
+	app.Description = "With -- COMMAND, runs the command as a run of the agent; otherwise runs the LLM runner ox-agent with TASK. The agent is created, with the default policy, if it does not exist. Attaches by default: prints the run's records as they come (JSON lines, or text on a terminal) and exits with the run's status (128+N if a signal N killed it); Ctrl-C sends SIGINT to the run. With -d prints the run record and returns. Beyond the limits of [runs] in oxios.toml the run waits in oxiosd's queue (state queued), higher --priority first. A pipe or file on stdin is the run's input (records from ox-recall become an LLM run's context)."
 	app.Flags = cliutil.ClientFlags(
 		&cli.BoolFlag{Name: "detach", Aliases: []string{"d"}, Usage: "print the run record and return; the run goes on"},
 		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "the model of an LLM run (default: the [llm] model of oxios.toml)"},
 		&cli.StringSliceFlag{Name: "env", Aliases: []string{"e"}, Usage: "add `NAME=VALUE` to the run's environment (repeatable)"},
 		&cli.BoolFlag{Name: "no-stdin", Aliases: []string{"n"}, Usage: "do not read stdin (for scripts whose stdin never ends)"},
+		&cli.IntFlag{Name: "priority", Aliases: []string{"p"}, Usage: "the run's place when it waits for admission: higher `P` first (default 0)"},
 	)
 	app.Action = spawn
 	cliutil.Run(app)
@@ -50,7 +51,7 @@ func spawn(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	a := proto.SpawnArgs{Agent: agent, Model: c.String("model"), Env: c.StringSlice("env")}
+	a := proto.SpawnArgs{Agent: agent, Model: c.String("model"), Env: c.StringSlice("env"), Priority: c.Int("priority")}
 	args := c.Args().Slice()
 	if dashdash() {
 		if len(args) == 0 {

@@ -20,6 +20,7 @@ complete -c ox-spawn -n 'not __ox_spawn_after_dashdash' -s d -l detach -d 'print
 complete -c ox-spawn -n 'not __ox_spawn_after_dashdash' -s m -l model -x -d 'the model of an LLM run'
 complete -c ox-spawn -n 'not __ox_spawn_after_dashdash' -s e -l env -x -a '(set -n | string replace -r \'$\' =)' -d 'add NAME=VALUE to the run environment'
 complete -c ox-spawn -n 'not __ox_spawn_after_dashdash' -s n -l no-stdin -d 'do not read stdin'
+complete -c ox-spawn -n 'not __ox_spawn_after_dashdash' -s p -l priority -x -d 'the place in the admission queue: higher first'
 complete -c ox-spawn -n 'not __ox_spawn_after_dashdash' -s a -l agent -x -d 'act on agent NAME'
 complete -c ox-spawn -n 'not __ox_spawn_after_dashdash' -l socket -r -F -d 'oxiosd socket PATH'
 complete -c ox-spawn -n 'not __ox_spawn_after_dashdash' -l json -d 'print JSON lines even on a terminal'

@@ -97,6 +97,16 @@ type Runs struct {
 	// Cgroups gives each run and exec a control group of its own when the
 	// machine lets oxiosd make them (see supervisor.Cgroups).
 	Cgroups bool `toml:"cgroups"`
+	// MaxConcurrent bounds the runs that run at once, MaxPerAgent those of
+	// one agent (issue 8); beyond them a spawn waits in a priority queue.
+	// 0 is no limit.
+	MaxConcurrent int `toml:"max_concurrent"`
+	MaxPerAgent   int `toml:"max_per_agent"`
+	// OverloadLoad holds queued runs while the 1-minute load average per
+	// core is above it; OverloadMemory while memory pressure (PSI "some
+	// avg10", in percent) is above it. 0 is off.
+	OverloadLoad   float64 `toml:"overload_load"`
+	OverloadMemory float64 `toml:"overload_memory"`
 }
 
 // TTL is the parsed working_ttl.
@@ -252,6 +262,12 @@ func (c *Config) resolve() error {
 	}
 	if c.Runs.Keep < 0 {
 		return fmt.Errorf("config: runs.keep %d: want 0 or more", c.Runs.Keep)
+	}
+	if c.Runs.MaxConcurrent < 0 || c.Runs.MaxPerAgent < 0 {
+		return fmt.Errorf("config: runs.max_concurrent and runs.max_per_agent: want 0 (no limit) or more")
+	}
+	if c.Runs.OverloadLoad < 0 || c.Runs.OverloadMemory < 0 || c.Runs.OverloadMemory > 100 {
+		return fmt.Errorf("config: runs.overload_load (per core) and runs.overload_memory (percent, 0 to 100): want 0 (off) or more")
 	}
 	c.Access.admins = map[uint32]struct{}{}
 	for _, a := range c.Access.Admins {

@@ -24,6 +24,7 @@ const (
 	// Runs (issue 6).
 	EventRunStarted     = "run.started"
 	EventRunExited      = "run.exited"
+	EventRunQueued      = "run.queued" // waits for admission (issue 8)
 	EventBudgetExceeded = "budget.exceeded"
 	EventExec           = "exec"
 )
@@ -37,6 +38,7 @@ var opEvents = map[string]string{
 	proto.OpMemForget:   EventMemoryForgotten,
 	proto.OpRunSpawn:    EventRunStarted,
 	proto.OpRunExit:     EventRunExited,
+	proto.OpRunQueue:    EventRunQueued,
 }
 
 // eventName names what an entry of op with result did: a refusal is

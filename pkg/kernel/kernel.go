@@ -23,6 +23,7 @@ import (
 	"path"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/bus"
@@ -93,7 +94,9 @@ type Kernel struct {
 	budgets map[string]*budgetFile // agent -> its sys/budget.json, once read
 	pol     policyCache
 	live    liveState
-	tools   toolbox // WASM tools (tool.go)
+	tools   toolbox   // WASM tools (tool.go)
+	adm     admission // the run queue (admit.go)
+	started time.Time
 }
 
 // New opens the data directory and starts the committer.
@@ -170,6 +173,8 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 		alog.Close()
 		return nil, err
 	}
+	k.openAdmission()
+	k.started = time.Now().UTC()
 	go k.committer()
 	return k, nil
 }
@@ -185,7 +190,9 @@ func (k *Kernel) SetRunResolver(r RunResolver) { k.runs = r }
 // Close finishes queued transactions and closes the subsystems. Callers
 // stop issuing syscalls first (the server drains its connections).
 func (k *Kernel) Close() error {
-	// Runs first: their ends are audited, through the committer.
+	// Runs first: their ends are audited, through the committer; queued
+	// runs never start.
+	k.closeAdmission()
 	k.sup.Close()
 	k.closeTools()
 	k.txmu.Lock()

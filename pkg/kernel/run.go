@@ -4,13 +4,14 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base32"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/oxios/oxios/pkg/audit"
@@ -162,28 +163,32 @@ func limitsOf(p *policy.Policy) supervisor.Limits {
 // RunSpawn starts a run of a.Agent: a.Command as a process, or the LLM
 // runner with a.Task. The agent is created with the default policy if it
 // does not exist. The start is durable on the audit log before the reply.
-func (k *Kernel) RunSpawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw []byte) (*supervisor.Run, error) {
+//
+// Beyond the limits of admission (admit.go) the run is queued: the record
+// returned is then in state queued, and the run starts when a slot frees.
+func (k *Kernel) RunSpawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw []byte) (proto.RunRecord, error) {
+	var none proto.RunRecord
 	if err := k.authorize(c, a.Agent); err != nil {
 		k.auditDenied(c, proto.OpRunSpawn, a.Agent, raw, err.Code)
-		return nil, err
+		return none, err
 	}
-	fail := func(err *proto.Error) (*supervisor.Run, error) {
+	fail := func(err *proto.Error) (proto.RunRecord, error) {
 		k.auditDenied(c, proto.OpRunSpawn, a.Agent, raw, err.Code)
-		return nil, err
+		return none, err
 	}
 	if len(a.Command) == 0 && strings.TrimSpace(a.Task) == "" {
-		return nil, proto.Errorf(proto.EINVAL, "nothing to run: give a task (an LLM run) or a command after --")
+		return none, proto.Errorf(proto.EINVAL, "nothing to run: give a task (an LLM run) or a command after --")
 	}
 	if len(a.Command) > 0 && a.Task != "" {
-		return nil, proto.Errorf(proto.EINVAL, "give a task or a command, not both")
+		return none, proto.Errorf(proto.EINVAL, "give a task or a command, not both")
 	}
 	for _, e := range a.Env {
 		name, _, ok := strings.Cut(e, "=")
 		if !ok || name == "" || strings.ContainsAny(name, " \t\n\x00") {
-			return nil, proto.Errorf(proto.EINVAL, "env %q: want NAME=VALUE", e)
+			return none, proto.Errorf(proto.EINVAL, "env %q: want NAME=VALUE", e)
 		}
 		if strings.HasPrefix(name, "OXIOS_") {
-			return nil, proto.Errorf(proto.EINVAL, "env %q: OXIOS_ variables are set by oxiosd", e)
+			return none, proto.Errorf(proto.EINVAL, "env %q: OXIOS_ variables are set by oxiosd", e)
 		}
 	}
 	var argv []string
@@ -205,11 +210,11 @@ func (k *Kernel) RunSpawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw [
 		argv = append([]string{prog}, a.Command[1:]...)
 	}
 	if err := k.ensureAgent(ctx, c, a.Agent); err != nil {
-		return nil, err
+		return none, err
 	}
 	pol, err := k.policyOf(a.Agent)
 	if err != nil {
-		return nil, err
+		return none, err
 	}
 	lim, runLim, used := k.budgetLimits(a.Agent, pol)
 	if why := over(used, proto.Budget{}, lim, true); why != "" {
@@ -244,18 +249,15 @@ func (k *Kernel) RunSpawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw [
 	if llm {
 		spec.Task = a.Task
 	}
-	r, err := k.sup.Start(spec)
+	rec, _, err := k.admit(ctx, c, spec, a.Priority, k.agentLimit(pol.Limits.Runs), raw)
 	if err != nil {
-		return fail(ioError(err))
+		var pe *proto.Error
+		if errors.As(err, &pe) && pe.Code != proto.ESHUTDOWN {
+			return fail(pe)
+		}
+		return none, err
 	}
-	rec := r.Record()
-	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpRunSpawn, Target: a.Agent + ":" + id, Args: audit.ArgsDigest(raw)}, data: &rec}
-	if err := k.submit(ctx, t, true); err != nil {
-		// Not on the log: it must not run.
-		r.Signal(syscall.SIGKILL)
-		return nil, err
-	}
-	return r, nil
+	return rec, nil
 }
 
 // runExited records a run's end: on the audit log (the target holds its
@@ -296,6 +298,8 @@ func (k *Kernel) runExited(r *supervisor.Run) {
 	if err != nil {
 		k.log.Warn("run exit not audited", "run", rec.ID, "err", err)
 	}
+	k.wallExceeded(r, &rec)
+	k.release(rec.Agent)
 }
 
 // run returns a run that c may act on.
@@ -312,43 +316,86 @@ func (k *Kernel) run(c *Cred, op, id string, raw []byte) (*supervisor.Run, error
 }
 
 // RunAttach calls emit with each record of a run (one JSON object), from
-// its first, until its exit record or ctx ends.
+// its first, until its exit record or ctx ends. A queued run's record
+// comes first, and the run's own records once it starts.
 func (k *Kernel) RunAttach(ctx context.Context, c *Cred, id string, raw []byte, emit func([]byte) error) error {
-	r, err := k.run(c, proto.OpRunAttach, id, raw)
+	r, p, err := k.lookup(c, proto.OpRunAttach, id, raw)
 	if err != nil {
 		return err
 	}
-	return r.Follow(ctx, emit)
+	skip := 0
+	if p != nil {
+		rec := p.record()
+		b, _ := json.Marshal(&rec)
+		if err := emit(b); err != nil {
+			return err
+		}
+		if r, err = k.settled(ctx, p); err != nil && r == nil {
+			var pe *proto.Error
+			if errors.As(err, &pe) && pe.Code == proto.ESRCH {
+				return nil
+			}
+			return err
+		}
+		if r.Record().PID == 0 {
+			skip = 1 // ended in the queue: its log starts with the record sent
+		}
+	}
+	return r.Follow(ctx, func(b []byte) error {
+		if skip > 0 {
+			skip--
+			return nil
+		}
+		return emit(b)
+	})
 }
 
 // RunWait calls emit with the exit record of each run, in the order they
-// exit.
+// exit; a queued run is waited for until it has started and exited (or
+// was killed in the queue).
 func (k *Kernel) RunWait(ctx context.Context, c *Cred, ids []string, raw []byte, emit func(*proto.ExitRecord) error) error {
 	if len(ids) == 0 {
 		return proto.Errorf(proto.EINVAL, "no runs to wait for")
 	}
-	runs := make([]*supervisor.Run, len(ids))
+	type waited struct {
+		r   *supervisor.Run
+		p   *pending
+		err error
+	}
+	runs := make([]waited, len(ids))
 	for i, id := range ids {
-		r, err := k.run(c, proto.OpRunWait, id, raw)
+		r, p, err := k.lookup(c, proto.OpRunWait, id, raw)
 		if err != nil {
 			return err
 		}
-		runs[i] = r
+		runs[i] = waited{r: r, p: p}
 	}
-	exited := make(chan *supervisor.Run, len(runs))
-	for _, r := range runs {
+	exited := make(chan waited, len(runs))
+	for _, w := range runs {
 		go func() {
+			if w.p != nil {
+				w.r, w.err = k.settled(ctx, w.p)
+				if w.r == nil {
+					if ctx.Err() == nil {
+						exited <- w
+					}
+					return
+				}
+			}
 			select {
-			case <-r.Done():
-				exited <- r
+			case <-w.r.Done():
+				exited <- w
 			case <-ctx.Done():
 			}
 		}()
 	}
 	for range runs {
 		select {
-		case r := <-exited:
-			rec := r.Record()
+		case w := <-exited:
+			if w.r == nil {
+				return w.err
+			}
+			rec := w.r.Record()
 			ex := proto.ExitRecord{Type: proto.RecordExit, Run: rec.ID, Agent: rec.Agent, Signal: rec.Signal, Error: rec.Error, Limits: rec.Limits}
 			if rec.Status != nil {
 				ex.Status = *rec.Status
@@ -368,7 +415,8 @@ func (k *Kernel) RunWait(ctx context.Context, c *Cred, ids []string, raw []byte,
 }
 
 // RunKill sends a signal to each run's process group; emit gets each
-// run's record after it.
+// run's record after it. A queued run that is sent a signal that ends a
+// process leaves the queue, its exit recorded (128+N) as if it had run.
 func (k *Kernel) RunKill(ctx context.Context, c *Cred, a proto.KillArgs, raw []byte, emit func(*proto.RunRecord) error) error {
 	sig, err := supervisor.ParseSignal(a.Signal)
 	if err != nil {
@@ -378,19 +426,40 @@ func (k *Kernel) RunKill(ctx context.Context, c *Cred, a proto.KillArgs, raw []b
 		return proto.Errorf(proto.EINVAL, "no runs to signal")
 	}
 	for _, id := range a.Runs {
-		r, err := k.run(c, proto.OpRunKill, id, raw)
+		r, p, err := k.lookup(c, proto.OpRunKill, id, raw)
 		if err != nil {
 			return err
 		}
-		serr := r.Signal(sig)
-		t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpRunKill, Target: r.Agent() + ":" + id + " SIG" + supervisor.SignalName(sig), Args: audit.ArgsDigest(raw), Result: errCode(serr)}}
+		var serr error
+		var rec proto.RunRecord
+		switch {
+		case p != nil:
+			r, serr = k.killQueued(ctx, c, p, sig)
+			switch {
+			case serr != nil:
+			case r != nil:
+				serr = r.Signal(sig)
+				rec = r.Record()
+			case p.run != nil:
+				rec = p.run.Record()
+			default:
+				rec = p.record()
+			}
+		default:
+			serr = r.Signal(sig)
+			rec = r.Record()
+		}
+		agent := rec.Agent
+		if agent == "" {
+			agent = p.spec.Agent
+		}
+		t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpRunKill, Target: agent + ":" + id + " SIG" + supervisor.SignalName(sig), Args: audit.ArgsDigest(raw), Result: errCode(serr)}}
 		if err := k.submit(ctx, t, true); err != nil {
 			return err
 		}
 		if serr != nil {
 			return serr
 		}
-		rec := r.Record()
 		if err := emit(&rec); err != nil {
 			return err
 		}
@@ -399,7 +468,9 @@ func (k *Kernel) RunKill(ctx context.Context, c *Cred, a proto.KillArgs, raw []b
 }
 
 // RunPs calls emit with the record of each run c may see: the live ones
-// (of a.Agent, when given), and with a.All the ended ones kept too.
+// (of a.Agent, when given), then the queued ones in the order they will
+// start, and with a.All the ended ones kept too. The resources of a live
+// run are sampled now, summed over its processes.
 func (k *Kernel) RunPs(ctx context.Context, c *Cred, a proto.PsArgs, raw []byte, emit func(*proto.RunRecord) error) error {
 	if a.Agent != "" {
 		if err := k.authorize(c, a.Agent); err != nil {
@@ -407,16 +478,39 @@ func (k *Kernel) RunPs(ctx context.Context, c *Cred, a proto.PsArgs, raw []byte,
 			return err
 		}
 	}
-	for _, r := range k.sup.Runs(a.All) {
-		if (a.Agent != "" && r.Agent() != a.Agent) || k.authorize(c, r.Agent()) != nil {
-			continue
-		}
-		rec := r.Record()
+	for _, rec := range k.runRecords(c, a) {
 		if err := emit(&rec); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// runRecords are the records RunPs lists.
+func (k *Kernel) runRecords(c *Cred, a proto.PsArgs) []proto.RunRecord {
+	var runs []*supervisor.Run
+	for _, r := range k.sup.Runs(a.All) {
+		if (a.Agent != "" && r.Agent() != a.Agent) || k.authorize(c, r.Agent()) != nil {
+			continue
+		}
+		runs = append(runs, r)
+	}
+	use := k.sup.Sample(runs)
+	out := make([]proto.RunRecord, 0, len(runs))
+	for _, r := range runs {
+		rec := r.Record()
+		if u, ok := use[rec.ID]; ok {
+			rec.CPU, rec.RSS, rec.FDs, rec.Procs = u.CPU, u.RSS, u.FDs, u.Procs
+		}
+		out = append(out, rec)
+	}
+	for _, rec := range k.queuedRecords() {
+		if (a.Agent != "" && rec.Agent != a.Agent) || k.authorize(c, rec.Agent) != nil {
+			continue
+		}
+		out = append(out, rec)
+	}
+	return out
 }
 
 // RunsLive is the number of runs not yet exited (for status and tests).

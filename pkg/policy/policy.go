@@ -107,6 +107,9 @@ type Limits struct {
 	CPU       Duration    `toml:"cpu"`
 	Processes uint64      `toml:"processes"`
 	OpenFiles uint64      `toml:"open_files"`
+	// Runs bounds the agent's runs at once; more wait in oxiosd's queue
+	// (issue 8).
+	Runs int `toml:"runs"`
 }
 
 // Duration is a Go duration in TOML ("30s", "1h"; "0" is none).
@@ -184,6 +187,9 @@ func Parse(b []byte) (*Policy, error) {
 		default:
 			return nil, &Error{Line: lineOf(b, "kinds"), Reason: fmt.Sprintf("memory.kinds: %q is not a kind (working, episodic, semantic)", k)}
 		}
+	}
+	if p.Limits.Runs < 0 {
+		return nil, &Error{Line: lineOf(b, "runs"), Reason: "limits.runs may not be negative"}
 	}
 	if p.Memory.Quota < 0 {
 		return nil, &Error{Line: lineOf(b, "quota"), Reason: "memory.quota may not be negative"}

@@ -30,6 +30,13 @@ const (
 	// limits (forks at the process limit, memory), entered before its
 	// run.exit; not a request.
 	OpRunLimit = "run.limit"
+	// OpRunQueue is the audit op of a spawn that waits for admission (the
+	// limits of [runs] in oxios.toml, or an overloaded host); its run.spawn
+	// entry follows when it starts. Not a request.
+	OpRunQueue = "run.queue"
+	// OpRunWall is the audit op (result EDQUOT) of a run its wall time
+	// budget ended, the budget.exceeded event; not a request.
+	OpRunWall = "run.wall"
 
 	OpBudgetShow   = "budget.show"
 	OpBudgetSet    = "budget.set"
@@ -55,6 +62,7 @@ const (
 
 // Run states.
 const (
+	RunQueued  = "queued" // waiting for admission
 	RunRunning = "running"
 	RunStopped = "stopped" // SIGSTOP'd
 	RunExited  = "exited"
@@ -75,15 +83,21 @@ type SpawnArgs struct {
 	// Env adds KEY=VALUE pairs to the run's environment.
 	Env    []string `json:"env,omitempty"`
 	Attach bool     `json:"attach,omitempty"`
+	// Priority orders the runs that wait for admission: higher first,
+	// then first come first served. Default 0.
+	Priority int `json:"priority,omitempty"`
 }
 
 // RunRecord is the "run" record: a run as ox-ps shows it.
 type RunRecord struct {
-	Type      string     `json:"type"` // always "run"
-	ID        string     `json:"id"`
-	Agent     string     `json:"agent"`
-	PID       int        `json:"pid,omitempty"`
-	State     string     `json:"state"`
+	Type     string `json:"type"` // always "run"
+	ID       string `json:"id"`
+	Agent    string `json:"agent"`
+	PID      int    `json:"pid,omitempty"`
+	State    string `json:"state"`
+	Priority int    `json:"priority,omitempty"`
+	// Queued is when a run that waited for admission was spawned.
+	Queued    *time.Time `json:"queued,omitempty"`
 	Started   time.Time  `json:"started"`
 	Ended     *time.Time `json:"ended,omitempty"`
 	Command   []string   `json:"command,omitempty"`
@@ -97,13 +111,18 @@ type RunRecord struct {
 	Error  string `json:"error,omitempty"`
 	// Limits: as in the exit record.
 	Limits string `json:"limits,omitempty"`
-	// Resources, sampled when asked for (ox-ps).
-	CPU    float64 `json:"cpu,omitempty"` // seconds, user+system
-	RSS    int64   `json:"rss,omitempty"` // bytes
-	Tokens int64   `json:"tokens,omitempty"`
-	Cost   float64 `json:"cost,omitempty"`
-	Execs  int64   `json:"execs,omitempty"`
-	Text   string  `json:"text"`
+	// Resources, sampled from /proc when asked for (ox-ps, ox-top): the
+	// sums over the run's processes (its process group and descendants).
+	CPU   float64 `json:"cpu,omitempty"`   // seconds, user+system, with reaped children's
+	RSS   int64   `json:"rss,omitempty"`   // bytes
+	FDs   int     `json:"fds,omitempty"`   // open file descriptors
+	Procs int     `json:"procs,omitempty"` // processes
+	// CPUPercent is the CPU use between two samples (ox-top), 100 = a core.
+	CPUPercent *float64 `json:"cpu_percent,omitempty"`
+	Tokens     int64    `json:"tokens,omitempty"`
+	Cost       float64  `json:"cost,omitempty"`
+	Execs      int64    `json:"execs,omitempty"`
+	Text       string   `json:"text"`
 }
 
 // OutputRecord is the "output" record: one line a process run wrote.

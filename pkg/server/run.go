@@ -27,15 +27,14 @@ func serveRunSpawn(ctx context.Context, c *conn, req *proto.Request) ([]byte, er
 	if err := decodeArgs(req, &a); err != nil {
 		return nil, err
 	}
-	r, err := c.s.k.RunSpawn(ctx, c.cred, a, req.Args)
+	rec, err := c.s.k.RunSpawn(ctx, c.cred, a, req.Args)
 	if err != nil {
 		return nil, err
 	}
 	if !a.Attach {
-		rec := r.Record()
 		return marshal(&rec)
 	}
-	return nil, c.s.k.RunAttach(c.follow, c.cred, r.ID(), req.Args, c.itemSender(req.ID))
+	return nil, c.s.k.RunAttach(c.follow, c.cred, rec.ID, req.Args, c.itemSender(req.ID))
 }
 
 // itemSender sends each record as an item, flushed at once: a run's

@@ -102,6 +102,9 @@ func main() {
 	if run("recall") {
 		benchRecall(dir)
 	}
+	if run("events") {
+		benchEvents(d.sock)
+	}
 	if run("spawn") {
 		benchSpawn(d, 200)
 	}

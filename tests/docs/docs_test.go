@@ -469,11 +469,14 @@ func TestSystemdUnits(t *testing.T) {
 	for _, mode := range []struct{ name, src string }{
 		{"system", "contrib/systemd"},
 		{"user", "contrib/systemd/user"},
+		// Examples (a timer and its job), verified as user units.
+		{"examples", "contrib/systemd/examples"},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
 			units, _ := filepath.Glob(filepath.Join(root, mode.src, "*.service"))
 			sockets, _ := filepath.Glob(filepath.Join(root, mode.src, "*.socket"))
-			units = append(units, sockets...)
+			timers, _ := filepath.Glob(filepath.Join(root, mode.src, "*.timer"))
+			units = append(append(units, sockets...), timers...)
 			if len(units) == 0 {
 				t.Fatalf("no units in %s", mode.src)
 			}
@@ -482,7 +485,7 @@ func TestSystemdUnits(t *testing.T) {
 				t.Fatal(err)
 			}
 			args := []string{}
-			if mode.name == "user" {
+			if mode.name != "system" {
 				args = append(args, "--user")
 			}
 			args = append(args, "verify")
@@ -493,7 +496,7 @@ func TestSystemdUnits(t *testing.T) {
 					t.Fatal(err)
 				}
 				s := string(b)
-				if strings.HasSuffix(u, ".service") {
+				if strings.HasSuffix(u, ".service") && strings.HasPrefix(filepath.Base(u), "oxiosd") {
 					for _, want := range []string{"Type=notify", "ExecStart=@BINDIR@/oxiosd"} {
 						if !strings.Contains(s, want) {
 							t.Errorf("%s lacks %s", u, want)

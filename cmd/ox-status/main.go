@@ -1,0 +1,280 @@
+// Command ox-status checks that Oxios works here: the daemon's socket,
+// its mount, its data dir, the config, the policies and the model
+// endpoint, and says what to fix. See ox-status(1).
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/oxios/oxios/pkg/client"
+	"github.com/oxios/oxios/pkg/cliutil"
+	"github.com/oxios/oxios/pkg/config"
+	"github.com/oxios/oxios/pkg/policy"
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+var version = "0.1.0-dev"
+
+func main() {
+	def := proto.DefaultPaths()
+	app := cliutil.App("ox-status", "check that Oxios works here, and say what to fix")
+	app.Version = version
+	app.Description = "Checks, in order: the config file parses; the daemon answers on its socket; its mount is there and answers; it can write its data dir; the policy files of its policies folder parse; its model endpoint answers, when one is configured. Prints one check record per check (a table on a terminal), with what to do about each that failed, and exits 1 if any failed. Paths come from the daemon when it answers, else from the config file."
+	app.Flags = []cli.Flag{
+		cliutil.SocketFlag, cliutil.JSONFlag,
+		&cli.StringFlag{Name: "config", Usage: "the config file `FILE` to check (\"\" for none)", Value: def.Config, EnvVars: []string{"OXIOS_CONFIG"}, TakesFile: true},
+		&cli.DurationFlag{Name: "timeout", Usage: "how long each check may take", Value: 3 * time.Second},
+	}
+	app.Action = status
+	cliutil.Run(app)
+}
+
+type checker struct {
+	p      *cliutil.Printer
+	failed int
+}
+
+func (ch *checker) add(name string, err error, ok, fix string) {
+	rec := proto.CheckRecord{Type: proto.RecordCheck, Check: name, OK: err == nil, Text: ok}
+	mark := "ok"
+	if err != nil {
+		ch.failed++
+		rec.Text, rec.Fix, mark = err.Error(), fix, "FAIL"
+	}
+	row := rec.Text
+	if rec.Fix != "" {
+		row += " -- fix: " + rec.Fix
+	}
+	ch.p.Print(&rec, name, mark, row)
+}
+
+func status(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return cliutil.Usagef("ox-status takes no arguments (got %q)", c.Args().First())
+	}
+	timeout := c.Duration("timeout")
+	ch := &checker{p: cliutil.NewPrinter(c, "CHECK", "", "WHAT")}
+	defer ch.p.Flush()
+
+	// The config, as oxiosd would read it.
+	file := c.String("config")
+	cfg, cerr := config.Load(file, c.IsSet("config"))
+	switch {
+	case cerr != nil:
+		ch.add("config", cerr, "", "correct the key or value named (oxios.toml(5) documents each; share/oxios.toml has them all at their defaults), then systemctl reload oxiosd or send oxiosd SIGHUP")
+	case file == "":
+		ch.add("config", nil, "no config file: the defaults", "")
+	case cfg.File == "":
+		ch.add("config", nil, file+" does not exist: the defaults", "")
+	default:
+		ch.add("config", nil, file+" parses", "")
+	}
+
+	// The socket: the daemon answers, and says what it runs with.
+	sock := c.String("socket")
+	if sock == "" {
+		sock = proto.SocketPath()
+	}
+	ctx, cancel := context.WithTimeout(c.Context, timeout)
+	cl, err := client.Dial(ctx, sock)
+	var d *proto.DaemonRecord
+	if err == nil {
+		var rec proto.DaemonRecord
+		rec, err = cl.Status(ctx)
+		cl.Close()
+		if err == nil {
+			d = &rec
+		}
+	}
+	cancel()
+	if err != nil {
+		fix := "start oxiosd: systemctl start oxiosd.socket (the system's), systemctl --user start oxiosd.socket (yours), or oxiosd & ; if it runs elsewhere, set OXIOS_SOCKET or --socket to its socket"
+		var pe *proto.Error
+		if errors.As(err, &pe) && (pe.Code == proto.EACCES || pe.Code == proto.EPERM) {
+			fix = "ask the admin to grant your user agents in [access.users] of oxios.toml, and the socket's group (socket_group)"
+		} else if errors.As(err, &pe) && pe.Code == proto.ENOSYS {
+			fix = "this oxiosd is older than ox-status: restart it from the same build"
+		}
+		ch.add("socket", fmt.Errorf("%s: %v", sock, err), "", fix)
+	} else {
+		ch.add("socket", nil, fmt.Sprintf("%s answers: %s", sock, d.Text), "")
+	}
+
+	// The rest from the daemon when it answered, else from the config.
+	mount, data, pols, llm := "", cfg.Data, cfg.Policies, cfg.LLM.BaseURL
+	if !cfg.NoMount {
+		mount = cfg.Mount
+	}
+	if d != nil {
+		mount = d.Mount
+		if d.Data != "" { // the admin's: paths
+			data, pols, llm = d.Data, d.Policies, d.LLM
+		}
+	}
+
+	switch {
+	case d != nil && mount == "":
+		ch.add("mount", nil, "oxiosd serves without a mount (--no-mount)", "")
+	default:
+		err := checkMount(mount, timeout)
+		ch.add("mount", err, mount+" is mounted and answers",
+			"is oxiosd running? It mounts at start: /dev/fuse must exist and, as a user, fusermount3 be installed (make deps); a stale mount left by a crash: fusermount3 -u "+mount+", then restart oxiosd")
+	}
+
+	if d != nil {
+		label := data
+		if d.Data == "" {
+			label = "its data dir"
+		}
+		var err error
+		if !d.DataWritable {
+			err = fmt.Errorf("oxiosd cannot write %s: %s", label, d.DataError)
+		}
+		ch.add("data", err, "oxiosd can write "+label, "free space on it (df), make it the daemon user's with mode 0700 and its file system read-write; then restart oxiosd")
+	} else {
+		err := checkDir(data)
+		ch.add("data", err, data+" is writable", "create it (mkdir -m 0700 "+data+") as the user oxiosd runs as, or free space on it")
+	}
+
+	err = checkPolicies(pols)
+	ch.add("policies", err, "the policy files of "+pols+" parse", "correct the line named (oxios-policy(5)); ox-policy set -a NAME FILE checks a policy before it applies it")
+
+	if llm == "" {
+		ch.add("llm", nil, "no model endpoint configured: LLM runs are off (process runs work)", "")
+	} else {
+		msg, err := checkLLM(c.Context, llm, timeout)
+		ch.add("llm", err, msg, "check that the endpoint runs and is reachable from here, and [llm] base_url in oxios.toml (an OpenAI-compatible API base such as http://localhost:11434/v1)")
+	}
+	if ch.failed > 0 {
+		ch.p.Flush()
+		return cliutil.Silent(cliutil.ExitFailure)
+	}
+	return nil
+}
+
+// checkMount checks that dir is a mount point in /proc/self/mountinfo and
+// that listing it answers within timeout (a hung FUSE daemon does not).
+func checkMount(dir string, timeout time.Duration) error {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return err
+	}
+	found := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) > 4 && unescape(fs[4]) == dir {
+			found = true
+		}
+	}
+	f.Close()
+	if !found {
+		return fmt.Errorf("%s is not mounted", dir)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := os.ReadDir(filepath.Join(dir, "agent"))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("%s is mounted but does not answer: %v", dir, err)
+		}
+		return nil
+	case <-time.After(timeout):
+		return fmt.Errorf("%s is mounted but did not answer within %s", dir, timeout)
+	}
+}
+
+// unescape undoes mountinfo's octal escapes (\040 for a space).
+func unescape(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			var n int
+			if _, err := fmt.Sscanf(s[i+1:i+4], "%3o", &n); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// checkDir checks that a file can be created in dir (DATA/tmp when it
+// exists, as oxiosd would).
+func checkDir(dir string) error {
+	if fi, err := os.Stat(dir); err != nil {
+		return err
+	} else if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	in := dir
+	if fi, err := os.Stat(filepath.Join(dir, "tmp")); err == nil && fi.IsDir() {
+		in = filepath.Join(dir, "tmp")
+	}
+	f, err := os.CreateTemp(in, "ox-status-")
+	if err != nil {
+		return err
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}
+
+// checkPolicies parses every NAME.toml of dir; a missing dir is fine.
+func checkPolicies(dir string) error {
+	names, err := filepath.Glob(filepath.Join(dir, "*.toml"))
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	var bad []string
+	for _, n := range names {
+		b, err := os.ReadFile(n)
+		if err == nil {
+			_, err = policy.Parse(b)
+		}
+		if err != nil {
+			bad = append(bad, fmt.Sprintf("%s: %v", n, err))
+		}
+	}
+	if len(bad) > 0 {
+		return errors.New(strings.Join(bad, "; "))
+	}
+	return nil
+}
+
+// checkLLM asks the endpoint for its models: any HTTP answer means it is
+// reachable (a 401 says the key is wrong, which the runner would report).
+func checkLLM(ctx context.Context, base string, timeout time.Duration) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	url := strings.TrimSuffix(base, "/") + "/models"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("%s: %v", base, err)
+	}
+	resp.Body.Close()
+	return fmt.Sprintf("%s answers (GET /models: %s)", base, resp.Status), nil
+}

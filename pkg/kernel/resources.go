@@ -1,0 +1,77 @@
+package kernel
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+// Resources (issue 8) samples, now, what the runs c may see use (CPU
+// time, RSS, open fds and processes summed over each run's processes,
+// from /proc; tokens and cost as charged), the host's load and the state
+// of admission. Nothing is sampled between calls: ox-top asks each
+// second while it runs, and an idle oxiosd reads nothing.
+func (k *Kernel) Resources(ctx context.Context, c *Cred, a proto.ResourcesArgs, raw []byte) (proto.ResourcesRecord, error) {
+	if a.Agent != "" {
+		if err := k.authorize(c, a.Agent); err != nil {
+			k.auditDenied(c, proto.OpResources, a.Agent, raw, err.Code)
+			return proto.ResourcesRecord{}, err
+		}
+	}
+	rec := proto.ResourcesRecord{Type: proto.RecordResources, Time: time.Now().UTC(), Host: readHost(), Admission: k.admissionState()}
+	rec.Host.Why = k.judgeHost(&rec.Host)
+	rec.Host.Overloaded = rec.Host.Why != ""
+	rec.Runs = k.runRecords(c, proto.PsArgs{Agent: a.Agent})
+	var cpu float64
+	var rss int64
+	for _, r := range rec.Runs {
+		cpu += r.CPU
+		rss += r.RSS
+	}
+	rec.Text = fmt.Sprintf("%d running, %d queued; load %.2f on %d cores; runs: %.1fs CPU, %d MiB RSS",
+		rec.Admission.Running, rec.Admission.Queued, rec.Host.Load1, rec.Host.Cores, cpu, rss>>20)
+	return rec, nil
+}
+
+// Status describes the daemon for ox-status: what it runs with, and
+// whether it can write its data dir now (a file created in DATA/tmp and
+// removed). Anyone who may connect may ask; it changes nothing and is not
+// audited.
+func (k *Kernel) Status(ctx context.Context, c *Cred) proto.DaemonRecord {
+	rec := proto.DaemonRecord{
+		Type: proto.RecordDaemon, Server: "oxiosd/" + Version, PID: os.Getpid(), Started: k.started,
+		Config: k.cfg.File, Data: k.cfg.Data, Socket: k.cfg.Socket, Policies: k.cfg.Policies,
+		LLM: k.liveCfg().LLM.BaseURL,
+	}
+	if !k.cfg.NoMount {
+		rec.Mount = k.cfg.Mount
+	}
+	dir := filepath.Join(k.cfg.Data, "tmp")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		rec.DataError = err.Error()
+	} else if f, err := os.CreateTemp(dir, "status-"); err != nil {
+		rec.DataError = err.Error()
+	} else {
+		_, err := f.Write([]byte("ok\n"))
+		if serr := f.Sync(); err == nil {
+			err = serr
+		}
+		f.Close()
+		os.Remove(f.Name())
+		if err != nil {
+			rec.DataError = err.Error()
+		} else {
+			rec.DataWritable = true
+		}
+	}
+	if !c.Admin {
+		// Paths are the admin's business; a granted user learns the version.
+		rec.Config, rec.Data, rec.Policies, rec.LLM = "", "", "", ""
+	}
+	rec.Text = fmt.Sprintf("%s pid %d, up %s", rec.Server, rec.PID, time.Since(k.started).Round(time.Second))
+	return rec
+}

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/oxios/oxios/pkg/bus"
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+// benchEvents measures the event bus (issue 8): its fan-out in process
+// (10 subscribers, at 100k events/s and flat out), and through oxiosd the
+// latency of a syscall that publishes (state.save) under a load of saves,
+// without subscribers and with 10 ox-events-like subscribers reading every
+// event, in the same run.
+func benchEvents(sock string) {
+	const subs = 10
+	// In process: 10 subscribers draining as fast as they can.
+	fan := func(perSec float64, span time.Duration) (pub, got, lost float64) {
+		b := bus.New()
+		var wg sync.WaitGroup
+		var recv, drop atomic.Int64
+		stop := make(chan struct{})
+		for i := 0; i < subs; i++ {
+			s := b.Subscribe(8192, nil)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer s.Close()
+				var evs []bus.Event
+				for {
+					select {
+					case <-s.Ready():
+					case <-stop:
+						evs, l := s.Take(evs[:0])
+						recv.Add(int64(len(evs)))
+						drop.Add(int64(l))
+						return
+					}
+					var l uint64
+					evs, l = s.Take(evs[:0])
+					recv.Add(int64(len(evs)))
+					drop.Add(int64(l))
+				}
+			}()
+		}
+		ev := bus.Event{Name: "state.changed", Agent: "bench", Key: "k", Op: "state.save", Result: "ok", Time: time.Now()}
+		start := time.Now()
+		var n int64
+		for time.Since(start) < span {
+			// Batches of 64, as the committer publishes a batch at once.
+			if perSec > 0 {
+				due := int64(perSec * time.Since(start).Seconds())
+				if n >= due {
+					time.Sleep(100 * time.Microsecond)
+					continue
+				}
+			}
+			evs := make([]bus.Event, 64)
+			for i := range evs {
+				evs[i] = ev
+				evs[i].Seq = uint64(n + int64(i) + 1)
+			}
+			b.Publish(evs...)
+			n += 64
+		}
+		el := time.Since(start).Seconds()
+		close(stop)
+		wg.Wait()
+		return float64(n) / el, float64(recv.Load()) / subs / el, float64(drop.Load())
+	}
+	pub, got, lost := fan(100000, *dur)
+	report("bus: 100k events/s paced, 10 subs: published/s", pub, 0, ">= 100k/s")
+	report("bus: ... delivered per subscriber (/s)", got, pub, "1.00x")
+	report("bus: ... events lost (all subscribers)", lost, 0, "0")
+	pub, got, _ = fan(0, *dur)
+	report("bus: flat out, 10 subs: published/s", pub, 0, "(capacity)")
+	report("bus: ... delivered per subscriber (/s)", got, pub, "")
+
+	// Through oxiosd: the latency of a save under a load of saves, then
+	// the same with 10 subscribers of every event.
+	phase := func(nsubs int) (lat []time.Duration, evRate, delivered float64) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var got atomic.Int64
+		var swg sync.WaitGroup
+		for i := 0; i < nsubs; i++ {
+			c := dial(sock)
+			swg.Add(1)
+			go func() {
+				defer swg.Done()
+				defer c.Close()
+				c.Events(ctx, proto.EventsArgs{}, func(rec json.RawMessage) error {
+					got.Add(1)
+					return nil
+				})
+			}()
+		}
+		if nsubs > 0 {
+			// Subscribed: a save reaches every subscriber.
+			c := dial(sock)
+			want := got.Load() + int64(nsubs)
+			c.StateSave(ctx, "evbench", "ready", []byte("x"))
+			for got.Load() < want {
+				time.Sleep(time.Millisecond)
+			}
+			c.Close()
+		}
+		var stop atomic.Bool
+		var saved atomic.Int64
+		var wg sync.WaitGroup
+		for w := 0; w < 16; w++ {
+			c := dial(sock)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				saved.Add(saves(c, fmt.Sprintf("load%d", w), 64, &stop))
+			}()
+		}
+		probe := dial(sock)
+		g0 := got.Load()
+		start := time.Now()
+		v := []byte(strings.Repeat("p", 100))
+		for time.Since(start) < *dur {
+			t := time.Now()
+			if _, err := probe.StateSave(context.Background(), "evbench", "probe", v); err != nil {
+				fatal(err)
+			}
+			lat = append(lat, time.Since(t))
+		}
+		el := time.Since(start).Seconds()
+		stop.Store(true)
+		wg.Wait()
+		probe.Close()
+		delivered = float64(got.Load()-g0) / el
+		cancel()
+		swg.Wait()
+		return lat, (float64(saved.Load()) + float64(len(lat))) / el, delivered
+	}
+	pct := func(l []time.Duration, p int) time.Duration {
+		sort.Slice(l, func(i, j int) bool { return l[i] < l[j] })
+		return l[len(l)*p/100]
+	}
+	l0, r0, _ := phase(0)
+	l1, r1, d1 := phase(subs)
+	report("oxiosd: saves (events) /s, 16 clients, no subs", r0, 0, "")
+	report("oxiosd: saves (events) /s, 16 clients, 10 subs", r1, r0, "")
+	report("oxiosd: events delivered /s (10 subs, all)", d1, r1*subs, "1.00x")
+	m0, m1 := pct(l0, 50), pct(l1, 50)
+	reportMs("state.save latency, no subscribers (median)", m0, 0, "")
+	reportMs("state.save latency, 10 subscribers (median)", m1, m0, "<= 1.10x")
+	reportMs("state.save latency, no subscribers (p99)", pct(l0, 99), 0, "")
+	reportMs("state.save latency, 10 subscribers (p99)", pct(l1, 99), pct(l0, 99), "")
+}
