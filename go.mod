@@ -13,6 +13,7 @@ require (
 	github.com/urfave/cli/v2 v2.27.7
 	golang.org/x/sys v0.49.0
 	lukechampine.com/blake3 v1.4.1
+	github.com/robfig/cron/v3 v3.0.1
 )
 
 require (
