@@ -37,6 +37,8 @@ var opEvents = map[string]string{
 	proto.OpMemForget:   EventMemoryForgotten,
 	proto.OpRunSpawn:    EventRunStarted,
 	proto.OpRunExit:     EventRunExited,
+	// Schedules (issue 8).
+	proto.OpScheduleFire: EventScheduleFired,
 }
 
 // eventName names what an entry of op with result did: a refusal is

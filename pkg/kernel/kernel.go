@@ -93,7 +93,8 @@ type Kernel struct {
 	budgets map[string]*budgetFile // agent -> its sys/budget.json, once read
 	pol     policyCache
 	live    liveState
-	tools   toolbox // WASM tools (tool.go)
+	tools   toolbox    // WASM tools (tool.go)
+	sched   schedState // schedules (schedule.go)
 }
 
 // New opens the data directory and starts the committer.
@@ -185,7 +186,9 @@ func (k *Kernel) SetRunResolver(r RunResolver) { k.runs = r }
 // Close finishes queued transactions and closes the subsystems. Callers
 // stop issuing syscalls first (the server drains its connections).
 func (k *Kernel) Close() error {
-	// Runs first: their ends are audited, through the committer.
+	// No new firing; then the runs: their ends are audited, through the
+	// committer.
+	k.stopScheduler()
 	k.sup.Close()
 	k.closeTools()
 	k.txmu.Lock()

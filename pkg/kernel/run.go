@@ -154,6 +154,12 @@ func limitsOf(p *policy.Policy) supervisor.Limits {
 // runner with a.Task. The agent is created with the default policy if it
 // does not exist. The start is durable on the audit log before the reply.
 func (k *Kernel) RunSpawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw []byte) (*supervisor.Run, error) {
+	return k.spawn(ctx, c, a, raw, nil)
+}
+
+// spawn is RunSpawn with sysEnv, OXIOS_ variables oxiosd adds (a
+// scheduled run's OXIOS_SCHEDULE).
+func (k *Kernel) spawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw []byte, sysEnv []string) (*supervisor.Run, error) {
 	if err := k.authorize(c, a.Agent); err != nil {
 		k.auditDenied(c, proto.OpRunSpawn, a.Agent, raw, err.Code)
 		return nil, err
@@ -226,6 +232,7 @@ func (k *Kernel) RunSpawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw [
 			env = append(env, "OXIOS_LLM_KEY="+key)
 		}
 	}
+	env = append(env, sysEnv...)
 	env = append(env, a.Env...)
 	spec := supervisor.Spec{
 		ID: id, Agent: a.Agent, Argv: argv, Env: env, Dir: dir, Stdin: []byte(a.Input),
