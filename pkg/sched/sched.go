@@ -334,7 +334,9 @@ func (s *Scheduler) loop() {
 		for _, f := range due {
 			s.dispatch(f)
 		}
-		t.Reset(earliest.Sub(now))
+		// Firing takes time: the timer counts from now, not from the
+		// start of this pass.
+		t.Reset(earliest.Sub(s.clock.Now()))
 		select {
 		case <-t.C():
 		case <-s.wake:
