@@ -460,7 +460,8 @@ func (k *Kernel) recordFiring(c *Cred, f sched.Firing, run, result string) {
 	}{due, rec.Fired})
 	t := &tx{
 		entry: &audit.Entry{Actor: actor(c), Op: proto.OpScheduleFire, Target: target, Args: audit.ArgsDigest(args), Result: result},
-		key:   j.Name, data: &rec,
+		// The key as a replay from the audit log has it: NAME RUN.
+		key: strings.TrimPrefix(target, j.Agent+":"), data: &rec,
 	}
 	// The file changes when the schedule moves or a run started; a
 	// manual run that failed changes nothing.

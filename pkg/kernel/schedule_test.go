@@ -262,7 +262,7 @@ func TestScheduleOverlapSkip(t *testing.T) {
 					t.Fatalf("fired while the run runs: %+v", ev)
 				}
 				if ev.Op == proto.OpScheduleFire && ev.Result == proto.EBUSY {
-					if !strings.Contains(ev.Key, "slow") || ev.Data.(*proto.JobRecord).Running != r.Run {
+					if ev.Key != "slow "+r.Run || ev.Data.(*proto.JobRecord).Running != r.Run {
 						t.Fatalf("skip %+v", ev)
 					}
 					skipped = true
