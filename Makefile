@@ -145,6 +145,8 @@ install: build ## install binaries, man pages, completions, systemd units, defau
 		chmod 0644 $(DESTDIR)$(SYSTEMDUSERDIR)/$${u##*/}; done
 	install -d $(DESTDIR)$(DATADIR)/oxios
 	install -m 0644 share/oxios.toml $(DESTDIR)$(DATADIR)/oxios/oxios.toml
+	install -d $(DESTDIR)$(DATADIR)/oxios/policies
+	install -m 0644 $(wildcard share/policies/*.toml) $(DESTDIR)$(DATADIR)/oxios/policies/
 	install -d $(DESTDIR)$(DATADIR)/oxios/tools
 	install -m 0644 $(TOOLWASM) $(addprefix share/tools/,$(addsuffix .json,$(TOOLS))) $(DESTDIR)$(DATADIR)/oxios/tools/
 	@# The shipped defaults as a starting point, never over an existing file.
@@ -167,6 +169,8 @@ uninstall: ## remove what install installed (an edited /etc/oxios/oxios.toml sta
 	rm -f $(addprefix $(DESTDIR)$(SYSTEMDUSERDIR)/,$(notdir $(USERUNITS)))
 	rm -f $(DESTDIR)$(DATADIR)/oxios/oxios.toml
 	rm -f $(addprefix $(DESTDIR)$(DATADIR)/oxios/tools/,$(addsuffix .wasm,$(TOOLS)) $(addsuffix .json,$(TOOLS)))
+	rm -f $(addprefix $(DESTDIR)$(DATADIR)/oxios/policies/,$(notdir $(wildcard share/policies/*.toml)))
+	@rmdir $(DESTDIR)$(DATADIR)/oxios/policies 2>/dev/null || true
 	@rmdir $(DESTDIR)$(DATADIR)/oxios/tools 2>/dev/null || true
 	@rmdir $(DESTDIR)$(DATADIR)/oxios 2>/dev/null || true
 	@if cmp -s share/oxios.toml $(DESTDIR)$(SYSCONFDIR)/oxios/oxios.toml; then \

@@ -8,7 +8,7 @@
 set -euo pipefail
 
 bindir=$(cd "${1:-bin}" && pwd)
-for b in oxiosd ox-state ox-audit ox-commit ox-events ox-remember ox-recall ox-forget ox-spawn ox-ps ox-wait ox-kill ox-attach ox-exec ox-budget ox-agent fakellm; do
+for b in oxiosd ox-state ox-audit ox-commit ox-events ox-remember ox-recall ox-forget ox-spawn ox-ps ox-wait ox-kill ox-attach ox-exec ox-budget ox-agent ox-policy fakellm; do
 	[[ -x $bindir/$b ]] || { echo "demo: no $bindir/$b; run make build first" >&2; exit 2; }
 done
 export PATH=$bindir:$PATH
@@ -205,6 +205,17 @@ say "WASM tools run in a sandbox: the workspace at /work, nothing else of the ho
 run "echo '{\"disks\":[{\"name\":\"sda\",\"free\":\"12G\"}]}' | ox-exec -a ops --wasm jsonq -- -r .disks[0].free"
 run "printf 'the disk is full\nthe backup is not\n' | ox-exec -a ops --wasm textstat -- -top 2 | jq -c '{lines,words,top_words}'"
 run "ox-audit log --op 'tool.run' | jq -c '{seq,op,target,result}'"
+
+say "Each agent has a policy the kernel enforces on every syscall, socket and mount alike; only the admin changes it."
+run "ox-policy show -a ops | grep -A3 '^\\[state\\]'"
+run "ox-policy check -a ops state.save notes/seen | $jq"
+say "A stricter policy: ops may write notes/disk only, and exec no date. Which past actions would it have refused?"
+run "ox-policy show -a ops | sed -e 's|^write = .*|write = [\"notes/disk\"]|' -e 's|\"date\", ||' > \$dir/stricter.toml"
+fails 1 "ox-audit export | ox-policy test -a ops \$dir/stricter.toml | jq -c '{seq,op,target,change,rule}'"
+run "ox-policy set -a ops \$dir/stricter.toml | jq -c '{type,agent,digest}'"
+fails 77 "ox-spawn -a ops -- /bin/sh -c 'ox-state save notes/seen again' >/dev/null"
+say "The refusal is on the audit log, with the rule that refused it."
+run "ox-audit log -a ops --json | jq -c 'select(.result == \"EPERM\") | {seq,op,target,result}' | tail -2"
 
 say "Every change and refusal is an entry of a hash-chained audit log."
 run "ox-audit log -n 4 | $jq"

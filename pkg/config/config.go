@@ -94,6 +94,9 @@ type Runs struct {
 	// ../share/oxios/tools beside oxiosd (an install), else ../share/tools
 	// (a build in the source tree). See ToolsDir.
 	Tools string `toml:"tools"`
+	// Cgroups gives each run and exec a control group of its own when the
+	// machine lets oxiosd make them (see supervisor.Cgroups).
+	Cgroups bool `toml:"cgroups"`
 }
 
 // TTL is the parsed working_ttl.
@@ -135,7 +138,7 @@ func Default() Config {
 		Limits:   Limits{MaxValue: proto.DefaultMaxValue},
 		Memory:   Memory{WorkingTTL: "24h", EmbeddingsModel: "text-embedding-3-small", EmbeddingsKeyEnv: "OPENAI_API_KEY"},
 		LLM:      LLM{Model: "gpt-4o-mini", KeyEnv: "OPENAI_API_KEY", Timeout: "2m", Retries: 4},
-		Runs:     Runs{Keep: 1000},
+		Runs:     Runs{Keep: 1000, Cgroups: true},
 		Policies: filepath.Join(filepath.Dir(p.Config), "policies"),
 	}
 }

@@ -97,7 +97,7 @@ func (k *Kernel) Exec(ctx context.Context, c *Cred, a proto.ExecArgs, raw []byte
 		capBytes = 1 << 20
 	}
 	res, err := supervisor.Exec(ctx, supervisor.ExecSpec{
-		Argv: argv, Dir: dir, Stdin: []byte(a.Stdin), Timeout: timeout, Cap: capBytes, Limits: limitsOf(p),
+		Argv: argv, Dir: dir, Stdin: []byte(a.Stdin), Timeout: timeout, Cap: capBytes, Limits: limitsOf(p), Cgroups: k.sup.Cgroups,
 		Env: []string{"PATH=" + runPath(), "HOME=" + dir, "LANG=C.UTF-8", "OXIOS_AGENT=" + a.Agent},
 	})
 	if err != nil {

@@ -54,6 +54,15 @@ func (k *Kernel) openSupervisor() error {
 	}
 	s.Keep = k.cfg.Runs.Keep
 	s.OnExit = k.runExited
+	if k.cfg.Runs.Cgroups {
+		cg, err := supervisor.OpenCgroups()
+		if err != nil {
+			k.log.Info("no cgroups for runs: the rlimits of [limits] only", "why", err)
+		} else {
+			k.log.Info("cgroups for runs", "where", cg.String())
+			s.Cgroups = cg
+		}
+	}
 	k.sup = s
 	k.runs = runResolver{s}
 	return nil

@@ -228,8 +228,18 @@ type qterm struct {
 type scored struct {
 	doc   uint32
 	score float64
-	time  int64 // the document's, so ties do not depend on doc numbers
+	time  int64  // the document's, so ties do not depend on doc numbers
+	id    string // the document's, the last tie-break
 }
+
+// scoreQuantum is the resolution at which scores are compared. A
+// document's BM25 score is a sum whose order follows the pruning, which
+// follows the doc numbers; an index rebuilt from the files numbers them
+// otherwise, and the sum may differ in its last bits. Compared at this
+// resolution, a rebuilt index ranks exactly as the live one did.
+const scoreQuantum = 1e-9
+
+func quantize(x float64) float64 { return math.Round(x/scoreQuantum) * scoreQuantum }
 
 func (ix *Index) idf(df int) float64 {
 	n := float64(ix.live)
@@ -311,7 +321,7 @@ func (ix *Index) topK(q []qterm, k int, accept func(n uint32) bool) []scored {
 		ub := w * tf / (tf + k1*(1-b+b*float64(p.minLen)*invAvg))
 		curs = append(curs, cursor{docs: p.docs, tfs: p.tfs, w: w, ub: ub})
 	}
-	sort.Slice(curs, func(i, j int) bool { return curs[i].ub < curs[j].ub })
+	sort.SliceStable(curs, func(i, j int) bool { return curs[i].ub < curs[j].ub })
 	prefix := make([]float64, len(curs))
 	sum := 0.0
 	for i := range curs {
@@ -344,7 +354,7 @@ func (ix *Index) topK(q []qterm, k int, accept func(n uint32) bool) []scored {
 		for i := firstEss - 1; i >= 0; i-- {
 			// Strictly below: a document that only ties the k-th
 			// score may still win on time (see better).
-			if score+prefix[i] < threshold {
+			if score+prefix[i] < threshold-scoreQuantum {
 				break
 			}
 			c := &curs[i]
@@ -353,7 +363,7 @@ func (ix *Index) topK(q []qterm, k int, accept func(n uint32) bool) []scored {
 				score += contrib(c, d)
 			}
 		}
-		cand := scored{d, score, ix.docs[d].time}
+		cand := scored{d, score, ix.docs[d].time, ix.docs[d].id}
 		if len(h) == k && !better(cand, h[0]) {
 			continue
 		}
@@ -378,18 +388,18 @@ func (ix *Index) topK(q []qterm, k int, accept func(n uint32) bool) []scored {
 	return out
 }
 
-// better orders by score, then by the newer document: by its time, and
-// at equal times by its number (which follows insertion order). Times
-// decide across batches, so an index rebuilt from the files, in another
+// better orders by score (at scoreQuantum), then by the newer document:
+// by its time, and at equal times by its id (ids grow with time). Neither
+// depends on doc numbers, so an index rebuilt from the files, in another
 // insertion order than the live one, ranks ties the same.
 func better(a, b scored) bool {
-	if a.score != b.score {
-		return a.score > b.score
+	if qa, qb := quantize(a.score), quantize(b.score); qa != qb {
+		return qa > qb
 	}
 	if a.time != b.time {
 		return a.time > b.time
 	}
-	return a.doc > b.doc
+	return a.id > b.id
 }
 
 // minHeap keeps the k best scored documents with the worst at the root.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // synthCorpus makes n documents of about 30 words drawn from a Zipfian
@@ -57,7 +58,7 @@ func bruteBM25(ix *Index, query string) []scored {
 	}
 	var out []scored
 	for d, s := range scores {
-		out = append(out, scored{d, s, ix.docs[d].time})
+		out = append(out, scored{d, s, ix.docs[d].time, ix.docs[d].id})
 	}
 	sort.Slice(out, func(i, j int) bool { return better(out[i], out[j]) })
 	return out
@@ -192,5 +193,48 @@ func TestConcurrent(t *testing.T) {
 	var buf bytes.Buffer
 	if err := ix.Save(&buf); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRebuildRanksTheSame: an index built from the same documents in
+// another order (as a rebuild from the files is) numbers documents and
+// terms otherwise, and must still rank every query exactly the same,
+// ties included (many documents here share a time and differ by a word).
+func TestRebuildRanksTheSame(t *testing.T) {
+	docs, words := synthCorpus(3000, 300, 7)
+	at := time.Unix(1700000000, 0)
+	for i := range docs {
+		docs[i].ID = fmt.Sprintf("m%05d", i)
+		docs[i].Time = at.Add(time.Duration(i/100) * time.Second) // batches of 100 share a time
+	}
+	live := New(DefaultParams)
+	for _, d := range docs {
+		if err := live.Add(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	shuffled := append([]Doc(nil), docs...)
+	rand.New(rand.NewPCG(3, 4)).Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+	rebuilt := New(DefaultParams)
+	if err := rebuilt.AddBatch(shuffled); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 200; i++ {
+		q := words[i%len(words)] + " " + words[(i*7+3)%len(words)] + " " + words[(i*13+5)%40]
+		for _, opt := range []Options{{K: 20}, {K: 20, BM25Only: true}} {
+			a, err := live.Search(q, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := rebuilt.Search(q, opt)
+			if len(a) == 0 || len(a) != len(b) {
+				t.Fatalf("%q: %d and %d hits", q, len(a), len(b))
+			}
+			for j := range a {
+				if a[j].ID != b[j].ID {
+					t.Fatalf("%q (bm25 only %v): hit %d is %s live, %s rebuilt", q, opt.BM25Only, j, a[j].ID, b[j].ID)
+				}
+			}
+		}
 	}
 }

@@ -126,7 +126,7 @@ func (ix *Index) expand(q []qterm, fb []scored) []qterm {
 		if top[i].w != top[j].w {
 			return top[i].w > top[j].w
 		}
-		return top[i].term < top[j].term
+		return ix.termStr[top[i].term] < ix.termStr[top[j].term]
 	})
 	top = top[:min(len(top), feedbackTerms)]
 	var fbSum, qSum float64
@@ -147,7 +147,9 @@ func (ix *Index) expand(q []qterm, fb []scored) []qterm {
 	for t, w := range weights {
 		out = append(out, qterm{t, w})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].term < out[j].term })
+	// By the term itself, not its number: a rebuilt index numbers terms
+	// otherwise, and the order of the terms is the order of the sums.
+	sort.Slice(out, func(i, j int) bool { return ix.termStr[out[i].term] < ix.termStr[out[j].term] })
 	return out
 }
 
@@ -201,7 +203,7 @@ func (ix *Index) fuse(q []qterm, cand []scored, qvec []float32, k int) []Hit {
 		if dx.time != dy.time {
 			return dx.time > dy.time
 		}
-		return cand[x].doc > cand[y].doc
+		return dx.id > dy.id
 	})
 	idx = idx[:min(len(idx), k)]
 	out := make([]scored, len(idx))

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"os/exec"
+	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -20,7 +22,12 @@ type ExecSpec struct {
 	// read and dropped, so the command never blocks on a full pipe.
 	Cap    int
 	Limits Limits
+	// Cgroups, when set, bounds the exec's processes together in a
+	// cgroup of their own.
+	Cgroups *Cgroups
 }
+
+var execSeq atomic.Uint64
 
 // ExecResult is how it went.
 type ExecResult struct {
@@ -72,7 +79,17 @@ func Exec(ctx context.Context, s ExecSpec) (ExecResult, error) {
 	out, errb := &capped{max: s.Cap}, &capped{max: s.Cap}
 	cmd.Stdout, cmd.Stderr = out, errb
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	var group *Group
+	if s.Cgroups != nil {
+		// A group failing to be made leaves the rlimits: they still bind.
+		group, _ = s.Cgroups.New("exec-"+strconv.FormatUint(execSeq.Add(1), 10), s.Limits)
+	}
+	defer group.Remove()
+	err := group.Start(func(attr *syscall.SysProcAttr) error {
+		cmd.SysProcAttr = attr
+		return cmd.Start()
+	}, cmd.SysProcAttr, s.Limits)
+	if err != nil {
 		return ExecResult{}, err
 	}
 	if err := SetLimits(cmd.Process.Pid, s.Limits); err != nil {
@@ -80,7 +97,7 @@ func Exec(ctx context.Context, s ExecSpec) (ExecResult, error) {
 		cmd.Wait()
 		return ExecResult{}, err
 	}
-	err := cmd.Wait()
+	err = cmd.Wait()
 	res := ExecResult{Stdout: out.buf.Bytes(), Stderr: errb.buf.Bytes(), Truncated: out.over || errb.over, Duration: time.Since(start)}
 	res.TimedOut = ctx.Err() != nil
 	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)

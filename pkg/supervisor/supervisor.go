@@ -84,6 +84,9 @@ type Supervisor struct {
 	OnExit func(*Run)
 	// Keep is how many ended runs are kept (records and logs).
 	Keep int
+	// Cgroups, when the machine offers them, gives each run a control
+	// group bounding its processes together (see Cgroups).
+	Cgroups *Cgroups
 
 	mu     sync.RWMutex
 	runs   map[string]*Run
@@ -120,6 +123,7 @@ type Run struct {
 	changed chan struct{} // closed (and replaced) when a record is added
 	done    chan struct{} // closed once the exit record is in the log
 	cmd     *exec.Cmd
+	group   *Group // its cgroup, or nil
 	wall    *time.Timer
 	reason  string // why the supervisor ended it, for the exit record
 	// Usage charged to this run by the kernel.
@@ -204,13 +208,22 @@ func (s *Supervisor) Start(spec Spec) (*Run, error) {
 		r.abandon()
 		return nil, proto.Errorf(proto.ESHUTDOWN, "oxiosd is shutting down")
 	}
-	err = cmd.Start()
+	if s.Cgroups != nil {
+		if r.group, err = s.Cgroups.New(spec.ID, spec.Limits); err != nil {
+			s.log.Warn("run cgroup", "run", spec.ID, "err", err)
+		}
+	}
+	err = r.group.Start(func(attr *syscall.SysProcAttr) error {
+		cmd.SysProcAttr = attr
+		return cmd.Start()
+	}, cmd.SysProcAttr, spec.Limits)
 	outW.Close()
 	errW.Close()
 	if err != nil {
 		s.mu.Unlock()
 		outR.Close()
 		errR.Close()
+		r.group.Remove()
 		r.abandon()
 		return nil, proto.Errorf(proto.ENOENT, "%s: %v", spec.Argv[0], unwrapExec(err))
 	}
@@ -324,6 +337,9 @@ func (r *Run) wait(outR, errR *os.File, readers *sync.WaitGroup) {
 	s := r.s
 	defer s.live.Done()
 	err := r.cmd.Wait()
+	// The run has ended when its leader has: what is left in its cgroup
+	// ends with it.
+	r.group.Remove()
 	// A grandchild may still hold the pipes: the run has ended when its
 	// leader has, so what it wrote so far is read and then no more.
 	drained := make(chan struct{})
@@ -456,7 +472,15 @@ func (r *Run) Signal(sig syscall.Signal) error {
 }
 
 func (r *Run) signal(sig syscall.Signal) error {
-	return syscall.Kill(-r.rec.PID, sig)
+	err := syscall.Kill(-r.rec.PID, sig)
+	// Processes of the run that left its process group are still in its
+	// cgroup.
+	for _, pid := range r.group.Procs() {
+		if pgidOf(pid) != r.rec.PID {
+			syscall.Kill(pid, sig)
+		}
+	}
+	return err
 }
 
 // append adds a record (one JSON object, no newline) to the run's log.
@@ -715,6 +739,7 @@ func (s *Supervisor) Close() {
 	}
 	wg.Wait()
 	s.live.Wait()
+	s.Cgroups.Close()
 }
 
 // load reads the logs of earlier runs: a log's first record is its run

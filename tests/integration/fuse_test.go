@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/oxios/oxios/share"
 )
 
 // The FUSE view, driven with real tools on a real mount of a real oxiosd.
@@ -526,8 +528,12 @@ func TestFUSEReadOnly(t *testing.T) {
 			t.Errorf("%s: exit %d %q, want a refusal", script, r.code, r.stderr)
 		}
 	}
-	if out := m.sh(t, "cat agent/ops/policy; ls -A agent/ops/mem/working; ls agent/ops/mem"); out != "episodic\nsemantic\nworking\n" {
+	if out := m.sh(t, "ls -A agent/ops/mem/working; ls agent/ops/mem"); out != "episodic\nsemantic\nworking\n" {
 		t.Fatalf("read-only parts: %q", out)
+	}
+	// The policy is as it was: the default one.
+	if out := m.sh(t, "cat agent/ops/policy"); out != string(share.DefaultPolicy) {
+		t.Fatalf("agent/ops/policy after the refused writes: %q", out)
 	}
 }
 

@@ -1,0 +1,488 @@
+package supervisor
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Cgroups is where oxiosd makes a control group for each run and each
+// exec, so that a run's processes together are bound by its limits: the
+// number of processes (pids.max, which binds root, where RLIMIT_NPROC does
+// not) and their memory. It is what the machine offers: the unified (v2)
+// hierarchy when oxiosd may enable the pids or memory controller there,
+// else the v1 pids and memory hierarchies when they are writable, else
+// nothing, and the rlimits are all there is.
+//
+// On v2 a process starts in its group (clone3's CLONE_INTO_CGROUP). On v1
+// the starting thread joins the group before the fork, so the child is born
+// in it, and leaves it after: no window in which the run could fork outside.
+type Cgroups struct {
+	v2 string // the unified hierarchy: the parent of the groups, or ""
+	// v1: per controller, the parent of the groups and oxiosd's own group
+	// (where the starting thread goes back to).
+	v1 []v1ctl
+}
+
+type v1ctl struct {
+	name, parent, home string
+}
+
+// Group is one run's control group.
+type Group struct {
+	v2   string
+	v1   []string // one dir per controller of Cgroups.v1
+	cg   *Cgroups
+	fd   int // v2: the group's dir, for CLONE_INTO_CGROUP; -1 on v1
+	pids bool
+}
+
+// OpenCgroups finds where oxiosd may make groups, and makes the parent
+// (named after oxiosd's pid, so that daemons side by side do not meet).
+// It returns nil when the machine offers none; why is in the error.
+func OpenCgroups() (*Cgroups, error) {
+	self, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return nil, err
+	}
+	mounts, err := cgroupMounts()
+	if err != nil {
+		return nil, err
+	}
+	paths := parseProcCgroup(string(self))
+	name := "oxios." + strconv.Itoa(os.Getpid())
+	if mnt, ok := mounts[""]; ok {
+		if c, err := openV2(filepath.Join(mnt, paths[""]), name); err == nil {
+			return c, nil
+		}
+	}
+	c := &Cgroups{}
+	var errs []error
+	for _, ctl := range []string{"pids", "memory"} {
+		mnt, ok := mounts[ctl]
+		if !ok {
+			continue
+		}
+		home := filepath.Join(mnt, paths[ctl])
+		parent := filepath.Join(home, name)
+		cleanStale(home)
+		if err := os.Mkdir(parent, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			errs = append(errs, err)
+			continue
+		}
+		c.v1 = append(c.v1, v1ctl{name: ctl, parent: parent, home: home})
+	}
+	if len(c.v1) == 0 {
+		errs = append(errs, errors.New("no writable cgroup hierarchy with the pids or memory controller"))
+		return nil, errors.Join(errs...)
+	}
+	return c, nil
+}
+
+// openV2 enables the pids and memory controllers below dir. A cgroup with
+// controllers for its children may hold no process itself, so oxiosd moves
+// into a leaf of its own first (what systemd's Delegate=yes allows).
+func openV2(dir, name string) (*Cgroups, error) {
+	have, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
+	if err != nil {
+		return nil, err
+	}
+	var enable []string
+	for _, f := range strings.Fields(string(have)) {
+		if f == "pids" || f == "memory" {
+			enable = append(enable, "+"+f)
+		}
+	}
+	if len(enable) == 0 {
+		return nil, fmt.Errorf("%s: no pids or memory controller", dir)
+	}
+	ctl := filepath.Join(dir, "cgroup.subtree_control")
+	if err := os.WriteFile(ctl, []byte(strings.Join(enable, " ")), 0); err != nil {
+		// Busy with processes of its own: move oxiosd into a leaf.
+		leaf := filepath.Join(dir, "oxiosd")
+		if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(leaf, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(ctl, []byte(strings.Join(enable, " ")), 0); err != nil {
+			return nil, err
+		}
+	}
+	cleanStale(dir)
+	parent := filepath.Join(dir, name)
+	if err := os.Mkdir(parent, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), []byte(strings.Join(enable, " ")), 0); err != nil {
+		os.Remove(parent)
+		return nil, err
+	}
+	return &Cgroups{v2: parent}, nil
+}
+
+// String says which hierarchy is used, for the log.
+func (c *Cgroups) String() string {
+	if c == nil {
+		return "none"
+	}
+	if c.v2 != "" {
+		return "v2 " + c.v2
+	}
+	var s []string
+	for _, v := range c.v1 {
+		s = append(s, "v1 "+v.parent)
+	}
+	return strings.Join(s, ", ")
+}
+
+// Close removes the parent (its groups are gone with their runs).
+func (c *Cgroups) Close() {
+	if c == nil {
+		return
+	}
+	if c.v2 != "" {
+		removeTree(c.v2)
+	}
+	for _, v := range c.v1 {
+		removeTree(v.parent)
+	}
+}
+
+// New makes the group id with limits l (0: no limit).
+func (c *Cgroups) New(id string, l Limits) (*Group, error) {
+	g := &Group{cg: c, fd: -1}
+	if c.v2 != "" {
+		g.v2 = filepath.Join(c.v2, id)
+		if err := os.Mkdir(g.v2, 0o755); err != nil {
+			return nil, err
+		}
+		if err := g.limitV2(l); err != nil {
+			os.Remove(g.v2)
+			return nil, err
+		}
+		fd, err := unix.Open(g.v2, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			os.Remove(g.v2)
+			return nil, err
+		}
+		g.fd = fd
+		return g, nil
+	}
+	for _, v := range c.v1 {
+		dir := filepath.Join(v.parent, id)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			g.Remove()
+			return nil, err
+		}
+		g.v1 = append(g.v1, dir)
+		var err error
+		switch v.name {
+		case "pids":
+			g.pids = true
+			if l.Processes > 0 {
+				// One more while the starting thread is in it.
+				err = writeInt(filepath.Join(dir, "pids.max"), l.Processes+1)
+			}
+		case "memory":
+			if l.Memory > 0 {
+				err = writeInt(filepath.Join(dir, "memory.limit_in_bytes"), l.Memory)
+			}
+		}
+		if err != nil {
+			g.Remove()
+			return nil, err
+		}
+	}
+	return g, nil
+}
+
+func (g *Group) limitV2(l Limits) error {
+	if l.Processes > 0 {
+		if err := writeInt(filepath.Join(g.v2, "pids.max"), l.Processes); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	if l.Memory > 0 {
+		if err := writeInt(filepath.Join(g.v2, "memory.max"), l.Memory); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		// No swap to run on past the limit.
+		writeInt(filepath.Join(g.v2, "memory.swap.max"), 0)
+	}
+	return nil
+}
+
+// Start starts cmd inside the group: cmd.Start with the group set up
+// around it. limits are the group's (for pids.max on v1, set once the
+// starting thread is out).
+func (g *Group) Start(start func(attr *syscall.SysProcAttr) error, attr *syscall.SysProcAttr, l Limits) error {
+	if g == nil {
+		return start(attr)
+	}
+	if g.fd >= 0 {
+		attr.UseCgroupFD = true
+		attr.CgroupFD = g.fd
+		return start(attr)
+	}
+	// v1: this thread joins the group, forks (the child is born in the
+	// group) and goes back home. A locked thread does not give birth to
+	// the runtime's new threads (they come from its template thread).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	tid := []byte(strconv.Itoa(unix.Gettid()))
+	var joined []int
+	defer func() {
+		for _, i := range joined {
+			os.WriteFile(filepath.Join(g.cg.v1[i].home, "tasks"), tid, 0)
+		}
+	}()
+	for i, dir := range g.v1 {
+		if err := os.WriteFile(filepath.Join(dir, "tasks"), tid, 0); err != nil {
+			return fmt.Errorf("cgroup %s: %w", dir, err)
+		}
+		joined = append(joined, i)
+	}
+	err := start(attr)
+	for _, i := range joined {
+		os.WriteFile(filepath.Join(g.cg.v1[i].home, "tasks"), tid, 0)
+	}
+	joined = nil
+	if g.pids && l.Processes > 0 {
+		for i, dir := range g.v1 {
+			if g.cg.v1[i].name == "pids" {
+				writeInt(filepath.Join(dir, "pids.max"), l.Processes)
+			}
+		}
+	}
+	return err
+}
+
+// Procs returns the pids in the group (not oxiosd's own).
+func (g *Group) Procs() []int {
+	if g == nil {
+		return nil
+	}
+	dir := g.v2
+	if dir == "" && len(g.v1) > 0 {
+		dir = g.v1[0]
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return nil
+	}
+	self := os.Getpid()
+	var pids []int
+	for _, f := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil && pid != self && pid > 1 {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// Kill sends sig to every process in the group.
+func (g *Group) Kill(sig syscall.Signal) {
+	for _, pid := range g.Procs() {
+		syscall.Kill(pid, sig)
+	}
+}
+
+// Remove kills what is left in the group and removes it.
+func (g *Group) Remove() {
+	if g == nil {
+		return
+	}
+	if g.fd >= 0 {
+		unix.Close(g.fd)
+		g.fd = -1
+	}
+	for try := 0; try < 50 && len(g.Procs()) > 0; try++ {
+		g.Kill(syscall.SIGKILL)
+		unix.Nanosleep(&unix.Timespec{Nsec: 2e6}, nil)
+	}
+	if g.v2 != "" {
+		os.Remove(g.v2)
+	}
+	for _, d := range g.v1 {
+		os.Remove(d)
+	}
+}
+
+// Stats reports what the group's processes use now: their count and
+// memory in bytes (0 where the controller is not there).
+func (g *Group) Stats() (procs, memory uint64) {
+	if g == nil {
+		return 0, 0
+	}
+	if g.v2 != "" {
+		procs = readInt(filepath.Join(g.v2, "pids.current"))
+		memory = readInt(filepath.Join(g.v2, "memory.current"))
+		return procs, memory
+	}
+	for i, d := range g.v1 {
+		switch g.cg.v1[i].name {
+		case "pids":
+			procs = readInt(filepath.Join(d, "pids.current"))
+		case "memory":
+			memory = readInt(filepath.Join(d, "memory.usage_in_bytes"))
+		}
+	}
+	return procs, memory
+}
+
+func writeInt(name string, v uint64) error {
+	return os.WriteFile(name, []byte(strconv.FormatUint(v, 10)), 0)
+}
+
+func readInt(name string) uint64 {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return 0
+	}
+	v, _ := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	return v
+}
+
+// parseProcCgroup maps each v1 controller ("pids", "memory") and the
+// unified hierarchy ("") to the process's path in it.
+func parseProcCgroup(s string) map[string]string {
+	m := map[string]string{}
+	for _, line := range strings.Split(s, "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		if f[1] == "" {
+			m[""] = f[2]
+			continue
+		}
+		for _, ctl := range strings.Split(f[1], ",") {
+			m[ctl] = f[2]
+		}
+	}
+	return m
+}
+
+// cgroupMounts maps each mounted v1 controller, and "" for the unified
+// hierarchy, to its mount point.
+func cgroupMounts() (map[string]string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	m := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		mnt, fstype, opts, ok := parseMountinfo(sc.Text())
+		if !ok {
+			continue
+		}
+		switch fstype {
+		case "cgroup2":
+			if _, seen := m[""]; !seen {
+				m[""] = mnt
+			}
+		case "cgroup":
+			for _, o := range strings.Split(opts, ",") {
+				if _, seen := m[o]; !seen && (o == "pids" || o == "memory") {
+					m[o] = mnt
+				}
+			}
+		}
+	}
+	return m, sc.Err()
+}
+
+// parseMountinfo takes a line of /proc/self/mountinfo apart: the mount
+// point, the file system type and the super block options.
+func parseMountinfo(line string) (mnt, fstype, opts string, ok bool) {
+	f := strings.Fields(line)
+	for i, x := range f {
+		if x == "-" && i >= 5 && len(f) >= i+4 {
+			return unescapeMount(f[4]), f[i+1], f[i+3], true
+		}
+	}
+	return "", "", "", false
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+4 <= len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// cleanStale removes the parents left by oxiosd processes that are gone
+// (a crash): empty groups only, a live process keeps its group.
+func cleanStale(home string) {
+	ents, err := os.ReadDir(home)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		pid, ok := strings.CutPrefix(e.Name(), "oxios.")
+		if !e.IsDir() || !ok {
+			continue
+		}
+		n, err := strconv.Atoi(pid)
+		if err != nil || n == os.Getpid() || syscall.Kill(n, 0) == nil {
+			continue
+		}
+		removeTree(filepath.Join(home, e.Name()))
+	}
+}
+
+// removeTree removes a cgroup dir and the groups below it (cgroup dirs
+// are removed with rmdir, children first).
+func removeTree(dir string) {
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if e.IsDir() {
+			removeTree(filepath.Join(dir, e.Name()))
+		}
+	}
+	os.Remove(dir)
+}
+
+// pgidOf returns the process group of pid, or 0.
+func pgidOf(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// pid (comm) state ppid pgrp ...: comm may hold anything but ')'
+	// ends it last.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 3 {
+		return 0
+	}
+	n, _ := strconv.Atoi(f[2])
+	return n
+}

@@ -1,0 +1,188 @@
+package supervisor
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestParseProcCgroup(t *testing.T) {
+	got := parseProcCgroup("12:pids:/user.slice\n4:memory:/process_api/b3\n3:cpu,cpuacct:/\n1:name=systemd:/init.scope\n0::/system.slice/oxiosd.service\n")
+	want := map[string]string{"pids": "/user.slice", "memory": "/process_api/b3", "cpu": "/", "cpuacct": "/", "name=systemd": "/init.scope", "": "/system.slice/oxiosd.service"}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%q: got %q, want %q", k, got[k], v)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("got %v", got)
+	}
+}
+
+func TestParseMountinfo(t *testing.T) {
+	for _, c := range []struct{ line, mnt, fstype, opts string }{
+		{"35 25 0:30 / /sys/fs/cgroup/pids rw,relatime shared:14 - cgroup cgroup rw,pids", "/sys/fs/cgroup/pids", "cgroup", "rw,pids"},
+		{"30 24 0:26 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate", "/sys/fs/cgroup", "cgroup2", "rw,nsdelegate"},
+		{`40 24 0:26 / /mnt/a\040b rw - cgroup cgroup rw,memory`, "/mnt/a b", "cgroup", "rw,memory"},
+	} {
+		mnt, fstype, opts, ok := parseMountinfo(c.line)
+		if !ok || mnt != c.mnt || fstype != c.fstype || opts != c.opts {
+			t.Errorf("%q: got %q %q %q %v", c.line, mnt, fstype, opts, ok)
+		}
+	}
+	if _, _, _, ok := parseMountinfo("garbage"); ok {
+		t.Error("a line without a separator parsed")
+	}
+}
+
+// cgroupsOrSkip opens the machine's cgroups; a machine without a
+// writable hierarchy has only rlimits, and these tests do not apply.
+func cgroupsOrSkip(t *testing.T) *Cgroups {
+	cg, err := OpenCgroups()
+	if err != nil {
+		t.Skipf("no cgroups here: %v", err)
+	}
+	t.Cleanup(cg.Close)
+	return cg
+}
+
+// alive reports the processes whose command line is argv.
+func alive(argv ...string) []int {
+	want := []byte(strings.Join(argv, "\x00") + "\x00")
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		// A zombie's command line is empty: it is dead.
+		if err == nil && bytes.Equal(b, want) {
+			var pid int
+			for _, c := range e.Name() {
+				pid = pid*10 + int(c-'0')
+			}
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// TestCgroupProcessLimit: a run that forks past [limits] processes is
+// refused the forks (root too: pids.max binds it where RLIMIT_NPROC does
+// not), and what it leaves behind when its leader exits, even a process
+// that left its process group, ends with the run.
+func TestCgroupProcessLimit(t *testing.T) {
+	cg := cgroupsOrSkip(t)
+	s := newSup(t, t.TempDir())
+	s.Cgroups = cg
+	defer s.Close()
+	const limit = 8
+	r, err := s.Start(Spec{ID: "bomb", Agent: "a", Dir: filepath.Join(t.TempDir(), "w"), Env: []string{"PATH=/usr/bin:/bin"},
+		Limits: Limits{Processes: limit},
+		Argv: []string{"/bin/sh", "-c", `for i in $(seq 40); do sleep 31.7 & done
+setsid sleep 31.7 &
+exit 0`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	peak := uint64(0)
+	for done := false; !done; {
+		select {
+		case <-r.Done():
+			done = true
+		case <-time.After(5 * time.Millisecond):
+			if p, _ := r.group.Stats(); p > peak {
+				peak = p
+			}
+		}
+	}
+	if peak == 0 || peak > limit {
+		t.Fatalf("processes in the run's group peaked at %d, limit %d", peak, limit)
+	}
+	if n := len(alive("sleep", "31.7")); n != 0 {
+		t.Fatalf("%d sleeps outlived their run", n)
+	}
+	recs := follow(t, r)
+	var errText string
+	for _, m := range recs {
+		if m["type"] == "output" && m["stream"] == "stderr" {
+			errText += m["text"].(string) + "\n"
+		}
+	}
+	if !strings.Contains(strings.ToLower(errText), "fork") && !strings.Contains(errText, "Resource temporarily unavailable") {
+		t.Fatalf("no fork refused on stderr: %q", errText)
+	}
+	if _, err := os.Stat(cg.v1dirOrV2("bomb")); !os.IsNotExist(err) {
+		t.Fatalf("the run's group is still there: %v", err)
+	}
+}
+
+// TestCgroupSignalReachesEscapee: a signal to a run reaches its processes
+// that left the process group.
+func TestCgroupSignalReachesEscapee(t *testing.T) {
+	cg := cgroupsOrSkip(t)
+	s := newSup(t, t.TempDir())
+	s.Cgroups = cg
+	defer s.Close()
+	r := startSpec(t, s, Spec{ID: "esc", Argv: []string{"/bin/sh", "-c", "setsid sleep 32.9 & wait"}})
+	deadline := time.Now().Add(5 * time.Second)
+	for len(alive("sleep", "32.9")) == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	esc := alive("sleep", "32.9")
+	if len(esc) != 1 || pgidOf(esc[0]) == r.rec.PID {
+		t.Fatalf("escapee %v (pgid %d, run's %d)", esc, pgidOf(esc[0]), r.rec.PID)
+	}
+	if err := r.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-r.Done()
+	if len(alive("sleep", "32.9")) != 0 {
+		t.Fatalf("the escapee %d lives on", esc[0])
+	}
+}
+
+func startSpec(t *testing.T, s *Supervisor, spec Spec) *Run {
+	t.Helper()
+	spec.Agent = "a"
+	spec.Dir = filepath.Join(t.TempDir(), spec.ID)
+	spec.Env = []string{"PATH=/usr/bin:/bin"}
+	r, err := s.Start(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// v1dirOrV2 is where the group id is (its first controller on v1).
+func (c *Cgroups) v1dirOrV2(id string) string {
+	if c.v2 != "" {
+		return filepath.Join(c.v2, id)
+	}
+	return filepath.Join(c.v1[0].parent, id)
+}
+
+// TestExecCgroupMemory: an exec past its memory limit fails, and leaves
+// nothing behind.
+func TestExecCgroupMemory(t *testing.T) {
+	cg := cgroupsOrSkip(t)
+	res, err := Exec(t.Context(), ExecSpec{
+		Argv: []string{"/bin/sh", "-c", `x=$(head -c 200000000 /dev/zero | tr '\0' x); echo ${#x}`},
+		Env:  []string{"PATH=/usr/bin:/bin"}, Dir: t.TempDir(), Cap: 1 << 16, Timeout: 20 * time.Second,
+		Limits: Limits{Memory: 64 << 20}, Cgroups: cg,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status == 0 || bytes.Contains(res.Stdout, []byte("200000000")) {
+		t.Fatalf("a 200 MB string under a 64 MiB limit: status %d, stdout %q", res.Status, res.Stdout)
+	}
+	ents, _ := os.ReadDir(filepath.Dir(cg.v1dirOrV2("x")))
+	for _, e := range ents {
+		if e.IsDir() && strings.HasPrefix(e.Name(), "exec-") {
+			t.Fatalf("exec group %s left behind", e.Name())
+		}
+	}
+}
