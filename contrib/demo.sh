@@ -8,7 +8,7 @@
 set -euo pipefail
 
 bindir=$(cd "${1:-bin}" && pwd)
-for b in oxiosd ox-state ox-audit ox-commit ox-events ox-remember ox-recall ox-forget ox-spawn ox-ps ox-wait ox-kill ox-attach ox-exec ox-budget ox-agent ox-policy ox-top ox-status fakellm; do
+for b in oxiosd ox-state ox-audit ox-commit ox-events ox-remember ox-recall ox-forget ox-spawn ox-ps ox-wait ox-kill ox-attach ox-exec ox-budget ox-agent ox-policy ox-top ox-status ox-schedule fakellm; do
 	[[ -x $bindir/$b ]] || { echo "demo: no $bindir/$b; run make build first" >&2; exit 2; }
 done
 export PATH=$bindir:$PATH
@@ -231,6 +231,19 @@ say "ox-events streams what happens; --since replays from the audit log first, s
 run "ox-events --since 1 -n 3 | $jq"
 run 'next=$(( $(ox-audit head --json | sed "s/.*\"seq\":\([0-9]*\).*/\1/") + 1 ))'
 run "ox-events -a demo --type 'state.*' --since \$next -n 1 & ox-state save -a demo notes/live 'seen live' >/dev/null; wait \$!"
+
+say "Schedules: oxiosd starts runs of an agent on a cron schedule, kept in the agent's versioned tree."
+run "ox-schedule add -a ops --name nightly --cron '30 2 * * *' --tz Europe/Paris --catch-up -- /bin/sh -c 'echo nightly check' | jq -c '{name,schedule,tz,next}'"
+say "ox-schedule run fires a job now, once: a run like any other, audited as schedule.fire and published as schedule.fired with its run."
+run 'next=$(( $(ox-audit head --json | sed "s/.*\"seq\":\([0-9]*\).*/\1/") + 1 ))'
+run 'run=$(ox-schedule run nightly | jq -r .id); echo $run'
+run "ox-wait \$run | jq -c '{run,status}'"
+run "ox-events --type schedule.fired --since \$next -n 1 | jq -c '{event,key,op,result}'"
+say "A job that fires on its own every second; ox-events catches its next firing live."
+run "ox-schedule add -a ops --name tick --cron '@every 1s' -- true | jq -c '{name,schedule,next}'"
+run "ox-events --type schedule.fired -n 1 | jq -c '{event,key,run: .data.run,fired: .data.fired}'"
+run "ox-schedule rm tick | jq -c '{name,deleted}'"
+run "ox-schedule ls | jq -c '{name,agent,next,last_run,last_status}'"
 
 say "Tamper with a copy of the log: change one byte of entry 3. verify names the entry and exits 1."
 run 'cp -a $dir/data $dir/tampered && chmod u+w $dir/tampered/audit/seg-*'

@@ -108,6 +108,11 @@ func run(c *cli.Context) error {
 	// The policy files the admin left while oxiosd was down are in force
 	// before it says it is ready.
 	k.ApplyPolicies(context.Background())
+	// Schedules fire once the socket serves: a job's run, a catch-up at
+	// start too, can call the daemon.
+	if err := k.StartScheduler(nil); err != nil {
+		log.Error("scheduler not started", "err", err)
+	}
 	log.Info("oxiosd ready", "version", version, "socket", cfg.Socket, "activated", activated, "data", cfg.Data, "config", cfg.File)
 	daemon.SdNotify(false, daemon.SdNotifyReady)
 

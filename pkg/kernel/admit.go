@@ -411,3 +411,49 @@ func (k *Kernel) wallExceeded(r *supervisor.Run, rec *proto.RunRecord) {
 		k.log.Warn("wall budget end not audited", "run", rec.ID, "err", err)
 	}
 }
+
+// spawned is a run as its spawner holds it: started (a *supervisor.Run)
+// or still queued (a queuedRun). Done is closed when it has ended.
+type spawned interface {
+	ID() string
+	Done() <-chan struct{}
+	Record() proto.RunRecord
+}
+
+// queuedRun is a run waiting for admission, until it has started and
+// ended.
+type queuedRun struct {
+	k    *Kernel
+	rec  proto.RunRecord // as queued
+	p    *pending        // nil once it left the queue before we looked
+	done chan struct{}
+}
+
+// queuedRun follows the queued run rec to its end.
+func (k *Kernel) queuedRun(rec proto.RunRecord) spawned {
+	q := &queuedRun{k: k, rec: rec, done: make(chan struct{})}
+	k.adm.mu.Lock()
+	q.p = k.adm.byID[rec.ID]
+	k.adm.mu.Unlock()
+	go func() {
+		defer close(q.done)
+		if q.p != nil {
+			<-q.p.done
+		}
+		if r, ok := k.sup.Get(rec.ID); ok {
+			<-r.Done()
+		}
+	}()
+	return q
+}
+
+func (q *queuedRun) ID() string            { return q.rec.ID }
+func (q *queuedRun) Done() <-chan struct{} { return q.done }
+
+// Record is the run's record now: queued, running or ended.
+func (q *queuedRun) Record() proto.RunRecord {
+	if r, ok := q.k.sup.Get(q.rec.ID); ok {
+		return r.Record()
+	}
+	return q.rec
+}

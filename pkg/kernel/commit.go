@@ -26,6 +26,9 @@ type tx struct {
 	event string
 	agent string
 	data  any
+	// key, when set, is the event's key instead of the target's or the
+	// change's (a job's name rather than its file).
+	key string
 	// subs, when set, are the parts of one request that must be durable
 	// together (a batch of memories): each carries its change and entry and
 	// gets its own err; the parent only waits. mem is a memory's analysed
@@ -258,6 +261,9 @@ func (k *Kernel) publish(batch []*tx) {
 		if t.agent != "" {
 			ev.Agent = t.agent
 		}
+		if t.key != "" {
+			ev.Key = t.key
+		}
 		evs = append(evs, ev)
 	}
 	k.bus.Publish(evs...)
@@ -311,6 +317,11 @@ func (k *Kernel) replayAux(payload []byte) error {
 		k.markDirty(spacePath(state.SpaceSys, targetAgent(e.Target), sysPolicy))
 	case proto.OpBudgetCharge, proto.OpBudgetSet, proto.OpBudgetReset, proto.OpRunExit:
 		k.markDirty(spacePath(state.SpaceSys, targetAgent(e.Target), sysBudget))
+	case proto.OpScheduleAdd, proto.OpScheduleRm, proto.OpScheduleFire:
+		if agent, rest, ok := strings.Cut(e.Target, ":"); ok {
+			name, _, _ := strings.Cut(rest, " ")
+			k.markDirty(spacePath(state.SpaceSys, agent, jobKey(name)))
+		}
 	}
 	switch {
 	case e.Seq <= k.auditSeq:

@@ -39,6 +39,8 @@ var opEvents = map[string]string{
 	proto.OpRunSpawn:    EventRunStarted,
 	proto.OpRunExit:     EventRunExited,
 	proto.OpRunQueue:    EventRunQueued,
+	// Schedules (issue 8).
+	proto.OpScheduleFire: EventScheduleFired,
 }
 
 // eventName names what an entry of op with result did: a refusal is

@@ -97,6 +97,7 @@ type Kernel struct {
 	tools   toolbox   // WASM tools (tool.go)
 	adm     admission // the run queue (admit.go)
 	started time.Time
+	sched   schedState // schedules (schedule.go)
 }
 
 // New opens the data directory and starts the committer.
@@ -190,8 +191,9 @@ func (k *Kernel) SetRunResolver(r RunResolver) { k.runs = r }
 // Close finishes queued transactions and closes the subsystems. Callers
 // stop issuing syscalls first (the server drains its connections).
 func (k *Kernel) Close() error {
-	// Runs first: their ends are audited, through the committer; queued
-	// runs never start.
+	// No new firing; then the runs: their ends are audited, through the
+	// committer; queued runs never start.
+	k.stopScheduler()
 	k.closeAdmission()
 	k.sup.Close()
 	k.closeTools()

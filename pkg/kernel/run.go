@@ -167,28 +167,36 @@ func limitsOf(p *policy.Policy) supervisor.Limits {
 // Beyond the limits of admission (admit.go) the run is queued: the record
 // returned is then in state queued, and the run starts when a slot frees.
 func (k *Kernel) RunSpawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw []byte) (proto.RunRecord, error) {
+	rec, _, err := k.spawn(ctx, c, a, raw, nil)
+	return rec, err
+}
+
+// spawn is RunSpawn with sysEnv, OXIOS_ variables oxiosd adds (a
+// scheduled run's OXIOS_SCHEDULE); it returns the run too, started or
+// queued.
+func (k *Kernel) spawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw []byte, sysEnv []string) (proto.RunRecord, spawned, error) {
 	var none proto.RunRecord
 	if err := k.authorize(c, a.Agent); err != nil {
 		k.auditDenied(c, proto.OpRunSpawn, a.Agent, raw, err.Code)
-		return none, err
+		return none, nil, err
 	}
-	fail := func(err *proto.Error) (proto.RunRecord, error) {
+	fail := func(err *proto.Error) (proto.RunRecord, spawned, error) {
 		k.auditDenied(c, proto.OpRunSpawn, a.Agent, raw, err.Code)
-		return none, err
+		return none, nil, err
 	}
 	if len(a.Command) == 0 && strings.TrimSpace(a.Task) == "" {
-		return none, proto.Errorf(proto.EINVAL, "nothing to run: give a task (an LLM run) or a command after --")
+		return none, nil, proto.Errorf(proto.EINVAL, "nothing to run: give a task (an LLM run) or a command after --")
 	}
 	if len(a.Command) > 0 && a.Task != "" {
-		return none, proto.Errorf(proto.EINVAL, "give a task or a command, not both")
+		return none, nil, proto.Errorf(proto.EINVAL, "give a task or a command, not both")
 	}
 	for _, e := range a.Env {
 		name, _, ok := strings.Cut(e, "=")
 		if !ok || name == "" || strings.ContainsAny(name, " \t\n\x00") {
-			return none, proto.Errorf(proto.EINVAL, "env %q: want NAME=VALUE", e)
+			return none, nil, proto.Errorf(proto.EINVAL, "env %q: want NAME=VALUE", e)
 		}
 		if strings.HasPrefix(name, "OXIOS_") {
-			return none, proto.Errorf(proto.EINVAL, "env %q: OXIOS_ variables are set by oxiosd", e)
+			return none, nil, proto.Errorf(proto.EINVAL, "env %q: OXIOS_ variables are set by oxiosd", e)
 		}
 	}
 	var argv []string
@@ -210,11 +218,11 @@ func (k *Kernel) RunSpawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw [
 		argv = append([]string{prog}, a.Command[1:]...)
 	}
 	if err := k.ensureAgent(ctx, c, a.Agent); err != nil {
-		return none, err
+		return none, nil, err
 	}
 	pol, err := k.policyOf(a.Agent)
 	if err != nil {
-		return none, err
+		return none, nil, err
 	}
 	lim, runLim, used := k.budgetLimits(a.Agent, pol)
 	if why := over(used, proto.Budget{}, lim, true); why != "" {
@@ -240,6 +248,7 @@ func (k *Kernel) RunSpawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw [
 			env = append(env, "OXIOS_LLM_KEY="+key)
 		}
 	}
+	env = append(env, sysEnv...)
 	env = append(env, a.Env...)
 	spec := supervisor.Spec{
 		ID: id, Agent: a.Agent, Argv: argv, Env: env, Dir: dir, Stdin: []byte(a.Input),
@@ -249,15 +258,18 @@ func (k *Kernel) RunSpawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw [
 	if llm {
 		spec.Task = a.Task
 	}
-	rec, _, err := k.admit(ctx, c, spec, a.Priority, k.agentLimit(pol.Limits.Runs), raw)
+	rec, r, err := k.admit(ctx, c, spec, a.Priority, k.agentLimit(pol.Limits.Runs), raw)
 	if err != nil {
 		var pe *proto.Error
 		if errors.As(err, &pe) && pe.Code != proto.ESHUTDOWN {
 			return fail(pe)
 		}
-		return none, err
+		return none, nil, err
 	}
-	return rec, nil
+	if r != nil {
+		return rec, r, nil
+	}
+	return rec, k.queuedRun(rec), nil
 }
 
 // runExited records a run's end: on the audit log (the target holds its

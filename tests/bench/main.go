@@ -117,6 +117,9 @@ func main() {
 	if run("wasm") {
 		benchWasm(dir, 200)
 	}
+	if run("schedules") {
+		benchSchedules(d, 1000)
+	}
 	if run("idle") && *idleFor > 0 {
 		idle(d, *idleFor)
 		idleRuns(d, *idleFor)

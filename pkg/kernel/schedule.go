@@ -1,0 +1,473 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/oxios/oxios/pkg/audit"
+	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/sched"
+	"github.com/oxios/oxios/pkg/state"
+)
+
+// Schedules (issue 8): jobs that start runs of an agent on a cron
+// schedule. A job is the file agents/AGENT/sys/schedules/NAME.json of the
+// versioned tree, so ox-commit versions it and it survives restarts; it
+// keeps the last due time it handled, so that a job asking for catch-up
+// runs once at start when oxiosd was down at its time. The timing is
+// pkg/sched's; each firing is a run.spawn of the job's agent, the same
+// syscall path as ox-spawn (policy, budget, audit), followed by a
+// schedule.fire entry naming the run, published as schedule.fired. Job
+// names are unique across agents (ox-schedule rm NAME needs no agent).
+
+// sysSchedules is the folder of an agent's jobs in its sys space.
+const sysSchedules = "schedules"
+
+func jobKey(name string) string { return sysSchedules + "/" + name + ".json" }
+
+// EventScheduleFired is the event of a firing that started a run.
+const EventScheduleFired = "schedule.fired"
+
+// jobFile is a job's file.
+type jobFile struct {
+	Name      string     `json:"name"`
+	Agent     string     `json:"agent"`
+	Schedule  string     `json:"schedule"`
+	TZ        string     `json:"tz,omitempty"`
+	Priority  int        `json:"priority,omitempty"`
+	Overlap   string     `json:"overlap"`
+	CatchUp   bool       `json:"catch_up,omitempty"`
+	Command   []string   `json:"command,omitempty"`
+	Task      string     `json:"task,omitempty"`
+	Created   time.Time  `json:"created"`
+	CreatedBy uint32     `json:"created_by"`
+	LastDue   *time.Time `json:"last_due,omitempty"`
+	LastFired *time.Time `json:"last_fired,omitempty"`
+	LastRun   string     `json:"last_run,omitempty"`
+}
+
+// schedState is the kernel's side of the scheduler. mu orders changes to
+// the jobs and their files: it is held across the commit of each, so
+// that a firing cannot write back the file of a job removed meanwhile.
+type schedState struct {
+	mu   sync.Mutex
+	jobs map[string]*jobFile
+	s    *sched.Scheduler
+}
+
+// checkJobName: job names follow the rules of agent names.
+func checkJobName(name string) *proto.Error {
+	if name == "" {
+		return proto.Errorf(proto.EINVAL, "job name is empty (give one with --name)")
+	}
+	if err := proto.CheckAgent(name); err != nil {
+		err.Message = strings.Replace(err.Message, "agent name", "job name", 1)
+		return err
+	}
+	return nil
+}
+
+// StartScheduler loads the jobs of every agent and starts firing them
+// (clock nil: the system clock). oxiosd calls it once the socket serves,
+// so that a catch-up run at start can reach the daemon.
+func (k *Kernel) StartScheduler(clock sched.Clock) error {
+	s := sched.New(clock, sched.Hooks{Fire: k.fireJob, Skip: k.skipJob})
+	k.sched.mu.Lock()
+	defer k.sched.mu.Unlock()
+	if k.sched.s != nil {
+		return errors.New("scheduler already started")
+	}
+	k.sched.s = s
+	k.sched.jobs = map[string]*jobFile{}
+	for _, agent := range k.state.Agents() {
+		ref := state.Ref(state.SpaceSys, agent)
+		recs, err := k.state.List(ref, sysSchedules)
+		if err != nil {
+			continue
+		}
+		for _, rec := range recs {
+			name, ok := strings.CutSuffix(strings.TrimPrefix(rec.Key, sysSchedules+"/"), ".json")
+			if !ok || strings.Contains(name, "/") {
+				continue
+			}
+			if err := k.loadJob(ref, agent, name, rec.Key); err != nil {
+				k.log.Warn("schedule not loaded", "agent", agent, "file", rec.Key, "err", err)
+			}
+		}
+	}
+	s.Start()
+	if n := len(k.sched.jobs); n > 0 {
+		k.log.Info("schedules loaded", "jobs", n)
+	}
+	return nil
+}
+
+func (k *Kernel) loadJob(ref, agent, name, key string) error {
+	b, _, err := k.state.Load(ref, key)
+	if err != nil {
+		return err
+	}
+	var j jobFile
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	if j.Name != name || j.Agent != agent {
+		return fmt.Errorf("the file names job %q of agent %q", j.Name, j.Agent)
+	}
+	if _, dup := k.sched.jobs[name]; dup {
+		return fmt.Errorf("job %q exists for agent %q too", name, k.sched.jobs[name].Agent)
+	}
+	sj, err := schedJob(&j)
+	if err != nil {
+		return err
+	}
+	if err := k.sched.s.Add(sj); err != nil {
+		return err
+	}
+	k.sched.jobs[name] = &j
+	return nil
+}
+
+func schedJob(j *jobFile) (sched.Job, error) {
+	spec, err := sched.Parse(j.Schedule, j.TZ)
+	if err != nil {
+		return sched.Job{}, err
+	}
+	sj := sched.Job{Name: j.Name, Spec: spec, Overlap: j.Overlap, CatchUp: j.CatchUp}
+	if j.LastDue != nil {
+		sj.LastDue = *j.LastDue
+	}
+	return sj, nil
+}
+
+// stopScheduler stops firing (at Close, before the runs end).
+func (k *Kernel) stopScheduler() {
+	k.sched.mu.Lock()
+	s := k.sched.s
+	k.sched.mu.Unlock()
+	if s != nil {
+		s.Stop()
+	}
+}
+
+// jobRecord is j as a record, with where it stands now.
+func (k *Kernel) jobRecord(j *jobFile) proto.JobRecord {
+	rec := proto.JobRecord{
+		Type: proto.RecordJob, Name: j.Name, Agent: j.Agent, Schedule: j.Schedule, TZ: j.TZ,
+		Priority: j.Priority, Overlap: j.Overlap, CatchUp: j.CatchUp, Command: j.Command, Task: j.Task,
+		Created: j.Created, LastDue: j.LastDue, LastFired: j.LastFired, LastRun: j.LastRun,
+	}
+	if k.sched.s != nil {
+		if st, ok := k.sched.s.Status(j.Name); ok {
+			if !st.Next.IsZero() {
+				n := st.Next.UTC()
+				rec.Next = &n
+			}
+			rec.Running, rec.Pending = st.Running, st.Pending
+		}
+	}
+	if j.LastRun != "" && rec.Running != j.LastRun {
+		if r, ok := k.sup.Get(j.LastRun); ok {
+			if rr := r.Record(); rr.Status != nil {
+				rec.LastStatus = rr.Status
+			}
+		}
+	}
+	what := j.Task
+	if len(j.Command) > 0 {
+		what = strings.Join(j.Command, " ")
+	}
+	tz := j.TZ
+	if tz == "" {
+		tz = "local time"
+	}
+	rec.Text = fmt.Sprintf("%s: %s (%s) for %s: %s", j.Name, j.Schedule, tz, j.Agent, what)
+	return rec
+}
+
+func (j *jobFile) change() *state.Change {
+	v, _ := json.MarshalIndent(j, "", "  ")
+	return &state.Change{Agent: j.Agent, Space: state.SpaceSys, Key: jobKey(j.Name), Value: append(v, '\n')}
+}
+
+func (k *Kernel) schedReady() *proto.Error {
+	if k.sched.s == nil {
+		return proto.Errorf(proto.ESHUTDOWN, "the scheduler is not running")
+	}
+	return nil
+}
+
+// ScheduleAdd adds a job: the caller must be able to act on its agent
+// (the admin, a run of the agent, a user granted it).
+func (k *Kernel) ScheduleAdd(ctx context.Context, c *Cred, a proto.ScheduleAddArgs, raw []byte) (proto.JobRecord, error) {
+	if err := k.authorize(c, a.Agent); err != nil {
+		k.auditDenied(c, proto.OpScheduleAdd, a.Agent+":"+a.Name, raw, err.Code)
+		return proto.JobRecord{}, err
+	}
+	if err := checkJobName(a.Name); err != nil {
+		return proto.JobRecord{}, err
+	}
+	if a.Overlap == "" {
+		a.Overlap = sched.OverlapSkip
+	}
+	if err := sched.CheckOverlap(a.Overlap); err != nil {
+		return proto.JobRecord{}, proto.Errorf(proto.EINVAL, "%v", err)
+	}
+	spec, err := sched.Parse(a.Schedule, a.TZ)
+	if err != nil {
+		return proto.JobRecord{}, proto.Errorf(proto.EINVAL, "%v", err)
+	}
+	switch {
+	case len(a.Command) == 0 && strings.TrimSpace(a.Task) == "":
+		return proto.JobRecord{}, proto.Errorf(proto.EINVAL, "nothing to run: give a task (an LLM run) or a command after --")
+	case len(a.Command) > 0 && a.Task != "":
+		return proto.JobRecord{}, proto.Errorf(proto.EINVAL, "give a task or a command, not both")
+	case len(a.Command) > 0:
+		if _, err := lookPath(a.Command[0]); err != nil {
+			return proto.JobRecord{}, err
+		}
+	}
+	j := &jobFile{
+		Name: a.Name, Agent: a.Agent, Schedule: spec.String(), TZ: a.TZ, Priority: a.Priority,
+		Overlap: a.Overlap, CatchUp: a.CatchUp, Command: a.Command, Task: a.Task,
+		Created: time.Now().UTC().Truncate(time.Second), CreatedBy: c.UID,
+	}
+	sj, err := schedJob(j)
+	if err != nil {
+		return proto.JobRecord{}, proto.Errorf(proto.EINVAL, "%v", err)
+	}
+	k.sched.mu.Lock()
+	defer k.sched.mu.Unlock()
+	if err := k.schedReady(); err != nil {
+		return proto.JobRecord{}, err
+	}
+	if old, ok := k.sched.jobs[a.Name]; ok {
+		return proto.JobRecord{}, proto.Errorf(proto.EEXIST, "job %q exists (of agent %s): ox-schedule rm %s first, or choose another name", a.Name, old.Agent, a.Name)
+	}
+	t := &tx{change: j.change(), entry: &audit.Entry{Actor: actor(c), Op: proto.OpScheduleAdd, Target: a.Agent + ":" + a.Name, Args: audit.ArgsDigest(raw)}, key: a.Name}
+	if err := k.submit(ctx, t, true); err != nil {
+		return proto.JobRecord{}, err
+	}
+	k.sched.jobs[a.Name] = j
+	if err := k.sched.s.Add(sj); err != nil {
+		return proto.JobRecord{}, ioError(err)
+	}
+	return k.jobRecord(j), nil
+}
+
+// job returns the job a.Name if c may act on its agent.
+func (k *Kernel) job(c *Cred, op string, a proto.ScheduleArgs, raw []byte) (*jobFile, error) {
+	if err := checkJobName(a.Name); err != nil {
+		return nil, err
+	}
+	if a.Agent != "" {
+		if err := k.authorize(c, a.Agent); err != nil {
+			k.auditDenied(c, op, a.Agent+":"+a.Name, raw, err.Code)
+			return nil, err
+		}
+	}
+	if err := k.schedReady(); err != nil {
+		return nil, err
+	}
+	j, ok := k.sched.jobs[a.Name]
+	if !ok || (a.Agent != "" && j.Agent != a.Agent) {
+		return nil, proto.Errorf(proto.ENOENT, "no job %q (ox-schedule ls lists the jobs)", a.Name)
+	}
+	if err := k.authorize(c, j.Agent); err != nil {
+		k.auditDenied(c, op, j.Agent+":"+a.Name, raw, err.Code)
+		return nil, err
+	}
+	return j, nil
+}
+
+// ScheduleRm removes a job; a run it started goes on.
+func (k *Kernel) ScheduleRm(ctx context.Context, c *Cred, a proto.ScheduleArgs, raw []byte) (proto.JobRecord, error) {
+	k.sched.mu.Lock()
+	defer k.sched.mu.Unlock()
+	j, err := k.job(c, proto.OpScheduleRm, a, raw)
+	if err != nil {
+		return proto.JobRecord{}, err
+	}
+	rec := k.jobRecord(j)
+	ch := j.change()
+	ch.Value, ch.Delete = nil, true
+	t := &tx{change: ch, entry: &audit.Entry{Actor: actor(c), Op: proto.OpScheduleRm, Target: j.Agent + ":" + j.Name, Args: audit.ArgsDigest(raw)}, key: j.Name}
+	if err := k.submit(ctx, t, true); err != nil {
+		return proto.JobRecord{}, err
+	}
+	delete(k.sched.jobs, j.Name)
+	k.sched.s.Remove(j.Name)
+	rec.Next, rec.Pending, rec.Deleted = nil, false, true
+	return rec, nil
+}
+
+// ScheduleList calls emit with each job c may see, by name.
+func (k *Kernel) ScheduleList(ctx context.Context, c *Cred, a proto.ScheduleListArgs, raw []byte, emit func(*proto.JobRecord) error) error {
+	if a.Agent != "" {
+		if err := k.authorize(c, a.Agent); err != nil {
+			k.auditDenied(c, proto.OpScheduleList, a.Agent, raw, err.Code)
+			return err
+		}
+	}
+	k.sched.mu.Lock()
+	if err := k.schedReady(); err != nil {
+		k.sched.mu.Unlock()
+		return err
+	}
+	var recs []proto.JobRecord
+	for _, j := range k.sched.jobs {
+		if (a.Agent != "" && j.Agent != a.Agent) || k.authorize(c, j.Agent) != nil {
+			continue
+		}
+		recs = append(recs, k.jobRecord(j))
+	}
+	k.sched.mu.Unlock()
+	sort.Slice(recs, func(i, j int) bool { return recs[i].Name < recs[j].Name })
+	for i := range recs {
+		if err := emit(&recs[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ScheduleRun fires a job now, once, whatever its schedule (its next
+// time stays). EBUSY if its last run still runs and its overlap is not
+// allow.
+func (k *Kernel) ScheduleRun(ctx context.Context, c *Cred, a proto.ScheduleArgs, raw []byte) (proto.RunRecord, error) {
+	k.sched.mu.Lock()
+	j, err := k.job(c, proto.OpScheduleRun, a, raw)
+	s := k.sched.s
+	k.sched.mu.Unlock()
+	if err != nil {
+		return proto.RunRecord{}, err
+	}
+	r, err := s.RunNow(j.Name)
+	var busy *sched.BusyError
+	switch {
+	case errors.Is(err, sched.ErrNotFound):
+		return proto.RunRecord{}, proto.Errorf(proto.ENOENT, "no job %q (ox-schedule ls lists the jobs)", a.Name)
+	case errors.As(err, &busy):
+		return proto.RunRecord{}, proto.Errorf(proto.EBUSY, "job %q: its last run %s still runs and its overlap is %s (ox-wait %s, or ox-kill it)", j.Name, busy.Run, j.Overlap, busy.Run)
+	case err != nil:
+		return proto.RunRecord{}, err
+	}
+	return r.(spawned).Record(), nil
+}
+
+// fireJob is the scheduler's Fire hook: a run.spawn of the job's agent,
+// then the schedule.fire entry naming the run, which the same commit
+// records in the job's file as its last firing.
+func (k *Kernel) fireJob(f sched.Firing) (sched.Run, error) {
+	k.sched.mu.Lock()
+	j := k.sched.jobs[f.Job]
+	var cp jobFile
+	if j != nil {
+		cp = *j
+	}
+	k.sched.mu.Unlock()
+	if j == nil {
+		return nil, proto.Errorf(proto.ENOENT, "no job %q", f.Job)
+	}
+	// The kernel fires on behalf of the job's agent: the spawn is
+	// audited as the daemon's, naming the agent.
+	c := &Cred{UID: k.uid, GID: uint32(os.Getgid()), PID: int32(os.Getpid()), Admin: true, Agent: cp.Agent}
+	spec, _ := json.Marshal(&cp)
+	_, r, err := k.spawn(context.Background(), c, proto.SpawnArgs{Agent: cp.Agent, Command: cp.Command, Task: cp.Task, Priority: cp.Priority}, spec,
+		[]string{"OXIOS_SCHEDULE=" + cp.Name})
+	id := ""
+	if r != nil {
+		id = r.ID()
+	}
+	k.recordFiring(c, f, id, errCode(err))
+	if err != nil {
+		k.log.Warn("scheduled run not started", "job", f.Job, "agent", cp.Agent, "err", err)
+		return nil, err
+	}
+	return r, nil
+}
+
+// skipJob is the scheduler's Skip hook: the firing is audited with
+// EBUSY, naming the run that still runs.
+func (k *Kernel) skipJob(f sched.Firing, busy sched.Run) {
+	k.sched.mu.Lock()
+	j := k.sched.jobs[f.Job]
+	k.sched.mu.Unlock()
+	if j == nil {
+		return
+	}
+	id := ""
+	if busy != nil {
+		id = busy.ID()
+	}
+	c := &Cred{UID: k.uid, PID: int32(os.Getpid()), Admin: true, Agent: j.Agent}
+	k.recordFiring(c, f, id, proto.EBUSY)
+}
+
+// recordFiring appends the schedule.fire entry of a firing (result ok,
+// or why it did not start a run) and keeps it in the job's file. The
+// entry's target is AGENT:NAME RUN.
+func (k *Kernel) recordFiring(c *Cred, f sched.Firing, run, result string) {
+	k.sched.mu.Lock()
+	defer k.sched.mu.Unlock()
+	j := k.sched.jobs[f.Job]
+	if j == nil {
+		return
+	}
+	now := time.Now().UTC()
+	if !f.Manual {
+		d := f.Due.UTC()
+		j.LastDue = &d
+	}
+	if result == "ok" {
+		j.LastFired, j.LastRun = &now, run
+	}
+	target := j.Agent + ":" + j.Name
+	if run != "" {
+		target += " " + run
+	}
+	rec := k.jobRecord(j)
+	rec.Run = run
+	due := f.Due.UTC()
+	rec.Due = &due
+	switch {
+	case f.Manual:
+		rec.Fired = "manual"
+	case f.CatchUp:
+		rec.Fired = "catch-up"
+	case f.Queued:
+		rec.Fired = "queued"
+	default:
+		rec.Fired = "schedule"
+	}
+	if run != "" {
+		rec.Running = run
+	}
+	if result != "ok" {
+		rec.Run = ""
+	}
+	args, _ := json.Marshal(struct {
+		Due   time.Time `json:"due"`
+		Fired string    `json:"fired"`
+	}{due, rec.Fired})
+	t := &tx{
+		entry: &audit.Entry{Actor: actor(c), Op: proto.OpScheduleFire, Target: target, Args: audit.ArgsDigest(args), Result: result},
+		// The key as a replay from the audit log has it: NAME RUN.
+		key: strings.TrimPrefix(target, j.Agent+":"), data: &rec,
+	}
+	// The file changes when the schedule moves or a run started; a
+	// manual run that failed changes nothing.
+	if !f.Manual || result == "ok" {
+		t.change = j.change()
+	}
+	if err := k.submit(context.Background(), t, true); err != nil {
+		k.log.Warn("schedule firing not recorded", "job", j.Name, "err", err)
+	}
+}

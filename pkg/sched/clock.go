@@ -1,0 +1,138 @@
+package sched
+
+import (
+	"sync"
+	"time"
+)
+
+// Clock is where the scheduler reads the time and sets its timer: the
+// system clock in oxiosd, a ManualClock in tests (a test moves it to the
+// minute a job is due instead of sleeping until then).
+type Clock interface {
+	Now() time.Time
+	NewTimer(d time.Duration) Timer
+}
+
+// Timer is the part of *time.Timer the scheduler uses.
+type Timer interface {
+	C() <-chan time.Time
+	Reset(d time.Duration)
+	Stop()
+}
+
+// System is the system clock.
+var System Clock = systemClock{}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+func (systemClock) NewTimer(d time.Duration) Timer { return sysTimer{time.NewTimer(d)} }
+
+type sysTimer struct{ t *time.Timer }
+
+func (t sysTimer) C() <-chan time.Time { return t.t.C }
+
+// Reset re-arms the timer; since Go 1.23 a timer's channel holds no stale
+// value after Stop or Reset.
+func (t sysTimer) Reset(d time.Duration) { t.t.Reset(d) }
+func (t sysTimer) Stop()                 { t.t.Stop() }
+
+// ManualClock is a clock that moves only when told to (Set, Advance),
+// firing the timers that come due. For tests.
+type ManualClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []*manualTimer
+	// armed is signalled each time a timer is set, so a test can wait
+	// until the scheduler sleeps.
+	armed chan struct{}
+}
+
+// NewManualClock returns a clock that reads now until it is moved.
+func NewManualClock(now time.Time) *ManualClock {
+	return &ManualClock{now: now, armed: make(chan struct{}, 1024)}
+}
+
+// Now is the clock's time.
+func (c *ManualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Armed is signalled whenever a timer of the clock is set or reset.
+func (c *ManualClock) Armed() <-chan struct{} { return c.armed }
+
+// NewTimer returns a timer that fires when the clock reaches now+d.
+func (c *ManualClock) NewTimer(d time.Duration) Timer {
+	t := &manualTimer{c: c, ch: make(chan time.Time, 1)}
+	t.Reset(d)
+	return t
+}
+
+// Set moves the clock to t (forward or back) and fires the timers due.
+func (c *ManualClock) Set(t time.Time) {
+	c.mu.Lock()
+	c.now = t
+	for _, tm := range c.timers {
+		if tm.active && !tm.at.After(t) {
+			tm.active = false
+			select {
+			case tm.ch <- t:
+			default:
+			}
+		}
+	}
+	c.mu.Unlock()
+}
+
+// Advance moves the clock forward by d.
+func (c *ManualClock) Advance(d time.Duration) { c.Set(c.Now().Add(d)) }
+
+type manualTimer struct {
+	c      *ManualClock
+	ch     chan time.Time
+	at     time.Time
+	active bool
+}
+
+func (t *manualTimer) C() <-chan time.Time { return t.ch }
+
+func (t *manualTimer) Reset(d time.Duration) {
+	c := t.c
+	c.mu.Lock()
+	select { // no stale value, as with time.Timer since Go 1.23
+	case <-t.ch:
+	default:
+	}
+	t.at, t.active = c.now.Add(d), true
+	found := false
+	for _, x := range c.timers {
+		if x == t {
+			found = true
+		}
+	}
+	if !found {
+		c.timers = append(c.timers, t)
+	}
+	if d <= 0 {
+		t.active = false
+		t.ch <- c.now
+	}
+	c.mu.Unlock()
+	select {
+	case c.armed <- struct{}{}:
+	default:
+	}
+}
+
+func (t *manualTimer) Stop() {
+	t.c.mu.Lock()
+	t.active = false
+	select {
+	case <-t.ch:
+	default:
+	}
+	t.c.mu.Unlock()
+}
