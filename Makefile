@@ -36,6 +36,8 @@ TOOLS := $(patsubst tools/%/main.go,%,$(wildcard tools/*/main.go))
 TOOLWASM := $(addprefix share/tools/,$(addsuffix .wasm,$(TOOLS)))
 UNITS := $(wildcard contrib/systemd/*.service contrib/systemd/*.socket)
 USERUNITS := $(wildcard contrib/systemd/user/*.service contrib/systemd/user/*.socket)
+# Where the red-team suite writes its counts for `make test` to print.
+REDTEAM_REPORT ?= $(CURDIR)/.redteam-report
 # Where `make run` keeps its daemon's files.
 RUNDIR ?= $(CURDIR)/.oxios
 
@@ -55,7 +57,10 @@ share/tools/%.wasm: tools/%/*.go go.mod
 
 .PHONY: test
 test: vet fmt-check ## vet, check formatting, run all tests with -race, then a short fuzz
-	$(GO) test -race -count=1 -timeout 9m ./...
+	@rm -f $(REDTEAM_REPORT)
+	OXIOS_REDTEAM_REPORT=$(REDTEAM_REPORT) $(GO) test -race -count=1 -timeout 9m ./...
+	@echo "== red-team report (tests/integration/redteam_test.go)"
+	@cat $(REDTEAM_REPORT) 2>/dev/null || { echo "make test: no red-team report at $(REDTEAM_REPORT)"; exit 1; }
 	@# go test -fuzz passes quietly when nothing matches: make that loud.
 	@grep -qs '^func FuzzDecodeRequest(' pkg/server/*_test.go || \
 		{ echo "make test: FuzzDecodeRequest not found in pkg/server"; exit 1; }

@@ -164,9 +164,23 @@ func (f *FS) may(ctx context.Context, agent string) (*kernel.Cred, syscall.Errno
 		return nil, e
 	}
 	if err := f.k.MayAct(c, agent); err != nil {
+		f.auditRefusal(c, agent+": [mount]", err)
 		return nil, errno(err)
 	}
 	return c, 0
+}
+
+// auditRefusal puts a refusal the mount decided on the audit log (op
+// fs.access): a caller reaching into another agent's tree, or making a
+// link. Lookups and listings that merely leave out what the caller may
+// not see are not refusals and are not audited.
+func (f *FS) auditRefusal(c *kernel.Cred, target string, err error) {
+	code := proto.EPERM
+	var pe *proto.Error
+	if errors.As(err, &pe) {
+		code = pe.Code
+	}
+	f.k.Refused(c, proto.OpFSAccess, target, nil, code)
 }
 
 // mayWrite checks that c may write key of agent (its policy).

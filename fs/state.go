@@ -400,11 +400,26 @@ func (d *dirNode) Mknod(ctx context.Context, name string, mode, dev uint32, out 
 }
 
 func (d *dirNode) Link(ctx context.Context, target fusefs.InodeEmbedder, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
-	return nil, syscall.EPERM // a key has one name
+	return nil, d.refuseLink(ctx, name, "link") // a key has one name
 }
 
 func (d *dirNode) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
-	return nil, syscall.EPERM // state holds values, not links
+	return nil, d.refuseLink(ctx, name, "symlink") // state holds values, not links
+}
+
+// refuseLink refuses a link named name, and audits the attempt: a link is
+// the classic way out of a tree (issue 7).
+func (d *dirNode) refuseLink(ctx context.Context, name, what string) syscall.Errno {
+	c, e := d.fs.may(ctx, d.agent)
+	if e != 0 {
+		return e
+	}
+	key, e := d.key(name)
+	if e != 0 {
+		key = name
+	}
+	d.fs.auditRefusal(c, d.agent+":"+key+" ["+what+"]", proto.Errorf(proto.EPERM, "%s", what))
+	return syscall.EPERM
 }
 
 func (d *dirNode) Unlink(ctx context.Context, name string) syscall.Errno {

@@ -237,7 +237,13 @@ func (a *agentsNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut
 		return nil, e
 	}
 	if proto.CheckAgent(name) != nil || !a.fs.agentExists(c, name) {
-		// Agents the caller may not act on are absent.
+		// Agents the caller may not act on are absent; looking one up by
+		// name is an attempt to reach it, and audited.
+		if proto.CheckAgent(name) == nil {
+			if err := a.fs.k.MayAct(c, name); err != nil {
+				a.fs.auditRefusal(c, name+": [mount]", err)
+			}
+		}
 		return nil, syscall.ENOENT
 	}
 	ch := a.agent(ctx, name)

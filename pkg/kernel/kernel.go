@@ -22,6 +22,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -297,6 +298,13 @@ func errCode(err error) string {
 func (k *Kernel) auditDenied(c *Cred, op, target string, args []byte, code string) {
 	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: op, Target: target, Args: audit.ArgsDigest(args), Result: code}}
 	k.submit(context.Background(), t, false)
+}
+
+// Refused audits a request refused before its syscall ran: args that do
+// not decode (the server), an operation the mount does not offer, such as
+// symlink(2) or link(2) (package fs).
+func (k *Kernel) Refused(c *Cred, op, target string, raw []byte, code string) {
+	k.auditDenied(c, op, strings.ToValidUTF8(target, "?"), raw, code)
 }
 
 // Errors from the storage layer reach clients as EIO with the cause.

@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"context"
+	"strings"
 
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/policy"
@@ -19,6 +20,9 @@ func (k *Kernel) StateSave(ctx context.Context, c *Cred, a proto.StateSaveArgs, 
 		k.auditDenied(c, proto.OpStateSave, target(a.Agent, a.Key), raw, err.Code)
 		return proto.StateRecord{}, err
 	}
+	if err := k.checkKey(c, proto.OpStateSave, a.Agent, a.Key, raw); err != nil {
+		return proto.StateRecord{}, err
+	}
 	value, perr := proto.DecodeValue(a.Value, a.Encoding)
 	if perr != nil {
 		return proto.StateRecord{}, perr
@@ -33,6 +37,9 @@ func (k *Kernel) StateSave(ctx context.Context, c *Cred, a proto.StateSaveArgs, 
 func (k *Kernel) StateDelete(ctx context.Context, c *Cred, a proto.StateArgs, raw []byte) (proto.StateRecord, error) {
 	if err := k.authorize(c, a.Agent); err != nil {
 		k.auditDenied(c, proto.OpStateDelete, target(a.Agent, a.Key), raw, err.Code)
+		return proto.StateRecord{}, err
+	}
+	if err := k.checkKey(c, proto.OpStateDelete, a.Agent, a.Key, raw); err != nil {
 		return proto.StateRecord{}, err
 	}
 	if err := k.mayWrite(c, proto.OpStateDelete, a.Agent, a.Key, -1, raw); err != nil {
@@ -66,7 +73,7 @@ func (k *Kernel) StateLoad(ctx context.Context, c *Cred, a proto.StateArgs, raw 
 		k.auditDenied(c, proto.OpStateLoad, target(a.Agent, a.Key), raw, err.Code)
 		return nil, proto.StateRecord{}, err
 	}
-	if err := proto.CheckKey(a.Key); err != nil {
+	if err := k.checkKey(c, proto.OpStateLoad, a.Agent, a.Key, raw); err != nil {
 		return nil, proto.StateRecord{}, err
 	}
 	if err := k.mayRead(c, proto.OpStateLoad, a.Agent, a.Key, raw); err != nil {
@@ -87,6 +94,7 @@ func (k *Kernel) StateList(ctx context.Context, c *Cred, a proto.StateListArgs, 
 		return err
 	}
 	if err := proto.CheckPrefix(a.Prefix); err != nil {
+		k.auditDenied(c, proto.OpStateList, target(a.Agent, strings.ToValidUTF8(a.Prefix, "?")), raw, err.Code)
 		return err
 	}
 	if err := k.permit(c, a.Agent, proto.OpStateList, target(a.Agent, a.Prefix), raw, func(p *policy.Policy) error { return p.CheckStateList() }); err != nil {
@@ -150,6 +158,17 @@ func (k *Kernel) Agents(ctx context.Context, c *Cred) []string {
 		}
 	}
 	return out
+}
+
+// checkKey refuses, and audits, a key that is not one: a path out of the
+// agent's state ("..", absolute, NUL) is an attack to have on the log,
+// whoever the caller and whatever the policy.
+func (k *Kernel) checkKey(c *Cred, op, agent, key string, raw []byte) *proto.Error {
+	err := proto.CheckKey(key)
+	if err != nil {
+		k.auditDenied(c, op, target(agent, strings.ToValidUTF8(key, "?")), raw, err.Code)
+	}
+	return err
 }
 
 // mayWrite asks agent's policy whether c may write (or, size < 0, delete)

@@ -130,6 +130,15 @@ func (k *Kernel) ToolRun(ctx context.Context, c *Cred, a proto.ToolRunArgs, raw 
 		outcome = " => trapped"
 	}
 	rec.Text = a.Tool + outcome
+	// What the sandbox refused is on the log as refusals, beside the
+	// call's own entry: each path the tool reached for outside its
+	// workspace, and a call stopped at its time limit.
+	for _, p := range res.Refused {
+		k.auditDenied(c, proto.OpToolRun, toolTarget(a.Agent, a.Tool, " [sandbox] "+p), raw, proto.EPERM)
+	}
+	if res.TimedOut {
+		k.auditDenied(c, proto.OpToolRun, toolTarget(a.Agent, a.Tool, outcome+" [tools.timeout]"), raw, proto.ETIMEDOUT)
+	}
 	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpToolRun, Target: toolTarget(a.Agent, a.Tool, outcome+" output "+digest[:16]), Args: audit.ArgsDigest(raw), Result: "ok"}, data: &rec}
 	k.budmu.Lock()
 	t.change = k.chargeLocked(a.Agent, proto.Budget{Execs: 1})

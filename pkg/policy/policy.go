@@ -164,7 +164,8 @@ func Parse(b []byte) (*Policy, error) {
 	}
 	if un := md.Undecoded(); len(un) > 0 {
 		key := un[0].String()
-		return nil, &Error{Line: lineOf(b, un[0][len(un[0])-1]), Reason: fmt.Sprintf("unknown key %q", key)}
+		last := un[0][len(un[0])-1]
+		return nil, &Error{Line: lineOf(b, last+" ", last+"=", "["+key+"]", "[["+key+"]]", last), Reason: fmt.Sprintf("unknown key %q", key)}
 	}
 	for _, a := range p.Exec.Allow {
 		if a == "" || strings.ContainsAny(a, " \t\n") || (strings.Contains(a, "/") && !filepath.IsAbs(a)) {
@@ -212,18 +213,30 @@ func Parse(b []byte) (*Policy, error) {
 		return nil, &Error{Line: lineOf(b, "on_violation"), Reason: fmt.Sprintf("signals.on_violation: %q: want \"deny\", \"stop\" or \"kill\"", p.Signals.OnViolation)}
 	}
 	p.compile()
-	if p.Budget.Tokens < 0 || p.Budget.Cost < 0 || p.Budget.Execs < 0 || p.Budget.RunTokens < 0 || p.Budget.RunCost < 0 || p.Budget.RunExecs < 0 {
-		return nil, &Error{Line: lineOf(b, "[budget]"), Reason: "budget amounts may not be negative"}
+	for _, f := range []struct {
+		key string
+		neg bool
+	}{
+		{"tokens", p.Budget.Tokens < 0}, {"cost", p.Budget.Cost < 0}, {"execs", p.Budget.Execs < 0},
+		{"run_tokens", p.Budget.RunTokens < 0}, {"run_cost", p.Budget.RunCost < 0}, {"run_execs", p.Budget.RunExecs < 0},
+	} {
+		if f.neg {
+			return nil, &Error{Line: lineOf(b, f.key+" ", f.key+"=", "[budget]"), Reason: "budget." + f.key + " may not be negative"}
+		}
 	}
 	return &p, nil
 }
 
-// lineOf finds the first line that starts with key, for error messages
-// about keys the decoder reports without a position.
-func lineOf(b []byte, key string) int {
-	for i, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(strings.TrimSpace(l), key) {
-			return i + 1
+// lineOf finds the first line that starts with one of keys, tried in
+// order, for error messages about keys the decoder reports without a
+// position.
+func lineOf(b []byte, keys ...string) int {
+	lines := strings.Split(string(b), "\n")
+	for _, key := range keys {
+		for i, l := range lines {
+			if strings.HasPrefix(strings.TrimSpace(l), key) {
+				return i + 1
+			}
 		}
 	}
 	return 0
@@ -298,7 +311,44 @@ func (p *Policy) CheckExec(argv []string, cmd string) (Command, error) {
 	if !p.allowed(argv[0]) {
 		return Command{}, &Denied{Rule: "exec.allow", Reason: fmt.Sprintf("%q is not on the policy's exec.allow list", argv[0])}
 	}
+	if d := p.runsOther(argv); d != nil {
+		return Command{}, d
+	}
 	return Command{Argv: argv, Rule: "exec.allow"}, nil
+}
+
+// runsOther refuses the arguments with which an allowed program runs
+// another program or sets its environment: env's COMMAND (unless that is
+// allowed itself), its NAME=VALUE and options (-S splits a string into a
+// command, -u and -i change the environment), and sort's
+// --compress-program. Without this, env (on the default list) runs rm, and
+// sort runs sh on its own input (issue 7, the red-team suite).
+func (p *Policy) runsOther(argv []string) *Denied {
+	switch filepath.Base(argv[0]) {
+	case "env":
+		for i, a := range argv[1:] {
+			switch {
+			case strings.HasPrefix(a, "-") || strings.Contains(a, "="):
+				return &Denied{Rule: "exec.allow", Reason: fmt.Sprintf("env %q: env may not set the environment or take options", a)}
+			default:
+				_, err := p.CheckExec(argv[1+i:], "")
+				if d, ok := err.(*Denied); ok {
+					return d
+				}
+				return nil
+			}
+		}
+	case "sort":
+		for _, a := range argv[1:] {
+			if a == "--" {
+				break
+			}
+			if strings.HasPrefix(a, "--compress-prog") {
+				return &Denied{Rule: "exec.allow", Reason: fmt.Sprintf("sort %q: sort may not run another program", a)}
+			}
+		}
+	}
+	return nil
 }
 
 // allowed reports whether prog is on the allow list: by name, or by its

@@ -2,8 +2,12 @@ package proto
 
 // Policy ops (oxios-policy(5), ox-policy(1)).
 const (
-	OpPolicyShow  = "policy.show"
-	OpPolicySet   = "policy.set"
+	OpPolicyShow = "policy.show"
+	OpPolicySet  = "policy.set"
+	// OpFSAccess is the audit op of a refusal by the mount itself: a walk
+	// into the tree of an agent the caller may not act on, a symlink(2) or
+	// link(2) in an agent's state. Not a request.
+	OpFSAccess    = "fs.access"
 	OpPolicyCheck = "policy.check"
 	OpPolicyTest  = "policy.test"
 )

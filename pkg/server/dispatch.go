@@ -88,6 +88,24 @@ func decodeArgs(req *proto.Request, v any) error {
 	return nil
 }
 
+// refused audits a request of an op that acts for an agent (exec, a tool,
+// a fetch) whose args do not decode, and returns err: such a request, an
+// exec that brings an "env" say, is an attempt the log must show, not
+// only a malformed line.
+func (c *conn) refused(req *proto.Request, what string, err error) error {
+	var a struct {
+		Agent string `json:"agent"`
+	}
+	json.Unmarshal(req.Args, &a)
+	code := proto.EINVAL
+	var pe *proto.Error
+	if errors.As(err, &pe) {
+		code = pe.Code
+	}
+	c.s.k.Refused(c.cred, req.Op, fmt.Sprintf("%.64s:%s [args]", a.Agent, what), req.Args, code)
+	return err
+}
+
 func (c *conn) dispatch(ctx context.Context, line []byte, r *bufio.Reader) {
 	c.s.quiet.touch()
 	req, perr := decodeRequest(line)

@@ -101,7 +101,7 @@ func (c *conn) runSender(id uint64) func(*proto.RunRecord) error {
 func serveExec(ctx context.Context, c *conn, req *proto.Request) ([]byte, error) {
 	var a proto.ExecArgs
 	if err := decodeArgs(req, &a); err != nil {
-		return nil, err
+		return nil, c.refused(req, "exec", err)
 	}
 	rec, err := c.s.k.Exec(ctx, c.cred, a, req.Args)
 	if err != nil {

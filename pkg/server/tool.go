@@ -14,7 +14,7 @@ func init() {
 func serveToolRun(ctx context.Context, c *conn, req *proto.Request) ([]byte, error) {
 	var a proto.ToolRunArgs
 	if err := decodeArgs(req, &a); err != nil {
-		return nil, err
+		return nil, c.refused(req, "tool", err)
 	}
 	rec, err := c.s.k.ToolRun(ctx, c.cred, a, req.Args)
 	if err != nil {

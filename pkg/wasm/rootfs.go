@@ -4,7 +4,9 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"path"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -22,8 +24,36 @@ import (
 // file type, so the sandbox is Linux-only, as the daemon is.
 type rootFS struct {
 	experimentalsys.UnimplementedFS
-	root *os.Root
-	proc experimentalsys.FS
+	root  *os.Root
+	proc  experimentalsys.FS
+	guest string    // where the guest sees it
+	ref   *refusals // escapes refused, for the call's Result
+}
+
+// refusals are the guest paths a call was refused because they lead out
+// of a mount (a symlink the agent left in its workspace, say). The kernel
+// audits them.
+type refusals struct {
+	mu    sync.Mutex
+	paths []string
+}
+
+// maxRefusals bounds the paths a call reports (a loop of opens would
+// otherwise fill the log).
+const maxRefusals = 8
+
+func (r *refusals) add(p string) {
+	r.mu.Lock()
+	if len(r.paths) < maxRefusals {
+		r.paths = append(r.paths, p)
+	}
+	r.mu.Unlock()
+}
+
+func (r *refusals) list() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.paths...)
 }
 
 var _ experimentalsys.FS = (*rootFS)(nil)
@@ -89,7 +119,11 @@ func (r *rootFS) OpenFile(p string, flag experimentalsys.Oflag, perm fs.FileMode
 	}
 	f, err := r.root.OpenFile(p, of, perm)
 	if err != nil {
-		return nil, errno(err)
+		e := errno(err)
+		if e == experimentalsys.EPERM && r.ref != nil {
+			r.ref.add(path.Join(r.guest, p)) // out of the root
+		}
+		return nil, e
 	}
 	defer f.Close()
 	// What the first open did (create, truncate) is done; the reopen

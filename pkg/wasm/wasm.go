@@ -96,6 +96,9 @@ type Result struct {
 	// Compile is the time this call spent compiling the module: 0 when
 	// it was cached.
 	Compile time.Duration
+	// Refused are the paths the guest was refused out of a mount, through
+	// a symlink or a race (at most a few).
+	Refused []string
 }
 
 // Runner runs the tools of one folder. It is safe for concurrent use.
@@ -238,12 +241,14 @@ func (r *Runner) Run(ctx context.Context, s Spec) (Result, error) {
 		capBytes = DefaultCap
 	}
 	stdout, stderr := &capWriter{max: capBytes}, &capWriter{max: capBytes}
+	ref := &refusals{}
 	fsc := wazero.NewFSConfig()
 	for _, mt := range s.Mounts {
 		rfs, err := newRootFS(mt.Host)
 		if err != nil {
 			return Result{}, fmt.Errorf("tool %s: mount %s: %v", s.Tool, mt.Guest, err)
 		}
+		rfs.guest, rfs.ref = mt.Guest, ref
 		defer rfs.Close()
 		var mfs experimentalsys.FS = rfs
 		if mt.ReadOnly {
@@ -292,6 +297,7 @@ func (r *Runner) Run(ctx context.Context, s Spec) (Result, error) {
 	res.Stdout, res.Stderr = stdout.buf.Bytes(), stderr.buf.Bytes()
 	res.Truncated = stdout.cut || stderr.cut
 	res.Duration = time.Since(start)
+	res.Refused = ref.list()
 	return res, nil
 }
 
