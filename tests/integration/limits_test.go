@@ -2,7 +2,6 @@ package integration
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -113,22 +112,4 @@ func memoryBomb(t *testing.T, d *daemon) (denied, audited bool) {
 		t.Errorf("memory limit not audited (exit %d):\n%s", r.code, log)
 	}
 	return denied, audited
-}
-
-func TestLimitsContainRuns(t *testing.T) {
-	d := startDaemon(t, daemonOpts{})
-	if !cgroupsOffered(t, d) {
-		t.Skipf("this machine gives oxiosd no cgroups: only rlimits, which do not bind root:\n%s", d.stderr.String())
-	}
-	for _, c := range []struct {
-		name string
-		f    func(*testing.T, *daemon) (bool, bool)
-	}{{"fork bomb", forkBomb}, {"memory bomb", memoryBomb}} {
-		t.Run(c.name, func(t *testing.T) {
-			denied, audited := c.f(t, d)
-			if !denied || !audited {
-				t.Fatal(fmt.Sprintf("%s: denied %v audited %v", c.name, denied, audited))
-			}
-		})
-	}
 }

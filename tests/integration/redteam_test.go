@@ -30,10 +30,8 @@ import (
 // to the test log. An attempt passes only if it was refused with the
 // right error and its refusal is on the audit log.
 //
-// Still to come, by the lead with the cgroup limits (use attempt the same
-// way, in a subtest of TestRedTeam):
-//   - fork bomb against [limits] processes
-//   - memory exhaustion against [limits] memory
+// The fork bomb and the memory bomb (limits_test.go) need the cgroups
+// oxiosd makes where the machine allows: rlimits alone do not bind root.
 
 // rtOutcome is one recorded attempt.
 type rtOutcome struct {
@@ -249,6 +247,18 @@ func TestRedTeam(t *testing.T) {
 	t.Run("Mount", redTeamMount)
 	t.Run("Wasm", redTeamWasm)
 	t.Run("Net", redTeamNet)
+	t.Run("Limits", redTeamLimits)
+}
+
+// redTeamLimits: a fork bomb against [limits] processes, memory
+// exhaustion against [limits] memory.
+func redTeamLimits(t *testing.T) {
+	d := startDaemon(t, daemonOpts{})
+	if !cgroupsOffered(t, d) {
+		t.Skip("this machine gives oxiosd no cgroups: only rlimits, which do not bind root")
+	}
+	attempt(t, "fork bomb against limits.processes = 32", func() (bool, bool) { return forkBomb(t, d) })
+	attempt(t, "memory bomb (300 MB) against limits.memory = 64MiB", func() (bool, bool) { return memoryBomb(t, d) })
 }
 
 // redTeamKeys: path traversal in state keys, over the socket (the admin's
