@@ -2,7 +2,7 @@
 //
 //	/agent/NAME/state/...                 read-write: a file is a key, a folder a key prefix
 //	/agent/NAME/mem/{working,episodic,semantic}/ID.md   memories: a file written is remembered, rm forgets
-//	/agent/NAME/policy                    read-only (no policy subsystem yet: empty)
+//	/agent/NAME/policy                    read-only: the agent's policy (writes EROFS, audited)
 //	/agent/NAME/status                    read-only JSON: keys, bytes, last change
 //	/audit/log  /audit/head               read-only
 //
