@@ -36,15 +36,23 @@ type v1ctl struct {
 	name, parent, home string
 }
 
+// v1group is a group's dir in one v1 hierarchy.
+type v1group struct {
+	dir string
+	ctl *v1ctl
+}
+
 // Group is one run's control group.
 type Group struct {
 	v2   string
-	v1   []string // one dir per controller of Cgroups.v1
+	v1   []v1group // on v1, its dir in each hierarchy used
 	cg   *Cgroups
 	fd   int // v2: the group's dir, for CLONE_INTO_CGROUP; -1 on v1
 	pids bool
 	// memory: the group bounds memory (the controller is there).
 	memory bool
+	// limited: a process limit is set (else no fork can be refused).
+	limited bool
 }
 
 // OpenCgroups finds where oxiosd may make groups, and makes the parent
@@ -162,7 +170,7 @@ func (c *Cgroups) Close() {
 
 // New makes the group id with limits l (0: no limit).
 func (c *Cgroups) New(id string, l Limits) (*Group, error) {
-	g := &Group{cg: c, fd: -1}
+	g := &Group{cg: c, fd: -1, limited: l.Processes > 0}
 	if c.v2 != "" {
 		g.v2 = filepath.Join(c.v2, id)
 		if err := os.Mkdir(g.v2, 0o755); err != nil {
@@ -180,13 +188,19 @@ func (c *Cgroups) New(id string, l Limits) (*Group, error) {
 		g.fd = fd
 		return g, nil
 	}
-	for _, v := range c.v1 {
+	for i := range c.v1 {
+		v := &c.v1[i]
+		// Without a memory limit there is nothing for a memory group to
+		// do (the pids group holds the run together): spare its cost.
+		if v.name == "memory" && l.Memory == 0 {
+			continue
+		}
 		dir := filepath.Join(v.parent, id)
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			g.Remove()
 			return nil, err
 		}
-		g.v1 = append(g.v1, dir)
+		g.v1 = append(g.v1, v1group{dir, v})
 		var err error
 		switch v.name {
 		case "pids":
@@ -197,12 +211,10 @@ func (c *Cgroups) New(id string, l Limits) (*Group, error) {
 			}
 		case "memory":
 			g.memory = true
-			if l.Memory > 0 {
-				err = writeInt(filepath.Join(dir, "memory.limit_in_bytes"), l.Memory)
-				// No swap to run on past the limit, where swap is
-				// accounted at all.
-				writeInt(filepath.Join(dir, "memory.memsw.limit_in_bytes"), l.Memory)
-			}
+			err = writeInt(filepath.Join(dir, "memory.limit_in_bytes"), l.Memory)
+			// No swap to run on past the limit, where swap is accounted
+			// at all.
+			writeInt(filepath.Join(dir, "memory.memsw.limit_in_bytes"), l.Memory)
 		}
 		if err != nil {
 			g.Remove()
@@ -248,27 +260,27 @@ func (g *Group) Start(start func(attr *syscall.SysProcAttr) error, attr *syscall
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	tid := []byte(strconv.Itoa(unix.Gettid()))
-	var joined []int
+	var joined []v1group
 	defer func() {
-		for _, i := range joined {
-			os.WriteFile(filepath.Join(g.cg.v1[i].home, "tasks"), tid, 0)
+		for _, j := range joined {
+			os.WriteFile(filepath.Join(j.ctl.home, "tasks"), tid, 0)
 		}
 	}()
-	for i, dir := range g.v1 {
-		if err := os.WriteFile(filepath.Join(dir, "tasks"), tid, 0); err != nil {
-			return fmt.Errorf("cgroup %s: %w", dir, err)
+	for _, j := range g.v1 {
+		if err := os.WriteFile(filepath.Join(j.dir, "tasks"), tid, 0); err != nil {
+			return fmt.Errorf("cgroup %s: %w", j.dir, err)
 		}
-		joined = append(joined, i)
+		joined = append(joined, j)
 	}
 	err := start(attr)
-	for _, i := range joined {
-		os.WriteFile(filepath.Join(g.cg.v1[i].home, "tasks"), tid, 0)
+	for _, j := range joined {
+		os.WriteFile(filepath.Join(j.ctl.home, "tasks"), tid, 0)
 	}
 	joined = nil
 	if g.pids && l.Processes > 0 {
-		for i, dir := range g.v1 {
-			if g.cg.v1[i].name == "pids" {
-				writeInt(filepath.Join(dir, "pids.max"), l.Processes)
+		for _, j := range g.v1 {
+			if j.ctl.name == "pids" {
+				writeInt(filepath.Join(j.dir, "pids.max"), l.Processes)
 			}
 		}
 	}
@@ -293,7 +305,7 @@ func (g *Group) Procs() []int {
 	}
 	dir := g.v2
 	if dir == "" && len(g.v1) > 0 {
-		dir = g.v1[0]
+		dir = g.v1[0].dir
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
 	if err != nil {
@@ -332,8 +344,8 @@ func (g *Group) Remove() {
 	if g.v2 != "" {
 		os.Remove(g.v2)
 	}
-	for _, d := range g.v1 {
-		os.Remove(d)
+	for _, j := range g.v1 {
+		os.Remove(j.dir)
 	}
 }
 
@@ -348,12 +360,12 @@ func (g *Group) Stats() (procs, memory uint64) {
 		memory = readInt(filepath.Join(g.v2, "memory.current"))
 		return procs, memory
 	}
-	for i, d := range g.v1 {
-		switch g.cg.v1[i].name {
+	for _, j := range g.v1 {
+		switch j.ctl.name {
 		case "pids":
-			procs = readInt(filepath.Join(d, "pids.current"))
+			procs = readInt(filepath.Join(j.dir, "pids.current"))
 		case "memory":
-			memory = readInt(filepath.Join(d, "memory.usage_in_bytes"))
+			memory = readInt(filepath.Join(j.dir, "memory.usage_in_bytes"))
 		}
 	}
 	return procs, memory
@@ -377,13 +389,13 @@ func (g *Group) Hits() Hits {
 		h.OOMKills = eventCount(filepath.Join(g.v2, "memory.events"), "oom_kill")
 		return h
 	}
-	for i, d := range g.v1 {
-		switch g.cg.v1[i].name {
-		case "pids":
-			h.Forks = eventCount(filepath.Join(d, "pids.events"), "max")
-		case "memory":
-			h.Memory = readInt(filepath.Join(d, "memory.failcnt"))
-			h.OOMKills = eventCount(filepath.Join(d, "memory.oom_control"), "oom_kill")
+	for _, j := range g.v1 {
+		switch {
+		case j.ctl.name == "pids" && g.limited:
+			h.Forks = eventCount(filepath.Join(j.dir, "pids.events"), "max")
+		case j.ctl.name == "memory":
+			h.Memory = readInt(filepath.Join(j.dir, "memory.failcnt"))
+			h.OOMKills = eventCount(filepath.Join(j.dir, "memory.oom_control"), "oom_kill")
 		}
 	}
 	return h
