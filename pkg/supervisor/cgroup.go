@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -42,6 +43,10 @@ type v1group struct {
 	ctl *v1ctl
 }
 
+// errJoin: the starting thread could not join the group; nothing was
+// started.
+var errJoin = errors.New("cannot join cgroup")
+
 // Group is one run's control group.
 type Group struct {
 	v2   string
@@ -71,7 +76,10 @@ func OpenCgroups() (*Cgroups, error) {
 	name := "oxios." + strconv.Itoa(os.Getpid())
 	if mnt, ok := mounts[""]; ok {
 		if c, err := openV2(filepath.Join(mnt, paths[""]), name); err == nil {
-			return c, nil
+			if err := c.probe(); err == nil {
+				return c, nil
+			}
+			c.Close()
 		}
 	}
 	c := &Cgroups{}
@@ -94,7 +102,34 @@ func OpenCgroups() (*Cgroups, error) {
 		errs = append(errs, errors.New("no writable cgroup hierarchy with the pids or memory controller"))
 		return nil, errors.Join(errs...)
 	}
+	if err := c.probe(); err != nil {
+		c.Close()
+		return nil, err
+	}
 	return c, nil
+}
+
+// probe starts /bin/true in a group, as a run would start: a hierarchy
+// that lets oxiosd make groups but not start processes in them (a kernel
+// without CLONE_INTO_CGROUP, say) is no use, and must not fail the runs.
+func (c *Cgroups) probe() error {
+	g, err := c.New("probe", Limits{Processes: 4, Memory: 64 << 20})
+	if err != nil {
+		return fmt.Errorf("cgroup probe: %w", err)
+	}
+	defer g.Remove()
+	cmd := exec.Command("/bin/true")
+	err = g.Start(func(attr *syscall.SysProcAttr) error {
+		cmd.SysProcAttr = attr
+		return cmd.Start()
+	}, &syscall.SysProcAttr{}, Limits{Processes: 4})
+	if err == nil {
+		err = cmd.Wait()
+	}
+	if err != nil {
+		return fmt.Errorf("cgroup probe: starting a process in a group: %w", err)
+	}
+	return nil
 }
 
 // openV2 enables the pids and memory controllers below dir. A cgroup with
@@ -268,7 +303,7 @@ func (g *Group) Start(start func(attr *syscall.SysProcAttr) error, attr *syscall
 	}()
 	for _, j := range g.v1 {
 		if err := os.WriteFile(filepath.Join(j.dir, "tasks"), tid, 0); err != nil {
-			return fmt.Errorf("cgroup %s: %w", j.dir, err)
+			return fmt.Errorf("%w %s: %w", errJoin, j.dir, err)
 		}
 		joined = append(joined, j)
 	}

@@ -87,10 +87,17 @@ func Exec(ctx context.Context, s ExecSpec) (ExecResult, error) {
 		group, _ = s.Cgroups.New("exec-"+strconv.FormatUint(execSeq.Add(1), 10), s.Limits)
 	}
 	defer group.Remove()
-	err := group.Start(func(attr *syscall.SysProcAttr) error {
+	startCmd := func(attr *syscall.SysProcAttr) error {
 		cmd.SysProcAttr = attr
 		return cmd.Start()
-	}, cmd.SysProcAttr, s.Limits)
+	}
+	err := group.Start(startCmd, cmd.SysProcAttr, s.Limits)
+	if errors.Is(err, errJoin) {
+		// The group is no use: the rlimits still bind.
+		group.Remove()
+		group = nil
+		err = startCmd(cmd.SysProcAttr)
+	}
 	if err != nil {
 		return ExecResult{}, err
 	}

@@ -213,10 +213,18 @@ func (s *Supervisor) Start(spec Spec) (*Run, error) {
 			s.log.Warn("run cgroup", "run", spec.ID, "err", err)
 		}
 	}
-	err = r.group.Start(func(attr *syscall.SysProcAttr) error {
+	start := func(attr *syscall.SysProcAttr) error {
 		cmd.SysProcAttr = attr
 		return cmd.Start()
-	}, cmd.SysProcAttr, spec.Limits)
+	}
+	err = r.group.Start(start, cmd.SysProcAttr, spec.Limits)
+	if errors.Is(err, errJoin) {
+		// The group is no use: the rlimits still bind.
+		s.log.Warn("run cgroup", "run", spec.ID, "err", err)
+		r.group.Remove()
+		r.group = nil
+		err = start(cmd.SysProcAttr)
+	}
 	outW.Close()
 	errW.Close()
 	if err != nil {
