@@ -31,6 +31,25 @@ type Event struct {
 	// Data carries what a kind of event adds (a commit record...); it is
 	// shared between subscribers and must not be changed.
 	Data any
+
+	memo *memo // the encoding subscribers share (Encoded)
+}
+
+type memo struct {
+	once sync.Once
+	b    []byte
+	err  error
+}
+
+// Encoded returns enc's encoding of the event, computed once for all the
+// subscribers that get it: with many subscribers, the kernel encodes an
+// event once, not once each.
+func (e *Event) Encoded(enc func() ([]byte, error)) ([]byte, error) {
+	if e.memo == nil {
+		return enc()
+	}
+	e.memo.once.Do(func() { e.memo.b, e.memo.err = enc() })
+	return e.memo.b, e.memo.err
 }
 
 // Bus fans events out to subscribers. The zero value is not usable; call
@@ -79,6 +98,11 @@ func (b *Bus) Subscribe(size int, match func(*Event) bool) *Sub {
 // on a subscriber.
 func (b *Bus) Publish(evs ...Event) {
 	subs := *b.subs.Load()
+	if len(subs) > 1 {
+		for i := range evs {
+			evs[i].memo = &memo{}
+		}
+	}
 	for _, s := range subs {
 		s.push(evs)
 	}

@@ -106,3 +106,30 @@ func TestSlowSubscriberNeverBlocks(t *testing.T) {
 		t.Fatalf("slow subscriber: %d events, %d lost; want 1 and %d", len(evs), lost, n-1)
 	}
 }
+
+// TestEncodedOnce: with several subscribers an event is encoded once, and
+// every subscriber gets the same bytes.
+func TestEncodedOnce(t *testing.T) {
+	b := New()
+	subs := []*Sub{b.Subscribe(10, nil), b.Subscribe(10, nil), b.Subscribe(10, nil)}
+	b.Publish(Event{Name: "state.changed", Key: "k"})
+	calls := 0
+	var got []string
+	for _, s := range subs {
+		evs, _ := s.Take(nil)
+		if len(evs) != 1 {
+			t.Fatalf("got %d events", len(evs))
+		}
+		enc, err := evs[0].Encoded(func() ([]byte, error) {
+			calls++
+			return []byte(evs[0].Name + " " + evs[0].Key), nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, string(enc))
+	}
+	if calls != 1 || got[0] != "state.changed k" || got[1] != got[0] || got[2] != got[0] {
+		t.Fatalf("encoded %d times: %q", calls, got)
+	}
+}

@@ -1,7 +1,9 @@
 package kernel
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"path"
 	"strings"
 
@@ -159,11 +161,18 @@ func (k *Kernel) Events(ctx context.Context, c *Cred, a proto.EventsArgs, raw []
 			if ev.Seq != 0 && ev.Seq <= replayed {
 				continue
 			}
-			rec := &proto.EventRecord{
-				Type: proto.RecordEvent, Event: ev.Name, Seq: ev.Seq, Time: audit.FormatTime(ev.Time),
-				Agent: ev.Agent, Key: ev.Key, Op: ev.Op, Result: ev.Result, Deleted: ev.Deleted, Data: ev.Data,
+			// Every subscriber gets the same record of a live event: it is
+			// encoded once, for all of them.
+			b, err := ev.Encoded(func() ([]byte, error) {
+				return encodeRecord(&proto.EventRecord{
+					Type: proto.RecordEvent, Event: ev.Name, Seq: ev.Seq, Time: audit.FormatTime(ev.Time),
+					Agent: ev.Agent, Key: ev.Key, Op: ev.Op, Result: ev.Result, Deleted: ev.Deleted, Data: ev.Data,
+				})
+			})
+			if err != nil {
+				return err
 			}
-			if err := emit(rec); err != nil {
+			if err := emit(json.RawMessage(b)); err != nil {
 				return err
 			}
 		}
@@ -174,4 +183,16 @@ func (k *Kernel) Events(ctx context.Context, c *Cred, a proto.EventsArgs, raw []
 			}
 		}
 	}
+}
+
+// encodeRecord encodes a record as the server does its replies (no HTML
+// escaping), so a record encoded here reads the same.
+func encodeRecord(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
 }

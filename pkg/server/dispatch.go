@@ -231,6 +231,9 @@ func appendHello(b []byte, h *proto.Hello) []byte {
 // marshal is json.Marshal without HTML escaping: values are data, and
 // `<` should stay `<` for jq and for size.
 func marshal(v any) ([]byte, error) {
+	if raw, ok := v.(json.RawMessage); ok {
+		return raw, nil // encoded already (an event shared by subscribers)
+	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
