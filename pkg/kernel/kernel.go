@@ -99,6 +99,9 @@ type Kernel struct {
 	adm     admission // the run queue (admit.go)
 	started time.Time
 	sched   schedState // schedules (schedule.go)
+	// prefetch: the saved recall indexes, decoding while the store
+	// opens (memindex.go); nil once loaded.
+	prefetch *indexPrefetch
 }
 
 // New opens the data directory and starts the committer.
@@ -134,6 +137,7 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 	k.auditSeq, _ = alog.Head()
 	replayed := k.auditSeq
 	// Versioning first: replaying the journal marks uncommitted paths.
+	k.prefetchIndexes()
 	if err := k.openVersioning(); err != nil {
 		alog.Close()
 		return nil, err

@@ -241,6 +241,70 @@ func (k *Kernel) saveIndexes() {
 	}
 }
 
+// prefetchIndexes decodes the saved recall indexes in the background, while
+// the state store opens: at a million memories each takes seconds, and the
+// two need not wait for each other. loadIndexes takes the results.
+func (k *Kernel) prefetchIndexes() {
+	done := make(chan struct{})
+	k.prefetch = &indexPrefetch{done: done, out: map[string]decoded{}}
+	go func() {
+		defer close(done)
+		ents, err := os.ReadDir(k.recallDir())
+		if err != nil {
+			return
+		}
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for _, e := range ents {
+			a := e.Name()
+			if proto.CheckAgent(a) != nil {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var d decoded
+				b, err := os.ReadFile(filepath.Join(k.recallDir(), a))
+				if err == nil {
+					d.m, d.seq, err = decodeIndex(a, b)
+				}
+				d.err = err
+				mu.Lock()
+				k.prefetch.out[a] = d
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+	}()
+}
+
+type indexPrefetch struct {
+	done chan struct{}
+	out  map[string]decoded // by agent; read once done is closed
+}
+
+type decoded struct {
+	m   *memIndex
+	seq uint64
+	err error
+}
+
+// decodedIndex is agent's saved index, decoded: by prefetchIndexes, or
+// now.
+func (k *Kernel) decodedIndex(agent string) (*memIndex, uint64, error) {
+	if p := k.prefetch; p != nil {
+		<-p.done
+		if d, ok := p.out[agent]; ok {
+			return d.m, d.seq, d.err
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(k.recallDir(), agent))
+	if err != nil {
+		return nil, 0, err
+	}
+	return decodeIndex(agent, b)
+}
+
 // loadIndexes makes every agent's recall index ready, before the committer
 // starts: load, catch up from the audit log, or rebuild from the files.
 func (k *Kernel) loadIndexes() error {
@@ -268,12 +332,7 @@ func (k *Kernel) loadIndexes() error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			b, err := os.ReadFile(filepath.Join(k.recallDir(), a))
-			var m *memIndex
-			var seq uint64
-			if err == nil {
-				m, seq, err = decodeIndex(a, b)
-			}
+			m, seq, err := k.decodedIndex(a)
 			switch {
 			case err == nil && seq > k.auditSeq:
 				err = fmt.Errorf("it covers audit seq %d, the log ends at %d", seq, k.auditSeq)
@@ -295,6 +354,7 @@ func (k *Kernel) loadIndexes() error {
 		}()
 	}
 	wg.Wait()
+	k.prefetch = nil
 	for _, a := range rebuild {
 		if err := k.rebuildIndex(a); err != nil {
 			return fmt.Errorf("recall index of %s: %w", a, err)

@@ -278,30 +278,79 @@ func (s *Store) loadTree(ref string) error {
 		}
 	}
 	a := s.agentLocked(ref)
-	{
-		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				if errors.Is(err, fs.ErrNotExist) {
-					return nil
-				}
+	err := statTree(root, "", func(key string, size int64, mod time.Time) {
+		if proto.CheckKey(key) == nil {
+			a.addKey(key, &entry{size: size, mod: mod})
+		}
+	})
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// statTree calls add with each regular file below dir (its key: prefix
+// and its path from dir), its size and modification time. A memory folder
+// holds up to millions of files: each is looked up relative to its
+// folder's descriptor (no path walk from the root each time), several at
+// a time, so a restart does not wait on a million stats in a row.
+func statTree(dir, prefix string, add func(key string, size int64, mod time.Time)) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	ents, err := f.ReadDir(-1)
+	if err != nil {
+		return err
+	}
+	var files []string
+	for _, e := range ents {
+		switch {
+		case e.IsDir():
+			if err := statTree(filepath.Join(dir, e.Name()), prefix+e.Name()+"/", add); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return err
 			}
-			if !d.Type().IsRegular() {
-				return nil
+		case e.Type().IsRegular():
+			files = append(files, e.Name())
+		}
+	}
+	type stat struct {
+		size int64
+		mod  time.Time
+		err  error
+	}
+	out := make([]stat, len(files))
+	fd := int(f.Fd())
+	do := func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			var st unix.Stat_t
+			if err := unix.Fstatat(fd, files[i], &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+				out[i].err = err
+				continue
 			}
-			key := filepath.ToSlash(p[len(root)+1:])
-			if proto.CheckKey(key) != nil {
-				return nil
-			}
-			fi, err := d.Info()
-			if err != nil {
-				return err
-			}
-			a.addKey(key, &entry{size: fi.Size(), mod: fi.ModTime().UTC()})
-			return nil
-		})
-		if err != nil {
-			return err
+			out[i] = stat{size: st.Size, mod: time.Unix(st.Mtim.Sec, st.Mtim.Nsec).UTC()}
+		}
+	}
+	if workers := min(8, len(files)/4096); workers > 1 {
+		var wg sync.WaitGroup
+		per := (len(files) + workers - 1) / workers
+		for lo := 0; lo < len(files); lo += per {
+			wg.Add(1)
+			go func(lo, hi int) { defer wg.Done(); do(lo, hi) }(lo, min(lo+per, len(files)))
+		}
+		wg.Wait()
+	} else {
+		do(0, len(files))
+	}
+	for i, name := range files {
+		switch {
+		case out[i].err == nil:
+			add(prefix+name, out[i].size, out[i].mod)
+		case errors.Is(out[i].err, unix.ENOENT):
+			// Gone since the listing.
+		default:
+			return &fs.PathError{Op: "stat", Path: filepath.Join(dir, name), Err: out[i].err}
 		}
 	}
 	return nil
