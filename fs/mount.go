@@ -1,7 +1,6 @@
 package fs
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -19,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/oxios/oxios/pkg/kernel"
+	"github.com/oxios/oxios/pkg/mountinfo"
 )
 
 // Options say where and how to mount.
@@ -242,47 +241,9 @@ func probe(dir string) error {
 	}
 }
 
-// mountedAt reports whether dir is a mount point, and its type, from
-// /proc/self/mountinfo (the last mount there is the visible one).
+// mountedAt reports whether dir is a mount point, and its type (the
+// visible mount there).
 func mountedAt(dir string) (fstype string, ok bool, err error) {
-	fh, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return "", false, err
-	}
-	defer fh.Close()
-	sc := bufio.NewScanner(fh)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [OPTIONAL...] - FSTYPE SOURCE SUPER
-		f := strings.Fields(sc.Text())
-		if len(f) < 7 || unescape(f[4]) != dir {
-			continue
-		}
-		for i := 6; i < len(f)-1; i++ {
-			if f[i] == "-" {
-				fstype, ok = f[i+1], true
-				break
-			}
-		}
-	}
-	return fstype, ok, sc.Err()
-}
-
-// unescape decodes mountinfo's octal escapes (\040 for a space).
-func unescape(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	m, ok, err := mountinfo.At(dir)
+	return m.FSType, ok, err
 }

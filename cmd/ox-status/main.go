@@ -4,7 +4,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +19,7 @@ import (
 	"github.com/oxios/oxios/pkg/client"
 	"github.com/oxios/oxios/pkg/cliutil"
 	"github.com/oxios/oxios/pkg/config"
+	"github.com/oxios/oxios/pkg/mountinfo"
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
 )
@@ -166,19 +166,10 @@ func status(c *cli.Context) error {
 // checkMount checks that dir is a mount point in /proc/self/mountinfo and
 // that listing it answers within timeout (a hung FUSE daemon does not).
 func checkMount(dir string, timeout time.Duration) error {
-	f, err := os.Open("/proc/self/mountinfo")
+	_, found, err := mountinfo.At(dir)
 	if err != nil {
 		return err
 	}
-	found := false
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fs := strings.Fields(sc.Text())
-		if len(fs) > 4 && unescape(fs[4]) == dir {
-			found = true
-		}
-	}
-	f.Close()
 	if !found {
 		return fmt.Errorf("%s is not mounted", dir)
 	}
@@ -196,26 +187,6 @@ func checkMount(dir string, timeout time.Duration) error {
 	case <-time.After(timeout):
 		return fmt.Errorf("%s is mounted but did not answer within %s", dir, timeout)
 	}
-}
-
-// unescape undoes mountinfo's octal escapes (\040 for a space).
-func unescape(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			var n int
-			if _, err := fmt.Sscanf(s[i+1:i+4], "%3o", &n); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // checkDir checks that a file can be created in dir (DATA/tmp when it

@@ -1,7 +1,6 @@
 package supervisor
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -13,6 +12,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/oxios/oxios/pkg/mountinfo"
 )
 
 // Cgroups is where oxiosd makes a control group for each run and each
@@ -501,63 +502,26 @@ func parseProcCgroup(s string) map[string]string {
 // cgroupMounts maps each mounted v1 controller, and "" for the unified
 // hierarchy, to its mount point.
 func cgroupMounts() (map[string]string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	ms, err := mountinfo.Read()
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	m := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		mnt, fstype, opts, ok := parseMountinfo(sc.Text())
-		if !ok {
-			continue
-		}
-		switch fstype {
+	for _, mt := range ms {
+		switch mt.FSType {
 		case "cgroup2":
 			if _, seen := m[""]; !seen {
-				m[""] = mnt
+				m[""] = mt.Point
 			}
 		case "cgroup":
-			for _, o := range strings.Split(opts, ",") {
+			for _, o := range strings.Split(mt.Super, ",") {
 				if _, seen := m[o]; !seen && (o == "pids" || o == "memory") {
-					m[o] = mnt
+					m[o] = mt.Point
 				}
 			}
 		}
 	}
-	return m, sc.Err()
-}
-
-// parseMountinfo takes a line of /proc/self/mountinfo apart: the mount
-// point, the file system type and the super block options.
-func parseMountinfo(line string) (mnt, fstype, opts string, ok bool) {
-	f := strings.Fields(line)
-	for i, x := range f {
-		if x == "-" && i >= 5 && len(f) >= i+4 {
-			return unescapeMount(f[4]), f[i+1], f[i+3], true
-		}
-	}
-	return "", "", "", false
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	return m, nil
 }
 
 // cleanStale removes the parents left by oxiosd processes that are gone

@@ -23,22 +23,6 @@ func TestParseProcCgroup(t *testing.T) {
 	}
 }
 
-func TestParseMountinfo(t *testing.T) {
-	for _, c := range []struct{ line, mnt, fstype, opts string }{
-		{"35 25 0:30 / /sys/fs/cgroup/pids rw,relatime shared:14 - cgroup cgroup rw,pids", "/sys/fs/cgroup/pids", "cgroup", "rw,pids"},
-		{"30 24 0:26 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate", "/sys/fs/cgroup", "cgroup2", "rw,nsdelegate"},
-		{`40 24 0:26 / /mnt/a\040b rw - cgroup cgroup rw,memory`, "/mnt/a b", "cgroup", "rw,memory"},
-	} {
-		mnt, fstype, opts, ok := parseMountinfo(c.line)
-		if !ok || mnt != c.mnt || fstype != c.fstype || opts != c.opts {
-			t.Errorf("%q: got %q %q %q %v", c.line, mnt, fstype, opts, ok)
-		}
-	}
-	if _, _, _, ok := parseMountinfo("garbage"); ok {
-		t.Error("a line without a separator parsed")
-	}
-}
-
 // cgroupsOrSkip opens the machine's cgroups; a machine without a
 // writable hierarchy has only rlimits, and these tests do not apply.
 func cgroupsOrSkip(t *testing.T) *Cgroups {
