@@ -121,20 +121,27 @@ func (k *Kernel) Exec(ctx context.Context, c *Cred, a proto.ExecArgs, raw []byte
 	}
 	rec.Text = strings.TrimPrefix(execTarget("", cmd.Argv, "", outcome), ":exec ")
 	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpExec, Target: execTarget(a.Agent, cmd.Argv, "", outcome+" output "+digest[:16]), Args: audit.ArgsDigest(raw), Result: "ok"}, data: &rec}
+	if err := k.commitExec(ctx, a.Agent, run, t); err != nil {
+		return proto.ExecRecord{}, err
+	}
+	return rec, nil
+}
+
+// commitExec charges one exec to agent (and to run, if the caller is
+// one) and makes t, the exec's or tool call's audit entry, durable with
+// the charge.
+func (k *Kernel) commitExec(ctx context.Context, agent string, run *supervisor.Run, t *tx) error {
 	k.budmu.Lock()
-	t.change = k.chargeLocked(a.Agent, proto.Budget{Execs: 1})
+	t.change = k.chargeLocked(agent, proto.Budget{Execs: 1})
 	if run != nil {
 		run.Charge(0, 0, 1)
 	}
 	t.done = make(chan struct{})
-	err = k.submit(ctx, t, false)
+	err := k.submit(ctx, t, false)
 	k.budmu.Unlock()
-	if err == nil {
-		<-t.done
-		err = t.err
-	}
 	if err != nil {
-		return proto.ExecRecord{}, err
+		return err
 	}
-	return rec, nil
+	<-t.done
+	return t.err
 }

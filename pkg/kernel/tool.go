@@ -140,19 +140,7 @@ func (k *Kernel) ToolRun(ctx context.Context, c *Cred, a proto.ToolRunArgs, raw 
 		k.auditDenied(c, proto.OpToolRun, toolTarget(a.Agent, a.Tool, outcome+" [tools.timeout]"), raw, proto.ETIMEDOUT)
 	}
 	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpToolRun, Target: toolTarget(a.Agent, a.Tool, outcome+" output "+digest[:16]), Args: audit.ArgsDigest(raw), Result: "ok"}, data: &rec}
-	k.budmu.Lock()
-	t.change = k.chargeLocked(a.Agent, proto.Budget{Execs: 1})
-	if run != nil {
-		run.Charge(0, 0, 1)
-	}
-	t.done = make(chan struct{})
-	err = k.submit(ctx, t, false)
-	k.budmu.Unlock()
-	if err == nil {
-		<-t.done
-		err = t.err
-	}
-	if err != nil {
+	if err := k.commitExec(ctx, a.Agent, run, t); err != nil {
 		return proto.ToolRecord{}, err
 	}
 	return rec, nil
