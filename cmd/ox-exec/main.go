@@ -54,6 +54,17 @@ func execute(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	var note string
+	if rec.TimedOut {
+		note = "timed out and killed"
+	}
+	return report(c, &rec, rec.Stdout, rec.Stderr, rec.Truncated, note, rec.Status)
+}
+
+// report prints an exec's or a tool call's record: the record itself with
+// --json, else its output on ours, the truncation and note (a timeout...)
+// on standard error. The exit status is the command's.
+func report(c *cli.Context, rec any, stdout, stderr string, truncated bool, note string, status int) error {
 	if c.Bool("json") {
 		p := cliutil.NewPrinter(c)
 		p.Print(rec)
@@ -61,17 +72,17 @@ func execute(c *cli.Context) error {
 			return err
 		}
 	} else {
-		os.Stdout.WriteString(rec.Stdout)
-		os.Stderr.WriteString(rec.Stderr)
-		if rec.Truncated {
+		os.Stdout.WriteString(stdout)
+		os.Stderr.WriteString(stderr)
+		if truncated {
 			os.Stderr.WriteString("ox-exec: output cut off at the policy's exec.output_cap\n")
 		}
-		if rec.TimedOut {
-			os.Stderr.WriteString("ox-exec: timed out and killed\n")
+		if note != "" {
+			os.Stderr.WriteString("ox-exec: " + note + "\n")
 		}
 	}
-	if rec.Status != 0 {
-		return cliutil.Silent(rec.Status)
+	if status != 0 {
+		return cliutil.Silent(status)
 	}
 	return nil
 }

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"os"
-
 	"github.com/urfave/cli/v2"
 
 	"github.com/oxios/oxios/pkg/cliutil"
@@ -31,27 +29,12 @@ func runTool(c *cli.Context, agent, tool string) error {
 	if err != nil {
 		return err
 	}
-	if c.Bool("json") {
-		p := cliutil.NewPrinter(c)
-		p.Print(rec)
-		if err := p.Flush(); err != nil {
-			return err
-		}
-	} else {
-		os.Stdout.WriteString(rec.Stdout)
-		os.Stderr.WriteString(rec.Stderr)
-		if rec.Truncated {
-			os.Stderr.WriteString("ox-exec: output cut off at the policy's exec.output_cap\n")
-		}
-		if rec.TimedOut {
-			os.Stderr.WriteString("ox-exec: timed out and stopped\n")
-		}
-		if rec.Trap != "" {
-			os.Stderr.WriteString("ox-exec: " + tool + " trapped: " + rec.Trap + "\n")
-		}
+	var note string
+	switch {
+	case rec.TimedOut:
+		note = "timed out and stopped"
+	case rec.Trap != "":
+		note = tool + " trapped: " + rec.Trap
 	}
-	if rec.Status != 0 {
-		return cliutil.Silent(rec.Status)
-	}
-	return nil
+	return report(c, &rec, rec.Stdout, rec.Stderr, rec.Truncated, note, rec.Status)
 }
