@@ -591,11 +591,7 @@ func (h *handle) readWorking(ctx context.Context, dest []byte, off int64) (fuse.
 	if err := n.loadLocked(ctx, h.cred); err != nil {
 		return nil, errno(err)
 	}
-	if off >= int64(len(n.buf)) {
-		return fuse.ReadResultData(nil), 0
-	}
-	c := copy(dest, n.buf[off:])
-	return fuse.ReadResultData(dest[:c]), 0
+	return readAt(n.buf, dest, off), 0
 }
 
 func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
@@ -761,4 +757,12 @@ func (n *fileNode) markReplaced(replaced bool) {
 		n.dirty, n.deferred = false, false
 	}
 	n.mu.Unlock()
+}
+
+// readAt reads a working copy as a file: what of buf is at off, into dest.
+func readAt(buf, dest []byte, off int64) fuse.ReadResult {
+	if off >= int64(len(buf)) {
+		return fuse.ReadResultData(nil)
+	}
+	return fuse.ReadResultData(dest[:copy(dest, buf[off:])])
 }

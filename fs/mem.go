@@ -457,11 +457,7 @@ func (h *memHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Read
 	n := h.n
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if off >= int64(len(n.buf)) {
-		return fuse.ReadResultData(nil), 0
-	}
-	c := copy(dest, n.buf[off:])
-	return fuse.ReadResultData(dest[:c]), 0
+	return readAt(n.buf, dest, off), 0
 }
 
 func (h *memHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
