@@ -363,7 +363,7 @@ func (ix *Index) topK(q []qterm, k int, accept func(n uint32) bool) []scored {
 				score += contrib(c, d)
 			}
 		}
-		cand := scored{d, score, ix.docs[d].time, ix.docs[d].id}
+		cand := scored{d, quantize(score), ix.docs[d].time, ix.docs[d].id}
 		if len(h) == k && !better(cand, h[0]) {
 			continue
 		}
@@ -388,13 +388,13 @@ func (ix *Index) topK(q []qterm, k int, accept func(n uint32) bool) []scored {
 	return out
 }
 
-// better orders by score (at scoreQuantum), then by the newer document:
+// better orders by score (quantized when scored), then by the newer document:
 // by its time, and at equal times by its id (ids grow with time). Neither
 // depends on doc numbers, so an index rebuilt from the files, in another
 // insertion order than the live one, ranks ties the same.
 func better(a, b scored) bool {
-	if qa, qb := quantize(a.score), quantize(b.score); qa != qb {
-		return qa > qb
+	if a.score != b.score {
+		return a.score > b.score
 	}
 	if a.time != b.time {
 		return a.time > b.time

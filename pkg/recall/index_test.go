@@ -58,7 +58,7 @@ func bruteBM25(ix *Index, query string) []scored {
 	}
 	var out []scored
 	for d, s := range scores {
-		out = append(out, scored{d, s, ix.docs[d].time, ix.docs[d].id})
+		out = append(out, scored{d, quantize(s), ix.docs[d].time, ix.docs[d].id})
 	}
 	sort.Slice(out, func(i, j int) bool { return better(out[i], out[j]) })
 	return out
