@@ -385,28 +385,6 @@ func (g *Group) Remove() {
 	}
 }
 
-// Stats reports what the group's processes use now: their count and
-// memory in bytes (0 where the controller is not there).
-func (g *Group) Stats() (procs, memory uint64) {
-	if g == nil {
-		return 0, 0
-	}
-	if g.v2 != "" {
-		procs = readInt(filepath.Join(g.v2, "pids.current"))
-		memory = readInt(filepath.Join(g.v2, "memory.current"))
-		return procs, memory
-	}
-	for _, j := range g.v1 {
-		switch j.ctl.name {
-		case "pids":
-			procs = readInt(filepath.Join(j.dir, "pids.current"))
-		case "memory":
-			memory = readInt(filepath.Join(j.dir, "memory.usage_in_bytes"))
-		}
-	}
-	return procs, memory
-}
-
 // Hits counts how often the group ran into its limits: forks refused at
 // pids.max, and times its memory reached the limit (reclaim or OOM kill).
 type Hits struct {
