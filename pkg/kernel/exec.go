@@ -22,6 +22,20 @@ import (
 // maxTarget bounds the command line an exec's audit entry names.
 const maxTarget = 256
 
+// clipTarget makes s fit an audit entry's target: valid UTF-8, at most
+// max bytes, cut at a rune.
+func clipTarget(s string, max int) string {
+	s = strings.ToValidUTF8(s, "?")
+	if len(s) > max {
+		cut := max
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "..."
+	}
+	return s
+}
+
 // execTarget is the target of an exec's audit entry: the agent, the
 // command, and what came of it.
 func execTarget(agent string, argv []string, cmd, outcome string) string {
@@ -29,15 +43,7 @@ func execTarget(agent string, argv []string, cmd, outcome string) string {
 	if len(argv) > 0 {
 		what = policy.Quote(argv)
 	}
-	what = strings.ToValidUTF8(what, "?")
-	if len(what) > maxTarget {
-		cut := maxTarget
-		for cut > 0 && !utf8.RuneStart(what[cut]) {
-			cut--
-		}
-		what = what[:cut] + "..."
-	}
-	return agent + ":exec " + what + outcome
+	return agent + ":exec " + clipTarget(what, maxTarget) + outcome
 }
 
 // Exec runs a command for a.Agent under its policy: the program must be

@@ -15,7 +15,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"lukechampine.com/blake3"
 
@@ -36,23 +35,11 @@ const (
 // fetchTarget is the target of a fetch's audit entry: the agent, the URL
 // (and the method unless GET), and what came of it.
 func fetchTarget(agent, method, rawURL, outcome string) string {
-	what := clipTarget(rawURL)
+	what := clipTarget(rawURL, maxTarget)
 	if method != "" && method != proto.MethodGet {
 		what = method + " " + what
 	}
 	return agent + ":fetch " + what + outcome
-}
-
-func clipTarget(s string) string {
-	s = strings.ToValidUTF8(s, "?")
-	if len(s) > maxTarget {
-		cut := maxTarget
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "..."
-	}
-	return s
 }
 
 // NetFetch makes an HTTP request for a.Agent under its policy's [net]:
@@ -99,7 +86,7 @@ func (k *Kernel) NetFetch(ctx context.Context, c *Cred, a proto.FetchArgs, raw [
 		outcome += " (truncated)"
 	}
 	if rec.FinalURL != rec.URL {
-		outcome += " from " + clipTarget(rec.FinalURL)
+		outcome += " from " + clipTarget(rec.FinalURL, maxTarget)
 	}
 	rec.Text = strings.TrimPrefix(fetchTarget("", method, a.URL, outcome), ":fetch ")
 	// Subscribers get the record without the body.
@@ -147,7 +134,7 @@ func checkURL(p *policy.Policy, u *url.URL) error {
 		return &policy.Denied{Rule: "net.userinfo", Reason: "a fetch's URL may not carry a user name or password"}
 	}
 	if u.Hostname() == "" {
-		return proto.Errorf(proto.EINVAL, "URL %q names no host", clipTarget(u.String()))
+		return proto.Errorf(proto.EINVAL, "URL %q names no host", clipTarget(u.String(), maxTarget))
 	}
 	return p.CheckHost(u.Hostname())
 }

@@ -41,11 +41,7 @@ func (k *Kernel) closeTools() {
 
 // toolTarget is the target of a tool.run's audit entry.
 func toolTarget(agent, tool, outcome string) string {
-	tool = strings.ToValidUTF8(tool, "?")
-	if len(tool) > 64 {
-		tool = tool[:64] + "..."
-	}
-	return agent + ":tool " + tool + outcome
+	return agent + ":tool " + clipTarget(tool, 64) + outcome
 }
 
 // ToolRun runs a WASM tool for a.Agent under its policy: the tool must be
