@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -155,21 +154,7 @@ func (r *Runner) call(ctx context.Context, tc openai.ToolCall) (out, summary str
 		if err != nil {
 			return "", "", err
 		}
-		var b bytes.Buffer
-		fmt.Fprintf(&b, "exit status %d", rec.Status)
-		if rec.TimedOut {
-			b.WriteString(" (timed out)")
-		}
-		if rec.Stdout != "" {
-			b.WriteString("\nstdout:\n" + rec.Stdout)
-		}
-		if rec.Stderr != "" {
-			b.WriteString("\nstderr:\n" + rec.Stderr)
-		}
-		if rec.Truncated {
-			b.WriteString("\n(output truncated by the policy's output cap)")
-		}
-		return clip(b.String()), "", nil
+		return resultText(rec.Status, rec.TimedOut, "", rec.Stdout, rec.Stderr, rec.Truncated), "", nil
 	case "fetch":
 		return r.fetch(ctx, a.URL, a.Method)
 	case "finish":
@@ -200,3 +185,26 @@ type toolError struct{ msg string }
 func (e toolError) Error() string { return e.msg }
 
 func toolErrorf(format string, args ...any) error { return toolError{fmt.Sprintf(format, args...)} }
+
+// resultText tells the model how an exec or a tool call went: its status,
+// a timeout or note, its output, and whether it was cut.
+func resultText(status int, timedOut bool, note, stdout, stderr string, truncated bool) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "exit status %d", status)
+	if timedOut {
+		b.WriteString(" (timed out)")
+	}
+	if note != "" {
+		b.WriteString(" (" + note + ")")
+	}
+	if stdout != "" {
+		b.WriteString("\nstdout:\n" + stdout)
+	}
+	if stderr != "" {
+		b.WriteString("\nstderr:\n" + stderr)
+	}
+	if truncated {
+		b.WriteString("\n(output truncated by the policy's output cap)")
+	}
+	return clip(b.String())
+}

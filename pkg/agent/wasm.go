@@ -1,10 +1,8 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -51,22 +49,9 @@ func (r *Runner) callWasm(ctx context.Context, name, args string) (string, error
 	if err != nil {
 		return "", err
 	}
-	var b bytes.Buffer
-	fmt.Fprintf(&b, "exit status %d", rec.Status)
-	if rec.TimedOut {
-		b.WriteString(" (timed out)")
-	}
+	var note string
 	if rec.Trap != "" {
-		b.WriteString(" (trapped: " + rec.Trap + ")")
+		note = "trapped: " + rec.Trap
 	}
-	if rec.Stdout != "" {
-		b.WriteString("\nstdout:\n" + rec.Stdout)
-	}
-	if rec.Stderr != "" {
-		b.WriteString("\nstderr:\n" + rec.Stderr)
-	}
-	if rec.Truncated {
-		b.WriteString("\n(output truncated by the policy's output cap)")
-	}
-	return clip(b.String()), nil
+	return resultText(rec.Status, rec.TimedOut, note, rec.Stdout, rec.Stderr, rec.Truncated), nil
 }
