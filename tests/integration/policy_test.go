@@ -197,15 +197,23 @@ ls state`)
 	}
 }
 
-func TestPolicyAndConfigHotReload(t *testing.T) {
+// startWithPolicies starts a daemon watching a policies folder that holds
+// web.toml (strictPolicy) from the start.
+func startWithPolicies(t *testing.T) (*daemon, string) {
+	t.Helper()
 	dir := shortTempDir(t)
 	pdir := filepath.Join(dir, "policies")
 	os.MkdirAll(pdir, 0o755)
-	// A policy file left while the daemon was down is in force at READY.
 	if err := os.WriteFile(filepath.Join(pdir, "web.toml"), []byte(strictPolicy), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	d := startDaemon(t, daemonOpts{dir: dir, config: fmt.Sprintf("policies = %q\n", pdir)})
+	return startDaemon(t, daemonOpts{dir: dir, config: fmt.Sprintf("policies = %q\n", pdir)}), pdir
+}
+
+func TestPolicyAndConfigHotReload(t *testing.T) {
+	// A policy file left while the daemon was down is in force at READY.
+	d, pdir := startWithPolicies(t)
+	dir := d.dir
 	if s := d.ox("", "ox-policy", "show", "-a", "web"); s.stdout != strictPolicy {
 		t.Fatalf("web's policy at start: %q %s", s.stdout, s.stderr)
 	}

@@ -500,13 +500,7 @@ func redTeamBudget(t *testing.T) {
 // redTeamPolicy: policies written by who may not, and policies that do
 // not parse, by ox-policy set and in the watched folder.
 func redTeamPolicy(t *testing.T) {
-	dir := shortTempDir(t)
-	pdir := filepath.Join(dir, "policies")
-	os.MkdirAll(pdir, 0o755)
-	if err := os.WriteFile(filepath.Join(pdir, "web.toml"), []byte(strictPolicy), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	d := startDaemon(t, daemonOpts{dir: dir, config: fmt.Sprintf("policies = %q\n", pdir)})
+	d, pdir := startWithPolicies(t)
 	c := d.client(t)
 	if r := d.ox("", "ox-policy", "set", "-a", "ops", writePolicy(t, strictPolicy)); r.code != 0 {
 		t.Fatalf("set: %d %s", r.code, r.stderr)
