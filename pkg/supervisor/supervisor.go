@@ -198,20 +198,23 @@ func (s *Supervisor) Start(spec Spec) (*Run, error) {
 		return nil, err
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
+	// The group is made outside the lock, which the start itself holds (a
+	// child's first request waits for its run to be known).
+	if s.Cgroups != nil {
+		if r.group, err = s.Cgroups.New(spec.ID, spec.Limits); err != nil {
+			s.log.Warn("run cgroup", "run", spec.ID, "err", err)
+		}
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
+		r.group.Remove()
 		outR.Close()
 		outW.Close()
 		errR.Close()
 		errW.Close()
 		r.abandon()
 		return nil, proto.Errorf(proto.ESHUTDOWN, "oxiosd is shutting down")
-	}
-	if s.Cgroups != nil {
-		if r.group, err = s.Cgroups.New(spec.ID, spec.Limits); err != nil {
-			s.log.Warn("run cgroup", "run", spec.ID, "err", err)
-		}
 	}
 	start := func(attr *syscall.SysProcAttr) error {
 		cmd.SysProcAttr = attr
