@@ -378,7 +378,9 @@ func (ix *Index) topK(q []qterm, k int, accept func(n uint32) bool) []scored {
 		}
 		if len(h) == k {
 			threshold = h[0].score
-			for firstEss < len(curs) && prefix[firstEss] < threshold {
+			// The threshold is quantized, maybe a hair above a raw
+			// bound that ties it: a tie may still win on time.
+			for firstEss < len(curs) && prefix[firstEss] < threshold-scoreQuantum {
 				firstEss++
 			}
 		}

@@ -238,3 +238,43 @@ func TestRebuildRanksTheSame(t *testing.T) {
 		}
 	}
 }
+
+// TestTopKTiesWinOnTime: many documents tie on score; the pruned search
+// must still return the newest of them, as a full scoring does, even
+// where a tied document's score bound equals the k-th score exactly.
+func TestTopKTiesWinOnTime(t *testing.T) {
+	ix := New(DefaultParams)
+	at := time.Unix(1700000000, 0)
+	var docs []Doc
+	for i := 0; i < 300; i++ {
+		text := "alpha"
+		if i%2 == 1 {
+			text = "alpha beta"
+		}
+		docs = append(docs, Doc{ID: fmt.Sprintf("m%04d", i), Text: text, Time: at.Add(time.Duration(i%7) * time.Second)})
+	}
+	for i := 0; i < 200; i++ {
+		docs = append(docs, Doc{ID: fmt.Sprintf("o%04d", i), Text: "gamma delta"})
+	}
+	if err := ix.AddBatch(docs); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"alpha", "alpha beta", "beta alpha gamma"} {
+		for _, k := range []int{1, 10, 40} {
+			hits, err := ix.Search(q, Options{K: k, BM25Only: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := bruteBM25(ix, q)
+			want = want[:min(k, len(want))]
+			if len(hits) != len(want) {
+				t.Fatalf("%q k %d: %d hits, want %d", q, k, len(hits), len(want))
+			}
+			for j := range want {
+				if hits[j].ID != ix.docs[want[j].doc].id {
+					t.Fatalf("%q k %d: hit %d is %s, want %s", q, k, j, hits[j].ID, ix.docs[want[j].doc].id)
+				}
+			}
+		}
+	}
+}
