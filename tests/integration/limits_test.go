@@ -63,7 +63,7 @@ func forkBomb(t *testing.T, d *daemon) (denied, audited bool) {
 	t.Helper()
 	d.mustOx(t, "", "ox-policy", "set", "-a", "bomb", limitsPolicy(t, "memory = \"0\"\ncpu = \"0\"\nprocesses = 32\nopen_files = 1024"))
 	var rec struct{ ID string }
-	out := d.mustOx(t, "", "ox-spawn", "-a", "bomb", "-d", "--", "/bin/sh", "-c", `f() { f & f & wait; }; f`)
+	out := d.mustOx(t, "", "ox-spawn", "-a", "bomb", "-d", "--", "/bin/sh", "-c", `f() { f & f & wait; }; f & exec sleep 30`)
 	if err := json.Unmarshal([]byte(out), &rec); err != nil || rec.ID == "" {
 		t.Fatalf("spawn: %q", out)
 	}
@@ -72,8 +72,9 @@ func forkBomb(t *testing.T, d *daemon) (denied, audited bool) {
 		peak = max(peak, len(runProcs(rec.ID)))
 	}
 	t.Logf("fork bomb: at most %d processes seen (limit 32)", peak)
-	// The leader may have ended already (a shell whose fork fails exits):
-	// then the run is over, and what was left of it killed with it.
+	// The leader sleeps (exec: it needs no fork) while the bomb fills the
+	// run's group; it may still have ended if its one fork failed: then
+	// the run is over, and what was left of it killed with it.
 	if k := d.ox("", "ox-kill", "-s", "KILL", rec.ID); k.code != 0 && !strings.Contains(k.stderr, "ESRCH") {
 		t.Fatalf("ox-kill: %+v", k)
 	}
