@@ -451,12 +451,21 @@ func (k *Kernel) MemRecall(ctx context.Context, c *Cred, a proto.MemRecallArgs, 
 		h     recall.Hit
 	}
 	var all []hit
+	// The memories read for the proximity signal, kept for the reply.
+	read := map[string]*memory.Memory{}
 	for _, agent := range agents {
 		m := k.memIdx(agent, false)
 		if m == nil {
 			continue
 		}
 		opt := recall.Options{K: kk, QueryVector: qvec}
+		opt.Text = func(id string) (string, bool) {
+			mm, ok := k.memoryOf(agent, id)
+			if ok {
+				read[agent+"/"+id] = mm
+			}
+			return mm.Text, ok
+		}
 		if f.any() {
 			opt.Filter = func(id string) bool {
 				m.mu.RLock()
@@ -489,18 +498,20 @@ func (k *Kernel) MemRecall(ctx context.Context, c *Cred, a proto.MemRecallArgs, 
 		if sent == kk {
 			break
 		}
-		score := x.h.Score / recall.MaxFusedScore
-		if score < a.MinScore {
+		if x.h.Score < a.MinScore {
 			break
 		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		rec, ok := k.memoryRecord(x.agent, x.h.ID)
+		mm, ok := read[x.agent+"/"+x.h.ID]
 		if !ok {
-			continue
+			if mm, ok = k.memoryOf(x.agent, x.h.ID); !ok {
+				continue
+			}
 		}
-		rec.Score = score
+		rec := memRecord(x.agent, mm)
+		rec.Score = x.h.Score
 		if err := emit(&rec); err != nil {
 			return err
 		}
@@ -509,23 +520,24 @@ func (k *Kernel) MemRecall(ctx context.Context, c *Cred, a proto.MemRecallArgs, 
 	return nil
 }
 
-// memoryRecord reads the record of a memory the index knows.
-func (k *Kernel) memoryRecord(agent, id string) (proto.MemoryRecord, bool) {
+// memoryOf reads a memory the index knows: an empty memory and false if
+// it is gone or unreadable.
+func (k *Kernel) memoryOf(agent, id string) (*memory.Memory, bool) {
 	m := k.memIdx(agent, false)
 	if m == nil {
-		return proto.MemoryRecord{}, false
+		return &memory.Memory{}, false
 	}
 	m.mu.RLock()
 	mt := m.meta[id]
 	m.mu.RUnlock()
 	if mt == nil {
-		return proto.MemoryRecord{}, false
+		return &memory.Memory{}, false
 	}
 	mm, err := k.readMemory(agent, memory.Kinds[mt.kind], id)
 	if err != nil {
-		return proto.MemoryRecord{}, false
+		return &memory.Memory{}, false
 	}
-	return memRecord(agent, mm), true
+	return mm, true
 }
 
 // MemList emits the memories of an agent that match, oldest first.
@@ -546,10 +558,11 @@ func (k *Kernel) MemList(ctx context.Context, c *Cred, a proto.MemListArgs, raw 
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		rec, ok := k.memoryRecord(a.Agent, id)
-		if !ok || kindOK != nil && !kindOK(rec.Kind) {
+		mm, ok := k.memoryOf(a.Agent, id)
+		if !ok || kindOK != nil && !kindOK(mm.Kind) {
 			continue
 		}
+		rec := memRecord(a.Agent, mm)
 		if err := emit(&rec); err != nil {
 			return err
 		}

@@ -105,6 +105,7 @@ func parseQrels(path string) (map[int]map[string]bool, error) {
 
 type cisi struct {
 	docs    []Doc
+	byID    map[string]string // text by id
 	queries map[int]string
 	rel     map[int]map[string]bool
 }
@@ -128,10 +129,11 @@ func loadCISI(t testing.TB) *cisi {
 	if len(all) != 1460 || len(qry) != 112 || len(rel) != 76 {
 		t.Fatalf("CISI: %d docs, %d queries, %d judged; want 1460, 112, 76", len(all), len(qry), len(rel))
 	}
-	c := &cisi{queries: map[int]string{}, rel: rel}
+	c := &cisi{queries: map[int]string{}, rel: rel, byID: map[string]string{}}
 	for _, r := range all {
 		// Title and abstract make the searchable text.
 		c.docs = append(c.docs, Doc{ID: strconv.Itoa(r.id), Text: r.fields['T'] + r.fields['W']})
+		c.byID[strconv.Itoa(r.id)] = r.fields['T'] + r.fields['W']
 	}
 	for _, r := range qry {
 		c.queries[r.id] = r.fields['W']
@@ -141,6 +143,11 @@ func loadCISI(t testing.TB) *cisi {
 
 // evaluate returns MAP (over the top 1000) and nDCG@10 (binary gains) over
 // the judged queries.
+func (c *cisi) text(id string) (string, bool) {
+	t, ok := c.byID[id]
+	return t, ok
+}
+
 func (c *cisi) evaluate(t testing.TB, ix *Index, bm25Only bool) (mapScore, ndcg float64) {
 	n := 0
 	for qid, rel := range c.rel {
@@ -148,11 +155,13 @@ func (c *cisi) evaluate(t testing.TB, ix *Index, bm25Only bool) (mapScore, ndcg 
 		if !ok {
 			t.Fatalf("judged query %d has no text", qid)
 		}
-		top10, err := ix.Search(q, Options{K: 10, BM25Only: bm25Only})
+		opt := Options{K: 10, BM25Only: bm25Only, Text: c.text}
+		top10, err := ix.Search(q, opt)
 		if err != nil {
 			t.Fatal(err)
 		}
-		long, err := ix.Search(q, Options{K: 1000, BM25Only: bm25Only})
+		opt.K = 1000
+		long, err := ix.Search(q, opt)
 		if err != nil {
 			t.Fatal(err)
 		}

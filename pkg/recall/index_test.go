@@ -278,3 +278,80 @@ func TestTopKTiesWinOnTime(t *testing.T) {
 		}
 	}
 }
+
+// The proximity signal counts the query's distinct word pairs that a text
+// holds in order, at most one word apart, on stems, stop words left out.
+func TestQueryPairsCount(t *testing.T) {
+	ps := queryPairs(Analyze("solar panel"))
+	for text, want := range map[string]int{
+		"solar panel":               1,
+		"solar panels for the roof": 1, // stems
+		"solar big panel":           1, // one word between
+		"solar big red panel":       0, // two
+		"the solar and the panel":   1, // stop words do not count
+		"panel solar":               0, // order
+		"solar panel, solar panel":  1, // distinct pairs
+		"":                          0,
+	} {
+		got := ps.count([]Hit{{ID: "x"}}, func(string) (string, bool) { return text, true })
+		if got[0] != want {
+			t.Errorf("%q: %d pairs, want %d", text, got[0], want)
+		}
+	}
+	if got := ps.count([]Hit{{ID: "gone"}}, func(string) (string, bool) { return "", false }); got[0] != 0 {
+		t.Errorf("a gone document holds %d pairs", got[0])
+	}
+	if queryPairs(Analyze("solar")).count([]Hit{{ID: "x"}}, nil) != nil {
+		t.Error("a one-word query has pairs")
+	}
+}
+
+// When the BM25 and dense rankings disagree, the pairs decide; without
+// them the tie goes to importance. Scores are scaled so that first in
+// every ranking is 1.
+func TestFuseWithPairs(t *testing.T) {
+	cands := func() []Hit {
+		return []Hit{
+			{ID: "c0", Dense: 0.5, Importance: 0.9}, // BM25 first, dense second
+			{ID: "c1", Dense: 0.9},                  // BM25 second, dense first
+			{ID: "c2", Dense: 0.1},
+		}
+	}
+	if got := fuse(cands(), nil, 3); got[0].ID != "c0" || got[0].Score != got[1].Score || got[2].ID != "c2" {
+		t.Errorf("without pairs: %+v; want c0 and c1 tied, c0 first on importance", got)
+	}
+	got := fuse(cands(), []int{0, 1, 0}, 2)
+	if len(got) != 2 || got[0].ID != "c1" || got[1].ID != "c0" {
+		t.Errorf("with pairs: %+v; want c1, c0", got)
+	}
+	all := []Hit{{ID: "c0", Dense: 0.9}, {ID: "c1", Dense: 0.1}}
+	if got := fuse(all, []int{2, 0}, 2); got[0].Score != 1 || got[1].Score >= 1 {
+		t.Errorf("first everywhere: %+v; want score 1, then less", got)
+	}
+}
+
+// Text is called without the index's lock: it may change the index.
+func TestSearchTextWithoutLock(t *testing.T) {
+	ix := New(DefaultParams)
+	for i := 0; i < 20; i++ {
+		if err := ix.Add(Doc{ID: fmt.Sprint("d", i), Text: fmt.Sprint("solar panel number ", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan []Hit, 1)
+	go func() {
+		hits, _ := ix.Search("solar panel", Options{K: 3, Text: func(id string) (string, bool) {
+			ix.Delete("d0") // takes the write lock
+			return "solar panel", true
+		}})
+		done <- hits
+	}()
+	select {
+	case hits := <-done:
+		if len(hits) != 3 {
+			t.Fatalf("%d hits, want 3", len(hits))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Search did not return: Text was called under the index's lock")
+	}
+}

@@ -14,9 +14,9 @@ const (
 	originalWeight = 0.7 // share of the original query in the expanded one
 	candidates     = 20  // BM25 candidates reranked by the dense signal
 	rrfK           = 60  // reciprocal rank fusion constant
-
-	// MaxFusedScore is the best hybrid score: first in both rankings.
-	MaxFusedScore = 2.0 / (rrfK + 1)
+	// pairWindow is how far apart (in words, stop words left out) two
+	// query words may stand in a document and still count as a pair.
+	pairWindow = 2
 )
 
 // ErrEmptyQuery is returned for a query with no searchable word.
@@ -33,13 +33,19 @@ type Options struct {
 	QueryVector []float32
 	// BM25Only disables query expansion and dense fusion.
 	BM25Only bool
+	// Text, when set, returns a document's text for the proximity signal:
+	// the candidates are ranked a third time by how many of the query's
+	// word pairs they hold in the query's order, at most one word apart.
+	// It is called for the few candidates only, without the index's lock.
+	Text func(id string) (string, bool)
 }
 
 // Hit is one search result.
 type Hit struct {
 	ID string
 	// Score orders the hits: the BM25 score for BM25Only searches, else the
-	// reciprocal rank fusion of the BM25 and dense ranks.
+	// reciprocal rank fusion of the BM25, dense (and proximity) ranks,
+	// scaled to (0, 1]: 1 is first in every ranking.
 	Score float64
 	// BM25 is the score of the (expanded) query; Dense the cosine similarity.
 	BM25, Dense float64
@@ -50,8 +56,9 @@ type Hit struct {
 // Search returns the best documents for a free-text query in which any
 // word may match. The hybrid search expands the query with RM3-style
 // pseudo relevance feedback, takes the BM25 top candidates of the expanded
-// query, scores them with the dense signal, and fuses both rankings by
-// reciprocal rank fusion; importance and then recency break ties.
+// query, ranks them again by the dense signal (and by word pairs, when
+// Options.Text is set), and fuses the rankings by reciprocal rank fusion;
+// importance and then recency break ties.
 func (ix *Index) Search(query string, opt Options) ([]Hit, error) {
 	words := Analyze(query)
 	if len(words) == 0 {
@@ -62,22 +69,31 @@ func (ix *Index) Search(query string, opt Options) ([]Hit, error) {
 		k = 10
 	}
 	ix.mu.RLock()
-	defer ix.mu.RUnlock()
 	var accept func(uint32) bool
 	if opt.Filter != nil {
 		accept = func(n uint32) bool { return opt.Filter(ix.docs[n].id) }
 	}
 	q := ix.queryTerms(words)
 	if opt.BM25Only {
+		defer ix.mu.RUnlock()
 		return ix.hits(ix.topK(q, k, accept), nil), nil
 	}
 	if len(q) == 0 {
+		ix.mu.RUnlock()
 		return nil, nil
 	}
 	fb := ix.topK(q, feedbackDocs, accept)
 	eq := ix.expand(q, fb)
 	cand := ix.topK(eq, max(candidates, k), accept)
-	return ix.fuse(eq, cand, opt.QueryVector, k), nil
+	hits := ix.hits(cand, ix.dense(eq, cand, opt.QueryVector))
+	ix.mu.RUnlock()
+	var pairs []int
+	if opt.Text != nil {
+		// Only the BM25 best are read: past them a pair rarely lifts a
+		// document into the first k, and a k of 1000 would read 1000.
+		pairs = queryPairs(words).count(hits[:min(len(hits), candidates)], opt.Text)
+	}
+	return fuse(hits, pairs, k), nil
 }
 
 func (ix *Index) hits(s []scored, dense []float64) []Hit {
@@ -153,9 +169,8 @@ func (ix *Index) expand(q []qterm, fb []scored) []qterm {
 	return out
 }
 
-// fuse reranks BM25 candidates by reciprocal rank fusion with the dense
-// similarity to the query.
-func (ix *Index) fuse(q []qterm, cand []scored, qvec []float32, k int) []Hit {
+// dense returns the cosine similarity of each candidate to the query.
+func (ix *Index) dense(q []qterm, cand []scored, qvec []float32) []float64 {
 	qw := make(map[uint32]float64, len(q))
 	qterms := make([]termFreq, len(q))
 	for i, t := range q {
@@ -175,46 +190,112 @@ func (ix *Index) fuse(q []qterm, cand []scored, qvec []float32, k int) []Hit {
 		ix.denseOf(dvec, d.terms, nil)
 		dense[i] = cosine(qhash, dvec)
 	}
-	order := make([]int, len(cand))
-	for i := range order {
-		order[i] = i
-	}
-	sort.SliceStable(order, func(a, b int) bool { return dense[order[a]] > dense[order[b]] })
+	return dense
+}
+
+// fuse orders candidates (in BM25 order, their Dense filled in) by
+// reciprocal rank fusion of their BM25 rank, their dense rank and, when
+// pairs is not nil, the rank by pairs held of the first len(pairs); ties
+// go to importance, then recency. The k best are returned with their fused
+// score scaled to (0, 1].
+func fuse(cand []Hit, pairs []int, k int) []Hit {
 	fused := make([]float64, len(cand))
-	for r, i := range order {
-		fused[i] += 1 / float64(rrfK+r+1)
-	}
-	for r := range cand {
-		fused[r] += 1 / float64(rrfK+r+1)
-	}
-	idx := make([]int, len(cand))
-	for i := range idx {
-		idx[i] = i
-	}
-	sort.Slice(idx, func(a, b int) bool {
-		x, y := idx[a], idx[b]
-		if fused[x] != fused[y] {
-			return fused[x] > fused[y]
+	// rank adds the reciprocal rank of each of the first n candidates in
+	// the order less makes; ties keep the BM25 order (a stable sort).
+	rank := func(n int, less func(a, b int) bool) {
+		order := make([]int, n)
+		for i := range order {
+			order[i] = i
 		}
-		dx, dy := &ix.docs[cand[x].doc], &ix.docs[cand[y].doc]
-		if dx.importance != dy.importance {
-			return dx.importance > dy.importance
+		sort.SliceStable(order, func(a, b int) bool { return less(order[a], order[b]) })
+		for r, i := range order {
+			fused[i] += 1 / float64(rrfK+r+1)
 		}
-		if dx.time != dy.time {
-			return dx.time > dy.time
+	}
+	lists := 2.0
+	rank(len(cand), func(a, b int) bool { return a < b })
+	rank(len(cand), func(a, b int) bool { return cand[a].Dense > cand[b].Dense })
+	if pairs != nil {
+		// The pairs rank only the candidates they were counted for.
+		lists++
+		rank(len(pairs), func(a, b int) bool { return pairs[a] > pairs[b] })
+	}
+	for i := range cand {
+		cand[i].Score = fused[i] / (lists / (rrfK + 1))
+	}
+	sort.SliceStable(cand, func(a, b int) bool {
+		x, y := &cand[a], &cand[b]
+		if x.Score != y.Score {
+			return x.Score > y.Score
 		}
-		return dx.id > dy.id
+		if x.Importance != y.Importance {
+			return x.Importance > y.Importance
+		}
+		if !x.Time.Equal(y.Time) {
+			return x.Time.After(y.Time)
+		}
+		return x.ID > y.ID
 	})
-	idx = idx[:min(len(idx), k)]
-	out := make([]scored, len(idx))
-	ds := make([]float64, len(idx))
-	for i, j := range idx {
-		out[i] = cand[j]
-		ds[i] = dense[j]
+	return cand[:min(len(cand), k)]
+}
+
+// pairSet holds the query's ordered word pairs at most pairWindow words
+// apart, each as a hash of its two stems.
+type pairSet map[uint64]int
+
+func pairHash(a, b string) uint64 {
+	const prime = 1099511628211
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(a); i++ {
+		h = (h ^ uint64(a[i])) * prime
 	}
-	hits := ix.hits(out, ds)
-	for i, j := range idx {
-		hits[i].Score = fused[j]
+	h = (h ^ 0xff) * prime // no stem holds 0xff: "ab"+"c" differs from "a"+"bc"
+	for i := 0; i < len(b); i++ {
+		h = (h ^ uint64(b[i])) * prime
 	}
-	return hits
+	return h
+}
+
+// queryPairs numbers the distinct pairs of the analyzed query words.
+func queryPairs(words []string) pairSet {
+	ps := pairSet{}
+	forPairs(words, func(h uint64) {
+		if _, ok := ps[h]; !ok {
+			ps[h] = len(ps)
+		}
+	})
+	return ps
+}
+
+func forPairs(words []string, fn func(uint64)) {
+	for i := range words {
+		for j := i + 1; j <= i+pairWindow && j < len(words); j++ {
+			if words[i] != words[j] {
+				fn(pairHash(words[i], words[j]))
+			}
+		}
+	}
+}
+
+// count returns, for each hit, how many of the query's pairs its text
+// holds; nil when the query has no pair.
+func (ps pairSet) count(hits []Hit, text func(id string) (string, bool)) []int {
+	if len(ps) == 0 {
+		return nil
+	}
+	out := make([]int, len(hits))
+	seen := make([]int, len(ps)) // hit index + 1 that last matched the pair
+	for i, h := range hits {
+		t, ok := text(h.ID)
+		if !ok {
+			continue
+		}
+		forPairs(Analyze(t), func(x uint64) {
+			if p, ok := ps[x]; ok && seen[p] != i+1 {
+				seen[p] = i + 1
+				out[i]++
+			}
+		})
+	}
+	return out
 }
