@@ -52,6 +52,47 @@ type postings struct {
 	// only raised (lowered) on Add, so they stay valid bounds after Delete.
 	maxTF  uint16
 	minLen uint32
+	// blk bounds each block of blockSize postings the same way, exactly:
+	// topK skips the blocks that cannot lift a document into the top k.
+	blk []blockMax
+}
+
+// blockSize is the number of postings a block bound covers.
+const blockSize = 64
+
+type blockMax struct {
+	maxTF  uint16
+	minLen uint32
+}
+
+// add appends document n, of the given length, with term frequency tf.
+func (p *postings) add(n uint32, tf uint16, length uint32) {
+	if len(p.docs)%blockSize == 0 {
+		p.blk = append(p.blk, blockMax{minLen: math.MaxUint32})
+	}
+	p.docs = append(p.docs, n)
+	p.tfs = append(p.tfs, tf)
+	p.maxTF = max(p.maxTF, tf)
+	p.minLen = min(p.minLen, length)
+	b := &p.blk[len(p.blk)-1]
+	b.maxTF = max(b.maxTF, tf)
+	b.minLen = min(b.minLen, length)
+}
+
+// remove takes out posting i and bounds again the blocks from its on.
+func (p *postings) remove(i int, docLen []uint32) {
+	p.docs = append(p.docs[:i], p.docs[i+1:]...)
+	p.tfs = append(p.tfs[:i], p.tfs[i+1:]...)
+	first := i / blockSize
+	p.blk = p.blk[:(len(p.docs)+blockSize-1)/blockSize]
+	for bi := first; bi < len(p.blk); bi++ {
+		b := blockMax{minLen: math.MaxUint32}
+		for j := bi * blockSize; j < min((bi+1)*blockSize, len(p.docs)); j++ {
+			b.maxTF = max(b.maxTF, p.tfs[j])
+			b.minLen = min(b.minLen, docLen[p.docs[j]])
+		}
+		p.blk[bi] = b
+	}
 }
 
 type docInfo struct {
@@ -177,11 +218,7 @@ func (ix *Index) addLocked(id string, terms []string, t int64, imp float32, vec 
 func (ix *Index) insertLocked(id string, tfs []termFreq, length uint32, t int64, imp float32, vec []float32) {
 	n := uint32(len(ix.docs))
 	for _, tf := range tfs {
-		p := &ix.post[tf.term]
-		p.docs = append(p.docs, n)
-		p.tfs = append(p.tfs, tf.tf)
-		p.maxTF = max(p.maxTF, tf.tf)
-		p.minLen = min(p.minLen, length)
+		ix.post[tf.term].add(n, tf.tf, length)
 	}
 	ix.docs = append(ix.docs, docInfo{id: id, terms: tfs, time: t, importance: imp, vec: vec})
 	ix.docLen = append(ix.docLen, length)
@@ -207,8 +244,7 @@ func (ix *Index) deleteLocked(n uint32) {
 		p := &ix.post[tf.term]
 		i := sort.Search(len(p.docs), func(i int) bool { return p.docs[i] >= n })
 		if i < len(p.docs) && p.docs[i] == n {
-			p.docs = append(p.docs[:i], p.docs[i+1:]...)
-			p.tfs = append(p.tfs[:i], p.tfs[i+1:]...)
+			p.remove(i, ix.docLen)
 		}
 	}
 	delete(ix.byID, d.id)
@@ -270,6 +306,7 @@ func (ix *Index) queryTerms(words []string) []qterm {
 type cursor struct {
 	docs []uint32
 	tfs  []uint16
+	blk  []blockMax
 	pos  int
 	w    float64 // weight * idf * (k1+1)
 	ub   float64 // upper bound of the term's contribution
@@ -303,8 +340,12 @@ func (c *cursor) seek(d uint32) {
 // topK returns the k best documents for weighted terms under BM25, best
 // first, using MaxScore dynamic pruning: terms are ordered by their score
 // upper bound, and the terms whose bounds together cannot lift a document
-// above the current k-th score are only probed, never iterated.
-func (ix *Index) topK(q []qterm, k int, accept func(n uint32) bool) []scored {
+// above the current k-th score are only probed, never iterated; and the
+// blocks of postings whose bounds cannot lift a document above it are
+// skipped. seed, documents already scored for q (see score) and accepted,
+// fill the heap first: with k of them the pruning starts from their k-th
+// score.
+func (ix *Index) topK(q []qterm, k int, accept func(n uint32) bool, seed []scored) []scored {
 	if k <= 0 || len(q) == 0 || ix.live == 0 {
 		return nil
 	}
@@ -319,7 +360,7 @@ func (ix *Index) topK(q []qterm, k int, accept func(n uint32) bool) []scored {
 		w := t.weight * ix.idf(len(p.docs)) * (k1 + 1)
 		tf := float64(p.maxTF)
 		ub := w * tf / (tf + k1*(1-b+b*float64(p.minLen)*invAvg))
-		curs = append(curs, cursor{docs: p.docs, tfs: p.tfs, w: w, ub: ub})
+		curs = append(curs, cursor{docs: p.docs, tfs: p.tfs, blk: p.blk, w: w, ub: ub})
 	}
 	sort.SliceStable(curs, func(i, j int) bool { return curs[i].ub < curs[j].ub })
 	prefix := make([]float64, len(curs))
@@ -331,6 +372,31 @@ func (ix *Index) topK(q []qterm, k int, accept func(n uint32) bool) []scored {
 	h := make(minHeap, 0, k)
 	threshold := 0.0
 	firstEss := 0
+	seeded := func(d uint32) bool {
+		for _, s := range seed {
+			if s.doc == d {
+				return true
+			}
+		}
+		return false
+	}
+	for _, s := range seed {
+		if s.score <= 0 {
+			continue // holds none of the terms: topK would not find it
+		}
+		if len(h) < k {
+			h.push(s)
+		} else if better(s, h[0]) {
+			h[0] = s
+			h.fix()
+		}
+	}
+	if len(h) == k {
+		threshold = h[0].score
+		for firstEss < len(curs) && prefix[firstEss] < threshold-scoreQuantum {
+			firstEss++
+		}
+	}
 	contrib := func(c *cursor, d uint32) float64 {
 		tf := float64(c.tfs[c.pos])
 		return c.w * tf / (tf + k1*(1-b+b*float64(ix.docLen[d])*invAvg))
@@ -342,6 +408,35 @@ func (ix *Index) topK(q []qterm, k int, accept func(n uint32) bool) []scored {
 		}
 		if d == math.MaxUint32 {
 			break
+		}
+		if len(h) == k {
+			// Block-max: until next, where the first block of an essential
+			// list at d ends or another essential list has a document, no
+			// document scores more than its lists' block bounds and the
+			// other lists' bounds. If that cannot beat the threshold, skip.
+			bound := 0.0
+			if firstEss > 0 {
+				bound = prefix[firstEss-1]
+			}
+			next := uint32(math.MaxUint32)
+			for i := firstEss; i < len(curs); i++ {
+				c := &curs[i]
+				if c.doc() != d {
+					next = min(next, c.doc())
+					continue
+				}
+				bi := c.pos / blockSize
+				bm := &c.blk[bi]
+				tf := float64(bm.maxTF)
+				bound += c.w * tf / (tf + k1*(1-b+b*float64(bm.minLen)*invAvg))
+				next = min(next, c.docs[min((bi+1)*blockSize, len(c.docs))-1]+1)
+			}
+			if bound < threshold-scoreQuantum {
+				for i := firstEss; i < len(curs); i++ {
+					curs[i].seek(next)
+				}
+				continue
+			}
 		}
 		score := 0.0
 		for i := firstEss; i < len(curs); i++ {
@@ -367,7 +462,7 @@ func (ix *Index) topK(q []qterm, k int, accept func(n uint32) bool) []scored {
 		if len(h) == k && !better(cand, h[0]) {
 			continue
 		}
-		if accept != nil && !accept(d) {
+		if accept != nil && !accept(d) || seeded(d) {
 			continue
 		}
 		if len(h) < k {
@@ -388,6 +483,30 @@ func (ix *Index) topK(q []qterm, k int, accept func(n uint32) bool) []scored {
 	out := []scored(h)
 	sort.Slice(out, func(i, j int) bool { return better(out[i], out[j]) })
 	return out
+}
+
+// score is document n's BM25 score for q, from its terms, quantized like
+// topK's.
+func (ix *Index) score(q []qterm, n uint32) scored {
+	k1, b := ix.params.K1, ix.params.B
+	invAvg := float64(ix.live) / float64(max(ix.totalLen, 1))
+	norm := k1 * (1 - b + b*float64(ix.docLen[n])*invAvg)
+	d := &ix.docs[n]
+	s := 0.0
+	for _, t := range q {
+		p := &ix.post[t.term]
+		if len(p.docs) == 0 || t.weight <= 0 {
+			continue
+		}
+		for _, tf := range d.terms {
+			if tf.term == t.term {
+				f := float64(tf.tf)
+				s += t.weight * ix.idf(len(p.docs)) * (k1 + 1) * f / (f + norm)
+				break
+			}
+		}
+	}
+	return scored{n, quantize(s), d.time, d.id}
 }
 
 // better orders by score (quantized when scored), then by the newer document:

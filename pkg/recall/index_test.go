@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -353,5 +354,58 @@ func TestSearchTextWithoutLock(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Search did not return: Text was called under the index's lock")
+	}
+}
+
+// topK of weighted (expanded) queries, seeded with any live documents
+// scored for the query, finds exactly the brute-force top k; block bounds
+// stay exact after deletes and re-adds.
+func TestTopKSeededMatchesBruteForce(t *testing.T) {
+	docs, words := synthCorpus(5000, 2000, 3)
+	ix := New(DefaultParams)
+	if err := ix.AddBatch(docs); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 900; i += 3 {
+		ix.Delete(fmt.Sprint("d", i*5))
+	}
+	if err := ix.AddBatch(docs[:300]); err != nil { // re-added: new numbers
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(4, 5))
+	for i := 0; i < 200; i++ {
+		q := ix.queryTerms(Analyze(fmt.Sprint(words[rng.IntN(30)], " ", words[rng.IntN(2000)], " ", words[rng.IntN(300)])))
+		if len(q) == 0 {
+			continue
+		}
+		eq := ix.expand(q, ix.topK(q, feedbackDocs, nil, nil))
+		var seed []scored
+		for len(seed) < 1+rng.IntN(40) {
+			n := uint32(rng.IntN(len(ix.docs)))
+			if ix.docs[n].id != "" && !slices.ContainsFunc(seed, func(s scored) bool { return s.doc == n }) {
+				seed = append(seed, ix.score(eq, n))
+			}
+		}
+		// Brute force: every live document scored from its terms.
+		var want []scored
+		for n := range ix.docs {
+			if ix.docs[n].id != "" {
+				if s := ix.score(eq, uint32(n)); s.score > 0 {
+					want = append(want, s)
+				}
+			}
+		}
+		sort.Slice(want, func(a, b int) bool { return better(want[a], want[b]) })
+		want = want[:min(20, len(want))]
+		for _, got := range [][]scored{ix.topK(eq, 20, nil, nil), ix.topK(eq, 20, nil, seed)} {
+			if len(got) != len(want) {
+				t.Fatalf("query %d: %d hits, want %d", i, len(got), len(want))
+			}
+			for j := range want {
+				if got[j].doc != want[j].doc || math.Abs(got[j].score-want[j].score) > 2*scoreQuantum {
+					t.Fatalf("query %d, seeded %v: hit %d is %+v, want %+v", i, len(got) > 0, j, got[j], want[j])
+				}
+			}
+		}
 	}
 }

@@ -221,14 +221,11 @@ func Load(r io.Reader) (*Index, error) {
 	for t := range ix.post {
 		ix.post[t].docs = make([]uint32, 0, df[t])
 		ix.post[t].tfs = make([]uint16, 0, df[t])
+		ix.post[t].blk = make([]blockMax, 0, (df[t]+blockSize-1)/blockSize)
 	}
 	for n := range ix.docs {
 		for _, tf := range ix.docs[n].terms {
-			p := &ix.post[tf.term]
-			p.docs = append(p.docs, uint32(n))
-			p.tfs = append(p.tfs, tf.tf)
-			p.maxTF = max(p.maxTF, tf.tf)
-			p.minLen = min(p.minLen, ix.docLen[n])
+			ix.post[tf.term].add(uint32(n), tf.tf, ix.docLen[n])
 		}
 	}
 	ix.live = ndocs

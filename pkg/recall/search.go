@@ -76,15 +76,22 @@ func (ix *Index) Search(query string, opt Options) ([]Hit, error) {
 	q := ix.queryTerms(words)
 	if opt.BM25Only {
 		defer ix.mu.RUnlock()
-		return ix.hits(ix.topK(q, k, accept), nil), nil
+		return ix.hits(ix.topK(q, k, accept, nil), nil), nil
 	}
 	if len(q) == 0 {
 		ix.mu.RUnlock()
 		return nil, nil
 	}
-	fb := ix.topK(q, feedbackDocs, accept)
-	eq := ix.expand(q, fb)
-	cand := ix.topK(eq, max(candidates, k), accept)
+	// The first pass finds the feedback documents and, among its top
+	// candidates, documents to seed the second: the expanded query is 70%
+	// the original one, so their scores for it start the second pass with a
+	// threshold close to its last, and it reads next to nothing.
+	first := ix.topK(q, candidates, accept, nil)
+	eq := ix.expand(q, first[:min(len(first), feedbackDocs)])
+	for i, s := range first {
+		first[i] = ix.score(eq, s.doc)
+	}
+	cand := ix.topK(eq, max(candidates, k), accept, first)
 	hits := ix.hits(cand, ix.dense(eq, cand, opt.QueryVector))
 	ix.mu.RUnlock()
 	var pairs []int
