@@ -247,62 +247,76 @@ func fuse(cand []Hit, pairs []int, k int) []Hit {
 }
 
 // pairSet holds the query's ordered word pairs at most pairWindow words
-// apart, each as a hash of its two stems.
-type pairSet map[uint64]int
-
-func pairHash(a, b string) uint64 {
-	const prime = 1099511628211
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(a); i++ {
-		h = (h ^ uint64(a[i])) * prime
-	}
-	h = (h ^ 0xff) * prime // no stem holds 0xff: "ab"+"c" differs from "a"+"bc"
-	for i := 0; i < len(b); i++ {
-		h = (h ^ uint64(b[i])) * prime
-	}
-	return h
+// apart, by the numbers of their stems.
+type pairSet struct {
+	stems map[string]int // the query's stems, numbered
+	first [256]bool      // the first bytes of the stems
+	pairs map[[2]int]int // pairs of stem numbers, numbered
 }
 
 // queryPairs numbers the distinct pairs of the analyzed query words.
-func queryPairs(words []string) pairSet {
-	ps := pairSet{}
-	forPairs(words, func(h uint64) {
-		if _, ok := ps[h]; !ok {
-			ps[h] = len(ps)
+func queryPairs(words []string) *pairSet {
+	ps := &pairSet{stems: map[string]int{}, pairs: map[[2]int]int{}}
+	nums := make([]int, len(words))
+	for i, w := range words {
+		n, ok := ps.stems[w]
+		if !ok {
+			n = len(ps.stems)
+			ps.stems[w] = n
+			ps.first[w[0]] = true
 		}
-	})
-	return ps
-}
-
-func forPairs(words []string, fn func(uint64)) {
-	for i := range words {
-		for j := i + 1; j <= i+pairWindow && j < len(words); j++ {
-			if words[i] != words[j] {
-				fn(pairHash(words[i], words[j]))
+		nums[i] = n
+	}
+	for i := range nums {
+		for j := i + 1; j <= i+pairWindow && j < len(nums); j++ {
+			p := [2]int{nums[i], nums[j]}
+			if _, ok := ps.pairs[p]; !ok && p[0] != p[1] {
+				ps.pairs[p] = len(ps.pairs)
 			}
 		}
 	}
+	return ps
 }
 
 // count returns, for each hit, how many of the query's pairs its text
-// holds; nil when the query has no pair.
-func (ps pairSet) count(hits []Hit, text func(id string) (string, bool)) []int {
-	if len(ps) == 0 {
+// holds; nil when the query has no pair. Only the words that may stem to
+// a query word are stemmed: a stem keeps its word's first byte (checked
+// on the stemmer's reference vocabulary by the tests).
+func (ps *pairSet) count(hits []Hit, text func(id string) (string, bool)) []int {
+	if len(ps.pairs) == 0 {
 		return nil
 	}
 	out := make([]int, len(hits))
-	seen := make([]int, len(ps)) // hit index + 1 that last matched the pair
+	seen := make([]int, len(ps.pairs)) // hit index + 1 that last matched the pair
+	type at struct{ pos, stem int }
+	var found []at
 	for i, h := range hits {
 		t, ok := text(h.ID)
 		if !ok {
 			continue
 		}
-		forPairs(Analyze(t), func(x uint64) {
-			if p, ok := ps[x]; ok && seen[p] != i+1 {
-				seen[p] = i + 1
-				out[i]++
+		found = found[:0]
+		pos := 0
+		forTokens(t, func(w []byte) {
+			if _, stop := stopWords[string(w)]; stop {
+				return
+			}
+			pos++
+			if !ps.first[w[0]] {
+				return
+			}
+			if n, ok := ps.stems[stemWord(w)]; ok {
+				found = append(found, at{pos, n})
 			}
 		})
+		for a := range found {
+			for b := a + 1; b < len(found) && found[b].pos-found[a].pos <= pairWindow; b++ {
+				if p, ok := ps.pairs[[2]int{found[a].stem, found[b].stem}]; ok && seen[p] != i+1 {
+					seen[p] = i + 1
+					out[i]++
+				}
+			}
+		}
 	}
 	return out
 }

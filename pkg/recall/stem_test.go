@@ -67,3 +67,21 @@ func TestTokenize(t *testing.T) {
 		}
 	}
 }
+
+// The proximity signal stems only the words whose first byte starts a
+// query stem (pairSet.count): a stem must keep its word's first byte.
+func TestStemKeepsFirstByte(t *testing.T) {
+	words := []string{"yelling", "young", "dying", "lying", "tying", "skies", "idly", "ugly", "e", "ye"}
+	for w := range stemPairs {
+		words = append(words, w)
+	}
+	c := loadCISI(t)
+	for _, d := range c.docs {
+		words = append(words, Tokenize(d.Text)...)
+	}
+	for _, w := range words {
+		if s := Stem(w); s == "" || s[0] != w[0] {
+			t.Errorf("Stem(%q) = %q: the first byte changed", w, s)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package recall
 
 import (
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 )
@@ -18,15 +19,26 @@ const maxTokenBytes = 64
 // words.
 func Tokenize(text string) []string {
 	var out []string
-	var sb strings.Builder
+	forTokens(text, func(w []byte) { out = append(out, string(w)) })
+	return out
+}
+
+// forTokens calls fn with each token of text, as Tokenize splits them, in
+// a buffer that fn must not keep.
+func forTokens(text string, fn func(w []byte)) {
+	buf := make([]byte, 0, maxTokenBytes+8)
 	flush := func() {
-		if sb.Len() > 0 {
-			w := strings.Trim(sb.String(), "'")
-			if w != "" {
-				out = append(out, w)
-			}
-			sb.Reset()
+		w := buf
+		for len(w) > 0 && w[0] == '\'' {
+			w = w[1:]
 		}
+		for len(w) > 0 && w[len(w)-1] == '\'' {
+			w = w[:len(w)-1]
+		}
+		if len(w) > 0 {
+			fn(w)
+		}
+		buf = buf[:0]
 	}
 	for i := 0; i < len(text); {
 		r, size := utf8.DecodeRuneInString(text[i:])
@@ -35,31 +47,30 @@ func Tokenize(text string) []string {
 		case r == utf8.RuneError && size <= 1:
 			flush()
 		case r < 0x80 && (r >= 'a' && r <= 'z' || r >= '0' && r <= '9'):
-			sb.WriteByte(byte(r))
+			buf = append(buf, byte(r))
 		case r < 0x80 && r >= 'A' && r <= 'Z':
-			sb.WriteByte(byte(r) + 'a' - 'A')
+			buf = append(buf, byte(r)+'a'-'A')
 		case r == '\'' || r == '\u2019':
-			if sb.Len() > 0 {
-				sb.WriteByte('\'')
+			if len(buf) > 0 {
+				buf = append(buf, '\'')
 			}
 		case unicode.Is(unicode.Mn, r):
 			// A combining mark: drop it, keep the base letter.
 		case unicode.IsLetter(r) || unicode.IsDigit(r):
 			r = unicode.ToLower(r)
 			if f, ok := latinFold[r]; ok {
-				sb.WriteString(f)
+				buf = append(buf, f...)
 			} else {
-				sb.WriteRune(r)
+				buf = utf8.AppendRune(buf, r)
 			}
 		default:
 			flush()
 		}
-		if sb.Len() >= maxTokenBytes {
+		if len(buf) >= maxTokenBytes {
 			flush()
 		}
 	}
 	flush()
-	return out
 }
 
 // latinFold maps lowercase Latin-1 and Latin Extended-A letters to ASCII.
@@ -97,13 +108,40 @@ var stopWords = func() map[string]struct{} {
 
 // Analyze turns text into index terms: tokens without stop words, stemmed.
 func Analyze(text string) []string {
-	toks := Tokenize(text)
-	out := toks[:0]
-	for _, t := range toks {
-		if _, stop := stopWords[t]; stop {
-			continue
+	var out []string
+	forTokens(text, func(w []byte) {
+		if _, stop := stopWords[string(w)]; !stop {
+			out = append(out, stemWord(w))
 		}
-		out = append(out, Stem(t))
-	}
+	})
 	return out
+}
+
+// stemCache memoizes Stem: text is Zipfian, a few thousand words make most
+// of it, and stemming is most of the cost of analysis. Once it holds
+// stemCacheMax words (a few MiB) it takes no more: a flood of one-off
+// tokens (hashes, numbers) cannot grow it.
+var stemCache = struct {
+	sync.RWMutex
+	m map[string]string
+}{m: map[string]string{}}
+
+const stemCacheMax = 1 << 16
+
+// stemWord is Stem(string(w)), through the cache.
+func stemWord(w []byte) string {
+	stemCache.RLock()
+	s, ok := stemCache.m[string(w)]
+	stemCache.RUnlock()
+	if ok {
+		return s
+	}
+	word := string(w)
+	s = Stem(word)
+	stemCache.Lock()
+	if len(stemCache.m) < stemCacheMax {
+		stemCache.m[word] = s
+	}
+	stemCache.Unlock()
+	return s
 }
