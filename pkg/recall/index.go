@@ -310,6 +310,11 @@ type cursor struct {
 	pos  int
 	w    float64 // weight * idf * (k1+1)
 	ub   float64 // upper bound of the term's contribution
+	// The block bound of the block holding pos: its number (-1 before the
+	// first), the bound and the block's last document.
+	bi   int
+	bub  float64
+	bend uint32
 }
 
 func (c *cursor) doc() uint32 {
@@ -360,7 +365,7 @@ func (ix *Index) topK(q []qterm, k int, accept func(n uint32) bool, seed []score
 		w := t.weight * ix.idf(len(p.docs)) * (k1 + 1)
 		tf := float64(p.maxTF)
 		ub := w * tf / (tf + k1*(1-b+b*float64(p.minLen)*invAvg))
-		curs = append(curs, cursor{docs: p.docs, tfs: p.tfs, blk: p.blk, w: w, ub: ub})
+		curs = append(curs, cursor{docs: p.docs, tfs: p.tfs, blk: p.blk, w: w, ub: ub, bi: -1})
 	}
 	sort.SliceStable(curs, func(i, j int) bool { return curs[i].ub < curs[j].ub })
 	prefix := make([]float64, len(curs))
@@ -425,11 +430,14 @@ func (ix *Index) topK(q []qterm, k int, accept func(n uint32) bool, seed []score
 					next = min(next, c.doc())
 					continue
 				}
-				bi := c.pos / blockSize
-				bm := &c.blk[bi]
-				tf := float64(bm.maxTF)
-				bound += c.w * tf / (tf + k1*(1-b+b*float64(bm.minLen)*invAvg))
-				next = min(next, c.docs[min((bi+1)*blockSize, len(c.docs))-1]+1)
+				if bi := c.pos / blockSize; bi != c.bi {
+					bm := &c.blk[bi]
+					tf := float64(bm.maxTF)
+					c.bi, c.bub = bi, c.w*tf/(tf+k1*(1-b+b*float64(bm.minLen)*invAvg))
+					c.bend = c.docs[min((bi+1)*blockSize, len(c.docs))-1]
+				}
+				bound += c.bub
+				next = min(next, c.bend+1)
 			}
 			if bound < threshold-scoreQuantum {
 				for i := firstEss; i < len(curs); i++ {
