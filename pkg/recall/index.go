@@ -402,9 +402,11 @@ func (ix *Index) topK(q []qterm, k int, accept func(n uint32) bool, seed []score
 			firstEss++
 		}
 	}
-	contrib := func(c *cursor, d uint32) float64 {
+	// contrib is a cursor's share of the score of the document it is at,
+	// whose length normalization is norm; as in score, to the bit.
+	contrib := func(c *cursor, norm float64) float64 {
 		tf := float64(c.tfs[c.pos])
-		return c.w * tf / (tf + k1*(1-b+b*float64(ix.docLen[d])*invAvg))
+		return c.w * tf / (tf + norm)
 	}
 	for firstEss < len(curs) {
 		d := uint32(math.MaxUint32)
@@ -446,11 +448,12 @@ func (ix *Index) topK(q []qterm, k int, accept func(n uint32) bool, seed []score
 				continue
 			}
 		}
+		norm := k1 * (1 - b + b*float64(ix.docLen[d])*invAvg)
 		score := 0.0
 		for i := firstEss; i < len(curs); i++ {
 			c := &curs[i]
 			if c.doc() == d {
-				score += contrib(c, d)
+				score += contrib(c, norm)
 				c.pos++
 			}
 		}
@@ -463,10 +466,14 @@ func (ix *Index) topK(q []qterm, k int, accept func(n uint32) bool, seed []score
 			c := &curs[i]
 			c.seek(d)
 			if c.doc() == d {
-				score += contrib(c, d)
+				score += contrib(c, norm)
 			}
 		}
-		cand := scored{d, quantize(score), ix.docs[d].time, ix.docs[d].id}
+		qs := quantize(score)
+		if len(h) == k && qs < h[0].score {
+			continue // before reading the document's time and id
+		}
+		cand := scored{d, qs, ix.docs[d].time, ix.docs[d].id}
 		if len(h) == k && !better(cand, h[0]) {
 			continue
 		}
