@@ -227,15 +227,15 @@ func (s *Store) publishRecord(r *record) error {
 	a := s.agentLocked(r.agent)
 	s.mu.Unlock()
 	a.mu.Lock()
-	if old := a.keys[r.key]; old != nil && old.cached != nil {
-		s.cache.Add(-int64(len(old.cached)))
+	if old := a.keys[r.key]; old != nil && old.cached() != nil {
+		s.cache.Add(-int64(len(old.cached())))
 	}
 	if r.kind == recDelete {
 		a.removeKey(r.key)
 		a.tombs[r.key] = r.ver
 	} else {
 		delete(a.tombs, r.key)
-		a.addKey(r.key, &entry{size: int64(len(r.value)), mod: r.mod, ver: r.ver, pending: r.value, hasPend: true})
+		a.addKey(r.key, &entry{size: int64(len(r.value)), mod: r.mod.UnixNano(), ver: r.ver | pendBit, val: r.value})
 	}
 	a.mu.Unlock()
 	s.qmu.Lock()

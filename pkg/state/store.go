@@ -148,14 +148,36 @@ type agent struct {
 	bytes int64             // sum of the keys' sizes
 }
 
+// entry is one key of the index. There is one per key (a million for an
+// agent with a million memories), so it is kept small: 48 bytes.
 type entry struct {
-	size    int64
-	mod     time.Time
-	ver     uint64
-	pending []byte // value not yet in its file; immutable
-	hasPend bool
-	cached  []byte // small value, same as the file; immutable
+	size int64
+	mod  int64 // modification time, unix nanoseconds (as the journal keeps it)
+	// ver is the change that set the value (0 for a key read from the
+	// tree), with pendBit set while val is not yet in the key's file.
+	ver uint64
+	// val is the value not yet in its file (pending) or, once it is, a
+	// copy of a small value kept as a cache (nil if none). Immutable.
+	val []byte
 }
+
+// pendBit marks an entry whose value is pending (versions count changes
+// and never come near it).
+const pendBit = 1 << 63
+
+func (e *entry) pending() bool   { return e.ver&pendBit != 0 }
+func (e *entry) version() uint64 { return e.ver &^ pendBit }
+
+// cached is the entry's cached value, if it has one.
+func (e *entry) cached() []byte {
+	if e.pending() {
+		return nil
+	}
+	return e.val
+}
+
+// modTime is e.mod as a time.
+func (e *entry) modTime() time.Time { return time.Unix(0, e.mod).UTC() }
 
 type ref struct {
 	a   *agent
@@ -278,7 +300,7 @@ func (s *Store) loadTree(ref string) error {
 		}
 	}
 	a := s.agentLocked(ref)
-	err := statTree(root, "", func(key string, size int64, mod time.Time) {
+	err := statTree(root, "", func(key string, size, mod int64) {
 		if proto.CheckKey(key) == nil {
 			a.addKey(key, &entry{size: size, mod: mod})
 		}
@@ -294,7 +316,7 @@ func (s *Store) loadTree(ref string) error {
 // holds up to millions of files: each is looked up relative to its
 // folder's descriptor (no path walk from the root each time), several at
 // a time, so a restart does not wait on a million stats in a row.
-func statTree(dir, prefix string, add func(key string, size int64, mod time.Time)) error {
+func statTree(dir, prefix string, add func(key string, size, mod int64)) error {
 	f, err := os.Open(dir)
 	if err != nil {
 		return err
@@ -317,7 +339,7 @@ func statTree(dir, prefix string, add func(key string, size int64, mod time.Time
 	}
 	type stat struct {
 		size int64
-		mod  time.Time
+		mod  int64
 		err  error
 	}
 	out := make([]stat, len(files))
@@ -329,7 +351,7 @@ func statTree(dir, prefix string, add func(key string, size int64, mod time.Time
 				out[i].err = err
 				continue
 			}
-			out[i] = stat{size: st.Size, mod: time.Unix(st.Mtim.Sec, st.Mtim.Nsec).UTC()}
+			out[i] = stat{size: st.Size, mod: st.Mtim.Nano()}
 		}
 	}
 	if workers := min(8, len(files)/4096); workers > 1 {
@@ -468,11 +490,8 @@ func (s *Store) Load(agentName, key string) ([]byte, proto.StateRecord, error) {
 		}
 		return nil, rec, proto.Errorf(proto.ENOENT, "%s: no key %q", agentName, key)
 	}
-	rec.Size, rec.Modified = e.size, e.mod
-	v, ok := e.pending, e.hasPend
-	if !ok && e.cached != nil {
-		v, ok = e.cached, true
-	}
+	rec.Size, rec.Modified = e.size, e.modTime()
+	v, ok := e.val, e.pending() || e.val != nil
 	a.mu.RUnlock()
 	if ok {
 		return v, rec, nil
@@ -489,8 +508,8 @@ func (s *Store) Load(agentName, key string) ([]byte, proto.StateRecord, error) {
 	rec.Size = int64(len(v))
 	if len(v) <= cacheMaxValue && s.cache.Add(int64(len(v))) <= s.opts.CacheBytes {
 		a.mu.Lock()
-		if cur := a.keys[key]; cur == e && !e.hasPend && e.cached == nil {
-			e.cached = v
+		if cur := a.keys[key]; cur == e && !e.pending() && e.val == nil {
+			e.val = v
 		} else {
 			s.cache.Add(-int64(len(v)))
 		}
@@ -514,7 +533,7 @@ func (s *Store) Stat(agentName, key string) (proto.StateRecord, error) {
 	if e == nil {
 		return rec, proto.Errorf(proto.ENOENT, "%s: no key %q", agentName, key)
 	}
-	rec.Size, rec.Modified = e.size, e.mod
+	rec.Size, rec.Modified = e.size, e.modTime()
 	return rec, nil
 }
 
@@ -530,7 +549,7 @@ func (s *Store) List(agentName, prefix string) ([]proto.StateRecord, error) {
 	a.mu.RLock()
 	for k, e := range a.keys {
 		if prefix == "" || k == prefix || len(k) > len(prefix) && k[len(prefix)] == '/' && k[:len(prefix)] == prefix {
-			out = append(out, proto.StateRecord{Type: proto.RecordState, Agent: agentName, Key: k, Size: e.size, Modified: e.mod})
+			out = append(out, proto.StateRecord{Type: proto.RecordState, Agent: agentName, Key: k, Size: e.size, Modified: e.modTime()})
 		}
 	}
 	a.mu.RUnlock()
