@@ -1,9 +1,14 @@
 package state
 
 import (
+	"bytes"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
+	"strconv"
 	"testing"
+	"time"
 )
 
 // memKey is a memory's key as the kernel names it: kind/<ULID>.md.
@@ -26,5 +31,64 @@ func BenchmarkIndexBytesPerKey(b *testing.B) {
 		runtime.ReadMemStats(&after)
 		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "B/key")
 		runtime.KeepAlive(s)
+	}
+}
+
+// BenchmarkOpen opens a store of one agent with OXIOS_BENCH_KEYS memory
+// files (default 100,000; the files are made once per run, which takes
+// a while at a million) from a walk of the tree and from the key
+// snapshot, and reports the index's heap per key.
+func BenchmarkOpen(b *testing.B) {
+	n := 100000
+	if v := os.Getenv("OXIOS_BENCH_KEYS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil {
+			b.Fatal(err)
+		}
+	}
+	dir := b.TempDir()
+	mem := filepath.Join(dir, "repo", "agents", "bench", "mem", "episodic")
+	if err := os.MkdirAll(mem, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	value := bytes.Repeat([]byte("x"), 250)
+	for i := 0; i < n; i++ {
+		if err := os.WriteFile(filepath.Join(mem, memKey(i)[len("episodic/"):]), value, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, from := range []string{"walk", "snapshot"} {
+		b.Run(from, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				snap := filepath.Join(dir, "index", snapName)
+				if from == "walk" {
+					os.Remove(snap)
+				} else if _, err := os.Stat(snap); err != nil {
+					b.Fatal(err)
+				}
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				b.StartTimer()
+				s, err := Open(dir, Options{})
+				b.StopTimer()
+				if err != nil {
+					b.Fatal(err)
+				}
+				if s.indexFrom != from {
+					b.Fatalf("index from %s", s.indexFrom)
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(n), "B/key")
+				t0 := time.Now()
+				if err := s.Close(); err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(float64(time.Since(t0).Milliseconds()), "close-ms")
+				b.StartTimer()
+			}
+		})
 	}
 }

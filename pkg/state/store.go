@@ -15,6 +15,12 @@
 // its old or its new value. A checkpoint (syncfs, then an empty journal)
 // runs when the journal grows large, at shutdown, and after replay at start.
 //
+// At start the index comes from the work tree: from the key snapshot a
+// clean Close leaves in DATA/index/state.keys when it can be trusted (see
+// snapshot.go), else from a walk of every folder and file, which at a
+// million memories takes seconds. The journal lives in DATA/journal/wal,
+// temp files of the applier in DATA/tmp.
+//
 // File creation is the slow part on most file systems (0.1 to 1 ms here,
 // against 170 us for one fdatasync that covers a whole batch), which is why
 // the work tree is written behind the journal rather than before the reply.
@@ -24,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -133,6 +140,9 @@ type Store struct {
 	kick    chan struct{}
 	done    chan struct{}
 	failed  error // sticky journal failure
+	opened  bool  // Open succeeded: Close may save the key snapshot
+
+	indexFrom string // how Open loaded the index: "snapshot" or "walk"
 
 	timer        *time.Timer // fires once changes have settled; idle otherwise
 	timerArmed   bool
@@ -226,19 +236,21 @@ func Open(data string, opts Options) (*Store, error) {
 			return nil, err
 		}
 	}
-	if err := s.loadIndex(); err != nil {
-		return nil, fmt.Errorf("state: reading %s: %w", s.repo, err)
-	}
 	j, err := openJournal(filepath.Join(data, "journal", "wal"))
 	if err != nil {
 		return nil, fmt.Errorf("state: %w", err)
 	}
 	s.j = j
+	if err := s.loadIndex(); err != nil {
+		j.close()
+		return nil, fmt.Errorf("state: reading %s: %w", s.repo, err)
+	}
 	go s.applier()
 	if err := s.recover(); err != nil {
 		s.Close()
 		return nil, err
 	}
+	s.opened = true
 	return s, nil
 }
 
@@ -272,8 +284,27 @@ func (s *Store) recover() error {
 	return s.checkpoint(true)
 }
 
-// loadIndex walks the work tree. Files are keys, folders are prefixes.
+// loadIndex reads the key snapshot if it can, else walks the work tree.
+// Files are keys, folders are prefixes.
 func (s *Store) loadIndex() error {
+	t0 := time.Now()
+	s.indexFrom = "snapshot"
+	if !s.loadSnapshot() {
+		s.indexFrom = "walk"
+		if err := s.walkIndex(); err != nil {
+			return err
+		}
+	}
+	n := 0
+	for _, a := range s.agents {
+		n += len(a.keys)
+	}
+	slog.Info("state: index loaded", "from", s.indexFrom, "keys", n, "took", time.Since(t0).Round(time.Millisecond))
+	return nil
+}
+
+// walkIndex indexes the work tree by reading its folders and files.
+func (s *Store) walkIndex() error {
 	ents, err := os.ReadDir(s.repo)
 	if err != nil {
 		return err
@@ -618,10 +649,16 @@ func (s *Store) checkpoint(force bool) error {
 	return s.j.reset()
 }
 
-// Close drains the applier, checkpoints and closes the journal.
+// Close drains the applier, checkpoints, saves the key snapshot for a
+// fast start (see snapshot.go) and closes the journal.
 func (s *Store) Close() error {
 	s.Flush()
 	err := s.checkpoint(true)
+	if err == nil && s.opened {
+		if serr := s.saveSnapshot(); serr != nil {
+			slog.Warn("state: key snapshot not saved: the next start reads the work tree", "err", serr)
+		}
+	}
 	s.timer.Stop()
 	s.qmu.Lock()
 	s.closed = true
