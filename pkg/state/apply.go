@@ -48,7 +48,7 @@ func (s *Store) applier() {
 }
 
 // apply materializes one queued change and returns the overlay bytes it
-// released.
+// released (see overlayCost).
 func (s *Store) apply(r ref) int64 {
 	a := r.a
 	a.mu.RLock()
@@ -70,8 +70,10 @@ func (s *Store) apply(r ref) int64 {
 			// keeps it durable); the next start replays it.
 			slog.Error("state: writing key to work tree", "agent", a.name, "key", r.key, "err", err)
 		}
+		freed := int64(overlayPerChange)
 		a.mu.Lock()
 		if cur := a.keys[r.key]; cur == e && err == nil {
+			freed += int64(cap(value))
 			e.ver &^= pendBit
 			e.val = nil
 			if len(value) <= cacheMaxValue && s.cache.Add(int64(len(value))) <= s.opts.CacheBytes {
@@ -81,7 +83,7 @@ func (s *Store) apply(r ref) int64 {
 			}
 		}
 		a.mu.Unlock()
-		return int64(len(value))
+		return freed
 	case tomb:
 		if err := s.removeFile(a.name, r.key); err != nil {
 			slog.Error("state: removing key from work tree", "agent", a.name, "key", r.key, "err", err)
@@ -92,7 +94,7 @@ func (s *Store) apply(r ref) int64 {
 		}
 		a.mu.Unlock()
 	}
-	return 0
+	return overlayPerChange
 }
 
 // writeFile puts value at the key's path: temp file, write, rename. It

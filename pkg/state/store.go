@@ -89,8 +89,13 @@ type Options struct {
 	// CheckpointBytes is the journal size past which a checkpoint runs once
 	// the applier is idle. Default 64 MiB.
 	CheckpointBytes int64
-	// MaxPendingBytes bounds values accepted but not yet in their files;
-	// beyond it new batches wait for the applier. Default 256 MiB.
+	// MaxPendingBytes bounds the overlay: values accepted but not yet in
+	// their files, each counted with its queue slot (see overlayCost);
+	// beyond it new batches wait for the applier. Default 64 MiB: about
+	// 150,000 memories of 300 bytes, more than a bulk load of 100,000
+	// needs to run at the journal's rate, while at 256 MiB (counting the
+	// values alone) a load of a million memories held most of them in
+	// memory at once.
 	MaxPendingBytes int64
 	// CacheBytes bounds the cache of small values. Default 64 MiB.
 	CacheBytes int64
@@ -134,7 +139,7 @@ type Store struct {
 	qmu     sync.Mutex
 	qcond   *sync.Cond // signalled when the queue drains or pending shrinks
 	queue   []ref
-	pending int64 // bytes in overlay values
+	pending int64 // overlay bytes (see overlayCost)
 	busy    bool  // applier is working on a taken slice
 	closed  bool
 	kick    chan struct{}
@@ -205,7 +210,7 @@ func Open(data string, opts Options) (*Store, error) {
 		opts.CheckpointBytes = 64 << 20
 	}
 	if opts.MaxPendingBytes <= 0 {
-		opts.MaxPendingBytes = 256 << 20
+		opts.MaxPendingBytes = 64 << 20
 	}
 	if opts.CacheBytes <= 0 {
 		opts.CacheBytes = 64 << 20
