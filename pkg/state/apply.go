@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -49,21 +48,18 @@ func (s *Store) applier() {
 }
 
 // apply materializes one queued change and returns the overlay bytes it
-// released.
+// released (see overlayCost).
 func (s *Store) apply(r ref) int64 {
 	a := r.a
 	a.mu.RLock()
 	e := a.keys[r.key]
 	var value []byte
-	write := e != nil && e.ver == r.ver && e.hasPend
+	write := e != nil && e.version() == r.ver && e.pending()
+	var mod int64
 	if write {
-		value = e.pending
+		value, mod = e.val, e.mod
 	}
 	tomb := !write && e == nil && a.tombs[r.key] == r.ver
-	var mod time.Time
-	if write {
-		mod = e.mod
-	}
 	a.mu.RUnlock()
 
 	switch {
@@ -74,17 +70,20 @@ func (s *Store) apply(r ref) int64 {
 			// keeps it durable); the next start replays it.
 			slog.Error("state: writing key to work tree", "agent", a.name, "key", r.key, "err", err)
 		}
+		freed := int64(overlayPerChange)
 		a.mu.Lock()
 		if cur := a.keys[r.key]; cur == e && err == nil {
-			e.hasPend, e.pending = false, nil
+			freed += int64(cap(value))
+			e.ver &^= pendBit
+			e.val = nil
 			if len(value) <= cacheMaxValue && s.cache.Add(int64(len(value))) <= s.opts.CacheBytes {
-				e.cached = value
+				e.val = value
 			} else if len(value) <= cacheMaxValue {
 				s.cache.Add(-int64(len(value)))
 			}
 		}
 		a.mu.Unlock()
-		return int64(len(value))
+		return freed
 	case tomb:
 		if err := s.removeFile(a.name, r.key); err != nil {
 			slog.Error("state: removing key from work tree", "agent", a.name, "key", r.key, "err", err)
@@ -95,14 +94,14 @@ func (s *Store) apply(r ref) int64 {
 		}
 		a.mu.Unlock()
 	}
-	return 0
+	return overlayPerChange
 }
 
 // writeFile puts value at the key's path: temp file, write, rename. It
 // does not fsync: the journal holds the value until a checkpoint's syncfs.
 // Anything in the way is stale (the index says which keys exist, and no
 // key can be both a value and a folder): it is removed.
-func (s *Store) writeFile(agentName, key string, value []byte, mod time.Time) error {
+func (s *Store) writeFile(agentName, key string, value []byte, mod int64) error {
 	dst := s.path(agentName, key)
 	tmp := filepath.Join(s.tmp, strconv.FormatUint(s.tmpN.Add(1), 36))
 	fd, err := unix.Open(tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o644)
@@ -119,7 +118,7 @@ func (s *Store) writeFile(agentName, key string, value []byte, mod time.Time) er
 		b = b[n:]
 	}
 	// The file's mtime is the save's, so a restart reports the same time.
-	ts := []unix.Timespec{unix.NsecToTimespec(mod.UnixNano()), unix.NsecToTimespec(mod.UnixNano())}
+	ts := []unix.Timespec{unix.NsecToTimespec(mod), unix.NsecToTimespec(mod)}
 	_ = unix.UtimesNanoAt(unix.AT_FDCWD, tmp, ts, 0)
 	if err := unix.Close(fd); err != nil {
 		os.Remove(tmp)

@@ -131,7 +131,7 @@ func (b *Batch) Add(c *Change) *proto.Error {
 		}
 	}
 	b.changes = append(b.changes, c)
-	b.bytes += int64(len(c.Value))
+	b.bytes += overlayCost(c.rec.value)
 	return nil
 }
 
@@ -227,20 +227,23 @@ func (s *Store) publishRecord(r *record) error {
 	a := s.agentLocked(r.agent)
 	s.mu.Unlock()
 	a.mu.Lock()
-	if old := a.keys[r.key]; old != nil && old.cached != nil {
-		s.cache.Add(-int64(len(old.cached)))
+	var released int64 // a pending value this change replaces
+	if old := a.keys[r.key]; old != nil && old.cached() != nil {
+		s.cache.Add(-int64(len(old.cached())))
+	} else if old != nil && old.pending() {
+		released = int64(cap(old.val))
 	}
 	if r.kind == recDelete {
 		a.removeKey(r.key)
 		a.tombs[r.key] = r.ver
 	} else {
 		delete(a.tombs, r.key)
-		a.addKey(r.key, &entry{size: int64(len(r.value)), mod: r.mod, ver: r.ver, pending: r.value, hasPend: true})
+		a.addKey(r.key, &entry{size: int64(len(r.value)), mod: r.mod.UnixNano(), ver: r.ver | pendBit, val: r.value})
 	}
 	a.mu.Unlock()
 	s.qmu.Lock()
 	s.queue = append(s.queue, ref{a: a, key: r.key, ver: r.ver})
-	s.pending += int64(len(r.value))
+	s.pending += overlayCost(r.value) - released
 	now := len(s.queue) >= applyBatch || s.pending >= s.opts.MaxPendingBytes/2
 	switch {
 	case now || s.closed:
@@ -275,7 +278,21 @@ func (s *Store) kickApplier() {
 	}
 }
 
-// waitRoom blocks while the values waiting for the applier exceed the
+// overlayPerChange is what a change costs the overlay beyond its value's
+// bytes: its place in the applier's queue (32 bytes, in a slice that grows
+// by doubling) and the rounding of the value's allocation.
+const overlayPerChange = 64
+
+// overlayCost is what a change holding value counts against
+// MaxPendingBytes until the applier is done with it: the value's capacity
+// (what its allocation holds) while it is pending, and overlayPerChange
+// until the applier has taken the change off its queue. The value's part
+// is released when its file is written or a later change of the key
+// replaces it, whichever comes first (never twice: both happen under the
+// agent's lock, and only one of them finds the entry still pending).
+func overlayCost(value []byte) int64 { return int64(cap(value)) + overlayPerChange }
+
+// waitRoom blocks while the changes waiting for the applier exceed the
 // bound, so a flood of saves cannot grow memory without limit.
 func (s *Store) waitRoom(n int64) {
 	s.qmu.Lock()

@@ -38,14 +38,9 @@ func (s *Store) Open(agentName, key string) (*os.File, []byte, proto.StateRecord
 		}
 		return nil, nil, rec, proto.Errorf(proto.ENOENT, "%s: no key %q", agentName, key)
 	}
-	rec.Size, rec.Modified = e.size, e.mod
-	switch {
-	case e.hasPend:
-		v := e.pending
-		a.mu.RUnlock()
-		return nil, v, rec, nil
-	case e.cached != nil:
-		v := e.cached
+	rec.Size, rec.Modified = e.size, e.modTime()
+	if e.pending() || e.val != nil {
+		v := e.val
 		a.mu.RUnlock()
 		return nil, v, rec, nil
 	}

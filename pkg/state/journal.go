@@ -66,6 +66,7 @@ type record struct {
 
 type journal struct {
 	f     *os.File
+	fresh bool // created by this open
 	gen   uint64
 	pos   int64 // where the next record goes
 	alloc int64 // bytes preallocated
@@ -90,7 +91,7 @@ func openJournal(path string) (*journal, error) {
 	j.alloc = fi.Size()
 	if fi.Size() == 0 {
 		// New journal: generation 1, space reserved, all durable before use.
-		j.gen = 1
+		j.gen, j.fresh = 1, true
 		if err := j.grow(journalHeader + journalChunk); err != nil {
 			f.Close()
 			return nil, err

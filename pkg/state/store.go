@@ -15,6 +15,12 @@
 // its old or its new value. A checkpoint (syncfs, then an empty journal)
 // runs when the journal grows large, at shutdown, and after replay at start.
 //
+// At start the index comes from the work tree: from the key snapshot a
+// clean Close leaves in DATA/index/state.keys when it can be trusted (see
+// snapshot.go), else from a walk of every folder and file, which at a
+// million memories takes seconds. The journal lives in DATA/journal/wal,
+// temp files of the applier in DATA/tmp.
+//
 // File creation is the slow part on most file systems (0.1 to 1 ms here,
 // against 170 us for one fdatasync that covers a whole batch), which is why
 // the work tree is written behind the journal rather than before the reply.
@@ -24,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -82,8 +89,13 @@ type Options struct {
 	// CheckpointBytes is the journal size past which a checkpoint runs once
 	// the applier is idle. Default 64 MiB.
 	CheckpointBytes int64
-	// MaxPendingBytes bounds values accepted but not yet in their files;
-	// beyond it new batches wait for the applier. Default 256 MiB.
+	// MaxPendingBytes bounds the overlay: values accepted but not yet in
+	// their files, each counted with its queue slot (see overlayCost);
+	// beyond it new batches wait for the applier. Default 64 MiB: about
+	// 150,000 memories of 300 bytes, more than a bulk load of 100,000
+	// needs to run at the journal's rate, while at 256 MiB (counting the
+	// values alone) a load of a million memories held most of them in
+	// memory at once.
 	MaxPendingBytes int64
 	// CacheBytes bounds the cache of small values. Default 64 MiB.
 	CacheBytes int64
@@ -127,12 +139,15 @@ type Store struct {
 	qmu     sync.Mutex
 	qcond   *sync.Cond // signalled when the queue drains or pending shrinks
 	queue   []ref
-	pending int64 // bytes in overlay values
+	pending int64 // overlay bytes (see overlayCost)
 	busy    bool  // applier is working on a taken slice
 	closed  bool
 	kick    chan struct{}
 	done    chan struct{}
 	failed  error // sticky journal failure
+	opened  bool  // Open succeeded: Close may save the key snapshot
+
+	indexFrom string // how Open loaded the index: "snapshot" or "walk"
 
 	timer        *time.Timer // fires once changes have settled; idle otherwise
 	timerArmed   bool
@@ -148,14 +163,36 @@ type agent struct {
 	bytes int64             // sum of the keys' sizes
 }
 
+// entry is one key of the index. There is one per key (a million for an
+// agent with a million memories), so it is kept small: 48 bytes.
 type entry struct {
-	size    int64
-	mod     time.Time
-	ver     uint64
-	pending []byte // value not yet in its file; immutable
-	hasPend bool
-	cached  []byte // small value, same as the file; immutable
+	size int64
+	mod  int64 // modification time, unix nanoseconds (as the journal keeps it)
+	// ver is the change that set the value (0 for a key read from the
+	// tree), with pendBit set while val is not yet in the key's file.
+	ver uint64
+	// val is the value not yet in its file (pending) or, once it is, a
+	// copy of a small value kept as a cache (nil if none). Immutable.
+	val []byte
 }
+
+// pendBit marks an entry whose value is pending (versions count changes
+// and never come near it).
+const pendBit = 1 << 63
+
+func (e *entry) pending() bool   { return e.ver&pendBit != 0 }
+func (e *entry) version() uint64 { return e.ver &^ pendBit }
+
+// cached is the entry's cached value, if it has one.
+func (e *entry) cached() []byte {
+	if e.pending() {
+		return nil
+	}
+	return e.val
+}
+
+// modTime is e.mod as a time.
+func (e *entry) modTime() time.Time { return time.Unix(0, e.mod).UTC() }
 
 type ref struct {
 	a   *agent
@@ -173,7 +210,7 @@ func Open(data string, opts Options) (*Store, error) {
 		opts.CheckpointBytes = 64 << 20
 	}
 	if opts.MaxPendingBytes <= 0 {
-		opts.MaxPendingBytes = 256 << 20
+		opts.MaxPendingBytes = 64 << 20
 	}
 	if opts.CacheBytes <= 0 {
 		opts.CacheBytes = 64 << 20
@@ -204,19 +241,21 @@ func Open(data string, opts Options) (*Store, error) {
 			return nil, err
 		}
 	}
-	if err := s.loadIndex(); err != nil {
-		return nil, fmt.Errorf("state: reading %s: %w", s.repo, err)
-	}
 	j, err := openJournal(filepath.Join(data, "journal", "wal"))
 	if err != nil {
 		return nil, fmt.Errorf("state: %w", err)
 	}
 	s.j = j
+	if err := s.loadIndex(); err != nil {
+		j.close()
+		return nil, fmt.Errorf("state: reading %s: %w", s.repo, err)
+	}
 	go s.applier()
 	if err := s.recover(); err != nil {
 		s.Close()
 		return nil, err
 	}
+	s.opened = true
 	return s, nil
 }
 
@@ -250,8 +289,27 @@ func (s *Store) recover() error {
 	return s.checkpoint(true)
 }
 
-// loadIndex walks the work tree. Files are keys, folders are prefixes.
+// loadIndex reads the key snapshot if it can, else walks the work tree.
+// Files are keys, folders are prefixes.
 func (s *Store) loadIndex() error {
+	t0 := time.Now()
+	s.indexFrom = "snapshot"
+	if !s.loadSnapshot() {
+		s.indexFrom = "walk"
+		if err := s.walkIndex(); err != nil {
+			return err
+		}
+	}
+	n := 0
+	for _, a := range s.agents {
+		n += len(a.keys)
+	}
+	slog.Info("state: index loaded", "from", s.indexFrom, "keys", n, "took", time.Since(t0).Round(time.Millisecond))
+	return nil
+}
+
+// walkIndex indexes the work tree by reading its folders and files.
+func (s *Store) walkIndex() error {
 	ents, err := os.ReadDir(s.repo)
 	if err != nil {
 		return err
@@ -278,7 +336,7 @@ func (s *Store) loadTree(ref string) error {
 		}
 	}
 	a := s.agentLocked(ref)
-	err := statTree(root, "", func(key string, size int64, mod time.Time) {
+	err := statTree(root, "", func(key string, size, mod int64) {
 		if proto.CheckKey(key) == nil {
 			a.addKey(key, &entry{size: size, mod: mod})
 		}
@@ -294,7 +352,7 @@ func (s *Store) loadTree(ref string) error {
 // holds up to millions of files: each is looked up relative to its
 // folder's descriptor (no path walk from the root each time), several at
 // a time, so a restart does not wait on a million stats in a row.
-func statTree(dir, prefix string, add func(key string, size int64, mod time.Time)) error {
+func statTree(dir, prefix string, add func(key string, size, mod int64)) error {
 	f, err := os.Open(dir)
 	if err != nil {
 		return err
@@ -317,7 +375,7 @@ func statTree(dir, prefix string, add func(key string, size int64, mod time.Time
 	}
 	type stat struct {
 		size int64
-		mod  time.Time
+		mod  int64
 		err  error
 	}
 	out := make([]stat, len(files))
@@ -329,7 +387,7 @@ func statTree(dir, prefix string, add func(key string, size int64, mod time.Time
 				out[i].err = err
 				continue
 			}
-			out[i] = stat{size: st.Size, mod: time.Unix(st.Mtim.Sec, st.Mtim.Nsec).UTC()}
+			out[i] = stat{size: st.Size, mod: st.Mtim.Nano()}
 		}
 	}
 	if workers := min(8, len(files)/4096); workers > 1 {
@@ -468,11 +526,8 @@ func (s *Store) Load(agentName, key string) ([]byte, proto.StateRecord, error) {
 		}
 		return nil, rec, proto.Errorf(proto.ENOENT, "%s: no key %q", agentName, key)
 	}
-	rec.Size, rec.Modified = e.size, e.mod
-	v, ok := e.pending, e.hasPend
-	if !ok && e.cached != nil {
-		v, ok = e.cached, true
-	}
+	rec.Size, rec.Modified = e.size, e.modTime()
+	v, ok := e.val, e.pending() || e.val != nil
 	a.mu.RUnlock()
 	if ok {
 		return v, rec, nil
@@ -489,8 +544,8 @@ func (s *Store) Load(agentName, key string) ([]byte, proto.StateRecord, error) {
 	rec.Size = int64(len(v))
 	if len(v) <= cacheMaxValue && s.cache.Add(int64(len(v))) <= s.opts.CacheBytes {
 		a.mu.Lock()
-		if cur := a.keys[key]; cur == e && !e.hasPend && e.cached == nil {
-			e.cached = v
+		if cur := a.keys[key]; cur == e && !e.pending() && e.val == nil {
+			e.val = v
 		} else {
 			s.cache.Add(-int64(len(v)))
 		}
@@ -514,7 +569,7 @@ func (s *Store) Stat(agentName, key string) (proto.StateRecord, error) {
 	if e == nil {
 		return rec, proto.Errorf(proto.ENOENT, "%s: no key %q", agentName, key)
 	}
-	rec.Size, rec.Modified = e.size, e.mod
+	rec.Size, rec.Modified = e.size, e.modTime()
 	return rec, nil
 }
 
@@ -530,7 +585,7 @@ func (s *Store) List(agentName, prefix string) ([]proto.StateRecord, error) {
 	a.mu.RLock()
 	for k, e := range a.keys {
 		if prefix == "" || k == prefix || len(k) > len(prefix) && k[len(prefix)] == '/' && k[:len(prefix)] == prefix {
-			out = append(out, proto.StateRecord{Type: proto.RecordState, Agent: agentName, Key: k, Size: e.size, Modified: e.mod})
+			out = append(out, proto.StateRecord{Type: proto.RecordState, Agent: agentName, Key: k, Size: e.size, Modified: e.modTime()})
 		}
 	}
 	a.mu.RUnlock()
@@ -599,10 +654,16 @@ func (s *Store) checkpoint(force bool) error {
 	return s.j.reset()
 }
 
-// Close drains the applier, checkpoints and closes the journal.
+// Close drains the applier, checkpoints, saves the key snapshot for a
+// fast start (see snapshot.go) and closes the journal.
 func (s *Store) Close() error {
 	s.Flush()
 	err := s.checkpoint(true)
+	if err == nil && s.opened {
+		if serr := s.saveSnapshot(); serr != nil {
+			slog.Warn("state: key snapshot not saved: the next start reads the work tree", "err", serr)
+		}
+	}
 	s.timer.Stop()
 	s.qmu.Lock()
 	s.closed = true

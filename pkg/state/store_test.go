@@ -266,3 +266,27 @@ func TestConcurrentReadersSeeWholeValues(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestOverlayAccounting: once the applier is done, the overlay counts
+// nothing, however often keys changed before it came.
+func TestOverlayAccounting(t *testing.T) {
+	s, _ := Open(t.TempDir(), Options{})
+	defer s.Close()
+	v := bytes.Repeat([]byte("v"), 1000)
+	for i := 0; i < 50; i++ {
+		commit(t, s, &Change{Agent: "a", Key: "k", Value: v[:i*10]}, &Change{Agent: "a", Key: "k", Value: v})
+		commit(t, s, &Change{Agent: "a", Key: fmt.Sprint("gone", i), Value: v})
+		commit(t, s, del("a", fmt.Sprint("gone", i)))
+	}
+	s.qmu.Lock()
+	if s.pending <= 1000 {
+		t.Errorf("the overlay counts %d bytes before the applier ran", s.pending)
+	}
+	s.qmu.Unlock()
+	s.Flush()
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	if s.pending != 0 {
+		t.Fatalf("the overlay counts %d bytes with nothing pending", s.pending)
+	}
+}

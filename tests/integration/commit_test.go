@@ -278,3 +278,59 @@ func TestUncommittedSurviveRestart(t *testing.T) {
 	}
 	git(t, filepath.Join(d.data, "repo"), "fsck", "--strict", "--no-dangling")
 }
+
+// TestRestoreThenRestart: a restore changes the work tree through the
+// journal; whether the daemon is killed after it or stopped, the next
+// start has the restored state. A clean stop leaves the key snapshot
+// (DATA/index/state.keys) and the next start loads it; a start removes
+// it, so a kill after the restore leaves none to be believed.
+func TestRestoreThenRestart(t *testing.T) {
+	needGit(t)
+	d := startDaemon(t, daemonOpts{})
+	snap := filepath.Join(d.data, "index", "state.keys")
+	d.mustOx(t, "", "ox-state", "save", "-a", "ops", "a", "one")
+	d.mustOx(t, "", "ox-state", "save", "-a", "ops", "dir/b", "two")
+	d.mustOx(t, "", "ox-commit", "-a", "ops", "-m", "first", "--tag", "v1")
+	d.mustOx(t, "", "ox-state", "save", "-a", "ops", "a", "one, changed")
+	d.mustOx(t, "", "ox-state", "rm", "-a", "ops", "dir/b")
+	d.mustOx(t, "", "ox-state", "save", "-a", "ops", "dir/c", "three")
+	d.stop()
+	if _, err := os.Stat(snap); err != nil {
+		t.Fatalf("no key snapshot after a clean stop: %v", err)
+	}
+	check := func(d *daemon, when string) {
+		t.Helper()
+		for key, want := range map[string]string{"a": "one", "dir/b": "two"} {
+			if v := d.mustOx(t, "", "ox-state", "load", "-a", "ops", key); v != want {
+				t.Fatalf("%s: %s = %q, want %q", when, key, v, want)
+			}
+		}
+		if r := d.ox("", "ox-state", "load", "-a", "ops", "dir/c"); r.code != 1 {
+			t.Fatalf("%s: a key added after v1 is back: %+v", when, r)
+		}
+		if ls := d.mustOx(t, "", "ox-state", "ls", "-a", "ops"); strings.Contains(ls, "dir/c") || !strings.Contains(ls, "dir/b") {
+			t.Fatalf("%s: ls:\n%s", when, ls)
+		}
+	}
+	d = startDaemon(t, daemonOpts{dir: d.dir})
+	if !strings.Contains(d.stderr.String(), "from=snapshot") {
+		t.Fatalf("the start after a clean stop walked the tree:\n%s", d.stderr.String())
+	}
+	if _, err := os.Stat(snap); !os.IsNotExist(err) {
+		t.Fatalf("the key snapshot is still there with the daemon running: %v", err)
+	}
+	d.mustOx(t, "", "ox-commit", "restore", "-a", "ops", "v1")
+	check(d, "after the restore")
+	d.kill9()
+	d = startDaemon(t, daemonOpts{dir: d.dir})
+	if !strings.Contains(d.stderr.String(), "from=walk") {
+		t.Fatalf("the start after a kill did not walk the tree:\n%s", d.stderr.String())
+	}
+	check(d, "after a kill")
+	d.stop()
+	d = startDaemon(t, daemonOpts{dir: d.dir})
+	if !strings.Contains(d.stderr.String(), "from=snapshot") {
+		t.Fatalf("the start after a clean stop walked the tree:\n%s", d.stderr.String())
+	}
+	check(d, "after a stop")
+}

@@ -1,0 +1,436 @@
+package state
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+// The key snapshot spares a start the walk of the work tree, which at a
+// million memories is a million stats (seconds). A clean Close, once the
+// work tree is durable and the journal empty at generation G, writes every
+// tree's keys with their sizes and modification times to
+// DATA/index/state.keys, stamped with G. Open uses it instead of the walk
+// only if
+//
+//   - it is whole (its CRC) and of this format (its magic);
+//   - the journal's generation is still G, and the journal is not new (a
+//     journal moved away and started afresh counts generations from 1
+//     again);
+//   - every folder of the tree it names (DATA/repo/agents, each agent's,
+//     each tree's and each folder of keys) has the inode and ctime it had:
+//     a file created, removed or renamed behind the store's back, such as
+//     a checkout or a copy into DATA/repo while the daemon was stopped,
+//     changes its folder's ctime. (A file rewritten in place is not seen:
+//     its size and time would be stale until the next walk.)
+//
+// and Open removes it before anything can change the tree: the snapshot
+// describes the tree between a clean stop and the next start, never
+// later, so a crash, and every writer of the tree in between (the applier
+// for saves, deletes and versioning's restores alike, all of which go
+// through the journal), leaves no snapshot and the next start walks. The
+// walk stays the truth; anything wrong with the snapshot falls back to it.
+//
+// Layout (little endian; varints as in encoding/binary):
+//
+//	"OXKEYS01" | generation u64 | body | crc32c(all before) u32
+//	body:   folders uvarint | folder... | trees uvarint | tree...
+//	folder: path (from DATA/repo/agents; "" for it) | inode uvarint | ctime unix-nanos varint
+//	tree:   ref | keys uvarint | key...
+//	key:    shared uvarint | rest | size uvarint | mod varint (less the previous key's)
+//	string: length uvarint | bytes
+//
+// A tree's keys are sorted; shared is the length of the prefix a key has
+// in common with the one before it (memory keys share kind/ and their
+// ID's time), which keeps a million keys near 30 MB.
+
+const (
+	snapMagic = "OXKEYS01"
+	snapName  = "state.keys"
+	// snapChunk keys share one allocation for their entries and one for
+	// their names: a million allocations cost more than the rest of the
+	// load, and a chunk is freed once all its keys are replaced.
+	snapChunk = 1024
+)
+
+var errSnapshot = errors.New("damaged or not a key snapshot")
+
+func (s *Store) snapPath() string { return filepath.Join(s.data, "index", snapName) }
+
+type snapKey struct {
+	key       string
+	size, mod int64
+}
+
+// saveSnapshot writes the key snapshot if the work tree holds exactly
+// what the index says: no journal records, nothing queued or pending, no
+// deletion not yet done. Close calls it after the final checkpoint.
+func (s *Store) saveSnapshot() error {
+	s.jmu.Lock()
+	defer s.jmu.Unlock()
+	if s.failed != nil {
+		return s.failed
+	}
+	if n := s.j.size(); n != 0 {
+		return fmt.Errorf("the journal still holds %d bytes", n)
+	}
+	s.qmu.Lock()
+	idle := len(s.queue) == 0 && !s.busy
+	s.qmu.Unlock()
+	if !idle {
+		return errors.New("changes are still queued for the work tree")
+	}
+	b, err := s.encodeSnapshot(s.j.gen)
+	if err != nil {
+		return err
+	}
+	return writeDurable(s.snapPath(), b)
+}
+
+// encodeSnapshot lists the trees the way loadIndex finds them and takes
+// their keys from the index.
+func (s *Store) encodeSnapshot(gen uint64) ([]byte, error) {
+	ents, err := os.ReadDir(s.repo)
+	if err != nil {
+		return nil, err
+	}
+	folders := []string{""}
+	var refs []string
+	absent := map[string]bool{} // trees a walk finds empty, with no folder
+	for _, de := range ents {
+		if !de.IsDir() || proto.CheckAgent(de.Name()) != nil {
+			continue
+		}
+		folders = append(folders, de.Name())
+		for _, space := range Spaces {
+			ref := Ref(space, de.Name())
+			switch _, err := os.Stat(s.root(ref)); {
+			case err == nil:
+				folders = append(folders, de.Name()+"/"+space)
+			case !errors.Is(err, fs.ErrNotExist):
+				return nil, err
+			case space != SpaceState:
+				continue
+			default:
+				absent[ref] = true
+			}
+			refs = append(refs, ref)
+		}
+	}
+	b := []byte(snapMagic)
+	b = binary.LittleEndian.AppendUint64(b, gen)
+	var trees []byte
+	trees = binary.AppendUvarint(trees, uint64(len(refs)))
+	var keys []snapKey
+	for _, ref := range refs {
+		a := s.agent(ref)
+		switch {
+		case a == nil && absent[ref]:
+			a = &agent{}
+		case a == nil:
+			return nil, fmt.Errorf("%s is in the work tree but not in the index", s.root(ref))
+		}
+		space, name := SplitRef(ref)
+		keys = keys[:0]
+		a.mu.RLock()
+		if len(a.tombs) > 0 {
+			a.mu.RUnlock()
+			return nil, fmt.Errorf("%s: %d deleted keys are still in the work tree", ref, len(a.tombs))
+		}
+		for k, e := range a.keys {
+			if e.pending() {
+				a.mu.RUnlock()
+				return nil, fmt.Errorf("%s: %q is not in its file yet", ref, k)
+			}
+			keys = append(keys, snapKey{k, e.size, e.mod})
+		}
+		for dir := range a.dirs {
+			folders = append(folders, name+"/"+space+"/"+dir)
+		}
+		a.mu.RUnlock()
+		slices.SortFunc(keys, func(x, y snapKey) int { return strings.Compare(x.key, y.key) })
+		trees = appendString(trees, ref)
+		trees = binary.AppendUvarint(trees, uint64(len(keys)))
+		prev, prevMod := "", int64(0)
+		for _, k := range keys {
+			n := 0
+			for n < len(prev) && n < len(k.key) && prev[n] == k.key[n] {
+				n++
+			}
+			trees = binary.AppendUvarint(trees, uint64(n))
+			trees = appendString(trees, k.key[n:])
+			trees = binary.AppendUvarint(trees, uint64(k.size))
+			trees = binary.AppendVarint(trees, k.mod-prevMod)
+			prev, prevMod = k.key, k.mod
+		}
+	}
+	slices.Sort(folders)
+	b = binary.AppendUvarint(b, uint64(len(folders)))
+	for _, f := range folders {
+		ino, ctime, err := folderStamp(filepath.Join(s.repo, filepath.FromSlash(f)))
+		if err != nil {
+			return nil, err
+		}
+		b = appendString(b, f)
+		b = binary.AppendUvarint(b, ino)
+		b = binary.AppendVarint(b, ctime)
+	}
+	b = append(b, trees...)
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli)), nil
+}
+
+// folderStamp is what changes when an entry of the folder path is
+// created, removed or renamed, or the folder is replaced.
+func folderStamp(path string) (ino uint64, ctime int64, err error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return 0, 0, &fs.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return 0, 0, &fs.PathError{Op: "stat", Path: path, Err: unix.ENOTDIR}
+	}
+	return st.Ino, st.Ctim.Nano(), nil
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// loadSnapshot loads the index from the key snapshot if there is one that
+// can be trusted (see above), and removes it. It reports whether it did;
+// if not, the index is as empty as before and the caller walks the tree.
+func (s *Store) loadSnapshot() bool {
+	path := s.snapPath()
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		slog.Info("state: no key snapshot (the last stop was not clean, or this is the first start): reading the work tree")
+		return false
+	}
+	// Whatever it holds, it describes the tree as it is now at best:
+	// gone before the tree can change.
+	if rerr := removeDurable(path); rerr != nil {
+		slog.Warn("state: cannot remove the key snapshot; not using it", "file", path, "err", rerr)
+		return false
+	}
+	if err == nil {
+		err = s.decodeSnapshot(b)
+	}
+	if err != nil {
+		clear(s.agents)
+		slog.Warn("state: key snapshot not used: reading the work tree", "file", path, "err", err)
+		return false
+	}
+	return true
+}
+
+func (s *Store) decodeSnapshot(b []byte) error {
+	if len(b) < len(snapMagic)+8+4 || !bytes.HasPrefix(b, []byte(snapMagic)) {
+		return errSnapshot
+	}
+	end := len(b) - 4
+	if crc32.Checksum(b[:end], castagnoli) != binary.LittleEndian.Uint32(b[end:]) {
+		return fmt.Errorf("%w: checksum mismatch", errSnapshot)
+	}
+	if gen := binary.LittleEndian.Uint64(b[len(snapMagic):]); gen != s.j.gen || s.j.fresh {
+		return fmt.Errorf("written at journal generation %d, the journal is at %d (new: %v)", gen, s.j.gen, s.j.fresh)
+	}
+	r := snapReader{b: b[len(snapMagic)+8 : end]}
+	for n := r.uvarint(); n > 0 && !r.bad; n-- {
+		f, ino, ctime := string(r.bytes()), r.uvarint(), r.varint()
+		if r.bad {
+			break
+		}
+		gotIno, gotCtime, err := folderStamp(filepath.Join(s.repo, filepath.FromSlash(f)))
+		if err != nil {
+			return fmt.Errorf("the work tree changed since: %w", err)
+		}
+		if gotIno != ino || gotCtime != ctime {
+			return fmt.Errorf("the work tree changed since: %s was modified at %s", filepath.Join(s.repo, filepath.FromSlash(f)), time.Unix(0, gotCtime).UTC().Format(time.RFC3339Nano))
+		}
+	}
+	for n := r.uvarint(); n > 0 && !r.bad; n-- {
+		ref := string(r.bytes())
+		if r.bad || checkRef(ref) != nil || s.agents[ref] != nil {
+			return errSnapshot
+		}
+		if err := s.agentLocked(ref).decodeKeys(&r); err != nil {
+			return err
+		}
+	}
+	if r.bad || len(r.b) != 0 {
+		return errSnapshot
+	}
+	return nil
+}
+
+// decodeKeys reads a tree's keys into a, which is empty.
+func (a *agent) decodeKeys(r *snapReader) error {
+	n := r.uvarint()
+	if r.bad || n > uint64(len(r.b)) { // a key takes at least a byte
+		return errSnapshot
+	}
+	a.keys = make(map[string]*entry, n)
+	var (
+		last    []byte // the previous key
+		mod     int64
+		run     string // the last key of a run of keys in one folder
+		runDir  string
+		runKeys int
+		names   []byte
+		ends    []int
+		ents    []entry
+	)
+	flushRun := func() {
+		if runKeys > 0 {
+			forEachParent(run, func(dir string) { a.dirs[dir] += runKeys })
+		}
+		runKeys = 0
+	}
+	for i := uint64(0); i < n; {
+		// One chunk: the names as one string, the entries as one slice.
+		m := min(n-i, snapChunk)
+		names, ends = names[:0], ends[:0]
+		ents = make([]entry, m)
+		for j := range ents {
+			shared := r.uvarint()
+			rest := r.bytes()
+			size := r.uvarint()
+			mod += r.varint()
+			if r.bad || shared > uint64(len(last)) || shared+uint64(len(rest)) == 0 || size > 1<<62 {
+				return errSnapshot
+			}
+			last = append(last[:shared], rest...)
+			names = append(names, last...)
+			ends = append(ends, len(names))
+			ents[j] = entry{size: int64(size), mod: mod}
+		}
+		str, start := string(names), 0
+		for j := range ents {
+			key := str[start:ends[j]]
+			start = ends[j]
+			if _, dup := a.keys[key]; dup {
+				return errSnapshot
+			}
+			a.keys[key] = &ents[j]
+			a.bytes += ents[j].size
+			dir := key[:max(strings.LastIndexByte(key, '/'), 0)]
+			if dir != runDir {
+				flushRun()
+				runDir = dir
+			}
+			run = key
+			runKeys++
+		}
+		i += m
+	}
+	flushRun()
+	return nil
+}
+
+// checkRef reports whether ref names a tree the store can hold.
+func checkRef(ref string) error {
+	space, name := SplitRef(ref)
+	if checkSpace(space) != nil || proto.CheckAgent(name) != nil {
+		return errSnapshot
+	}
+	return nil
+}
+
+type snapReader struct {
+	b   []byte
+	bad bool
+}
+
+func (r *snapReader) uvarint() uint64 {
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.bad = true
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *snapReader) varint() int64 {
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.bad = true
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *snapReader) bytes() []byte {
+	n := r.uvarint()
+	if r.bad || n > uint64(len(r.b)) {
+		r.bad = true
+		return nil
+	}
+	p := r.b[:n]
+	r.b = r.b[n:]
+	return p
+}
+
+// writeDurable replaces path with b: temp file, fsync, rename, fsync of
+// the folder.
+func writeDurable(path string, b []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return syncDir(dir)
+}
+
+// removeDurable removes path and makes that durable.
+func removeDurable(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+func syncDir(dir string) error {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &fs.PathError{Op: "open", Path: dir, Err: err}
+	}
+	defer unix.Close(fd)
+	if err := unix.Fsync(fd); err != nil {
+		return &fs.PathError{Op: "fsync", Path: dir, Err: err}
+	}
+	return nil
+}
