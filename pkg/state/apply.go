@@ -66,9 +66,13 @@ func (s *Store) apply(r ref) int64 {
 	case write:
 		err := s.writeFile(a.name, r.key, value, mod)
 		if err != nil {
-			// The value stays in the overlay (readers are right, the journal
-			// keeps it durable); the next start replays it.
+			// The value stays in the overlay (readers are right) and the
+			// journal keeps it durable: no checkpoint recycles the journal
+			// until the write is retried and succeeds (see checkpoint).
 			slog.Error("state: writing key to work tree", "agent", a.name, "key", r.key, "err", err)
+			s.qmu.Lock()
+			s.retry = append(s.retry, r)
+			s.qmu.Unlock()
 		}
 		freed := int64(overlayPerChange)
 		a.mu.Lock()

@@ -139,6 +139,7 @@ type Store struct {
 	qmu     sync.Mutex
 	qcond   *sync.Cond // signalled when the queue drains or pending shrinks
 	queue   []ref
+	retry   []ref // changes whose file writes failed: queued again at checkpoints
 	pending int64 // overlay bytes (see overlayCost)
 	busy    bool  // applier is working on a taken slice
 	closed  bool
@@ -618,8 +619,17 @@ func (s *Store) Flush() {
 // Checkpoint flushes, makes the work tree durable and empties the journal.
 // Versioning calls it before reading the tree.
 func (s *Store) Checkpoint() error {
+	s.requeueFailed()
 	s.Flush()
 	return s.checkpoint(true)
+}
+
+// requeueFailed queues again the changes whose files could not be written.
+func (s *Store) requeueFailed() {
+	s.qmu.Lock()
+	s.queue = append(s.queue, s.retry...)
+	s.retry = nil
+	s.qmu.Unlock()
 }
 
 // checkpoint makes everything written behind the journal durable (the
@@ -634,7 +644,13 @@ func (s *Store) checkpoint(force bool) error {
 	}
 	s.qmu.Lock()
 	idle := len(s.queue) == 0 && !s.busy
+	stuck := len(s.retry)
 	s.qmu.Unlock()
+	if stuck > 0 {
+		// Changes whose files could not be written still need the
+		// journal: keep it until they are (Checkpoint and Close retry them).
+		return fmt.Errorf("state: checkpoint put off: %d changes could not be written to their files", stuck)
+	}
 	if !idle {
 		return nil
 	}
@@ -657,6 +673,7 @@ func (s *Store) checkpoint(force bool) error {
 // Close drains the applier, checkpoints, saves the key snapshot for a
 // fast start (see snapshot.go) and closes the journal.
 func (s *Store) Close() error {
+	s.requeueFailed()
 	s.Flush()
 	err := s.checkpoint(true)
 	if err == nil && s.opened {

@@ -290,3 +290,54 @@ func TestOverlayAccounting(t *testing.T) {
 		t.Fatalf("the overlay counts %d bytes with nothing pending", s.pending)
 	}
 }
+
+// A change whose file cannot be written stays durable: no checkpoint
+// recycles the journal while it is not in its file, a crash replays it,
+// and once the files can be written again a checkpoint writes it.
+func TestFailedWriteKeepsJournal(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	commit(t, s, save("a", "k0", "zero"))
+	if err := s.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(dir, "tmp")
+	if err := os.RemoveAll(tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tmp, nil, 0o600); err != nil { // temp files cannot be made
+		t.Fatal(err)
+	}
+	commit(t, s, save("a", "k", "value"))
+	if err := s.Checkpoint(); err == nil || s.j.size() == 0 {
+		t.Fatalf("checkpoint with an unwritten change: %v, journal %d bytes; want an error and the journal kept", err, s.j.size())
+	}
+	if v, _, err := s.Load("a", "k"); err != nil || string(v) != "value" {
+		t.Fatalf("read while unwritten: %q %v", v, err)
+	}
+	crash := t.TempDir()
+	copyTree(t, dir, crash)
+	s2, err := Open(crash, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(crash, "repo", "agents", "a", "state", "k")); err != nil || string(b) != "value" {
+		t.Errorf("after a crash, the replay wrote %q %v; want value", b, err)
+	}
+	s2.Close()
+
+	os.Remove(tmp)
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Checkpoint(); err != nil || s.j.size() != 0 {
+		t.Fatalf("checkpoint once writable: %v, journal %d bytes", err, s.j.size())
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "repo", "agents", "a", "state", "k")); err != nil || string(b) != "value" {
+		t.Errorf("retried write: %q %v", b, err)
+	}
+}
