@@ -458,16 +458,16 @@ func (k *Kernel) MemRecall(ctx context.Context, c *Cred, a proto.MemRecallArgs, 
 		}
 		opt := recall.Options{K: kk, QueryVector: qvec}
 		if f.any() {
-			opt.Filter = func(id string) bool {
+			opt.Filter = func(in recall.Info) bool {
 				m.mu.RLock()
-				ok := f.match(m.meta[id])
+				ok := f.match(m.meta[in.ID])
 				m.mu.RUnlock()
 				return ok
 			}
 		} else {
-			opt.Filter = func(id string) bool {
+			opt.Filter = func(in recall.Info) bool {
 				m.mu.RLock()
-				_, ok := m.meta[id]
+				_, ok := m.meta[in.ID]
 				m.mu.RUnlock()
 				return ok
 			}
