@@ -370,12 +370,10 @@ func (ix *Index) loadPostings() error {
 		defer wg.Done()
 		ix.ids = newIDTable(ndocs)
 		for n := range ix.docs {
-			id := ix.docID(uint32(n))
-			if _, dup := ix.ids.find(ix, id); dup {
+			if id := ix.docID(uint32(n)); !ix.ids.insertNew(ix, id, uint32(n)) {
 				idErr = fmt.Errorf("%w: duplicate document %q", ErrCorrupt, id)
 				return
 			}
-			ix.ids.insert(ix, id, uint32(n))
 		}
 	}()
 	for w := range parts {

@@ -3,6 +3,7 @@ package recall
 import (
 	"errors"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -85,7 +86,7 @@ func (ix *Index) hits(s []scored, dense []float64) []Hit {
 	out := make([]Hit, len(s))
 	for i, x := range s {
 		d := &ix.docs[x.doc]
-		out[i] = Hit{ID: ix.docID(x.doc), Score: x.score, BM25: x.score, Importance: d.importance}
+		out[i] = Hit{ID: strings.Clone(ix.docID(x.doc)), Score: x.score, BM25: x.score, Importance: d.importance}
 		if d.time != 0 {
 			out[i].Time = time.Unix(0, d.time)
 		}

@@ -201,7 +201,10 @@ func (ix *Index) compactLocked() {
 	ix.garbage = 0
 }
 
-// Info describes an indexed document, as filters and lookups see it.
+// Info describes an indexed document, as filters and lookups see it. Its
+// ID and Aux share the index's storage: they never change, but hold a
+// chunk of it (up to the whole loaded file) in memory while they are
+// held; clone what is kept long.
 type Info struct {
 	ID string
 	// Time is the document's, zero if it had none.
@@ -301,6 +304,22 @@ func (t *idTable) insert(ix *Index, id string, n uint32) {
 		}
 	}
 	t.place(t.hash(id), n)
+}
+
+// insertNew adds id as document n unless it is in the table already,
+// and reports whether it added it. The table has room for it (see alloc).
+func (t *idTable) insertNew(ix *Index, id string, n uint32) bool {
+	h := t.hash(id)
+	mask := len(t.slots) - 1
+	i := int(h >> t.shift)
+	for ; t.slots[i] != 0; i = (i + 1) & mask {
+		if s := t.slots[i]; uint32(s>>32) == h && ix.docID(uint32(s)-1) == id {
+			return false
+		}
+	}
+	t.slots[i] = uint64(h)<<32 | uint64(n+1)
+	t.n++
+	return true
 }
 
 func (t *idTable) place(h, n uint32) {

@@ -279,6 +279,17 @@ func TestLoadRejects(t *testing.T) {
 	if refused == 0 {
 		t.Fatal("no damaged file was refused")
 	}
+	two, err := Rebuild(DefaultParams, []Doc{{ID: "dupA", Text: "one"}, {ID: "dupB", Text: "two"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf.Reset()
+	if err := two.Save(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadBytes(resum(bytes.Replace(buf.Bytes(), []byte("dupB"), []byte("dupA"), 1))); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("duplicate id: err %v, want ErrCorrupt", err)
+	}
 	tail := append(bytes.Clone(data[:len(data)-4]), 0)
 	if _, err := LoadBytes(resum(append(tail, 0, 0, 0, 0))); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("trailing byte: err %v, want ErrCorrupt", err)
