@@ -288,7 +288,7 @@ func (k *Kernel) loadIndexes() error {
 		m.seq = k.auditSeq
 		m.ix.Each(func(in recall.Info) bool {
 			if mt, _ := metaOf(in); mt.expires != 0 {
-				es = append(es, expiry{at: mt.expires, agent: m.agent, id: in.ID})
+				es = append(es, expiry{at: mt.expires, agent: m.agent, id: strings.Clone(in.ID)})
 			}
 			return true
 		})
