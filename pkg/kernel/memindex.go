@@ -24,18 +24,16 @@ import (
 )
 
 // The recall indexes are derived data: DATA/index/recall/<agent> holds an
-// agent's recall.Index (recall.Save) and the memories' metadata, stamped
-// with the audit seq they cover. At start an index is loaded and caught up
+// agent's recall.Index (recall.Save, with the memories' metadata in each
+// document's aux, see memAux), stamped with the audit seq it covers. At start an index is loaded and caught up
 // by scanning the audit log after its seq for memory changes, re-reading
 // just those files; a missing or damaged index, or one ahead of the log,
-// is rebuilt from the files, which are the truth.
+// is rebuilt from the files, which are the truth. So is a file of another
+// version (OXMEMIX1 kept the metadata in a map of its own after the index).
 //
-//	file: "OXMEMIX1" | seq u64 | len u64 | recall.Save bytes | meta | crc32c u32
-//	meta: count uvarint, then per memory: id, kind u8, created varint,
-//	      expires varint, importance f32 bits u32, size uvarint,
-//	      tags count uvarint, tags (strings are uvarint length + bytes)
+//	file: "OXMEMIX2" | seq u64 | len u64 | recall.Save bytes | crc32c u32
 
-const memIndexMagic = "OXMEMIX1"
+const memIndexMagic = "OXMEMIX2"
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
@@ -54,36 +52,16 @@ func encodeIndex(m *memIndex, seq uint64) ([]byte, error) {
 	}
 	out := b.Bytes()
 	binary.LittleEndian.PutUint64(out[16:24], uint64(b.Len()-start))
-	buf := binary.AppendUvarint(nil, 0)
-	m.mu.RLock()
-	buf = binary.AppendUvarint(buf[:0], uint64(len(m.meta)))
-	for id, mt := range m.meta {
-		buf = appendStr(buf, id)
-		buf = append(buf, mt.kind)
-		buf = binary.AppendVarint(buf, mt.created)
-		buf = binary.AppendVarint(buf, mt.expires)
-		buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(mt.importance))
-		buf = binary.AppendUvarint(buf, uint64(mt.size))
-		buf = binary.AppendUvarint(buf, uint64(len(mt.tags)))
-		for _, t := range mt.tags {
-			buf = appendStr(buf, t)
-		}
-	}
-	m.mu.RUnlock()
-	b.Write(buf)
-	out = b.Bytes()
 	return binary.LittleEndian.AppendUint32(out, crc32.Checksum(out, crcTable)), nil
-}
-
-func appendStr(b []byte, s string) []byte {
-	b = binary.AppendUvarint(b, uint64(len(s)))
-	return append(b, s...)
 }
 
 var errBadIndex = errors.New("damaged recall index file")
 
 // decodeIndex is encodeIndex's inverse.
 func decodeIndex(agent string, b []byte) (*memIndex, uint64, error) {
+	if len(b) >= 8 && string(b[:7]) == memIndexMagic[:7] && string(b[:8]) != memIndexMagic {
+		return nil, 0, fmt.Errorf("%w: version %q, want %q", errBadIndex, b[:8], memIndexMagic)
+	}
 	if len(b) < 28 || string(b[:8]) != memIndexMagic {
 		return nil, 0, errBadIndex
 	}
@@ -93,83 +71,25 @@ func decodeIndex(agent string, b []byte) (*memIndex, uint64, error) {
 	}
 	seq := binary.LittleEndian.Uint64(b[8:16])
 	n := binary.LittleEndian.Uint64(b[16:24])
-	if n > uint64(len(body)-24) {
-		return nil, 0, errBadIndex
+	if n != uint64(len(body)-24) {
+		return nil, 0, fmt.Errorf("%w: index of %d bytes in %d", errBadIndex, n, len(body)-24)
 	}
-	ix, err := recall.Load(bytes.NewReader(body[24 : 24+n]))
+	// The index keeps b: its records are used in place.
+	ix, err := recall.LoadBytes(body[24:])
 	if err != nil {
 		return nil, 0, err
 	}
-	p := body[24+n:]
-	bad := false
-	uv := func() uint64 {
-		v, k := binary.Uvarint(p)
-		if k <= 0 {
-			bad = true
-			return 0
+	bad := ""
+	ix.Each(func(in recall.Info) bool {
+		if _, ok := metaOf(in); !ok {
+			bad = in.ID
 		}
-		p = p[k:]
-		return v
+		return bad == ""
+	})
+	if bad != "" {
+		return nil, 0, fmt.Errorf("%w: memory %s: damaged metadata", errBadIndex, bad)
 	}
-	sv := func() int64 {
-		v, k := binary.Varint(p)
-		if k <= 0 {
-			bad = true
-			return 0
-		}
-		p = p[k:]
-		return v
-	}
-	str := func() string {
-		l := uv()
-		if bad || l > uint64(len(p)) {
-			bad = true
-			return ""
-		}
-		s := string(p[:l])
-		p = p[l:]
-		return s
-	}
-	count := uv()
-	if count > uint64(len(p)) {
-		return nil, 0, errBadIndex
-	}
-	m := &memIndex{agent: agent, ix: ix, meta: make(map[string]*memMeta, count)}
-	metas := make([]memMeta, count)
-	for i := range metas {
-		id := str()
-		if bad || len(p) < 1 {
-			return nil, 0, errBadIndex
-		}
-		mt := &metas[i]
-		mt.kind = p[0]
-		p = p[1:]
-		mt.created, mt.expires = sv(), sv()
-		if bad || len(p) < 4 || int(mt.kind) >= len(memory.Kinds) {
-			return nil, 0, errBadIndex
-		}
-		mt.importance = math.Float32frombits(binary.LittleEndian.Uint32(p))
-		p = p[4:]
-		mt.size = uint32(uv())
-		nt := uv()
-		if bad || nt > memory.MaxTags {
-			return nil, 0, errBadIndex
-		}
-		if nt > 0 {
-			mt.tags = make([]string, nt)
-			for j := range mt.tags {
-				mt.tags[j] = str()
-			}
-		}
-		if bad {
-			return nil, 0, errBadIndex
-		}
-		m.meta[id] = mt
-	}
-	if len(p) != 0 || ix.Len() != len(m.meta) {
-		return nil, 0, fmt.Errorf("%w: %d documents for %d memories", errBadIndex, ix.Len(), len(m.meta))
-	}
-	return m, seq, nil
+	return &memIndex{agent: agent, ix: ix}, seq, nil
 }
 
 // saveIndex writes m's file durably: temp, fsync, rename, fsync the folder.
@@ -366,11 +286,12 @@ func (k *Kernel) loadIndexes() error {
 	var es expHeap
 	for _, m := range k.mems {
 		m.seq = k.auditSeq
-		for id, mt := range m.meta {
-			if mt.expires != 0 {
-				es = append(es, expiry{at: mt.expires, agent: m.agent, id: id})
+		m.ix.Each(func(in recall.Info) bool {
+			if mt, _ := metaOf(in); mt.expires != 0 {
+				es = append(es, expiry{at: mt.expires, agent: m.agent, id: strings.Clone(in.ID)})
 			}
-		}
+			return true
+		})
 	}
 	heap.Init(&es)
 	k.ttl.h = es
@@ -380,7 +301,7 @@ func (k *Kernel) loadIndexes() error {
 	if len(k.mems) > 0 {
 		n := 0
 		for _, m := range k.mems {
-			n += len(m.meta)
+			n += m.ix.Len()
 		}
 		k.log.Info("recall indexes ready", "agents", len(k.mems), "memories", n, "rebuilt", len(rebuild), "took", time.Since(start).Round(time.Millisecond))
 	}
@@ -443,12 +364,9 @@ func (k *Kernel) catchUp(from map[string]uint64) error {
 			if err != nil {
 				// Forgotten (or unreadable): out of the index.
 				m.ix.Delete(id)
-				delete(m.meta, id)
 				continue
 			}
-			mt := metaOf(mm, len(v))
-			m.meta[id] = &mt
-			adds = append(adds, recall.Prepare(docOf(mm, nil)))
+			adds = append(adds, recall.Prepare(docOf(mm, len(v), nil)))
 		}
 		if err := m.ix.AddPrepared(adds); err != nil {
 			return err
@@ -471,9 +389,8 @@ func (k *Kernel) rebuildIndex(agent string) error {
 	// ties the same way.
 	idOf := func(key string) string { _, id, _ := memory.SplitKey(key); return id }
 	sort.Slice(recs, func(i, j int) bool { return idOf(recs[i].Key) < idOf(recs[j].Key) })
-	m := &memIndex{agent: agent, ix: recall.New(recall.DefaultParams), meta: make(map[string]*memMeta, len(recs))}
+	m := &memIndex{agent: agent, ix: recall.New(recall.DefaultParams)}
 	preps := make([]recall.Prepared, len(recs))
-	metas := make([]memMeta, len(recs))
 	ok := make([]bool, len(recs))
 	var wg sync.WaitGroup
 	workers := runtime.GOMAXPROCS(0)
@@ -495,7 +412,7 @@ func (k *Kernel) rebuildIndex(agent string) error {
 					k.log.Warn("memory file does not parse; not indexed", "agent", agent, "key", recs[i].Key, "err", err)
 					continue
 				}
-				preps[i], metas[i], ok[i] = recall.Prepare(docOf(mm, nil)), metaOf(mm, len(v)), true
+				preps[i], ok[i] = recall.Prepare(docOf(mm, len(v), nil)), true
 			}
 		}()
 	}
@@ -504,7 +421,6 @@ func (k *Kernel) rebuildIndex(agent string) error {
 	for i := range preps {
 		if ok[i] {
 			keep = append(keep, preps[i])
-			m.meta[preps[i].ID()] = &metas[i]
 		}
 	}
 	if err := m.ix.AddPrepared(keep); err != nil {

@@ -3,8 +3,10 @@ package kernel
 import (
 	"container/heap"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"sort"
@@ -33,33 +35,149 @@ import (
 // after a batch is durable (memPublish), before any reply: a recall after
 // a remember's reply sees it. See memindex.go for persistence.
 
-// memDoc is a memory ready for the committer: analysed, with its metadata.
+// memDoc is a memory ready for the committer: analysed, with its metadata
+// (in the recall document's Aux, see memAux).
 type memDoc struct {
-	prep recall.Prepared
-	meta memMeta
+	prep    recall.Prepared
+	expires int64 // unix nanos, 0 = never
 }
 
-// memMeta is what recall filters on, kept per memory in memory.
+// memIndex is one agent's recall index. The metadata recall filters on
+// is kept in the index with each memory (recall.Doc.Aux), so that adds,
+// deletes and filters see both at once and no second map by id is needed.
+type memIndex struct {
+	agent string
+	ix    *recall.Index
+	seq   uint64 // audit seq the index covers (committer only)
+	dirty int    // changes since the last save (committer only)
+	saved bool   // loaded from or written to its file
+}
+
+// memAux encodes what recall filters on besides the creation time and
+// importance (the document's Time and Importance):
+//
+//	kind u8 (index into memory.Kinds) | expires varint (unix nanos, 0 =
+//	never) | size uvarint (of the file) | tags count uvarint | tags
+//	(uvarint length + bytes)
+func memAux(m *memory.Memory, size int) string {
+	b := make([]byte, 0, 16)
+	b = append(b, kindIndex(m.Kind))
+	var exp int64
+	if !m.Expires.IsZero() {
+		exp = m.Expires.UnixNano()
+	}
+	b = binary.AppendVarint(b, exp)
+	b = binary.AppendUvarint(b, uint64(size))
+	b = binary.AppendUvarint(b, uint64(len(m.Tags)))
+	for _, t := range m.Tags {
+		b = binary.AppendUvarint(b, uint64(len(t)))
+		b = append(b, t...)
+	}
+	return string(b)
+}
+
+// memMeta is a memory's metadata, decoded from its aux and Info.
 type memMeta struct {
-	kind       uint8 // index into memory.Kinds
+	kind       uint8
 	importance float32
 	created    int64 // unix nanos
 	expires    int64 // unix nanos, 0 = never
 	size       uint32
-	tags       []string
+	ntags      int
+	tags       string // encoded as in memAux
 }
 
-// memIndex is one agent's recall index and metadata. ix and meta are
-// updated by the committer only: ix first on add, meta first on delete is
-// not needed since a search's filter rejects ids without meta.
-type memIndex struct {
-	agent string
-	ix    *recall.Index
-	mu    sync.RWMutex
-	meta  map[string]*memMeta
-	seq   uint64 // audit seq the index covers (committer only)
-	dirty int    // changes since the last save (committer only)
-	saved bool   // loaded from or written to its file
+// uvarintStr is binary.Uvarint of a string.
+func uvarintStr(s string) (uint64, int) {
+	var v uint64
+	for i := 0; i < len(s) && i < binary.MaxVarintLen64; i++ {
+		c := s[i]
+		if c < 0x80 {
+			return v | uint64(c)<<(7*i), i + 1
+		}
+		v |= uint64(c&0x7f) << (7 * i)
+	}
+	return 0, 0
+}
+
+// metaOf decodes a memory's metadata; ok is false for a damaged aux.
+func metaOf(in recall.Info) (mt memMeta, ok bool) {
+	a := in.Aux
+	if len(a) < 1 || int(a[0]) >= len(memory.Kinds) {
+		return mt, false
+	}
+	mt.kind, mt.importance, mt.created = a[0], in.Importance, in.Time.UnixNano()
+	a = a[1:]
+	exp, n := uvarintStr(a)
+	if n <= 0 {
+		return mt, false
+	}
+	mt.expires, a = int64(exp>>1)^-int64(exp&1), a[n:]
+	size, n := uvarintStr(a)
+	if n <= 0 || size > math.MaxUint32 {
+		return mt, false
+	}
+	mt.size, a = uint32(size), a[n:]
+	nt, n := uvarintStr(a)
+	if n <= 0 || nt > memory.MaxTags {
+		return mt, false
+	}
+	mt.ntags, mt.tags = int(nt), a[n:]
+	// The tags must be all that is left.
+	return mt, mt.eachTag(func(string) bool { return true }) == len(mt.tags)
+}
+
+// eachTag calls fn with each tag until it returns false, and returns how
+// many bytes of tags it read.
+func (mt *memMeta) eachTag(fn func(string) bool) int {
+	a := mt.tags
+	off := 0
+	for i := 0; i < mt.ntags; i++ {
+		l, n := uvarintStr(a[off:])
+		if n <= 0 || l > uint64(len(a)-off-n) {
+			return -1
+		}
+		t := a[off+n : off+n+int(l)]
+		off += n + int(l)
+		if !fn(t) {
+			break
+		}
+	}
+	return off
+}
+
+func (mt *memMeta) hasTag(t string) bool {
+	found := false
+	mt.eachTag(func(x string) bool {
+		found = x == t
+		return !found
+	})
+	return found
+}
+
+func (mt *memMeta) tagList() []string {
+	if mt.ntags == 0 {
+		return nil
+	}
+	out := make([]string, 0, mt.ntags)
+	mt.eachTag(func(x string) bool {
+		out = append(out, strings.Clone(x))
+		return true
+	})
+	return out
+}
+
+// memLookup returns the metadata of agent's memory id.
+func (k *Kernel) memLookup(agent, id string) (memMeta, bool) {
+	m := k.memIdx(agent, false)
+	if m == nil {
+		return memMeta{}, false
+	}
+	in, ok := m.ix.Lookup(id)
+	if !ok {
+		return memMeta{}, false
+	}
+	return metaOf(in)
 }
 
 func kindIndex(k string) uint8 {
@@ -82,25 +200,24 @@ func (k *Kernel) memIdx(agent string, create bool) *memIndex {
 	k.memmu.Lock()
 	defer k.memmu.Unlock()
 	if m = k.mems[agent]; m == nil {
-		m = &memIndex{agent: agent, ix: recall.New(recall.DefaultParams), meta: map[string]*memMeta{}}
+		m = &memIndex{agent: agent, ix: recall.New(recall.DefaultParams)}
 		k.mems[agent] = m
 	}
 	return m
 }
 
-func metaOf(m *memory.Memory, size int) memMeta {
-	mt := memMeta{kind: kindIndex(m.Kind), importance: float32(m.Importance), created: m.Created.UnixNano(), size: uint32(size)}
-	if !m.Expires.IsZero() {
-		mt.expires = m.Expires.UnixNano()
-	}
-	if len(m.Tags) > 0 {
-		mt.tags = m.Tags
-	}
-	return mt
+// docOf is the recall document of a memory whose file is size bytes.
+func docOf(m *memory.Memory, size int, vec []float32) recall.Doc {
+	return recall.Doc{ID: m.ID, Text: m.Text, Time: m.Created, Importance: float32(m.Importance), Vector: vec, Aux: memAux(m, size)}
 }
 
-func docOf(m *memory.Memory, vec []float32) recall.Doc {
-	return recall.Doc{ID: m.ID, Text: m.Text, Time: m.Created, Importance: float32(m.Importance), Vector: vec}
+// memDocOf is the memDoc of a memory whose file is size bytes.
+func memDocOf(m *memory.Memory, size int, vec []float32) *memDoc {
+	d := &memDoc{prep: recall.Prepare(docOf(m, size, vec))}
+	if !m.Expires.IsZero() {
+		d.expires = m.Expires.UnixNano()
+	}
+	return d
 }
 
 // memPublish applies a durable batch's memory changes to the recall
@@ -109,7 +226,7 @@ func (k *Kernel) memPublish(batch []*tx) {
 	type upd struct {
 		m    *memIndex
 		adds []recall.Prepared
-		meta []memMeta
+		exps []int64
 		dels []string
 	}
 	var order []*upd
@@ -141,10 +258,10 @@ func (k *Kernel) memPublish(batch []*tx) {
 				k.log.Warn("memory file does not parse; not indexed", "agent", ch.Agent, "key", ch.Key, "err", err)
 				return
 			}
-			d = &memDoc{prep: recall.Prepare(docOf(mm, nil)), meta: metaOf(mm, len(ch.Value))}
+			d = memDocOf(mm, len(ch.Value), nil)
 		}
 		u.adds = append(u.adds, d.prep)
-		u.meta = append(u.meta, d.meta)
+		u.exps = append(u.exps, d.expires)
 	}
 	for _, t := range batch {
 		if t.subs == nil {
@@ -164,23 +281,12 @@ func (k *Kernel) memPublish(batch []*tx) {
 		for _, id := range u.dels {
 			m.ix.Delete(id)
 		}
-		if len(u.dels) > 0 {
-			m.mu.Lock()
-			for _, id := range u.dels {
-				delete(m.meta, id)
-			}
-			m.mu.Unlock()
-		}
 		if len(u.adds) > 0 {
-			m.mu.Lock()
-			for i := range u.adds {
-				mt := u.meta[i]
-				m.meta[u.adds[i].ID()] = &mt
-				if mt.expires != 0 {
-					expiries = append(expiries, expiry{at: mt.expires, agent: m.agent, id: u.adds[i].ID()})
+			for i, at := range u.exps {
+				if at != 0 {
+					expiries = append(expiries, expiry{at: at, agent: m.agent, id: u.adds[i].ID()})
 				}
 			}
-			m.mu.Unlock()
 			if err := m.ix.AddPrepared(u.adds); err != nil {
 				k.log.Error("recall index add failed", "agent", m.agent, "err", err)
 			}
@@ -270,7 +376,7 @@ func (k *Kernel) MemRemember(ctx context.Context, c *Cred, a proto.MemRememberAr
 		t.subs[i] = &tx{
 			change: &state.Change{Agent: a.Agent, Space: state.SpaceMem, Key: key, Value: files[i]},
 			entry:  &audit.Entry{Actor: actor(c), Op: proto.OpMemRemember, Target: target(a.Agent, key), Args: audit.ArgsDigest(files[i])},
-			mem:    &memDoc{prep: recall.Prepare(docOf(m, vec)), meta: metaOf(m, len(files[i]))},
+			mem:    memDocOf(m, len(files[i]), vec),
 		}
 	}
 	if err := k.submit(ctx, t, true); err != nil {
@@ -376,22 +482,21 @@ func newFilter(kind string, tags []string, since, until time.Time) (memFilter, e
 func (f *memFilter) any() bool { return f.kind >= 0 || len(f.tags) > 0 || f.since != 0 || f.until != 0 }
 
 func (f *memFilter) match(mt *memMeta) bool {
-	if mt == nil || f.kind >= 0 && int(mt.kind) != f.kind || mt.created < f.since || f.until != 0 && mt.created >= f.until {
+	if f.kind >= 0 && int(mt.kind) != f.kind || mt.created < f.since || f.until != 0 && mt.created >= f.until {
 		return false
 	}
 	for _, t := range f.tags {
-		found := false
-		for _, x := range mt.tags {
-			if x == t {
-				found = true
-				break
-			}
-		}
-		if !found {
+		if !mt.hasTag(t) {
 			return false
 		}
 	}
 	return true
+}
+
+// matchInfo is match for a document of the index.
+func (f *memFilter) matchInfo(in recall.Info) bool {
+	mt, ok := metaOf(in)
+	return ok && f.match(&mt)
 }
 
 // MemRecall emits the best memories for a query, best first.
@@ -467,19 +572,7 @@ func (k *Kernel) MemRecall(ctx context.Context, c *Cred, a proto.MemRecallArgs, 
 			return mm.Text, ok
 		}
 		if f.any() {
-			opt.Filter = func(id string) bool {
-				m.mu.RLock()
-				ok := f.match(m.meta[id])
-				m.mu.RUnlock()
-				return ok
-			}
-		} else {
-			opt.Filter = func(id string) bool {
-				m.mu.RLock()
-				_, ok := m.meta[id]
-				m.mu.RUnlock()
-				return ok
-			}
+			opt.Filter = f.matchInfo
 		}
 		hits, err := m.ix.Search(a.Query, opt)
 		if errors.Is(err, recall.ErrEmptyQuery) {
@@ -523,14 +616,8 @@ func (k *Kernel) MemRecall(ctx context.Context, c *Cred, a proto.MemRecallArgs, 
 // memoryOf reads a memory the index knows: an empty memory and false if
 // it is gone or unreadable.
 func (k *Kernel) memoryOf(agent, id string) (*memory.Memory, bool) {
-	m := k.memIdx(agent, false)
-	if m == nil {
-		return &memory.Memory{}, false
-	}
-	m.mu.RLock()
-	mt := m.meta[id]
-	m.mu.RUnlock()
-	if mt == nil {
+	mt, ok := k.memLookup(agent, id)
+	if !ok {
 		return &memory.Memory{}, false
 	}
 	mm, err := k.readMemory(agent, memory.Kinds[mt.kind], id)
@@ -577,28 +664,21 @@ func (k *Kernel) memSelect(agent string, f memFilter) []string {
 	if m == nil {
 		return nil
 	}
-	m.mu.RLock()
-	ids := make([]string, 0, len(m.meta))
-	for id, mt := range m.meta {
-		if f.match(mt) {
-			ids = append(ids, id)
+	var ids []string
+	m.ix.Each(func(in recall.Info) bool {
+		if f.matchInfo(in) {
+			ids = append(ids, in.ID)
 		}
-	}
-	m.mu.RUnlock()
+		return true
+	})
 	sort.Strings(ids)
 	return ids
 }
 
 // MemKind returns the kind of a memory of agent, if it exists.
 func (k *Kernel) memKind(agent, id string) (string, bool) {
-	m := k.memIdx(agent, false)
-	if m == nil {
-		return "", false
-	}
-	m.mu.RLock()
-	mt := m.meta[id]
-	m.mu.RUnlock()
-	if mt == nil {
+	mt, ok := k.memLookup(agent, id)
+	if !ok {
 		return "", false
 	}
 	return memory.Kinds[mt.kind], true
@@ -625,18 +705,12 @@ func (k *Kernel) MemForget(ctx context.Context, c *Cred, a proto.MemForgetArgs, 
 				return nil, proto.Errorf(proto.EINVAL, "forget: %v", err)
 			}
 		}
-		m := k.memIdx(a.Agent, false)
 		for _, id := range a.IDs {
-			var mt *memMeta
-			if m != nil {
-				m.mu.RLock()
-				mt = m.meta[id]
-				m.mu.RUnlock()
-			}
-			if mt == nil {
+			mt, ok := k.memLookup(a.Agent, id)
+			if !ok {
 				return nil, proto.Errorf(proto.ENOENT, "%s: no memory %s; nothing was forgotten", a.Agent, id)
 			}
-			if f.match(mt) {
+			if f.match(&mt) {
 				ids = append(ids, id)
 			}
 		}
@@ -663,23 +737,19 @@ func (k *Kernel) forget(ctx context.Context, who audit.Actor, agent string, ids 
 	}
 	t := &tx{}
 	recs := make([]proto.MemoryRecord, 0, len(ids))
-	m := k.memIdx(agent, false)
 	for _, id := range ids {
-		kind, ok := k.memKind(agent, id)
+		mt, ok := k.memLookup(agent, id)
 		if !ok {
 			continue
 		}
+		kind := memory.Kinds[mt.kind]
 		key := kind + "/" + id + ".md"
 		t.subs = append(t.subs, &tx{
 			change: &state.Change{Agent: agent, Space: state.SpaceMem, Key: key, Delete: true},
 			entry:  &audit.Entry{Actor: who, Op: proto.OpMemForget, Target: target(agent, key), Args: digest},
 		})
-		rec := proto.MemoryRecord{Type: proto.RecordMemory, ID: id, Agent: agent, Kind: kind, Forgotten: true}
-		m.mu.RLock()
-		if mt := m.meta[id]; mt != nil {
-			rec.Created, rec.Tags, rec.Importance = time.Unix(0, mt.created).UTC(), mt.tags, float64(mt.importance)
-		}
-		m.mu.RUnlock()
+		rec := proto.MemoryRecord{Type: proto.RecordMemory, ID: id, Agent: agent, Kind: kind, Forgotten: true,
+			Created: time.Unix(0, mt.created).UTC(), Tags: mt.tagList(), Importance: float64(mt.importance)}
 		recs = append(recs, rec)
 	}
 	if len(t.subs) == 0 {
@@ -732,23 +802,23 @@ func (k *Kernel) MemIDs(c *Cred, agent, kind string) ([]string, []int64) {
 		return nil, nil
 	}
 	ki := kindIndex(kind)
-	m.mu.RLock()
-	ids := make([]string, 0, len(m.meta))
-	for id, mt := range m.meta {
-		if mt.kind == ki {
-			ids = append(ids, id)
-		}
+	type idSize struct {
+		id   string
+		size int64
 	}
-	m.mu.RUnlock()
-	sort.Strings(ids)
-	sizes := make([]int64, len(ids))
-	m.mu.RLock()
-	for i, id := range ids {
-		if mt := m.meta[id]; mt != nil {
-			sizes[i] = int64(mt.size)
+	var all []idSize
+	m.ix.Each(func(in recall.Info) bool {
+		if mt, ok := metaOf(in); ok && mt.kind == ki {
+			all = append(all, idSize{in.ID, int64(mt.size)})
 		}
+		return true
+	})
+	sort.Slice(all, func(i, j int) bool { return all[i].id < all[j].id })
+	ids := make([]string, len(all))
+	sizes := make([]int64, len(all))
+	for i, x := range all {
+		ids[i], sizes[i] = x.id, x.size
 	}
-	m.mu.RUnlock()
 	return ids, sizes
 }
 
@@ -759,14 +829,8 @@ func (k *Kernel) MemStat(c *Cred, agent, kind, id string) (int64, error) {
 	if err := k.authorize(c, agent); err != nil {
 		return 0, err
 	}
-	m := k.memIdx(agent, false)
-	var mt *memMeta
-	if m != nil {
-		m.mu.RLock()
-		mt = m.meta[id]
-		m.mu.RUnlock()
-	}
-	if mt == nil || memory.Kinds[mt.kind] != kind {
+	mt, ok := k.memLookup(agent, id)
+	if !ok || memory.Kinds[mt.kind] != kind {
 		return 0, proto.Errorf(proto.ENOENT, "%s: no %s memory %s", agent, kind, id)
 	}
 	return int64(mt.size), nil
@@ -857,15 +921,13 @@ func (k *Kernel) expire() {
 			continue
 		}
 		var ids []string
-		m.mu.RLock()
 		for _, id := range due[agent] {
 			// A memory forgotten or replaced meanwhile has no (or another)
 			// expiry: only what is still due goes.
-			if mt := m.meta[id]; mt != nil && mt.expires != 0 && mt.expires <= now {
+			if mt, ok := k.memLookup(agent, id); ok && mt.expires != 0 && mt.expires <= now {
 				ids = append(ids, id)
 			}
 		}
-		m.mu.RUnlock()
 		if _, err := k.forget(context.Background(), who, agent, ids, audit.ArgsDigest([]byte("ttl"))); err != nil {
 			var pe *proto.Error
 			if errors.As(err, &pe) && pe.Code == proto.ESHUTDOWN {
@@ -895,9 +957,7 @@ func (k *Kernel) memCount(agent string) int64 {
 	if m == nil {
 		return 0
 	}
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return int64(len(m.meta))
+	return int64(m.ix.Len())
 }
 
 // mayRecall asks agent's policy whether c may use memories of kind ("":

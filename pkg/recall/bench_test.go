@@ -2,7 +2,9 @@ package recall
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sort"
 	"sync"
 	"testing"
@@ -93,4 +95,63 @@ func BenchmarkSaveLoad_1M(b *testing.B) {
 	b.ReportMetric(save.Seconds()/float64(b.N), "save-s")
 	b.ReportMetric(load.Seconds()/float64(b.N), "load-s")
 	b.ReportMetric(float64(buf.Len())/(1<<20), "MiB")
+}
+
+// heapInUse is the live heap after a collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// BenchmarkIndex1M reports the heap a million documents take, built live
+// (as the daemon's bulk load does) and after a Save/Load, the unused
+// capacity of the posting lists, and the Save and Load times. Its corpus
+// is built within it, so that nothing else is on the heap.
+func BenchmarkIndex1M(b *testing.B) {
+	const n = 1_000_000
+	for i := 0; i < b.N; i++ {
+		base := heapInUse()
+		docs, _ := synthCorpus(n, 20000, 42)
+		for i := range docs {
+			docs[i].ID = fmt.Sprintf("%026d", i) // the length of a memory id
+		}
+		ix := New(DefaultParams)
+		for j := 0; j < n; j += 5000 {
+			if err := ix.AddBatch(docs[j : j+5000]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		docs = nil
+		built := heapInUse()
+		var slack uint64
+		for _, p := range ix.post {
+			slack += uint64(cap(p.docs)-len(p.docs))*4 + uint64(cap(p.tfs)-len(p.tfs))*2
+		}
+		var buf bytes.Buffer
+		start := time.Now()
+		if err := ix.Save(&buf); err != nil {
+			b.Fatal(err)
+		}
+		save := time.Since(start)
+		ix = nil
+		heapInUse()
+		start = time.Now()
+		ix2, err := Load(bytes.NewReader(buf.Bytes()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		load := time.Since(start)
+		size := buf.Len()
+		buf = bytes.Buffer{}
+		loaded := heapInUse()
+		b.ReportMetric(float64(built-base)/n, "built-B/doc")
+		b.ReportMetric(float64(slack)/n, "slack-B/doc")
+		b.ReportMetric(float64(loaded-base)/n, "loaded-B/doc")
+		b.ReportMetric(save.Seconds(), "save-s")
+		b.ReportMetric(load.Seconds(), "load-s")
+		b.ReportMetric(float64(size)/(1<<20), "file-MiB")
+		runtime.KeepAlive(ix2)
+	}
 }

@@ -23,6 +23,10 @@ type Doc struct {
 	// OpenAI-compatible endpoint). When both it and Options.QueryVector are
 	// set, it replaces the hashed dense signal for this document.
 	Vector []float32
+	// Aux is the caller's data about the document (up to 64 KiB), kept
+	// with it, saved with the index and given back in Info: for example
+	// what filters test, so that the caller needs no map of its own.
+	Aux string
 }
 
 // Params are the BM25 parameters.
@@ -35,6 +39,19 @@ var DefaultParams = Params{K1: 1.2, B: 0.75}
 
 // ErrEmptyID is returned when a document has no ID.
 var ErrEmptyID = errors.New("recall: document has an empty ID")
+
+// ErrTooLong is returned for an ID or an Aux longer than 64 KiB.
+var ErrTooLong = errors.New("recall: document ID or aux longer than 64 KiB")
+
+func checkDoc(d *Doc) error {
+	if d.ID == "" {
+		return ErrEmptyID
+	}
+	if len(d.ID) > maxIDLen || len(d.Aux) > maxAuxLen {
+		return ErrTooLong
+	}
+	return nil
+}
 
 // maxTF caps a term frequency so that it fits a posting.
 const maxTF = math.MaxUint16
@@ -83,8 +100,16 @@ func (p *postings) add(n uint32, tf uint16, length uint32) {
 func (p *postings) remove(i int, docLen []uint32) {
 	p.docs = append(p.docs[:i], p.docs[i+1:]...)
 	p.tfs = append(p.tfs[:i], p.tfs[i+1:]...)
-	first := i / blockSize
-	p.blk = p.blk[:(len(p.docs)+blockSize-1)/blockSize]
+	p.bound(i/blockSize, docLen)
+}
+
+// bound computes the block bounds from block first on.
+func (p *postings) bound(first int, docLen []uint32) {
+	nb := (len(p.docs) + blockSize - 1) / blockSize
+	if cap(p.blk) < nb {
+		p.blk = append(p.blk[:cap(p.blk)], make([]blockMax, nb-cap(p.blk))...)
+	}
+	p.blk = p.blk[:nb]
 	for bi := first; bi < len(p.blk); bi++ {
 		b := blockMax{minLen: math.MaxUint32}
 		for j := bi * blockSize; j < min((bi+1)*blockSize, len(p.docs)); j++ {
@@ -93,14 +118,6 @@ func (p *postings) remove(i int, docLen []uint32) {
 		}
 		p.blk[bi] = b
 	}
-}
-
-type docInfo struct {
-	id         string
-	terms      []termFreq
-	time       int64
-	importance float32
-	vec        []float32
 }
 
 // Index is an in-memory inverted index with BM25 ranking, safe for
@@ -115,16 +132,22 @@ type Index struct {
 	post     []postings
 	termFeat [][]int32 // hashed dense features of each term, see dense.go
 
-	docs     []docInfo // by internal number; a deleted slot has id ""
-	docLen   []uint32  // by internal number, kept apart for cache locality
-	byID     map[string]uint32
+	// The forward index, see store.go.
+	docs    []docInfo   // by internal number
+	docLen  []uint32    // by internal number, kept apart for cache locality
+	chunks  [][]byte    // the documents' records
+	records int         // bytes of records in chunks
+	garbage int         // bytes of them that are deleted documents'
+	vecs    [][]float32 // by internal number, nil until a document has one
+	ids     idTable
+
 	live     int
 	totalLen int64
 }
 
 // New returns an empty index with the given BM25 parameters.
 func New(p Params) *Index {
-	return &Index{params: p, termIDs: map[string]uint32{}, byID: map[string]uint32{}}
+	return &Index{params: p, termIDs: map[string]uint32{}, ids: newIDTable(0)}
 }
 
 // Len returns the number of documents.
@@ -138,49 +161,35 @@ func (ix *Index) Len() int {
 func (ix *Index) Has(id string) bool {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	_, ok := ix.byID[id]
+	_, ok := ix.ids.find(ix, id)
 	return ok
 }
 
 // Add indexes a document, replacing any document with the same ID.
 func (ix *Index) Add(d Doc) error {
-	if d.ID == "" {
-		return ErrEmptyID
+	if err := checkDoc(&d); err != nil {
+		return err
 	}
 	terms := Analyze(d.Text)
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	if n, ok := ix.byID[d.ID]; ok {
-		ix.deleteLocked(n)
-	}
-	var t int64
-	if !d.Time.IsZero() {
-		t = d.Time.UnixNano()
-	}
-	ix.addLocked(d.ID, terms, t, d.Importance, d.Vector)
+	ix.addLocked(&d, terms)
 	return nil
 }
 
 // AddBatch indexes many documents under one lock.
 func (ix *Index) AddBatch(docs []Doc) error {
 	analyzed := make([][]string, len(docs))
-	for i, d := range docs {
-		if d.ID == "" {
-			return fmt.Errorf("document %d of batch: %w", i, ErrEmptyID)
+	for i := range docs {
+		if err := checkDoc(&docs[i]); err != nil {
+			return fmt.Errorf("document %d of batch: %w", i, err)
 		}
-		analyzed[i] = Analyze(d.Text)
+		analyzed[i] = Analyze(docs[i].Text)
 	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	for i, d := range docs {
-		if n, ok := ix.byID[d.ID]; ok {
-			ix.deleteLocked(n)
-		}
-		var t int64
-		if !d.Time.IsZero() {
-			t = d.Time.UnixNano()
-		}
-		ix.addLocked(d.ID, analyzed[i], t, d.Importance, d.Vector)
+	for i := range docs {
+		ix.addLocked(&docs[i], analyzed[i])
 	}
 	return nil
 }
@@ -197,8 +206,16 @@ func (ix *Index) termID(s string) uint32 {
 	return id
 }
 
-// addLocked adds an analyzed document; terms are consumed in order.
-func (ix *Index) addLocked(id string, terms []string, t int64, imp float32, vec []float32) {
+// addLocked adds an analyzed document, replacing any with its ID; terms
+// are consumed in order.
+func (ix *Index) addLocked(d *Doc, terms []string) {
+	if n, ok := ix.ids.find(ix, d.ID); ok {
+		ix.deleteLocked(n)
+	}
+	var t int64
+	if !d.Time.IsZero() {
+		t = d.Time.UnixNano()
+	}
 	counts := make(map[uint32]uint32, len(terms))
 	var order []uint32
 	for _, s := range terms {
@@ -212,17 +229,28 @@ func (ix *Index) addLocked(id string, terms []string, t int64, imp float32, vec 
 	for i, tid := range order {
 		tfs[i] = termFreq{tid, uint16(min(counts[tid], maxTF))}
 	}
-	ix.insertLocked(id, tfs, uint32(len(terms)), t, imp, vec)
-}
-
-func (ix *Index) insertLocked(id string, tfs []termFreq, length uint32, t int64, imp float32, vec []float32) {
 	n := uint32(len(ix.docs))
+	length := uint32(len(terms))
 	for _, tf := range tfs {
 		ix.post[tf.term].add(n, tf.tf, length)
 	}
-	ix.docs = append(ix.docs, docInfo{id: id, terms: tfs, time: t, importance: imp, vec: vec})
+	size := len(d.ID) + len(d.Aux) + termsSize(tfs)
+	var rec uint64
+	var b []byte
+	ix.chunks, rec, b = appendRecord(ix.chunks, size)
+	b = append(b, d.ID...)
+	b = append(b, d.Aux...)
+	addRecord(ix.chunks, encodeTerms(b, tfs))
+	ix.records += size
+	ix.docs = append(ix.docs, docInfo{time: t, rec: rec, importance: d.Importance, idLen: uint16(len(d.ID)), auxLen: uint16(len(d.Aux))})
 	ix.docLen = append(ix.docLen, length)
-	ix.byID[id] = n
+	if d.Vector != nil || ix.vecs != nil {
+		for len(ix.vecs) < len(ix.docs) {
+			ix.vecs = append(ix.vecs, nil)
+		}
+		ix.vecs[n] = d.Vector
+	}
+	ix.ids.insert(ix, d.ID, n)
 	ix.live++
 	ix.totalLen += int64(length)
 }
@@ -231,7 +259,7 @@ func (ix *Index) insertLocked(id string, tfs []termFreq, length uint32, t int64,
 func (ix *Index) Delete(id string) bool {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	n, ok := ix.byID[id]
+	n, ok := ix.ids.find(ix, id)
 	if ok {
 		ix.deleteLocked(n)
 	}
@@ -239,19 +267,25 @@ func (ix *Index) Delete(id string) bool {
 }
 
 func (ix *Index) deleteLocked(n uint32) {
-	d := &ix.docs[n]
-	for _, tf := range d.terms {
+	for _, tf := range ix.terms(n, nil) {
 		p := &ix.post[tf.term]
 		i := sort.Search(len(p.docs), func(i int) bool { return p.docs[i] >= n })
 		if i < len(p.docs) && p.docs[i] == n {
 			p.remove(i, ix.docLen)
 		}
 	}
-	delete(ix.byID, d.id)
+	ix.ids.remove(ix, ix.docID(n))
 	ix.totalLen -= int64(ix.docLen[n])
 	ix.live--
-	*d = docInfo{}
+	ix.garbage += len(ix.record(n))
+	ix.docs[n].idLen, ix.docs[n].auxLen = 0, 0
 	ix.docLen[n] = 0
+	if int(n) < len(ix.vecs) {
+		ix.vecs[n] = nil
+	}
+	if ix.garbage > ix.records/2 {
+		ix.compactLocked()
+	}
 }
 
 // qterm is a query term with its weight.
@@ -473,7 +507,7 @@ func (ix *Index) topK(q []qterm, k int, accept func(n uint32) bool, seed []score
 		if len(h) == k && qs < h[0].score {
 			continue // before reading the document's time and id
 		}
-		cand := scored{d, qs, ix.docs[d].time, ix.docs[d].id}
+		cand := scored{d, qs, ix.docs[d].time, ix.docID(d)}
 		if len(h) == k && !better(cand, h[0]) {
 			continue
 		}
@@ -506,14 +540,14 @@ func (ix *Index) score(q []qterm, n uint32) scored {
 	k1, b := ix.params.K1, ix.params.B
 	invAvg := float64(ix.live) / float64(max(ix.totalLen, 1))
 	norm := k1 * (1 - b + b*float64(ix.docLen[n])*invAvg)
-	d := &ix.docs[n]
+	terms := ix.terms(n, make([]termFreq, 0, 64))
 	s := 0.0
 	for _, t := range q {
 		p := &ix.post[t.term]
 		if len(p.docs) == 0 || t.weight <= 0 {
 			continue
 		}
-		for _, tf := range d.terms {
+		for _, tf := range terms {
 			if tf.term == t.term {
 				f := float64(tf.tf)
 				s += t.weight * ix.idf(len(p.docs)) * (k1 + 1) * f / (f + norm)
@@ -521,7 +555,7 @@ func (ix *Index) score(q []qterm, n uint32) scored {
 			}
 		}
 	}
-	return scored{n, quantize(s), d.time, d.id}
+	return scored{n, quantize(s), ix.docs[n].time, ix.docID(n)}
 }
 
 // better orders by score (quantized when scored), then by the newer document:
@@ -592,22 +626,14 @@ func Prepare(d Doc) Prepared {
 // with the same ID.
 func (ix *Index) AddPrepared(ps []Prepared) error {
 	for i := range ps {
-		if ps[i].doc.ID == "" {
-			return fmt.Errorf("document %d of batch: %w", i, ErrEmptyID)
+		if err := checkDoc(&ps[i].doc); err != nil {
+			return fmt.Errorf("document %d of batch: %w", i, err)
 		}
 	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	for i := range ps {
-		d := &ps[i].doc
-		if n, ok := ix.byID[d.ID]; ok {
-			ix.deleteLocked(n)
-		}
-		var t int64
-		if !d.Time.IsZero() {
-			t = d.Time.UnixNano()
-		}
-		ix.addLocked(d.ID, ps[i].terms, t, d.Importance, d.Vector)
+		ix.addLocked(&ps[i].doc, ps[i].terms)
 	}
 	return nil
 }

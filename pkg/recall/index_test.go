@@ -59,7 +59,7 @@ func bruteBM25(ix *Index, query string) []scored {
 	}
 	var out []scored
 	for d, s := range scores {
-		out = append(out, scored{d, quantize(s), ix.docs[d].time, ix.docs[d].id})
+		out = append(out, scored{d, quantize(s), ix.docs[d].time, ix.docID(d)})
 	}
 	sort.Slice(out, func(i, j int) bool { return better(out[i], out[j]) })
 	return out
@@ -125,7 +125,7 @@ func TestAddDeleteSearch(t *testing.T) {
 	if len(hits) != 0 {
 		t.Fatalf("deleted docs still found: %+v", hits)
 	}
-	hits, err = ix.Search("nginx", Options{Filter: func(id string) bool { return id != "b" }})
+	hits, err = ix.Search("nginx", Options{Filter: func(d Info) bool { return d.ID != "b" }})
 	must(err)
 	if len(hits) != 1 || hits[0].ID != "c" {
 		t.Fatalf("filtered hits %+v", hits)
@@ -272,8 +272,8 @@ func TestTopKTiesWinOnTime(t *testing.T) {
 				t.Fatalf("%q k %d: %d hits, want %d", q, k, len(hits), len(want))
 			}
 			for j := range want {
-				if hits[j].ID != ix.docs[want[j].doc].id {
-					t.Fatalf("%q k %d: hit %d is %s, want %s", q, k, j, hits[j].ID, ix.docs[want[j].doc].id)
+				if hits[j].ID != ix.docID(want[j].doc) {
+					t.Fatalf("%q k %d: hit %d is %s, want %s", q, k, j, hits[j].ID, ix.docID(want[j].doc))
 				}
 			}
 		}
@@ -382,14 +382,14 @@ func TestTopKSeededMatchesBruteForce(t *testing.T) {
 		var seed []scored
 		for len(seed) < 1+rng.IntN(40) {
 			n := uint32(rng.IntN(len(ix.docs)))
-			if ix.docs[n].id != "" && !slices.ContainsFunc(seed, func(s scored) bool { return s.doc == n }) {
+			if ix.docID(uint32(n)) != "" && !slices.ContainsFunc(seed, func(s scored) bool { return s.doc == n }) {
 				seed = append(seed, ix.score(eq, n))
 			}
 		}
 		// Brute force: every live document scored from its terms.
 		var want []scored
 		for n := range ix.docs {
-			if ix.docs[n].id != "" {
+			if ix.docID(uint32(n)) != "" {
 				if s := ix.score(eq, uint32(n)); s.score > 0 {
 					want = append(want, s)
 				}

@@ -8,16 +8,31 @@ import (
 	"hash/crc32"
 	"io"
 	"math"
+	"runtime"
+	"slices"
+	"sync"
 )
 
-// The file format is: magic, version (uint32 little endian), a body of
-// varints, and the CRC-32C of everything before it. The body holds the
-// parameters, the vocabulary with each term's hashed features, and the live
-// documents with their term frequencies; posting lists are rebuilt on Load
-// in two passes (count, then fill), which is cheaper than storing them twice.
+// The file format is: magic, version (uint32 little endian), a body, and
+// the CRC-32C of everything before it. The body is laid out so that Load
+// makes few allocations, none per document:
+//
+//	params:  k1, b (float64 bits, uvarint)
+//	vocab:   nterms, each term's length, the terms' bytes back to back,
+//	         the total count of features, each term's count and features
+//	docs:    ndocs, bytes of records, then per document: time varint,
+//	         importance (float32 bits), length, id length, aux length,
+//	         record length; then the records (see store.go) back to back
+//	vectors: count, then per vector: document, length, float32 bits
+//
+// Numbers are varints unless said otherwise. Posting lists are rebuilt on
+// Load from the records (count, then fill, each split among the cores),
+// which is cheaper than storing them twice. Version 1 files (a record per
+// document of varints, no aux) are refused: callers rebuild from the
+// documents, their source of truth.
 const (
 	fileMagic   = "OXRECALL"
-	fileVersion = 1
+	fileVersion = 2
 )
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -58,32 +73,64 @@ func (ix *Index) Save(w io.Writer) error {
 	e.uvarint(math.Float64bits(ix.params.K1))
 	e.uvarint(math.Float64bits(ix.params.B))
 	e.uvarint(uint64(len(ix.termStr)))
+	nfeat := 0
 	for i, s := range ix.termStr {
-		e.str(s)
-		e.uvarint(uint64(len(ix.termFeat[i])))
-		for _, f := range ix.termFeat[i] {
+		e.uvarint(uint64(len(s)))
+		nfeat += len(ix.termFeat[i])
+	}
+	for _, s := range ix.termStr {
+		bw.WriteString(s)
+	}
+	e.uvarint(uint64(nfeat))
+	for _, feat := range ix.termFeat {
+		e.uvarint(uint64(len(feat)))
+		for _, f := range feat {
 			e.varint(int64(f))
 		}
 	}
 	e.uvarint(uint64(ix.live))
+	e.uvarint(uint64(ix.records - ix.garbage))
+	nvec := 0
 	for n := range ix.docs {
 		d := &ix.docs[n]
-		if d.id == "" {
+		if d.idLen == 0 {
 			continue
 		}
-		e.str(d.id)
 		e.varint(d.time)
 		e.uvarint(uint64(math.Float32bits(d.importance)))
 		e.uvarint(uint64(ix.docLen[n]))
-		e.uvarint(uint64(len(d.terms)))
-		for _, tf := range d.terms {
-			e.uvarint(uint64(tf.term))
-			e.uvarint(uint64(tf.tf))
+		e.uvarint(uint64(d.idLen))
+		e.uvarint(uint64(d.auxLen))
+		e.uvarint(uint64(len(ix.record(uint32(n)))))
+		if ix.vec(uint32(n)) != nil {
+			nvec++
 		}
-		e.uvarint(uint64(len(d.vec)))
-		for _, x := range d.vec {
-			e.uvarint(uint64(math.Float32bits(x)))
+	}
+	if ix.garbage == 0 {
+		for _, c := range ix.chunks {
+			bw.Write(c)
 		}
+	} else {
+		for n := range ix.docs {
+			if ix.docs[n].idLen != 0 {
+				bw.Write(ix.record(uint32(n)))
+			}
+		}
+	}
+	e.uvarint(uint64(nvec))
+	live := 0
+	for n := range ix.docs {
+		if ix.docs[n].idLen == 0 {
+			continue
+		}
+		if v := ix.vec(uint32(n)); v != nil {
+			e.uvarint(uint64(live))
+			e.uvarint(uint64(len(v)))
+			for _, x := range v {
+				e.uvarint(uint64(math.Float32bits(x)))
+			}
+		}
+		live++
 	}
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("recall: save index: %w", err)
@@ -136,14 +183,18 @@ func (d *decoder) count(minBytes int) int {
 	return int(v)
 }
 
-func (d *decoder) str() string {
-	n := d.count(1)
+// bytes returns the next n bytes.
+func (d *decoder) bytes(n int) []byte {
 	if d.err != nil {
-		return ""
+		return nil
 	}
-	s := string(d.b[:n])
+	if n > len(d.b) {
+		d.err = fmt.Errorf("%w: %d bytes wanted, %d left", ErrCorrupt, n, len(d.b))
+		return nil
+	}
+	b := d.b[:n]
 	d.b = d.b[n:]
-	return s
+	return b
 }
 
 // Load reads an index written by Save.
@@ -152,6 +203,12 @@ func Load(r io.Reader) (*Index, error) {
 	if err != nil {
 		return nil, fmt.Errorf("recall: load index: %w", err)
 	}
+	return LoadBytes(data)
+}
+
+// LoadBytes reads an index written by Save from data. The index keeps
+// data, which must not be changed after: its records are used in place.
+func LoadBytes(data []byte) (*Index, error) {
 	if len(data) < len(fileMagic)+8 || string(data[:len(fileMagic)]) != fileMagic {
 		return nil, fmt.Errorf("%w: not an index file (bad magic)", ErrCorrupt)
 	}
@@ -160,57 +217,28 @@ func Load(r io.Reader) (*Index, error) {
 		return nil, fmt.Errorf("%w: checksum mismatch", ErrCorrupt)
 	}
 	if v := binary.LittleEndian.Uint32(body[len(fileMagic):]); v != fileVersion {
-		return nil, fmt.Errorf("recall: index file version %d, want %d (rebuild from documents)", v, fileVersion)
+		return nil, fmt.Errorf("%w: version %d, want %d (rebuild from documents)", ErrVersion, v, fileVersion)
 	}
 	d := &decoder{b: body[len(fileMagic)+4:]}
 	ix := New(Params{K1: math.Float64frombits(d.uvarint()), B: math.Float64frombits(d.uvarint())})
-	nterms := d.count(2)
-	ix.termStr = make([]string, nterms)
-	ix.termFeat = make([][]int32, nterms)
-	ix.post = make([]postings, nterms)
-	for i := 0; i < nterms && d.err == nil; i++ {
-		ix.termStr[i] = d.str()
-		ix.termIDs[ix.termStr[i]] = uint32(i)
-		feat := make([]int32, d.count(1))
-		for j := range feat {
-			feat[j] = int32(d.varint())
-		}
-		ix.termFeat[i] = feat
-		ix.post[i].minLen = math.MaxUint32
+	ix.loadVocab(d)
+	ix.loadDocs(d)
+	nvec := d.count(2)
+	if nvec > 0 && d.err == nil {
+		ix.vecs = make([][]float32, len(ix.docs))
 	}
-	ndocs := d.count(5)
-	ix.docs = make([]docInfo, ndocs)
-	ix.docLen = make([]uint32, ndocs)
-	df := make([]uint32, nterms)
-	for n := 0; n < ndocs && d.err == nil; n++ {
-		doc := &ix.docs[n]
-		doc.id = d.str()
-		doc.time = d.varint()
-		doc.importance = math.Float32frombits(uint32(d.uvarint()))
-		ix.docLen[n] = uint32(d.uvarint())
-		doc.terms = make([]termFreq, d.count(2))
-		for j := range doc.terms {
-			t, tf := d.uvarint(), d.uvarint()
-			if d.err == nil && (t >= uint64(nterms) || tf > maxTF) {
-				d.err = fmt.Errorf("%w: document %q has term %d tf %d", ErrCorrupt, doc.id, t, tf)
-			}
-			if d.err != nil {
-				break
-			}
-			doc.terms[j] = termFreq{uint32(t), uint16(tf)}
-			df[t]++
+	for i := 0; i < nvec && d.err == nil; i++ {
+		n := d.uvarint()
+		v := make([]float32, d.count(1))
+		for j := range v {
+			v[j] = math.Float32frombits(uint32(d.uvarint()))
 		}
-		if nv := d.count(1); nv > 0 {
-			doc.vec = make([]float32, nv)
-			for j := range doc.vec {
-				doc.vec[j] = math.Float32frombits(uint32(d.uvarint()))
-			}
+		if d.err == nil && (n >= uint64(len(ix.docs)) || ix.vecs[n] != nil) {
+			d.err = fmt.Errorf("%w: vector of document %d", ErrCorrupt, n)
 		}
-		if _, dup := ix.byID[doc.id]; dup && d.err == nil {
-			d.err = fmt.Errorf("%w: duplicate document %q", ErrCorrupt, doc.id)
+		if d.err == nil {
+			ix.vecs[n] = v
 		}
-		ix.byID[doc.id] = uint32(n)
-		ix.totalLen += int64(ix.docLen[n])
 	}
 	if d.err == nil && len(d.b) != 0 {
 		d.err = fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(d.b))
@@ -218,18 +246,220 @@ func Load(r io.Reader) (*Index, error) {
 	if d.err != nil {
 		return nil, d.err
 	}
-	for t := range ix.post {
-		ix.post[t].docs = make([]uint32, 0, df[t])
-		ix.post[t].tfs = make([]uint16, 0, df[t])
-		ix.post[t].blk = make([]blockMax, 0, (df[t]+blockSize-1)/blockSize)
+	if err := ix.loadPostings(); err != nil {
+		return nil, err
 	}
-	for n := range ix.docs {
-		for _, tf := range ix.docs[n].terms {
-			ix.post[tf.term].add(uint32(n), tf.tf, ix.docLen[n])
+	return ix, nil
+}
+
+// ErrVersion is returned by Load for an index file of another version.
+var ErrVersion = errors.New("recall: index file of another version")
+
+// loadVocab reads the terms into one string and their features into one
+// slice.
+func (ix *Index) loadVocab(d *decoder) {
+	nterms := d.count(1)
+	if d.err != nil {
+		return
+	}
+	lens := make([]int, nterms)
+	total := 0
+	for i := range lens {
+		lens[i] = d.count(1)
+		total += lens[i]
+	}
+	vocab := string(d.bytes(total))
+	feat := make([]int32, d.count(1))
+	if d.err != nil {
+		return
+	}
+	ix.termStr = make([]string, nterms)
+	ix.termFeat = make([][]int32, nterms)
+	ix.post = make([]postings, nterms)
+	ix.termIDs = make(map[string]uint32, nterms)
+	off, foff := 0, 0
+	for i := 0; i < nterms && d.err == nil; i++ {
+		ix.termStr[i] = vocab[off : off+lens[i]]
+		off += lens[i]
+		if _, dup := ix.termIDs[ix.termStr[i]]; dup {
+			d.err = fmt.Errorf("%w: duplicate term %q", ErrCorrupt, ix.termStr[i])
+		}
+		ix.termIDs[ix.termStr[i]] = uint32(i)
+		nf := d.count(1)
+		if d.err == nil && nf > len(feat)-foff {
+			d.err = fmt.Errorf("%w: feature count", ErrCorrupt)
+		}
+		if d.err != nil {
+			return
+		}
+		f := feat[foff : foff+nf : foff+nf]
+		for j := range f {
+			x := d.varint()
+			if d.err == nil && (x < -DenseDim || x >= DenseDim) {
+				d.err = fmt.Errorf("%w: feature %d of term %q", ErrCorrupt, x, ix.termStr[i])
+			}
+			f[j] = int32(x)
+		}
+		ix.termFeat[i] = f
+		foff += nf
+		ix.post[i].minLen = math.MaxUint32
+	}
+	if d.err == nil && foff != len(feat) {
+		d.err = fmt.Errorf("%w: feature count", ErrCorrupt)
+	}
+}
+
+// loadDocs reads the documents' fixed parts and their records.
+func (ix *Index) loadDocs(d *decoder) {
+	ndocs := d.count(7)
+	recBytes := d.uvarint()
+	if d.err == nil && recBytes > offMask {
+		d.err = fmt.Errorf("%w: %d bytes of records", ErrCorrupt, recBytes)
+	}
+	if d.err != nil {
+		return
+	}
+	ix.docs = make([]docInfo, ndocs)
+	ix.docLen = make([]uint32, ndocs)
+	var rec uint64
+	for n := 0; n < ndocs && d.err == nil; n++ {
+		doc := &ix.docs[n]
+		doc.time = d.varint()
+		doc.importance = math.Float32frombits(uint32(d.uvarint()))
+		ix.docLen[n] = uint32(d.uvarint())
+		idLen, auxLen, recLen := d.uvarint(), d.uvarint(), d.uvarint()
+		if d.err == nil && (idLen == 0 || idLen > maxIDLen || auxLen > maxAuxLen || idLen+auxLen > recLen || recLen > recBytes-rec) {
+			d.err = fmt.Errorf("%w: document %d record", ErrCorrupt, n)
+		}
+		doc.rec, doc.idLen, doc.auxLen = rec, uint16(idLen), uint16(auxLen)
+		rec += recLen
+		ix.totalLen += int64(ix.docLen[n])
+	}
+	if d.err == nil && rec != recBytes {
+		d.err = fmt.Errorf("%w: records of %d bytes, want %d", ErrCorrupt, rec, recBytes)
+	}
+	if d.err != nil {
+		return
+	}
+	// The records become the first chunk as they are, full: new ones go
+	// to chunks of their own (see store.go).
+	if recBytes > 0 {
+		ix.chunks = [][]byte{slices.Clip(d.bytes(int(recBytes)))}
+	}
+	ix.records = int(recBytes)
+	ix.live = ndocs
+}
+
+// loadPostings checks the loaded records, builds the posting lists with
+// exact capacities, and the id table, in parallel.
+func (ix *Index) loadPostings() error {
+	ndocs, nterms := len(ix.docs), uint32(len(ix.termStr))
+	workers := max(1, min(runtime.GOMAXPROCS(0), ndocs/20000))
+	type part struct {
+		lo, hi int
+		df     []uint32 // count, then where the part's postings start
+		maxTF  []uint16
+		minLen []uint32
+		err    error
+	}
+	parts := make([]part, workers)
+	var wg sync.WaitGroup
+	var idErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		ix.ids = newIDTable(ndocs)
+		for n := range ix.docs {
+			if id := ix.docID(uint32(n)); !ix.ids.insertNew(ix, id, uint32(n)) {
+				idErr = fmt.Errorf("%w: duplicate document %q", ErrCorrupt, id)
+				return
+			}
+		}
+	}()
+	for w := range parts {
+		p := &parts[w]
+		p.lo, p.hi = ndocs*w/workers, ndocs*(w+1)/workers
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.df = make([]uint32, nterms)
+			p.maxTF = make([]uint16, nterms)
+			p.minLen = make([]uint32, nterms)
+			for t := range p.minLen {
+				p.minLen[t] = math.MaxUint32
+			}
+			var buf []termFreq
+			for n := p.lo; n < p.hi; n++ {
+				var ok bool
+				buf, ok = appendTerms(buf[:0], ix.termBytes(uint32(n)), nterms)
+				if !ok {
+					p.err = fmt.Errorf("%w: terms of document %q", ErrCorrupt, ix.docID(uint32(n)))
+					return
+				}
+				l := ix.docLen[n]
+				for _, tf := range buf {
+					p.df[tf.term]++
+					p.maxTF[tf.term] = max(p.maxTF[tf.term], tf.tf)
+					p.minLen[tf.term] = min(p.minLen[tf.term], l)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if idErr != nil {
+		return idErr
+	}
+	for w := range parts {
+		if parts[w].err != nil {
+			return parts[w].err
 		}
 	}
-	ix.live = ndocs
-	return ix, nil
+	for t := range ix.post {
+		p := &ix.post[t]
+		df := uint32(0)
+		for w := range parts {
+			c := parts[w].df[t]
+			parts[w].df[t] = df
+			df += c
+			p.maxTF = max(p.maxTF, parts[w].maxTF[t])
+			p.minLen = min(p.minLen, parts[w].minLen[t])
+		}
+		if df > 0 {
+			p.docs = make([]uint32, df)
+			p.tfs = make([]uint16, df)
+		}
+	}
+	for w := range parts {
+		p := &parts[w]
+		p.maxTF, p.minLen = nil, nil
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var buf []termFreq
+			for n := p.lo; n < p.hi; n++ {
+				buf = ix.terms(uint32(n), buf[:0])
+				for _, tf := range buf {
+					post := &ix.post[tf.term]
+					i := p.df[tf.term]
+					post.docs[i], post.tfs[i] = uint32(n), tf.tf
+					p.df[tf.term] = i + 1
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	// The block bounds, terms split among the workers.
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for t := w; t < len(ix.post); t += workers {
+				ix.post[t].bound(0, ix.docLen)
+			}
+		}()
+	}
+	wg.Wait()
+	return nil
 }
 
 // Rebuild returns a new index of the given documents, for when the saved

@@ -3,6 +3,7 @@ package recall
 import (
 	"errors"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -26,8 +27,9 @@ var ErrEmptyQuery = errors.New("recall: query has no searchable words")
 type Options struct {
 	// K is how many hits to return; 0 means 10.
 	K int
-	// Filter, when set, keeps only documents whose ID it accepts.
-	Filter func(id string) bool
+	// Filter, when set, keeps only the documents it accepts. It runs
+	// under the index's read lock: it must not call the index.
+	Filter func(Info) bool
 	// QueryVector, when set, is compared with Doc.Vector instead of the
 	// hashed dense signal (documents without a vector fall back to it).
 	QueryVector []float32
@@ -71,7 +73,7 @@ func (ix *Index) Search(query string, opt Options) ([]Hit, error) {
 	ix.mu.RLock()
 	var accept func(uint32) bool
 	if opt.Filter != nil {
-		accept = func(n uint32) bool { return opt.Filter(ix.docs[n].id) }
+		accept = func(n uint32) bool { return opt.Filter(ix.info(n)) }
 	}
 	q := ix.queryTerms(words)
 	if opt.BM25Only {
@@ -107,7 +109,7 @@ func (ix *Index) hits(s []scored, dense []float64) []Hit {
 	out := make([]Hit, len(s))
 	for i, x := range s {
 		d := &ix.docs[x.doc]
-		out[i] = Hit{ID: d.id, Score: x.score, BM25: x.score, Importance: d.importance}
+		out[i] = Hit{ID: strings.Clone(ix.docID(x.doc)), Score: x.score, BM25: x.score, Importance: d.importance}
 		if d.time != 0 {
 			out[i].Time = time.Unix(0, d.time)
 		}
@@ -131,9 +133,8 @@ func (ix *Index) expand(q []qterm, fb []scored) []qterm {
 	}
 	model := map[uint32]float64{}
 	for _, s := range fb {
-		d := &ix.docs[s.doc]
 		l := float64(ix.docLen[s.doc])
-		for _, tf := range d.terms {
+		for _, tf := range ix.terms(s.doc, nil) {
 			model[tf.term] += s.score / total * float64(tf.tf) / l
 		}
 	}
@@ -188,13 +189,14 @@ func (ix *Index) dense(q []qterm, cand []scored, qvec []float32) []float64 {
 	ix.denseOf(qhash, qterms, qw)
 	dvec := make([]float32, DenseDim)
 	dense := make([]float64, len(cand))
+	var terms []termFreq
 	for i, c := range cand {
-		d := &ix.docs[c.doc]
-		if qvec != nil && d.vec != nil {
-			dense[i] = cosine(qvec, d.vec)
+		if v := ix.vec(c.doc); qvec != nil && v != nil {
+			dense[i] = cosine(qvec, v)
 			continue
 		}
-		ix.denseOf(dvec, d.terms, nil)
+		terms = ix.terms(c.doc, terms[:0])
+		ix.denseOf(dvec, terms, nil)
 		dense[i] = cosine(qhash, dvec)
 	}
 	return dense

@@ -278,6 +278,24 @@ func TestMemoryIndexRebuildRestoreCatchUp(t *testing.T) {
 	if !strings.Contains(d.stderr.String(), "rebuilt=1") {
 		t.Fatalf("no rebuild logged:\n%s", d.stderr.String())
 	}
+	// An index file of an older version is rebuilt, not misread.
+	d.stop()
+	saved := filepath.Join(d.data, "index", "recall", "ops")
+	b, err := os.ReadFile(saved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(b, "OXMEMIX1")
+	if err := os.WriteFile(saved, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d = startDaemon(t, daemonOpts{dir: d.dir})
+	if got := query(d); got != before {
+		t.Fatalf("after rebuilding an old version:\n got %s\nwant %s", got, before)
+	}
+	if !strings.Contains(d.stderr.String(), "rebuilt=1") || !strings.Contains(d.stderr.String(), "OXMEMIX1") {
+		t.Fatalf("no rebuild of the old version logged:\n%s", d.stderr.String())
+	}
 
 	// Forget everything, then restore the commit: the memories and the
 	// index come back.
