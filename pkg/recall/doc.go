@@ -17,7 +17,10 @@
 //     hash table, so that neither costs an allocation per document or work
 //     for the garbage collector (store.go). Ranking is BM25 (k1 1.2, b 0.75 by
 //     default, see Params) with MaxScore dynamic pruning over per-term score
-//     upper bounds, so top-k of 2-3 word OR queries touches few postings.
+//     upper bounds and block-max skipping (exact bounds per 64 postings),
+//     so top-k of 2-3 word OR queries touches few postings. The hybrid's
+//     first pass takes the 20 best; their scores for the expanded query
+//     seed the second pass, which then reads next to nothing.
 //   - Dense: each stem and its character trigrams are hashed with blake3 into
 //     a signed 256-dimensional vector (no model to download); a document's
 //     vector is the idf-weighted sum of its terms', built on the fly from the
@@ -54,9 +57,14 @@
 //
 // Speed on the synthetic corpus of bench_test.go (~30-word documents,
 // Zipfian vocabulary of 20k words, 2-3 word OR queries, top 10, one core of
-// an AMD EPYC): at 100k documents BM25 p50 71 µs, p99 0.75 ms; hybrid p50
-// 0.48 ms, p99 4.6 ms; build 53k docs/s. At 1M documents: BM25 p50 0.29 ms,
-// p99 4.6 ms; hybrid p50 1.9 ms, p99 32 ms; build 40k docs/s.
+// an AMD EPYC), before the seeded second pass and block-max: at 100k
+// documents BM25 p50 71 µs, p99 0.75 ms; hybrid p50 0.48 ms, p99 4.6 ms;
+// build 53k docs/s. At 1M documents: BM25 p50 0.29 ms, p99 4.6 ms; hybrid
+// p50 1.9 ms, p99 32 ms; build 40k docs/s. Those two cut the postings a
+// hybrid search reads by 40% (63.5M -> 38.1M over 2,000 queries of the
+// daemon bench's kind at 100k). Through oxiosd (tests/bench, with the
+// pairs read from the memory files): p50 0.95 ms, p99 6.8 ms at 100k;
+// p50 3.3 ms at 1M.
 //
 // Memory and persistence at 1M documents (BenchmarkIndex1M, 26-byte ids
 // as memories have; BenchmarkSaveLoad_1M; a shared 2-core VM, where a
