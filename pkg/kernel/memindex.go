@@ -98,35 +98,7 @@ func (k *Kernel) saveIndex(m *memIndex, seq uint64) error {
 	if err != nil {
 		return err
 	}
-	dir := k.recallDir()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	dst := filepath.Join(dir, m.agent)
-	tmp := dst + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, dst)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
+	return state.WriteDurable(filepath.Join(k.recallDir(), m.agent), b)
 }
 
 // saveIndexAsync saves m in the background. The stamp is the seq the index

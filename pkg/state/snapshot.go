@@ -97,7 +97,7 @@ func (s *Store) saveSnapshot() error {
 	if err != nil {
 		return err
 	}
-	return writeDurable(s.snapPath(), b)
+	return WriteDurable(s.snapPath(), b)
 }
 
 // encodeSnapshot lists the trees the way loadIndex finds them and takes
@@ -386,9 +386,10 @@ func (r *snapReader) bytes() []byte {
 	return p
 }
 
-// writeDurable replaces path with b: temp file, fsync, rename, fsync of
-// the folder.
-func writeDurable(path string, b []byte) error {
+// WriteDurable replaces path with b, creating its folder: temp file,
+// fsync, rename, fsync of the folder. The kernel writes its own derived
+// files (the recall indexes) with it too.
+func WriteDurable(path string, b []byte) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
