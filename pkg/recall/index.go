@@ -364,6 +364,11 @@ func (c *cursor) seek(d uint32) {
 	if lo >= len(c.docs) || c.docs[lo] >= d {
 		return
 	}
+	// Dense lists are probed for near documents: look at the next first.
+	if lo+1 >= len(c.docs) || c.docs[lo+1] >= d {
+		c.pos = lo + 1
+		return
+	}
 	step := 1
 	hi := lo + 1
 	for hi < len(c.docs) && c.docs[hi] < d {
@@ -385,6 +390,28 @@ func (c *cursor) seek(d uint32) {
 // fill the heap first: with k of them the pruning starts from their k-th
 // score.
 func (ix *Index) topK(q []qterm, k int, accept func(n uint32) bool, seed []scored) []scored {
+	return ix.topKBy(q, k, accept, seed, autoWalk)
+}
+
+// walk is how topKBy visits the postings.
+type walk int
+
+const (
+	autoWalk walk = iota // by the rule of topKBy
+	docWalk              // document at a time, pruned
+	termWalk             // term at a time, every posting (accumulate)
+)
+
+// taatShare is the share of the documents the essential lists must hold,
+// with the threshold known from the seeds, for topKBy to sum every
+// posting term at a time instead: past it, MaxScore scores nearly every
+// document of a long list and probes every other list for it, which costs
+// several times a sequential pass over all of them (the expanded query of
+// a query made of common words; see doc.go for the figures).
+const taatShare = 0.25
+
+// topKBy is topK, walking the postings as w says.
+func (ix *Index) topKBy(q []qterm, k int, accept func(n uint32) bool, seed []scored, w walk) []scored {
 	if k <= 0 || len(q) == 0 || ix.live == 0 {
 		return nil
 	}
@@ -435,6 +462,18 @@ func (ix *Index) topK(q []qterm, k int, accept func(n uint32) bool, seed []score
 		for firstEss < len(curs) && prefix[firstEss] < threshold-scoreQuantum {
 			firstEss++
 		}
+	}
+	if w == autoWalk && len(h) == k {
+		e := 0
+		for i := firstEss; i < len(curs); i++ {
+			e += len(curs[i].docs)
+		}
+		if float64(e) >= taatShare*float64(len(ix.docLen)) {
+			w = termWalk
+		}
+	}
+	if w == termWalk {
+		return ix.accumulate(curs, h, k, accept, seeded)
 	}
 	// contrib is a cursor's share of the score of the document it is at,
 	// whose length normalization is norm; as in score, to the bit.
@@ -503,9 +542,12 @@ func (ix *Index) topK(q []qterm, k int, accept func(n uint32) bool, seed []score
 				score += contrib(c, norm)
 			}
 		}
+		if len(h) == k && score < threshold-scoreQuantum {
+			continue // before quantizing, reading the time and the id
+		}
 		qs := quantize(score)
 		if len(h) == k && qs < h[0].score {
-			continue // before reading the document's time and id
+			continue
 		}
 		cand := scored{d, qs, ix.docs[d].time, ix.docID(d)}
 		if len(h) == k && !better(cand, h[0]) {
@@ -640,3 +682,73 @@ func (ix *Index) AddPrepared(ps []Prepared) error {
 
 // ID is the prepared document's ID.
 func (p *Prepared) ID() string { return p.doc.ID }
+
+// accPool holds the score arrays of accumulate, one float64 per document
+// number: 8 MB at a million documents is not allocated per search.
+var accPool sync.Pool
+
+// accumulate finishes topKBy term at a time: every posting of every list
+// adds its share to its document's score in an array, a sequential pass
+// with no branch; then one pass over the array picks the k best into h,
+// which holds the seeds, and leaves the array zeroed for the next search.
+func (ix *Index) accumulate(curs []cursor, h minHeap, k int, accept func(uint32) bool, seeded func(uint32) bool) []scored {
+	n := len(ix.docLen)
+	var acc []float64
+	if p, ok := accPool.Get().(*[]float64); ok && cap(*p) >= n {
+		acc = (*p)[:n]
+	} else {
+		acc = make([]float64, n)
+	}
+	k1, b := ix.params.K1, ix.params.B
+	invAvg := float64(ix.live) / float64(max(ix.totalLen, 1))
+	na, nb := k1*(1-b), k1*b*invAvg
+	docLen := ix.docLen[:n]
+	for i := len(curs) - 1; i >= 0; i-- {
+		c := &curs[i]
+		w := c.w
+		tfs := c.tfs[:len(c.docs)]
+		for j, d := range c.docs {
+			tf := float64(tfs[j])
+			acc[d] += w * tf / (tf + na + nb*float64(docLen[d]))
+		}
+	}
+	threshold := 0.0
+	if len(h) == k {
+		threshold = h[0].score
+	}
+	for d := range acc {
+		score := acc[d]
+		if score == 0 {
+			continue
+		}
+		acc[d] = 0
+		if len(h) == k && score < threshold-scoreQuantum {
+			continue
+		}
+		qs := quantize(score)
+		if len(h) == k && qs < h[0].score {
+			continue
+		}
+		u := uint32(d)
+		cand := scored{u, qs, ix.docs[u].time, ix.docID(u)}
+		if len(h) == k && !better(cand, h[0]) {
+			continue
+		}
+		if accept != nil && !accept(u) || seeded(u) {
+			continue
+		}
+		if len(h) < k {
+			h.push(cand)
+		} else {
+			h[0] = cand
+			h.fix()
+		}
+		if len(h) == k {
+			threshold = h[0].score
+		}
+	}
+	accPool.Put(&acc)
+	out := []scored(h)
+	sort.Slice(out, func(i, j int) bool { return better(out[i], out[j]) })
+	return out
+}

@@ -358,8 +358,9 @@ func TestSearchTextWithoutLock(t *testing.T) {
 }
 
 // topK of weighted (expanded) queries, seeded with any live documents
-// scored for the query, finds exactly the brute-force top k; block bounds
-// stay exact after deletes and re-adds.
+// scored for the query, finds exactly the brute-force top k, walking the
+// postings document at a time or term at a time; block bounds stay exact
+// after deletes and re-adds.
 func TestTopKSeededMatchesBruteForce(t *testing.T) {
 	docs, words := synthCorpus(5000, 2000, 3)
 	ix := New(DefaultParams)
@@ -397,13 +398,16 @@ func TestTopKSeededMatchesBruteForce(t *testing.T) {
 		}
 		sort.Slice(want, func(a, b int) bool { return better(want[a], want[b]) })
 		want = want[:min(20, len(want))]
-		for _, got := range [][]scored{ix.topK(eq, 20, nil, nil), ix.topK(eq, 20, nil, seed)} {
-			if len(got) != len(want) {
-				t.Fatalf("query %d: %d hits, want %d", i, len(got), len(want))
-			}
-			for j := range want {
-				if got[j].doc != want[j].doc || math.Abs(got[j].score-want[j].score) > 2*scoreQuantum {
-					t.Fatalf("query %d, seeded %v: hit %d is %+v, want %+v", i, len(got) > 0, j, got[j], want[j])
+		for _, w := range []walk{autoWalk, docWalk, termWalk} {
+			for si, sd := range [][]scored{nil, seed} {
+				got := ix.topKBy(eq, 20, nil, sd, w)
+				if len(got) != len(want) {
+					t.Fatalf("query %d, walk %d, seeded %d: %d hits, want %d", i, w, si, len(got), len(want))
+				}
+				for j := range want {
+					if got[j].doc != want[j].doc || math.Abs(got[j].score-want[j].score) > 2*scoreQuantum {
+						t.Fatalf("query %d, walk %d, seeded %d: hit %d is %+v, want %+v", i, w, si, j, got[j], want[j])
+					}
 				}
 			}
 		}
