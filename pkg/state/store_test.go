@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/oxios/oxios/pkg/proto"
 )
@@ -339,5 +342,54 @@ func TestFailedWriteKeepsJournal(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "repo", "agents", "a", "state", "k")); err != nil || string(b) != "value" {
 		t.Errorf("retried write: %q %v", b, err)
+	}
+}
+
+// niceThreads counts the threads of this process at the applier's nice
+// value (field 19 of /proc/self/task/TID/stat).
+func niceThreads(t *testing.T) int {
+	t.Helper()
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Skip("no /proc:", err)
+	}
+	n := 0
+	for _, task := range tasks {
+		b, err := os.ReadFile(filepath.Join("/proc/self/task", task.Name(), "stat"))
+		if err != nil {
+			continue // the thread ended
+		}
+		// The command, field 2, is in parentheses and may hold spaces.
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) > 16 && f[16] == strconv.Itoa(applierNice) {
+			n++
+		}
+	}
+	return n
+}
+
+// The applier runs on a thread of its own at a lower priority, which
+// ends with the store.
+func TestApplierThreadIsNiced(t *testing.T) {
+	before := niceThreads(t)
+	s, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit(t, s, save("a", "k", "v"))
+	s.Flush()
+	if got := niceThreads(t); got != before+1 {
+		s.Close()
+		t.Fatalf("%d threads at nice %d with the store open, %d before: want one more", got, applierNice, before)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for niceThreads(t) != before {
+		if time.Now().After(deadline) {
+			t.Fatalf("the applier's thread outlives the store: %d threads at nice %d, %d before", niceThreads(t), applierNice, before)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
