@@ -44,9 +44,18 @@ type versioning struct {
 	repo *version.Repo
 	file string // DATA/index/uncommitted
 
+	// loaded is closed once the saved list of uncommitted paths is in
+	// dirty; lock waits for it (see openVersioning).
+	loaded chan struct{}
 	mu     sync.Mutex
 	dirty  map[string]struct{}
 	rescan bool // the dirty set is unknown: compare everything at the next barrier
+}
+
+// lock locks the dirty set, once it is loaded.
+func (v *versioning) lock() {
+	<-v.loaded
+	v.mu.Lock()
 }
 
 func statePath(agent, key string) string { return "agents/" + agent + "/state/" + key }
@@ -82,30 +91,42 @@ func (k *Kernel) openVersioning() error {
 	if err != nil {
 		return fmt.Errorf("versioning: %w", err)
 	}
-	v := &versioning{repo: repo, file: filepath.Join(k.cfg.Data, "index", "uncommitted"), dirty: map[string]struct{}{}}
+	v := &versioning{repo: repo, file: filepath.Join(k.cfg.Data, "index", "uncommitted"), dirty: map[string]struct{}{}, loaded: make(chan struct{})}
 	k.ver = v
 	head, err := repo.Head()
 	if err != nil {
 		repo.Close()
 		return fmt.Errorf("versioning: %w", err)
 	}
-	b, err := os.ReadFile(v.file)
-	switch {
-	case err == nil && bytes.HasPrefix(b, []byte(uncommittedMagic)):
-		for _, p := range strings.Split(string(b[len(uncommittedMagic):]), "\n") {
-			if p != "" {
-				v.dirty[p] = struct{}{}
+	// At a million uncommitted memories the list is 56 MB and takes a
+	// second and a half to load, which the start need not wait for: only
+	// the committer's marks, a commit and a checkpoint use it, and they
+	// wait (lock). Opening the store goes on meanwhile.
+	go func() {
+		defer close(v.loaded)
+		b, err := os.ReadFile(v.file)
+		switch {
+		case err == nil && bytes.HasPrefix(b, []byte(uncommittedMagic)):
+			// One string, whose lines the set's keys share.
+			rest := string(b[len(uncommittedMagic):])
+			v.dirty = make(map[string]struct{}, strings.Count(rest, "\n"))
+			for rest != "" {
+				var p string
+				p, rest, _ = strings.Cut(rest, "\n")
+				if p != "" {
+					v.dirty[p] = struct{}{}
+				}
 			}
+		case head == "":
+			// Nothing committed yet: the first commit takes every key anyway.
+		default:
+			if err == nil {
+				err = errors.New("not a list of uncommitted paths")
+			}
+			k.log.Warn("the list of uncommitted changes is unreadable; the next commit compares every key with HEAD", "file", v.file, "err", err)
+			v.rescan = true
 		}
-	case head == "":
-		// Nothing committed yet: the first commit takes every key anyway.
-	default:
-		if err == nil {
-			err = errors.New("not a list of uncommitted paths")
-		}
-		k.log.Warn("the list of uncommitted changes is unreadable; the next commit compares every key with HEAD", "file", v.file, "err", err)
-		v.rescan = true
-	}
+	}()
 	return nil
 }
 
@@ -117,7 +138,7 @@ func (k *Kernel) markDirty(paths ...string) {
 	if len(paths) == 0 {
 		return
 	}
-	k.ver.mu.Lock()
+	k.ver.lock()
 	for _, p := range paths {
 		k.ver.dirty[p] = struct{}{}
 	}
@@ -129,7 +150,7 @@ func (k *Kernel) markDirty(paths ...string) {
 // also knows them is recycled).
 func (k *Kernel) saveDirty() error {
 	v := k.ver
-	v.mu.Lock()
+	v.lock()
 	paths := make([]string, 0, len(v.dirty))
 	for p := range v.dirty {
 		paths = append(paths, p)
@@ -161,7 +182,7 @@ func (k *Kernel) barrier(ctx context.Context, fn func()) error {
 // hashing values: the dirty set when it was lost. Committer only.
 func (k *Kernel) rescan() error {
 	v := k.ver
-	v.mu.Lock()
+	v.lock()
 	need := v.rescan
 	v.mu.Unlock()
 	if !need {
@@ -212,7 +233,7 @@ func (k *Kernel) rescan() error {
 // dirtyUnder returns the uncommitted paths below prefix, sorted.
 func (k *Kernel) dirtyUnder(prefix string) []string {
 	v := k.ver
-	v.mu.Lock()
+	v.lock()
 	var out []string
 	for p := range v.dirty {
 		if strings.HasPrefix(p, prefix) {
@@ -226,7 +247,7 @@ func (k *Kernel) dirtyUnder(prefix string) []string {
 
 func (k *Kernel) clean(paths []string) {
 	v := k.ver
-	v.mu.Lock()
+	v.lock()
 	for _, p := range paths {
 		delete(v.dirty, p)
 	}

@@ -29,6 +29,7 @@ var (
 	idleFor  = flag.Duration("idle", 150*time.Second, "how long to watch an idle daemon's CPU (0 to skip)")
 	only     = flag.String("only", "", "run only benchmarks whose name contains this")
 	echoSrv  = flag.String("echo-server", "", "internal: serve a raw JSON echo on this socket")
+	keep     = flag.Bool("keep", false, "recall: leave the data directory of the recall benchmark (its path is printed), to time restarts by hand")
 	recall1M = flag.Bool("recall-1m", true, "recall: also measure at 1M memories (about a minute more)")
 )
 

@@ -32,7 +32,15 @@ import (
 // the ten memories' files for their text.
 func benchRecall(dir string) {
 	base := filepath.Join(dir, "recall")
-	defer os.RemoveAll(base)
+	if *keep {
+		// Out of dir, which main removes.
+		var err error
+		base, err = os.MkdirTemp("", "oxbench-recall")
+		check(err)
+		defer fmt.Printf("%-46s %s\n", "data directory left in", base)
+	} else {
+		defer os.RemoveAll(base)
+	}
 	check(os.MkdirAll(base, 0o700))
 	d := startDaemonIn(base)
 	defer func() { d.stop() }()
