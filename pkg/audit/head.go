@@ -10,6 +10,8 @@ import (
 	"strconv"
 
 	"lukechampine.com/blake3"
+
+	"github.com/oxios/oxios/pkg/durable"
 )
 
 // The head file records the last durable entry so that a log cut short, or
@@ -188,20 +190,7 @@ func createHead(dir string) error {
 		err = cerr
 	}
 	if err == nil {
-		err = syncDir(dir)
-	}
-	return err
-}
-
-// syncDir makes the directory entries of dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
+		err = durable.SyncDir(dir)
 	}
 	return err
 }

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/oxios/oxios/pkg/durable"
 )
 
 // DefaultSegmentBytes is the size at which a segment is closed.
@@ -188,7 +190,7 @@ func (l *Log) recover(segs []uint64, hs *headState) error {
 			err = f.Close()
 		}
 		if err == nil {
-			err = syncDir(l.dir)
+			err = durable.SyncDir(l.dir)
 		}
 		if err != nil {
 			return fmt.Errorf("audit: %w", err)
@@ -522,7 +524,7 @@ func (l *Log) rotate(first uint64) error {
 	if err != nil {
 		return err
 	}
-	if err := syncDir(l.dir); err != nil {
+	if err := durable.SyncDir(l.dir); err != nil {
 		nf.Close()
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/oxios/oxios/pkg/audit"
+	"github.com/oxios/oxios/pkg/durable"
 	"github.com/oxios/oxios/pkg/memory"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/recall"
@@ -98,7 +99,11 @@ func (k *Kernel) saveIndex(m *memIndex, seq uint64) error {
 	if err != nil {
 		return err
 	}
-	return state.WriteDurable(filepath.Join(k.recallDir(), m.agent), b)
+	if err := os.MkdirAll(k.recallDir(), 0o700); err != nil {
+		return err
+	}
+	path := filepath.Join(k.recallDir(), m.agent)
+	return durable.WriteFile(path, path+".tmp", b, 0o600)
 }
 
 // saveIndexAsync saves m in the background. The stamp is the seq the index

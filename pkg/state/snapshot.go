@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/oxios/oxios/pkg/durable"
 	"github.com/oxios/oxios/pkg/proto"
 )
 
@@ -97,7 +98,10 @@ func (s *Store) saveSnapshot() error {
 	if err != nil {
 		return err
 	}
-	return WriteDurable(s.snapPath(), b)
+	if err := os.MkdirAll(filepath.Dir(s.snapPath()), 0o700); err != nil {
+		return err
+	}
+	return durable.WriteFile(s.snapPath(), s.snapPath()+".tmp", b, 0o600)
 }
 
 // encodeSnapshot lists the trees the way loadIndex finds them and takes
@@ -222,7 +226,7 @@ func (s *Store) loadSnapshot() bool {
 	}
 	// Whatever it holds, it describes the tree as it is now at best:
 	// gone before the tree can change.
-	if rerr := removeDurable(path); rerr != nil {
+	if rerr := durable.Remove(path); rerr != nil {
 		slog.Warn("state: cannot remove the key snapshot; not using it", "file", path, "err", rerr)
 		return false
 	}
@@ -384,54 +388,4 @@ func (r *snapReader) bytes() []byte {
 	p := r.b[:n]
 	r.b = r.b[n:]
 	return p
-}
-
-// WriteDurable replaces path with b, creating its folder: temp file,
-// fsync, rename, fsync of the folder. The kernel writes its own derived
-// files (the recall indexes) with it too.
-func WriteDurable(path string, b []byte) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return syncDir(dir)
-}
-
-// removeDurable removes path and makes that durable.
-func removeDurable(path string) error {
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	return syncDir(filepath.Dir(path))
-}
-
-func syncDir(dir string) error {
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return &fs.PathError{Op: "open", Path: dir, Err: err}
-	}
-	defer unix.Close(fd)
-	if err := unix.Fsync(fd); err != nil {
-		return &fs.PathError{Op: "fsync", Path: dir, Err: err}
-	}
-	return nil
 }

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/oxios/oxios/pkg/durable"
 )
 
 // treeFiles is a tree like an agent population's state: n files of 100-500
@@ -205,11 +207,11 @@ func writeLoose(dir string, objs []object) error {
 		}
 	}
 	for d := range dirs {
-		if err := syncDir(d); err != nil {
+		if err := durable.SyncDir(d); err != nil {
 			return err
 		}
 	}
-	return syncDir(dir)
+	return durable.SyncDir(dir)
 }
 
 func writeFileDurableNoDirSync(path string, data []byte) error {

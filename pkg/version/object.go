@@ -3,9 +3,6 @@ package version
 import (
 	"crypto/sha1"
 	"encoding/hex"
-	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 )
 
@@ -104,66 +101,4 @@ type object struct {
 	typ  objType
 	id   oid
 	data []byte
-}
-
-// syncDir makes the entries of dir (creations, renames, removals) durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("fsync %s: %w", dir, err)
-	}
-	return nil
-}
-
-// mkdirDurable creates dir and any missing parents, making each new
-// directory's entry durable in its parent.
-func mkdirDurable(dir string) error {
-	if _, err := os.Stat(dir); err == nil {
-		return nil
-	}
-	parent := filepath.Dir(dir)
-	if parent != dir {
-		if err := mkdirDurable(parent); err != nil {
-			return err
-		}
-	}
-	if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
-		return err
-	}
-	return syncDir(parent)
-}
-
-// writeFileDurable writes data to path atomically and durably: a temp file
-// (tmp) in the same directory, fsync, rename over path, fsync the
-// directory. The temp file is removed on error.
-func writeFileDurable(path, tmp string, data []byte) (err error) {
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			os.Remove(tmp)
-		}
-	}()
-	if _, err = f.Write(data); err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("write %s: %w", tmp, err)
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(path))
 }

@@ -22,6 +22,8 @@ import (
 	"sync"
 
 	"github.com/go-git/go-git/v5/plumbing/format/packfile"
+
+	"github.com/oxios/oxios/pkg/durable"
 )
 
 // errNotFound is returned inside the package when an object is in no pack
@@ -677,7 +679,7 @@ func (pw *packWriter) finish() (p *pack, err error) {
 		os.Remove(itmp.Name())
 		return nil, err
 	}
-	if err := syncDir(pw.dir); err != nil {
+	if err := durable.SyncDir(pw.dir); err != nil {
 		return nil, err
 	}
 	// The writer's descriptor reads the same file the rename named.
@@ -889,5 +891,5 @@ func (db *odb) merge(ps []*pack) error {
 			os.Remove(p.base + ext)
 		}
 	}
-	return syncDir(filepath.Join(db.dir, "pack"))
+	return durable.SyncDir(filepath.Join(db.dir, "pack"))
 }

@@ -12,6 +12,8 @@ import (
 	"syscall"
 
 	"github.com/go-git/go-git/v5/plumbing"
+
+	"github.com/oxios/oxios/pkg/durable"
 )
 
 // maxSymrefDepth bounds chains of symbolic refs, as git does.
@@ -93,10 +95,10 @@ func (r *Repo) packedRefs() (map[string]packedRef, error) {
 // renamed over the ref, the folder fsynced.
 func (r *Repo) writeRef(name string, id oid) error {
 	path := filepath.Join(r.gitDir, filepath.FromSlash(name))
-	if err := mkdirDurable(filepath.Dir(path)); err != nil {
+	if err := durable.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("ref %s: %w", name, err)
 	}
-	if err := writeFileDurable(path, path+".lock", []byte(id.String()+"\n")); err != nil {
+	if err := durable.WriteFile(path, path+".lock", []byte(id.String()+"\n"), 0o644); err != nil {
 		return fmt.Errorf("ref %s: %w", name, err)
 	}
 	return nil

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"github.com/oxios/oxios/pkg/durable"
 )
 
 var (
@@ -112,7 +114,7 @@ func Open(dir string) (*Repo, error) {
 // initRepo creates dir/.git in a temporary folder and renames it into
 // place, so a crash leaves either no repository or a whole one.
 func initRepo(dir string) error {
-	if err := mkdirDurable(dir); err != nil {
+	if err := durable.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	tmp := filepath.Join(dir, ".git.init")
@@ -148,14 +150,14 @@ func initRepo(dir string) error {
 		}
 	}
 	for _, d := range dirs {
-		if err := syncDir(filepath.Join(tmp, d)); err != nil {
+		if err := durable.SyncDir(filepath.Join(tmp, d)); err != nil {
 			return err
 		}
 	}
 	if err := os.Rename(tmp, filepath.Join(dir, ".git")); err != nil {
 		return err
 	}
-	return syncDir(dir)
+	return durable.SyncDir(dir)
 }
 
 // Close closes the repository's files. The Repo must not be in use.

@@ -1,0 +1,87 @@
+// Package durable makes changes to files and folders survive a crash.
+//
+// A write is durable once its data and the folder entry that names it
+// are on disk: the file needs an fsync before it is renamed into place
+// (else a crash may leave the new name on empty or partial data), and
+// the folder needs one after a creation, rename or removal (else the
+// entry may be lost though the data is not). The store, the audit log
+// and versioning all need this; here it is written once.
+package durable
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// SyncDir makes the entries of dir (creations, renames, removals)
+// durable.
+func SyncDir(dir string) error {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &fs.PathError{Op: "open", Path: dir, Err: err}
+	}
+	defer unix.Close(fd)
+	if err := unix.Fsync(fd); err != nil {
+		return &fs.PathError{Op: "fsync", Path: dir, Err: err}
+	}
+	return nil
+}
+
+// WriteFile replaces path with data, atomically and durably: it writes
+// tmp, a name in the same folder, fsyncs it, renames it over path and
+// fsyncs the folder. On error tmp is removed and path is as it was, or
+// (if only the folder's fsync failed) replaced but maybe not durably.
+func WriteFile(path, tmp string, data []byte, perm fs.FileMode) error {
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return SyncDir(filepath.Dir(path))
+}
+
+// Remove removes path, if it exists, and makes that durable.
+func Remove(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return SyncDir(filepath.Dir(path))
+}
+
+// MkdirAll creates dir and its missing parents with perm, making each
+// new folder's entry durable in its parent.
+func MkdirAll(dir string, perm fs.FileMode) error {
+	if fi, err := os.Stat(dir); err == nil {
+		if !fi.IsDir() {
+			return &fs.PathError{Op: "mkdir", Path: dir, Err: unix.ENOTDIR}
+		}
+		return nil
+	}
+	parent := filepath.Dir(dir)
+	if parent != dir {
+		if err := MkdirAll(parent, perm); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dir, perm); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return SyncDir(parent)
+}

@@ -1,0 +1,108 @@
+package durable
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestWriteFileReplaces(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f")
+	for _, v := range []string{"one", "two, longer"} {
+		if err := WriteFile(path, path+".tmp", []byte(v), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil || string(b) != v {
+			t.Fatalf("read %q, %v; want %q", b, err, v)
+		}
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v, %v; want 0600", fi.Mode(), err)
+	}
+	if _, err := os.Stat(path + ".tmp"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the temp file is left: %v", err)
+	}
+}
+
+// A failed rename (path is a folder that is not empty) leaves path as it
+// was and no temp file.
+func TestWriteFileFailureLeavesNoTemp(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "d")
+	if err := os.MkdirAll(filepath.Join(path, "x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFile(path, path+".tmp", []byte("v"), 0o600); err == nil {
+		t.Fatal("replaced a folder that is not empty")
+	}
+	if _, err := os.Stat(path + ".tmp"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the temp file is left: %v", err)
+	}
+	if fi, err := os.Stat(filepath.Join(path, "x")); err != nil || !fi.IsDir() {
+		t.Fatalf("the folder changed: %v", err)
+	}
+}
+
+func TestRemove(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f")
+	if err := os.WriteFile(path, []byte("v"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("still there: %v", err)
+	}
+	if err := Remove(path); err != nil {
+		t.Fatalf("removing what is gone: %v", err)
+	}
+	if err := Remove(filepath.Join(dir, "nope", "f")); err == nil {
+		t.Fatal("no error for a missing folder")
+	}
+}
+
+func TestMkdirAll(t *testing.T) {
+	dir := t.TempDir()
+	deep := filepath.Join(dir, "a", "b", "c")
+	if err := MkdirAll(deep, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{filepath.Join(dir, "a"), filepath.Join(dir, "a", "b"), deep} {
+		fi, err := os.Stat(d)
+		if err != nil || !fi.IsDir() || fi.Mode().Perm()&^0o750 != 0 {
+			t.Fatalf("%s: %v, %v", d, fi, err)
+		}
+	}
+	if err := MkdirAll(deep, 0o750); err != nil {
+		t.Fatalf("again: %v", err)
+	}
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := MkdirAll(filepath.Join(file, "sub"), 0o750); err == nil {
+		t.Fatal("made a folder under a file")
+	}
+	if err := MkdirAll(file, 0o750); err == nil || !strings.Contains(err.Error(), file) {
+		t.Fatalf("a file as the folder: %v, want an error naming it", err)
+	}
+}
+
+func TestSyncDirNamesTheFolder(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing")
+	err := SyncDir(missing)
+	if err == nil || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("SyncDir(%s) = %v, want an error naming it", missing, err)
+	}
+	if err := SyncDir(t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+}
