@@ -20,7 +20,11 @@
 //     upper bounds and block-max skipping (exact bounds per 64 postings),
 //     so top-k of 2-3 word OR queries touches few postings. The hybrid's
 //     first pass takes the 20 best; their scores for the expanded query
-//     seed the second pass, which then reads next to nothing.
+//     seed the second pass, which then reads next to nothing, unless the
+//     lists it must walk hold a quarter of the documents or more (the
+//     expansion of a query of common words): then it sums every posting
+//     into an array of scores, term at a time, and picks the best in one
+//     pass, which costs a fifth of MaxScore's probes there.
 //   - Dense: each stem and its character trigrams are hashed with blake3 into
 //     a signed 256-dimensional vector (no model to download); a document's
 //     vector is the idf-weighted sum of its terms', built on the fly from the
@@ -62,9 +66,11 @@
 // build 53k docs/s. At 1M documents: BM25 p50 0.29 ms, p99 4.6 ms; hybrid
 // p50 1.9 ms, p99 32 ms; build 40k docs/s. Those two cut the postings a
 // hybrid search reads by 40% (63.5M -> 38.1M over 2,000 queries of the
-// daemon bench's kind at 100k). Through oxiosd (tests/bench, with the
-// pairs read from the memory files): p50 0.95 ms, p99 6.8 ms at 100k;
-// p50 3.3 ms at 1M.
+// daemon bench's kind at 100k). The term-at-a-time second pass took the
+// hybrid's p99 at 100k from 4.4-4.7 ms to 1.6-2.0 ms (its slowest queries'
+// second pass: 5 ms -> 0.7 ms). Through oxiosd (tests/bench, with the
+// pairs read from the memory files): p50 0.74-0.83 ms, p99 3.8-4.5 ms at
+// 100k; p50 3.0 ms at 1M.
 //
 // Memory and persistence at 1M documents (BenchmarkIndex1M, 26-byte ids
 // as memories have; BenchmarkSaveLoad_1M; a shared 2-core VM, where a
