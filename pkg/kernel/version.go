@@ -6,9 +6,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -42,20 +45,22 @@ const (
 
 type versioning struct {
 	repo *version.Repo
-	file string // DATA/index/uncommitted
+	// file, DATA/index/uncommitted, lists the paths uncommitted at the
+	// last checkpoint, sorted. The set lives there, not in memory: at a
+	// million uncommitted memories it is 56 MB, which a start would read
+	// and the heap would hold for nothing (only a commit reads it).
+	file string
 
-	// loaded is closed once the saved list of uncommitted paths is in
-	// dirty; lock waits for it (see openVersioning).
-	loaded chan struct{}
-	mu     sync.Mutex
-	dirty  map[string]struct{}
-	rescan bool // the dirty set is unknown: compare everything at the next barrier
-}
-
-// lock locks the dirty set, once it is loaded.
-func (v *versioning) lock() {
-	<-v.loaded
-	v.mu.Lock()
+	// fmu orders rewrites of the file (saveDirty) and reads of the set
+	// (dirtyUnder), so that neither sees the file and the changes since
+	// from two different checkpoints.
+	fmu sync.Mutex
+	mu  sync.Mutex
+	// Since the file was written: the paths made uncommitted (dirty) and
+	// committed (cleaned), which the file may list. A path is in one at
+	// most: the later of its mark and its commit wins.
+	dirty, cleaned map[string]struct{}
+	rescan         bool // the dirty set is unknown: compare everything at the next barrier
 }
 
 func statePath(agent, key string) string { return "agents/" + agent + "/state/" + key }
@@ -91,42 +96,65 @@ func (k *Kernel) openVersioning() error {
 	if err != nil {
 		return fmt.Errorf("versioning: %w", err)
 	}
-	v := &versioning{repo: repo, file: filepath.Join(k.cfg.Data, "index", "uncommitted"), dirty: map[string]struct{}{}, loaded: make(chan struct{})}
+	v := &versioning{repo: repo, file: filepath.Join(k.cfg.Data, "index", "uncommitted"), dirty: map[string]struct{}{}, cleaned: map[string]struct{}{}}
 	k.ver = v
 	head, err := repo.Head()
 	if err != nil {
 		repo.Close()
 		return fmt.Errorf("versioning: %w", err)
 	}
-	// At a million uncommitted memories the list is 56 MB and takes a
-	// second and a half to load, which the start need not wait for: only
-	// the committer's marks, a commit and a checkpoint use it, and they
-	// wait (lock). Opening the store goes on meanwhile.
-	go func() {
-		defer close(v.loaded)
-		b, err := os.ReadFile(v.file)
-		switch {
-		case err == nil && bytes.HasPrefix(b, []byte(uncommittedMagic)):
-			// One string, whose lines the set's keys share.
-			rest := string(b[len(uncommittedMagic):])
-			v.dirty = make(map[string]struct{}, strings.Count(rest, "\n"))
-			for rest != "" {
-				var p string
-				p, rest, _ = strings.Cut(rest, "\n")
-				if p != "" {
-					v.dirty[p] = struct{}{}
-				}
-			}
-		case head == "":
-			// Nothing committed yet: the first commit takes every key anyway.
-		default:
-			if err == nil {
-				err = errors.New("not a list of uncommitted paths")
-			}
-			k.log.Warn("the list of uncommitted changes is unreadable; the next commit compares every key with HEAD", "file", v.file, "err", err)
-			v.rescan = true
+	// Only the file's first line is read now; a commit reads the rest.
+	err = checkUncommitted(v.file)
+	switch {
+	case err == nil:
+	case head == "" && errors.Is(err, fs.ErrNotExist):
+		// Nothing committed yet: the first commit takes every key anyway.
+	default:
+		k.log.Warn("the list of uncommitted changes is unreadable; the next commit compares every key with HEAD", "file", v.file, "err", err)
+		v.rescan = true
+	}
+	return nil
+}
+
+// checkUncommitted reports whether file starts as a list of uncommitted
+// paths does.
+func checkUncommitted(file string) error {
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	b := make([]byte, len(uncommittedMagic))
+	if _, err := io.ReadFull(f, b); err != nil || string(b) != uncommittedMagic {
+		return errors.New("not a list of uncommitted paths")
+	}
+	return nil
+}
+
+// readUncommitted calls fn for each path of file below prefix, in order;
+// a missing file lists none.
+func readUncommitted(file, prefix string, fn func(p string)) error {
+	f, err := os.Open(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	if !sc.Scan() || sc.Text()+"\n" != uncommittedMagic {
+		return fmt.Errorf("%s: not a list of uncommitted paths", file)
+	}
+	for sc.Scan() {
+		if p := sc.Text(); p != "" && strings.HasPrefix(p, prefix) {
+			fn(p)
 		}
-	}()
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
 	return nil
 }
 
@@ -138,39 +166,95 @@ func (k *Kernel) markDirty(paths ...string) {
 	if len(paths) == 0 {
 		return
 	}
-	k.ver.lock()
+	v := k.ver
+	v.mu.Lock()
 	for _, p := range paths {
-		k.ver.dirty[p] = struct{}{}
+		v.dirty[p] = struct{}{}
+		delete(v.cleaned, p)
 	}
-	k.ver.mu.Unlock()
+	v.mu.Unlock()
 }
 
 // saveDirty writes the uncommitted paths for the next start (called in a
 // checkpoint, whose syncfs makes the file durable before the journal that
-// also knows them is recycled).
+// also knows them is recycled): the file's paths less those committed
+// since, and those marked since, merged in order. Memory then holds only
+// the changes from this checkpoint on.
 func (k *Kernel) saveDirty() error {
 	v := k.ver
-	v.lock()
-	paths := make([]string, 0, len(v.dirty))
-	for p := range v.dirty {
-		paths = append(paths, p)
-	}
+	v.fmu.Lock()
+	defer v.fmu.Unlock()
+	v.mu.Lock()
+	dirty, cleaned := v.dirty, v.cleaned
+	v.dirty, v.cleaned = map[string]struct{}{}, map[string]struct{}{}
 	v.mu.Unlock()
-	sort.Strings(paths)
-	var b bytes.Buffer
-	b.WriteString(uncommittedMagic)
-	for _, p := range paths {
-		b.WriteString(p)
-		b.WriteByte('\n')
+	err := writeUncommitted(v.file, dirty, cleaned)
+	if err != nil {
+		// Put back what the file does not hold, unless changed since.
+		v.mu.Lock()
+		for p := range dirty {
+			if _, ok := v.cleaned[p]; !ok {
+				v.dirty[p] = struct{}{}
+			}
+		}
+		for p := range cleaned {
+			if _, ok := v.dirty[p]; !ok {
+				v.cleaned[p] = struct{}{}
+			}
+		}
+		v.mu.Unlock()
 	}
-	if err := os.MkdirAll(filepath.Dir(v.file), 0o700); err != nil {
+	return err
+}
+
+func writeUncommitted(file string, dirty, cleaned map[string]struct{}) error {
+	added := make([]string, 0, len(dirty))
+	for p := range dirty {
+		added = append(added, p)
+	}
+	sort.Strings(added)
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
 		return err
 	}
-	tmp := v.file + ".tmp"
-	if err := os.WriteFile(tmp, b.Bytes(), 0o600); err != nil {
+	tmp := file + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
 		return fmt.Errorf("saving uncommitted paths: %w", err)
 	}
-	return os.Rename(tmp, v.file)
+	w := bufio.NewWriterSize(f, 256<<10)
+	w.WriteString(uncommittedMagic)
+	put := func(p string) {
+		w.WriteString(p)
+		w.WriteByte('\n')
+	}
+	err = readUncommitted(file, "", func(p string) {
+		for len(added) > 0 && added[0] <= p {
+			if added[0] != p {
+				put(added[0])
+			}
+			added = added[1:]
+		}
+		if _, gone := cleaned[p]; !gone {
+			put(p)
+		}
+	})
+	for _, p := range added {
+		put(p)
+	}
+	if err == nil {
+		err = w.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, file)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("saving uncommitted paths: %w", err)
+	}
+	return nil
 }
 
 // barrier runs fn on the committer, alone, and waits for it.
@@ -182,7 +266,7 @@ func (k *Kernel) barrier(ctx context.Context, fn func()) error {
 // hashing values: the dirty set when it was lost. Committer only.
 func (k *Kernel) rescan() error {
 	v := k.ver
-	v.lock()
+	v.mu.Lock()
 	need := v.rescan
 	v.mu.Unlock()
 	if !need {
@@ -220,10 +304,8 @@ func (k *Kernel) rescan() error {
 			dirty = append(dirty, p)
 		}
 	}
+	k.markDirty(dirty...)
 	v.mu.Lock()
-	for _, p := range dirty {
-		v.dirty[p] = struct{}{}
-	}
 	v.rescan = false
 	v.mu.Unlock()
 	k.log.Info("compared the state with HEAD", "uncommitted", len(dirty))
@@ -231,25 +313,40 @@ func (k *Kernel) rescan() error {
 }
 
 // dirtyUnder returns the uncommitted paths below prefix, sorted.
-func (k *Kernel) dirtyUnder(prefix string) []string {
+func (k *Kernel) dirtyUnder(prefix string) ([]string, error) {
 	v := k.ver
-	v.lock()
+	v.fmu.Lock()
+	defer v.fmu.Unlock()
 	var out []string
+	err := readUncommitted(v.file, prefix, func(p string) { out = append(out, p) })
+	if err != nil {
+		return nil, err
+	}
+	v.mu.Lock()
+	kept := out[:0]
+	for _, p := range out {
+		if _, gone := v.cleaned[p]; !gone {
+			kept = append(kept, p)
+		}
+	}
+	out = kept
 	for p := range v.dirty {
 		if strings.HasPrefix(p, prefix) {
 			out = append(out, p)
 		}
 	}
 	v.mu.Unlock()
-	sort.Strings(out)
-	return out
+	slices.Sort(out)
+	return slices.Compact(out), nil
 }
 
+// clean records paths as committed.
 func (k *Kernel) clean(paths []string) {
 	v := k.ver
-	v.lock()
+	v.mu.Lock()
 	for _, p := range paths {
 		delete(v.dirty, p)
+		v.cleaned[p] = struct{}{}
 	}
 	v.mu.Unlock()
 }
@@ -360,7 +457,10 @@ func (k *Kernel) commitNow(c *Cred, a proto.CommitArgs, raw []byte) (proto.Commi
 	if err := k.rescan(); err != nil {
 		return fail(err)
 	}
-	paths := k.dirtyUnder(agentPrefix(a.Agent))
+	paths, err := k.dirtyUnder(agentPrefix(a.Agent))
+	if err != nil {
+		return fail(err)
+	}
 	// The trailer names the log as it is now: everything this commit
 	// contains was recorded up to this head.
 	if err := k.audit.Sync(); err != nil {
@@ -581,7 +681,11 @@ func (k *Kernel) currentFiles(prefix string) (map[string]string, error) {
 			return nil, err
 		}
 	}
-	for _, p := range k.dirtyUnder(prefix) {
+	dirty, err := k.dirtyUnder(prefix)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range dirty {
 		space, agent, key, ok := splitSpacePath(p)
 		if !ok {
 			continue

@@ -1,0 +1,96 @@
+package kernel
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The uncommitted set lives in DATA/index/uncommitted plus the changes
+// since the last checkpoint. Against a plain set, through random marks,
+// commits (clean), checkpoints (saveDirty, some failing) and reads.
+func TestUncommittedSetMatchesModel(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "index", "uncommitted")
+	k := &Kernel{ver: &versioning{file: file, dirty: map[string]struct{}{}, cleaned: map[string]struct{}{}}}
+	model := map[string]bool{}
+	rng := rand.New(rand.NewPCG(1, 2))
+	path := func() string {
+		return fmt.Sprintf("agents/a%d/mem/episodic/%03d.md", rng.IntN(3), rng.IntN(200))
+	}
+	check := func(step int, prefix string) {
+		t.Helper()
+		got, err := k.dirtyUnder(prefix)
+		if err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+		var want []string
+		for p, ok := range model {
+			if ok && strings.HasPrefix(p, prefix) {
+				want = append(want, p)
+			}
+		}
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Fatalf("step %d, under %q: %d paths %v..., want %d %v...", step, prefix, len(got), got[:min(3, len(got))], len(want), want[:min(3, len(want))])
+		}
+	}
+	saves, failed := 0, 0
+	for step := 0; step < 4000; step++ {
+		switch r := rng.IntN(100); {
+		case r < 50:
+			var ps []string
+			for range 1 + rng.IntN(5) {
+				p := path()
+				ps = append(ps, p)
+				model[p] = true
+			}
+			k.markDirty(ps...)
+		case r < 75:
+			var ps []string
+			for range 1 + rng.IntN(5) {
+				p := path()
+				ps = append(ps, p)
+				model[p] = false
+			}
+			k.clean(ps)
+		case r < 85:
+			// A checkpoint; one in three cannot write the file.
+			block := rng.IntN(3) == 0
+			if block {
+				if err := os.MkdirAll(filepath.Join(file+".tmp", "x"), 0o700); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err := k.saveDirty()
+			if block {
+				if err == nil {
+					t.Fatalf("step %d: saving over a folder succeeded", step)
+				}
+				failed++
+				os.RemoveAll(file + ".tmp")
+			} else if err != nil {
+				t.Fatalf("step %d: %v", step, err)
+			} else {
+				saves++
+			}
+		default:
+			check(step, [...]string{"agents/", "agents/a1/", "agents/a2/mem/"}[rng.IntN(3)])
+		}
+	}
+	check(-1, "agents/")
+	if saves == 0 || failed == 0 {
+		t.Fatalf("%d saves, %d failed: the test did not exercise both", saves, failed)
+	}
+	// Memory holds only what changed since the last checkpoint.
+	if err := k.saveDirty(); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(k.ver.dirty) + len(k.ver.cleaned); n != 0 {
+		t.Fatalf("%d paths in memory after a checkpoint", n)
+	}
+	check(-2, "agents/")
+}
