@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"sort"
 	"sync"
 	"time"
@@ -143,6 +144,8 @@ type Index struct {
 
 	live     int
 	totalLen int64
+
+	acc accArrays // for accumulate
 }
 
 // New returns an empty index with the given BM25 parameters.
@@ -683,9 +686,39 @@ func (ix *Index) AddPrepared(ps []Prepared) error {
 // ID is the prepared document's ID.
 func (p *Prepared) ID() string { return p.doc.ID }
 
-// accPool holds the score arrays of accumulate, one float64 per document
-// number: 8 MB at a million documents is not allocated per search.
-var accPool sync.Pool
+// accArrays keeps the score arrays of accumulate, one float64 per
+// document number, for the next searches: not a sync.Pool, which a
+// collection empties, because a fresh array costs its page faults (8 MB
+// at a million documents: milliseconds) on top of the search. It keeps
+// as many as searches ran at once, up to the cores.
+type accArrays struct {
+	mu   sync.Mutex
+	free [][]float64
+}
+
+// get returns a zeroed array of n.
+func (a *accArrays) get(n int) []float64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for len(a.free) > 0 {
+		acc := a.free[len(a.free)-1]
+		a.free = a.free[:len(a.free)-1]
+		if cap(acc) >= n {
+			return acc[:n]
+		}
+		// Too short for an index that has grown: dropped.
+	}
+	return make([]float64, n)
+}
+
+// put takes back an array accumulate has zeroed again.
+func (a *accArrays) put(acc []float64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.free) < runtime.GOMAXPROCS(0) {
+		a.free = append(a.free, acc)
+	}
+}
 
 // accumulate finishes topKBy term at a time: every posting of every list
 // adds its share to its document's score in an array, a sequential pass
@@ -693,12 +726,7 @@ var accPool sync.Pool
 // which holds the seeds, and leaves the array zeroed for the next search.
 func (ix *Index) accumulate(curs []cursor, h minHeap, k int, accept func(uint32) bool, seeded func(uint32) bool) []scored {
 	n := len(ix.docLen)
-	var acc []float64
-	if p, ok := accPool.Get().(*[]float64); ok && cap(*p) >= n {
-		acc = (*p)[:n]
-	} else {
-		acc = make([]float64, n)
-	}
+	acc := ix.acc.get(n)
 	k1, b := ix.params.K1, ix.params.B
 	invAvg := float64(ix.live) / float64(max(ix.totalLen, 1))
 	na, nb := k1*(1-b), k1*b*invAvg
@@ -747,7 +775,7 @@ func (ix *Index) accumulate(curs []cursor, h minHeap, k int, accept func(uint32)
 			threshold = h[0].score
 		}
 	}
-	accPool.Put(&acc)
+	ix.acc.put(acc)
 	out := []scored(h)
 	sort.Slice(out, func(i, j int) bool { return better(out[i], out[j]) })
 	return out
