@@ -36,11 +36,21 @@ func SyncDir(dir string) error {
 // fsyncs the folder. On error tmp is removed and path is as it was, or
 // (if only the folder's fsync failed) replaced but maybe not durably.
 func WriteFile(path, tmp string, data []byte, perm fs.FileMode) error {
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
+	return WriteWith(path, tmp, perm, func(f *os.File) error {
+		_, err := f.Write(data)
+		return err
+	})
+}
+
+// WriteWith is WriteFile for content that write streams into tmp, opened
+// for reading and writing (write may seek back, to fill in a length), so
+// that a large file need not be held in memory first.
+func WriteWith(path, tmp string, perm fs.FileMode, write func(f *os.File) error) error {
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, perm)
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(data)
+	err = write(f)
 	if err == nil {
 		err = f.Sync()
 	}

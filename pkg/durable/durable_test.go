@@ -106,3 +106,33 @@ func TestSyncDirNamesTheFolder(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// WriteWith: write may seek back; an error from it leaves path as it was.
+func TestWriteWith(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f")
+	err := WriteWith(path, path+".tmp", 0o600, func(f *os.File) error {
+		if _, err := f.Write([]byte("len=?, body")); err != nil {
+			return err
+		}
+		_, err := f.WriteAt([]byte("5"), 4)
+		return err
+	})
+	if b, rerr := os.ReadFile(path); err != nil || rerr != nil || string(b) != "len=5, body" {
+		t.Fatalf("read %q (%v, %v)", b, err, rerr)
+	}
+	boom := errors.New("boom")
+	err = WriteWith(path, path+".tmp", 0o600, func(f *os.File) error {
+		f.Write([]byte("half"))
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("err %v, want the writer's", err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "len=5, body" {
+		t.Fatalf("path changed to %q", b)
+	}
+	if _, err := os.Stat(path + ".tmp"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the temp file is left: %v", err)
+	}
+}

@@ -1,12 +1,13 @@
 package kernel
 
 import (
-	"bytes"
+	"bufio"
 	"container/heap"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -40,25 +41,51 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 func (k *Kernel) recallDir() string { return filepath.Join(k.cfg.Data, "index", "recall") }
 
-// encodeIndex serializes m as of seq.
-func encodeIndex(m *memIndex, seq uint64) ([]byte, error) {
-	var b bytes.Buffer
-	b.WriteString(memIndexMagic)
+// writeIndex writes m's file, as of seq, to f from its start, streaming:
+// at a million memories the file is ~60 MB, and a buffer of it grown by
+// doubling held three times that for a moment at every save. The length
+// and the checksum, which covers it, are filled in once the index is
+// written; the checksum reads the file back, from the page cache.
+func writeIndex(f *os.File, m *memIndex, seq uint64) error {
+	bw := bufio.NewWriterSize(f, 1<<20)
+	bw.WriteString(memIndexMagic)
 	var hdr [16]byte
 	binary.LittleEndian.PutUint64(hdr[:8], seq)
-	b.Write(hdr[:])
-	start := b.Len()
-	if err := m.ix.Save(&b); err != nil {
-		return nil, err
+	bw.Write(hdr[:])
+	cw := &countingWriter{w: bw}
+	if err := m.ix.Save(cw); err != nil {
+		return err
 	}
-	out := b.Bytes()
-	binary.LittleEndian.PutUint64(out[16:24], uint64(b.Len()-start))
-	return binary.LittleEndian.AppendUint32(out, crc32.Checksum(out, crcTable)), nil
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	binary.LittleEndian.PutUint64(hdr[8:], uint64(cw.n))
+	if _, err := f.WriteAt(hdr[8:], 16); err != nil {
+		return err
+	}
+	end := int64(len(memIndexMagic)+len(hdr)) + cw.n
+	crc := crc32.New(crcTable)
+	if _, err := io.Copy(crc, io.NewSectionReader(f, 0, end)); err != nil {
+		return err
+	}
+	_, err := f.WriteAt(binary.LittleEndian.AppendUint32(nil, crc.Sum32()), end)
+	return err
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 var errBadIndex = errors.New("damaged recall index file")
 
-// decodeIndex is encodeIndex's inverse.
+// decodeIndex reads what writeIndex wrote.
 func decodeIndex(agent string, b []byte) (*memIndex, uint64, error) {
 	if len(b) >= 8 && string(b[:7]) == memIndexMagic[:7] && string(b[:8]) != memIndexMagic {
 		return nil, 0, fmt.Errorf("%w: version %q, want %q", errBadIndex, b[:8], memIndexMagic)
@@ -95,15 +122,11 @@ func decodeIndex(agent string, b []byte) (*memIndex, uint64, error) {
 
 // saveIndex writes m's file durably: temp, fsync, rename, fsync the folder.
 func (k *Kernel) saveIndex(m *memIndex, seq uint64) error {
-	b, err := encodeIndex(m, seq)
-	if err != nil {
-		return err
-	}
 	if err := os.MkdirAll(k.recallDir(), 0o700); err != nil {
 		return err
 	}
 	path := filepath.Join(k.recallDir(), m.agent)
-	return durable.WriteFile(path, path+".tmp", b, 0o600)
+	return durable.WriteWith(path, path+".tmp", 0o600, func(f *os.File) error { return writeIndex(f, m, seq) })
 }
 
 // saveIndexAsync saves m in the background. The stamp is the seq the index

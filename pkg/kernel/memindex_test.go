@@ -3,6 +3,8 @@ package kernel
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"testing"
@@ -104,13 +106,26 @@ func TestMemMetaRoundTrip(t *testing.T) {
 	}
 }
 
+// encodeIndex is m's file as writeIndex writes it.
+func encodeIndex(t *testing.T, m *memIndex, seq uint64) ([]byte, error) {
+	f, err := os.Create(filepath.Join(t.TempDir(), "ix"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := writeIndex(f, m, seq); err != nil {
+		return nil, err
+	}
+	return os.ReadFile(f.Name())
+}
+
 func TestMemIndexFile(t *testing.T) {
 	mems := testMemories(500)
 	m := testIndex(t, mems)
 	for _, mm := range mems[:100] {
 		m.ix.Delete(mm.ID)
 	}
-	b, err := encodeIndex(m, 42)
+	b, err := encodeIndex(t, m, 42)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +155,7 @@ func TestMemIndexFile(t *testing.T) {
 
 	// A damaged aux, under valid checksums, is refused too.
 	m.ix.Add(recall.Doc{ID: memory.NewID(time.Now()), Text: "x", Aux: "\xff"})
-	b, err = encodeIndex(m, 43)
+	b, err = encodeIndex(t, m, 43)
 	if err != nil {
 		t.Fatal(err)
 	}
