@@ -69,8 +69,9 @@
 // daemon bench's kind at 100k). The term-at-a-time second pass took the
 // hybrid's p99 at 100k from 4.4-4.7 ms to 1.6-2.0 ms (its slowest queries'
 // second pass: 5 ms -> 0.7 ms). Through oxiosd (tests/bench, with the
-// pairs read from the memory files): p50 0.74-0.83 ms, p99 3.8-4.5 ms at
-// 100k; p50 3.0 ms at 1M.
+// pairs read from the memory files): p50 0.72-0.83 ms, p99 3.8-4.5 ms at
+// 100k right after a bulk load (2.5-2.9 ms once its files are written);
+// p50 2.5-3.0 ms at 1M.
 //
 // Memory and persistence at 1M documents (BenchmarkIndex1M, 26-byte ids
 // as memories have; BenchmarkSaveLoad_1M; a shared 2-core VM, where a
