@@ -112,6 +112,12 @@ func (k *Kernel) openVersioning() error {
 	default:
 		k.log.Warn("the list of uncommitted changes is unreadable; the next commit compares every key with HEAD", "file", v.file, "err", err)
 		v.rescan = true
+		// Nothing it says counts now, and the next checkpoint and commit
+		// would stumble on it: gone, it lists nothing.
+		if err := os.Remove(v.file); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			repo.Close()
+			return fmt.Errorf("versioning: removing the unreadable %s: %w", v.file, err)
+		}
 	}
 	return nil
 }
@@ -185,6 +191,16 @@ func (k *Kernel) saveDirty() error {
 	v.fmu.Lock()
 	defer v.fmu.Unlock()
 	v.mu.Lock()
+	if v.rescan {
+		// The set is not known until the next commit compares every key
+		// with HEAD. A list written now would be believed at the next
+		// start; without one, that start compares every key too.
+		v.mu.Unlock()
+		if err := os.Remove(v.file); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("removing the list of uncommitted paths: %w", err)
+		}
+		return nil
+	}
 	dirty, cleaned := v.dirty, v.cleaned
 	v.dirty, v.cleaned = map[string]struct{}{}, map[string]struct{}{}
 	v.mu.Unlock()

@@ -276,6 +276,21 @@ func TestUncommittedSurviveRestart(t *testing.T) {
 	if got := c.changed(); got != "a agents/ops/state/d" {
 		t.Fatalf("commit after losing the uncommitted list: %s", got)
 	}
+	// Nor with one that is not a list: the next checkpoint and commit
+	// must not stumble on it.
+	d.mustOx(t, "", "ox-state", "save", "-a", "ops", "e", "5")
+	d.stop()
+	if err := os.WriteFile(filepath.Join(d.data, "index", "uncommitted"), []byte("garbage\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d = startDaemon(t, daemonOpts{dir: d.dir})
+	d.mustOx(t, "", "ox-state", "save", "-a", "ops", "f", "6")
+	d.stop() // a checkpoint writes the list again
+	d = startDaemon(t, daemonOpts{dir: d.dir})
+	c = parseCommit(t, d.mustOx(t, "", "ox-commit", "-m", "four"))
+	if got := c.changed(); got != "a agents/ops/state/e, a agents/ops/state/f" {
+		t.Fatalf("commit after a garbled uncommitted list: %s", got)
+	}
 	git(t, filepath.Join(d.data, "repo"), "fsck", "--strict", "--no-dangling")
 }
 
