@@ -358,9 +358,9 @@ func TestSearchTextWithoutLock(t *testing.T) {
 }
 
 // topK of weighted (expanded) queries, seeded with any live documents
-// scored for the query, finds exactly the brute-force top k, walking the
-// postings document at a time or term at a time; block bounds stay exact
-// after deletes and re-adds.
+// scored for the query, with and without a filter, finds exactly the
+// brute-force top k, walking the postings document at a time or term at
+// a time; block bounds stay exact after deletes and re-adds.
 func TestTopKSeededMatchesBruteForce(t *testing.T) {
 	docs, words := synthCorpus(5000, 2000, 3)
 	ix := New(DefaultParams)
@@ -388,25 +388,40 @@ func TestTopKSeededMatchesBruteForce(t *testing.T) {
 			}
 		}
 		// Brute force: every live document scored from its terms.
-		var want []scored
+		var all []scored
 		for n := range ix.docs {
 			if ix.docID(uint32(n)) != "" {
 				if s := ix.score(eq, uint32(n)); s.score > 0 {
-					want = append(want, s)
+					all = append(all, s)
 				}
 			}
 		}
-		sort.Slice(want, func(a, b int) bool { return better(want[a], want[b]) })
-		want = want[:min(20, len(want))]
-		for _, w := range []walk{autoWalk, docWalk, termWalk} {
-			for si, sd := range [][]scored{nil, seed} {
-				got := ix.topKBy(eq, 20, nil, sd, w)
-				if len(got) != len(want) {
-					t.Fatalf("query %d, walk %d, seeded %d: %d hits, want %d", i, w, si, len(got), len(want))
+		sort.Slice(all, func(a, b int) bool { return better(all[a], all[b]) })
+		// With no filter, and with one that drops a third of the documents
+		// (seeds are accepted documents, as Search gives).
+		for fi, accept := range []func(uint32) bool{nil, func(n uint32) bool { return n%3 != 0 }} {
+			keep := func(s scored) bool { return accept == nil || accept(s.doc) }
+			var want, seedF []scored
+			for _, s := range all {
+				if keep(s) && len(want) < 20 {
+					want = append(want, s)
 				}
-				for j := range want {
-					if got[j].doc != want[j].doc || math.Abs(got[j].score-want[j].score) > 2*scoreQuantum {
-						t.Fatalf("query %d, walk %d, seeded %d: hit %d is %+v, want %+v", i, w, si, j, got[j], want[j])
+			}
+			for _, s := range seed {
+				if keep(s) {
+					seedF = append(seedF, s)
+				}
+			}
+			for _, w := range []walk{autoWalk, docWalk, termWalk} {
+				for si, sd := range [][]scored{nil, seedF} {
+					got := ix.topKBy(eq, 20, accept, sd, w)
+					if len(got) != len(want) {
+						t.Fatalf("query %d, filter %d, walk %d, seeded %d: %d hits, want %d", i, fi, w, si, len(got), len(want))
+					}
+					for j := range want {
+						if got[j].doc != want[j].doc || math.Abs(got[j].score-want[j].score) > 2*scoreQuantum {
+							t.Fatalf("query %d, filter %d, walk %d, seeded %d: hit %d is %+v, want %+v", i, fi, w, si, j, got[j], want[j])
+						}
 					}
 				}
 			}
