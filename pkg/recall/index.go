@@ -548,35 +548,42 @@ func (ix *Index) topKBy(q []qterm, k int, accept func(n uint32) bool, seed []sco
 		if len(h) == k && score < threshold-scoreQuantum {
 			continue // before quantizing, reading the time and the id
 		}
-		qs := quantize(score)
-		if len(h) == k && qs < h[0].score {
+		if !ix.offer(&h, k, d, score, accept, seeded) || len(h) < k {
 			continue
 		}
-		cand := scored{d, qs, ix.docs[d].time, ix.docID(d)}
-		if len(h) == k && !better(cand, h[0]) {
-			continue
-		}
-		if accept != nil && !accept(d) || seeded(d) {
-			continue
-		}
-		if len(h) < k {
-			h.push(cand)
-		} else {
-			h[0] = cand
-			h.fix()
-		}
-		if len(h) == k {
-			threshold = h[0].score
-			// The threshold is quantized, maybe a hair above a raw
-			// bound that ties it: a tie may still win on time.
-			for firstEss < len(curs) && prefix[firstEss] < threshold-scoreQuantum {
-				firstEss++
-			}
+		threshold = h[0].score
+		// The threshold is quantized, maybe a hair above a raw bound that
+		// ties it: a tie may still win on time.
+		for firstEss < len(curs) && prefix[firstEss] < threshold-scoreQuantum {
+			firstEss++
 		}
 	}
-	out := []scored(h)
-	sort.Slice(out, func(i, j int) bool { return better(out[i], out[j]) })
-	return out
+	return h.sorted()
+}
+
+// offer puts document d, of raw score score, into h, which keeps the k
+// best, if it is better than h's worst, accepted and not a seed; it
+// reports whether h changed. Callers first drop the scores below h's
+// worst, which is most of them, without a call.
+func (ix *Index) offer(h *minHeap, k int, d uint32, score float64, accept, seeded func(uint32) bool) bool {
+	qs := quantize(score)
+	if len(*h) == k && qs < (*h)[0].score {
+		return false
+	}
+	cand := scored{d, qs, ix.docs[d].time, ix.docID(d)}
+	if len(*h) == k && !better(cand, (*h)[0]) {
+		return false
+	}
+	if accept != nil && !accept(d) || seeded(d) {
+		return false
+	}
+	if len(*h) < k {
+		h.push(cand)
+	} else {
+		(*h)[0] = cand
+		h.fix()
+	}
+	return true
 }
 
 // score is document n's BM25 score for q, from its terms, quantized like
@@ -632,6 +639,13 @@ func (h *minHeap) push(s scored) {
 		a[p], a[i] = a[i], a[p]
 		i = p
 	}
+}
+
+// sorted returns h's documents, best first.
+func (h minHeap) sorted() []scored {
+	out := []scored(h)
+	sort.Slice(out, func(i, j int) bool { return better(out[i], out[j]) })
+	return out
 }
 
 // fix restores the heap after the root was replaced.
@@ -753,30 +767,10 @@ func (ix *Index) accumulate(curs []cursor, h minHeap, k int, accept func(uint32)
 		if len(h) == k && score < threshold-scoreQuantum {
 			continue
 		}
-		qs := quantize(score)
-		if len(h) == k && qs < h[0].score {
-			continue
-		}
-		u := uint32(d)
-		cand := scored{u, qs, ix.docs[u].time, ix.docID(u)}
-		if len(h) == k && !better(cand, h[0]) {
-			continue
-		}
-		if accept != nil && !accept(u) || seeded(u) {
-			continue
-		}
-		if len(h) < k {
-			h.push(cand)
-		} else {
-			h[0] = cand
-			h.fix()
-		}
-		if len(h) == k {
+		if ix.offer(&h, k, uint32(d), score, accept, seeded) && len(h) == k {
 			threshold = h[0].score
 		}
 	}
 	ix.acc.put(acc)
-	out := []scored(h)
-	sort.Slice(out, func(i, j int) bool { return better(out[i], out[j]) })
-	return out
+	return h.sorted()
 }
