@@ -64,7 +64,7 @@ func (a *auditLog) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, u
 const auditChunk = 256 << 10
 
 type auditHandle struct {
-	k *kernel.Kernel
+	k Kernel
 	c *kernel.Cred
 
 	mu   sync.Mutex

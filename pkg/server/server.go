@@ -28,6 +28,7 @@ const maxInflight = 256
 
 // Server accepts connections and dispatches their requests.
 type Server struct {
+	ctx     context.Context // the daemon's: its end ends the followers
 	k       *kernel.Kernel
 	log     *slog.Logger
 	maxLine int
@@ -40,9 +41,11 @@ type Server struct {
 	quiet    quiescer
 }
 
-// New returns a server for k.
-func New(k *kernel.Kernel, log *slog.Logger) *Server {
-	return &Server{k: k, log: log, maxLine: int(k.Config().Limits.MaxLine), conns: map[*conn]struct{}{}}
+// New returns a server for k. When ctx ends (the daemon's root context, on
+// SIGTERM or SIGINT), the calls that follow until the client leaves
+// (events, a followed log, an attach) end; the others drain in Shutdown.
+func New(ctx context.Context, k *kernel.Kernel, log *slog.Logger) *Server {
+	return &Server{ctx: ctx, k: k, log: log, maxLine: int(k.Config().Limits.MaxLine), conns: map[*conn]struct{}{}}
 }
 
 // Serve accepts connections on ln until Shutdown. It returns nil after
@@ -180,6 +183,7 @@ func (c *conn) serve() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	follow, stopFollow := context.WithCancel(ctx)
+	defer context.AfterFunc(s.ctx, stopFollow)()
 	c.follow = follow
 	for {
 		line, tooLong, err := readLine(r, s.maxLine)
