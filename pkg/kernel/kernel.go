@@ -155,7 +155,7 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 			if err := alog.Sync(); err != nil {
 				return err
 			}
-			return k.saveDirty()
+			return k.ver.paths.Save()
 		},
 	})
 	if err != nil {
