@@ -1,0 +1,177 @@
+package integration
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Hostile clients (issue 18): what one client holds of the daemon is
+// bounded, and others keep being served.
+
+// rssKiB reads a process's resident set.
+func rssKiB(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
+			n, _ := strconv.Atoi(f[1])
+			return n
+		}
+	}
+	t.Fatal("no VmRSS")
+	return 0
+}
+
+// dialRaw connects without reading the hello.
+func dialRaw(t *testing.T, d *daemon) net.Conn {
+	t.Helper()
+	c, err := net.Dial("unix", d.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// lines reads what the daemon sends on c until it closes (or 10 s pass).
+func lines(c net.Conn) []string {
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var out []string
+	sc := bufio.NewScanner(c)
+	for sc.Scan() {
+		out = append(out, sc.Text())
+	}
+	return out
+}
+
+// TestUnterminatedLines: connections sending request lines that never end
+// hold no more than limits.max_buffered together, are cut off after
+// limits.line_timeout, and a normal client is served meanwhile.
+func TestUnterminatedLines(t *testing.T) {
+	d := startDaemon(t, daemonOpts{config: "[limits]\nmax_value = \"8MiB\"\nmax_buffered = \"8MiB\"\nline_timeout = \"3s\"\n"})
+	cl := d.client(t)
+	ctx := context.Background()
+	base := rssKiB(t, d.cmd.Process.Pid)
+	chunk := []byte(strings.Repeat("x", 64<<10))
+	var attackers []net.Conn
+	for i := range 12 {
+		c := dialRaw(t, d)
+		attackers = append(attackers, c)
+		go func() {
+			c.Write([]byte(fmt.Sprintf(`{"id":%d,"op":"state.save","args":{"agent":"ops","key":"k","value":"`, i+1)))
+			for range 8 << 20 / len(chunk) { // under max_line, never ended
+				if _, err := c.Write(chunk); err != nil {
+					return
+				}
+			}
+		}()
+	}
+	time.Sleep(time.Second)
+	// A normal client is served while the budget is taken.
+	for i := range 50 {
+		if _, err := cl.StateSave(ctx, "ops", "n"+strconv.Itoa(i), []byte("small")); err != nil {
+			t.Fatalf("save under attack: %v", err)
+		}
+	}
+	if _, _, err := cl.StateLoad(ctx, "ops", "n1"); err != nil {
+		t.Fatalf("load under attack: %v", err)
+	}
+	// 12 lines of 8 MiB would be 96 MiB and more; the budget holds 8
+	// (the bound leaves room for the race detector's own overhead).
+	if rss := rssKiB(t, d.cmd.Process.Pid); rss-base > 48<<10 {
+		t.Errorf("RSS grew by %d KiB under 12 unterminated 8 MiB lines (max_buffered 8MiB)", rss-base)
+	} else {
+		t.Logf("RSS %d KiB before, %d KiB under attack", base, rss)
+	}
+	// Each attacker is told why it is cut off: out of budget (ENOBUFS)
+	// or out of time (ETIMEDOUT), and closed.
+	for _, c := range attackers {
+		got := strings.Join(lines(c), "\n")
+		if !strings.Contains(got, "ETIMEDOUT") && !strings.Contains(got, "ENOBUFS") {
+			t.Errorf("attacker got %.300q, want ETIMEDOUT or ENOBUFS", got)
+		}
+	}
+	// With them gone, a large value fits again.
+	big := []byte(strings.Repeat("b", 3<<20))
+	if _, err := cl.StateSave(ctx, "ops", "big", big); err != nil {
+		t.Fatalf("large save after the attack: %v", err)
+	}
+}
+
+// TestConnectionLimits: a uid at limits.max_conns_per_uid gets room by
+// closing its longest idle connection; with none idle, a new one is
+// refused (exit 69) and the others keep working. A connection that sends
+// nothing is closed after hello_timeout, one idle after idle_timeout,
+// unless a stream of its own is running.
+func TestConnectionLimits(t *testing.T) {
+	d := startDaemon(t, daemonOpts{config: "[limits]\nmax_conns_per_uid = 20\nhello_timeout = \"2s\"\nidle_timeout = \"3s\"\n"})
+	var idle []*rawConn
+	for range 20 {
+		idle = append(idle, d.raw(t))
+	}
+	// A 21st makes room: the first (longest idle) is closed.
+	if r := d.ox("", "ox-state", "load", "-a", "ops", "nothing"); r.code != 1 || !strings.Contains(r.stderr, "ENOENT") {
+		t.Fatalf("ox-state load at the limit: %+v", r)
+	}
+	idle[0].c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := idle[0].r.ReadByte(); err == nil {
+		t.Fatal("the longest idle connection was not closed to make room")
+	}
+	// Busy connections (a line half sent) are not taken.
+	for _, rc := range idle[1:] {
+		rc.c.Write([]byte(`{"id":1,"op":"state.load",`))
+	}
+	extra := d.raw(t) // room: idle[0] is gone
+	extra.c.Write([]byte(`{"id":1,`))
+	r := d.ox("", "ox-state", "load", "-a", "ops", "nothing")
+	if r.code != 69 || !strings.Contains(r.stderr, "EUSERS") || !strings.Contains(r.stderr, "max_conns_per_uid") {
+		t.Fatalf("ox-state load with 20 busy connections: %+v", r)
+	}
+	// The busy ones finish their requests.
+	for _, rc := range idle[1:4] {
+		rc.send(`"args":{"agent":"ops","key":"k"}}`)
+		if rep := rc.reply(); rep.OK || rep.Error == nil || rep.Error.Code != "ENOENT" {
+			t.Fatalf("busy connection after the refusal: %+v", rep)
+		}
+	}
+
+	// Sending nothing after connecting: closed with ETIMEDOUT.
+	d2 := startDaemon(t, daemonOpts{config: "[limits]\nhello_timeout = \"1s\"\nidle_timeout = \"2s\"\n"})
+	silent := dialRaw(t, d2)
+	got := lines(silent)
+	if len(got) != 2 || !strings.Contains(got[0], `"hello"`) || !strings.Contains(got[1], "ETIMEDOUT") || !strings.Contains(got[1], "hello_timeout") {
+		t.Fatalf("silent connection got %q", got)
+	}
+	// Idle after a request: closed after idle_timeout.
+	rc := d2.raw(t)
+	rc.send(`{"id":1,"op":"hello","args":{"proto":1}}`)
+	rc.reply()
+	start := time.Now()
+	got = lines(rc.c)
+	if len(got) != 1 || !strings.Contains(got[0], "idle_timeout") || time.Since(start) < 1500*time.Millisecond {
+		t.Fatalf("idle connection got %q after %v", got, time.Since(start))
+	}
+	// A stream in flight keeps its connection.
+	sub := d2.raw(t)
+	sub.send(`{"id":7,"op":"events.subscribe","args":{}}`)
+	time.Sleep(3 * time.Second)
+	cl := d2.client(t)
+	if _, err := cl.StateSave(context.Background(), "ops", "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	sub.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	line, err := sub.r.ReadString('\n')
+	if err != nil || !strings.Contains(line, `"id":7`) {
+		t.Fatalf("subscriber after idle_timeout: %q %v", line, err)
+	}
+}
