@@ -65,6 +65,11 @@ type Limits struct {
 	HelloTimeout Duration `toml:"hello_timeout"`
 	LineTimeout  Duration `toml:"line_timeout"`
 	IdleTimeout  Duration `toml:"idle_timeout"`
+	// DiskReserve is the free space below which writes are refused with
+	// ENOSPC, kept so that the daemon can always finish its work behind
+	// the journal, checkpoint and restart. "" = 64 MiB, or a sixteenth of
+	// a file system smaller than 256 MiB.
+	DiskReserve Size `toml:"disk_reserve"`
 }
 
 // Duration is a length of time written as a string such as "10s" or "5m".
@@ -297,6 +302,9 @@ func (c *Config) resolve() error {
 	}
 	if c.Limits.MaxBuffered < 1<<20 {
 		return fmt.Errorf("config: limits.max_buffered %d is below the 1MiB minimum", c.Limits.MaxBuffered)
+	}
+	if c.Limits.DiskReserve < 0 {
+		return fmt.Errorf("config: limits.disk_reserve may not be negative")
 	}
 	if c.Limits.MaxConns < 1 || c.Limits.MaxConnsPerUID < 1 {
 		return fmt.Errorf("config: limits.max_conns and limits.max_conns_per_uid: want 1 or more")

@@ -151,6 +151,7 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 		// every file: at the default 64 MiB a burst of 100k memories hit
 		// one and ran at the file creation rate (8.4k/s instead of 20k+).
 		CheckpointBytes: 160 << 20,
+		DiskReserve:     int64(cfg.Limits.DiskReserve),
 		BeforeCheckpoint: func() error {
 			if err := alog.Sync(); err != nil {
 				return err

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -173,5 +175,127 @@ func TestConnectionLimits(t *testing.T) {
 	line, err := sub.r.ReadString('\n')
 	if err != nil || !strings.Contains(line, `"id":7`) {
 		t.Fatalf("subscriber after idle_timeout: %q %v", line, err)
+	}
+}
+
+// smallFS mounts a tmpfs of size on dir/data for a daemon's data, or
+// skips the test when it cannot (mounting takes root).
+func smallFS(t *testing.T, size string) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a small tmpfs for a full disk takes root")
+	}
+	dir := shortTempDir(t)
+	data := filepath.Join(dir, "data")
+	if err := os.Mkdir(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", data).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", data).Run() })
+	return dir
+}
+
+// TestDiskFull: on a 5 MiB file system the daemon starts; when the disk
+// fills, writes fail with ENOSPC and nothing of them is applied, reads go
+// on, the daemon stays up, deleting frees space, writes resume by
+// themselves once space is freed, and a restart on the nearly full disk
+// recovers every acknowledged value.
+func TestDiskFull(t *testing.T) {
+	dir := smallFS(t, "5m")
+	d := startDaemon(t, daemonOpts{dir: dir})
+	ctx := context.Background()
+	cl := d.client(t)
+	val := func(i int) []byte { return []byte(strings.Repeat(string(rune('a'+i%26)), 100<<10)) }
+	saved := map[string][]byte{}
+	var full error
+	for i := range 100 {
+		k := fmt.Sprintf("k%d", i)
+		if _, err := cl.StateSave(ctx, "ops", k, val(i)); err != nil {
+			full = err
+			break
+		}
+		saved[k] = val(i)
+	}
+	if full == nil || !strings.Contains(full.Error(), "ENOSPC") || !strings.Contains(full.Error(), "disk_reserve") {
+		t.Fatalf("10 MiB of saves on a 5 MiB disk: %v, want ENOSPC naming limits.disk_reserve", full)
+	}
+	if len(saved) < 5 {
+		t.Fatalf("only %d saves of 100 KiB fit on a 5 MiB disk", len(saved))
+	}
+	t.Logf("%d saves of 100 KiB before ENOSPC: %v", len(saved), full)
+	// The command says it too, and exits 1.
+	r := d.ox(string(val(3)), "ox-state", "save", "-a", "ops", "more")
+	if r.code != 1 || !strings.Contains(r.stderr, "ENOSPC") {
+		t.Fatalf("ox-state save on a full disk: %+v", r)
+	}
+	// Reads go on; the refused key is not there.
+	for k, v := range saved {
+		got, _, err := cl.StateLoad(ctx, "ops", k)
+		if err != nil || string(got) != string(v) {
+			t.Fatalf("load %s on a full disk: %d bytes, %v", k, len(got), err)
+		}
+	}
+	if _, _, err := cl.StateLoad(ctx, "ops", "more"); err == nil {
+		t.Fatal("a refused save was applied")
+	}
+	// Deleting frees space, and saves resume by themselves.
+	for _, k := range []string{"k0", "k1", "k2", "k3"} {
+		if _, err := cl.StateDelete(ctx, "ops", k); err != nil {
+			t.Fatalf("delete on a full disk: %v", err)
+		}
+		delete(saved, k)
+	}
+	var err error
+	waitFor(t, "saves to resume once space is freed", func() bool {
+		_, err = cl.StateSave(ctx, "ops", "after", val(7))
+		return err == nil
+	})
+	saved["after"] = val(7)
+	// Fill it again and crash: the restart on the full disk recovers all.
+	for i := 100; ; i++ {
+		k := fmt.Sprintf("k%d", i)
+		if _, err := cl.StateSave(ctx, "ops", k, val(i)); err != nil {
+			break
+		}
+		saved[k] = val(i)
+	}
+	select {
+	case <-d.exited:
+		t.Fatalf("oxiosd exited on a full disk: %v", d.err)
+	default:
+	}
+	d.kill9()
+	// Something else takes the rest of the disk: the start says what it
+	// needs; with a little space freed it starts.
+	filler := filepath.Join(dir, "data", "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, err = f.Write(make([]byte, 64<<10)); err == nil; _, err = f.Write(make([]byte, 4<<10)) {
+	}
+	f.Close()
+	start := exec.Command(bin("oxiosd"), "--data", filepath.Join(dir, "data"), "--socket", filepath.Join(dir, "oxiosd.sock"), "--no-mount", "--config", "")
+	out, err := start.CombinedOutput()
+	t.Logf("start on a full disk: %v: %s", err, out)
+	if err == nil || !strings.Contains(string(out), "ENOSPC") || !strings.Contains(string(out), "free some space") {
+		t.Fatalf("start on a full disk: %v: %s", err, out)
+	}
+	fi, _ := os.Stat(filler)
+	if err := os.Truncate(filler, max(fi.Size()-1<<20, 0)); err != nil {
+		t.Fatal(err)
+	}
+	d2 := startDaemon(t, daemonOpts{dir: dir})
+	cl2 := d2.client(t)
+	for k, v := range saved {
+		got, _, err := cl2.StateLoad(ctx, "ops", k)
+		if err != nil || string(got) != string(v) {
+			t.Fatalf("after the restart, %s: %d bytes, %v", k, len(got), err)
+		}
+	}
+	if r := d2.ox("", "ox-audit", "verify"); r.code != 0 {
+		t.Fatalf("audit verify: %+v", r)
 	}
 }
