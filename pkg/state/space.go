@@ -10,19 +10,31 @@ import (
 
 // writable reports why a batch of n bytes may not be written now, or nil.
 // It is checked before anything of the batch is written, so a refused
-// batch leaves nothing behind. A batch is refused when the file system has
-// less free space than it needs (its journal records, its files, what the
-// applier has yet to write) plus DiskReserve: writes stop with ENOSPC
-// while there is still room to finish the work behind the journal and to
-// checkpoint, so the daemon keeps serving reads, a restart needs no more
-// space than it has, and writes resume by themselves once space is freed.
+// batch leaves nothing behind. A batch is refused:
+//
+//   - when the data directory is no longer the one the store opened
+//     (removed, or replaced by another): what it acknowledged would be
+//     gone after a restart;
+//   - when the file system has less free space than the batch needs (its
+//     journal records, its files, what the applier has yet to write) plus
+//     DiskReserve: writes stop with ENOSPC while there is still room to
+//     finish the work behind the journal and to checkpoint, so the daemon
+//     keeps serving reads, a restart needs no more space than it has, and
+//     writes resume by themselves once space is freed.
 //
 // A batch that saves no value (deletes, the kernel's own records) may use
 // half of the reserve: deleting is how space is freed.
 //
-// One system call, a microsecond, once per group commit.
+// Three system calls, a few microseconds, once per group commit.
 func (s *Store) writable(n int64, small bool) error {
 	fd := int(s.j.f.Fd())
+	var st, cur unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("state: journal: %w", err)
+	}
+	if st.Nlink == 0 || unix.Stat(s.j.path, &cur) != nil || cur.Ino != st.Ino || cur.Dev != st.Dev {
+		return proto.Errorf(proto.EIO, "the data directory %s was removed or replaced while oxiosd runs: writes are refused, since they would be lost; put it back, or restart oxiosd to start over on what is there", s.data)
+	}
 	var fs unix.Statfs_t
 	if err := unix.Fstatfs(fd, &fs); err != nil {
 		return fmt.Errorf("state: journal: %w", err)

@@ -299,3 +299,51 @@ func TestDiskFull(t *testing.T) {
 		t.Fatalf("audit verify: %+v", r)
 	}
 }
+
+// TestDataDirVanishes: once the data directory is removed or replaced
+// under the running daemon, saves are refused with a reason instead of
+// acknowledged and lost; put back, it takes them again.
+func TestDataDirVanishes(t *testing.T) {
+	d := startDaemon(t, daemonOpts{})
+	ctx := context.Background()
+	cl := d.client(t)
+	if _, err := cl.StateSave(ctx, "ops", "before", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	moved := d.data + ".moved"
+	if err := os.Rename(d.data, moved); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(d.data, "journal"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	_, err := cl.StateSave(ctx, "ops", "lost", []byte("v"))
+	if err == nil || !strings.Contains(err.Error(), "removed or replaced") || !strings.Contains(err.Error(), d.data) {
+		t.Fatalf("save with the data directory replaced: %v", err)
+	}
+	r := d.ox("v", "ox-state", "save", "-a", "ops", "lost")
+	if r.code != 1 || !strings.Contains(r.stderr, "removed or replaced") {
+		t.Fatalf("ox-state save with the data directory replaced: %+v", r)
+	}
+	// Put back: saves are taken again, and the refused ones never landed.
+	os.RemoveAll(d.data)
+	if err := os.Rename(moved, d.data); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.StateSave(ctx, "ops", "after", []byte("v")); err != nil {
+		t.Fatalf("save with the data directory back: %v", err)
+	}
+	if _, _, err := cl.StateLoad(ctx, "ops", "lost"); err == nil {
+		t.Fatal("a refused save was applied")
+	}
+	// Removed outright: refused too.
+	os.RemoveAll(d.data)
+	if _, err := cl.StateSave(ctx, "ops", "gone", []byte("v")); err == nil || !strings.Contains(err.Error(), "removed or replaced") {
+		t.Fatalf("save with the data directory removed: %v", err)
+	}
+	select {
+	case <-d.exited:
+		t.Fatalf("oxiosd exited: %v", d.err)
+	default:
+	}
+}
