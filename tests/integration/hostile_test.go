@@ -3,6 +3,7 @@ package integration
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -345,5 +346,67 @@ func TestDataDirVanishes(t *testing.T) {
 	case <-d.exited:
 		t.Fatalf("oxiosd exited: %v", d.err)
 	default:
+	}
+}
+
+// TestRefusalFlood: a flood of refusals is all on the audit log, but as a
+// few entries: the first of each kind, then summaries counting the rest
+// (count, first, last). Varying the target does not get around it.
+func TestRefusalFlood(t *testing.T) {
+	d := startDaemon(t, daemonOpts{})
+	rc := d.raw(t)
+	const n = 3000
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, `{"id":%d,"op":"exec","args":{"agent":"ops","bogus":1}}`+"\n", i+1)
+	}
+	for i := range n {
+		fmt.Fprintf(&b, `{"id":%d,"op":"exec","args":{"agent":"a%d","bogus":1}}`+"\n", n+i+1, i)
+	}
+	go rc.c.Write([]byte(b.String()))
+	for range 2 * n {
+		if r := rc.reply(); r.OK || r.Error == nil || r.Error.Code != "EINVAL" {
+			t.Fatalf("bad exec: %+v", r)
+		}
+	}
+	type entry struct {
+		Target string `json:"target"`
+		Result string `json:"result"`
+		Count  int    `json:"count"`
+		First  string `json:"first"`
+		Last   string `json:"last"`
+	}
+	var entries []entry
+	total := 0
+	waitFor(t, "every refusal counted on the log", func() bool {
+		r := d.ox("", "ox-audit", "log", "--op", "exec")
+		entries, total = nil, 0
+		for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+			var e entry
+			if json.Unmarshal([]byte(l), &e) == nil && e.Result == "EINVAL" {
+				entries = append(entries, e)
+				total += max(e.Count, 1)
+			}
+		}
+		return total == 2*n
+	})
+	if len(entries) > 150 {
+		t.Fatalf("%d refusals took %d entries", 2*n, len(entries))
+	}
+	summaries := 0
+	for _, e := range entries {
+		if e.Count > 0 {
+			summaries++
+			if e.First == "" || e.Last == "" || e.First > e.Last {
+				t.Fatalf("summary without its times: %+v", e)
+			}
+		}
+	}
+	if summaries == 0 {
+		t.Fatal("no summary entry")
+	}
+	t.Logf("%d refusals: %d entries, %d of them summaries", 2*n, len(entries), summaries)
+	if r := d.ox("", "ox-audit", "verify"); r.code != 0 {
+		t.Fatalf("audit verify: %+v", r)
 	}
 }
