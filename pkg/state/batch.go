@@ -34,6 +34,7 @@ type Batch struct {
 	aux     []*record
 	start   int64
 	bytes   int64
+	values  int64 // bytes of the values saved
 }
 
 type akey struct{ agent, key string }
@@ -132,6 +133,7 @@ func (b *Batch) Add(c *Change) *proto.Error {
 	}
 	b.changes = append(b.changes, c)
 	b.bytes += overlayCost(c.rec.value)
+	b.values += int64(len(c.Value))
 	return nil
 }
 
@@ -164,6 +166,10 @@ func (b *Batch) Write() error {
 	if s.failed != nil {
 		s.jmu.Unlock()
 		return s.failed
+	}
+	if err := s.writable(b.bytes, b.values == 0); err != nil {
+		s.jmu.Unlock()
+		return err
 	}
 	b.start = s.j.pos
 	for _, c := range b.changes {

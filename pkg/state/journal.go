@@ -49,9 +49,19 @@ const (
 	recHeader     = 8
 	// payloadFixed is the payload size without the variable parts.
 	payloadFixed = 8 + 1 + 8 + 8 + 2 + 2 + 4
-	// journalChunk is how much the file grows by when it fills up.
-	journalChunk = 16 << 20
+	// journalChunk is how much the file grows by when it fills up, on a
+	// file system of 256 MiB or more; a smaller one grows it by a
+	// sixteenth of its size (at least minJournalChunk), so that a small
+	// file system can start at all.
+	journalChunk    = 16 << 20
+	minJournalChunk = 64 << 10
 )
+
+// chunkFor is the journal's growth step on a file system of total bytes.
+func chunkFor(total int64) int64 {
+	c := total / 16 / minJournalChunk * minJournalChunk
+	return min(max(c, minJournalChunk), journalChunk)
+}
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -66,7 +76,9 @@ type record struct {
 
 type journal struct {
 	f     *os.File
-	fresh bool // created by this open
+	path  string
+	chunk int64 // growth step (see chunkFor)
+	fresh bool  // created by this open
 	gen   uint64
 	pos   int64 // where the next record goes
 	alloc int64 // bytes preallocated
@@ -77,12 +89,12 @@ type journal struct {
 // cannot know what it held, so it refuses to guess.
 var ErrJournalDamaged = errors.New("journal header damaged")
 
-func openJournal(path string) (*journal, error) {
+func openJournal(path string, chunk int64) (*journal, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, err
 	}
-	j := &journal{f: f, pos: journalHeader}
+	j := &journal{f: f, path: path, chunk: chunk, pos: journalHeader}
 	fi, err := f.Stat()
 	if err != nil {
 		f.Close()
@@ -92,8 +104,9 @@ func openJournal(path string) (*journal, error) {
 	if fi.Size() == 0 {
 		// New journal: generation 1, space reserved, all durable before use.
 		j.gen, j.fresh = 1, true
-		if err := j.grow(journalHeader + journalChunk); err != nil {
+		if err := j.grow(journalHeader + chunk); err != nil {
 			f.Close()
+			os.Remove(path) // a later start must not take it for a journal
 			return nil, err
 		}
 		if err := j.writeHeader(); err != nil {
@@ -135,7 +148,7 @@ func (j *journal) grow(n int64) error {
 	if n <= j.alloc {
 		return nil
 	}
-	n = (n + journalChunk - 1) / journalChunk * journalChunk
+	n = (n + j.chunk - 1) / j.chunk * j.chunk
 	zeros := make([]byte, 1<<20)
 	for off := j.alloc; off < n; off += int64(len(zeros)) {
 		if _, err := j.f.WriteAt(zeros[:min(int64(len(zeros)), n-off)], off); err != nil {
