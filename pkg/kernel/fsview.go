@@ -5,6 +5,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/proto"
@@ -63,6 +64,32 @@ type Pending func() (proto.StateRecord, error)
 // that the mount can tell its own changes from others'.
 func (k *Kernel) StateSubmit(c *Cred, agent, key string, value []byte, tag any) Pending {
 	return k.submitChange(c, proto.OpStateSave, &state.Change{Agent: agent, Key: key, Value: value}, value, tag)
+}
+
+// FileMeta is what a save from the mount carries besides the value.
+type FileMeta struct {
+	// Mode is the key's new mode with proto.ModeSet; without, the key
+	// keeps its mode.
+	Mode uint32
+	// Mod and Changed are the value's modification time and the time of
+	// the change (mtime and ctime); zero means the commit's time.
+	Mod, Changed time.Time
+}
+
+// StateSubmitMeta is StateSubmit with the key's metadata. The mount
+// stamps a file's times when it is written (and its chmod and touch are
+// saves of the same value with a new mode or mtime, audited as
+// state.save).
+func (k *Kernel) StateSubmitMeta(c *Cred, agent, key string, value []byte, m FileMeta, tag any) Pending {
+	return k.submitChange(c, proto.OpStateSave, &state.Change{Agent: agent, Key: key, Value: value, Mode: m.Mode, Mod: m.Mod, Ctime: m.Changed}, value, tag)
+}
+
+// StateFolderTime returns when a key was last made or deleted directly in
+// agent's folder prefix since the daemon started, for the mount's folder
+// times; false if none was. The caller has checked that c may act on
+// agent (it is asking for the attributes of a folder it looked up).
+func (k *Kernel) StateFolderTime(agent, prefix string) (time.Time, bool) {
+	return k.state.FolderTime(agent, prefix)
 }
 
 // StateDeleteSubmit queues the deletion of agent's key, like StateSubmit.
