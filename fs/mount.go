@@ -89,6 +89,9 @@ func New(k Kernel, o Options) (*Mount, error) {
 		NegativeTimeout: &neg,
 		UID:             f.uid,
 		GID:             f.gid,
+		// Every node reports its mode: a file chmod'ed to 0 is shown so,
+		// not as go-fuse's default 0644.
+		NullPermissions: true,
 		MountOptions: fuse.MountOptions{
 			FsName:      "oxios",
 			Name:        "oxios",

@@ -153,7 +153,8 @@ type Store struct {
 	failed   error // sticky journal failure
 	opened   bool  // Open succeeded: Close may save the key snapshot
 
-	indexFrom string // how Open loaded the index: "snapshot" or "walk"
+	indexFrom string      // how Open loaded the index: "snapshot" or "walk"
+	metaDirty atomic.Bool // the keys' metadata changed since DATA/index/meta was written
 
 	timer        *time.Timer // fires once changes have settled; idle otherwise
 	timerArmed   bool
@@ -167,6 +168,9 @@ type agent struct {
 	dirs  map[string]int    // folder prefix -> number of keys below it
 	tombs map[string]uint64 // deleted keys whose files are not yet removed -> version
 	bytes int64             // sum of the keys' sizes
+	// meta and folders: see meta.go.
+	meta    map[string]keyMeta
+	folders map[string]int64
 }
 
 // entry is one key of the index. There is one per key (a million for an
@@ -270,6 +274,10 @@ func Open(data string, opts Options) (*Store, error) {
 	if err := s.loadIndex(); err != nil {
 		j.close()
 		return nil, fmt.Errorf("state: reading %s: %w", s.repo, err)
+	}
+	if err := s.loadMeta(); err != nil {
+		j.close()
+		return nil, fmt.Errorf("state: reading %s: %w", s.metaPath(), err)
 	}
 	go s.applier()
 	if err := s.recover(); err != nil {
@@ -558,6 +566,7 @@ func (s *Store) Load(agentName, key string) ([]byte, proto.StateRecord, error) {
 		return nil, rec, proto.Errorf(proto.ENOENT, "%s: no key %q", agentName, key)
 	}
 	rec.Size, rec.Modified = e.size, e.modTime()
+	a.fillMeta(key, &rec)
 	v, ok := e.val, e.pending() || e.val != nil
 	a.mu.RUnlock()
 	if ok {
@@ -601,6 +610,7 @@ func (s *Store) Stat(agentName, key string) (proto.StateRecord, error) {
 		return rec, proto.Errorf(proto.ENOENT, "%s: no key %q", agentName, key)
 	}
 	rec.Size, rec.Modified = e.size, e.modTime()
+	a.fillMeta(key, &rec)
 	return rec, nil
 }
 
@@ -617,6 +627,7 @@ func (s *Store) List(agentName, prefix string) ([]proto.StateRecord, error) {
 	for k, e := range a.keys {
 		if prefix == "" || k == prefix || len(k) > len(prefix) && k[len(prefix)] == '/' && k[:len(prefix)] == prefix {
 			out = append(out, proto.StateRecord{Type: proto.RecordState, Agent: agentName, Key: k, Size: e.size, Modified: e.modTime()})
+			a.fillMeta(k, &out[len(out)-1])
 		}
 	}
 	a.mu.RUnlock()
@@ -699,6 +710,9 @@ func (s *Store) checkpoint(force bool) error {
 	}
 	if err := unix.Syncfs(fd); err != nil {
 		return fmt.Errorf("state: syncfs: %w", err)
+	}
+	if err := s.saveMeta(); err != nil {
+		return fmt.Errorf("state: checkpoint: %w", err)
 	}
 	return s.j.reset()
 }
