@@ -136,10 +136,11 @@ func App(name, usage string) *cli.App {
 	}
 }
 
-// Run runs app with os.Args and exits with the right code.
+// Run runs app with os.Args (flags anywhere, see Args) and exits with the
+// right code.
 func Run(app *cli.App) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := app.RunContext(ctx, os.Args)
+	err := app.RunContext(ctx, Args(app, os.Args))
 	stop()
 	os.Exit(Report(filepath.Base(os.Args[0]), err))
 }
