@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path"
 	"strconv"
 	"time"
 
@@ -45,6 +46,11 @@ func stream(c *cli.Context) error {
 	if a.Agent != "" {
 		if err := proto.CheckAgent(a.Agent); err != nil {
 			return cliutil.Usagef("%s", err.Message)
+		}
+	}
+	for _, t := range a.Types {
+		if _, err := path.Match(t, ""); err != nil {
+			return cliutil.Usagef("--type %q is not a glob: %v", t, err)
 		}
 	}
 	if c.IsSet("since") && a.SinceSeq == 0 {

@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -44,12 +45,18 @@ func main() {
 	cliutil.Run(app)
 }
 
+// configErr is a configuration error: exit 78 (EX_CONFIG), which the unit's
+// RestartPreventExitStatus keeps from becoming a restart loop.
+func configErr(err error) error {
+	return &cliutil.ExitError{Code: cliutil.ExitConfig, Err: err}
+}
+
 // settings merges flags over the config file.
 func settings(c *cli.Context) (config.Config, error) {
 	explicit := c.IsSet("config")
 	cfg, err := config.Load(c.String("config"), explicit)
 	if err != nil {
-		return cfg, err
+		return cfg, configErr(err)
 	}
 	for flag, dst := range map[string]*string{"data": &cfg.Data, "socket": &cfg.Socket, "mount": &cfg.Mount, "log-level": &cfg.LogLevel} {
 		if c.IsSet(flag) {
@@ -60,6 +67,9 @@ func settings(c *cli.Context) (config.Config, error) {
 		cfg.NoMount = c.Bool("no-mount")
 	}
 	if _, err := config.ParseLevel(cfg.LogLevel); err != nil {
+		if !c.IsSet("log-level") {
+			return cfg, configErr(fmt.Errorf("%s: log_level %q: want debug, info, warn or error", cfg.File, cfg.LogLevel))
+		}
 		return cfg, cliutil.Usagef("--log-level %q: want debug, info, warn or error", cfg.LogLevel)
 	}
 	for name, p := range map[string]string{"--data": cfg.Data, "--socket": cfg.Socket, "--mount": cfg.Mount} {
@@ -86,7 +96,7 @@ func run(c *cli.Context) error {
 	gid := -1
 	if cfg.SocketGroup != "" {
 		if gid, err = config.LookupGID(cfg.SocketGroup); err != nil {
-			return cliutil.Failf("socket_group: %v", err)
+			return configErr(fmt.Errorf("socket_group: %v", err))
 		}
 	}
 	// Claim the socket before touching the data: a second daemon must not

@@ -2,8 +2,14 @@ package integration
 
 import (
 	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // jsonLines decodes each line of out into a map.
@@ -141,4 +147,161 @@ func TestFlagsAfterArgs(t *testing.T) {
 	if !strings.Contains(r.stdout, `"seq":1`) {
 		t.Fatalf("ox-audit show 1 --json:\n%s", r.stdout)
 	}
+}
+
+// clientCommands are the ox-* commands that talk to the daemon, each with
+// arguments that make a valid request of it.
+var clientCommands = [][]string{
+	{"ox-attach", "rnope"},
+	{"ox-audit", "log"},
+	{"ox-budget", "show", "-a", "ops"},
+	{"ox-commit", "log"},
+	{"ox-events", "-n", "1"},
+	{"ox-exec", "-a", "ops", "--", "true"},
+	{"ox-forget", "-a", "ops", "--tag", "x"},
+	{"ox-kill", "rnope"},
+	{"ox-policy", "show", "-a", "ops"},
+	{"ox-ps"},
+	{"ox-recall", "-a", "ops", "x"},
+	{"ox-remember", "-a", "ops", "x"},
+	{"ox-schedule", "ls"},
+	{"ox-spawn", "-n", "-a", "ops", "--", "true"},
+	{"ox-state", "ls", "-a", "ops"},
+	{"ox-top", "-n", "1"},
+	{"ox-wait", "rnope"},
+}
+
+// TestExitCodes asserts each exit code of the table (0 ok, 1 failed, 2
+// usage, 69 unreachable, 77 denied; 78 oxiosd's bad config) for the
+// commands that can give it.
+func TestExitCodes(t *testing.T) {
+	want := func(t *testing.T, r result, code int, stderr string, what string) {
+		t.Helper()
+		if r.code != code || !strings.Contains(r.stderr, stderr) {
+			t.Errorf("%s: exit %d, want %d (stderr containing %q)\nstdout: %s\nstderr: %s", what, r.code, code, stderr, r.stdout, r.stderr)
+		}
+	}
+
+	t.Run("69", func(t *testing.T) {
+		env := []string{"OXIOS_SOCKET=" + filepath.Join(shortTempDir(t), "none.sock")}
+		for _, c := range clientCommands {
+			want(t, run(t, env, "", c[0], c[1:]...), 69, "is oxiosd running?", strings.Join(c, " "))
+		}
+	})
+
+	d := startDaemon(t, daemonOpts{})
+	t.Run("2", func(t *testing.T) {
+		// An unknown flag, after the arguments too, for every command.
+		// (Before a "--": after it, a flag is the command's own.)
+		for _, c := range append(clientCommands, []string{"ox-status"}, []string{"oxiosd"}, []string{"ox-agent", "task"}) {
+			args := append([]string{}, c[1:]...)
+			if i := slices.Index(args, "--"); i >= 0 {
+				args = slices.Insert(args, i, "--no-such-flag")
+			} else {
+				args = append(args, "--no-such-flag")
+			}
+			want(t, d.ox("", c[0], args...), 2, "no-such-flag", c[0]+" "+strings.Join(args, " "))
+		}
+		// A command with subcommands, run with none or a wrong one.
+		for _, name := range []string{"ox-audit", "ox-budget", "ox-policy", "ox-schedule", "ox-state"} {
+			want(t, d.ox("", name), 2, "give a command", name)
+			want(t, d.ox("", name, "bogus"), 2, `unknown command "bogus"`, name+" bogus")
+		}
+		// A required flag left out: one line naming it, not the help.
+		r := d.ox("", "ox-schedule", "add", "-a", "ops", "--cron", "@daily", "--", "true")
+		want(t, r, 2, "--name is missing", "ox-schedule add without --name")
+		if strings.Contains(r.stdout+r.stderr, "USAGE") {
+			t.Errorf("ox-schedule add without --name printed the help:\n%s%s", r.stdout, r.stderr)
+		}
+		want(t, d.ox("", "ox-kill", "-s", "BOGUS", "rnope"), 2, "unknown signal", "ox-kill -s BOGUS")
+		want(t, d.ox("", "ox-events", "--type", "["), 2, "not a glob", "ox-events --type [")
+		want(t, d.ox("", "ox-audit", "log", "--op", "["), 2, "not a glob", "ox-audit log --op [")
+		want(t, d.ox("", "ox-state", "load"), 2, "no agent", "ox-state load with no agent")
+		want(t, d.ox("", "ox-state", "ls", "-a", "../x"), 2, "agent", "ox-state ls -a ../x")
+		// "/" once panicked (exit 2 with a stack trace).
+		r = d.ox("", "ox-state", "ls", "-a", "ops", "/")
+		want(t, r, 2, "absolute", "ox-state ls -a ops /")
+		if strings.Contains(r.stderr, "panic") {
+			t.Errorf("ox-state ls /: %s", r.stderr)
+		}
+	})
+
+	t.Run("0 and 1", func(t *testing.T) {
+		want(t, d.ox("", "ox-state", "save", "-a", "ops", "k", "v"), 0, "", "ox-state save")
+		want(t, d.ox("", "ox-state", "load", "-a", "ops", "nope"), 1, "ENOENT", "ox-state load of a missing key")
+		want(t, d.ox("", "ox-kill", "rnope"), 1, "no run", "ox-kill of no run")
+		want(t, d.ox("", "ox-wait", "rnope"), 1, "no run", "ox-wait of no run")
+		want(t, d.ox("", "ox-spawn", "-n", "-a", "ops", "--", "false"), 1, "", "ox-spawn of a failing command")
+		want(t, d.ox("", "ox-audit", "show", "999999"), 1, "ENOENT", "ox-audit show of no entry")
+		want(t, d.ox("", "ox-schedule", "rm", "nojob"), 1, "ENOENT", "ox-schedule rm of no job")
+	})
+
+	t.Run("77", func(t *testing.T) {
+		want(t, d.ox("", "ox-exec", "-a", "ops", "--", "rm", "-rf", "/tmp/x"), 77, "EPERM", "ox-exec of a binary the policy does not allow")
+		r := d.ox("", "ox-policy", "check", "-a", "ops", "exec", "rm")
+		want(t, r, 77, "", "ox-policy check of a denied exec")
+	})
+
+	// The followers: when the daemon goes away they exit 1 saying why, so
+	// a log shipper tells it from the 0 of an interrupt.
+	t.Run("followers", func(t *testing.T) {
+		d := startDaemon(t, daemonOpts{})
+		type follower struct {
+			name string
+			cmd  *exec.Cmd
+			out  *syncBuffer
+		}
+		var fs []follower
+		for _, c := range [][]string{{"ox-audit", "tail", "-f"}, {"ox-events"}} {
+			cmd := exec.Command(bin(c[0]), c[1:]...)
+			cmd.Env = append(os.Environ(), "OXIOS_SOCKET="+d.sock)
+			out := &syncBuffer{}
+			cmd.Stdout, cmd.Stderr = out, out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			fs = append(fs, follower{strings.Join(c, " "), cmd, out})
+		}
+		// Both are following once an event reaches them.
+		d.ox("", "ox-state", "save", "-a", "ops", "k", "v")
+		deadline := time.Now().Add(30 * time.Second)
+		for _, f := range fs {
+			for !strings.Contains(f.out.String(), "ops") && time.Now().Before(deadline) {
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+		d.stop()
+		for _, f := range fs {
+			err := f.cmd.Wait()
+			code := f.cmd.ProcessState.ExitCode()
+			if code != 1 || !strings.Contains(f.out.String(), "daemon") {
+				t.Errorf("%s when the daemon stopped: exit %d (%v), want 1 saying why:\n%s", f.name, code, err, f.out.String())
+			}
+		}
+	})
+
+	t.Run("78", func(t *testing.T) {
+		dir := shortTempDir(t)
+		for name, conf := range map[string]string{
+			"syntax":    "[runs\n",
+			"log_level": "log_level = \"loud\"\n",
+		} {
+			cf := filepath.Join(dir, name+".toml")
+			os.WriteFile(cf, []byte(conf), 0o600)
+			r := run(t, nil, "", "oxiosd", "--config", cf, "--data", filepath.Join(dir, "data"), "--socket", filepath.Join(dir, "s.sock"), "--no-mount")
+			want(t, r, 78, cf, "oxiosd with a config error ("+name+")")
+		}
+		r := run(t, nil, "", "oxiosd", "--config", filepath.Join(dir, "none.toml"), "--data", filepath.Join(dir, "data"), "--socket", filepath.Join(dir, "s.sock"), "--no-mount")
+		want(t, r, 78, "none.toml", "oxiosd --config of a missing file")
+		// The shipped units do not restart it into a loop.
+		for _, unit := range []string{"../../contrib/systemd/oxiosd.service", "../../contrib/systemd/user/oxiosd.service"} {
+			b, err := os.ReadFile(unit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !regexp.MustCompile(`(?m)^RestartPreventExitStatus=.*\b78\b`).Match(b) {
+				t.Errorf("%s: no RestartPreventExitStatus with 78", unit)
+			}
+		}
+	})
 }
