@@ -317,6 +317,13 @@ func (k *Kernel) replayAux(payload []byte) error {
 		k.markDirty(spacePath(state.SpaceSys, targetAgent(e.Target), sysPolicy))
 	case proto.OpBudgetCharge, proto.OpBudgetSet, proto.OpBudgetReset, proto.OpRunExit:
 		k.markDirty(spacePath(state.SpaceSys, targetAgent(e.Target), sysBudget))
+	case proto.OpAgentRemove:
+		// agent:sys/KEY: a kernel file of a removed agent (agents.go).
+		if agent, rest, ok := strings.Cut(e.Target, ":"); ok {
+			if key, ok := strings.CutPrefix(rest, state.SpaceSys+"/"); ok {
+				k.markDirty(spacePath(state.SpaceSys, agent, key))
+			}
+		}
 	case proto.OpScheduleAdd, proto.OpScheduleRm, proto.OpScheduleFire:
 		if agent, rest, ok := strings.Cut(e.Target, ":"); ok {
 			name, _, _ := strings.Cut(rest, " ")

@@ -43,6 +43,8 @@ var opEvents = map[string]string{
 	proto.OpRunQueue:    EventRunQueued,
 	// Schedules (issue 8).
 	proto.OpScheduleFire: EventScheduleFired,
+	// An agent's removal (agents.go): one per kernel file, then the agent.
+	proto.OpAgentRemove: proto.EventAgentRemoved,
 }
 
 // eventName names what an entry of op with result did: a refusal is

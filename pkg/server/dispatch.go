@@ -151,6 +151,9 @@ func (c *conn) call(ctx context.Context, h handler, req *proto.Request) (res []b
 			res, err = nil, proto.Errorf(proto.EIO, "internal error serving %s (logged by oxiosd)", req.Op)
 		}
 	}()
+	if err := c.agentExists(req); err != nil {
+		return nil, err
+	}
 	return h.serve(ctx, c, req)
 }
 
