@@ -29,9 +29,12 @@ func main() {
 }
 
 func kill(c *cli.Context) error {
-	runs := c.Args().Slice()
+	runs, err := cliutil.ArgsOrStdin(c, "", "run", "id")
+	if err != nil {
+		return err
+	}
 	if len(runs) == 0 {
-		return cliutil.Usagef("give the RUN ids to signal (ox-ps lists them)")
+		return cliutil.Usagef("give the RUN ids to signal, or run records on stdin (ox-ps lists them)")
 	}
 	if err := checkSignal(c.String("signal")); err != nil {
 		return err

@@ -68,6 +68,7 @@ complete -c ox-commit -n "not __fish_seen_subcommand_from $__ox_commit_cmds" -s 
 complete -c ox-commit -n "not __fish_seen_subcommand_from $__ox_commit_cmds" -s a -l agent -x -d 'Commit only agent NAME (default: every agent)'
 complete -c ox-commit -n "not __fish_seen_subcommand_from $__ox_commit_cmds" -s m -l message -x -d 'Commit message MSG'
 complete -c ox-commit -n "not __fish_seen_subcommand_from $__ox_commit_cmds" -l tag -x -d 'Also tag the commit NAME'
+complete -c ox-commit -n "not __fish_seen_subcommand_from $__ox_commit_cmds" -s q -l quiet -d 'Print nothing on success'
 complete -c ox-commit -n "not __fish_seen_subcommand_from $__ox_commit_cmds" -l json -d 'Print JSON lines even on a terminal'
 complete -c ox-commit -n "not __fish_seen_subcommand_from $__ox_commit_cmds" -l socket -r -F -d 'oxiosd socket PATH'
 complete -c ox-commit -n "not __fish_seen_subcommand_from $__ox_commit_cmds" -a log -d 'List the commits, newest first'

@@ -142,7 +142,7 @@ func (k *Kernel) AgentRemove(ctx context.Context, c *Cred, agent string, raw []b
 	k.sched.mu.Lock()
 	defer k.sched.mu.Unlock()
 	if n := k.liveRuns(agent); n > 0 {
-		err := proto.Errorf(proto.EBUSY, "agent %q has %d live runs: end them first (ox-ps -a %s | jq -r .id | xargs ox-kill)", agent, n, agent)
+		err := proto.Errorf(proto.EBUSY, "agent %q has %d live runs: end them first (ox-ps -a %s | ox-kill)", agent, n, agent)
 		k.auditDenied(c, op, agent, raw, err.Code)
 		return proto.AgentRecord{}, err
 	}

@@ -305,3 +305,56 @@ func TestExitCodes(t *testing.T) {
 		}
 	})
 }
+
+// TestPipesOfRecords feeds one command's records to the next: the runs of
+// ox-ps to ox-kill and ox-wait, the keys of ox-state ls to ox-state rm.
+func TestPipesOfRecords(t *testing.T) {
+	d := startDaemon(t, daemonOpts{})
+	a := spawnDetached(t, d, "ops", "sleep", "60")
+	b := spawnDetached(t, d, "ops", "sleep", "60")
+	ps := d.ox("", "ox-ps", "-a", "ops")
+	if r := d.ox(ps.stdout, "ox-kill", "-s", "KILL"); r.code != 0 || !strings.Contains(r.stdout, a.ID) || !strings.Contains(r.stdout, b.ID) {
+		t.Fatalf("ox-ps | ox-kill: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := d.ox(ps.stdout, "ox-wait"); r.code != 137 || strings.Count(r.stdout, `"type":"exit"`) != 2 {
+		t.Fatalf("ox-ps | ox-wait: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	// Bare ids work too; an empty stdin is still a usage error.
+	if r := d.ox(a.ID+"\n", "ox-wait"); r.code != 137 {
+		t.Fatalf("echo RUN | ox-wait: exit %d %s", r.code, r.stderr)
+	}
+	if r := d.ox("", "ox-kill"); r.code != 2 {
+		t.Fatalf("ox-kill with nothing on stdin: exit %d", r.code)
+	}
+
+	for _, k := range []string{"tmp/a", "tmp/b", "keep"} {
+		d.ox("", "ox-state", "save", "-a", "ops", k, "v")
+	}
+	ls := d.ox("", "ox-state", "ls", "-a", "ops", "tmp")
+	if r := d.ox(ls.stdout, "ox-state", "rm", "-a", "ops"); r.code != 0 || strings.Count(r.stdout, `"deleted":true`) != 2 {
+		t.Fatalf("ox-state ls | ox-state rm: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := d.ox("", "ox-state", "ls", "-a", "ops"); strings.Contains(r.stdout, "tmp/") || !strings.Contains(r.stdout, "keep") {
+		t.Fatalf("after the pipe:\n%s", r.stdout)
+	}
+	// Records of another agent are not deleted from this one.
+	d.ox("", "ox-state", "save", "-a", "web", "keep", "v")
+	web := d.ox("", "ox-state", "ls", "-a", "web")
+	if r := d.ox(web.stdout, "ox-state", "rm", "-a", "ops"); r.code != 2 || !strings.Contains(r.stderr, `agent "web"`) {
+		t.Fatalf("records of web piped to ox-state rm -a ops: exit %d %s", r.code, r.stderr)
+	}
+
+	// ox-commit: a no-op off a terminal is the record and no stderr; -q
+	// is silent either way.
+	d.ox("", "ox-commit", "-q")
+	if r := d.ox("", "ox-commit"); r.code != 0 || r.stderr != "" || !strings.Contains(r.stdout, `"message":"nothing to commit"`) {
+		t.Fatalf("ox-commit with nothing to commit: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	d.ox("", "ox-state", "save", "-a", "ops", "new", "v")
+	if r := d.ox("", "ox-commit", "-q", "-m", "x"); r.code != 0 || r.stdout != "" || r.stderr != "" {
+		t.Fatalf("ox-commit -q: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if r := d.ox("", "ox-commit", "log", "-n", "1"); !strings.Contains(r.stdout, `"message":"x`) {
+		t.Fatalf("ox-commit -q did not commit:\n%s", r.stdout)
+	}
+}
