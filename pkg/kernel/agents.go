@@ -204,7 +204,9 @@ func (k *Kernel) removeNow(c *Cred, agent string, raw []byte) (proto.AgentRecord
 			t.subs = append(t.subs, &tx{change: &state.Change{Agent: agent, Space: sp, Key: r.Key, Delete: true}, entry: e})
 		}
 	}
-	t.subs = append(t.subs, &tx{entry: &audit.Entry{Actor: who, Op: proto.OpAgentRemove, Target: agent, Args: digest}, event: proto.EventAgentRemoved, agent: agent, data: &rec})
+	// The target "NAME:" (no key) names the agent the same way to a live
+	// subscriber and to one replaying the log.
+	t.subs = append(t.subs, &tx{entry: &audit.Entry{Actor: who, Op: proto.OpAgentRemove, Target: target(agent, ""), Args: digest}, event: proto.EventAgentRemoved, agent: agent, data: &rec})
 	k.commit([]*tx{t})
 	for _, s := range t.subs {
 		if s.err != nil {

@@ -126,7 +126,7 @@ func TestAgents(t *testing.T) {
 	})
 	log := strings.Join(ops, "\n")
 	for _, w := range []string{"state.delete ops:notes/a ok", "state.delete ops:notes/b ok", "agent.remove ops:sys/policy.toml ok",
-		"agent.remove ops:sys/budget.json ok", "agent.remove ops:sys/schedules/nightly.json ok", "agent.remove ops ok"} {
+		"agent.remove ops:sys/budget.json ok", "agent.remove ops:sys/schedules/nightly.json ok", "agent.remove ops: ok"} {
 		if !strings.Contains(log, w) {
 			t.Errorf("the audit log lacks %q:\n%s", w, log)
 		}
