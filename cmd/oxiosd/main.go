@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -65,6 +66,15 @@ func settings(c *cli.Context) (config.Config, error) {
 	}
 	if c.IsSet("no-mount") {
 		cfg.NoMount = c.Bool("no-mount")
+	}
+	// Absolute, so that what the daemon reports (ox-status) means the same
+	// to a client in another folder.
+	for _, p := range []*string{&cfg.Data, &cfg.Mount} {
+		if *p != "" && !filepath.IsAbs(*p) {
+			if abs, err := filepath.Abs(*p); err == nil {
+				*p = abs
+			}
+		}
 	}
 	if _, err := config.ParseLevel(cfg.LogLevel); err != nil {
 		if !c.IsSet("log-level") {

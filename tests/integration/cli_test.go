@@ -358,3 +358,30 @@ func TestPipesOfRecords(t *testing.T) {
 		t.Fatalf("ox-commit -q did not commit:\n%s", r.stdout)
 	}
 }
+
+// TestStatusAsksTheDaemon: ox-status checks the config the daemon runs with
+// (not the client's default), does not pass another daemon's mount off as
+// this one's, and says when the policies folder does not exist.
+func TestStatusAsksTheDaemon(t *testing.T) {
+	dir := shortTempDir(t)
+	nopol := filepath.Join(dir, "no-policies")
+	d := startDaemon(t, daemonOpts{config: "policies = \"" + nopol + "\"\n[runs]\nmax_concurrent = 4\n"})
+	r := d.ox("", "ox-status")
+	checks := map[string]map[string]any{}
+	for _, rec := range jsonLines(t, r.stdout) {
+		checks[rec["check"].(string)] = rec
+	}
+	cf := filepath.Join(d.dir, "oxios.toml")
+	if c := checks["config"]; c["ok"] != true || !strings.Contains(c["text"].(string), cf) || !strings.Contains(c["text"].(string), "the daemon's") {
+		t.Errorf("config check of a daemon running with %s: %v", cf, c)
+	}
+	if c := checks["policies"]; c["ok"] != true || !strings.Contains(c["text"].(string), nopol+" does not exist") {
+		t.Errorf("policies check of a folder that does not exist: %v", c)
+	}
+	// No daemon: the mount is not checked (one at the default place may
+	// be another daemon's).
+	r = run(t, []string{"OXIOS_SOCKET=" + filepath.Join(dir, "none.sock")}, "", "ox-status", "--config", "", "--timeout", "1s")
+	if r.code != 1 || !strings.Contains(r.stdout, `"check":"mount","ok":false`) || !strings.Contains(r.stdout, "not checked") {
+		t.Errorf("ox-status without a daemon: exit %d\n%s", r.code, r.stdout)
+	}
+}
