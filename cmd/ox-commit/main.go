@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -126,7 +127,7 @@ func printCommit(c *cli.Context, rec proto.CommitRecord) error {
 		fmt.Printf("parent %s\n", rec.Parent)
 	}
 	if rec.Author != "" {
-		fmt.Printf("author %s  %s\n", rec.Author, rec.Time)
+		fmt.Printf("author %s  %s\n", rec.Author, localTime(rec.Time))
 	}
 	if rec.AuditHead != nil {
 		fmt.Printf("audit  head %d %s\n", rec.AuditHead.Seq, rec.AuditHead.Hash)
@@ -209,7 +210,7 @@ func logCmd(c *cli.Context) error {
 		if len(rec.Tags) > 0 {
 			msg = "(" + strings.Join(rec.Tags, ", ") + ") " + msg
 		}
-		return p.Print(rec, short(rec.Commit), rec.Time, rec.Author, audit, fmt.Sprint(len(rec.Changed)), msg)
+		return p.Print(rec, short(rec.Commit), localTime(rec.Time), rec.Author, audit, fmt.Sprint(len(rec.Changed)), msg)
 	})
 	if ferr := p.Flush(); err == nil && ferr != nil {
 		err = cliutil.Failf("writing stdout: %v", ferr)
@@ -316,4 +317,14 @@ func restoreCmd(c *cli.Context) error {
 		}
 	}
 	return printCommit(c, rec)
+}
+
+// localTime shows a record's RFC 3339 time in local time, as every table
+// of the toolkit does (the records keep UTC).
+func localTime(s string) string {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return s
+	}
+	return t.Local().Format("2006-01-02 15:04:05")
 }

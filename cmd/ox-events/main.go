@@ -128,7 +128,7 @@ func printRow(out *bufio.Writer, raw json.RawMessage) error {
 	}
 	at := r.Time
 	if t, err := time.Parse(time.RFC3339Nano, r.Time); err == nil {
-		at = t.Local().Format("15:04:05.000")
+		at = t.Local().Format("2006-01-02 15:04:05.000")
 	}
 	what := r.Agent
 	if r.Key != "" {
