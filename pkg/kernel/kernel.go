@@ -29,6 +29,7 @@ import (
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/bus"
 	"github.com/oxios/oxios/pkg/config"
+	"github.com/oxios/oxios/pkg/expiry"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/state"
 	"github.com/oxios/oxios/pkg/supervisor"
@@ -87,7 +88,7 @@ type Kernel struct {
 	mems    map[string]*memIndex
 	memwg   sync.WaitGroup // background index saves
 	memSave sync.Mutex     // one index save at a time
-	ttl     ttlState
+	ttl     *expiry.Timer  // the memories' TTLs (memory.go)
 	emb     *openaiEmbedder
 	// Runs (run.go, exec.go, budget.go).
 	sup     *supervisor.Supervisor
@@ -131,6 +132,7 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 		mems:    map[string]*memIndex{},
 		budgets: map[string]*budgetFile{},
 	}
+	k.ttl = expiry.New(k.expire)
 	if cfg.Memory.EmbeddingsURL != "" {
 		k.emb = newEmbedder(cfg.Memory.EmbeddingsURL, cfg.Memory.EmbeddingsModel, cfg.Memory.EmbeddingsKeyEnv)
 	}
@@ -210,7 +212,7 @@ func (k *Kernel) Close() error {
 	k.closing = true
 	close(k.txc)
 	k.txmu.Unlock()
-	k.ttlStop()
+	k.ttl.Stop()
 	<-k.stopped
 	k.saveIndexes()
 	err := k.state.Close()

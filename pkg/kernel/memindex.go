@@ -2,7 +2,6 @@ package kernel
 
 import (
 	"bufio"
-	"container/heap"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/durable"
+	"github.com/oxios/oxios/pkg/expiry"
 	"github.com/oxios/oxios/pkg/memory"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/recall"
@@ -283,21 +283,17 @@ func (k *Kernel) loadIndexes() error {
 	if err := k.catchUp(catchup); err != nil {
 		return err
 	}
-	var es expHeap
+	var es []expiry.Item
 	for _, m := range k.mems {
 		m.seq = k.auditSeq
 		m.ix.Each(func(in recall.Info) bool {
 			if mt, _ := metaOf(in); mt.expires != 0 {
-				es = append(es, expiry{at: mt.expires, agent: m.agent, id: strings.Clone(in.ID)})
+				es = append(es, expiry.Item{At: mt.expires, Agent: m.agent, ID: strings.Clone(in.ID)})
 			}
 			return true
 		})
 	}
-	heap.Init(&es)
-	k.ttl.h = es
-	k.ttl.mu.Lock()
-	k.ttlArmLocked()
-	k.ttl.mu.Unlock()
+	k.ttl.Reset(es)
 	if len(k.mems) > 0 {
 		n := 0
 		for _, m := range k.mems {

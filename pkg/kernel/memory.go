@@ -1,7 +1,6 @@
 package kernel
 
 import (
-	"container/heap"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -11,11 +10,11 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/oxios/oxios/pkg/audit"
+	"github.com/oxios/oxios/pkg/expiry"
 	"github.com/oxios/oxios/pkg/memory"
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
@@ -274,7 +273,7 @@ func (k *Kernel) memPublish(batch []*tx) {
 	if len(order) == 0 {
 		return
 	}
-	var expiries []expiry
+	var expiries []expiry.Item
 	for _, u := range order {
 		m := u.m
 		// Deletes first: a restore may move a memory to another kind.
@@ -284,7 +283,7 @@ func (k *Kernel) memPublish(batch []*tx) {
 		if len(u.adds) > 0 {
 			for i, at := range u.exps {
 				if at != 0 {
-					expiries = append(expiries, expiry{at: at, agent: m.agent, id: u.adds[i].ID()})
+					expiries = append(expiries, expiry.Item{At: at, Agent: m.agent, ID: u.adds[i].ID()})
 				}
 			}
 			if err := m.ix.AddPrepared(u.adds); err != nil {
@@ -298,7 +297,7 @@ func (k *Kernel) memPublish(batch []*tx) {
 			k.saveIndexAsync(m)
 		}
 	}
-	k.ttlAdd(expiries...)
+	k.ttl.Add(expiries...)
 }
 
 // memSaveEvery is how many changes an index takes before it is saved in
@@ -831,79 +830,9 @@ func (k *Kernel) MemStat(c *Cred, agent, kind, id string) (int64, error) {
 	return int64(mt.size), nil
 }
 
-// Expiry: one timer, set to the earliest expiry of a min-heap, no polling.
-
-type expiry struct {
-	at    int64
-	agent string
-	id    string
-}
-
-type expHeap []expiry
-
-func (h expHeap) Len() int           { return len(h) }
-func (h expHeap) Less(i, j int) bool { return h[i].at < h[j].at }
-func (h expHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *expHeap) Push(x any)        { *h = append(*h, x.(expiry)) }
-func (h *expHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
-}
-
-type ttlState struct {
-	mu    sync.Mutex
-	h     expHeap
-	timer *time.Timer
-	next  int64 // when the timer fires, 0 = not armed
-	stop  bool
-}
-
-// ttlAdd queues expiries and moves the timer earlier if needed.
-func (k *Kernel) ttlAdd(es ...expiry) {
-	if len(es) == 0 {
-		return
-	}
-	s := &k.ttl
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, e := range es {
-		heap.Push(&s.h, e)
-	}
-	k.ttlArmLocked()
-}
-
-func (k *Kernel) ttlArmLocked() {
-	s := &k.ttl
-	if s.stop || len(s.h) == 0 {
-		return
-	}
-	at := s.h[0].at
-	if s.next != 0 && s.next <= at {
-		return
-	}
-	s.next = at
-	d := time.Until(time.Unix(0, at))
-	if s.timer == nil {
-		s.timer = time.AfterFunc(d, k.expire)
-	} else {
-		s.timer.Reset(d)
-	}
-}
-
-// expire forgets every memory whose time has come, as the kernel.
-func (k *Kernel) expire() {
-	s := &k.ttl
-	now := time.Now().UnixNano()
-	due := map[string][]string{}
-	s.mu.Lock()
-	s.next = 0
-	for len(s.h) > 0 && s.h[0].at <= now {
-		e := heap.Pop(&s.h).(expiry)
-		due[e.agent] = append(due[e.agent], e.id)
-	}
-	s.mu.Unlock()
+// expire forgets every memory of due whose time has come, as the kernel
+// (the expiry timer calls it).
+func (k *Kernel) expire(now int64, due map[string][]string) {
 	who := audit.Actor{UID: k.uid, PID: int32(os.Getpid())}
 	agents := make([]string, 0, len(due))
 	for a := range due {
@@ -931,19 +860,6 @@ func (k *Kernel) expire() {
 			k.log.Error("expiring memories failed", "agent", agent, "err", err)
 		}
 	}
-	s.mu.Lock()
-	k.ttlArmLocked()
-	s.mu.Unlock()
-}
-
-func (k *Kernel) ttlStop() {
-	s := &k.ttl
-	s.mu.Lock()
-	s.stop = true
-	if s.timer != nil {
-		s.timer.Stop()
-	}
-	s.mu.Unlock()
 }
 
 // memCount is how many memories agent holds.
