@@ -26,6 +26,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/oxios/oxios/pkg/embed"
+
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/bus"
 	"github.com/oxios/oxios/pkg/config"
@@ -89,7 +91,7 @@ type Kernel struct {
 	memwg   sync.WaitGroup // background index saves
 	memSave sync.Mutex     // one index save at a time
 	ttl     *expiry.Timer  // the memories' TTLs (memory.go)
-	emb     *openaiEmbedder
+	emb     *embed.OpenAI
 	// Runs (run.go, exec.go, budget.go).
 	sup     *supervisor.Supervisor
 	budmu   sync.Mutex             // orders budget changes
@@ -134,7 +136,7 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 	}
 	k.ttl = expiry.New(k.expire)
 	if cfg.Memory.EmbeddingsURL != "" {
-		k.emb = newEmbedder(cfg.Memory.EmbeddingsURL, cfg.Memory.EmbeddingsModel, cfg.Memory.EmbeddingsKeyEnv)
+		k.emb = embed.New(cfg.Memory.EmbeddingsURL, cfg.Memory.EmbeddingsModel, cfg.Memory.EmbeddingsKeyEnv)
 	}
 	k.auditSeq, _ = alog.Head()
 	replayed := k.auditSeq
