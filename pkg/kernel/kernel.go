@@ -1,8 +1,11 @@
 // Package kernel is the one place where Oxios does anything: each exported
-// method is a syscall, and each goes authorize -> do -> audit -> publish.
-// The socket server and the FUSE view call these methods and nothing below
-// them; the subsystems (state, audit, and the later ones) do not know about
-// each other: the kernel passes what they need.
+// method is a syscall, declared once in the syscall table (syscalls.go),
+// and each goes through one gate (gate.go): validate -> authorize ->
+// policy -> do -> audit (refusals too) -> publish. The socket server and
+// the FUSE view call these syscalls and nothing below them; the
+// subsystems (state, audit, version, uncommitted, memindex, recall,
+// expiry, netfetch, the supervisor...) are packages of their own that do
+// not know about each other: the kernel passes what they need.
 //
 // Changes are group-committed: a mutating syscall hands a transaction to
 // the committer goroutine, which takes every transaction queued at that
