@@ -86,7 +86,7 @@ type FS struct {
 	refusedN atomic.Int32
 	refused  sync.Map // caller -> time.Time: refused by Identify, not asked again for a while
 
-	inflight atomic.Int64 // saves queued by close and not yet durable
+	inflight atomic.Int64 // saves queued by close and not yet recorded
 	closed   atomic.Bool  // Close has begun: requests fail with ENOTCONN
 
 	sub  *bus.Sub
@@ -252,7 +252,7 @@ func (f *FS) syncAll() {
 func (f *FS) settle(agent string) {
 	for _, n := range f.busyNodes(agent) {
 		n.mu.Lock()
-		ch := n.settled
+		ch := n.q.Settled()
 		n.mu.Unlock()
 		if ch != nil {
 			<-ch

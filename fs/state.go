@@ -474,22 +474,23 @@ func (d *dirNode) Unlink(ctx context.Context, name string) syscall.Errno {
 		fn, _ = ch.Operations().(*fileNode)
 	}
 	if fn == nil {
-		_, err := d.fs.k.StateDeleteSubmit(c, d.agent, key, d.fs.own)()
+		_, err := d.fs.k.StateDeleteSubmit(c, d.agent, key, d.fs.own).Wait()
 		return errno(err)
 	}
 	// Marked gone and deleted under the node's lock: a close racing with
 	// the unlink cannot queue its save after the delete.
 	fn.mu.Lock()
 	fn.gone, fn.dirty, fn.deferred = true, false, false
-	var wait kernel.Pending
-	if stored || fn.saving > 0 {
-		wait = d.fs.k.StateDeleteSubmit(c, d.agent, key, d.fs.own)
+	var wait *kernel.Pending
+	if stored || fn.q.Busy() {
+		p := d.fs.k.StateDeleteSubmit(c, d.agent, key, d.fs.own)
+		wait = &p
 	}
 	fn.mu.Unlock()
 	if wait == nil {
 		return 0 // made here, never saved
 	}
-	if _, err := wait(); err != nil && !(isCode(err, proto.ENOENT) && !stored) {
+	if _, err := wait.Wait(); err != nil && !(isCode(err, proto.ENOENT) && !stored) {
 		fn.markGone(false)
 		return errno(err)
 	}
@@ -571,8 +572,11 @@ func (d *dirNode) renameFile(ctx context.Context, c *kernel.Cred, src *fileNode,
 		moving = v
 		waits = append(waits, d.fs.k.StateSubmit(c, d.agent, newKey, v, d.fs.own))
 	}
+	var shown []byte
+	hasShown := false
 	if src != nil {
 		src.mu.Lock()
+		shown, hasShown = src.q.Shown()
 	}
 	switch {
 	case src != nil && src.deferred:
@@ -580,9 +584,9 @@ func (d *dirNode) renameFile(ctx context.Context, c *kernel.Cred, src *fileNode,
 		// that empty content now.
 		saveNew([]byte{})
 		src.deferred, src.dirty = false, false
-	case src != nil && src.hasFlushed:
-		saveNew(src.flushed)
-	case src != nil && src.local:
+	case hasShown:
+		saveNew(shown)
+	case src != nil && src.unsavedLocked():
 		// Never closed: nothing to save yet; the old target must go.
 		if newStored {
 			waits = append(waits, d.fs.k.StateDeleteSubmit(c, d.agent, newKey, d.fs.own))
@@ -603,7 +607,7 @@ func (d *dirNode) renameFile(ctx context.Context, c *kernel.Cred, src *fileNode,
 	// oldStored was looked up before src.mu was taken: a save of src that
 	// was in flight then may have landed since (saving back to 0, local
 	// false), and the old key must go all the same.
-	if oldStored || src != nil && (src.saving > 0 || !src.local) {
+	if oldStored || src != nil && (src.q.Busy() || !src.local) {
 		waits = append(waits, d.fs.k.StateDeleteSubmit(c, d.agent, oldKey, d.fs.own))
 	}
 	if src != nil {
@@ -640,7 +644,7 @@ func (d *dirNode) load(ctx context.Context, c *kernel.Cred, key string) ([]byte,
 func waitAll(waits []kernel.Pending, missingOK bool) syscall.Errno {
 	var first error
 	for _, w := range waits {
-		if _, err := w(); err != nil && first == nil && !(missingOK && isCode(err, proto.ENOENT)) {
+		if _, err := w.Wait(); err != nil && first == nil && !(missingOK && isCode(err, proto.ENOENT)) {
 			first = err
 		}
 	}
