@@ -662,7 +662,7 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 		n.loaded = false
 		n.dirty, n.deferred, n.unwritten = false, false, false
 		n.q.SetErr(proto.Errorf(proto.E2BIG, "%s: a value is at most limits.max_value, %d bytes", n.agent, n.fs.maxValue))
-		return 0, syscall.EFBIG
+		return 0, errno(err)
 	}
 	n.dirty, n.mtime, n.unwritten = true, time.Now(), false
 	n.ctime = n.mtime

@@ -42,6 +42,7 @@ import (
 	"github.com/oxios/oxios/pkg/bus"
 	"github.com/oxios/oxios/pkg/kernel"
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/writeback"
 )
 
 // Cache timeouts. Entries and attributes live long: every change that
@@ -209,6 +210,8 @@ func errno(err error) syscall.Errno {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return syscall.ENOENT
+	case errors.Is(err, writeback.ErrTooLarge):
+		return syscall.EFBIG
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return syscall.EINTR
 	}

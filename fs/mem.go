@@ -480,9 +480,9 @@ func (h *memHandle) Write(ctx context.Context, data []byte, off int64) (uint32, 
 	}
 	if err := n.buf.WriteAt(data, off); err != nil {
 		// Whole or nothing: the file is refused, and its close says so.
-		n.done, n.err = true, syscall.EFBIG
+		n.done, n.err = true, errno(err)
 		n.buf.Reset()
-		return 0, syscall.EFBIG
+		return 0, n.err
 	}
 	n.mtime = time.Now()
 	return uint32(len(data)), 0
