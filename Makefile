@@ -90,6 +90,11 @@ deps: ## install fuse3 (fusermount3, for the mount as a user) with apt-get or dn
 bench: build ## run the benchmarks against bin/ (pass BENCHFLAGS=...)
 	$(GO) run ./tests/bench -bin $(CURDIR)/bin $(BENCHFLAGS)
 
+.PHONY: torture
+torture: ## long runs on a real mount (as root): fsx, 20,000 ops per seed, and the eviction repro
+	OXIOS_FSX_OPS=$(or $(FSX_OPS),20000) $(GO) test -race -count=1 -timeout 30m \
+		-run '^(TestFUSEFsx|TestFUSEEvictionKeepsWrites|TestFUSEStaleRead)$$' -v ./tests/integration
+
 .PHONY: eval
 eval: build ## recall quality on CISI through a real oxiosd: MAP and nDCG@10 vs BM25
 	$(GO) run ./tests/eval -bin $(CURDIR)/bin -cisi $(CISI)

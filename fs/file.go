@@ -13,6 +13,7 @@ import (
 
 	"github.com/oxios/oxios/pkg/kernel"
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/writeback"
 )
 
 // Saving a file. A state value is whole, so writes cannot go to the store
@@ -74,23 +75,16 @@ type fileNode struct {
 	// shows while it is in flight are the ones the store keeps.
 	ctime time.Time
 
-	// The working copy shared by writers.
-	buf     []byte
-	loaded  bool // buf is the content (the working copy exists)
-	shared  bool // buf belongs to a save or to the store: copy before changing
-	dirty   bool // buf has changes no save has taken
+	// The working copy shared by writers, and the saves of closed
+	// contents not yet recorded (package writeback): what readers get
+	// until the store has them.
+	w       writeback.Buffer
+	q       writeback.Queue
+	loaded  bool // w is the content (the working copy exists)
+	dirty   bool // w has changes no save has taken
 	writers int
 	mtime   time.Time // of the working copy
 	cred    *kernel.Cred
-
-	// Saves queued and not durable yet. flushed is the content of the
-	// last one: what readers get until the store has it.
-	flushed    []byte
-	hasFlushed bool
-	saving     int
-	seq        uint64        // number of the last queued save
-	settled    chan struct{} // closed once the last queued save is recorded
-	err        error         // a queued save failed: the next fsync or close says so
 	// moving is the content a rename of the node is committing under its
 	// new key: until it is durable the store still shows the old target
 	// there, and the mount shows this instead.
@@ -119,7 +113,18 @@ type fileNode struct {
 }
 
 func (f *FS) newFile(agent string, root *fusefs.Inode) *fileNode {
-	return &fileNode{fs: f, agent: agent, root: root, mode: 0o644, readers: map[version]int{}}
+	n := &fileNode{fs: f, agent: agent, root: root, mode: 0o644, readers: map[version]int{}}
+	n.w.Max = f.maxValue
+	n.q.Lock, n.q.InFlight, n.q.Recorded = &n.mu, &f.inflight, n.recordedLocked
+	return n
+}
+
+// kpending is a kernel's queued change as package writeback sees it.
+type kpending struct{ kernel.Pending }
+
+func (p kpending) Wait() error {
+	_, err := p.Pending.Wait()
+	return err
 }
 
 // keyLocked is the node's key, or false once it is unlinked.
@@ -143,7 +148,7 @@ func (n *fileNode) keyLocked() (string, bool) {
 func (n *fileNode) present() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return !n.gone && (n.local || n.hasFlushed || n.saving > 0 || n.deferred || n.hasMoving)
+	return !n.gone && (n.local || n.q.Busy() || n.deferred || n.hasMoving)
 }
 
 // overlayLocked returns the size and time the mount shows instead of the
@@ -151,17 +156,25 @@ func (n *fileNode) present() bool {
 func (n *fileNode) overlayLocked() (int64, time.Time, bool) {
 	switch {
 	case n.writers > 0 && n.loaded:
-		return int64(len(n.buf)), n.mtime, true
+		return int64(n.w.Len()), n.mtime, true
 	case n.deferred:
 		return 0, n.mtime, true
 	case n.hasMoving:
 		return int64(len(n.moving)), n.mtime, true
-	case n.hasFlushed:
-		return int64(len(n.flushed)), n.mtime, true
-	case n.local:
-		return int64(len(n.buf)), n.mtime, true
+	}
+	if v, ok := n.q.Shown(); ok {
+		return int64(len(v)), n.mtime, true
+	}
+	if n.unsavedLocked() {
+		return int64(n.w.Len()), n.mtime, true
 	}
 	return 0, time.Time{}, false
+}
+
+// unsavedLocked reports whether the node was made here and no save of it
+// was queued: the store has nothing of it.
+func (n *fileNode) unsavedLocked() bool {
+	return n.local && !n.q.Busy()
 }
 
 // fromRecLocked takes the mode and ctime of a record of the store unless
@@ -286,7 +299,7 @@ func (n *fileNode) Setattr(ctx context.Context, fh fusefs.FileHandle, in *fuse.S
 	}
 	now := time.Now()
 	if hasSize {
-		n.resizeLocked(int(sz))
+		n.w.Truncate(int64(sz))
 		n.mtime, n.unwritten = now, false
 	}
 	if hasMode {
@@ -342,7 +355,8 @@ func (n *fileNode) openWrite(h *handle, flags uint32) (fusefs.FileHandle, uint32
 	n.writers++
 	n.cred = h.cred
 	if flags&syscall.O_TRUNC != 0 {
-		n.resizeLockedFrom(nil, 0)
+		n.w.Reset()
+		n.loaded = true
 		n.dirty, n.mtime, n.unwritten = true, time.Now(), true
 	}
 	n.mu.Unlock()
@@ -357,19 +371,21 @@ func (n *fileNode) openRead(ctx context.Context, h *handle) (fusefs.FileHandle, 
 	n.mu.Lock()
 	key, ok := n.keyLocked()
 	replaced := n.replaced
+	shown, hasShown := n.q.Shown()
 	switch {
 	case !ok:
 		n.mu.Unlock()
 		return nil, 0, syscall.ESTALE
-	case n.deferred || n.hasMoving || n.hasFlushed || n.local:
+	case n.deferred || n.hasMoving || hasShown || n.unsavedLocked():
 		// Closed (or made, or being renamed) here and not committed yet:
-		// read that, around the page cache.
+		// read that, around the page cache. (Made here and never
+		// closed: empty.)
 		switch {
 		case n.deferred:
 		case n.hasMoving:
 			h.data = n.moving
-		default:
-			h.data = n.flushed
+		case hasShown:
+			h.data = shown
 		}
 		n.mu.Unlock()
 		return h, ro | fuse.FOPEN_DIRECT_IO, 0
@@ -406,7 +422,8 @@ func (n *fileNode) openRead(ctx context.Context, h *handle) (fusefs.FileHandle, 
 	defer n.mu.Unlock()
 	// A rename over this file is committing: what is at the key is the
 	// old or the new content, whichever; around the page cache.
-	other := replaced || n.hasFlushed || n.local || n.deferred || n.hasMoving
+	_, hasShown = n.q.Shown()
+	other := replaced || hasShown || n.local || n.deferred || n.hasMoving
 	for v, cnt := range n.readers {
 		if cnt > 0 && v != h.ver {
 			other = true
@@ -442,15 +459,16 @@ func (n *fileNode) loadLocked(ctx context.Context, c *kernel.Cred) error {
 	if n.loaded {
 		return nil
 	}
+	shown, hasShown := n.q.Shown()
 	switch {
-	case n.hasFlushed:
-		n.buf, n.shared = n.flushed, true
-	case n.local:
-		n.buf, n.shared = nil, false
+	case hasShown:
+		n.w.Share(shown)
+	case n.unsavedLocked():
+		n.w.Reset()
 	default:
 		key, ok := n.keyLocked()
 		if !ok {
-			n.buf, n.shared = nil, false
+			n.w.Reset()
 			break
 		}
 		file, data, rec, err := n.fs.k.StateOpen(ctx, c, n.agent, key)
@@ -464,39 +482,16 @@ func (n *fileNode) loadLocked(ctx context.Context, c *kernel.Cred) error {
 			if err != nil {
 				return proto.Errorf(proto.EIO, "reading %s:%s: %v", n.agent, key, err)
 			}
-			n.buf, n.shared = data, false
+			n.w.Reset()
+			n.w.WriteAt(data, 0)
 		} else {
-			n.buf, n.shared = data, true // the store's: never written to
+			n.w.Share(data) // the store's: never written to
 		}
 		n.mtime = rec.Modified
 		n.fromRecLocked(&rec)
 	}
 	n.loaded = true
 	return nil
-}
-
-// resizeLocked sets the working copy's length, zero-filling growth.
-func (n *fileNode) resizeLocked(size int) { n.resizeLockedFrom(n.buf, size) }
-
-func (n *fileNode) resizeLockedFrom(src []byte, size int) {
-	switch {
-	case n.shared || size > cap(src):
-		c := size
-		if size > cap(src) {
-			c = max(size, 2*cap(src))
-			c = min(c, int(n.fs.maxValue))
-		}
-		b := make([]byte, size, max(c, size))
-		copy(b, src)
-		n.buf, n.shared = b, false
-	case size > len(src):
-		old := len(src)
-		n.buf = src[:size]
-		clear(n.buf[old:])
-	default:
-		n.buf = src[:size]
-	}
-	n.loaded = true
 }
 
 // sync hands the working copy, if changed, to the kernel; with wait, it
@@ -510,7 +505,7 @@ func (n *fileNode) sync(c *kernel.Cred, wait bool) syscall.Errno {
 	}
 	switch {
 	case !n.dirty || c == nil:
-	case !wait && n.unwritten && len(n.buf) == 0 && n.writers > 0:
+	case !wait && n.unwritten && n.w.Len() == 0 && n.writers > 0:
 		// Created or truncated, and closed before anything was written:
 		// a shell's `> file` opens, dups the descriptor to stdout and
 		// closes the original first. The save waits for the release (or
@@ -518,7 +513,7 @@ func (n *fileNode) sync(c *kernel.Cred, wait bool) syscall.Errno {
 		// empty one first. Readers of the mount see it empty meanwhile.
 		n.deferred = true
 	default:
-		if len(n.buf) > syncSaveAbove {
+		if n.w.Len() > syncSaveAbove {
 			wait = true
 		}
 		n.submitDirtyLocked(c)
@@ -526,14 +521,13 @@ func (n *fileNode) sync(c *kernel.Cred, wait bool) syscall.Errno {
 	if n.dirty && !wait && n.writers > 0 && n.fs.inflight.Load() >= maxQueuedSaves {
 		wait = true
 	}
-	settled := n.settled
+	settled := n.q.Settled()
 	n.mu.Unlock()
 	if wait && settled != nil {
 		<-settled
 	}
 	n.mu.Lock()
-	err := n.err
-	n.err = nil
+	err := n.q.TakeErr()
 	n.idleLocked()
 	n.mu.Unlock()
 	return errno(err)
@@ -549,7 +543,7 @@ func (n *fileNode) submitDirtyLocked(c *kernel.Cred) {
 		n.dirty = false
 		return
 	}
-	n.submitLocked(c, key, n.buf[:len(n.buf):len(n.buf)])
+	n.submitLocked(c, key, n.w.Take())
 }
 
 // submitMetaLocked queues a save of value carrying the node's times, and
@@ -568,44 +562,20 @@ func (n *fileNode) submitMetaLocked(c *kernel.Cred, key string, value []byte) ke
 // submitLocked queues a save of value (which from now on belongs to the
 // save). Queued under n.mu, saves of one node commit in the order taken.
 func (n *fileNode) submitLocked(c *kernel.Cred, key string, value []byte) {
-	n.shared = true
 	n.dirty, n.deferred = false, false
-	n.flushed, n.hasFlushed = value, true
-	n.saving++
-	n.seq++
-	seq := n.seq
-	prev := n.settled
-	done := make(chan struct{})
-	n.settled = done
-	n.fs.inflight.Add(1)
-	wait := n.submitMetaLocked(c, key, value)
-	go func() {
-		_, err := wait()
-		if prev != nil {
-			<-prev // record outcomes in order
-		}
-		n.saved(seq, key, err)
-		close(done)
-	}()
+	n.q.Add(value, kpending{n.submitMetaLocked(c, key, value)})
 }
 
-func (n *fileNode) saved(seq uint64, key string, err error) {
-	n.fs.inflight.Add(-1)
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.saving--
+// recordedLocked is told by the queue that a save's outcome is recorded.
+func (n *fileNode) recordedLocked(last bool, err error) {
 	if err != nil {
-		n.fs.log.Warn("saving a file of the mount failed", "agent", n.agent, "key", key, "err", err)
-		n.err = err
+		n.fs.log.Warn("saving a file of the mount failed", "agent", n.agent, "err", err)
 	}
-	if seq == n.seq {
-		// The store has it now (or failed to take it): readers go there.
-		n.flushed, n.hasFlushed = nil, false
-		if err == nil {
-			n.local = false
-			if !n.modeSend {
-				n.modeHeld = false
-			}
+	if last && err == nil {
+		// The store has it now: readers go there.
+		n.local = false
+		if !n.modeSend {
+			n.modeHeld = false
 		}
 	}
 	n.idleLocked()
@@ -613,10 +583,11 @@ func (n *fileNode) saved(seq uint64, key string, err error) {
 
 // idleLocked drops the working copy once nothing needs it.
 func (n *fileNode) idleLocked() {
-	if n.writers > 0 || n.dirty || n.saving > 0 {
+	if n.writers > 0 || n.dirty || n.q.Busy() {
 		return
 	}
-	n.buf, n.loaded, n.shared = nil, false, false
+	n.w.Reset()
+	n.loaded = false
 	if !n.local {
 		n.fs.markBusy(n, false)
 	}
@@ -664,7 +635,7 @@ func (h *handle) readWorking(ctx context.Context, dest []byte, off int64) (fuse.
 	if err := n.loadLocked(ctx, h.cred); err != nil {
 		return nil, errno(err)
 	}
-	return readAt(n.buf, dest, off), 0
+	return fuse.ReadResultData(n.w.ReadAt(dest, off)), 0
 }
 
 func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
@@ -681,22 +652,18 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 		return 0, errno(err)
 	}
 	if h.append {
-		off = int64(len(n.buf))
+		off = int64(n.w.Len())
 	}
-	end := off + int64(len(data))
-	if end > n.fs.maxValue {
+	if err := n.w.WriteAt(data, off); err != nil {
 		// Whole or nothing: the working copy that would pass
 		// limits.max_value is dropped, the key keeps its value, and the
 		// close says EFBIG too.
-		n.buf, n.loaded, n.shared = nil, false, false
+		n.w.Reset()
+		n.loaded = false
 		n.dirty, n.deferred, n.unwritten = false, false, false
-		n.err = proto.Errorf(proto.E2BIG, "%s: a value is at most limits.max_value, %d bytes", n.agent, n.fs.maxValue)
-		return 0, syscall.EFBIG
+		n.q.SetErr(proto.Errorf(proto.E2BIG, "%s: a value is at most limits.max_value, %d bytes", n.agent, n.fs.maxValue))
+		return 0, errno(err)
 	}
-	if n.shared || end > int64(len(n.buf)) {
-		n.resizeLocked(max(int(end), len(n.buf)))
-	}
-	copy(n.buf[off:], data)
 	n.dirty, n.mtime, n.unwritten = true, time.Now(), false
 	n.ctime = n.mtime
 	return uint32(len(data)), 0
@@ -724,8 +691,8 @@ func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) sy
 	if err := n.loadLocked(ctx, h.cred); err != nil {
 		return errno(err)
 	}
-	if end > int64(len(n.buf)) {
-		n.resizeLocked(int(end))
+	if end > int64(n.w.Len()) {
+		n.w.Truncate(end)
 		n.dirty, n.mtime, n.unwritten = true, time.Now(), false
 	}
 	return 0
@@ -831,12 +798,4 @@ func (n *fileNode) markReplaced(replaced bool) {
 		n.dirty, n.deferred = false, false
 	}
 	n.mu.Unlock()
-}
-
-// readAt reads a working copy as a file: what of buf is at off, into dest.
-func readAt(buf, dest []byte, off int64) fuse.ReadResult {
-	if off >= int64(len(buf)) {
-		return fuse.ReadResultData(nil)
-	}
-	return fuse.ReadResultData(dest[:copy(dest, buf[off:])])
 }

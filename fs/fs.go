@@ -42,6 +42,7 @@ import (
 	"github.com/oxios/oxios/pkg/bus"
 	"github.com/oxios/oxios/pkg/kernel"
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/writeback"
 )
 
 // Cache timeouts. Entries and attributes live long: every change that
@@ -86,7 +87,7 @@ type FS struct {
 	refusedN atomic.Int32
 	refused  sync.Map // caller -> time.Time: refused by Identify, not asked again for a while
 
-	inflight atomic.Int64 // saves queued by close and not yet durable
+	inflight atomic.Int64 // saves queued by close and not yet recorded
 	closed   atomic.Bool  // Close has begun: requests fail with ENOTCONN
 
 	sub  *bus.Sub
@@ -209,6 +210,8 @@ func errno(err error) syscall.Errno {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return syscall.ENOENT
+	case errors.Is(err, writeback.ErrTooLarge):
+		return syscall.EFBIG
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return syscall.EINTR
 	}
@@ -252,7 +255,7 @@ func (f *FS) syncAll() {
 func (f *FS) settle(agent string) {
 	for _, n := range f.busyNodes(agent) {
 		n.mu.Lock()
-		ch := n.settled
+		ch := n.q.Settled()
 		n.mu.Unlock()
 		if ch != nil {
 			<-ch

@@ -16,6 +16,7 @@ import (
 	"github.com/oxios/oxios/pkg/kernel"
 	"github.com/oxios/oxios/pkg/memory"
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/writeback"
 )
 
 // The memory view: /agent/NAME/mem/KIND/ID.md, one file per memory, as
@@ -190,6 +191,7 @@ func (d *memDir) Create(ctx context.Context, name string, flags uint32, mode uin
 		}
 	}
 	n := &memNew{fs: d.fs, dir: d, name: name, writers: 1, mtime: time.Now()}
+	n.buf.Max = d.fs.maxValue
 	ch := d.NewInode(ctx, n, fusefs.StableAttr{Mode: syscall.S_IFREG})
 	n.entry(out)
 	return ch, &memHandle{n: n, cred: c, write: true, append: flags&syscall.O_APPEND != 0}, fuse.FOPEN_DIRECT_IO, 0
@@ -312,7 +314,7 @@ type memNew struct {
 	name string
 
 	mu      sync.Mutex
-	buf     []byte
+	buf     writeback.Buffer // its Max is limits.max_value
 	mtime   time.Time
 	writers int  // write handles open
 	done    bool // remembered, refused or discarded: the name is gone
@@ -327,7 +329,7 @@ func (n *memNew) open() bool {
 }
 
 func (n *memNew) fillLocked(a *fuse.Attr) {
-	*a = fuse.Attr{Mode: syscall.S_IFREG | 0o644, Size: uint64(len(n.buf)), Nlink: 1}
+	*a = fuse.Attr{Mode: syscall.S_IFREG | 0o644, Size: uint64(n.buf.Len()), Nlink: 1}
 	if n.done {
 		a.Nlink = 0
 	}
@@ -370,20 +372,13 @@ func (n *memNew) Setattr(ctx context.Context, fh fusefs.FileHandle, in *fuse.Set
 		case int64(sz) > n.fs.maxValue:
 			return syscall.EFBIG
 		case !n.gone:
-			n.buf = resize(n.buf, int(sz))
+			n.buf.Truncate(int64(sz))
 			n.mtime = time.Now()
 		}
 	}
 	n.fillLocked(&out.Attr)
 	out.SetTimeout(noCache)
 	return 0
-}
-
-func resize(b []byte, size int) []byte {
-	if size <= len(b) {
-		return b[:size]
-	}
-	return append(b, make([]byte, size-len(b))...)
 }
 
 func (n *memNew) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
@@ -401,7 +396,8 @@ func (n *memNew) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uin
 		h.write, h.append = true, flags&syscall.O_APPEND != 0
 		n.writers++
 		if flags&syscall.O_TRUNC != 0 {
-			n.buf, n.mtime = n.buf[:0], time.Now()
+			n.buf.Truncate(0)
+			n.mtime = time.Now()
 		}
 	}
 	return h, fuse.FOPEN_DIRECT_IO, 0
@@ -413,7 +409,8 @@ func (n *memNew) discard() bool {
 	n.mu.Lock()
 	was := !n.done
 	if was {
-		n.done, n.gone, n.buf = true, true, nil
+		n.done, n.gone = true, true
+		n.buf.Reset()
 	}
 	n.mu.Unlock()
 	return was
@@ -423,8 +420,8 @@ func (n *memNew) discard() bool {
 // folder's kind; whatever the outcome, the file is done with.
 func (n *memNew) rememberLocked(ctx context.Context, c *kernel.Cred) syscall.Errno {
 	n.done = true
-	in, err := memInput(n.buf)
-	n.buf = nil
+	in, err := memInput(n.buf.Bytes())
+	n.buf.Reset()
 	if err == nil {
 		in.Kind = n.dir.kind
 		args := proto.MemRememberArgs{Agent: n.dir.agent, Memories: []proto.MemoryInput{in}}
@@ -457,7 +454,7 @@ func (h *memHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Read
 	n := h.n
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return readAt(n.buf, dest, off), 0
+	return fuse.ReadResultData(n.buf.ReadAt(dest, off)), 0
 }
 
 func (h *memHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
@@ -479,18 +476,14 @@ func (h *memHandle) Write(ctx context.Context, data []byte, off int64) (uint32, 
 		return 0, syscall.EPERM // remembered already; a memory does not change
 	}
 	if h.append {
-		off = int64(len(n.buf))
+		off = int64(n.buf.Len())
 	}
-	end := off + int64(len(data))
-	if end > n.fs.maxValue {
+	if err := n.buf.WriteAt(data, off); err != nil {
 		// Whole or nothing: the file is refused, and its close says so.
-		n.done, n.buf, n.err = true, nil, syscall.EFBIG
-		return 0, syscall.EFBIG
+		n.done, n.err = true, errno(err)
+		n.buf.Reset()
+		return 0, n.err
 	}
-	if end > int64(len(n.buf)) {
-		n.buf = resize(n.buf, int(end))
-	}
-	copy(n.buf[off:], data)
 	n.mtime = time.Now()
 	return uint32(len(data)), 0
 }
@@ -512,7 +505,7 @@ func (h *memHandle) Flush(ctx context.Context) syscall.Errno {
 	switch {
 	case n.done:
 		e = n.err
-	case len(n.buf) == 0:
+	case n.buf.Len() == 0:
 		n.mu.Unlock()
 		return 0
 	default:
@@ -536,7 +529,7 @@ func (h *memHandle) Release(ctx context.Context) syscall.Errno {
 	n.writers--
 	last := n.writers == 0
 	if last && !n.done {
-		if len(n.buf) > 0 && !n.fs.closed.Load() {
+		if n.buf.Len() > 0 && !n.fs.closed.Load() {
 			// Written after the last close (through a mapping, say).
 			n.rememberLocked(context.Background(), h.cred)
 		}

@@ -107,7 +107,13 @@ func New(k Kernel, o Options) (*Mount, error) {
 			// O_TRUNC arrives with the open instead of as a separate
 			// truncate, which would save an empty value first: the new
 			// content must replace the old at close, whole.
-			ExtraCapabilities: fuse.CAP_ATOMIC_O_TRUNC,
+			// Writers use direct I/O (their working copy is the daemon's,
+			// see file.go); DIRECT_IO_ALLOW_MMAP (Linux 6.6) lets them
+			// mmap all the same: the kernel writes the mapping's dirty
+			// pages back as writes to the working copy, at msync, munmap
+			// or close at the latest. Older kernels refuse a writable
+			// shared mapping with ENODEV.
+			ExtraCapabilities: fuse.CAP_ATOMIC_O_TRUNC | fuse.CAP_DIRECT_IO_ALLOW_MMAP,
 			Debug:             o.Debug,
 			Logger:            slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 		},

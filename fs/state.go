@@ -474,22 +474,23 @@ func (d *dirNode) Unlink(ctx context.Context, name string) syscall.Errno {
 		fn, _ = ch.Operations().(*fileNode)
 	}
 	if fn == nil {
-		_, err := d.fs.k.StateDeleteSubmit(c, d.agent, key, d.fs.own)()
+		_, err := d.fs.k.StateDeleteSubmit(c, d.agent, key, d.fs.own).Wait()
 		return errno(err)
 	}
 	// Marked gone and deleted under the node's lock: a close racing with
 	// the unlink cannot queue its save after the delete.
 	fn.mu.Lock()
 	fn.gone, fn.dirty, fn.deferred = true, false, false
-	var wait kernel.Pending
-	if stored || fn.saving > 0 {
-		wait = d.fs.k.StateDeleteSubmit(c, d.agent, key, d.fs.own)
+	var wait *kernel.Pending
+	if stored || fn.q.Busy() {
+		p := d.fs.k.StateDeleteSubmit(c, d.agent, key, d.fs.own)
+		wait = &p
 	}
 	fn.mu.Unlock()
 	if wait == nil {
 		return 0 // made here, never saved
 	}
-	if _, err := wait(); err != nil && !(isCode(err, proto.ENOENT) && !stored) {
+	if _, err := wait.Wait(); err != nil && !(isCode(err, proto.ENOENT) && !stored) {
 		fn.markGone(false)
 		return errno(err)
 	}
@@ -567,28 +568,37 @@ func (d *dirNode) renameFile(ctx context.Context, c *kernel.Cred, src *fileNode,
 	}
 	var waits []kernel.Pending
 	var moving []byte
-	saveNew := func(v []byte) {
+	// The new key keeps the file's mode and mtime (rename(2) changes
+	// neither; its ctime is the rename's).
+	saveNew := func(v []byte, mode uint32, mtime time.Time) {
 		moving = v
-		waits = append(waits, d.fs.k.StateSubmit(c, d.agent, newKey, v, d.fs.own))
+		m := kernel.FileMeta{Mod: mtime}
+		if mode != 0o644 {
+			m.Mode = mode | proto.ModeSet
+		}
+		waits = append(waits, d.fs.k.StateSubmitMeta(c, d.agent, newKey, v, m, d.fs.own))
 	}
+	var shown []byte
+	hasShown := false
 	if src != nil {
 		src.mu.Lock()
+		shown, hasShown = src.q.Shown()
 	}
 	switch {
 	case src != nil && src.deferred:
 		// Closed empty, its save left to the release: the new key gets
 		// that empty content now.
-		saveNew([]byte{})
+		saveNew([]byte{}, src.mode, src.mtime)
 		src.deferred, src.dirty = false, false
-	case src != nil && src.hasFlushed:
-		saveNew(src.flushed)
-	case src != nil && src.local:
+	case hasShown:
+		saveNew(shown, src.mode, src.mtime)
+	case src != nil && src.unsavedLocked():
 		// Never closed: nothing to save yet; the old target must go.
 		if newStored {
 			waits = append(waits, d.fs.k.StateDeleteSubmit(c, d.agent, newKey, d.fs.own))
 		}
 	default:
-		v, err := d.load(ctx, c, oldKey)
+		v, rec, err := d.load(ctx, c, oldKey)
 		if err != nil {
 			if src != nil {
 				src.mu.Unlock()
@@ -598,12 +608,16 @@ func (d *dirNode) renameFile(ctx context.Context, c *kernel.Cred, src *fileNode,
 			}
 			return errno(err)
 		}
-		saveNew(v)
+		mode := uint32(0o644)
+		if rec.Mode&proto.ModeSet != 0 {
+			mode = rec.Mode & 0o7777
+		}
+		saveNew(v, mode, rec.Modified)
 	}
 	// oldStored was looked up before src.mu was taken: a save of src that
 	// was in flight then may have landed since (saving back to 0, local
 	// false), and the old key must go all the same.
-	if oldStored || src != nil && (src.saving > 0 || !src.local) {
+	if oldStored || src != nil && (src.q.Busy() || !src.local) {
 		waits = append(waits, d.fs.k.StateDeleteSubmit(c, d.agent, oldKey, d.fs.own))
 	}
 	if src != nil {
@@ -622,17 +636,17 @@ func (d *dirNode) renameFile(ctx context.Context, c *kernel.Cred, src *fileNode,
 }
 
 // load reads a key's committed value.
-func (d *dirNode) load(ctx context.Context, c *kernel.Cred, key string) ([]byte, error) {
+func (d *dirNode) load(ctx context.Context, c *kernel.Cred, key string) ([]byte, proto.StateRecord, error) {
 	file, v, rec, err := d.fs.k.StateOpen(ctx, c, d.agent, key)
 	if err != nil || file == nil {
-		return v, err
+		return v, rec, err
 	}
 	defer file.Close()
 	v = make([]byte, rec.Size)
 	if _, err := io.ReadFull(file, v); err != nil {
-		return nil, proto.Errorf(proto.EIO, "reading %s:%s: %v", d.agent, key, err)
+		return nil, rec, proto.Errorf(proto.EIO, "reading %s:%s: %v", d.agent, key, err)
 	}
-	return v, nil
+	return v, rec, nil
 }
 
 // waitAll waits for queued changes and returns the first failure (a
@@ -640,7 +654,7 @@ func (d *dirNode) load(ctx context.Context, c *kernel.Cred, key string) ([]byte,
 func waitAll(waits []kernel.Pending, missingOK bool) syscall.Errno {
 	var first error
 	for _, w := range waits {
-		if _, err := w(); err != nil && first == nil && !(missingOK && isCode(err, proto.ENOENT)) {
+		if _, err := w.Wait(); err != nil && first == nil && !(missingOK && isCode(err, proto.ENOENT)) {
 			first = err
 		}
 	}
@@ -676,13 +690,13 @@ func (d *dirNode) renameDir(ctx context.Context, c *kernel.Cred, src *fusefs.Ino
 	var waits []kernel.Pending
 	var queued int64
 	for _, r := range recs {
-		v, err := d.load(ctx, c, r.Key)
+		v, _, err := d.load(ctx, c, r.Key)
 		if err != nil {
 			waitAll(waits, false)
 			return errno(err)
 		}
 		waits = append(waits,
-			d.fs.k.StateSubmit(c, d.agent, newKey+r.Key[len(oldKey):], v, d.fs.own),
+			d.fs.k.StateSubmitMeta(c, d.agent, newKey+r.Key[len(oldKey):], v, kernel.FileMeta{Mode: r.Mode, Mod: r.Modified}, d.fs.own),
 			d.fs.k.StateDeleteSubmit(c, d.agent, r.Key, d.fs.own))
 		// Bound what is held in memory.
 		if queued += int64(len(v)); queued > 64<<20 {

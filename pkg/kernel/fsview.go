@@ -50,9 +50,35 @@ func (k *Kernel) MayWrite(c *Cred, agent, key string) error {
 	return nil
 }
 
-// Pending is a queued change: Wait blocks until it is durable (or failed)
-// and returns the key's record.
-type Pending func() (proto.StateRecord, error)
+// Pending is a queued change.
+type Pending struct {
+	t   *tx
+	err error // refused before it was queued
+}
+
+// Wait blocks until the change is durable (or failed) and returns the
+// key's record.
+func (p Pending) Wait() (proto.StateRecord, error) {
+	if p.t == nil {
+		return proto.StateRecord{}, p.err
+	}
+	<-p.t.done
+	if p.t.err != nil {
+		return proto.StateRecord{}, p.t.err
+	}
+	return p.t.change.Record, nil
+}
+
+// Done is closed once the change is durable (the store shows it) or
+// failed (it never will).
+func (p Pending) Done() <-chan struct{} {
+	if p.t == nil {
+		return closedChan
+	}
+	return p.t.done
+}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // StateSubmit queues a save of value under agent's key and returns
 // without waiting for it. Changes submitted one after another commit in
@@ -96,9 +122,7 @@ func (k *Kernel) StateDeleteSubmit(c *Cred, agent, key string, tag any) Pending 
 }
 
 func (k *Kernel) submitChange(c *Cred, op string, ch *state.Change, raw []byte, tag any) Pending {
-	failed := func(err error) Pending {
-		return func() (proto.StateRecord, error) { return proto.StateRecord{}, err }
-	}
+	failed := func(err error) Pending { return Pending{err: err} }
 	size := int64(len(ch.Value))
 	if ch.Delete {
 		size = -1
@@ -121,13 +145,7 @@ func (k *Kernel) submitChange(c *Cred, op string, ch *state.Change, raw []byte, 
 		k.flights.land(t)
 		return failed(err)
 	}
-	return func() (proto.StateRecord, error) {
-		<-t.done
-		if t.err != nil {
-			return proto.StateRecord{}, t.err
-		}
-		return ch.Record, nil
-	}
+	return Pending{t: t}
 }
 
 // StateOpen returns a key's current value for reading: an open read-only

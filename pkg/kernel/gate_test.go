@@ -48,7 +48,7 @@ func TestGateSameForEveryEntry(t *testing.T) {
 		if got := code(k.MayWrite(tc.c, tc.agent, tc.key)); got != tc.save {
 			t.Errorf("%q: mount open for writing: %q, want %q", name, got, tc.save)
 		}
-		_, err = k.StateSubmit(tc.c, tc.agent, tc.key, []byte("v"), nil)()
+		_, err = k.StateSubmit(tc.c, tc.agent, tc.key, []byte("v"), nil).Wait()
 		if got := code(err); got != tc.save {
 			t.Errorf("%q: mount save: %q (%v), want %q", name, got, err, tc.save)
 		}
@@ -67,7 +67,7 @@ func TestGateSameForEveryEntry(t *testing.T) {
 		_, err = k.StateDelete(ctx, tc.c, proto.StateArgs{Agent: tc.agent, Key: tc.key}, nil)
 		sockDel := code(err)
 		k.StateSave(ctx, tc.c, proto.StateSaveArgs{Agent: tc.agent, Key: tc.key, Value: "v"}, nil)
-		_, err = k.StateDeleteSubmit(tc.c, tc.agent, tc.key, nil)()
+		_, err = k.StateDeleteSubmit(tc.c, tc.agent, tc.key, nil).Wait()
 		if got := code(err); got != sockDel {
 			t.Errorf("%q: state.delete: %q, mount unlink: %q", name, sockDel, got)
 		}
