@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"context"
 	"sync"
 	"time"
 )
@@ -118,4 +119,28 @@ func (b *Breaker) Failure(now time.Time) bool {
 	b.until = now.Add(b.cooldown)
 	b.opened++
 	return true
+}
+
+// localGate is a Breaker as a Gate, for a client on its own.
+type localGate struct{ b *Breaker }
+
+func (g localGate) Allow(context.Context) (time.Duration, bool, error) {
+	wait, ok := g.b.Allow(time.Now())
+	if !ok {
+		return max(wait, time.Millisecond), false, nil
+	}
+	return 0, g.b.State() == HalfOpen, nil
+}
+
+func (g localGate) Report(_ context.Context, ok bool) (string, error) {
+	if ok {
+		if g.b.Success() {
+			return Closed.String(), nil
+		}
+		return "", nil
+	}
+	if g.b.Failure(time.Now()) {
+		return Open.String(), nil
+	}
+	return "", nil
 }
