@@ -173,6 +173,10 @@ func run(c *cli.Context) error {
 	lc.Timeout, lc.FirstToken, lc.Retries = c.Duration("timeout"), c.Duration("first-token-timeout"), c.Int("retries")
 	var r *agent.Runner
 	lc.Observe = func(e llm.Event) { r.Endpoint(e) }
+	d := llm.DefaultConfig(url, "", "")
+	lc.Gate = &agent.Gate{C: cl, Agent: name, Endpoint: url,
+		Local:         llm.NewBreaker(d.Threshold, d.Cooldown, d.MaxCooldown).Gate(),
+		OnConfigError: func(why string) { r.ConfigRefused(why, url) }}
 	r = agent.New(cfg, k, llm.New(lc))
 	_, err = r.Run(c.Context)
 	if !c.Bool("no-keep") && len(r.Messages()) > 0 {

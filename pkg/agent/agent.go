@@ -394,6 +394,13 @@ func (r *Runner) Endpoint(e llm.Event) {
 	r.emit(rec)
 }
 
+// ConfigRefused records that oxiosd refused its config file: the run goes
+// on with the config in force, which the user may not expect.
+func (r *Runner) ConfigRefused(why, url string) {
+	r.emit(&proto.EndpointRecord{Type: proto.RecordEndpoint, Event: "config",
+		Text: fmt.Sprintf("oxiosd refused its config file (%s); this run uses the config in force, endpoint %s", why, url)})
+}
+
 // Failed records why the run ended badly.
 func (r *Runner) Failed(err error) {
 	code := proto.EIO

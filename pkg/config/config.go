@@ -87,9 +87,10 @@ type LLM struct {
 	FirstTokenTimeout string `toml:"first_token_timeout"`
 	Retries           int    `toml:"retries"`
 	// MaxTokens caps each answer of a run (0: only budgets do);
-	// Temperature, if set, is sent with each call.
-	MaxTokens   int      `toml:"max_tokens"`
-	Temperature *float64 `toml:"temperature"`
+	// Temperature, 0 to 2, is sent with each call (-1: none is, the
+	// endpoint's default).
+	MaxTokens   int     `toml:"max_tokens"`
+	Temperature float64 `toml:"temperature"`
 }
 
 // Runs configures the supervisor.
@@ -156,7 +157,7 @@ func Default() Config {
 		LogLevel: "info",
 		Limits:   Limits{MaxValue: proto.DefaultMaxValue},
 		Memory:   Memory{WorkingTTL: "24h", EmbeddingsModel: "text-embedding-3-small", EmbeddingsKeyEnv: "OPENAI_API_KEY"},
-		LLM:      LLM{Model: "gpt-4o-mini", KeyEnv: "OPENAI_API_KEY", Timeout: "10m", FirstTokenTimeout: "1m", Retries: 4},
+		LLM:      LLM{Model: "gpt-4o-mini", KeyEnv: "OPENAI_API_KEY", Timeout: "10m", FirstTokenTimeout: "1m", Retries: 4, Temperature: -1},
 		Runs:     Runs{Keep: 1000, Cgroups: true},
 		Policies: filepath.Join(filepath.Dir(p.Config), "policies"),
 	}
@@ -277,8 +278,8 @@ func (c *Config) resolve() error {
 	if c.LLM.MaxTokens < 0 {
 		return fmt.Errorf("config: llm.max_tokens %d: want 0 (no cap) or more", c.LLM.MaxTokens)
 	}
-	if t := c.LLM.Temperature; t != nil && (*t < 0 || *t > 2) {
-		return fmt.Errorf("config: llm.temperature %v: want 0 to 2", *t)
+	if t := c.LLM.Temperature; t != -1 && (t < 0 || t > 2) {
+		return fmt.Errorf("config: llm.temperature %v: want 0 to 2, or -1 for the endpoint's default", t)
 	}
 	if c.LLM.Retries < 0 || c.LLM.Retries > 100 {
 		return fmt.Errorf("config: llm.retries %d: want 0 to 100", c.LLM.Retries)

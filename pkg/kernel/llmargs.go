@@ -66,8 +66,8 @@ func runnerEnv(l config.LLM, model string) []string {
 	if l.MaxTokens > 0 {
 		env = append(env, "OXIOS_LLM_MAX_TOKENS="+strconv.Itoa(l.MaxTokens))
 	}
-	if l.Temperature != nil {
-		env = append(env, "OXIOS_LLM_TEMPERATURE="+strconv.FormatFloat(*l.Temperature, 'g', -1, 64))
+	if l.Temperature >= 0 {
+		env = append(env, "OXIOS_LLM_TEMPERATURE="+strconv.FormatFloat(l.Temperature, 'g', -1, 64))
 	}
 	return env
 }

@@ -31,15 +31,19 @@ func (s State) String() string {
 
 // Breaker is a circuit breaker (closed, open, half-open).
 type Breaker struct {
-	threshold     int
-	base, max     time.Duration
-	mu            sync.Mutex
-	state         State
-	fails         int
-	cooldown      time.Duration
-	until         time.Time // end of the open state
-	probing       bool      // a half-open probe is out
-	opened, reset int       // times opened and closed again, for tests
+	threshold int
+	base, max time.Duration
+	mu        sync.Mutex
+	state     State
+	fails     int
+	cooldown  time.Duration
+	until     time.Time // end of the open state
+	probing   bool      // a half-open probe is out
+	probeAt   time.Time // when it went
+	// ProbeLease is how long a probe may be out before another is let
+	// through (0: for ever): the prober may die without reporting.
+	ProbeLease    time.Duration
+	opened, reset int // times opened and closed again, for tests
 }
 
 // NewBreaker returns a closed breaker that opens after threshold failures
@@ -71,13 +75,13 @@ func (b *Breaker) Allow(now time.Time) (time.Duration, bool) {
 			return b.until.Sub(now), false
 		}
 		b.state = HalfOpen
-		b.probing = true
+		b.probing, b.probeAt = true, now
 		return 0, true
 	case HalfOpen:
-		if b.probing {
+		if b.probing && (b.ProbeLease <= 0 || now.Sub(b.probeAt) < b.ProbeLease) {
 			return b.base, false
 		}
-		b.probing = true
+		b.probing, b.probeAt = true, now
 	}
 	return 0, true
 }
@@ -120,6 +124,9 @@ func (b *Breaker) Failure(now time.Time) bool {
 	b.opened++
 	return true
 }
+
+// Gate returns b as a Gate.
+func (b *Breaker) Gate() Gate { return localGate{b} }
 
 // localGate is a Breaker as a Gate, for a client on its own.
 type localGate struct{ b *Breaker }
