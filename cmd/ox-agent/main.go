@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	openai "github.com/sashabaranov/go-openai"
 	"github.com/urfave/cli/v2"
 
 	"github.com/oxios/oxios/pkg/agent"
@@ -179,7 +180,7 @@ func run(c *cli.Context) error {
 		OnConfigError: func(why string) { r.ConfigRefused(why, url) }}
 	r = agent.New(cfg, k, llm.New(lc))
 	_, err = r.Run(c.Context)
-	if !c.Bool("no-keep") && len(r.Messages()) > 0 {
+	if !c.Bool("no-keep") && answered(r.Messages()) {
 		conv := &agent.Conversation{Run: run, Agent: name, Model: cfg.Model, Persona: persona, Saved: time.Now().UTC(), Messages: r.Messages()}
 		// The conversation is kept even when the run failed: what was
 		// paid for may be continued. A signal's context is gone; the
@@ -195,6 +196,17 @@ func run(c *cli.Context) error {
 		return cliutil.Silent(exitStatus(err))
 	}
 	return nil
+}
+
+// answered reports whether the conversation holds an answer of the model:
+// one that does not (the budget refused the first call) is not kept.
+func answered(msgs []openai.ChatCompletionMessage) bool {
+	for _, m := range msgs {
+		if m.Role == openai.ChatMessageRoleAssistant {
+			return true
+		}
+	}
+	return false
 }
 
 // given reports whether option name is on the command line (not only in

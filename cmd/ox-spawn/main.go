@@ -31,7 +31,7 @@ func main() {
 		&cli.BoolFlag{Name: "no-stdin", Aliases: []string{"n"}, Usage: "do not read stdin (for scripts whose stdin never ends)"},
 		&cli.IntFlag{Name: "priority", Aliases: []string{"p"}, Usage: "the run's place when it waits for admission: higher `P` first (default 0)"},
 		&cli.StringFlag{Name: "system", Aliases: []string{"s"}, Usage: "an LLM run's system prompt `TEXT`, after the built-in one (replaces the persona's)"},
-		&cli.StringFlag{Name: "persona", Aliases: []string{"P"}, Usage: "an LLM run's persona `NAME` (ox-agent --personas -a AGENT lists them)"},
+		&cli.StringFlag{Name: "persona", Aliases: []string{"P"}, Usage: "an LLM run's persona `NAME` (shipped, or the agent's own: see ox-agent(1))"},
 		&cli.BoolFlag{Name: "continue", Aliases: []string{"c"}, Usage: "continue the agent's latest conversation"},
 		&cli.StringFlag{Name: "conversation", Usage: "continue the conversation of run `ID`"},
 		&cli.Float64Flag{Name: "temperature", Aliases: []string{"t"}, Usage: "an LLM run's sampling temperature `T` (0 to 2)"},

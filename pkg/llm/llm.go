@@ -265,8 +265,6 @@ func (c *Client) Chat(ctx context.Context, msgs []openai.ChatCompletionMessage, 
 		last = aerr
 		last.Attempts, last.Spent = attempt, spent
 		switch last.Class {
-		case RateLimit:
-			// Up, but busy: the breaker is not told.
 		case Transport, Timeout, Server:
 			if last.Retry {
 				c.report(ctx, false, attempt, last.Err, &open)
@@ -274,7 +272,8 @@ func (c *Client) Chat(ctx context.Context, msgs []openai.ChatCompletionMessage, 
 			}
 			fallthrough
 		default:
-			// The endpoint answered: it is up, the request is wrong.
+			// The endpoint answered: it is up (busy, for a 429), or the
+			// request is wrong.
 			c.report(ctx, true, attempt, nil, &open)
 		}
 		if !last.Retry {

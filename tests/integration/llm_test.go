@@ -309,3 +309,36 @@ func TestLLMByHand(t *testing.T) {
 		t.Errorf("usage %v", u)
 	}
 }
+
+// TestLLMRealServer runs against a real OpenAI-compatible server when
+// OXIOS_TEST_LLM_URL names one (a llama-server built from source, started
+// with --jinja, for example), and is skipped otherwise.
+func TestLLMRealServer(t *testing.T) {
+	url := os.Getenv("OXIOS_TEST_LLM_URL")
+	if url == "" {
+		t.Skip("no real model server: set OXIOS_TEST_LLM_URL (e.g. http://127.0.0.1:8080/v1 of llama-server --jinja) to run this")
+	}
+	d := startDaemon(t, daemonOpts{config: "[llm]\nbase_url = \"" + url + "\"\nmodel = \"any\"\nfirst_token_timeout = \"2m\"\n"})
+	if r := d.ox("", "ox-budget", "set", "-a", "ops", "--run-tokens", "6000"); r.code != 0 {
+		t.Fatal(r.stderr)
+	}
+	r := d.ox("", "ox-spawn", "-a", "ops", "--no-memory", "--max-tokens", "64", "-t", "0", "Say hello in three words, then call finish.")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	recs := records(t, r.stdout)
+	var used float64
+	for _, u := range ofType(recs, "usage") {
+		used = u["run_tokens"].(float64)
+		if u["model"] == "" || u["completion_tokens"].(float64) > 64 {
+			t.Errorf("usage %v", u)
+		}
+	}
+	if used == 0 || used > 6000 {
+		t.Errorf("the run used %v tokens of 6000", used)
+	}
+	// Continued, the conversation is sent again.
+	if r := d.ox("", "ox-spawn", "-a", "ops", "--no-memory", "-c", "--max-tokens", "64", "And in French?"); r.code != 0 {
+		t.Errorf("--continue: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}

@@ -82,6 +82,9 @@ type Request struct {
 	Body   openai.ChatCompletionRequest
 	Status int           // what it was answered
 	Took   time.Duration // the server's own time, delays included
+	// FirstToken is when the first piece of text was written and
+	// flushed (zero if none was).
+	FirstToken time.Time
 }
 
 // Server is a scripted endpoint. Its base URL (ending in /v1) is URL.
@@ -346,6 +349,14 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		send(delta(openai.ChatCompletionStreamChoiceDelta{Content: piece}))
+		if i == 0 {
+			if fl != nil {
+				fl.Flush()
+			}
+			s.mu.Lock()
+			s.reqs[idx].FirstToken = time.Now()
+			s.mu.Unlock()
+		}
 	}
 	for i, c := range t.ToolCalls {
 		idx := i
