@@ -70,11 +70,11 @@ func TestRunnerNextPromptFromUsage(t *testing.T) {
 // the server did: charged, and said in the usage record.
 func TestRunnerChargesFailedAttempts(t *testing.T) {
 	k := &memKernel{state: map[string][]byte{}}
-	s := llmtest.New(llmtest.Turn{Content: strings.Repeat("abc ", 200), Pace: llmtest.Duration(30 * time.Millisecond)},
+	s := llmtest.New(llmtest.Turn{Content: strings.Repeat("abc ", 200), Pace: llmtest.Duration(50 * time.Millisecond)},
 		llmtest.Turn{Content: "done", PromptTokens: 100, CompletionTokens: 10})
 	defer s.Close()
 	lc := llm.DefaultConfig(s.URL, "", "m")
-	lc.FirstToken, lc.Timeout = 5*time.Second, 200*time.Millisecond
+	lc.FirstToken, lc.Timeout = 5*time.Second, 600*time.Millisecond
 	var recs []any
 	r := agent.New(agent.Config{Agent: "a", Run: "r", Task: "t", Recall: -1, Emit: func(x any) { recs = append(recs, x) }}, k, llm.New(lc))
 	res, err := r.Run(context.Background())

@@ -122,10 +122,10 @@ func TestBreakerOpensAndRecovers(t *testing.T) {
 }
 
 func TestStallTimesOut(t *testing.T) {
-	s := llmtest.New(llmtest.Turn{Content: "slow", Stall: llmtest.Duration(time.Second)}, llmtest.Turn{Content: "fast"})
+	s := llmtest.New(llmtest.Turn{Content: "slow", Stall: llmtest.Duration(30 * time.Second)}, llmtest.Turn{Content: "fast"})
 	defer s.Close()
 	cfg := llm.DefaultConfig(s.URL, "", "m")
-	cfg.FirstToken, cfg.Backoff = 100*time.Millisecond, time.Millisecond
+	cfg.FirstToken, cfg.Backoff = time.Second, time.Millisecond
 	turn, err := llm.New(cfg).Chat(context.Background(), hello, nil, llm.Options{})
 	if err != nil || turn.Content != "fast" || turn.Attempts != 2 {
 		t.Fatalf("turn %+v err %v", turn, err)
@@ -234,11 +234,12 @@ func TestRetryAfterHonoured(t *testing.T) {
 func TestFirstTokenTimeout(t *testing.T) {
 	// Hung before the first token: given up after FirstToken, not after
 	// the call's whole timeout, and tried again.
-	s := llmtest.New(llmtest.Turn{Content: "never", Stall: llmtest.Duration(10 * time.Second)}, llmtest.Turn{Content: "fast"})
+	s := llmtest.New(llmtest.Turn{Content: "never", Stall: llmtest.Duration(time.Minute)}, llmtest.Turn{Content: "fast"})
 	defer s.Close()
 	var ev []llm.Event
 	cfg := llm.DefaultConfig(s.URL, "", "m")
-	cfg.FirstToken, cfg.Timeout, cfg.Backoff = 100*time.Millisecond, time.Hour, time.Millisecond
+	// Long enough for a loaded machine to answer the fast turn in time.
+	cfg.FirstToken, cfg.Timeout, cfg.Backoff = time.Second, time.Hour, time.Millisecond
 	cfg.Observe = func(e llm.Event) { ev = append(ev, e) }
 	turn, err := llm.New(cfg).Chat(context.Background(), hello, nil, llm.Options{})
 	if err != nil || turn.Content != "fast" || turn.Attempts != 2 {
@@ -256,10 +257,10 @@ func TestFirstTokenTimeout(t *testing.T) {
 func TestSlowAnswerNotRegenerated(t *testing.T) {
 	// Tokens keep coming, slower than the call's timeout allows: the
 	// answer is kept as far as it came and not asked for again.
-	s := llmtest.New(llmtest.Turn{Content: strings.Repeat("slow words ", 40), Pace: llmtest.Duration(20 * time.Millisecond)}, llmtest.Turn{Content: "again"})
+	s := llmtest.New(llmtest.Turn{Content: strings.Repeat("slow words ", 40), Pace: llmtest.Duration(50 * time.Millisecond)}, llmtest.Turn{Content: "again"})
 	defer s.Close()
 	cfg := llm.DefaultConfig(s.URL, "", "m")
-	cfg.FirstToken, cfg.Timeout = time.Second, 200*time.Millisecond
+	cfg.FirstToken, cfg.Timeout = 2*time.Second, 600*time.Millisecond
 	var deltas strings.Builder
 	_, err := llm.New(cfg).Chat(context.Background(), hello, nil, llm.Options{OnDelta: func(d string) { deltas.WriteString(d) }})
 	var le *llm.Error
