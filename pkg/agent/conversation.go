@@ -74,15 +74,26 @@ func LoadConversation(ctx context.Context, k Kernel, id string) (*Conversation, 
 // SaveConversation keeps msgs as the conversation of run.
 func SaveConversation(ctx context.Context, k Kernel, c *Conversation) error {
 	c.Messages = whole(c.Messages)
-	for {
-		b, err := json.Marshal(c)
-		if err != nil {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	if len(b) > maxConversation {
+		// Drop the oldest turns until what is left fits: sized one
+		// message at a time, marshalled once more at the end.
+		over := len(b) - maxConversation
+		for over > 0 {
+			n, ok := dropOldest(c)
+			if !ok {
+				break
+			}
+			over -= n
+		}
+		if b, err = json.Marshal(c); err != nil {
 			return err
 		}
-		if len(b) <= maxConversation || !dropOldest(c) {
-			return k.StateSave(ctx, ConversationPrefix+c.Run, b)
-		}
 	}
+	return k.StateSave(ctx, ConversationPrefix+c.Run, b)
 }
 
 // whole drops a last answer whose tool calls have no results (the run
@@ -99,21 +110,26 @@ func whole(msgs []openai.ChatCompletionMessage) []openai.ChatCompletionMessage {
 	return msgs
 }
 
-// dropOldest removes the oldest turn after the first system prompt and
-// task; it reports whether there was one.
-func dropOldest(c *Conversation) bool {
+// dropOldest removes the oldest turn after the first system prompts and
+// task; it returns the bytes of JSON that took, and whether there was one.
+func dropOldest(c *Conversation) (int, bool) {
 	i := 0
 	for i < len(c.Messages) && c.Messages[i].Role == openai.ChatMessageRoleSystem {
 		i++
 	}
 	i++ // the first task
 	if i >= len(c.Messages)-1 {
-		return false
+		return 0, false
 	}
 	j := i + 1
 	for j < len(c.Messages) && c.Messages[j].Role == openai.ChatMessageRoleTool {
 		j++
 	}
+	n := 0
+	for _, m := range c.Messages[i:j] {
+		b, _ := json.Marshal(m)
+		n += len(b) + 1
+	}
 	c.Messages = append(c.Messages[:i], c.Messages[j:]...)
-	return true
+	return n, true
 }
