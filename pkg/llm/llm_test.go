@@ -305,3 +305,24 @@ func TestEstimateConservative(t *testing.T) {
 		t.Errorf("English: %d tokens for 500 bytes", n)
 	}
 }
+
+// TestBreakerProbeLease: a probe that never reports (its run died) does
+// not hold the half-open breaker for ever: after the lease another goes.
+func TestBreakerProbeLease(t *testing.T) {
+	b := llm.NewBreaker(1, time.Second, time.Second)
+	b.ProbeLease = time.Minute
+	now := time.Now()
+	b.Failure(now)
+	if _, ok := b.Allow(now.Add(2 * time.Second)); !ok {
+		t.Fatal("no probe after the cooldown")
+	}
+	if _, ok := b.Allow(now.Add(3 * time.Second)); ok {
+		t.Fatal("a second probe while the first is out")
+	}
+	if _, ok := b.Allow(now.Add(2*time.Second + time.Minute)); !ok {
+		t.Fatal("no probe after the lease")
+	}
+	if !b.Success() || b.State() != llm.Closed {
+		t.Errorf("state %v", b.State())
+	}
+}

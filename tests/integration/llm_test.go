@@ -342,3 +342,22 @@ func TestLLMRealServer(t *testing.T) {
 		t.Errorf("--continue: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// TestLLMNoMemoryPileUp: identical runs do not pile up identical
+// summaries, and so their prompts do not grow.
+func TestLLMNoMemoryPileUp(t *testing.T) {
+	d, s := llmDaemon(t, "", llmtest.Turn{Content: "sda1 is at 91%, WAL files.", Repeat: -1})
+	for i := range 3 {
+		if r := d.ox("", "ox-spawn", "-a", "ops", "--no-keep", "check the disk"); r.code != 0 {
+			t.Fatalf("run %d: %d %s %s", i, r.code, r.stdout, r.stderr)
+		}
+	}
+	q := s.Requests()
+	if len(q[1].Text()) != len(q[2].Text()) || !strings.Contains(q[1].Text(), "Outcome: sda1 is at 91%") {
+		t.Errorf("the prompt grew from run 2 to run 3:\n%s\n---\n%s", q[1].Text(), q[2].Text())
+	}
+	r := d.ox("", "ox-recall", "-a", "ops", "--json", "check the disk")
+	if n := strings.Count(r.stdout, "Outcome: sda1 is at 91%"); n != 1 {
+		t.Errorf("%d identical summaries kept:\n%s", n, r.stdout)
+	}
+}
