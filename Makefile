@@ -157,6 +157,10 @@ install: build ## install binaries, man pages, completions, systemd units, defau
 	install -m 0644 share/oxios.toml $(DESTDIR)$(DATADIR)/oxios/oxios.toml
 	install -d $(DESTDIR)$(DATADIR)/oxios/policies
 	install -m 0644 $(wildcard share/policies/*.toml) $(DESTDIR)$(DATADIR)/oxios/policies/
+	@# The shipped personas are built into ox-agent; installed to be read
+	@# and copied (an agent's own go in its state under personas/NAME).
+	install -d $(DESTDIR)$(DATADIR)/oxios/personas
+	install -m 0644 $(wildcard share/personas/*.toml) $(DESTDIR)$(DATADIR)/oxios/personas/
 	install -d $(DESTDIR)$(DATADIR)/oxios/tools
 	install -m 0644 $(TOOLWASM) $(addprefix share/tools/,$(addsuffix .json,$(TOOLS))) $(DESTDIR)$(DATADIR)/oxios/tools/
 	@# The shipped defaults as a starting point, never over an existing file.
@@ -180,6 +184,8 @@ uninstall: ## remove what install installed (an edited /etc/oxios/oxios.toml sta
 	rm -f $(DESTDIR)$(DATADIR)/oxios/oxios.toml
 	rm -f $(addprefix $(DESTDIR)$(DATADIR)/oxios/tools/,$(addsuffix .wasm,$(TOOLS)) $(addsuffix .json,$(TOOLS)))
 	rm -f $(addprefix $(DESTDIR)$(DATADIR)/oxios/policies/,$(notdir $(wildcard share/policies/*.toml)))
+	rm -f $(addprefix $(DESTDIR)$(DATADIR)/oxios/personas/,$(notdir $(wildcard share/personas/*.toml)))
+	@rmdir $(DESTDIR)$(DATADIR)/oxios/personas 2>/dev/null || true
 	@rmdir $(DESTDIR)$(DATADIR)/oxios/policies 2>/dev/null || true
 	@rmdir $(DESTDIR)$(DATADIR)/oxios/tools 2>/dev/null || true
 	@rmdir $(DESTDIR)$(DATADIR)/oxios 2>/dev/null || true

@@ -2,9 +2,18 @@
 // binaries that need them: the default policy of a new agent.
 package share
 
-import _ "embed"
+import (
+	"embed"
+)
 
 // DefaultPolicy is policies/default.toml.
 //
 //go:embed policies/default.toml
 var DefaultPolicy []byte
+
+// Personas are personas/NAME.toml: named system prompts with defaults
+// for LLM runs (ox-agent --persona NAME); an agent's own, in its state
+// under personas/NAME, comes first.
+//
+//go:embed personas/*.toml
+var Personas embed.FS

@@ -10,14 +10,18 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
+	openai "github.com/sashabaranov/go-openai"
 	"github.com/urfave/cli/v2"
 
 	"github.com/oxios/oxios/pkg/agent"
 	"github.com/oxios/oxios/pkg/cliutil"
+	"github.com/oxios/oxios/pkg/config"
 	"github.com/oxios/oxios/pkg/llm"
+	"github.com/oxios/oxios/pkg/proto"
 )
 
 var version = "0.1.0-dev"
@@ -31,12 +35,26 @@ func main() {
 		cliutil.SocketFlag,
 		cliutil.AgentFlag,
 		cliutil.JSONFlag,
-		&cli.StringFlag{Name: "url", Usage: "the endpoint's base `URL` (.../v1)", EnvVars: []string{"OXIOS_LLM_URL"}},
+		&cli.StringFlag{Name: "url", Usage: "the endpoint's base `URL` (.../v1)", EnvVars: []string{"OXIOS_LLM_URL", "OPENAI_BASE_URL"}},
 		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "the `MODEL` to ask", EnvVars: []string{"OXIOS_LLM_MODEL"}, Value: "gpt-4o-mini"},
-		&cli.StringFlag{Name: "run", Usage: "the run `ID` (set by oxiosd)", EnvVars: []string{"OXIOS_RUN"}},
+		&cli.StringFlag{Name: "run", Usage: "the run `ID` (set by oxiosd; by hand: one made of the time)", EnvVars: []string{"OXIOS_RUN"}},
+		&cli.StringFlag{Name: "system", Aliases: []string{"s"}, Usage: "a system prompt `TEXT` for the run, after the built-in one (replaces the persona's)"},
+		&cli.StringFlag{Name: "persona", Aliases: []string{"P"}, Usage: "the persona `NAME`: the agent's own (state key personas/NAME) or a shipped one", EnvVars: []string{"OXIOS_LLM_PERSONA"}},
+		&cli.BoolFlag{Name: "personas", Usage: "list the personas the agent may use, and exit"},
+		&cli.BoolFlag{Name: "continue", Aliases: []string{"c"}, Usage: "continue the agent's latest conversation"},
+		&cli.StringFlag{Name: "conversation", Usage: "continue the conversation of run `ID`"},
+		&cli.BoolFlag{Name: "no-keep", Usage: "do not keep the run's conversation in the agent's state"},
+		&cli.BoolFlag{Name: "no-recall", Usage: "recall no memories at the start"},
+		&cli.BoolFlag{Name: "no-summary", Usage: "remember no summary at the end"},
+		&cli.BoolFlag{Name: "no-memory", Usage: "--no-recall and --no-summary"},
+		&cli.Float64Flag{Name: "temperature", Aliases: []string{"t"}, Usage: "the sampling temperature `T` (0 to 2)", EnvVars: []string{"OXIOS_LLM_TEMPERATURE"}},
+		&cli.IntFlag{Name: "max-tokens", Usage: "cap each answer at `N` tokens (budgets cap it too)", EnvVars: []string{"OXIOS_LLM_MAX_TOKENS"}},
 		&cli.IntFlag{Name: "max-turns", Usage: "end the run as failed after `N` model calls", Value: 50},
-		&cli.DurationFlag{Name: "timeout", Usage: "give up on one model call after `D`", EnvVars: []string{"OXIOS_LLM_TIMEOUT"}, Value: 2 * time.Minute},
+		&cli.DurationFlag{Name: "timeout", Usage: "give up on one model call, its whole answer, after `D`", EnvVars: []string{"OXIOS_LLM_TIMEOUT"}, Value: 10 * time.Minute},
+		&cli.DurationFlag{Name: "first-token-timeout", Usage: "give up on an attempt that sends no token for `D` (first, or between two)", EnvVars: []string{"OXIOS_LLM_FIRST_TOKEN_TIMEOUT"}, Value: time.Minute},
 		&cli.IntFlag{Name: "retries", Usage: "try a failed model call `N` more times", EnvVars: []string{"OXIOS_LLM_RETRIES"}, Value: 4},
+		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "on a terminal, show only the answers"},
+		&cli.BoolFlag{Name: "verbose", Usage: "on a terminal, show the system prompts and recalled memories too; off one, the delta records too"},
 	}
 	app.Action = run
 	// Its own signal handling: a signal ends the run with an error
@@ -59,23 +77,32 @@ func main() {
 }
 
 func run(c *cli.Context) error {
-	task := ""
-	for i, a := range c.Args().Slice() {
-		if i > 0 {
-			task += " "
-		}
-		task += a
+	task := strings.Join(c.Args().Slice(), " ")
+	name, err := cliutil.Agent(c)
+	if err != nil {
+		return err
 	}
-	if task == "" {
+	if c.Bool("personas") {
+		return listPersonas(c, name)
+	}
+	if strings.TrimSpace(task) == "" {
 		return cliutil.Usagef("give a TASK")
 	}
 	url := c.String("url")
 	if url == "" {
-		return cliutil.Usagef("no model endpoint: set OXIOS_LLM_URL or --url (oxiosd sets it from base_url in the [llm] section of oxios.toml)")
+		return cliutil.Usagef("no model endpoint: set OXIOS_LLM_URL, OPENAI_BASE_URL or --url (oxiosd sets it from base_url in the [llm] section of oxios.toml)")
 	}
-	name, err := cliutil.Agent(c)
-	if err != nil {
-		return err
+	if err := config.CheckBaseURL(url); err != nil {
+		return cliutil.Usagef("--url: %v", err)
+	}
+	if c.IsSet("temperature") && (c.Float64("temperature") < 0 || c.Float64("temperature") > 2) {
+		return cliutil.Usagef("--temperature %v: want 0 to 2", c.Float64("temperature"))
+	}
+	if c.Int("max-tokens") < 0 {
+		return cliutil.Usagef("--max-tokens %d: want 0 (no cap) or more", c.Int("max-tokens"))
+	}
+	if c.Bool("continue") && c.IsSet("conversation") {
+		return cliutil.Usagef("--continue continues the latest conversation, --conversation a named one: give one")
 	}
 	input, err := readContext()
 	if err != nil {
@@ -86,26 +113,154 @@ func run(c *cli.Context) error {
 		return err
 	}
 	defer cl.Close()
+	k := &agent.Client{C: cl, Agent: name}
+
+	run := c.String("run")
+	if run == "" {
+		// By hand: an id of its own, so the records and the kept
+		// conversation name the run.
+		run = "hand-" + time.Now().UTC().Format("20060102T150405")
+	}
+	cfg := agent.Config{
+		Agent: name, Run: run, Model: c.String("model"), Task: task,
+		Context: agent.FormatContext(input), MaxTurns: c.Int("max-turns"),
+		System: c.String("system"), MaxTokens: c.Int("max-tokens"),
+	}
+	if c.IsSet("temperature") {
+		t := float32(c.Float64("temperature"))
+		cfg.Temperature = &t
+	}
+	persona := c.String("persona")
+	if persona != "" {
+		p, err := agent.LoadPersona(c.Context, k, persona)
+		if err != nil {
+			return err
+		}
+		// The persona's settings beat the config's (the environment oxiosd
+		// sets), not the options of the command line.
+		p.Apply(&cfg, func(flag string) bool {
+			if flag == "recall" {
+				return c.Bool("no-recall") || c.Bool("no-memory")
+			}
+			return given(flag)
+		})
+	}
+	if c.Bool("no-recall") || c.Bool("no-memory") {
+		cfg.Recall = -1
+	}
+	if c.Bool("no-summary") || c.Bool("no-memory") {
+		cfg.NoSummary = true
+	}
+	if c.Bool("continue") || c.IsSet("conversation") {
+		conv, err := agent.LoadConversation(c.Context, k, c.String("conversation"))
+		if err != nil {
+			return err
+		}
+		cfg.History = conv.Messages
+	}
 
 	out := cliutil.NewRunStream(c.Bool("json"))
-	emit := func(rec any) { out.Record(agent.Marshal(rec)) }
+	out.Quiet, out.Verbose = c.Bool("quiet"), c.Bool("verbose")
+	// Under oxiosd every record goes to the run's log, deltas too: an
+	// attached terminal shows them live.
+	out.Deltas = os.Getenv("OXIOS_RUN") != ""
+	cfg.Stream = !out.JSON || out.Deltas || out.Verbose
+	cfg.Emit = func(rec any) { out.Record(agent.Marshal(rec)) }
 	key := os.Getenv("OXIOS_LLM_KEY")
 	if key == "" {
 		key = os.Getenv("OPENAI_API_KEY")
 	}
-	cfg := llm.DefaultConfig(url, key, c.String("model"))
-	cfg.Timeout, cfg.Retries = c.Duration("timeout"), c.Int("retries")
+	lc := llm.DefaultConfig(url, key, cfg.Model)
+	lc.Timeout, lc.FirstToken, lc.Retries = c.Duration("timeout"), c.Duration("first-token-timeout"), c.Int("retries")
 	var r *agent.Runner
-	cfg.Observe = func(e llm.Event) { r.Endpoint(e) }
-	r = agent.New(agent.Config{
-		Agent: name, Run: c.String("run"), Model: c.String("model"), Task: task,
-		Context: agent.FormatContext(input), MaxTurns: c.Int("max-turns"), Emit: emit,
-	}, &agent.Client{C: cl, Agent: name}, llm.New(cfg))
-	if _, err := r.Run(c.Context); err != nil {
+	lc.Observe = func(e llm.Event) { r.Endpoint(e) }
+	d := llm.DefaultConfig(url, "", "")
+	lc.Gate = &agent.Gate{C: cl, Agent: name, Endpoint: url,
+		Local:         llm.NewBreaker(d.Threshold, d.Cooldown, d.MaxCooldown).Gate(),
+		OnConfigError: func(why string) { r.ConfigRefused(why, url) }}
+	r = agent.New(cfg, k, llm.New(lc))
+	_, err = r.Run(c.Context)
+	if !c.Bool("no-keep") && answered(r.Messages()) {
+		conv := &agent.Conversation{Run: run, Agent: name, Model: cfg.Model, Persona: persona, Saved: time.Now().UTC(), Messages: r.Messages()}
+		// The conversation is kept even when the run failed: what was
+		// paid for may be continued. A signal's context is gone; the
+		// save gets a moment of its own.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if serr := agent.SaveConversation(ctx, k, conv); serr != nil {
+			fmt.Fprintf(os.Stderr, "ox-agent: the conversation was not kept: %v\n", serr)
+		}
+		cancel()
+	}
+	if err != nil {
 		r.Failed(err)
-		return cliutil.Silent(cliutil.ExitFailure)
+		return cliutil.Silent(exitStatus(err))
 	}
 	return nil
+}
+
+// answered reports whether the conversation holds an answer of the model:
+// one that does not (the budget refused the first call) is not kept.
+func answered(msgs []openai.ChatCompletionMessage) bool {
+	for _, m := range msgs {
+		if m.Role == openai.ChatMessageRoleAssistant {
+			return true
+		}
+	}
+	return false
+}
+
+// given reports whether option name is on the command line (not only in
+// the environment, which urfave/cli's IsSet counts too).
+func given(name string) bool {
+	f := "--" + name
+	for _, a := range os.Args[1:] {
+		if a == "--" {
+			break
+		}
+		if a == f || strings.HasPrefix(a, f+"=") || name == "model" && (a == "-m" || strings.HasPrefix(a, "-m=")) ||
+			name == "temperature" && a == "-t" || name == "system" && a == "-s" {
+			return true
+		}
+	}
+	return false
+}
+
+// exitStatus is the status of a failed run: its budget ran out, its
+// endpoint failed, or the task failed.
+func exitStatus(err error) int {
+	var f *agent.Fatal
+	if errors.As(err, &f) {
+		switch {
+		case f.Code == proto.EDQUOT:
+			return cliutil.ExitBudget
+		case f.Endpoint:
+			return cliutil.ExitEndpoint
+		}
+	}
+	return cliutil.ExitFailure
+}
+
+func listPersonas(c *cli.Context, name string) error {
+	cl, err := cliutil.Connect(c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	k := &agent.Client{C: cl, Agent: name}
+	names, err := agent.ListPersonas(c.Context, k)
+	if err != nil {
+		return err
+	}
+	p := cliutil.NewPrinter(c, "PERSONA", "FROM", "DESCRIPTION")
+	for _, n := range names {
+		ps, err := agent.LoadPersona(c.Context, k, n)
+		if err != nil {
+			p.Print(map[string]any{"type": "persona", "name": n, "error": err.Error(), "text": err.Error()}, n, "?", err.Error())
+			continue
+		}
+		p.Print(map[string]any{"type": "persona", "name": n, "from": ps.From, "description": ps.Description, "system": ps.System, "text": ps.Description}, n, ps.From, ps.Description)
+	}
+	return p.Flush()
 }
 
 // readContext reads stdin when it is a pipe or a file: oxiosd hands a

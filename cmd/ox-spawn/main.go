@@ -30,6 +30,18 @@ func main() {
 		&cli.StringSliceFlag{Name: "env", Aliases: []string{"e"}, Usage: "add `NAME=VALUE` to the run's environment (repeatable)"},
 		&cli.BoolFlag{Name: "no-stdin", Aliases: []string{"n"}, Usage: "do not read stdin (for scripts whose stdin never ends)"},
 		&cli.IntFlag{Name: "priority", Aliases: []string{"p"}, Usage: "the run's place when it waits for admission: higher `P` first (default 0)"},
+		&cli.StringFlag{Name: "system", Aliases: []string{"s"}, Usage: "an LLM run's system prompt `TEXT`, after the built-in one (replaces the persona's)"},
+		&cli.StringFlag{Name: "persona", Aliases: []string{"P"}, Usage: "an LLM run's persona `NAME` (shipped, or the agent's own: see ox-agent(1))"},
+		&cli.BoolFlag{Name: "continue", Aliases: []string{"c"}, Usage: "continue the agent's latest conversation"},
+		&cli.StringFlag{Name: "conversation", Usage: "continue the conversation of run `ID`"},
+		&cli.Float64Flag{Name: "temperature", Aliases: []string{"t"}, Usage: "an LLM run's sampling temperature `T` (0 to 2)"},
+		&cli.IntFlag{Name: "max-tokens", Usage: "cap each answer of an LLM run at `N` tokens"},
+		&cli.BoolFlag{Name: "no-recall", Usage: "an LLM run recalls no memories at its start"},
+		&cli.BoolFlag{Name: "no-summary", Usage: "an LLM run remembers no summary at its end"},
+		&cli.BoolFlag{Name: "no-memory", Usage: "--no-recall and --no-summary"},
+		&cli.BoolFlag{Name: "no-keep", Usage: "do not keep the LLM run's conversation in the agent's state"},
+		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "on a terminal, show only the answers and the output"},
+		&cli.BoolFlag{Name: "verbose", Usage: "on a terminal, show system prompts and recalled memories too; off one, the delta records too"},
 	)
 	app.Action = spawn
 	cliutil.Run(app)
@@ -61,7 +73,17 @@ func spawn(c *cli.Context) error {
 		if a.Model != "" {
 			return cliutil.Usagef("--model is for LLM runs, not commands")
 		}
+		for _, f := range llmFlags {
+			if c.IsSet(f) {
+				return cliutil.Usagef("--%s is for LLM runs, not commands", f)
+			}
+		}
 	} else {
+		o, err := llmArgs(c)
+		if err != nil {
+			return err
+		}
+		a.LLM = o
 		for i, w := range args {
 			if i > 0 {
 				a.Task += " "
@@ -97,6 +119,7 @@ func spawn(c *cli.Context) error {
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 	out := cliutil.NewRunStream(c.Bool("json"))
+	out.Quiet, out.Verbose = c.Bool("quiet"), c.Bool("verbose")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var run atomic.Value // the run's id, once its record came
@@ -123,4 +146,33 @@ func spawn(c *cli.Context) error {
 		return err
 	}
 	return out.ExitCode()
+}
+
+// llmFlags are the options of LLM runs only.
+var llmFlags = []string{"system", "persona", "continue", "conversation", "temperature", "max-tokens", "no-recall", "no-summary", "no-memory", "no-keep"}
+
+// llmArgs are an LLM run's options, or nil when none is given.
+func llmArgs(c *cli.Context) (*proto.LLMArgs, error) {
+	o := &proto.LLMArgs{
+		System: c.String("system"), Persona: c.String("persona"),
+		Continue: c.Bool("continue"), Conversation: c.String("conversation"), MaxTokens: c.Int("max-tokens"),
+		NoRecall: c.Bool("no-recall") || c.Bool("no-memory"), NoSummary: c.Bool("no-summary") || c.Bool("no-memory"), NoKeep: c.Bool("no-keep"),
+	}
+	if o.Continue && o.Conversation != "" {
+		return nil, cliutil.Usagef("--continue continues the latest conversation, --conversation a named one: give one")
+	}
+	if c.IsSet("temperature") {
+		t := c.Float64("temperature")
+		if t < 0 || t > 2 {
+			return nil, cliutil.Usagef("--temperature %v: want 0 to 2", t)
+		}
+		o.Temperature = &t
+	}
+	if o.MaxTokens < 0 {
+		return nil, cliutil.Usagef("--max-tokens %d: want 0 (no cap) or more", o.MaxTokens)
+	}
+	if *o == (proto.LLMArgs{}) {
+		return nil, nil
+	}
+	return o, nil
 }

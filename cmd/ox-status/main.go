@@ -164,10 +164,17 @@ func status(c *cli.Context) error {
 	err = checkPolicies(pols)
 	ch.add("policies", err, policiesText(pols), "correct the line named (oxios-policy(5)); ox-policy set -a NAME FILE checks a policy before it applies it")
 
+	if d != nil && d.ConfigError != "" {
+		// The file parses here, or not; the daemon's word is what counts.
+		ch.add("config-reload", fmt.Errorf("oxiosd refused its config file and runs with the one in force: %s", d.ConfigError), "", "correct the key or value named, then systemctl reload oxiosd or send oxiosd SIGHUP")
+	}
 	if llm == "" {
 		ch.add("llm", nil, "no model endpoint configured: LLM runs are off (process runs work)", "")
 	} else {
 		msg, err := checkLLM(c.Context, llm, timeout)
+		if d != nil && d.LLMCircuit != "" && d.LLMCircuit != "closed" {
+			msg += "; oxiosd's circuit breaker for it is " + d.LLMCircuit + " (runs wait for it to cool down)"
+		}
 		ch.add("llm", err, msg, "check that the endpoint runs and is reachable from here, and [llm] base_url in oxios.toml (an OpenAI-compatible API base such as http://localhost:11434/v1)")
 	}
 	if ch.failed > 0 {

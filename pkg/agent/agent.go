@@ -42,7 +42,7 @@ type Kernel interface {
 
 // Model is a chat endpoint (llm.Client).
 type Model interface {
-	Chat(ctx context.Context, msgs []openai.ChatCompletionMessage, tools []openai.Tool) (*llm.Turn, error)
+	Chat(ctx context.Context, msgs []openai.ChatCompletionMessage, tools []openai.Tool, opt llm.Options) (*llm.Turn, error)
 }
 
 // Config is a run.
@@ -51,11 +51,26 @@ type Config struct {
 	Task              string
 	// Context is what the run was handed on stdin (records or text).
 	Context string
+	// System, if set, is the persona's or --system's prompt: it comes
+	// after the built-in one (which says what the tools are).
+	System string
+	// MaxTokens caps each answer (0: only the budget does); Temperature,
+	// if set, is sent.
+	MaxTokens   int
+	Temperature *float32
 	// MaxTurns bounds the model calls (0: 50).
 	MaxTurns int
 	// Recall is how many memories the task recalls at the start (0: 5,
 	// <0: none).
 	Recall int
+	// NoSummary keeps the run's summary out of memory.
+	NoSummary bool
+	// Tools, if set, are the only tools offered (finish always is).
+	Tools []string
+	// History is an earlier conversation the run continues.
+	History []openai.ChatCompletionMessage
+	// Stream emits delta records as the answer comes.
+	Stream bool
 	// Emit receives each record as it happens.
 	Emit func(rec any)
 	// Now is the clock (tests).
@@ -63,10 +78,12 @@ type Config struct {
 }
 
 // Fatal is an error that ends a run: its Code says why (EDQUOT,
-// ECANCELED, EHOSTDOWN, EIO...).
+// ECANCELED, EHOSTDOWN, EIO...); Endpoint marks a failure of the model
+// endpoint (EHOSTDOWN, EACCES, ENOENT, E2BIG, EINVAL from it).
 type Fatal struct {
-	Code string
-	Err  error
+	Code     string
+	Endpoint bool
+	Err      error
 }
 
 func (f *Fatal) Error() string { return f.Err.Error() }
@@ -86,6 +103,16 @@ type Runner struct {
 	m      Model
 	msgs   []openai.ChatCompletionMessage
 	tokens int64
+	// known is the prompt and answer tokens the endpoint reported for
+	// msgs[:knownN]: the next prompt is that and an estimate of the rest.
+	known  int
+	knownN int
+	// Deltas waiting to be emitted, and when the last went.
+	pending   strings.Builder
+	lastDelta time.Time
+	// recalled holds the texts of the memories recalled, so that the
+	// same summary is not written again.
+	recalled map[string]bool
 }
 
 // New returns a runner.
@@ -113,10 +140,28 @@ const systemPrompt = `You are %s, an agent running under Oxios (run %s). You act
 - finish: end the task with a short summary of what you did and found.
 When a tool returns an error, read it and correct the call; do not repeat a call that failed the same way. Be brief.`
 
+// minAnswer is the least room for an answer a call is made with.
+const minAnswer = 16
+
+// Messages returns the conversation so far (to keep it, for --continue).
+func (r *Runner) Messages() []openai.ChatCompletionMessage { return r.msgs }
+
 // Run runs the task to its end; an error (a *Fatal) says why it ended
 // without an answer.
 func (r *Runner) Run(ctx context.Context) (*Result, error) {
-	r.say(openai.ChatMessageRoleSystem, fmt.Sprintf(systemPrompt, r.cfg.Agent, r.cfg.Run))
+	if len(r.cfg.History) > 0 {
+		// A continued conversation keeps its system prompt; a new
+		// --system or persona is said again.
+		r.msgs = append(r.msgs, r.cfg.History...)
+		if r.cfg.System != "" {
+			r.say(openai.ChatMessageRoleSystem, r.cfg.System)
+		}
+	} else {
+		r.say(openai.ChatMessageRoleSystem, fmt.Sprintf(systemPrompt, r.cfg.Agent, r.cfg.Run))
+		if r.cfg.System != "" {
+			r.say(openai.ChatMessageRoleSystem, r.cfg.System)
+		}
+	}
 	if mem := r.recall(ctx); mem != "" {
 		r.say(openai.ChatMessageRoleSystem, mem)
 	}
@@ -124,33 +169,72 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 		r.say(openai.ChatMessageRoleUser, "Context handed to this run:\n"+c)
 	}
 	r.say(openai.ChatMessageRoleUser, r.cfg.Task)
-	tools := append(Tools(), r.wasmTools(ctx)...)
+	tools := r.offered(append(Tools(), r.wasmTools(ctx)...))
+	toolTokens := llm.EstimateTools(tools)
 	res := &Result{}
+	compacted := false
 	for res.Turns < r.cfg.MaxTurns {
 		if err := ctx.Err(); err != nil {
 			return res, cancelled(ctx)
 		}
-		if _, err := r.k.BudgetCheck(ctx, r.estimate()); err != nil {
+		prompt := r.estimate(toolTokens)
+		b, err := r.k.BudgetCheck(ctx, int64(prompt+minAnswer))
+		if err != nil {
 			return res, r.fatal(ctx, err)
 		}
+		maxTokens, capped := r.room(b, prompt)
 		start := r.cfg.Now()
-		turn, err := r.m.Chat(ctx, r.msgs, tools)
+		turn, err := r.m.Chat(ctx, r.msgs, tools, llm.Options{MaxTokens: maxTokens, Temperature: r.cfg.Temperature, OnDelta: r.delta})
+		r.flushDelta()
 		if err != nil {
 			if ctx.Err() != nil {
 				return res, cancelled(ctx)
 			}
-			return res, &Fatal{Code: proto.EHOSTDOWN, Err: err}
+			var le *llm.Error
+			if !errors.As(err, &le) {
+				return res, &Fatal{Code: proto.EHOSTDOWN, Endpoint: true, Err: err}
+			}
+			// What the failed attempts used was spent: charged, and an
+			// answer cut by the call's timeout is kept.
+			if le.Partial != "" {
+				r.emit(&proto.MessageRecord{Type: proto.RecordMessage, Role: openai.ChatMessageRoleAssistant, Text: le.Partial})
+				res.Summary = le.Partial
+			}
+			if le.Spent.TotalTokens > 0 {
+				t := &llm.Turn{Model: le.Model, Attempts: le.Attempts, Spent: le.Spent}
+				if f := r.charge(ctx, t, r.cfg.Now().Sub(start)); f != nil {
+					res.Tokens = r.tokens
+					return res, f
+				}
+				res.Tokens = r.tokens
+			}
+			if le.Class == llm.Overflow && !compacted {
+				if r.compact() {
+					compacted = true
+					continue
+				}
+			}
+			return res, endpointFatal(le)
 		}
+		compacted = false
 		res.Turns++
-		if err := r.charge(ctx, turn, r.cfg.Now().Sub(start)); err != nil {
-			return res, err
-		}
-		res.Tokens = r.tokens
 		am := openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, Content: turn.Content, ToolCalls: turn.ToolCalls}
 		r.msgs = append(r.msgs, am)
+		// The answer is shown before it is charged: it was paid for,
+		// even if the charge then ends the run.
 		if turn.Content != "" {
 			r.emit(&proto.MessageRecord{Type: proto.RecordMessage, Role: am.Role, Text: turn.Content})
 			res.Summary = turn.Content
+		}
+		err = r.charge(ctx, turn, r.cfg.Now().Sub(start))
+		res.Tokens = r.tokens
+		if err != nil {
+			return res, err
+		}
+		r.known = turn.Usage.PromptTokens + turn.Usage.CompletionTokens
+		r.knownN = len(r.msgs)
+		if turn.Finish == string(openai.FinishReasonLength) && capped {
+			return res, &Fatal{Code: proto.EDQUOT, Err: fmt.Errorf("budget exhausted: the answer was cut at the %d tokens the budget had left (the run used %d tokens; ox-budget show -a %s)", maxTokens, r.tokens, r.cfg.Agent)}
 		}
 		if len(turn.ToolCalls) == 0 {
 			// An answer without tool calls is the model's last word.
@@ -190,6 +274,84 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 	return res, &Fatal{Code: proto.ELOOP, Err: fmt.Errorf("no answer after %d model turns (the run's turn limit, --max-turns)", r.cfg.MaxTurns)}
 }
 
+// endpointFatal is the Fatal of a failed model call, coded by its class.
+func endpointFatal(le *llm.Error) *Fatal {
+	code := proto.EHOSTDOWN
+	switch le.Class {
+	case llm.Auth:
+		code = proto.EACCES
+	case llm.NotFound:
+		code = proto.ENOENT
+	case llm.Overflow:
+		code = proto.E2BIG
+	case llm.Refused:
+		code = proto.EINVAL
+	}
+	return &Fatal{Code: code, Endpoint: true, Err: le}
+}
+
+// room is the max_tokens of the next call: what the budget has left after
+// the prompt, or the configured cap if that is less; capped says the
+// budget set it.
+func (r *Runner) room(b proto.BudgetRecord, prompt int) (int, bool) {
+	left := int64(-1)
+	limit := func(lim, used int64) {
+		if lim > 0 && (left < 0 || lim-used < left) {
+			left = lim - used
+		}
+	}
+	limit(b.Limit.Tokens, b.Used.Tokens)
+	if b.RunUsed != nil {
+		limit(b.RunLimit.Tokens, b.RunUsed.Tokens)
+	}
+	n := r.cfg.MaxTokens
+	if left < 0 {
+		return n, false
+	}
+	room := int(max(left-int64(prompt), minAnswer))
+	if n > 0 && n <= room {
+		return n, false
+	}
+	return room, true
+}
+
+// estimate is the tokens of the next prompt: what the endpoint reported
+// for the conversation so far, and a conservative estimate of what came
+// since (or of all of it, before the first answer).
+func (r *Runner) estimate(toolTokens int) int {
+	if r.known == 0 || r.knownN > len(r.msgs) {
+		return llm.EstimateMessages(r.msgs) + toolTokens
+	}
+	n := r.known
+	for _, m := range r.msgs[r.knownN:] {
+		n += llm.EstimateMessage(m)
+	}
+	return n
+}
+
+// delta emits a piece of the answer as it comes: the first at once, the
+// rest at most every deltaEvery (a fast stream in fewer records).
+func (r *Runner) delta(s string) {
+	if !r.cfg.Stream {
+		return
+	}
+	r.pending.WriteString(s)
+	if now := time.Now(); now.Sub(r.lastDelta) >= deltaEvery {
+		r.flushDelta()
+		r.lastDelta = now
+	}
+}
+
+const deltaEvery = 20 * time.Millisecond
+
+func (r *Runner) flushDelta() {
+	if r.pending.Len() == 0 {
+		return
+	}
+	r.emit(&proto.DeltaRecord{Type: proto.RecordDelta, Text: r.pending.String()})
+	r.pending.Reset()
+}
+
 // say adds a message of ours to the conversation and records it.
 func (r *Runner) say(role, text string) {
 	r.msgs = append(r.msgs, openai.ChatCompletionMessage{Role: role, Content: text})
@@ -201,6 +363,8 @@ func (r *Runner) emit(rec any) {
 	now := r.cfg.Now().UTC()
 	switch v := rec.(type) {
 	case *proto.MessageRecord:
+		v.Run, v.Agent, v.Time = r.cfg.Run, r.cfg.Agent, now
+	case *proto.DeltaRecord:
 		v.Run, v.Agent, v.Time = r.cfg.Run, r.cfg.Agent, now
 	case *proto.ToolCallRecord:
 		v.Run, v.Agent, v.Time = r.cfg.Run, r.cfg.Agent, now
@@ -230,6 +394,13 @@ func (r *Runner) Endpoint(e llm.Event) {
 	r.emit(rec)
 }
 
+// ConfigRefused records that oxiosd refused its config file: the run goes
+// on with the config in force, which the user may not expect.
+func (r *Runner) ConfigRefused(why, url string) {
+	r.emit(&proto.EndpointRecord{Type: proto.RecordEndpoint, Event: "config",
+		Text: fmt.Sprintf("oxiosd refused its config file (%s); this run uses the config in force, endpoint %s", why, url)})
+}
+
 // Failed records why the run ended badly.
 func (r *Runner) Failed(err error) {
 	code := proto.EIO
@@ -240,33 +411,35 @@ func (r *Runner) Failed(err error) {
 	r.emit(&proto.ErrorRecord{Type: proto.RecordError, Code: code, Text: err.Error()})
 }
 
-// estimate is the tokens the next call will take: the prompt (about 4
-// bytes a token) and room for an answer.
-func (r *Runner) estimate() int64 {
-	n := 0
-	for _, m := range r.msgs {
-		n += len(m.Content) + 8
-		for _, tc := range m.ToolCalls {
-			n += len(tc.Function.Name) + len(tc.Function.Arguments)
-		}
-	}
-	return int64(n/4) + 256
-}
-
-// charge reports a call's usage to the kernel, and records it.
+// charge reports what a call used to the kernel (its answer's tokens and
+// those of its failed attempts), and records it.
 func (r *Runner) charge(ctx context.Context, t *llm.Turn, took time.Duration) error {
-	p, c := int64(t.Usage.PromptTokens), int64(t.Usage.CompletionTokens)
+	p := int64(t.Usage.PromptTokens + t.Spent.PromptTokens)
+	c := int64(t.Usage.CompletionTokens + t.Spent.CompletionTokens)
+	failed := int64(t.Spent.PromptTokens + t.Spent.CompletionTokens)
 	r.tokens += p + c
-	b, err := r.k.BudgetCharge(ctx, r.cfg.Model, p, c)
-	rec := &proto.UsageRecord{Type: proto.RecordUsage, Model: r.cfg.Model, PromptTokens: p, CompletionTokens: c,
-		RunTokens: r.tokens, Seconds: took.Seconds(), Attempts: t.Attempts}
+	model := t.Model
+	if model == "" {
+		model = r.cfg.Model
+	}
+	b, err := r.k.BudgetCharge(ctx, model, p, c)
+	rec := &proto.UsageRecord{Type: proto.RecordUsage, Model: model, PromptTokens: int64(t.Usage.PromptTokens), CompletionTokens: int64(t.Usage.CompletionTokens),
+		FailedTokens: failed, RunTokens: r.tokens, Seconds: took.Seconds(), Attempts: t.Attempts}
 	if b.RunUsed != nil {
 		rec.Cost = b.RunUsed.Cost
 	}
-	rec.Text = fmt.Sprintf("%d prompt + %d completion tokens (run: %d)", p, c, r.tokens)
+	rec.Text = fmt.Sprintf("%d prompt + %d completion tokens (run: %d)", rec.PromptTokens, rec.CompletionTokens, r.tokens)
+	if failed > 0 {
+		rec.Text = fmt.Sprintf("%d prompt + %d completion tokens, %d in failed attempts (run: %d)", rec.PromptTokens, rec.CompletionTokens, failed, r.tokens)
+	}
 	r.emit(rec)
 	if err != nil {
-		return r.fatal(ctx, err)
+		f := r.fatal(ctx, err)
+		var ff *Fatal
+		if errors.As(f, &ff) && ff.Code == proto.EDQUOT {
+			ff.Err = fmt.Errorf("budget exhausted: this call used %d tokens (%d prompt + %d completion), the run %d in all: %w", p+c, p, c, r.tokens, err)
+		}
+		return f
 	}
 	return nil
 }
@@ -306,7 +479,26 @@ func cancelled(ctx context.Context) *Fatal {
 	return &Fatal{Code: proto.ECANCELED, Err: fmt.Errorf("cancelled: %w", err)}
 }
 
-// recall returns the memories the task brings back, as a system message.
+// offered is the tools of the run: all, or those Config.Tools names.
+func (r *Runner) offered(all []openai.Tool) []openai.Tool {
+	if len(r.cfg.Tools) == 0 {
+		return all
+	}
+	want := map[string]bool{"finish": true}
+	for _, n := range r.cfg.Tools {
+		want[n] = true
+	}
+	var out []openai.Tool
+	for _, t := range all {
+		if t.Function != nil && want[t.Function.Name] {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// recall returns the memories the task brings back, as a system message:
+// each text once, and none the conversation already holds.
 func (r *Runner) recall(ctx context.Context) string {
 	if r.cfg.Recall < 0 || strings.TrimSpace(r.cfg.Task) == "" {
 		return ""
@@ -315,22 +507,43 @@ func (r *Runner) recall(ctx context.Context) string {
 	if err != nil || len(mems) == 0 {
 		return ""
 	}
-	var b strings.Builder
-	b.WriteString("Memories of yours that may be relevant:\n")
-	for _, m := range mems {
-		fmt.Fprintf(&b, "- [%s %s] %s\n", m.Kind, m.Created.Format("2006-01-02"), oneLine(m.Text, 500))
+	r.recalled = map[string]bool{}
+	var said strings.Builder
+	for _, m := range r.msgs {
+		said.WriteString(m.Content)
 	}
-	return b.String()
+	var b strings.Builder
+	for _, m := range mems {
+		text := oneLine(m.Text, 500)
+		if r.recalled[text] || strings.Contains(said.String(), text) {
+			r.recalled[text] = true
+			continue
+		}
+		r.recalled[text] = true
+		fmt.Fprintf(&b, "- [%s %s] %s\n", m.Kind, m.Created.Format("2006-01-02"), text)
+	}
+	if b.Len() == 0 {
+		return ""
+	}
+	return "Memories of yours that may be relevant:\n" + b.String()
 }
 
-// remember keeps an episodic summary of the run.
+// remember keeps an episodic summary of the run, when it says something
+// worth recalling: not when the run has no outcome, and not when the
+// same summary is already a memory.
 func (r *Runner) remember(ctx context.Context, summary string) {
-	text := "Task: " + oneLine(r.cfg.Task, 300)
-	if s := strings.TrimSpace(summary); s != "" {
-		text += "\nOutcome: " + oneLine(s, 2000)
+	s := strings.TrimSpace(summary)
+	if r.cfg.NoSummary || s == "" {
+		return
+	}
+	text := "Task: " + oneLine(r.cfg.Task, 300) + "\nOutcome: " + oneLine(s, 2000)
+	res := &proto.ToolResultRecord{Type: proto.RecordToolResult, Name: "remember", ID: "summary"}
+	if r.recalled[oneLine(text, 500)] {
+		res.Text = "the run's summary is already a memory; not kept again"
+		r.emit(res)
+		return
 	}
 	m, err := r.k.Remember(ctx, proto.MemoryInput{Kind: "episodic", Text: text, Tags: []string{"run"}, Source: "run:" + r.cfg.Run})
-	res := &proto.ToolResultRecord{Type: proto.RecordToolResult, Name: "remember", ID: "summary"}
 	if err != nil {
 		res.Error, res.Text = true, "the run's summary was not remembered: "+err.Error()
 	} else {

@@ -15,11 +15,14 @@ import (
 
 // memKernel keeps state in a map; charge refuses past limit tokens.
 type memKernel struct {
-	state   map[string][]byte
-	limit   int64
-	charged int64
-	mems    []proto.MemoryInput
-	tools   []proto.ToolRunArgs
+	state    map[string][]byte
+	modified map[string]time.Time
+	limit    int64
+	charged  int64
+	mems     []proto.MemoryInput
+	tools    []proto.ToolRunArgs
+	checks   []int64              // tokens asked at each check
+	recall   []proto.MemoryRecord // what Recall returns, if set
 }
 
 func (k *memKernel) StateLoad(_ context.Context, key string) ([]byte, error) {
@@ -31,14 +34,29 @@ func (k *memKernel) StateLoad(_ context.Context, key string) ([]byte, error) {
 }
 func (k *memKernel) StateSave(_ context.Context, key string, v []byte) error {
 	k.state[key] = v
+	if k.modified == nil {
+		k.modified = map[string]time.Time{}
+	}
+	k.modified[key] = time.Now()
 	return nil
 }
-func (k *memKernel) StateList(context.Context, string) ([]proto.StateRecord, error) { return nil, nil }
+func (k *memKernel) StateList(_ context.Context, prefix string) ([]proto.StateRecord, error) {
+	var out []proto.StateRecord
+	for key := range k.state {
+		if strings.HasPrefix(key, prefix) {
+			out = append(out, proto.StateRecord{Key: key, Modified: k.modified[key]})
+		}
+	}
+	return out, nil
+}
 func (k *memKernel) Remember(_ context.Context, m proto.MemoryInput) (proto.MemoryRecord, error) {
 	k.mems = append(k.mems, m)
 	return proto.MemoryRecord{ID: "m1", Kind: m.Kind}, nil
 }
 func (k *memKernel) Recall(context.Context, string, int) ([]proto.MemoryRecord, error) {
+	if k.recall != nil {
+		return k.recall, nil
+	}
 	return []proto.MemoryRecord{{Kind: "semantic", Text: "the backup disk is sdb", Created: time.Unix(0, 0)}}, nil
 }
 func (k *memKernel) Fetch(context.Context, proto.FetchArgs) (proto.FetchRecord, error) {
@@ -58,11 +76,12 @@ func (k *memKernel) ToolRun(_ context.Context, a proto.ToolRunArgs) (proto.ToolR
 	k.tools = append(k.tools, a)
 	return proto.ToolRecord{Tool: a.Tool, Status: 0, Stdout: "\"a\"\n"}, nil
 }
-func (k *memKernel) BudgetCheck(context.Context, int64) (proto.BudgetRecord, error) {
-	if k.limit > 0 && k.charged >= k.limit {
-		return proto.BudgetRecord{}, proto.Errorf(proto.EDQUOT, "over budget")
+func (k *memKernel) BudgetCheck(_ context.Context, n int64) (proto.BudgetRecord, error) {
+	k.checks = append(k.checks, n)
+	if k.limit > 0 && k.charged+n > k.limit {
+		return proto.BudgetRecord{}, proto.Errorf(proto.EDQUOT, "over budget: %d used + %d asked of %d", k.charged, n, k.limit)
 	}
-	return proto.BudgetRecord{}, nil
+	return proto.BudgetRecord{RunLimit: proto.Budget{Tokens: k.limit}, RunUsed: &proto.Budget{Tokens: k.charged}}, nil
 }
 func (k *memKernel) BudgetCharge(_ context.Context, _ string, p, c int64) (proto.BudgetRecord, error) {
 	k.charged += p + c
@@ -102,17 +121,31 @@ func TestRunnerMaxTurns(t *testing.T) {
 }
 
 func TestRunnerBudgetFatal(t *testing.T) {
-	k := &memKernel{state: map[string][]byte{}, limit: 100}
+	k := &memKernel{state: map[string][]byte{}, limit: 2000}
 	r, s, recs := runner(t, k, agent.Config{Agent: "a", Run: "r", Task: "spend", Recall: -1},
-		llmtest.Turn{Content: "thinking", ToolCalls: []llmtest.Call{{Name: "state_list", Arguments: `{}`}}, PromptTokens: 90, CompletionTokens: 20},
+		llmtest.Turn{Content: "the answer paid for", ToolCalls: []llmtest.Call{{Name: "state_list", Arguments: `{}`}}, PromptTokens: 1900, CompletionTokens: 200},
 		llmtest.Turn{Content: "never"})
-	_, err := r.Run(context.Background())
+	res, err := r.Run(context.Background())
 	var f *agent.Fatal
 	if !errors.As(err, &f) || f.Code != proto.EDQUOT {
 		t.Fatalf("err %v", err)
 	}
+	// The error says what was spent, not what was asked.
+	if !strings.Contains(err.Error(), "this call used 2100 tokens (1900 prompt + 200 completion), the run 2100 in all") {
+		t.Errorf("err %v", err)
+	}
 	if len(s.Requests()) != 1 || len(k.mems) != 0 {
 		t.Errorf("%d requests, %d memories after the budget ran out", len(s.Requests()), len(k.mems))
+	}
+	// The answer was paid for: it is shown, and is the run's result.
+	shown := false
+	for _, rec := range *recs {
+		if m, ok := rec.(*proto.MessageRecord); ok && m.Role == "assistant" && m.Text == "the answer paid for" {
+			shown = true
+		}
+	}
+	if !shown || res.Summary != "the answer paid for" || res.Tokens != 2100 {
+		t.Errorf("shown %v, result %+v", shown, res)
 	}
 	r.Failed(err)
 	last := (*recs)[len(*recs)-1].(*proto.ErrorRecord)

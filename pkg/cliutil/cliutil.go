@@ -23,9 +23,13 @@ import (
 // Exit codes, documented in every man page's EXIT STATUS. 69 and 77 are
 // sysexits.h's EX_UNAVAILABLE and EX_NOPERM.
 const (
-	ExitOK          = 0
-	ExitFailure     = 1
-	ExitUsage       = 2
+	ExitOK      = 0
+	ExitFailure = 1
+	ExitUsage   = 2
+	// An LLM run's own: its budget ran out, or its model endpoint failed
+	// (down, or refusing the key, the URL or the request).
+	ExitBudget      = 3
+	ExitEndpoint    = 4
 	ExitUnavailable = 69
 	ExitDenied      = 77
 	// ExitConfig (sysexits.h's EX_CONFIG) is oxiosd's exit on a bad

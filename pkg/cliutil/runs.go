@@ -17,9 +17,18 @@ import (
 // remembers the exit record.
 type RunStream struct {
 	JSON bool
-	out  *bufio.Writer
-	Exit *proto.ExitRecord
-	Run  string
+	// Quiet shows only the answers on a terminal; Verbose the system
+	// prompts and recalled memories too.
+	Quiet, Verbose bool
+	// Deltas passes delta records on as JSON too (they are left out off
+	// a terminal: the message record after them holds the whole answer).
+	Deltas bool
+	out    *bufio.Writer
+	Exit   *proto.ExitRecord
+	Run    string
+	// streamed: deltas of an answer were printed; midline: the last
+	// did not end its line.
+	streamed, midline bool
 }
 
 // NewRunStream prints to stdout: JSON unless stdout is a terminal and
@@ -47,6 +56,9 @@ func (s *RunStream) Record(b json.RawMessage) error {
 		}
 	}
 	if s.JSON {
+		if head.Type == proto.RecordDelta && !s.Deltas && !s.Verbose {
+			return nil
+		}
 		s.out.Write(b)
 		s.out.WriteByte('\n')
 		return s.out.Flush()
@@ -59,7 +71,23 @@ func (s *RunStream) text(typ string, b []byte) {
 	var r map[string]any
 	json.Unmarshal(b, &r)
 	str := func(k string) string { v, _ := r[k].(string); return v }
+	note := func(format string, args ...any) {
+		if s.Quiet {
+			return
+		}
+		s.endLine()
+		note(format, args...)
+	}
+	if typ != proto.RecordDelta && typ != proto.RecordMessage {
+		s.streamed = false
+	}
 	switch typ {
+	case proto.RecordDelta:
+		t := str("text")
+		s.out.WriteString(t)
+		s.streamed = true
+		s.midline = !strings.HasSuffix(t, "\n")
+		return
 	case proto.RecordOutput:
 		if str("stream") == "stderr" {
 			s.out.Flush()
@@ -69,9 +97,18 @@ func (s *RunStream) text(typ string, b []byte) {
 		fmt.Fprintln(s.out, str("text"))
 	case proto.RecordMessage:
 		role := str("role")
-		if role == "assistant" || role == "" {
+		switch {
+		case role == "assistant" || role == "":
+			if s.streamed {
+				// Its deltas showed it already.
+				s.endLine()
+				s.streamed = false
+				return
+			}
 			fmt.Fprintln(s.out, str("text"))
-		} else {
+		case role == "system" && !s.Verbose:
+			// The prompt is the same each run: --verbose shows it.
+		default:
 			note("%s: %s", role, str("text"))
 		}
 	case proto.RecordRun:
@@ -96,6 +133,15 @@ func (s *RunStream) text(typ string, b []byte) {
 			note("%s: %s", typ, oneLine(t, 200))
 		}
 	}
+}
+
+// endLine ends a line the deltas left open, before a note.
+func (s *RunStream) endLine() {
+	if s.midline {
+		s.out.WriteByte('\n')
+		s.midline = false
+	}
+	s.out.Flush()
 }
 
 func note(format string, args ...any) {

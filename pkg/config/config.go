@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/user"
 	"path"
@@ -120,10 +121,19 @@ type LLM struct {
 	// Prices per million tokens, to charge a run's cost.
 	PromptPrice     float64 `toml:"prompt_price"`
 	CompletionPrice float64 `toml:"completion_price"`
-	// Timeout bounds one model call; Retries is how many times a failed
-	// call is tried again (with backoff, behind a circuit breaker).
-	Timeout string `toml:"timeout"`
-	Retries int    `toml:"retries"`
+	// Timeout bounds one model call, its whole answer; FirstTokenTimeout
+	// the wait for its first token and between two tokens (a hung server
+	// fails fast; a slow long answer is not cut). Retries is how many
+	// times a failed call is tried again (with backoff, behind the
+	// daemon's circuit breaker).
+	Timeout           string `toml:"timeout"`
+	FirstTokenTimeout string `toml:"first_token_timeout"`
+	Retries           int    `toml:"retries"`
+	// MaxTokens caps each answer of a run (0: only budgets do);
+	// Temperature, 0 to 2, is sent with each call (-1: none is, the
+	// endpoint's default).
+	MaxTokens   int     `toml:"max_tokens"`
+	Temperature float64 `toml:"temperature"`
 }
 
 // Runs configures the supervisor.
@@ -192,7 +202,7 @@ func Default() Config {
 			MaxConns: 4096, MaxConnsPerUID: 1024,
 			HelloTimeout: Duration(10 * time.Second), LineTimeout: Duration(30 * time.Second), IdleTimeout: Duration(time.Hour)},
 		Memory:   Memory{WorkingTTL: "24h", EmbeddingsModel: "text-embedding-3-small", EmbeddingsKeyEnv: "OPENAI_API_KEY"},
-		LLM:      LLM{Model: "gpt-4o-mini", KeyEnv: "OPENAI_API_KEY", Timeout: "2m", Retries: 4},
+		LLM:      LLM{Model: "gpt-4o-mini", KeyEnv: "OPENAI_API_KEY", Timeout: "10m", FirstTokenTimeout: "1m", Retries: 4, Temperature: -1},
 		Runs:     Runs{Keep: 1000, Cgroups: true},
 		Policies: filepath.Join(filepath.Dir(p.Config), "policies"),
 	}
@@ -255,6 +265,7 @@ func (c *Config) parse(b []byte, file string) error {
 		{&c.Memory.EmbeddingsKeyEnv, def.Memory.EmbeddingsKeyEnv},
 		{&c.Policies, def.Policies},
 		{&c.LLM.Model, def.LLM.Model}, {&c.LLM.KeyEnv, def.LLM.KeyEnv}, {&c.LLM.Timeout, def.LLM.Timeout},
+		{&c.LLM.FirstTokenTimeout, def.LLM.FirstTokenTimeout},
 	} {
 		if *s.v == "" {
 			*s.v = s.d
@@ -323,11 +334,27 @@ func (c *Config) resolve() error {
 		return fmt.Errorf("config: memory.working_ttl %q: want a duration such as \"24h\" or \"0\"", c.Memory.WorkingTTL)
 	}
 	c.Memory.workingTTL = ttl
-	if c.LLM.BaseURL != "" && !strings.HasPrefix(c.LLM.BaseURL, "http://") && !strings.HasPrefix(c.LLM.BaseURL, "https://") {
-		return fmt.Errorf("config: llm.base_url %q: want an http:// or https:// URL such as https://api.openai.com/v1", c.LLM.BaseURL)
+	urlFrom := "llm.base_url"
+	if c.LLM.BaseURL == "" {
+		// The convention of OpenAI's clients (and llm, mods, aider).
+		c.LLM.BaseURL, urlFrom = os.Getenv("OPENAI_BASE_URL"), "OPENAI_BASE_URL (the environment; llm.base_url is not set)"
+	}
+	if c.LLM.BaseURL != "" {
+		if err := CheckBaseURL(c.LLM.BaseURL); err != nil {
+			return fmt.Errorf("config: %s: %v", urlFrom, err)
+		}
 	}
 	if d, err := time.ParseDuration(c.LLM.Timeout); err != nil || d <= 0 {
-		return fmt.Errorf("config: llm.timeout %q: want a duration such as \"2m\"", c.LLM.Timeout)
+		return fmt.Errorf("config: llm.timeout %q: want a duration such as \"10m\"", c.LLM.Timeout)
+	}
+	if d, err := time.ParseDuration(c.LLM.FirstTokenTimeout); err != nil || d <= 0 {
+		return fmt.Errorf("config: llm.first_token_timeout %q: want a duration such as \"1m\"", c.LLM.FirstTokenTimeout)
+	}
+	if c.LLM.MaxTokens < 0 {
+		return fmt.Errorf("config: llm.max_tokens %d: want 0 (no cap) or more", c.LLM.MaxTokens)
+	}
+	if t := c.LLM.Temperature; t != -1 && (t < 0 || t > 2) {
+		return fmt.Errorf("config: llm.temperature %v: want 0 to 2, or -1 for the endpoint's default", t)
 	}
 	if c.LLM.Retries < 0 || c.LLM.Retries > 100 {
 		return fmt.Errorf("config: llm.retries %d: want 0 to 100", c.LLM.Retries)
@@ -467,4 +494,36 @@ func ParseSize(s string) (Size, error) {
 		return 0, fmt.Errorf("bad size %q: want a number with an optional unit B, KiB, MiB or GiB", s)
 	}
 	return Size(f * mult), nil
+}
+
+// CheckBaseURL says what is wrong with an endpoint's base URL, if
+// anything: it must be an absolute http or https URL with a host, without
+// a query, credentials or fragment (the key goes in key_env).
+func CheckBaseURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a URL: %v", s, err)
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("%q: want an http:// or https:// URL such as https://api.openai.com/v1", s)
+	case u.Host == "" || u.Hostname() == "":
+		return fmt.Errorf("%q has no host: want a URL such as http://localhost:8080/v1", s)
+	case u.User != nil:
+		return fmt.Errorf("%q holds credentials: put the API key in the environment variable key_env names", redactURL(u))
+	case u.RawQuery != "" || u.Fragment != "":
+		return fmt.Errorf("%q: a base URL has no query or fragment", s)
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("%q: port %s out of range", s, p)
+		}
+	}
+	return nil
+}
+
+func redactURL(u *url.URL) string {
+	c := *u
+	c.User = url.User("…")
+	return c.String()
 }

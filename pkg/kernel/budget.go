@@ -300,10 +300,17 @@ func (k *Kernel) BudgetCharge(ctx context.Context, c *Cred, a proto.BudgetCharge
 	r := k.callerRun(c, a.Agent)
 	lim, runLim, used := k.budgetLimits(a.Agent, p)
 	var qerr *proto.Error
-	if why := over(used, d, lim, false); why != "" {
+	// A charge was spent, not asked for: the message says what is used
+	// with it.
+	spent := func(u proto.Budget) proto.Budget {
+		u.Tokens += d.Tokens
+		u.Cost += d.Cost
+		return u
+	}
+	if why := over(spent(used), proto.Budget{}, lim, false); why != "" {
 		qerr = proto.Errorf(proto.EDQUOT, "agent %q is over its budget: %s (ox-budget show -a %s)", a.Agent, why, a.Agent)
 	} else if r != nil {
-		if why := over(runUsed(r), d, runLim, false); why != "" {
+		if why := over(spent(runUsed(r)), proto.Budget{}, runLim, false); why != "" {
 			qerr = proto.Errorf(proto.EDQUOT, "run %s is over its budget: %s", r.ID(), why)
 		}
 	}

@@ -74,6 +74,7 @@ type Kernel struct {
 	ver   *versioning
 	runs  RunResolver
 	uid   uint32
+	llmh  llmHealth // llmhealth.go
 
 	// auditSeq is the seq of the last entry appended to the audit log; only
 	// the committer (and recovery before it starts) touches it.

@@ -184,6 +184,7 @@ func (k *Kernel) Watch(ctx context.Context, load func() (config.Config, error)) 
 // force when it does not load.
 func (k *Kernel) reloadConfig(load func() (config.Config, error)) {
 	cfg, err := load()
+	k.configRefused(err)
 	if err != nil {
 		k.log.Warn("config refused; the config in force stays", "err", err)
 		return

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -208,8 +207,14 @@ func (k *Kernel) spawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw []by
 		if err != nil {
 			return fail(ioError(err))
 		}
-		argv = []string{runner, "--", a.Task}
+		var perr *proto.Error
+		if argv, perr = runnerArgv(runner, a); perr != nil {
+			return none, nil, perr
+		}
 	} else {
+		if a.LLM != nil {
+			return none, nil, proto.Errorf(proto.EINVAL, "the options of an LLM run (system, persona, continue...) are not for a command")
+		}
 		prog, err := lookPath(a.Command[0])
 		if err != nil {
 			return fail(ioError(err))
@@ -241,8 +246,7 @@ func (k *Kernel) spawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw []by
 		if model == "" {
 			model = k.liveCfg().LLM.Model
 		}
-		env = append(env, "OXIOS_LLM_URL="+k.liveCfg().LLM.BaseURL, "OXIOS_LLM_MODEL="+model,
-			"OXIOS_LLM_TIMEOUT="+k.liveCfg().LLM.Timeout, "OXIOS_LLM_RETRIES="+strconv.Itoa(k.liveCfg().LLM.Retries))
+		env = append(env, runnerEnv(k.liveCfg().LLM, model)...)
 		if key := os.Getenv(k.liveCfg().LLM.KeyEnv); key != "" {
 			env = append(env, "OXIOS_LLM_KEY="+key)
 		}

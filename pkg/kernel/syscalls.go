@@ -164,6 +164,8 @@ func init() {
 		proto.OpScheduleRun:  {Mutates: true, Serve: unary(false, (*Kernel).ScheduleRun)},
 		proto.OpScheduleList: {Existing: true, Serve: stream(true, (*Kernel).ScheduleList)},
 
+		proto.OpLLMGate: {Serve: unary(false, (*Kernel).LLMGate)},
+
 		proto.OpAgentList:   {Serve: serveAgentList},
 		proto.OpAgentShow:   {Serve: serveAgentShow},
 		proto.OpAgentRemove: {Mutates: true, Event: proto.EventAgentRemoved, Dirties: dirtyRemoved, Serve: serveAgentRemove},

@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"context"
 	"sync"
 	"time"
 )
@@ -30,15 +31,19 @@ func (s State) String() string {
 
 // Breaker is a circuit breaker (closed, open, half-open).
 type Breaker struct {
-	threshold     int
-	base, max     time.Duration
-	mu            sync.Mutex
-	state         State
-	fails         int
-	cooldown      time.Duration
-	until         time.Time // end of the open state
-	probing       bool      // a half-open probe is out
-	opened, reset int       // times opened and closed again, for tests
+	threshold int
+	base, max time.Duration
+	mu        sync.Mutex
+	state     State
+	fails     int
+	cooldown  time.Duration
+	until     time.Time // end of the open state
+	probing   bool      // a half-open probe is out
+	probeAt   time.Time // when it went
+	// ProbeLease is how long a probe may be out before another is let
+	// through (0: for ever): the prober may die without reporting.
+	ProbeLease    time.Duration
+	opened, reset int // times opened and closed again, for tests
 }
 
 // NewBreaker returns a closed breaker that opens after threshold failures
@@ -70,13 +75,13 @@ func (b *Breaker) Allow(now time.Time) (time.Duration, bool) {
 			return b.until.Sub(now), false
 		}
 		b.state = HalfOpen
-		b.probing = true
+		b.probing, b.probeAt = true, now
 		return 0, true
 	case HalfOpen:
-		if b.probing {
+		if b.probing && (b.ProbeLease <= 0 || now.Sub(b.probeAt) < b.ProbeLease) {
 			return b.base, false
 		}
-		b.probing = true
+		b.probing, b.probeAt = true, now
 	}
 	return 0, true
 }
@@ -118,4 +123,31 @@ func (b *Breaker) Failure(now time.Time) bool {
 	b.until = now.Add(b.cooldown)
 	b.opened++
 	return true
+}
+
+// Gate returns b as a Gate.
+func (b *Breaker) Gate() Gate { return localGate{b} }
+
+// localGate is a Breaker as a Gate, for a client on its own.
+type localGate struct{ b *Breaker }
+
+func (g localGate) Allow(context.Context) (time.Duration, bool, error) {
+	wait, ok := g.b.Allow(time.Now())
+	if !ok {
+		return max(wait, time.Millisecond), false, nil
+	}
+	return 0, g.b.State() == HalfOpen, nil
+}
+
+func (g localGate) Report(_ context.Context, ok bool) (string, error) {
+	if ok {
+		if g.b.Success() {
+			return Closed.String(), nil
+		}
+		return "", nil
+	}
+	if g.b.Failure(time.Now()) {
+		return Open.String(), nil
+	}
+	return "", nil
 }

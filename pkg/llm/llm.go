@@ -1,8 +1,15 @@
 // Package llm talks to an OpenAI-compatible chat-completions endpoint
 // (OpenAI, ollama, llama.cpp, vLLM) for the LLM runner: one streamed model
-// turn at a time, each attempt bounded by a timeout, failed attempts
-// retried with exponential backoff, and a circuit breaker so that a dead
-// endpoint is not hammered.
+// turn at a time, failed attempts retried with exponential backoff (or
+// when the endpoint's Retry-After says), errors classified so that a
+// request the endpoint refuses is not sent again, and a circuit breaker so
+// that a dead endpoint is not hammered.
+//
+// Two clocks bound an attempt: the first-token timeout (the longest wait
+// for the first token and between two tokens) makes a hung server fail
+// fast, and the call timeout bounds the whole answer; an answer that is
+// still streaming when the call timeout ends is kept as far as it came,
+// not generated again.
 package llm
 
 import (
@@ -10,9 +17,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,17 +33,27 @@ type Config struct {
 	BaseURL string // ".../v1"
 	Key     string // may be empty (ollama, llama.cpp)
 	Model   string
-	// Timeout bounds one attempt, from request to the end of its stream.
+	// Timeout bounds one attempt, from request to the end of its stream
+	// (0: none).
 	Timeout time.Duration
+	// FirstToken bounds the wait for the first token of an answer and
+	// then between two tokens (0: only Timeout).
+	FirstToken time.Duration
 	// Retries is how many times a failed attempt is tried again.
 	Retries int
 	// Backoff is the first wait between attempts; it doubles up to
 	// MaxBackoff, with jitter.
 	Backoff, MaxBackoff time.Duration
+	// MaxRetryAfter is the longest Retry-After the client waits for; an
+	// endpoint that asks for more fails the call.
+	MaxRetryAfter time.Duration
 	// Breaker: after Threshold failed attempts in a row the circuit opens
 	// for Cooldown (doubling while probes fail, up to MaxCooldown).
 	Threshold             int
 	Cooldown, MaxCooldown time.Duration
+	// Gate, if set, is the breaker to use instead of one of the client's
+	// own: the daemon's, shared by every run against the endpoint.
+	Gate Gate
 	// Observe, if set, is told of retries and breaker changes.
 	Observe func(Event)
 	// HTTP is the client to use; nil means a default one.
@@ -45,10 +64,33 @@ type Config struct {
 func DefaultConfig(url, key, model string) Config {
 	return Config{
 		BaseURL: url, Key: key, Model: model,
-		Timeout: 2 * time.Minute, Retries: 4,
-		Backoff: 250 * time.Millisecond, MaxBackoff: 8 * time.Second,
+		Timeout: 10 * time.Minute, FirstToken: time.Minute, Retries: 4,
+		Backoff: 250 * time.Millisecond, MaxBackoff: 8 * time.Second, MaxRetryAfter: time.Minute,
 		Threshold: 3, Cooldown: time.Second, MaxCooldown: 30 * time.Second,
 	}
+}
+
+// Options are the settings of one call.
+type Options struct {
+	// MaxTokens caps the answer (max_tokens); 0 sends none.
+	MaxTokens int
+	// Temperature, if set, is sent.
+	Temperature *float32
+	// OnDelta, if set, is given each piece of the answer's text as it
+	// comes. Pieces of an attempt that then fails are not taken back: the
+	// caller is told of the retry by Observe.
+	OnDelta func(string)
+}
+
+// Gate is a circuit breaker: the client's own (Breaker) or one that lives
+// elsewhere (the daemon's, over its socket).
+type Gate interface {
+	// Allow says whether an attempt may go now; if not, how long until
+	// it may. When it lets a half-open probe through, probe is true.
+	Allow(ctx context.Context) (wait time.Duration, probe bool, err error)
+	// Report tells the outcome of an attempt (ok: the endpoint answered);
+	// it returns the breaker's new state when that changed, "" otherwise.
+	Report(ctx context.Context, ok bool) (changed string, err error)
 }
 
 // Event is a retry or a change of the breaker's state.
@@ -66,15 +108,45 @@ type Turn struct {
 	ToolCalls []openai.ToolCall
 	Finish    string
 	Usage     openai.Usage
-	Attempts  int
+	// Model is the model the endpoint says answered ("" if it did not).
+	Model    string
+	Attempts int
+	// Spent is what failed attempts used: the usage they reported, or,
+	// for a stream cut after it began, an estimate of it.
+	Spent openai.Usage
 }
+
+// Class says what kind of failure an Error is.
+type Class string
+
+// The classes of failure.
+const (
+	Transport Class = "transport" // no answer: refused, reset, DNS, TLS
+	Timeout   Class = "timeout"   // no first token, a stall, or the call's timeout
+	Server    Class = "server"    // 5xx
+	RateLimit Class = "rate"      // 429
+	Auth      Class = "auth"      // 401, 403: the key
+	NotFound  Class = "notfound"  // 404: the URL or the model
+	Overflow  Class = "overflow"  // 400: the conversation is longer than the context
+	Refused   Class = "refused"   // another 4xx, or a 5xx that says it is permanent
+	Circuit   Class = "breaker"   // the circuit is open
+)
 
 // Error is a failure of the endpoint, after retries.
 type Error struct {
-	Status   int  // HTTP status, 0 for a transport failure
+	Status   int // HTTP status, 0 for a transport failure
+	Class    Class
 	Retry    bool // worth trying again later
 	Attempts int
+	URL      string
 	Err      error
+	// RetryAfter is what the endpoint asked to wait, if it did.
+	RetryAfter time.Duration
+	// Spent is what the attempts used (see Turn.Spent); Partial is the
+	// text of an answer cut by the call's timeout.
+	Spent   openai.Usage
+	Partial string
+	Model   string
 }
 
 func (e *Error) Error() string {
@@ -92,34 +164,48 @@ var ErrOpen = errors.New("circuit open: the endpoint failed repeatedly; not call
 
 // Client is a model endpoint. It is safe for concurrent use.
 type Client struct {
-	cfg Config
-	oc  *openai.Client
-	br  *Breaker
+	cfg  Config
+	oc   *openai.Client
+	br   *Breaker
+	gate Gate
 }
 
 // New returns a client for cfg.
 func New(cfg Config) *Client {
 	oc := openai.DefaultConfig(cfg.Key)
 	oc.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
-	if cfg.HTTP != nil {
-		oc.HTTPClient = cfg.HTTP
-	} else {
+	hc := cfg.HTTP
+	if hc == nil {
 		// No overall client timeout: a stream may run long; each attempt
-		// has its own context deadline instead.
-		oc.HTTPClient = &http.Client{Transport: &http.Transport{
-			Proxy:                 http.ProxyFromEnvironment,
-			DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-			MaxIdleConnsPerHost:   4,
-			IdleConnTimeout:       90 * time.Second,
-			TLSHandshakeTimeout:   10 * time.Second,
-			ResponseHeaderTimeout: 0,
+		// has its own deadlines instead.
+		hc = &http.Client{Transport: &http.Transport{
+			Proxy:               http.ProxyFromEnvironment,
+			DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConnsPerHost: 4,
+			IdleConnTimeout:     90 * time.Second,
+			TLSHandshakeTimeout: 10 * time.Second,
 		}}
 	}
-	return &Client{cfg: cfg, oc: openai.NewClientWithConfig(oc),
-		br: NewBreaker(cfg.Threshold, cfg.Cooldown, cfg.MaxCooldown)}
+	// The answer's headers (Retry-After) and the URL asked are not in
+	// go-openai's errors: a transport that notes them beside.
+	w := *hc
+	base := w.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	w.Transport = noting{base}
+	oc.HTTPClient = &w
+	c := &Client{cfg: cfg, oc: openai.NewClientWithConfig(oc)}
+	c.br = NewBreaker(cfg.Threshold, cfg.Cooldown, cfg.MaxCooldown)
+	c.gate = cfg.Gate
+	if c.gate == nil {
+		c.gate = localGate{c.br}
+	}
+	return c
 }
 
-// Breaker returns the client's circuit breaker.
+// Breaker returns the client's own circuit breaker (unused when the
+// config names a Gate).
 func (c *Client) Breaker() *Breaker { return c.br }
 
 func (c *Client) observe(e Event) {
@@ -129,18 +215,32 @@ func (c *Client) observe(e Event) {
 }
 
 // Chat sends the conversation and returns the model's turn, streamed and
-// assembled. Failed attempts are retried; while the breaker is open Chat
-// waits for it to let a probe through (within the retries), and gives up
-// with ErrOpen when none is left.
-func (c *Client) Chat(ctx context.Context, msgs []openai.ChatCompletionMessage, tools []openai.Tool) (*Turn, error) {
+// assembled. Failed attempts are retried when that may help; while the
+// breaker is open Chat waits for it to let a probe through (within the
+// retries), and gives up with ErrOpen when none is left.
+func (c *Client) Chat(ctx context.Context, msgs []openai.ChatCompletionMessage, tools []openai.Tool, opt Options) (*Turn, error) {
 	req := openai.ChatCompletionRequest{
 		Model: c.cfg.Model, Messages: msgs, Tools: tools, Stream: true,
 		StreamOptions: &openai.StreamOptions{IncludeUsage: true},
+		MaxTokens:     opt.MaxTokens,
+	}
+	if opt.Temperature != nil {
+		req.Temperature = *opt.Temperature
+		if req.Temperature == 0 {
+			// go-openai leaves out a zero; this is zero to any server.
+			req.Temperature = math.SmallestNonzeroFloat32
+		}
 	}
 	backoff := c.cfg.Backoff
+	var spent openai.Usage
 	var last *Error
+	open := false // the last change of the breaker this call saw opened it
 	for attempt := 1; ; attempt++ {
-		if wait, ok := c.br.Allow(time.Now()); !ok {
+		wait, probe, err := c.gate.Allow(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if wait > 0 {
 			// Open: wait for the probe's turn (the wait is not an attempt).
 			c.observe(Event{Kind: "retry", Attempt: attempt, Wait: wait, Err: ErrOpen})
 			if err := sleep(ctx, wait); err != nil {
@@ -149,41 +249,51 @@ func (c *Client) Chat(ctx context.Context, msgs []openai.ChatCompletionMessage, 
 			attempt--
 			continue
 		}
-		if c.br.State() == HalfOpen {
+		if probe {
 			c.observe(Event{Kind: "half-open", Attempt: attempt})
 		}
-		t, err := c.attempt(ctx, req)
-		if err == nil {
-			if c.br.Success() {
-				c.observe(Event{Kind: "closed", Attempt: attempt})
-			}
-			t.Attempts = attempt
+		t, aerr := c.attempt(ctx, req, msgs, opt)
+		if aerr == nil {
+			c.report(ctx, true, attempt, nil, &open)
+			t.Attempts, t.Spent = attempt, spent
 			return t, nil
 		}
+		addUsage(&spent, aerr.Spent)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		last = classify(err)
-		last.Attempts = attempt
+		last = aerr
+		last.Attempts, last.Spent = attempt, spent
+		switch last.Class {
+		case Transport, Timeout, Server:
+			if last.Retry {
+				c.report(ctx, false, attempt, last.Err, &open)
+				break
+			}
+			fallthrough
+		default:
+			// The endpoint answered: it is up (busy, for a 429), or the
+			// request is wrong.
+			c.report(ctx, true, attempt, nil, &open)
+		}
 		if !last.Retry {
-			// The endpoint answered: it is up, the request is wrong.
-			c.br.Success()
 			return nil, last
 		}
-		if c.br.Failure(time.Now()) {
-			c.observe(Event{Kind: "open", Attempt: attempt, Err: last.Err})
-		}
 		if attempt > c.cfg.Retries {
-			if c.br.State() == Open {
-				return nil, &Error{Status: last.Status, Retry: true, Attempts: attempt, Err: errors.Join(last.Err, ErrOpen)}
+			if open {
+				last.Class = Circuit
+				last.Err = errors.Join(last.Err, ErrOpen)
 			}
 			return nil, last
 		}
-		if c.br.State() == Open {
+		if open && last.RetryAfter == 0 {
 			continue // the breaker's cooldown is the wait
 		}
-		wait := jitter(backoff)
+		wait = jitter(backoff)
 		backoff = min(2*backoff, c.cfg.MaxBackoff)
+		if last.RetryAfter > 0 {
+			wait = last.RetryAfter
+		}
 		c.observe(Event{Kind: "retry", Attempt: attempt, Wait: wait, Err: last.Err})
 		if err := sleep(ctx, wait); err != nil {
 			return nil, err
@@ -191,27 +301,69 @@ func (c *Client) Chat(ctx context.Context, msgs []openai.ChatCompletionMessage, 
 	}
 }
 
+// report tells the gate an attempt's outcome and observes a change.
+func (c *Client) report(ctx context.Context, ok bool, attempt int, err error, open *bool) {
+	changed, _ := c.gate.Report(ctx, ok)
+	if changed != "" {
+		*open = changed == Open.String()
+		c.observe(Event{Kind: changed, Attempt: attempt, Err: err})
+	}
+}
+
+var (
+	errFirstToken = errors.New("no token within the first-token timeout")
+	errStall      = errors.New("the answer stalled: no token within the first-token timeout")
+	errCallTime   = errors.New("the answer was not complete within the call's timeout")
+	errEmpty      = errors.New("the stream ended without an answer")
+)
+
 // attempt is one streamed request.
-func (c *Client) attempt(ctx context.Context, req openai.ChatCompletionRequest) (*Turn, error) {
+func (c *Client) attempt(ctx context.Context, req openai.ChatCompletionRequest, msgs []openai.ChatCompletionMessage, opt Options) (*Turn, *Error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	if c.cfg.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, c.cfg.Timeout, errAttemptTimeout)
-		defer cancel()
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeoutCause(ctx, c.cfg.Timeout, errCallTime)
+		defer stop()
+	}
+	started := false
+	var idle *time.Timer
+	if c.cfg.FirstToken > 0 {
+		idle = time.AfterFunc(c.cfg.FirstToken, func() { cancel(errFirstToken) })
+		defer idle.Stop()
+	}
+	note := &noted{}
+	ctx = context.WithValue(ctx, notedKey{}, note)
+	t := &Turn{}
+	var text strings.Builder
+	fail := func(err error) *Error {
+		e := c.classify(ctx, err, note, started)
+		e.Partial, e.Model = text.String(), t.Model
+		if t.Usage.TotalTokens > 0 {
+			e.Spent = t.Usage
+		} else if started {
+			// The server did the work but never said how much: the
+			// prompt and what came, estimated.
+			e.Spent = openai.Usage{PromptTokens: EstimateMessages(msgs), CompletionTokens: Estimate(text.String()) + len(t.ToolCalls)*8}
+			e.Spent.TotalTokens = e.Spent.PromptTokens + e.Spent.CompletionTokens
+		}
+		return e
 	}
 	st, err := c.oc.CreateChatCompletionStream(ctx, req)
 	if err != nil {
-		return nil, timeoutCause(ctx, err)
+		return nil, fail(err)
 	}
 	defer st.Close()
-	t := &Turn{}
-	var text strings.Builder
 	for {
 		chunk, err := st.Recv()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return nil, timeoutCause(ctx, err)
+			return nil, fail(err)
+		}
+		if chunk.Model != "" {
+			t.Model = chunk.Model
 		}
 		if chunk.Usage != nil {
 			t.Usage = *chunk.Usage
@@ -220,7 +372,18 @@ func (c *Client) attempt(ctx context.Context, req openai.ChatCompletionRequest) 
 			if ch.Index != 0 {
 				continue
 			}
-			text.WriteString(ch.Delta.Content)
+			if ch.Delta.Content != "" || len(ch.Delta.ToolCalls) > 0 || ch.FinishReason != "" {
+				started = true
+				if idle != nil {
+					idle.Reset(c.cfg.FirstToken)
+				}
+			}
+			if ch.Delta.Content != "" {
+				text.WriteString(ch.Delta.Content)
+				if opt.OnDelta != nil {
+					opt.OnDelta(ch.Delta.Content)
+				}
+			}
 			for _, tc := range ch.Delta.ToolCalls {
 				t.ToolCalls = mergeToolCall(t.ToolCalls, tc)
 			}
@@ -231,21 +394,171 @@ func (c *Client) attempt(ctx context.Context, req openai.ChatCompletionRequest) 
 	}
 	t.Content = text.String()
 	if t.Content == "" && len(t.ToolCalls) == 0 && t.Finish == "" {
-		return nil, errEmptyStream
+		return nil, fail(errEmpty)
+	}
+	if t.Usage.TotalTokens == 0 && t.Usage.PromptTokens+t.Usage.CompletionTokens == 0 {
+		// A server that does not report usage: charge an estimate.
+		t.Usage = openai.Usage{PromptTokens: EstimateMessages(msgs), CompletionTokens: Estimate(t.Content)}
+		for _, tc := range t.ToolCalls {
+			t.Usage.CompletionTokens += Estimate(tc.Function.Name+tc.Function.Arguments) + 4
+		}
+		t.Usage.TotalTokens = t.Usage.PromptTokens + t.Usage.CompletionTokens
 	}
 	return t, nil
 }
 
-var (
-	errAttemptTimeout = errors.New("no complete answer within the attempt's timeout")
-	errEmptyStream    = errors.New("the stream ended without an answer")
-)
+// noted is what the transport saw of an attempt's answer.
+type noted struct {
+	url        string
+	status     int
+	retryAfter string
+}
 
-func timeoutCause(ctx context.Context, err error) error {
-	if c := context.Cause(ctx); errors.Is(c, errAttemptTimeout) {
-		return errAttemptTimeout
+type notedKey struct{}
+
+// noting is a RoundTripper that notes the URL asked and the answer's
+// status and Retry-After in the request's noted.
+type noting struct{ base http.RoundTripper }
+
+func (n noting) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := n.base.RoundTrip(req)
+	if nt, ok := req.Context().Value(notedKey{}).(*noted); ok {
+		u := *req.URL
+		u.User = nil
+		nt.url = u.String()
+		if resp != nil {
+			nt.status = resp.StatusCode
+			nt.retryAfter = resp.Header.Get("Retry-After")
+		}
 	}
-	return err
+	return resp, err
+}
+
+// classify says what an attempt's failure is and whether it is worth
+// retrying: transport errors, timeouts, 408, 409, 429 and 5xx are, unless
+// the server says the request can never work; other answers are not.
+func (c *Client) classify(ctx context.Context, err error, nt *noted, started bool) *Error {
+	e := &Error{URL: nt.url, Err: err}
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errCallTime):
+		if started {
+			// A long answer from a slow model: generating it again would
+			// take as long.
+			e.Class, e.Err = Timeout, fmt.Errorf("%w (%v; raise timeout in the [llm] section of oxios.toml)", errCallTime, c.cfg.Timeout)
+			return e
+		}
+		e.Class, e.Retry, e.Err = Timeout, true, fmt.Errorf("%w (%v)", errCallTime, c.cfg.Timeout)
+		return e
+	case errors.Is(cause, errFirstToken):
+		e.Class, e.Retry = Timeout, true
+		e.Err = fmt.Errorf("%w (%v)", errFirstToken, c.cfg.FirstToken)
+		if started {
+			e.Err = fmt.Errorf("%w (%v)", errStall, c.cfg.FirstToken)
+		}
+		return e
+	}
+	var api *openai.APIError
+	var rq *openai.RequestError
+	msg := err.Error()
+	switch {
+	case errors.As(err, &api):
+		e.Status, msg = api.HTTPStatusCode, api.Message
+	case errors.As(err, &rq):
+		e.Status = rq.HTTPStatusCode
+		if len(rq.Body) > 0 {
+			msg = strings.TrimSpace(string(rq.Body[:min(len(rq.Body), 300)]))
+		}
+	}
+	if e.Status == 0 && nt.status >= 400 {
+		e.Status = nt.status
+	}
+	if e.Status == 0 {
+		e.Class, e.Retry = Transport, true
+		if errors.Is(err, errEmpty) {
+			e.Class = Server
+		}
+		return e
+	}
+	e.Err = fmt.Errorf("HTTP %d from %s: %s", e.Status, nt.url, msg)
+	if ra := retryAfter(nt.retryAfter, time.Now()); ra > 0 {
+		e.RetryAfter = ra
+	}
+	low := strings.ToLower(msg)
+	switch s := e.Status; {
+	case s == 401 || s == 403:
+		e.Class = Auth
+		e.Err = fmt.Errorf("HTTP %d from %s: %s (the endpoint refused the API key: set key_env in the [llm] section of oxios.toml, or OPENAI_API_KEY)", s, nt.url, msg)
+	case s == 404:
+		e.Class = NotFound
+		e.Err = fmt.Errorf("HTTP 404 from %s: %s (is base_url right, ending in /v1, and does the endpoint serve model %q?)", nt.url, msg, c.cfg.Model)
+	case s == 429:
+		e.Class, e.Retry = RateLimit, true
+	case s == 408 || s == 409:
+		e.Class, e.Retry = Transport, true
+	case s == 400 || s == 413:
+		e.Class = Refused
+		if overflow(low) {
+			e.Class = Overflow
+		}
+	case s >= 500:
+		e.Class, e.Retry = Server, !permanent(s, low)
+		if !e.Retry {
+			e.Class = Refused
+		}
+	default:
+		e.Class = Refused
+	}
+	if e.Retry && e.RetryAfter > c.cfg.MaxRetryAfter && c.cfg.MaxRetryAfter > 0 {
+		e.Retry = false
+		e.Err = fmt.Errorf("%w (the endpoint asks to wait %v before trying again)", e.Err, e.RetryAfter)
+	}
+	return e
+}
+
+// overflow reports whether a refusal says the prompt is longer than the
+// model's context (OpenAI, llama.cpp, vLLM, ollama, Mistral wordings).
+func overflow(msg string) bool {
+	for _, s := range []string{"context_length_exceeded", "maximum context length", "context length", "context size", "context window", "too many tokens", "prompt is too long", "exceeds the available context"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// permanent reports whether a 5xx answer says the request can never work
+// (llama-server without --jinja: "tools param requires --jinja flag").
+func permanent(status int, msg string) bool {
+	if status == 501 || status == 505 {
+		return true
+	}
+	for _, s := range []string{"--jinja", "not supported", "unsupported", "not implemented"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// retryAfter reads a Retry-After header: seconds, or an HTTP date.
+func retryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.ParseFloat(v, 64); err == nil && n >= 0 && n < 1e6 {
+		return time.Duration(n * float64(time.Second))
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+func addUsage(u *openai.Usage, d openai.Usage) {
+	u.PromptTokens += d.PromptTokens
+	u.CompletionTokens += d.CompletionTokens
+	u.TotalTokens += d.TotalTokens
 }
 
 // mergeToolCall folds one streamed fragment of a tool call into calls:
@@ -273,28 +586,6 @@ func mergeToolCall(calls []openai.ToolCall, d openai.ToolCall) []openai.ToolCall
 	}
 	tc.Function.Arguments += d.Function.Arguments
 	return calls
-}
-
-// classify says whether an attempt's failure is worth retrying: transport
-// errors, timeouts, 408, 409, 429 and 5xx are; other answers are not.
-func classify(err error) *Error {
-	var api *openai.APIError
-	var rq *openai.RequestError
-	status := 0
-	switch {
-	case errors.As(err, &api):
-		status = api.HTTPStatusCode
-	case errors.As(err, &rq):
-		status = rq.HTTPStatusCode
-		if rq.Err != nil && len(rq.Body) > 0 {
-			err = fmt.Errorf("%s: %s", rq.HTTPStatus, strings.TrimSpace(string(rq.Body[:min(len(rq.Body), 300)])))
-		}
-	}
-	retry := status == 0 || status == 408 || status == 409 || status == 429 || status >= 500
-	if status != 0 {
-		err = fmt.Errorf("HTTP %d: %w", status, err)
-	}
-	return &Error{Status: status, Retry: retry, Err: err}
 }
 
 func jitter(d time.Duration) time.Duration {

@@ -33,7 +33,7 @@ func TestStreamAssemblesTurn(t *testing.T) {
 		PromptTokens: 120, CompletionTokens: 30,
 	})
 	defer s.Close()
-	turn, err := client(s.URL, nil).Chat(context.Background(), hello, nil)
+	turn, err := client(s.URL, nil).Chat(context.Background(), hello, nil, llm.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestRetryThenSuccess(t *testing.T) {
 	s := llmtest.New(llmtest.Turn{Status: 500, Repeat: 1}, llmtest.Turn{Status: 429}, llmtest.Turn{Content: "ok"})
 	defer s.Close()
 	var ev []llm.Event
-	turn, err := client(s.URL, &ev).Chat(context.Background(), hello, nil)
+	turn, err := client(s.URL, &ev).Chat(context.Background(), hello, nil, llm.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestRetryThenSuccess(t *testing.T) {
 func TestClientErrorNotRetried(t *testing.T) {
 	s := llmtest.New(llmtest.Turn{Status: 400, Error: "model not found: m"})
 	defer s.Close()
-	_, err := client(s.URL, nil).Chat(context.Background(), hello, nil)
+	_, err := client(s.URL, nil).Chat(context.Background(), hello, nil, llm.Options{})
 	var le *llm.Error
 	if !errors.As(err, &le) || le.Status != 400 || le.Retry || !strings.Contains(err.Error(), "model not found") {
 		t.Fatalf("err %v", err)
@@ -88,7 +88,7 @@ func TestBreakerOpensAndRecovers(t *testing.T) {
 	defer s.Close()
 	var ev []llm.Event
 	c := client(s.URL, &ev)
-	_, err := c.Chat(context.Background(), hello, nil)
+	_, err := c.Chat(context.Background(), hello, nil, llm.Options{})
 	if !errors.Is(err, llm.ErrOpen) {
 		t.Fatalf("after 5 failures: %v", err)
 	}
@@ -102,7 +102,7 @@ func TestBreakerOpensAndRecovers(t *testing.T) {
 	}
 	// The next call waits, probes (half-open), fails and re-opens for
 	// longer, ... until the endpoint is back.
-	turn, err := c.Chat(context.Background(), hello, nil)
+	turn, err := c.Chat(context.Background(), hello, nil, llm.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,11 +122,11 @@ func TestBreakerOpensAndRecovers(t *testing.T) {
 }
 
 func TestStallTimesOut(t *testing.T) {
-	s := llmtest.New(llmtest.Turn{Content: "slow", Stall: llmtest.Duration(time.Second)}, llmtest.Turn{Content: "fast"})
+	s := llmtest.New(llmtest.Turn{Content: "slow", Stall: llmtest.Duration(30 * time.Second)}, llmtest.Turn{Content: "fast"})
 	defer s.Close()
 	cfg := llm.DefaultConfig(s.URL, "", "m")
-	cfg.Timeout, cfg.Backoff = 100*time.Millisecond, time.Millisecond
-	turn, err := llm.New(cfg).Chat(context.Background(), hello, nil)
+	cfg.FirstToken, cfg.Backoff = time.Second, time.Millisecond
+	turn, err := llm.New(cfg).Chat(context.Background(), hello, nil, llm.Options{})
 	if err != nil || turn.Content != "fast" || turn.Attempts != 2 {
 		t.Fatalf("turn %+v err %v", turn, err)
 	}
@@ -138,8 +138,191 @@ func TestCancel(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err := client(s.URL, nil).Chat(ctx, hello, nil)
+	_, err := client(s.URL, nil).Chat(ctx, hello, nil, llm.Options{})
 	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 2*time.Second {
 		t.Fatalf("err %v after %v", err, time.Since(start))
+	}
+}
+
+// chatErr calls c once and returns its *llm.Error.
+func chatErr(t *testing.T, c *llm.Client) *llm.Error {
+	t.Helper()
+	_, err := c.Chat(context.Background(), hello, nil, llm.Options{})
+	var le *llm.Error
+	if !errors.As(err, &le) {
+		t.Fatalf("err %v, want an *llm.Error", err)
+	}
+	return le
+}
+
+func TestErrorClasses(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		turn  llmtest.Turn
+		class llm.Class
+		want  []string // in the message
+	}{
+		{"401", llmtest.Turn{Status: 401, Error: "Incorrect API key provided"}, llm.Auth, []string{"HTTP 401", "Incorrect API key", "API key"}},
+		{"403", llmtest.Turn{Status: 403, Error: "forbidden"}, llm.Auth, []string{"HTTP 403"}},
+		{"404", llmtest.Turn{Status: 404, Error: "File Not Found"}, llm.NotFound, []string{"HTTP 404", "/v1/chat/completions", "base_url"}},
+		{"overflow", llmtest.Turn{Status: 400, Error: llmtest.ContextError}, llm.Overflow, []string{"context size"}},
+		{"400", llmtest.Turn{Status: 400, Error: "unknown field foo"}, llm.Refused, []string{"unknown field foo"}},
+		{"jinja", llmtest.Turn{Status: 500, Error: "tools param requires --jinja flag"}, llm.Refused, []string{"--jinja"}},
+		{"501", llmtest.Turn{Status: 501}, llm.Refused, []string{"HTTP 501"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := llmtest.New(tc.turn, llmtest.Turn{Content: "must not be asked"})
+			defer s.Close()
+			var ev []llm.Event
+			c := client(s.URL, &ev)
+			le := chatErr(t, c)
+			if le.Class != tc.class || le.Retry || le.Status != tc.turn.Status {
+				t.Errorf("class %s retry %v status %d, want %s, no retry", le.Class, le.Retry, le.Status, tc.class)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(le.Error(), w) {
+					t.Errorf("%q does not say %q", le.Error(), w)
+				}
+			}
+			if n := len(s.Requests()); n != 1 {
+				t.Errorf("%d requests, want 1: a refusal is not retried", n)
+			}
+			// The endpoint answered: the breaker stays closed.
+			if c.Breaker().State() != llm.Closed || len(ev) != 0 {
+				t.Errorf("breaker %v, events %v", c.Breaker().State(), ev)
+			}
+		})
+	}
+}
+
+func TestURLInTransportError(t *testing.T) {
+	s := llmtest.New()
+	url := s.URL
+	s.Close()
+	cfg := llm.DefaultConfig(url, "", "m")
+	cfg.Retries = 0
+	le := chatErr(t, llm.New(cfg))
+	if le.Class != llm.Transport || !le.Retry || !strings.Contains(le.Error(), "connection refused") {
+		t.Errorf("%v: class %s", le, le.Class)
+	}
+}
+
+func TestRetryAfterHonoured(t *testing.T) {
+	s := llmtest.New(llmtest.Turn{Status: 429, RetryAfter: "1"}, llmtest.Turn{Status: 503, RetryAfter: "0.2"}, llmtest.Turn{Content: "ok"})
+	defer s.Close()
+	var ev []llm.Event
+	c := client(s.URL, &ev)
+	turn, err := c.Chat(context.Background(), hello, nil, llm.Options{})
+	if err != nil || turn.Content != "ok" {
+		t.Fatalf("turn %+v err %v", turn, err)
+	}
+	if len(ev) != 2 || ev[0].Wait != time.Second || ev[1].Wait != 200*time.Millisecond {
+		t.Errorf("waits %+v, want 1s then 200ms as the endpoint asked", ev)
+	}
+	// A rate limit does not count against the breaker: the endpoint is up.
+	if c.Breaker().State() != llm.Closed {
+		t.Errorf("breaker %v", c.Breaker().State())
+	}
+	// An endpoint that asks for more than MaxRetryAfter fails the call.
+	s.Push(llmtest.Turn{Status: 429, RetryAfter: "3600"})
+	le := chatErr(t, c)
+	if le.Retry || !strings.Contains(le.Error(), "wait 1h0m0s") {
+		t.Errorf("%v", le)
+	}
+}
+
+func TestFirstTokenTimeout(t *testing.T) {
+	// Hung before the first token: given up after FirstToken, not after
+	// the call's whole timeout, and tried again.
+	s := llmtest.New(llmtest.Turn{Content: "never", Stall: llmtest.Duration(time.Minute)}, llmtest.Turn{Content: "fast"})
+	defer s.Close()
+	var ev []llm.Event
+	cfg := llm.DefaultConfig(s.URL, "", "m")
+	// Long enough for a loaded machine to answer the fast turn in time.
+	cfg.FirstToken, cfg.Timeout, cfg.Backoff = time.Second, time.Hour, time.Millisecond
+	cfg.Observe = func(e llm.Event) { ev = append(ev, e) }
+	turn, err := llm.New(cfg).Chat(context.Background(), hello, nil, llm.Options{})
+	if err != nil || turn.Content != "fast" || turn.Attempts != 2 {
+		t.Fatalf("turn %+v err %v", turn, err)
+	}
+	if len(ev) != 1 || !strings.Contains(ev[0].Err.Error(), "first-token timeout") {
+		t.Errorf("events %+v", ev)
+	}
+	// Nothing was streamed: nothing is charged for the failed attempt.
+	if turn.Spent.TotalTokens != 0 {
+		t.Errorf("spent %+v", turn.Spent)
+	}
+}
+
+func TestSlowAnswerNotRegenerated(t *testing.T) {
+	// Tokens keep coming, slower than the call's timeout allows: the
+	// answer is kept as far as it came and not asked for again.
+	s := llmtest.New(llmtest.Turn{Content: strings.Repeat("slow words ", 40), Pace: llmtest.Duration(50 * time.Millisecond)}, llmtest.Turn{Content: "again"})
+	defer s.Close()
+	cfg := llm.DefaultConfig(s.URL, "", "m")
+	cfg.FirstToken, cfg.Timeout = 2*time.Second, 600*time.Millisecond
+	var deltas strings.Builder
+	_, err := llm.New(cfg).Chat(context.Background(), hello, nil, llm.Options{OnDelta: func(d string) { deltas.WriteString(d) }})
+	var le *llm.Error
+	if !errors.As(err, &le) || le.Class != llm.Timeout || le.Retry {
+		t.Fatalf("err %v", err)
+	}
+	if le.Partial == "" || le.Partial != deltas.String() || !strings.HasPrefix(le.Partial, "slow words") {
+		t.Errorf("partial %q, deltas %q", le.Partial, deltas.String())
+	}
+	if n := s.Started(); n != 1 {
+		t.Errorf("%d requests, want 1", n)
+	}
+	if le.Spent.CompletionTokens == 0 || le.Spent.PromptTokens == 0 {
+		t.Errorf("the cut answer is not charged: %+v", le.Spent)
+	}
+}
+
+func TestOptionsSentAndModelReported(t *testing.T) {
+	s := llmtest.New(llmtest.Turn{Content: strings.Repeat("x", 400), Model: "qwen2.5-7b-instruct-q4_k_m.gguf", CompletionTokens: 100})
+	defer s.Close()
+	temp := float32(0)
+	turn, err := client(s.URL, nil).Chat(context.Background(), hello, nil, llm.Options{MaxTokens: 10, Temperature: &temp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := s.Requests()[0].Body
+	if req.MaxTokens != 10 || req.Temperature > 1e-6 {
+		t.Errorf("max_tokens %d temperature %v", req.MaxTokens, req.Temperature)
+	}
+	if turn.Model != "qwen2.5-7b-instruct-q4_k_m.gguf" || turn.Finish != "length" || turn.Usage.CompletionTokens != 10 || len(turn.Content) != 40 {
+		t.Errorf("turn model %q finish %q usage %+v content %d bytes", turn.Model, turn.Finish, turn.Usage, len(turn.Content))
+	}
+}
+
+func TestEstimateConservative(t *testing.T) {
+	// 1000 CJK characters: a byte-fallback tokenizer may take 3000 tokens.
+	cjk := strings.Repeat("日本語の文章", 1000/6+1)
+	if n := llm.Estimate(cjk); n < 3*len([]rune(cjk)) {
+		t.Errorf("CJK: %d tokens for %d runes", n, len([]rune(cjk)))
+	}
+	if n := llm.Estimate(strings.Repeat("word ", 100)); n < 125 || n > 200 {
+		t.Errorf("English: %d tokens for 500 bytes", n)
+	}
+}
+
+// TestBreakerProbeLease: a probe that never reports (its run died) does
+// not hold the half-open breaker for ever: after the lease another goes.
+func TestBreakerProbeLease(t *testing.T) {
+	b := llm.NewBreaker(1, time.Second, time.Second)
+	b.ProbeLease = time.Minute
+	now := time.Now()
+	b.Failure(now)
+	if _, ok := b.Allow(now.Add(2 * time.Second)); !ok {
+		t.Fatal("no probe after the cooldown")
+	}
+	if _, ok := b.Allow(now.Add(3 * time.Second)); ok {
+		t.Fatal("a second probe while the first is out")
+	}
+	if _, ok := b.Allow(now.Add(2*time.Second + time.Minute)); !ok {
+		t.Fatal("no probe after the lease")
+	}
+	if !b.Success() || b.State() != llm.Closed {
+		t.Errorf("state %v", b.State())
 	}
 }

@@ -76,7 +76,13 @@ type DaemonRecord struct {
 	Mount        string `json:"mount,omitempty"` // "": no mount
 	Policies     string `json:"policies"`
 	LLM          string `json:"llm,omitempty"` // [llm] base_url
-	Text         string `json:"text"`
+	// LLMCircuit is the state of the daemon's circuit breaker for it
+	// (closed, open, half-open).
+	LLMCircuit string `json:"llm_circuit,omitempty"`
+	// ConfigError is why the config file was refused when it last
+	// changed (the config in force stays), "" if it was not.
+	ConfigError string `json:"config_error,omitempty"`
+	Text        string `json:"text"`
 }
 
 // CheckRecord is the "check" record of ox-status: one check, and what to

@@ -50,6 +50,7 @@ const (
 	RecordRun        = "run"
 	RecordOutput     = "output"
 	RecordMessage    = "message"
+	RecordDelta      = "delta"
 	RecordToolCall   = "tool_call"
 	RecordToolResult = "tool_result"
 	RecordUsage      = "usage"
@@ -86,6 +87,24 @@ type SpawnArgs struct {
 	// Priority orders the runs that wait for admission: higher first,
 	// then first come first served. Default 0.
 	Priority int `json:"priority,omitempty"`
+	// LLM holds the options of an LLM run (ox-spawn --system, --persona,
+	// --continue...), handed to the runner as its options.
+	LLM *LLMArgs `json:"llm,omitempty"`
+}
+
+// LLMArgs are the options of an LLM run beyond its task and model.
+type LLMArgs struct {
+	System  string `json:"system,omitempty"`
+	Persona string `json:"persona,omitempty"`
+	// Continue continues the agent's latest conversation; Conversation
+	// the one of that run.
+	Continue     bool     `json:"continue,omitempty"`
+	Conversation string   `json:"conversation,omitempty"`
+	Temperature  *float64 `json:"temperature,omitempty"`
+	MaxTokens    int      `json:"max_tokens,omitempty"`
+	NoRecall     bool     `json:"no_recall,omitempty"`
+	NoSummary    bool     `json:"no_summary,omitempty"`
+	NoKeep       bool     `json:"no_keep,omitempty"`
 }
 
 // RunRecord is the "run" record: a run as ox-ps shows it.
@@ -272,6 +291,17 @@ type MessageRecord struct {
 	Text  string    `json:"text"`
 }
 
+// DeltaRecord is a piece of the model's answer as it streams; the
+// message record that follows holds the whole answer, so a consumer that
+// keeps messages may skip deltas.
+type DeltaRecord struct {
+	Type  string    `json:"type"` // always "delta"
+	Run   string    `json:"run"`
+	Agent string    `json:"agent"`
+	Time  time.Time `json:"time"`
+	Text  string    `json:"text"`
+}
+
 // ToolCallRecord is a tool call the model made.
 type ToolCallRecord struct {
 	Type      string    `json:"type"` // always "tool_call"
@@ -309,10 +339,13 @@ type UsageRecord struct {
 	PromptTokens     int64     `json:"prompt_tokens"`
 	CompletionTokens int64     `json:"completion_tokens"`
 	RunTokens        int64     `json:"run_tokens"`
-	Cost             float64   `json:"cost"` // the run's, as the kernel priced it
-	Seconds          float64   `json:"seconds"`
-	Attempts         int       `json:"attempts"`
-	Text             string    `json:"text"`
+	// FailedTokens is what attempts of the call that failed used (charged
+	// too): their reported usage, or an estimate for a stream cut short.
+	FailedTokens int64   `json:"failed_tokens,omitempty"`
+	Cost         float64 `json:"cost"` // the run's, as the kernel priced it
+	Seconds      float64 `json:"seconds"`
+	Attempts     int     `json:"attempts"`
+	Text         string  `json:"text"`
 }
 
 // EndpointRecord is a retry of a model call or a change of the circuit

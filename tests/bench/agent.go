@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/oxios/oxios/pkg/agent"
@@ -84,6 +86,34 @@ func benchAgent(dir string) {
 	n := time.Duration(turns * runs)
 	reportMs("baseline: test server's own time per turn", busy/n, 0, "")
 	reportMs("runner overhead per turn, in-process", (wall-busy)/n, 0, "<= 1 ms")
+
+	// Streaming: from the server's first token (written and flushed) to
+	// the runner's first delta record (marshalled, as it goes out).
+	const answers = 200
+	lat := make([]time.Duration, 0, answers)
+	s := llmtest.New(llmtest.Turn{Content: strings.Repeat("streamed words ", 20), Pace: llmtest.Duration(time.Millisecond), Repeat: -1})
+	for i := 0; i < answers; i++ {
+		var first time.Time
+		cfg := llm.DefaultConfig(s.URL, "", "bench")
+		r := agent.New(agent.Config{Agent: "bench", Run: "r", Model: "bench", Task: "say something", Recall: -1, NoSummary: true, Stream: true,
+			Emit: func(rec any) {
+				b := agent.Marshal(rec)
+				if _, ok := rec.(*proto.DeltaRecord); ok && first.IsZero() && len(b) > 0 {
+					first = time.Now()
+				}
+			}}, nopKernel{}, llm.New(cfg))
+		_, err := r.Run(context.Background())
+		check(err)
+		q := s.Requests()[i]
+		if first.IsZero() || q.FirstToken.IsZero() {
+			fatal(fmt.Errorf("agent bench: no delta, or no first token"))
+		}
+		lat = append(lat, first.Sub(q.FirstToken))
+	}
+	s.Close()
+	slices.Sort(lat)
+	reportMs("first delta after the server's first token, p50", lat[answers/2], 0, "<= 1 ms")
+	reportMs("first delta after the server's first token, p99", lat[answers*99/100], 0, "")
 
 	// End to end: ox-agent under oxiosd. The per-turn figure is the
 	// difference between a 20-turn and a 1-turn run, so the runner's

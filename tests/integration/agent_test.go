@@ -197,34 +197,49 @@ func TestAgentSelfCorrects(t *testing.T) {
 
 func TestAgentBudgetExhausted(t *testing.T) {
 	d, s := llmDaemon(t, "",
-		llmtest.Turn{ToolCalls: []llmtest.Call{call("state_list", `{}`)}, PromptTokens: 900, CompletionTokens: 300},
+		llmtest.Turn{Content: "what was paid for", ToolCalls: []llmtest.Call{call("state_list", `{}`)}, PromptTokens: 1900, CompletionTokens: 300},
 		llmtest.Turn{Content: "never asked"},
 	)
-	if r := d.ox("", "ox-budget", "set", "-a", "ops", "--run-tokens", "1000"); r.code != 0 {
+	if r := d.ox("", "ox-budget", "set", "-a", "ops", "--run-tokens", "2000"); r.code != 0 {
 		t.Fatalf("ox-budget set: %d %s", r.code, r.stderr)
 	}
 	r := d.ox("", "ox-spawn", "-a", "ops", "spend")
-	if r.code != 1 {
-		t.Fatalf("over budget: exit %d, want 1\n%s%s", r.code, r.stdout, r.stderr)
+	if r.code != 3 {
+		t.Fatalf("over budget: exit %d, want 3\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	recs := records(t, r.stdout)
 	e := ofType(recs, "error")
 	if len(e) != 1 || e[0]["code"] != "EDQUOT" || !strings.Contains(e[0]["text"].(string), "budget") {
 		t.Fatalf("error records %v", e)
 	}
+	// What was spent, not "0 used + 2200 asked".
+	if txt := e[0]["text"].(string); !strings.Contains(txt, "this call used 2200 tokens") || !strings.Contains(txt, "tokens: 2200 used of 2000") || strings.Contains(txt, "asked") {
+		t.Errorf("error text %q", txt)
+	}
+	// The answer was paid for: it is on the record.
+	shown := false
+	for _, m := range ofType(recs, "message") {
+		shown = shown || m["role"] == "assistant" && m["text"] == "what was paid for"
+	}
+	if !shown {
+		t.Errorf("the paid answer is not shown")
+	}
 	if n := len(s.Requests()); n != 1 {
 		t.Errorf("%d model calls, want 1 (the run ends when a charge passes the budget)", n)
+	}
+	if mt := s.Requests()[0].Body.MaxTokens; mt <= 0 || mt >= 2000 {
+		t.Errorf("max_tokens %d: want the run's budget left after the prompt", mt)
 	}
 	au := d.ox("", "ox-audit", "log", "--op", "budget.charge")
 	if !strings.Contains(au.stdout, "EDQUOT") {
 		t.Errorf("the refused charge is not audited: %s", au.stdout)
 	}
-	// The agent's total: a budget of 1000 tokens for the agent refuses the
+	// The agent's total: a budget of 2500 tokens for the agent refuses the
 	// next run's first call at its check, before the endpoint is asked.
-	d.ox("", "ox-budget", "set", "-a", "ops", "--tokens", "1300", "--run-tokens", "0")
+	d.ox("", "ox-budget", "set", "-a", "ops", "--tokens", "2500", "--run-tokens", "0")
 	n := len(s.Requests())
 	r = d.ox("", "ox-spawn", "-a", "ops", "spend more")
-	if r.code != 1 || !strings.Contains(r.stdout, `"code":"EDQUOT"`) {
+	if r.code != 3 || !strings.Contains(r.stdout, `"code":"EDQUOT"`) {
 		t.Fatalf("second run: %d %s %s", r.code, r.stdout, r.stderr)
 	}
 	if len(s.Requests()) != n {
@@ -236,8 +251,8 @@ func TestAgentCircuitBreaker(t *testing.T) {
 	d, s := llmDaemon(t, "", llmtest.Turn{Status: 500, Error: "upstream exploded", Repeat: -1})
 	start := time.Now()
 	r := d.ox("", "ox-spawn", "-a", "ops", "anything")
-	if r.code != 1 {
-		t.Fatalf("exit %d, want 1\n%s%s", r.code, r.stdout, r.stderr)
+	if r.code != 4 {
+		t.Fatalf("exit %d, want 4 (the endpoint failed)\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	recs := records(t, r.stdout)
 	var events []string

@@ -32,10 +32,18 @@ type Turn struct {
 	// body carrying Error.
 	Status int    `json:"status,omitempty"`
 	Error  string `json:"error,omitempty"`
+	// RetryAfter, if set, is sent as the Retry-After header of an error
+	// answer ("2", or an HTTP date).
+	RetryAfter string `json:"retry_after,omitempty"`
 	// Delay is waited before the answer starts; Stall after its first
-	// chunk (a stream that stops in the middle).
+	// chunk, which carries only the role (a server hung before the first
+	// token); Pace between two pieces of the text (a slow model).
 	Delay Duration `json:"delay,omitempty"`
 	Stall Duration `json:"stall,omitempty"`
+	Pace  Duration `json:"pace,omitempty"`
+	// Model is the model the answer says answered (default: the one
+	// asked).
+	Model string `json:"model,omitempty"`
 	// Repeat makes the turn answer this many requests (0 and 1: one; -1:
 	// every request from then on).
 	Repeat int `json:"repeat,omitempty"`
@@ -74,6 +82,9 @@ type Request struct {
 	Body   openai.ChatCompletionRequest
 	Status int           // what it was answered
 	Took   time.Duration // the server's own time, delays included
+	// FirstToken is when the first piece of text was written and
+	// flushed (zero if none was).
+	FirstToken time.Time
 }
 
 // Server is a scripted endpoint. Its base URL (ending in /v1) is URL.
@@ -88,7 +99,20 @@ type Server struct {
 	busy time.Duration
 	n    int
 	got  int // requests begun
+	ctx  int // the context window in (estimated) tokens; 0: none
 }
+
+// SetContext makes the server refuse, as llama-server does (HTTP 400),
+// any request whose prompt is longer than n tokens, estimated as the
+// usage it reports is; the refusal takes no turn of the script.
+func (s *Server) SetContext(n int) {
+	s.mu.Lock()
+	s.ctx = n
+	s.mu.Unlock()
+}
+
+// ContextError is the message of a refusal for a prompt too long.
+const ContextError = "the request exceeds the available context size, try increasing it"
 
 // New starts a server on a loopback port with a script.
 func New(turns ...Turn) *Server {
@@ -214,6 +238,14 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		apiError(w, status, "invalid_request_error", "request body: "+err.Error())
 		return
 	}
+	s.mu.Lock()
+	window := s.ctx
+	s.mu.Unlock()
+	if window > 0 && promptTokens(body) > window {
+		status = http.StatusBadRequest
+		apiError(w, status, "exceed_context_size_error", ContextError)
+		return
+	}
 	t, ok := s.next()
 	if !ok {
 		status = http.StatusBadRequest
@@ -233,6 +265,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		if msg == "" {
 			msg = http.StatusText(t.Status)
 		}
+		if t.RetryAfter != "" {
+			w.Header().Set("Retry-After", t.RetryAfter)
+		}
 		apiError(w, status, "server_error", msg)
 		return
 	}
@@ -242,7 +277,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	usage := openai.Usage{PromptTokens: t.PromptTokens, CompletionTokens: t.CompletionTokens}
 	if usage.PromptTokens == 0 {
-		usage.PromptTokens = max(1, len(body)/4)
+		usage.PromptTokens = promptTokens(body)
 	}
 	if usage.CompletionTokens == 0 {
 		n := len(t.Content)
@@ -251,10 +286,23 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		}
 		usage.CompletionTokens = max(1, n/4)
 	}
-	usage.TotalTokens = usage.PromptTokens + usage.CompletionTokens
 	finish := openai.FinishReasonStop
 	if len(t.ToolCalls) > 0 {
 		finish = openai.FinishReasonToolCalls
+	}
+	if mt := req.MaxTokens; mt > 0 && usage.CompletionTokens > mt {
+		// As a real server does: the answer stops at max_tokens.
+		keep := len(t.Content) * mt / usage.CompletionTokens
+		for keep > 0 && keep < len(t.Content) && !isRuneStart(t.Content[keep]) {
+			keep--
+		}
+		t.Content, t.ToolCalls = t.Content[:keep], nil
+		usage.CompletionTokens, finish = mt, openai.FinishReasonLength
+	}
+	usage.TotalTokens = usage.PromptTokens + usage.CompletionTokens
+	model := req.Model
+	if t.Model != "" {
+		model = t.Model
 	}
 	if !req.Stream {
 		msg := openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, Content: t.Content}
@@ -264,16 +312,19 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		}
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(openai.ChatCompletionResponse{ID: id, Object: "chat.completion", Created: time.Now().Unix(),
-			Model: req.Model, Choices: []openai.ChatCompletionChoice{{Message: msg, FinishReason: finish}}, Usage: usage})
+			Model: model, Choices: []openai.ChatCompletionChoice{{Message: msg, FinishReason: finish}}, Usage: usage})
 		return
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	fl, _ := w.(http.Flusher)
 	send := func(ch openai.ChatCompletionStreamResponse) {
-		ch.ID, ch.Object, ch.Created, ch.Model = id, "chat.completion.chunk", time.Now().Unix(), req.Model
+		ch.ID, ch.Object, ch.Created, ch.Model = id, "chat.completion.chunk", time.Now().Unix(), model
 		b, _ := json.Marshal(ch)
 		fmt.Fprintf(w, "data: %s\n\n", b)
+		if t.Pace > 0 && fl != nil {
+			fl.Flush()
+		}
 	}
 	delta := func(d openai.ChatCompletionStreamChoiceDelta) openai.ChatCompletionStreamResponse {
 		return openai.ChatCompletionStreamResponse{Choices: []openai.ChatCompletionStreamChoice{{Delta: d}}}
@@ -289,8 +340,23 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	for _, piece := range pieces(t.Content, 16) {
+	for i, piece := range pieces(t.Content, 16) {
+		if t.Pace > 0 && i > 0 {
+			select {
+			case <-time.After(time.Duration(t.Pace)):
+			case <-r.Context().Done():
+				return
+			}
+		}
 		send(delta(openai.ChatCompletionStreamChoiceDelta{Content: piece}))
+		if i == 0 {
+			if fl != nil {
+				fl.Flush()
+			}
+			s.mu.Lock()
+			s.reqs[idx].FirstToken = time.Now()
+			s.mu.Unlock()
+		}
 	}
 	for i, c := range t.ToolCalls {
 		idx := i
@@ -310,6 +376,10 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		fl.Flush()
 	}
 }
+
+// promptTokens is the usage the server reports for a request body when the
+// script does not say: 4 bytes a token.
+func promptTokens(body []byte) int { return max(1, len(body)/4) }
 
 // pieces cuts s in pieces of about n bytes, on rune boundaries, as a
 // model's stream would.

@@ -1,0 +1,135 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+// Conversations: a run's conversation is kept in its agent's state under
+// conversations/RUN (so it is versioned, listed with `ox-state list
+// conversations/` and removed with `ox-state rm`), and a later run may
+// continue it (ox-spawn --continue).
+
+// ConversationPrefix is where an agent's conversations are kept.
+const ConversationPrefix = "conversations/"
+
+// maxConversation bounds a kept conversation (bytes of JSON); the oldest
+// turns go first.
+const maxConversation = 1 << 20
+
+// Conversation is what is kept of a run's conversation.
+type Conversation struct {
+	Run      string                         `json:"run"`
+	Agent    string                         `json:"agent"`
+	Model    string                         `json:"model,omitempty"`
+	Persona  string                         `json:"persona,omitempty"`
+	Saved    time.Time                      `json:"saved"`
+	Messages []openai.ChatCompletionMessage `json:"messages"`
+}
+
+// LoadConversation returns conversation id of the agent, or its latest
+// when id is "".
+func LoadConversation(ctx context.Context, k Kernel, id string) (*Conversation, error) {
+	if id == "" {
+		recs, err := k.StateList(ctx, ConversationPrefix)
+		if err != nil {
+			return nil, err
+		}
+		var last proto.StateRecord
+		for _, r := range recs {
+			if last.Key == "" || r.Modified.After(last.Modified) {
+				last = r
+			}
+		}
+		if last.Key == "" {
+			return nil, proto.Errorf(proto.ENOENT, "no conversation to continue: this agent has none kept yet (a run keeps its conversation unless --no-keep)")
+		}
+		id = strings.TrimPrefix(last.Key, ConversationPrefix)
+	}
+	if strings.ContainsAny(id, "/ \t\n") || id == "" {
+		return nil, proto.Errorf(proto.EINVAL, "conversation %q: want a run id such as r-12", id)
+	}
+	b, err := k.StateLoad(ctx, ConversationPrefix+id)
+	if err != nil {
+		var pe *proto.Error
+		if errors.As(err, &pe) && pe.Code == proto.ENOENT {
+			return nil, proto.Errorf(proto.ENOENT, "no conversation %q (ox-state list -a AGENT %s lists them)", id, ConversationPrefix)
+		}
+		return nil, err
+	}
+	c := &Conversation{}
+	if err := json.Unmarshal(b, c); err != nil {
+		return nil, proto.Errorf(proto.EINVAL, "conversation %q is not one ox-agent kept: %v", id, err)
+	}
+	return c, nil
+}
+
+// SaveConversation keeps msgs as the conversation of run.
+func SaveConversation(ctx context.Context, k Kernel, c *Conversation) error {
+	c.Messages = whole(c.Messages)
+	b, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	if len(b) > maxConversation {
+		// Drop the oldest turns until what is left fits: sized one
+		// message at a time, marshalled once more at the end.
+		over := len(b) - maxConversation
+		for over > 0 {
+			n, ok := dropOldest(c)
+			if !ok {
+				break
+			}
+			over -= n
+		}
+		if b, err = json.Marshal(c); err != nil {
+			return err
+		}
+	}
+	return k.StateSave(ctx, ConversationPrefix+c.Run, b)
+}
+
+// whole drops a last answer whose tool calls have no results (the run
+// ended before they ran): an endpoint refuses such a conversation.
+func whole(msgs []openai.ChatCompletionMessage) []openai.ChatCompletionMessage {
+	if n := len(msgs); n > 0 && len(msgs[n-1].ToolCalls) > 0 {
+		m := msgs[n-1]
+		m.ToolCalls = nil
+		if m.Content == "" {
+			return msgs[:n-1]
+		}
+		return append(msgs[:n-1:n-1], m)
+	}
+	return msgs
+}
+
+// dropOldest removes the oldest turn after the first system prompts and
+// task; it returns the bytes of JSON that took, and whether there was one.
+func dropOldest(c *Conversation) (int, bool) {
+	i := 0
+	for i < len(c.Messages) && c.Messages[i].Role == openai.ChatMessageRoleSystem {
+		i++
+	}
+	i++ // the first task
+	if i >= len(c.Messages)-1 {
+		return 0, false
+	}
+	j := i + 1
+	for j < len(c.Messages) && c.Messages[j].Role == openai.ChatMessageRoleTool {
+		j++
+	}
+	n := 0
+	for _, m := range c.Messages[i:j] {
+		b, _ := json.Marshal(m)
+		n += len(b) + 1
+	}
+	c.Messages = append(c.Messages[:i], c.Messages[j:]...)
+	return n, true
+}
