@@ -51,7 +51,7 @@ const eventQueue = 8192
 // "lost" record with the count and goes on.
 func (k *Kernel) Events(ctx context.Context, c *Cred, a proto.EventsArgs, raw []byte, emit func(rec any) error, flush func() error) error {
 	if a.Agent != "" {
-		if err := k.gate(&call{op: proto.OpEvents, c: c, agent: a.Agent, raw: raw}); err != nil {
+		if err := k.gate(call{op: proto.OpEvents, c: c, agent: a.Agent, raw: raw}); err != nil {
 			return err
 		}
 	}

@@ -57,7 +57,7 @@ func (k *Kernel) Exec(ctx context.Context, c *Cred, a proto.ExecArgs, raw []byte
 		k.auditDenied(c, proto.OpExec, target, raw, err.Code)
 		return proto.ExecRecord{}, err
 	}
-	if err := k.gate(&call{op: proto.OpExec, c: c, agent: a.Agent, raw: raw, target: execTarget(a.Agent, a.Argv, a.Command, "")}); err != nil {
+	if err := k.gate(call{op: proto.OpExec, c: c, agent: a.Agent, raw: raw, target: execTarget(a.Agent, a.Argv, a.Command, "")}); err != nil {
 		return proto.ExecRecord{}, err
 	}
 	p, err := k.policyOf(a.Agent)

@@ -44,7 +44,7 @@ func (k *Kernel) MayAct(c *Cred, agent string) error {
 // so that the refusal comes at open(2), not at a later close. A refusal is
 // audited like the save's would be.
 func (k *Kernel) MayWrite(c *Cred, agent, key string) error {
-	if err := k.gate(k.writeCall(c, proto.OpStateSave, agent, key, 0, nil)); err != nil {
+	if err := k.gate(writeCall(c, proto.OpStateSave, agent, key, 0, nil)); err != nil {
 		return err
 	}
 	return nil
@@ -127,7 +127,7 @@ func (k *Kernel) submitChange(c *Cred, op string, ch *state.Change, raw []byte, 
 	if ch.Delete {
 		size = -1
 	}
-	if err := k.gate(k.writeCall(c, op, ch.Agent, ch.Key, size, raw)); err != nil {
+	if err := k.gate(writeCall(c, op, ch.Agent, ch.Key, size, raw)); err != nil {
 		return failed(err)
 	}
 	t := &tx{
@@ -153,7 +153,7 @@ func (k *Kernel) submitChange(c *Cred, op string, ch *state.Change, raw []byte, 
 // caller must not change), with the key's record. Like state.load, a read
 // is not audited and a refusal is.
 func (k *Kernel) StateOpen(ctx context.Context, c *Cred, agent, key string) (*os.File, []byte, proto.StateRecord, error) {
-	if err := k.gate(k.readCall(c, agent, key, nil)); err != nil {
+	if err := k.gate(readCall(c, agent, key, nil)); err != nil {
 		return nil, nil, proto.StateRecord{}, err
 	}
 	k.flights.waitKey(agent, key)

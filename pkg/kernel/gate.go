@@ -7,7 +7,18 @@ import (
 	"github.com/oxios/oxios/pkg/proto"
 )
 
-// call is one call of a syscall as the gate sees it.
+// policyAsk is what a call asks of the agent's policy.
+type policyAsk uint8
+
+const (
+	askNone  policyAsk = iota
+	askRead            // read key
+	askWrite           // write key at size (< 0: delete it)
+	askList            // list keys
+)
+
+// call is one call of a syscall as the gate sees it. It is passed by
+// value: the gate runs on every state.load, and costs no allocation.
 type call struct {
 	op    string
 	c     *Cred
@@ -17,9 +28,10 @@ type call struct {
 	// target, when set, is the audit target of a refusal instead of
 	// agent:key (an exec's command, a fetch's URL).
 	target string
-	// policy, when set, asks the agent's policy; a caller it does not
-	// bind (the admin) skips it.
-	policy func(*policy.Policy) error
+	// policy is what the call asks of the agent's policy, if anything; a
+	// caller it does not bind (the admin) skips it. size is a write's.
+	policy policyAsk
+	size   int64
 }
 
 // gate is the one way into a syscall: it runs a call through the checks
@@ -29,18 +41,10 @@ type call struct {
 // agent's policy. A refusal is audited with its code and returned; what
 // passes goes on to the method's work, whose changes the committer makes
 // durable, audits and publishes.
-func (k *Kernel) gate(cl *call) *proto.Error {
+func (k *Kernel) gate(cl call) *proto.Error {
 	rule := keyNone
 	if sc := syscalls[cl.op]; sc != nil {
 		rule = sc.Key
-	}
-	tgt := cl.target
-	switch {
-	case tgt != "":
-	case rule != keyNone || cl.key != "":
-		tgt = target(cl.agent, cl.key)
-	default:
-		tgt = cl.agent
 	}
 	err := proto.CheckAgent(cl.agent)
 	if err == nil {
@@ -50,11 +54,34 @@ func (k *Kernel) gate(cl *call) *proto.Error {
 		err = k.allowed(cl.c, cl.agent)
 	}
 	if err != nil {
-		k.auditDenied(cl.c, cl.op, strings.ToValidUTF8(tgt, "?"), cl.raw, err.Code)
+		k.auditDenied(cl.c, cl.op, strings.ToValidUTF8(cl.auditTarget(rule), "?"), cl.raw, err.Code)
 		return err
 	}
-	if cl.policy != nil {
-		return k.permit(cl.c, cl.agent, cl.op, tgt, cl.raw, cl.policy)
+	if cl.policy == askNone || cl.c.Admin {
+		return nil
 	}
-	return nil
+	agent, key, size, ask := cl.agent, cl.key, cl.size, cl.policy
+	return k.enforce(cl.c, agent, cl.op, cl.auditTarget(rule), cl.raw, func(p *policy.Policy) error {
+		switch ask {
+		case askRead:
+			return p.CheckStateRead(key)
+		case askList:
+			return p.CheckStateList()
+		}
+		total, old := k.state.Usage(agent, key)
+		return p.CheckStateWrite(key, total-old+max(size, 0))
+	})
+}
+
+// auditTarget is the target of the call's audit entry, made only for a
+// refusal or a policy check: the common call, an admin's load, builds no
+// string.
+func (cl *call) auditTarget(rule keyRule) string {
+	switch {
+	case cl.target != "":
+		return cl.target
+	case rule != keyNone || cl.key != "":
+		return target(cl.agent, cl.key)
+	}
+	return cl.agent
 }

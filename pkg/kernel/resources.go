@@ -17,7 +17,7 @@ import (
 // second while it runs, and an idle oxiosd reads nothing.
 func (k *Kernel) Resources(ctx context.Context, c *Cred, a proto.ResourcesArgs, raw []byte) (proto.ResourcesRecord, error) {
 	if a.Agent != "" {
-		if err := k.gate(&call{op: proto.OpResources, c: c, agent: a.Agent, raw: raw}); err != nil {
+		if err := k.gate(call{op: proto.OpResources, c: c, agent: a.Agent, raw: raw}); err != nil {
 			return proto.ResourcesRecord{}, err
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/oxios/oxios/pkg/audit"
-	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/state"
 )
@@ -18,12 +17,12 @@ func (k *Kernel) StateSave(ctx context.Context, c *Cred, a proto.StateSaveArgs, 
 	if perr != nil {
 		// The caller and the key come first, as for any call: a refusal
 		// of them is what the log must show.
-		if err := k.gate(&call{op: proto.OpStateSave, c: c, agent: a.Agent, key: a.Key, raw: raw}); err != nil {
+		if err := k.gate(call{op: proto.OpStateSave, c: c, agent: a.Agent, key: a.Key, raw: raw}); err != nil {
 			return proto.StateRecord{}, err
 		}
 		return proto.StateRecord{}, perr
 	}
-	if err := k.gate(k.writeCall(c, proto.OpStateSave, a.Agent, a.Key, int64(len(value)), raw)); err != nil {
+	if err := k.gate(writeCall(c, proto.OpStateSave, a.Agent, a.Key, int64(len(value)), raw)); err != nil {
 		return proto.StateRecord{}, err
 	}
 	return k.change(ctx, c, proto.OpStateSave, raw, &state.Change{Agent: a.Agent, Key: a.Key, Value: value})
@@ -31,7 +30,7 @@ func (k *Kernel) StateSave(ctx context.Context, c *Cred, a proto.StateSaveArgs, 
 
 // StateDelete removes a key.
 func (k *Kernel) StateDelete(ctx context.Context, c *Cred, a proto.StateArgs, raw []byte) (proto.StateRecord, error) {
-	if err := k.gate(k.writeCall(c, proto.OpStateDelete, a.Agent, a.Key, -1, raw)); err != nil {
+	if err := k.gate(writeCall(c, proto.OpStateDelete, a.Agent, a.Key, -1, raw)); err != nil {
 		return proto.StateRecord{}, err
 	}
 	return k.change(ctx, c, proto.OpStateDelete, raw, &state.Change{Agent: a.Agent, Key: a.Key, Delete: true})
@@ -49,7 +48,7 @@ func (k *Kernel) change(ctx context.Context, c *Cred, op string, raw []byte, ch 
 
 // StateLoad returns a key's value and record.
 func (k *Kernel) StateLoad(ctx context.Context, c *Cred, a proto.StateArgs, raw []byte) ([]byte, proto.StateRecord, error) {
-	if err := k.gate(k.readCall(c, a.Agent, a.Key, raw)); err != nil {
+	if err := k.gate(readCall(c, a.Agent, a.Key, raw)); err != nil {
 		return nil, proto.StateRecord{}, err
 	}
 	k.flights.wait(a.Agent)
@@ -62,8 +61,7 @@ func (k *Kernel) StateLoad(ctx context.Context, c *Cred, a proto.StateArgs, raw 
 
 // StateList calls emit with the record of each key at or below prefix.
 func (k *Kernel) StateList(ctx context.Context, c *Cred, a proto.StateListArgs, raw []byte, emit func(*proto.StateRecord) error) error {
-	if err := k.gate(&call{op: proto.OpStateList, c: c, agent: a.Agent, key: a.Prefix, raw: raw,
-		policy: func(p *policy.Policy) error { return p.CheckStateList() }}); err != nil {
+	if err := k.gate(call{op: proto.OpStateList, c: c, agent: a.Agent, key: a.Prefix, raw: raw, policy: askList}); err != nil {
 		return err
 	}
 	k.flights.wait(a.Agent)
@@ -88,7 +86,7 @@ func (k *Kernel) StateList(ctx context.Context, c *Cred, a proto.StateListArgs, 
 
 // StateStat returns a key's record without its value.
 func (k *Kernel) StateStat(ctx context.Context, c *Cred, agent, key string) (proto.StateRecord, error) {
-	if err := k.gate(&call{op: proto.OpStateLoad, c: c, agent: agent, key: key}); err != nil {
+	if err := k.gate(call{op: proto.OpStateLoad, c: c, agent: agent, key: key}); err != nil {
 		return proto.StateRecord{}, err
 	}
 	if r := k.readable(c, agent); r != nil && !r(key) {
@@ -126,17 +124,13 @@ func (k *Kernel) Agents(ctx context.Context, c *Cred) []string {
 
 // writeCall is the call of a save (or, size < 0, a delete) of key: the
 // agent's policy must allow writing it at the size the state would have.
-func (k *Kernel) writeCall(c *Cred, op, agent, key string, size int64, raw []byte) *call {
-	return &call{op: op, c: c, agent: agent, key: key, raw: raw, policy: func(p *policy.Policy) error {
-		total, old := k.state.Usage(agent, key)
-		return p.CheckStateWrite(key, total-old+max(size, 0))
-	}}
+func writeCall(c *Cred, op, agent, key string, size int64, raw []byte) call {
+	return call{op: op, c: c, agent: agent, key: key, raw: raw, policy: askWrite, size: size}
 }
 
 // readCall is the call of a read of key, which the policy must allow.
-func (k *Kernel) readCall(c *Cred, agent, key string, raw []byte) *call {
-	return &call{op: proto.OpStateLoad, c: c, agent: agent, key: key, raw: raw,
-		policy: func(p *policy.Policy) error { return p.CheckStateRead(key) }}
+func readCall(c *Cred, agent, key string, raw []byte) call {
+	return call{op: proto.OpStateLoad, c: c, agent: agent, key: key, raw: raw, policy: askRead}
 }
 
 // readable returns, for a caller bound by agent's policy, which keys it

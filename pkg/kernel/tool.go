@@ -55,7 +55,7 @@ func (k *Kernel) ToolRun(ctx context.Context, c *Cred, a proto.ToolRunArgs, raw 
 		k.auditDenied(c, proto.OpToolRun, target, raw, err.Code)
 		return proto.ToolRecord{}, err
 	}
-	if err := k.gate(&call{op: proto.OpToolRun, c: c, agent: a.Agent, raw: raw, target: toolTarget(a.Agent, a.Tool, "")}); err != nil {
+	if err := k.gate(call{op: proto.OpToolRun, c: c, agent: a.Agent, raw: raw, target: toolTarget(a.Agent, a.Tool, "")}); err != nil {
 		return proto.ToolRecord{}, err
 	}
 	if !wasm.ValidName(a.Tool) {

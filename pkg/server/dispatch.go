@@ -119,18 +119,22 @@ func (c *conn) call(ctx context.Context, sc *kernel.Syscall, req *proto.Request)
 			res, err = nil, proto.Errorf(proto.EIO, "internal error serving %s (logged by oxiosd)", req.Op)
 		}
 	}()
-	return sc.Serve(c.s.k, ctx, c.cred, &kernel.Request{Op: req.Op, Args: req.Args, Out: out{c, req.ID}})
+	r := &call{c: c, id: req.ID}
+	r.Request = kernel.Request{Op: req.Op, Args: req.Args, Out: r}
+	return sc.Serve(c.s.k, ctx, c.cred, &r.Request)
 }
 
-// out is where the items of request id go: the kernel.Out of a call.
-type out struct {
+// call is one request in flight: the kernel.Request of it, and its Out,
+// where its items go (one allocation for both).
+type call struct {
+	kernel.Request
 	c  *conn
 	id uint64
 }
 
-func (o out) Item(rec []byte) error   { return o.c.sendItem(o.id, rec) }
-func (o out) Flush()                  { o.c.flush() }
-func (o out) Follow() context.Context { return o.c.follow }
+func (r *call) Item(rec []byte) error   { return r.c.sendItem(r.id, rec) }
+func (r *call) Flush()                  { r.c.flush() }
+func (r *call) Follow() context.Context { return r.c.follow }
 
 func (c *conn) reply(id uint64, res []byte, err error) {
 	c.wmu.Lock()

@@ -1,0 +1,80 @@
+package server_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/oxios/oxios/pkg/client"
+	"github.com/oxios/oxios/pkg/config"
+	"github.com/oxios/oxios/pkg/kernel"
+	"github.com/oxios/oxios/pkg/server"
+)
+
+// benchServer is a kernel and its server on a temp dir, and a client.
+func benchServer(b *testing.B) *client.Client {
+	dir := b.TempDir()
+	cfg := config.Default()
+	cfg.Data = filepath.Join(dir, "data")
+	cfg.Socket = filepath.Join(dir, "s.sock")
+	cfg.NoMount = true
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	k, err := kernel.New(cfg, log)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ln, err := net.Listen("unix", cfg.Socket)
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := newServer(k, log)
+	go srv.Serve(ln)
+	b.Cleanup(func() {
+		srv.Shutdown(context.Background())
+		k.Close()
+	})
+	c, err := client.Dial(context.Background(), cfg.Socket)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	return c
+}
+
+func newServer(k *kernel.Kernel, log *slog.Logger) *server.Server {
+	return server.New(context.Background(), k, log)
+}
+
+// BenchmarkStateLoad: one state.load round trip over the socket.
+func BenchmarkStateLoad(b *testing.B) {
+	c := benchServer(b)
+	ctx := context.Background()
+	if _, err := c.StateSave(ctx, "bench", "v100", []byte(strings.Repeat("x", 100))); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if _, _, err := c.StateLoad(ctx, "bench", "v100"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkStateSave: one durable state.save round trip.
+func BenchmarkStateSave(b *testing.B) {
+	c := benchServer(b)
+	ctx := context.Background()
+	v := []byte(strings.Repeat("x", 100))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := c.StateSave(ctx, "bench", "k", v); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
