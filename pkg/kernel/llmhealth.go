@@ -78,7 +78,7 @@ func (k *Kernel) LLMState() string {
 
 // LLMGate is llm.gate: may a model call go now, or how did one go.
 func (k *Kernel) LLMGate(ctx context.Context, c *Cred, a proto.LLMGateArgs, raw []byte) (proto.LLMGateRecord, error) {
-	if err := k.gate(&call{op: proto.OpLLMGate, c: c, agent: a.Agent, raw: raw}); err != nil {
+	if err := k.gate(call{op: proto.OpLLMGate, c: c, agent: a.Agent, raw: raw}); err != nil {
 		return proto.LLMGateRecord{}, err
 	}
 	if a.Endpoint == "" || len(a.Endpoint) > 2048 {
