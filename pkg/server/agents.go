@@ -47,11 +47,14 @@ func serveAgentRemove(ctx context.Context, c *conn, req *proto.Request) ([]byte,
 	return marshal(&rec)
 }
 
-// agentReads are the ops that read an agent (or, exec and tool.run, would
-// bring it into being as a side effect): asked of an agent that does not
-// exist, each answers the same ENOENT (proto.NoAgent). Writes (state.save,
-// mem.remember) and run.spawn create an agent; version.* and audit.log
-// still read a removed agent's history; events.subscribe may wait for one.
+// agentReads are the ops that read an agent: asked of an agent that does
+// not exist, each answers the same ENOENT (proto.NoAgent). Writes
+// (state.save, mem.remember) and run.spawn create an agent; version.* and
+// audit.log still read a removed agent's history; events.subscribe may wait
+// for one. exec and tool.run are not here: their policy check, and the
+// audit entry of a refusal, must come first (an attack on an agent that
+// does not exist yet is still on the log); the kernel's gate should order
+// them.
 var agentReads = map[string]bool{
 	proto.OpStateList:    true,
 	proto.OpMemRecall:    true,
@@ -61,8 +64,6 @@ var agentReads = map[string]bool{
 	proto.OpScheduleList: true,
 	proto.OpBudgetShow:   true,
 	proto.OpPolicyShow:   true,
-	proto.OpExec:         true,
-	proto.OpToolRun:      true,
 }
 
 // agentExists answers ENOENT for a request of agentReads naming an agent
