@@ -8,7 +8,7 @@
 set -euo pipefail
 
 bindir=$(cd "${1:-bin}" && pwd)
-for b in oxiosd ox-state ox-audit ox-commit ox-events ox-remember ox-recall ox-forget ox-spawn ox-ps ox-wait ox-kill ox-attach ox-exec ox-budget ox-agent ox-policy ox-top ox-status ox-schedule fakellm; do
+for b in oxiosd ox-agents ox-state ox-audit ox-commit ox-events ox-remember ox-recall ox-forget ox-spawn ox-ps ox-wait ox-kill ox-attach ox-exec ox-budget ox-agent ox-policy ox-top ox-status ox-schedule fakellm; do
 	[[ -x $bindir/$b ]] || { echo "demo: no $bindir/$b; run make build first" >&2; exit 2; }
 done
 export PATH=$bindir:$PATH
@@ -138,6 +138,12 @@ say "Errors go to stderr, with an exit status a script can test."
 fails 1 'ox-state load -a demo notes/host'
 fails 2 'ox-state save -a demo ../escape oops'
 fails 2 'ox-state ls -a Not-An-Agent'
+say "Flags may come after the arguments; -- ends them."
+run "ox-state save notes/flags 'flags last' -a demo | $jq"
+run "ox-state save -a demo -- -odd-key value | $jq"
+run "ox-state rm -a demo -- -odd-key | $jq"
+say "An agent that does not exist is ENOENT for every command that reads one."
+fails 1 'ox-recall -a nosuch anything'
 
 say "Version the state in git: a commit prints the paths it changed and the audit head it was made at."
 run "ox-commit -a demo -m 'first notes' --tag v1 | $jq"
@@ -181,6 +187,14 @@ run "ox-kill -s CONT \$run | jq -c '{id,state}'"
 run "ox-kill \$run >/dev/null"
 fails 143 "ox-wait \$run | $jq"
 run "ox-ps -a ops --all | jq -c '{id,state,status,signal,text}'"
+say "Agents: list them, show one, remove one (refused while it runs; audited; its history stays, so it can be restored)."
+run "ox-agents ls | jq -c '{agent,keys,memories,jobs,policy,runs}'"
+run "ox-state save -a scratch notes/draft 'a draft' | $jq"
+run "ox-agents rm scratch > \$dir/removed.json; jq -c '{agent,removed,keys,restore}' \$dir/removed.json"
+fails 1 'ox-agents show scratch'
+run "ox-commit restore \$(jq -r .restore \$dir/removed.json) -a scratch | jq -c '{message,changed}'"
+run "ox-state load -a scratch notes/draft; echo"
+
 say "ox-status checks the daemon, its data dir, the config and the endpoint, and says what to fix."
 run "ox-status --config \$dir/oxios.toml | jq -c '{check, ok, text}'"
 say "LLM runs: ox-spawn with a task runs ox-agent, which thinks through the endpoint and acts only through syscalls; tool errors go back to the model."

@@ -2,6 +2,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -90,6 +91,12 @@ func set(c *cli.Context) error {
 	}
 	defer cl.Close()
 	cur, err := cl.BudgetShow(c.Context, agent)
+	var pe *proto.Error
+	if errors.As(err, &pe) && pe.Code == proto.ENOENT {
+		// No agent yet: the admin may set its limits first (the budget
+		// file then brings it into being), from none.
+		cur, err = proto.BudgetRecord{}, nil
+	}
 	if err != nil {
 		return err
 	}

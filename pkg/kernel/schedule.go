@@ -228,6 +228,9 @@ func (k *Kernel) ScheduleAdd(ctx context.Context, c *Cred, a proto.ScheduleAddAr
 		return proto.JobRecord{}, proto.Errorf(proto.EINVAL, "nothing to run: give a task (an LLM run) or a command after --")
 	case len(a.Command) > 0 && a.Task != "":
 		return proto.JobRecord{}, proto.Errorf(proto.EINVAL, "give a task or a command, not both")
+	case len(a.Command) == 0 && k.liveCfg().LLM.BaseURL == "":
+		// Accepted, it would fail at every firing, seen only in the log.
+		return proto.JobRecord{}, proto.Errorf(proto.ENOEXEC, "no model endpoint is configured for LLM runs, so an LLM job would fail at every firing: set base_url in the [llm] section of oxios.toml, or give a command after --")
 	case len(a.Command) > 0:
 		if _, err := lookPath(a.Command[0]); err != nil {
 			return proto.JobRecord{}, err

@@ -148,9 +148,9 @@ func init() {
 		proto.OpRunWait:   {Serve: serveRunWait},
 		proto.OpRunKill:   {Mutates: true, Serve: stream(false, (*Kernel).RunKill)},
 		proto.OpRunPs:     {Existing: true, Serve: stream(true, (*Kernel).RunPs)},
-		proto.OpExec:      {Existing: true, Mutates: true, Serve: refusedUnary("exec", (*Kernel).Exec)},
+		proto.OpExec:      {Mutates: true, Serve: refusedUnary("exec", (*Kernel).Exec)},
 		proto.OpNetFetch:  {Mutates: true, Serve: refusedUnary("fetch", (*Kernel).NetFetch)},
-		proto.OpToolRun:   {Existing: true, Mutates: true, Serve: refusedUnary("tool", (*Kernel).ToolRun)},
+		proto.OpToolRun:   {Mutates: true, Serve: refusedUnary("tool", (*Kernel).ToolRun)},
 		proto.OpToolList:  {Serve: serveToolList},
 
 		proto.OpBudgetShow:   {Existing: true, Serve: serveBudgetShow},

@@ -38,7 +38,7 @@ func TestAgents(t *testing.T) {
 	}
 
 	// A nonexistent agent is the same ENOENT for every command that reads
-	// one, and ox-exec does not bring it into being.
+	// one, and none brings it into being.
 	want := `no agent "nosuch"`
 	for _, args := range [][]string{
 		{"ox-agents", "show", "nosuch"},
@@ -49,8 +49,6 @@ func TestAgents(t *testing.T) {
 		{"ox-schedule", "ls", "-a", "nosuch"},
 		{"ox-budget", "show", "-a", "nosuch"},
 		{"ox-policy", "show", "-a", "nosuch"},
-		{"ox-exec", "-a", "nosuch", "--", "date"},
-		{"ox-exec", "-a", "nosuch", "--wasm", "textstat"},
 	} {
 		r := d.ox("", args[0], args[1:]...)
 		if r.code != 1 || !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, "ENOENT") {

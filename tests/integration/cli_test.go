@@ -132,7 +132,7 @@ func TestFlagsAfterArgs(t *testing.T) {
 	if r = d.ox("", "ox-schedule", "add", "-a", "ops", "--", "true", "--name", "j1", "--cron", "@daily"); r.code == 0 {
 		t.Fatalf("ox-schedule add -- true --name j1 took --name as its own:\n%s", r.stdout)
 	}
-	mustOK(d.ox("", "ox-schedule", "add", "tidy", "up", "-a", "ops", "--name", "j2", "--cron", "@daily"), "ox-schedule add TASK --name")
+	mustOK(d.ox("", "ox-schedule", "add", "--name", "j2", "-a", "ops", "--cron", "@daily", "--", "true"), "ox-schedule add --name ... -- true")
 	r = mustOK(d.ox("", "ox-schedule", "rm", "j2", "-a", "ops"), "ox-schedule rm NAME -a")
 
 	// ox-forget: an id, then the agent.
@@ -234,6 +234,8 @@ func TestExitCodes(t *testing.T) {
 		want(t, d.ox("", "ox-spawn", "-n", "-a", "ops", "--", "false"), 1, "", "ox-spawn of a failing command")
 		want(t, d.ox("", "ox-audit", "show", "999999"), 1, "ENOENT", "ox-audit show of no entry")
 		want(t, d.ox("", "ox-schedule", "rm", "nojob"), 1, "ENOENT", "ox-schedule rm of no job")
+		// An LLM job with no endpoint would fail at every firing.
+		want(t, d.ox("", "ox-schedule", "add", "-a", "ops", "--name", "llm", "--cron", "@daily", "tidy up"), 1, "ENOEXEC", "ox-schedule add of an LLM job without [llm]")
 	})
 
 	t.Run("77", func(t *testing.T) {

@@ -46,7 +46,8 @@ func writePolicy(t *testing.T, text string) string {
 
 func TestPolicySetAndEnforce(t *testing.T) {
 	d := startDaemon(t, daemonOpts{})
-	// Before any policy: the default one.
+	// Before any policy: the default one (of an agent that exists).
+	d.ox("", "ox-state", "save", "-a", "ops", "seed", "x")
 	s := d.ox("", "ox-policy", "show", "-a", "ops", "--json")
 	if s.code != 0 || !strings.Contains(s.stdout, `"source":"default"`) {
 		t.Fatalf("show: %d %s %s", s.code, s.stdout, s.stderr)
