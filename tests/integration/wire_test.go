@@ -86,6 +86,9 @@ func TestBadInput(t *testing.T) {
 		{`{"id":15,"op":"state.save","args":{"agent":"ops","key":"k","value":"!!!","encoding":"base64"}}`, 15, "EINVAL", "base64"},
 		{`{"id":16,"op":"state.save","args":{"agent":"ops","key":"k","value":"x","encoding":"rot13"}}`, 16, "EINVAL", "encoding"},
 		{huge, 41, "EMSGSIZE", "max_line"},
+		{`{"id":18,"op":"state.save","args":{"agent":"ops","key":"a\nb","value":"v"}}`, 18, "EINVAL", "control character"},
+		{`{"id":19,"op":"state.save","args":{"agent":"ops","key":"a\u001b[2Jb","value":"v"}}`, 19, "EINVAL", "control character"},
+		{`{"id":20,"op":"state.list","args":{"agent":"ops","prefix":"a\rb/"}}`, 20, "EINVAL", "control character"},
 		{`{"id":17,"op":"state.load","args":{"agent":"ops","key":"` + "\xff\xfe" + `"}}`, 17, "", ""},
 	}
 	for _, c := range cases {
