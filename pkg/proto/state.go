@@ -32,9 +32,11 @@ type StateArgs struct {
 
 // StateSaveArgs are the args of state.save.
 type StateSaveArgs struct {
-	Agent    string `json:"agent"`
-	Key      string `json:"key"`
-	Value    string `json:"value"`
+	Agent string `json:"agent"`
+	Key   string `json:"key"`
+	// Value is required: a save without one is refused, not taken for an
+	// empty value.
+	Value    string `json:"value" wire:"required"`
 	Encoding string `json:"encoding,omitempty"`
 }
 

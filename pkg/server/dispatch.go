@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strconv"
+	"strings"
 
 	"github.com/oxios/oxios/pkg/proto"
 )
@@ -42,6 +43,9 @@ func decodeRequest(line []byte) (*proto.Request, *proto.Error) {
 			return req, nil
 		}
 	}
+	if perr := checkText(line); perr != nil {
+		return nil, perr
+	}
 	var req proto.Request
 	if err := json.Unmarshal(line, &req); err != nil {
 		var ute *json.UnmarshalTypeError
@@ -52,6 +56,9 @@ func decodeRequest(line []byte) (*proto.Request, *proto.Error) {
 			return nil, proto.Errorf(proto.EBADMSG, "bad request: field %q must be a %s, not %s", ute.Field, typeName(ute.Field), ute.Value)
 		}
 		return nil, proto.Errorf(proto.EBADMSG, "request line is not a JSON object: %v", err)
+	}
+	if perr := checkFields(line, nil); perr != nil {
+		return nil, perr // the reply takes the first "id", not the last
 	}
 	if req.Op == "" {
 		return &req, proto.Errorf(proto.EBADMSG, "request has no \"op\"")
@@ -74,16 +81,34 @@ func typeName(field string) string {
 	return "different type"
 }
 
+// argsWords turns an error about a request line into one about its args.
+var argsWords = strings.NewReplacer("request line is", "args are", "request line has", "args have", "request has", "args have")
+
 // decodeArgs strictly decodes args into v: unknown fields are refused so a
 // typo does not silently do something else.
 func decodeArgs(req *proto.Request, v any) error {
 	if len(req.Args) == 0 || string(req.Args) == "null" {
 		return proto.Errorf(proto.EINVAL, "%s: missing args", req.Op)
 	}
+	if perr := checkText(req.Args); perr != nil {
+		return proto.Errorf(proto.EINVAL, "%s: bad args: %s", req.Op, argsWords.Replace(perr.Message))
+	}
 	d := json.NewDecoder(bytes.NewReader(req.Args))
 	d.DisallowUnknownFields()
 	if err := d.Decode(v); err != nil {
 		return proto.Errorf(proto.EINVAL, "%s: bad args: %v", req.Op, err)
+	}
+	if d.More() {
+		return proto.Errorf(proto.EINVAL, "%s: bad args: more than one JSON value", req.Op)
+	}
+	given := map[string]bool{}
+	if perr := checkFields(req.Args, given); perr != nil {
+		return proto.Errorf(proto.EINVAL, "%s: bad args: %s", req.Op, argsWords.Replace(perr.Message))
+	}
+	for _, name := range requiredFields(v) {
+		if !given[name] {
+			return proto.Errorf(proto.EINVAL, "%s: args have no %q; it is required (give it empty for an empty one)", req.Op, name)
+		}
 	}
 	return nil
 }

@@ -121,8 +121,14 @@ func flatStrings(args []byte, set func(name string, value []byte) bool) bool {
 // only, each at most once (a repeated field falls back, as encoding/json
 // would take the last one and the fast path does not try to).
 func fastFields(args []byte, names []string, dst ...*string) bool {
-	var seen uint32
-	return flatStrings(args, func(name string, v []byte) bool {
+	_, ok := fastFieldsSeen(args, names, dst...)
+	return ok
+}
+
+// fastFieldsSeen is fastFields, and says which fields were given (bit i
+// for names[i]).
+func fastFieldsSeen(args []byte, names []string, dst ...*string) (seen uint32, ok bool) {
+	ok = flatStrings(args, func(name string, v []byte) bool {
 		for i, n := range names {
 			if n == name && seen&(1<<i) == 0 {
 				*dst[i] = string(v)
@@ -132,6 +138,7 @@ func fastFields(args []byte, names []string, dst ...*string) bool {
 		}
 		return false
 	})
+	return seen, ok
 }
 
 var (
@@ -144,7 +151,9 @@ func fastStateArgs(args []byte, a *proto.StateArgs) bool {
 	return fastFields(args, stateFields, &a.Agent, &a.Key)
 }
 
-// fastSaveArgs decodes state.save args.
+// fastSaveArgs decodes state.save args. Args without a value fall back,
+// for decodeArgs to say it is missing.
 func fastSaveArgs(args []byte, a *proto.StateSaveArgs) bool {
-	return fastFields(args, saveFields, &a.Agent, &a.Key, &a.Value, &a.Encoding)
+	seen, ok := fastFieldsSeen(args, saveFields, &a.Agent, &a.Key, &a.Value, &a.Encoding)
+	return ok && seen&(1<<2) != 0
 }
