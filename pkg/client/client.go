@@ -24,6 +24,11 @@ import (
 // nobody listening. Commands exit 69 on it.
 var ErrUnreachable = errors.New("oxiosd unreachable")
 
+// ErrOutcomeUnknown marks a request whose connection was lost after it was
+// sent and before its reply came (it comes with ErrUnreachable: exit 69):
+// the daemon may or may not have applied it.
+var ErrOutcomeUnknown = errors.New("outcome unknown")
+
 // Client is a connection to oxiosd.
 //
 // There is no reader goroutine: a caller waiting for its reply reads the
@@ -189,6 +194,10 @@ func (c *Client) readOne() bool {
 	if err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrDeadlineExceeded) {
 			err = fmt.Errorf("%w: connection closed", ErrUnreachable)
+		} else {
+			// Reset (ECONNRESET), or any other failure to read: the daemon
+			// is gone as far as this connection can tell.
+			err = fmt.Errorf("%w: connection lost: %v", ErrUnreachable, err)
 		}
 		c.die(err)
 		return false
@@ -356,6 +365,9 @@ func (c *Client) next(ctx context.Context, cl *call) (*proto.Reply, error) {
 			c.mu.Lock()
 			err := c.err
 			c.mu.Unlock()
+			if errors.Is(err, ErrUnreachable) && ctx.Err() == nil {
+				err = fmt.Errorf("%w (%w: the connection was lost after the request was sent, so it may or may not have been applied; check before retrying)", err, ErrOutcomeUnknown)
+			}
 			return nil, err
 		}
 		// Registered before trying the lock: a leader that unlocks after our

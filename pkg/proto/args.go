@@ -3,6 +3,7 @@ package proto
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -14,13 +15,31 @@ func DecodeArgs(op string, args json.RawMessage, v any) *Error {
 	if len(args) == 0 || string(args) == "null" {
 		return Errorf(EINVAL, "%s: missing args", op)
 	}
+	if perr := CheckText(args); perr != nil {
+		return Errorf(EINVAL, "%s: bad args: %s", op, argsWords.Replace(perr.Message))
+	}
 	d := json.NewDecoder(bytes.NewReader(args))
 	d.DisallowUnknownFields()
 	if err := d.Decode(v); err != nil {
 		return Errorf(EINVAL, "%s: bad args: %v", op, err)
 	}
+	if d.More() {
+		return Errorf(EINVAL, "%s: bad args: more than one JSON value", op)
+	}
+	given := map[string]bool{}
+	if perr := CheckFields(args, given); perr != nil {
+		return Errorf(EINVAL, "%s: bad args: %s", op, argsWords.Replace(perr.Message))
+	}
+	for _, name := range requiredFields(v) {
+		if !given[name] {
+			return Errorf(EINVAL, "%s: args have no %q; it is required (give it empty for an empty one)", op, name)
+		}
+	}
 	return nil
 }
+
+// argsWords turns an error about a request line into one about its args.
+var argsWords = strings.NewReplacer("request line is", "args are", "request line has", "args have", "request has", "args have")
 
 // DecodeOptionalArgs is DecodeArgs for an op whose args are all optional:
 // absent args leave v as it is.
@@ -110,8 +129,14 @@ func flatStrings(args []byte, set func(name string, value []byte) bool) bool {
 // only, each at most once (a repeated field falls back, as encoding/json
 // would take the last one and the fast path does not try to).
 func fastFields(args []byte, names []string, dst ...*string) bool {
-	var seen uint32
-	return flatStrings(args, func(name string, v []byte) bool {
+	_, ok := fastFieldsSeen(args, names, dst...)
+	return ok
+}
+
+// fastFieldsSeen is fastFields, and says which fields were given (bit i
+// for names[i]).
+func fastFieldsSeen(args []byte, names []string, dst ...*string) (seen uint32, ok bool) {
+	ok = flatStrings(args, func(name string, v []byte) bool {
 		for i, n := range names {
 			if n == name && seen&(1<<i) == 0 {
 				*dst[i] = string(v)
@@ -121,6 +146,7 @@ func fastFields(args []byte, names []string, dst ...*string) bool {
 		}
 		return false
 	})
+	return seen, ok
 }
 
 var (
@@ -135,5 +161,7 @@ func fastStateArgs(args []byte, a *StateArgs) bool {
 
 // fastSaveArgs decodes state.save args.
 func fastSaveArgs(args []byte, a *StateSaveArgs) bool {
-	return fastFields(args, saveFields, &a.Agent, &a.Key, &a.Value, &a.Encoding)
+	// Args without a value fall back, for DecodeArgs to say it is missing.
+	seen, ok := fastFieldsSeen(args, saveFields, &a.Agent, &a.Key, &a.Value, &a.Encoding)
+	return ok && seen&(1<<2) != 0
 }

@@ -53,6 +53,11 @@ func CheckPrefix(prefix string) *Error {
 	return checkPath("prefix", strings.TrimSuffix(prefix, "/"), true)
 }
 
+// isControl reports whether r is a C0 or C1 control character or DEL: a
+// newline in a key would break every line-based list of keys, the daemon's
+// own list of uncommitted paths among them.
+func isControl(r rune) bool { return r < 0x20 || r >= 0x7f && r < 0xa0 }
+
 func checkPath(what, key string, prefix bool) *Error {
 	switch {
 	case key == "" && !prefix:
@@ -63,6 +68,10 @@ func checkPath(what, key string, prefix bool) *Error {
 		return Errorf(EINVAL, "%s %q contains a NUL byte", what, key)
 	case !utf8.ValidString(key):
 		return Errorf(EINVAL, "%s %q is not valid UTF-8", what, key)
+	case strings.IndexFunc(key, isControl) >= 0:
+		i := strings.IndexFunc(key, isControl)
+		r, _ := utf8.DecodeRuneInString(key[i:])
+		return Errorf(EINVAL, "%s %q has a control character (%U) at byte %d; keys are printable text", what, key, r, i)
 	case key[0] == '/':
 		return Errorf(EINVAL, "%s %q is absolute; keys are relative paths like notes/today.md", what, key)
 	}

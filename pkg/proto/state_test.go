@@ -7,7 +7,7 @@ import (
 )
 
 func TestCheckKey(t *testing.T) {
-	good := []string{"a", "notes/today.md", "a/b/c", ".hidden", "a..b", "ünïcode/ключ", strings.Repeat("k", 255)}
+	good := []string{"a", "a b", "a~b", "\u00a0", "notes/today.md", "a/b/c", ".hidden", "a..b", "ünïcode/ключ", strings.Repeat("k", 255)}
 	for _, k := range good {
 		if err := CheckKey(k); err != nil {
 			t.Errorf("CheckKey(%q) = %v, want ok", k, err)
@@ -24,6 +24,12 @@ func TestCheckKey(t *testing.T) {
 		"a/":                             EINVAL,
 		"a\x00b":                         EINVAL,
 		"\xff\xfe":                       EINVAL,
+		"a\nb":                           EINVAL,
+		"a\rb":                           EINVAL,
+		"a\tb":                           EINVAL,
+		"a\x1bb":                         EINVAL,
+		"a\x7fb":                         EINVAL,
+		"a\u0085b":                       EINVAL,
 		strings.Repeat("k", 256):         ENAMETOOLONG,
 		strings.Repeat("abcdefgh/", 120): ENAMETOOLONG,
 	}

@@ -35,6 +35,9 @@ func decodeRequest(line []byte) (*proto.Request, *proto.Error) {
 			return req, nil
 		}
 	}
+	if perr := proto.CheckText(line); perr != nil {
+		return nil, perr
+	}
 	var req proto.Request
 	if err := json.Unmarshal(line, &req); err != nil {
 		var ute *json.UnmarshalTypeError
@@ -45,6 +48,9 @@ func decodeRequest(line []byte) (*proto.Request, *proto.Error) {
 			return nil, proto.Errorf(proto.EBADMSG, "bad request: field %q must be a %s, not %s", ute.Field, typeName(ute.Field), ute.Value)
 		}
 		return nil, proto.Errorf(proto.EBADMSG, "request line is not a JSON object: %v", err)
+	}
+	if perr := proto.CheckFields(line, nil); perr != nil {
+		return nil, perr // the reply takes the first "id", not the last
 	}
 	if req.Op == "" {
 		return &req, proto.Errorf(proto.EBADMSG, "request has no \"op\"")

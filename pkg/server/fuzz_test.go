@@ -21,6 +21,13 @@ func FuzzDecodeRequest(f *testing.F) {
 		`{"id":3,"op":"state.list","args":{"agent":"ops","prefix":"a/"}}`,
 		`{"id":4,"op":"hello","args":{"proto":1}}`,
 		`{"id":6,"op":"state.load"}`, `{"id":"x"}`, `[]`, `null`, `{"op":5}`, "{\"id\":1,\"op\":\"\xff\"}", `{"id":18446744073709551616}`,
+		`{"id":7,"op":"state.load","op":"state.save","args":{"agent":"ops","key":"k","value":"v"}}`,
+		`{"id":8,"op":"state.save","args":{"agent":"ops","key":"k","Key":"j","value":"v"}}`,
+		`{"id":9,"op":"state.save","args":{"agent":"ops","key":"k"}}`,
+		`{"id":10,"op":"state.load","args":{"agent":"ops","key":"\ud800x"}}`,
+		`{"id":11,"op":"state.load","args":{"agent":"ops","key":"\ud83d\ude00"}}`,
+		"{\"id\":12,\"op\":\"state.load\",\"args\":{\"agent\":\"ops\",\"key\":\"a\xc3\"}}",
+		`{"id":13,"op":"state.save","args":{"agent":"ops","key":"a\nb","value":"v"}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -35,6 +42,15 @@ func FuzzDecodeRequest(f *testing.F) {
 		}
 		if served(req.Op) == nil {
 			t.Fatalf("accepted unknown op %q", req.Op)
+		}
+		// Nothing accepted is turned into something else by the decoder:
+		// no invalid UTF-8, no field given twice.
+		if strict := proto.DecodeArgs(req.Op, req.Args, &struct {
+			Agent, Key, Value, Encoding, Prefix string
+			Proto                               int
+			Client                              string
+		}{}); strict == nil && (proto.CheckFields(line, nil) != nil || !bytes.Equal(bytes.ToValidUTF8(line, nil), line)) {
+			t.Fatalf("a line with a repeated field or invalid UTF-8 decoded: %q", line)
 		}
 		// Args of the state ops decode or are refused cleanly, on the fast
 		// path and the slow one, whatever the args are (even absent).

@@ -121,6 +121,9 @@ func main() {
 	if run("schedules") {
 		benchSchedules(d, 1000)
 	}
+	if run("hostile") {
+		benchHostile(d)
+	}
 	if run("idle") && *idleFor > 0 {
 		idle(d, *idleFor)
 		idleRuns(d, *idleFor)

@@ -410,3 +410,32 @@ func TestRefusalFlood(t *testing.T) {
 		t.Fatalf("audit verify: %+v", r)
 	}
 }
+
+// TestConnectionReset: a client whose connection is reset with its
+// request in flight exits 69 and says the request may have landed.
+func TestConnectionReset(t *testing.T) {
+	dir := shortTempDir(t)
+	sock := filepath.Join(dir, "fake.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte(`{"hello":{"proto":1,"server":"oxiosd/test","max_line":1048576,"max_value":65536,"uid":0,"admin":true}}` + "\n"))
+			// Close with the request unread: the client's read gets
+			// ECONNRESET, as from a daemon killed mid-request.
+			time.Sleep(300 * time.Millisecond)
+			c.Close()
+		}
+	}()
+	r := run(t, []string{"OXIOS_SOCKET=" + sock}, "v", "ox-state", "save", "-a", "ops", "k")
+	if r.code != 69 || !strings.Contains(r.stderr, "outcome unknown") || !strings.Contains(r.stderr, "may or may not have been applied") {
+		t.Fatalf("ox-state save on a reset connection: %+v", r)
+	}
+}
