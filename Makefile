@@ -92,7 +92,7 @@ bench: build ## run the benchmarks against bin/ (pass BENCHFLAGS=...)
 
 .PHONY: torture
 torture: ## long runs on a real mount (as root): fsx, 20,000 ops per seed, and the eviction repro
-	OXIOS_FSX_OPS=$(or $(FSX_OPS),20000) $(GO) test -race -count=1 -timeout 30m \
+	OXIOS_TORTURE=1 OXIOS_FSX_OPS=$(or $(FSX_OPS),20000) $(GO) test -race -count=1 -timeout 30m \
 		-run '^(TestFUSEFsx|TestFUSEEvictionKeepsWrites|TestFUSEStaleRead)$$' -v ./tests/integration
 
 .PHONY: eval
