@@ -129,7 +129,10 @@ func check(c *cli.Context) error {
 	}
 	p := cliutil.NewPrinter(c, "OP", "ALLOWED", "RULE", "REASON")
 	allowed := "yes"
-	if !rec.Allowed {
+	switch {
+	case rec.Ask:
+		allowed = "ask"
+	case !rec.Allowed:
 		allowed = "no"
 	}
 	p.Print(rec, rec.Op, allowed, rec.Rule, rec.Reason)
@@ -173,6 +176,7 @@ func test(c *cli.Context) error {
 		total.Judged += res.Judged
 		total.Refused += res.Refused
 		total.Allowed += res.Allowed
+		total.Asked += res.Asked
 		total.Skipped += res.Skipped
 		batch = batch[:0]
 		return err
@@ -201,8 +205,8 @@ func test(c *cli.Context) error {
 	if err := p.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "ox-policy: %d actions of %s judged: %d would be refused, %d newly allowed (%d entries skipped)\n",
-		total.Judged, agent, total.Refused, total.Allowed, total.Skipped)
+	fmt.Fprintf(os.Stderr, "ox-policy: %d actions of %s judged: %d would be refused, %d newly allowed, %d would ask (%d entries skipped)\n",
+		total.Judged, agent, total.Refused, total.Allowed, total.Asked, total.Skipped)
 	if total.Refused > 0 {
 		return cliutil.Silent(cliutil.ExitFailure)
 	}

@@ -310,6 +310,7 @@ func (k *Kernel) replayAux(payload []byte) error {
 			}
 		}
 	}
+	k.forkReplayed(e.Op, e.Result)
 	// The kernel's files of an agent, whose entries name the agent (an
 	// extra path for a refused one is harmless).
 	switch e.Op {

@@ -67,6 +67,15 @@ func (k *Kernel) NetFetch(ctx context.Context, c *Cred, a proto.FetchArgs, raw [
 	if err != nil {
 		return proto.FetchRecord{}, err
 	}
+	if u, uerr := url.Parse(a.URL); uerr == nil && u.Hostname() != "" {
+		if ask := policy.AsAsked(p.CheckHostAsk(u.Hostname())); ask != nil {
+			if perr := k.ask(ctx, c, a.Agent, proto.OpNetFetch, method+" "+a.URL, p, ask); perr != nil {
+				return deny(perr, fetchTarget(a.Agent, method, a.URL, " ["+ask.Rule+"]"))
+			}
+			// Approved: this fetch runs as if the ask rules allowed.
+			p = p.Granting()
+		}
+	}
 	rec, ferr := fetch(ctx, p, a, systemResolve)
 	if ferr != nil {
 		var d *policy.Denied

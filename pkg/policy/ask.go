@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"errors"
 	"fmt"
 	"path"
 	"slices"
@@ -212,4 +213,29 @@ func (p *Policy) asksFor(argv []string) string {
 		}
 	}
 	return ""
+}
+
+// Granting returns a copy of p in which what the ask rules name is
+// allowed without asking: the policy a call runs under once an operator
+// approved it (a fetch's redirects and connections are checked again
+// under it).
+func (p *Policy) Granting() *Policy {
+	c := *p
+	c.Exec.Allow = append(slices.Clone(p.Exec.Allow), p.Ask.Exec...)
+	c.State.Write = append(slices.Clone(p.State.Write), p.Ask.State...)
+	c.Tools.Allow = append(slices.Clone(p.Tools.Allow), p.Ask.Tools...)
+	c.Net.Allow = append(slices.Clone(p.Net.Allow), p.Ask.Net...)
+	c.Ask = Ask{Timeout: p.Ask.Timeout, Default: p.Ask.Default, Tokens: p.Ask.Tokens, Cost: p.Ask.Cost}
+	c.hosts = nil
+	c.compile()
+	return &c
+}
+
+// AsAsked returns err as an *Asked, or nil.
+func AsAsked(err error) *Asked {
+	var a *Asked
+	if errors.As(err, &a) {
+		return a
+	}
+	return nil
 }

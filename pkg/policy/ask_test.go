@@ -143,3 +143,23 @@ func TestMsgRules(t *testing.T) {
 		t.Error("the default policy asks nothing")
 	}
 }
+
+func TestGranting(t *testing.T) {
+	p, err := Parse([]byte("[exec]\nallow = [\"ls\"]\n[net]\nallow = []\n[tools]\nallow = []\n[ask]\nexec = [\"rm\"]\nnet = [\"h.example\"]\ntools = [\"t\"]\nstate = [\"p/**\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := p.Granting()
+	if _, err := g.CheckExec([]string{"rm", "x"}, ""); err != nil {
+		t.Error(err)
+	}
+	if g.CheckHost("h.example") != nil || g.CheckTool("t") != nil || g.CheckStateWrite("p/x", 0) != nil {
+		t.Error("granting: an ask rule still asks")
+	}
+	if AsAsked(p.CheckHost("h.example")) == nil {
+		t.Error("the original policy changed")
+	}
+	if _, err := g.CheckExec([]string{"cat"}, ""); err == nil {
+		t.Error("granting widened beyond the ask rules")
+	}
+}

@@ -167,3 +167,13 @@ func (r *Repo) folderEntry(rev, path string) (treeEntry, error) {
 	}
 	return treeEntry{}, nil
 }
+
+// Folder returns the tree hash of the folder at path in the commit rev
+// names, "" if there is no folder there.
+func (r *Repo) Folder(rev, path string) (string, error) {
+	e, err := r.folderEntry(rev, path)
+	if err != nil || e.mode == 0 {
+		return "", err
+	}
+	return e.id.String(), nil
+}
