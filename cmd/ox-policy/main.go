@@ -27,7 +27,7 @@ func main() {
 		{Name: "set", Usage: "replace an agent's policy with FILE (- for stdin), checked first (admin)", ArgsUsage: "FILE", Flags: cliutil.ClientFlags(), Action: set},
 		{Name: "check", Usage: "would OP ARGS be allowed for a run of the agent, and by which rule (a dry run)", ArgsUsage: "OP [ARG...]",
 			Flags: cliutil.ClientFlags(&cli.StringFlag{Name: "policy", Usage: "judge with the policy in `FILE` instead of the agent's", TakesFile: true}), Action: check},
-		{Name: "test", Usage: "replay audit entries (stdin, as ox-audit prints them) against the policy in FILE: which past actions it would refuse or newly allow", ArgsUsage: "FILE", Flags: cliutil.ClientFlags(), Action: test},
+		{Name: "test", Usage: "replay audit entries (stdin, as ox-audit prints them) against the policy in FILE: which past actions it would refuse, newly allow or hold for approval (ask)", ArgsUsage: "FILE", Flags: cliutil.ClientFlags(), Action: test},
 	})
 	cliutil.Run(app)
 }
