@@ -344,8 +344,7 @@ func (k *Kernel) settled(ctx context.Context, p *pending) (*supervisor.Run, erro
 // lookup returns the run id that c may act on, or its queue entry.
 func (k *Kernel) lookup(c *Cred, op, id string, raw []byte) (*supervisor.Run, *pending, error) {
 	if p := k.queued(id); p != nil {
-		if err := k.authorize(c, p.spec.Agent); err != nil {
-			k.auditDenied(c, op, p.spec.Agent+":"+id, raw, err.Code)
+		if err := k.gate(&call{op: op, c: c, agent: p.spec.Agent, key: id, raw: raw}); err != nil {
 			return nil, nil, err
 		}
 		return nil, p, nil

@@ -42,19 +42,6 @@ func approvalRecord(r approval.Request) proto.ApprovalRecord {
 	return rec
 }
 
-// approvalChanged publishes each new request and decision.
-func (k *Kernel) approvalChanged(r approval.Request) {
-	if k.bus.Subscribers() == 0 {
-		return
-	}
-	rec := approvalRecord(r)
-	name := EventApprovalRequested
-	if r.State != approval.Pending {
-		name = EventApprovalDecided
-	}
-	k.publish([]*tx{{entry: &audit.Entry{Time: time.Now().UTC(), Op: name, Result: "ok"}, event: name, agent: r.Agent, key: r.ID, data: &rec}})
-}
-
 // ask waits for an operator's decision on what an ask rule of p held
 // back; nil means approved. what says what the call would do.
 func (k *Kernel) ask(ctx context.Context, c *Cred, agent, op, what string, p *policy.Policy, a *policy.Asked) *proto.Error {
@@ -67,10 +54,11 @@ func (k *Kernel) ask(ctx context.Context, c *Cred, agent, op, what string, p *po
 		run = ""
 	}
 	req := k.talk.approvals.Ask(approval.Request{Agent: agent, Run: run, Op: op, What: clipTarget(what, maxTarget), Rule: a.Rule, Why: a.Reason, Default: def}, p.AskTimeout())
+	rec := approvalRecord(req)
 	k.submit(ctx, &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpApproveAsk,
-		Target: fmt.Sprintf("%s:%s %s %s [%s]", agent, req.ID, op, req.What, a.Rule), Result: "ok"}}, true)
+		Target: fmt.Sprintf("%s:%s %s %s [%s]", agent, req.ID, op, req.What, a.Rule), Result: "ok"},
+		agent: agent, key: req.ID, data: &rec}, true)
 	if r := k.callerRun(c, agent); r != nil {
-		rec := approvalRecord(req)
 		r.Emit(&rec)
 	}
 	got, err := k.talk.approvals.Wait(ctx, req.ID)
@@ -79,8 +67,10 @@ func (k *Kernel) ask(ctx context.Context, c *Cred, agent, op, what string, p *po
 	}
 	if got.DecidedBy == "timeout" || got.State == approval.Cancelled {
 		// No operator decided: the kernel records the outcome.
+		rec := approvalRecord(got)
 		k.submit(context.Background(), &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpApproveDecide,
-			Target: fmt.Sprintf("%s:%s %s by %s", agent, got.ID, got.State, orKernel(got.DecidedBy)), Result: "ok"}}, true)
+			Target: fmt.Sprintf("%s:%s %s by %s", agent, got.ID, got.State, orKernel(got.DecidedBy)), Result: "ok"},
+			agent: agent, key: got.ID, data: &rec}, true)
 	}
 	if r := k.callerRun(c, agent); r != nil {
 		rec := approvalRecord(got)
@@ -143,7 +133,7 @@ func (k *Kernel) asked(ctx context.Context, c *Cred, agent, op, what string, p *
 // decision until ctx ends.
 func (k *Kernel) ApproveList(ctx context.Context, c *Cred, a proto.ApproveListArgs, raw []byte, emit func(*proto.ApprovalRecord) error) error {
 	if a.Agent != "" {
-		if err := k.authorize(c, a.Agent); err != nil {
+		if err := k.gate(&call{op: proto.OpApproveList, c: c, agent: a.Agent, raw: raw}); err != nil {
 			return err
 		}
 	}
@@ -209,8 +199,8 @@ func (k *Kernel) ApproveDecide(ctx context.Context, c *Cred, a proto.ApproveDeci
 		return deny(proto.Errorf(proto.ENOENT, "no approval request %q (ox-approve ls lists them)", a.ID))
 	}
 	tgt = r.Agent + ":" + a.ID + " " + verb
-	if err := k.authorize(c, r.Agent); err != nil {
-		return deny(err)
+	if err := k.gate(&call{op: proto.OpApproveDecide, c: c, agent: r.Agent, raw: raw, target: tgt}); err != nil {
+		return proto.ApprovalRecord{}, err
 	}
 	by := fmt.Sprintf("uid=%d (%s)", c.UID, userName(c.UID))
 	got, err := k.talk.approvals.Decide(a.ID, a.Approve, by, a.Reason)
@@ -221,8 +211,10 @@ func (k *Kernel) ApproveDecide(ctx context.Context, c *Cred, a proto.ApproveDeci
 	if got.Reason != "" {
 		tgt += ": " + clipTarget(got.Reason, 200)
 	}
-	if err := k.submit(ctx, &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpApproveDecide, Target: tgt, Args: audit.ArgsDigest(raw), Result: "ok"}}, true); err != nil {
+	rec := approvalRecord(got)
+	if err := k.submit(ctx, &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpApproveDecide, Target: tgt, Args: audit.ArgsDigest(raw), Result: "ok"},
+		agent: r.Agent, key: got.ID, data: &rec}, true); err != nil {
 		return proto.ApprovalRecord{}, err
 	}
-	return approvalRecord(got), nil
+	return rec, nil
 }

@@ -77,8 +77,7 @@ func auditFilter(a *proto.AuditLogArgs) (func(*audit.Info) bool, *proto.Error) {
 // calling flush (if not nil) after each group so a follower sees them now.
 func (k *Kernel) AuditLog(ctx context.Context, c *Cred, a proto.AuditLogArgs, raw []byte, emit func(line []byte) error, flush func() error) error {
 	if a.Agent != "" {
-		if err := k.authorize(c, a.Agent); err != nil {
-			k.auditDenied(c, proto.OpAuditLog, a.Agent, raw, err.Code)
+		if err := k.gate(&call{op: proto.OpAuditLog, c: c, agent: a.Agent, raw: raw}); err != nil {
 			return err
 		}
 	}

@@ -184,8 +184,7 @@ func (k *Kernel) endOverBudget(r *supervisor.Run, why string) {
 }
 
 func (k *Kernel) budgetAgent(c *Cred, op, agent string, raw []byte, admin bool) (*policy.Policy, error) {
-	if err := k.authorize(c, agent); err != nil {
-		k.auditDenied(c, op, agent, raw, err.Code)
+	if err := k.gate(&call{op: op, c: c, agent: agent, raw: raw}); err != nil {
 		return nil, err
 	}
 	if admin && !c.Admin {

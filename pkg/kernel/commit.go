@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime"
-	"strings"
 	"time"
 
 	"github.com/oxios/oxios/pkg/audit"
@@ -300,28 +299,11 @@ func (k *Kernel) replayAux(payload []byte) error {
 	if err := json.Unmarshal(payload, &e); err != nil {
 		return fmt.Errorf("journal audit record: %w", err)
 	}
-	if e.Result == "ok" {
-		if agent, key, ok := strings.Cut(e.Target, ":"); ok {
-			switch e.Op {
-			case proto.OpStateSave, proto.OpStateDelete:
-				k.markDirty(spacePath(state.SpaceState, agent, key))
-			case proto.OpMemRemember, proto.OpMemForget:
-				k.markDirty(spacePath(state.SpaceMem, agent, key))
-			}
-		}
-	}
 	k.forkReplayed(e.Op, e.Result)
-	// The kernel's files of an agent, whose entries name the agent (an
-	// extra path for a refused one is harmless).
-	switch e.Op {
-	case proto.OpAgentCreate:
-		k.markDirty(spacePath(state.SpaceSys, targetAgent(e.Target), sysPolicy))
-	case proto.OpBudgetCharge, proto.OpBudgetSet, proto.OpBudgetReset, proto.OpRunExit:
-		k.markDirty(spacePath(state.SpaceSys, targetAgent(e.Target), sysBudget))
-	case proto.OpScheduleAdd, proto.OpScheduleRm, proto.OpScheduleFire:
-		if agent, rest, ok := strings.Cut(e.Target, ":"); ok {
-			name, _, _ := strings.Cut(rest, " ")
-			k.markDirty(spacePath(state.SpaceSys, agent, jobKey(name)))
+	// What the entry changed is uncommitted again, as when it was made.
+	if sc := syscalls[e.Op]; sc != nil && sc.Dirties != nil {
+		if p := sc.Dirties(&e); p != "" {
+			k.markDirty(p)
 		}
 	}
 	switch {

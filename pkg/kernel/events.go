@@ -12,9 +12,9 @@ import (
 	"github.com/oxios/oxios/pkg/proto"
 )
 
-// Event names. An audited syscall's event is named by eventName, one table
-// for the live bus and for the replay from the audit log, so that a
-// subscriber that reconnects with since_seq sees the same names.
+// Event names. An audited syscall's event is named by eventName, from the
+// syscall table, for the live bus and for the replay from the audit log,
+// so that a subscriber that reconnects with since_seq sees the same names.
 const (
 	EventStateChanged = "state.changed"
 	EventPolicyDenied = "policy.denied"
@@ -30,36 +30,6 @@ const (
 	EventBudgetExceeded = "budget.exceeded"
 	EventExec           = "exec"
 )
-
-var opEvents = map[string]string{
-	proto.OpStateSave:   EventStateChanged,
-	proto.OpStateDelete: EventStateChanged,
-	proto.OpCommit:      EventCommit,
-	proto.OpCommitTag:   EventTag,
-	proto.OpMemRemember: EventMemoryAdded,
-	proto.OpMemForget:   EventMemoryForgotten,
-	proto.OpRunSpawn:    EventRunStarted,
-	proto.OpRunExit:     EventRunExited,
-	proto.OpRunQueue:    EventRunQueued,
-	// Schedules (issue 8).
-	proto.OpScheduleFire: EventScheduleFired,
-}
-
-// eventName names what an entry of op with result did: a refusal is
-// policy.denied whatever the op; a successful op has its event, or is
-// named by the op itself (so is a failure).
-func eventName(op, result string) string {
-	if result == proto.EPERM || result == proto.EACCES {
-		return EventPolicyDenied
-	}
-	if result == proto.EDQUOT {
-		return EventBudgetExceeded
-	}
-	if n, ok := opEvents[op]; ok && result == "ok" {
-		return n
-	}
-	return op
-}
 
 // targetAgentKey splits an entry's target "agent:key" into an agent (when
 // it names one) and the rest.
@@ -81,8 +51,7 @@ const eventQueue = 8192
 // "lost" record with the count and goes on.
 func (k *Kernel) Events(ctx context.Context, c *Cred, a proto.EventsArgs, raw []byte, emit func(rec any) error, flush func() error) error {
 	if a.Agent != "" {
-		if err := k.authorize(c, a.Agent); err != nil {
-			k.auditDenied(c, proto.OpEvents, a.Agent, raw, err.Code)
+		if err := k.gate(&call{op: proto.OpEvents, c: c, agent: a.Agent, raw: raw}); err != nil {
 			return err
 		}
 	}

@@ -57,8 +57,8 @@ func (k *Kernel) Exec(ctx context.Context, c *Cred, a proto.ExecArgs, raw []byte
 		k.auditDenied(c, proto.OpExec, target, raw, err.Code)
 		return proto.ExecRecord{}, err
 	}
-	if err := k.authorize(c, a.Agent); err != nil {
-		return deny(err, execTarget(a.Agent, a.Argv, a.Command, ""))
+	if err := k.gate(&call{op: proto.OpExec, c: c, agent: a.Agent, raw: raw, target: execTarget(a.Agent, a.Argv, a.Command, "")}); err != nil {
+		return proto.ExecRecord{}, err
 	}
 	p, err := k.policyOf(a.Agent)
 	if err != nil {

@@ -60,14 +60,10 @@ func (k *Kernel) Fork(ctx context.Context, c *Cred, a proto.ForkArgs, raw []byte
 		k.auditDenied(c, proto.OpAgentFork, strings.ToValidUTF8(tgt, "?"), raw, err.Code)
 		return proto.ForkRecord{}, err
 	}
-	if err := proto.CheckAgent(a.Name); err != nil {
-		return deny(proto.Errorf(err.Code, "the fork's name: %s", err.Message))
-	}
-	if err := k.authorize(c, a.Agent); err != nil {
-		return deny(err)
-	}
-	if err := k.authorize(c, a.Name); err != nil {
-		return deny(err)
+	for _, ag := range []string{a.Agent, a.Name} {
+		if err := k.gate(&call{op: proto.OpAgentFork, c: c, agent: ag, raw: raw, target: tgt}); err != nil {
+			return proto.ForkRecord{}, err
+		}
 	}
 	if a.Name == a.Agent {
 		return deny(proto.Errorf(proto.EEXIST, "a fork needs a new name, not %q itself", a.Agent))
@@ -241,8 +237,8 @@ func (k *Kernel) RemoveAgent(ctx context.Context, c *Cred, a proto.AgentArgs, ra
 		k.auditDenied(c, proto.OpAgentRemove, strings.ToValidUTF8(tgt, "?"), raw, err.Code)
 		return proto.ForkRecord{}, err
 	}
-	if err := k.authorize(c, a.Agent); err != nil {
-		return deny(err)
+	if err := k.gate(&call{op: proto.OpAgentRemove, c: c, agent: a.Agent, raw: raw, target: tgt}); err != nil {
+		return proto.ForkRecord{}, err
 	}
 	if c.Agent != "" {
 		return deny(proto.Errorf(proto.EPERM, "a run may not remove its own agent"))

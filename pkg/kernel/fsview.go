@@ -12,18 +12,19 @@ import (
 )
 
 // The syscalls of the mount (package fs). They are the state syscalls in
-// the shape a file system needs: the same authorize -> do -> audit ->
-// publish, but a save can be queued without waiting (close(2) hands a
-// file over, fsync(2) waits for it), a read can get the key's file rather
-// than a copy of its value, and lookups ask whether an agent is there
-// without writing a denial to the audit log on every path walk.
+// the shape a file system needs, through the same gate and so the same
+// checks as over the socket: a save can be queued without waiting
+// (close(2) hands a file over, fsync(2) waits for it), a read can get the
+// key's file rather than a copy of its value, and lookups ask whether an
+// agent is there without writing a denial to the audit log on every path
+// walk.
 
 // AgentVisible reports whether agent has state or memories and c may act
 // on it.
 // Nothing is audited: the mount asks on every lookup of /agent/NAME, and
 // the read or write that follows is audited by its own syscall.
 func (k *Kernel) AgentVisible(c *Cred, agent string) bool {
-	return proto.CheckAgent(agent) == nil && k.authorize(c, agent) == nil &&
+	return k.authorize(c, agent) == nil &&
 		(k.state.HasAgent(agent) || k.state.HasAgent(state.Ref(state.SpaceMem, agent)))
 }
 
@@ -37,15 +38,12 @@ func (k *Kernel) MayAct(c *Cred, agent string) error {
 	return nil
 }
 
-// MayWrite reports, for the mount, whether c may write (or delete) key
-// of agent under its policy: checked when a file is created or opened for
-// writing, so that the refusal comes at open(2), not at a later close. A
-// refusal is audited like the save's would be.
+// MayWrite reports, for the mount, whether c may save key of agent: the
+// checks of state.save, run when a file is created or opened for writing,
+// so that the refusal comes at open(2), not at a later close. A refusal is
+// audited like the save's would be.
 func (k *Kernel) MayWrite(c *Cred, agent, key string) error {
-	if err := k.authorize(c, agent); err != nil {
-		return err
-	}
-	if err := k.mayWrite(c, proto.OpStateSave, agent, key, 0, nil); err != nil {
+	if err := k.gate(k.writeCall(c, proto.OpStateSave, agent, key, 0, nil)); err != nil {
 		return err
 	}
 	return nil
@@ -74,15 +72,11 @@ func (k *Kernel) submitChange(c *Cred, op string, ch *state.Change, raw []byte, 
 	failed := func(err error) Pending {
 		return func() (proto.StateRecord, error) { return proto.StateRecord{}, err }
 	}
-	if err := k.authorize(c, ch.Agent); err != nil {
-		k.auditDenied(c, op, target(ch.Agent, ch.Key), raw, err.Code)
-		return failed(err)
-	}
 	size := int64(len(ch.Value))
 	if ch.Delete {
 		size = -1
 	}
-	if err := k.mayWrite(c, op, ch.Agent, ch.Key, size, raw); err != nil {
+	if err := k.gate(k.writeCall(c, op, ch.Agent, ch.Key, size, raw)); err != nil {
 		return failed(err)
 	}
 	t := &tx{
@@ -114,14 +108,7 @@ func (k *Kernel) submitChange(c *Cred, op string, ch *state.Change, raw []byte, 
 // caller must not change), with the key's record. Like state.load, a read
 // is not audited and a refusal is.
 func (k *Kernel) StateOpen(ctx context.Context, c *Cred, agent, key string) (*os.File, []byte, proto.StateRecord, error) {
-	if err := k.authorize(c, agent); err != nil {
-		k.auditDenied(c, proto.OpStateLoad, target(agent, key), nil, err.Code)
-		return nil, nil, proto.StateRecord{}, err
-	}
-	if err := proto.CheckKey(key); err != nil {
-		return nil, nil, proto.StateRecord{}, err
-	}
-	if err := k.mayRead(c, proto.OpStateLoad, agent, key, nil); err != nil {
+	if err := k.gate(k.readCall(c, agent, key, nil)); err != nil {
 		return nil, nil, proto.StateRecord{}, err
 	}
 	f, v, rec, err := k.state.Open(agent, key)

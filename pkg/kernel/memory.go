@@ -321,8 +321,7 @@ func memRecord(agent string, m *memory.Memory) proto.MemoryRecord {
 // group commit: all are stored or none (a bad memory fails the request
 // with its position).
 func (k *Kernel) MemRemember(ctx context.Context, c *Cred, a proto.MemRememberArgs, raw []byte) (proto.MemRememberResult, error) {
-	if err := k.authorize(c, a.Agent); err != nil {
-		k.auditDenied(c, proto.OpMemRemember, a.Agent, raw, err.Code)
+	if err := k.gate(&call{op: proto.OpMemRemember, c: c, agent: a.Agent, raw: raw}); err != nil {
 		return proto.MemRememberResult{}, err
 	}
 	n := len(a.Memories)
@@ -515,8 +514,7 @@ func (k *Kernel) MemRecall(ctx context.Context, c *Cred, a proto.MemRecallArgs, 
 		k.memmu.RUnlock()
 		sort.Strings(agents)
 	} else {
-		if err := k.authorize(c, a.Agent); err != nil {
-			k.auditDenied(c, proto.OpMemRecall, a.Agent, raw, err.Code)
+		if err := k.gate(&call{op: proto.OpMemRecall, c: c, agent: a.Agent, raw: raw}); err != nil {
 			return err
 		}
 		if err := k.mayRecall(c, proto.OpMemRecall, a.Agent, a.Kind, raw); err != nil {
@@ -629,8 +627,7 @@ func (k *Kernel) memoryOf(agent, id string) (*memory.Memory, bool) {
 
 // MemList emits the memories of an agent that match, oldest first.
 func (k *Kernel) MemList(ctx context.Context, c *Cred, a proto.MemListArgs, raw []byte, emit func(*proto.MemoryRecord) error) error {
-	if err := k.authorize(c, a.Agent); err != nil {
-		k.auditDenied(c, proto.OpMemList, a.Agent, raw, err.Code)
+	if err := k.gate(&call{op: proto.OpMemList, c: c, agent: a.Agent, raw: raw}); err != nil {
 		return err
 	}
 	if err := k.mayRecall(c, proto.OpMemList, a.Agent, a.Kind, raw); err != nil {
@@ -687,8 +684,7 @@ func (k *Kernel) memKind(agent, id string) (string, bool) {
 // MemForget forgets memories of an agent by id, by tag and/or by age, in
 // one group commit, and returns their records (without text).
 func (k *Kernel) MemForget(ctx context.Context, c *Cred, a proto.MemForgetArgs, raw []byte) ([]proto.MemoryRecord, error) {
-	if err := k.authorize(c, a.Agent); err != nil {
-		k.auditDenied(c, proto.OpMemForget, a.Agent, raw, err.Code)
+	if err := k.gate(&call{op: proto.OpMemForget, c: c, agent: a.Agent, raw: raw}); err != nil {
 		return nil, err
 	}
 	if len(a.IDs) == 0 && len(a.Tags) == 0 && a.Before.IsZero() {
@@ -774,8 +770,7 @@ func (k *Kernel) forget(ctx context.Context, who audit.Actor, agent string, ids 
 
 // MemRead returns the file of a memory (for the FUSE view).
 func (k *Kernel) MemRead(ctx context.Context, c *Cred, agent, kind, id string) ([]byte, error) {
-	if err := k.authorize(c, agent); err != nil {
-		k.auditDenied(c, proto.OpMemList, agent, nil, err.Code)
+	if err := k.gate(&call{op: proto.OpMemList, c: c, agent: agent}); err != nil {
 		return nil, err
 	}
 	if got, ok := k.memKind(agent, id); !ok || got != kind {

@@ -45,7 +45,6 @@ func (k *Kernel) openTalk() error {
 	}
 	k.talk.inbox = ib
 	k.talk.approvals = approval.New(k.auditSeq)
-	k.talk.approvals.OnChange = k.approvalChanged
 	k.talk.budgetAsked = map[string]bool{}
 	return nil
 }
@@ -85,11 +84,8 @@ func (k *Kernel) MsgSend(ctx context.Context, c *Cred, a proto.MsgSendArgs, raw 
 		return deny(proto.Errorf(err.Code, "recipient: %s", err.Message), "")
 	}
 	if from != "" {
-		if err := proto.CheckAgent(from); err != nil {
-			return deny(proto.Errorf(err.Code, "sender: %s", err.Message), "")
-		}
-		if err := k.authorize(c, from); err != nil {
-			return deny(err, "")
+		if err := k.gate(&call{op: proto.OpMsgSend, c: c, agent: from, raw: raw, target: tgt}); err != nil {
+			return proto.MsgRecord{}, err
 		}
 	} else if !c.Admin && c.Agent == "" {
 		return deny(proto.Errorf(proto.EPERM, "uid %d may send only as one of its agents (-a AGENT)", c.UID), "")
@@ -159,11 +155,7 @@ func denied(err error) *policy.Denied {
 
 // msgScope checks that c may read agent's inbox.
 func (k *Kernel) msgScope(c *Cred, op, agent string, raw []byte) *proto.Error {
-	if err := k.authorize(c, agent); err != nil {
-		k.auditDenied(c, op, agent+":inbox", raw, err.Code)
-		return err
-	}
-	return nil
+	return k.gate(&call{op: op, c: c, agent: agent, raw: raw, target: agent + ":inbox"})
 }
 
 // MsgList emits the messages of a.Agent's inbox, oldest first.
@@ -248,7 +240,7 @@ func (k *Kernel) MsgRecv(ctx context.Context, c *Cred, a proto.MsgListArgs, raw 
 
 // MsgRead returns one message of agent's inbox (the mount's files).
 func (k *Kernel) MsgRead(c *Cred, agent, id string) (proto.MsgRecord, error) {
-	if err := k.authorize(c, agent); err != nil {
+	if err := k.gate(&call{op: proto.OpMsgList, c: c, agent: agent, target: agent + ":inbox/" + id}); err != nil {
 		return proto.MsgRecord{}, err
 	}
 	m, err := k.talk.inbox.Get(agent, id)

@@ -60,8 +60,8 @@ func (k *Kernel) NetFetch(ctx context.Context, c *Cred, a proto.FetchArgs, raw [
 		k.auditDenied(c, proto.OpNetFetch, target, raw, err.Code)
 		return proto.FetchRecord{}, err
 	}
-	if err := k.authorize(c, a.Agent); err != nil {
-		return deny(err, fetchTarget(a.Agent, method, a.URL, ""))
+	if err := k.gate(&call{op: proto.OpNetFetch, c: c, agent: a.Agent, raw: raw, target: fetchTarget(a.Agent, method, a.URL, "")}); err != nil {
+		return proto.FetchRecord{}, err
 	}
 	p, err := k.policyOf(a.Agent)
 	if err != nil {

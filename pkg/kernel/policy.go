@@ -151,8 +151,7 @@ func (k *Kernel) policyRecord(agent string) (proto.PolicyRecord, error) {
 // PolicyShow returns agent's policy (the admin's, or the agent's own:
 // an agent may read its policy, not change it).
 func (k *Kernel) PolicyShow(ctx context.Context, c *Cred, agent string, raw []byte) (proto.PolicyRecord, error) {
-	if err := k.authorize(c, agent); err != nil {
-		k.auditDenied(c, proto.OpPolicyShow, agent, raw, err.Code)
+	if err := k.gate(&call{op: proto.OpPolicyShow, c: c, agent: agent, raw: raw}); err != nil {
 		return proto.PolicyRecord{}, err
 	}
 	return k.policyRecord(agent)

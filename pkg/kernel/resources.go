@@ -17,8 +17,7 @@ import (
 // second while it runs, and an idle oxiosd reads nothing.
 func (k *Kernel) Resources(ctx context.Context, c *Cred, a proto.ResourcesArgs, raw []byte) (proto.ResourcesRecord, error) {
 	if a.Agent != "" {
-		if err := k.authorize(c, a.Agent); err != nil {
-			k.auditDenied(c, proto.OpResources, a.Agent, raw, err.Code)
+		if err := k.gate(&call{op: proto.OpResources, c: c, agent: a.Agent, raw: raw}); err != nil {
 			return proto.ResourcesRecord{}, err
 		}
 	}

@@ -176,8 +176,7 @@ func (k *Kernel) RunSpawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw [
 // queued.
 func (k *Kernel) spawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw []byte, sysEnv []string) (proto.RunRecord, spawned, error) {
 	var none proto.RunRecord
-	if err := k.authorize(c, a.Agent); err != nil {
-		k.auditDenied(c, proto.OpRunSpawn, a.Agent, raw, err.Code)
+	if err := k.gate(&call{op: proto.OpRunSpawn, c: c, agent: a.Agent, raw: raw}); err != nil {
 		return none, nil, err
 	}
 	fail := func(err *proto.Error) (proto.RunRecord, spawned, error) {
@@ -320,8 +319,7 @@ func (k *Kernel) run(c *Cred, op, id string, raw []byte) (*supervisor.Run, error
 	if !ok {
 		return nil, proto.Errorf(proto.ESRCH, "no run %q (ox-ps --all lists the runs)", id)
 	}
-	if err := k.authorize(c, r.Agent()); err != nil {
-		k.auditDenied(c, op, r.Agent()+":"+id, raw, err.Code)
+	if err := k.gate(&call{op: op, c: c, agent: r.Agent(), key: id, raw: raw}); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -485,8 +483,7 @@ func (k *Kernel) RunKill(ctx context.Context, c *Cred, a proto.KillArgs, raw []b
 // run are sampled now, summed over its processes.
 func (k *Kernel) RunPs(ctx context.Context, c *Cred, a proto.PsArgs, raw []byte, emit func(*proto.RunRecord) error) error {
 	if a.Agent != "" {
-		if err := k.authorize(c, a.Agent); err != nil {
-			k.auditDenied(c, proto.OpRunPs, a.Agent, raw, err.Code)
+		if err := k.gate(&call{op: proto.OpRunPs, c: c, agent: a.Agent, raw: raw}); err != nil {
 			return err
 		}
 	}

@@ -207,8 +207,7 @@ func (k *Kernel) schedReady() *proto.Error {
 // ScheduleAdd adds a job: the caller must be able to act on its agent
 // (the admin, a run of the agent, a user granted it).
 func (k *Kernel) ScheduleAdd(ctx context.Context, c *Cred, a proto.ScheduleAddArgs, raw []byte) (proto.JobRecord, error) {
-	if err := k.authorize(c, a.Agent); err != nil {
-		k.auditDenied(c, proto.OpScheduleAdd, a.Agent+":"+a.Name, raw, err.Code)
+	if err := k.gate(&call{op: proto.OpScheduleAdd, c: c, agent: a.Agent, key: a.Name, raw: raw}); err != nil {
 		return proto.JobRecord{}, err
 	}
 	if err := checkJobName(a.Name); err != nil {
@@ -268,8 +267,7 @@ func (k *Kernel) job(c *Cred, op string, a proto.ScheduleArgs, raw []byte) (*job
 		return nil, err
 	}
 	if a.Agent != "" {
-		if err := k.authorize(c, a.Agent); err != nil {
-			k.auditDenied(c, op, a.Agent+":"+a.Name, raw, err.Code)
+		if err := k.gate(&call{op: op, c: c, agent: a.Agent, key: a.Name, raw: raw}); err != nil {
 			return nil, err
 		}
 	}
@@ -280,8 +278,7 @@ func (k *Kernel) job(c *Cred, op string, a proto.ScheduleArgs, raw []byte) (*job
 	if !ok || (a.Agent != "" && j.Agent != a.Agent) {
 		return nil, proto.Errorf(proto.ENOENT, "no job %q (ox-schedule ls lists the jobs)", a.Name)
 	}
-	if err := k.authorize(c, j.Agent); err != nil {
-		k.auditDenied(c, op, j.Agent+":"+a.Name, raw, err.Code)
+	if err := k.gate(&call{op: op, c: c, agent: j.Agent, key: a.Name, raw: raw}); err != nil {
 		return nil, err
 	}
 	return j, nil
@@ -311,8 +308,7 @@ func (k *Kernel) ScheduleRm(ctx context.Context, c *Cred, a proto.ScheduleArgs, 
 // ScheduleList calls emit with each job c may see, by name.
 func (k *Kernel) ScheduleList(ctx context.Context, c *Cred, a proto.ScheduleListArgs, raw []byte, emit func(*proto.JobRecord) error) error {
 	if a.Agent != "" {
-		if err := k.authorize(c, a.Agent); err != nil {
-			k.auditDenied(c, proto.OpScheduleList, a.Agent, raw, err.Code)
+		if err := k.gate(&call{op: proto.OpScheduleList, c: c, agent: a.Agent, raw: raw}); err != nil {
 			return err
 		}
 	}

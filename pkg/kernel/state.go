@@ -2,13 +2,11 @@ package kernel
 
 import (
 	"context"
-	"strings"
 
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/state"
-	"github.com/oxios/oxios/pkg/version"
 )
 
 func target(agent, key string) string { return agent + ":" + key }
@@ -16,18 +14,16 @@ func target(agent, key string) string { return agent + ":" + key }
 // StateSave stores a value under a key of an agent's state. raw is the
 // request's args as received, digested into the audit entry.
 func (k *Kernel) StateSave(ctx context.Context, c *Cred, a proto.StateSaveArgs, raw []byte) (proto.StateRecord, error) {
-	if err := k.authorize(c, a.Agent); err != nil {
-		k.auditDenied(c, proto.OpStateSave, target(a.Agent, a.Key), raw, err.Code)
-		return proto.StateRecord{}, err
-	}
-	if err := k.checkKey(c, proto.OpStateSave, a.Agent, a.Key, raw); err != nil {
-		return proto.StateRecord{}, err
-	}
 	value, perr := proto.DecodeValue(a.Value, a.Encoding)
 	if perr != nil {
+		// The caller and the key come first, as for any call: a refusal
+		// of them is what the log must show.
+		if err := k.gate(&call{op: proto.OpStateSave, c: c, agent: a.Agent, key: a.Key, raw: raw}); err != nil {
+			return proto.StateRecord{}, err
+		}
 		return proto.StateRecord{}, perr
 	}
-	if err := k.mayWrite(c, proto.OpStateSave, a.Agent, a.Key, int64(len(value)), raw); err != nil {
+	if err := k.gate(k.writeCall(c, proto.OpStateSave, a.Agent, a.Key, int64(len(value)), raw)); err != nil {
 		return proto.StateRecord{}, err
 	}
 	return k.change(ctx, c, proto.OpStateSave, raw, &state.Change{Agent: a.Agent, Key: a.Key, Value: value})
@@ -35,31 +31,15 @@ func (k *Kernel) StateSave(ctx context.Context, c *Cred, a proto.StateSaveArgs, 
 
 // StateDelete removes a key.
 func (k *Kernel) StateDelete(ctx context.Context, c *Cred, a proto.StateArgs, raw []byte) (proto.StateRecord, error) {
-	if err := k.authorize(c, a.Agent); err != nil {
-		k.auditDenied(c, proto.OpStateDelete, target(a.Agent, a.Key), raw, err.Code)
-		return proto.StateRecord{}, err
-	}
-	if err := k.checkKey(c, proto.OpStateDelete, a.Agent, a.Key, raw); err != nil {
-		return proto.StateRecord{}, err
-	}
-	if err := k.mayWrite(c, proto.OpStateDelete, a.Agent, a.Key, -1, raw); err != nil {
+	if err := k.gate(k.writeCall(c, proto.OpStateDelete, a.Agent, a.Key, -1, raw)); err != nil {
 		return proto.StateRecord{}, err
 	}
 	return k.change(ctx, c, proto.OpStateDelete, raw, &state.Change{Agent: a.Agent, Key: a.Key, Delete: true})
 }
 
-// change commits one state change with its audit entry. Invalid keys and
-// conflicts are found while staging, so they are audited with their error.
+// change commits one state change with its audit entry. Conflicts are
+// found while staging, so they are audited with their error.
 func (k *Kernel) change(ctx context.Context, c *Cred, op string, raw []byte, ch *state.Change) (proto.StateRecord, error) {
-	// A key git would refuse (".git" and its aliases) could be saved but
-	// never committed: refuse it now.
-	if !ch.Delete && proto.CheckKey(ch.Key) == nil {
-		if err := version.CheckPath(ch.Key); err != nil {
-			perr := proto.Errorf(proto.EINVAL, "%s: key %q: %v", ch.Agent, ch.Key, err)
-			k.auditDenied(c, op, target(ch.Agent, ch.Key), raw, perr.Code)
-			return proto.StateRecord{}, perr
-		}
-	}
 	t := &tx{change: ch, entry: &audit.Entry{Actor: actor(c), Op: op, Target: target(ch.Agent, ch.Key), Args: audit.ArgsDigest(raw)}}
 	if err := k.submit(ctx, t, true); err != nil {
 		return proto.StateRecord{}, err
@@ -69,14 +49,7 @@ func (k *Kernel) change(ctx context.Context, c *Cred, op string, raw []byte, ch 
 
 // StateLoad returns a key's value and record.
 func (k *Kernel) StateLoad(ctx context.Context, c *Cred, a proto.StateArgs, raw []byte) ([]byte, proto.StateRecord, error) {
-	if err := k.authorize(c, a.Agent); err != nil {
-		k.auditDenied(c, proto.OpStateLoad, target(a.Agent, a.Key), raw, err.Code)
-		return nil, proto.StateRecord{}, err
-	}
-	if err := k.checkKey(c, proto.OpStateLoad, a.Agent, a.Key, raw); err != nil {
-		return nil, proto.StateRecord{}, err
-	}
-	if err := k.mayRead(c, proto.OpStateLoad, a.Agent, a.Key, raw); err != nil {
+	if err := k.gate(k.readCall(c, a.Agent, a.Key, raw)); err != nil {
 		return nil, proto.StateRecord{}, err
 	}
 	k.flights.wait(a.Agent)
@@ -89,15 +62,8 @@ func (k *Kernel) StateLoad(ctx context.Context, c *Cred, a proto.StateArgs, raw 
 
 // StateList calls emit with the record of each key at or below prefix.
 func (k *Kernel) StateList(ctx context.Context, c *Cred, a proto.StateListArgs, raw []byte, emit func(*proto.StateRecord) error) error {
-	if err := k.authorize(c, a.Agent); err != nil {
-		k.auditDenied(c, proto.OpStateList, target(a.Agent, a.Prefix), raw, err.Code)
-		return err
-	}
-	if err := proto.CheckPrefix(a.Prefix); err != nil {
-		k.auditDenied(c, proto.OpStateList, target(a.Agent, strings.ToValidUTF8(a.Prefix, "?")), raw, err.Code)
-		return err
-	}
-	if err := k.permit(c, a.Agent, proto.OpStateList, target(a.Agent, a.Prefix), raw, func(p *policy.Policy) error { return p.CheckStateList() }); err != nil {
+	if err := k.gate(&call{op: proto.OpStateList, c: c, agent: a.Agent, key: a.Prefix, raw: raw,
+		policy: func(p *policy.Policy) error { return p.CheckStateList() }}); err != nil {
 		return err
 	}
 	k.flights.wait(a.Agent)
@@ -122,11 +88,7 @@ func (k *Kernel) StateList(ctx context.Context, c *Cred, a proto.StateListArgs, 
 
 // StateStat returns a key's record without its value.
 func (k *Kernel) StateStat(ctx context.Context, c *Cred, agent, key string) (proto.StateRecord, error) {
-	if err := k.authorize(c, agent); err != nil {
-		k.auditDenied(c, proto.OpStateLoad, target(agent, key), nil, err.Code)
-		return proto.StateRecord{}, err
-	}
-	if err := proto.CheckKey(key); err != nil {
+	if err := k.gate(&call{op: proto.OpStateLoad, c: c, agent: agent, key: key}); err != nil {
 		return proto.StateRecord{}, err
 	}
 	if r := k.readable(c, agent); r != nil && !r(key) {
@@ -160,32 +122,19 @@ func (k *Kernel) Agents(ctx context.Context, c *Cred) []string {
 	return out
 }
 
-// checkKey refuses, and audits, a key that is not one: a path out of the
-// agent's state ("..", absolute, NUL) is an attack to have on the log,
-// whoever the caller and whatever the policy.
-func (k *Kernel) checkKey(c *Cred, op, agent, key string, raw []byte) *proto.Error {
-	err := proto.CheckKey(key)
-	if err != nil {
-		k.auditDenied(c, op, target(agent, strings.ToValidUTF8(key, "?")), raw, err.Code)
-	}
-	return err
-}
-
-// mayWrite asks agent's policy whether c may write (or, size < 0, delete)
-// key.
-func (k *Kernel) mayWrite(c *Cred, op, agent, key string, size int64, raw []byte) *proto.Error {
-	return k.permit(c, agent, op, target(agent, key), raw, func(p *policy.Policy) error {
+// writeCall is the call of a save (or, size < 0, a delete) of key: the
+// agent's policy must allow writing it at the size the state would have.
+func (k *Kernel) writeCall(c *Cred, op, agent, key string, size int64, raw []byte) *call {
+	return &call{op: op, c: c, agent: agent, key: key, raw: raw, policy: func(p *policy.Policy) error {
 		total, old := k.state.Usage(agent, key)
-		if size < 0 {
-			size = 0
-		}
-		return p.CheckStateWrite(key, total-old+size)
-	})
+		return p.CheckStateWrite(key, total-old+max(size, 0))
+	}}
 }
 
-// mayRead asks agent's policy whether c may read key.
-func (k *Kernel) mayRead(c *Cred, op, agent, key string, raw []byte) *proto.Error {
-	return k.permit(c, agent, op, target(agent, key), raw, func(p *policy.Policy) error { return p.CheckStateRead(key) })
+// readCall is the call of a read of key, which the policy must allow.
+func (k *Kernel) readCall(c *Cred, agent, key string, raw []byte) *call {
+	return &call{op: proto.OpStateLoad, c: c, agent: agent, key: key, raw: raw,
+		policy: func(p *policy.Policy) error { return p.CheckStateRead(key) }}
 }
 
 // readable returns, for a caller bound by agent's policy, which keys it

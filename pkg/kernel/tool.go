@@ -55,8 +55,8 @@ func (k *Kernel) ToolRun(ctx context.Context, c *Cred, a proto.ToolRunArgs, raw 
 		k.auditDenied(c, proto.OpToolRun, target, raw, err.Code)
 		return proto.ToolRecord{}, err
 	}
-	if err := k.authorize(c, a.Agent); err != nil {
-		return deny(err, toolTarget(a.Agent, a.Tool, ""))
+	if err := k.gate(&call{op: proto.OpToolRun, c: c, agent: a.Agent, raw: raw, target: toolTarget(a.Agent, a.Tool, "")}); err != nil {
+		return proto.ToolRecord{}, err
 	}
 	if !wasm.ValidName(a.Tool) {
 		return proto.ToolRecord{}, proto.Errorf(proto.EINVAL, "tool %q: a name is letters, digits, - and _", a.Tool)

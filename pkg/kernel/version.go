@@ -386,8 +386,7 @@ func (k *Kernel) versionScope(c *Cred, op, agent string, raw []byte) *proto.Erro
 		k.auditDenied(c, op, "*", raw, err.Code)
 		return err
 	}
-	if err := k.authorize(c, agent); err != nil {
-		k.auditDenied(c, op, agent, raw, err.Code)
+	if err := k.gate(&call{op: op, c: c, agent: agent, raw: raw}); err != nil {
 		return err
 	}
 	return nil

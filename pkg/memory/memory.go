@@ -23,19 +23,22 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/oxios/oxios/pkg/proto"
 )
 
 // Kinds of memory.
 const (
-	Working  = "working"
-	Episodic = "episodic"
-	Semantic = "semantic"
+	Working  = proto.MemWorking
+	Episodic = proto.MemEpisodic
+	Semantic = proto.MemSemantic
 )
 
 // Kinds lists the kinds, in the order they are shown.
@@ -44,9 +47,9 @@ var Kinds = []string{Working, Episodic, Semantic}
 // Limits of the fields.
 const (
 	MaxTags      = 32
-	MaxTagLen    = 64
+	MaxTagLen    = proto.MaxTagLen
 	MaxSourceLen = 256
-	IDLen        = 26
+	IDLen        = proto.MemIDLen
 )
 
 // Memory is one memory.
@@ -61,47 +64,22 @@ type Memory struct {
 	Text       string
 }
 
-// CheckKind reports why k is not a kind.
-func CheckKind(k string) error {
-	switch k {
-	case Working, Episodic, Semantic:
+// CheckKind reports why k is not a kind (proto.CheckMemKind).
+func CheckKind(k string) error { return asError(proto.CheckMemKind(k)) }
+
+// CheckTag reports why t is not a valid tag (proto.CheckTag).
+func CheckTag(t string) error { return asError(proto.CheckTag(t)) }
+
+// CheckID reports why id is not a memory id (proto.CheckMemID).
+func CheckID(id string) error { return asError(proto.CheckMemID(id)) }
+
+// asError keeps a nil *proto.Error from becoming a non-nil error, and
+// gives the message without its errno suffix, as these checks always did.
+func asError(e *proto.Error) error {
+	if e == nil {
 		return nil
 	}
-	return fmt.Errorf("kind %q: want working, episodic or semantic", k)
-}
-
-// CheckTag reports why t is not a valid tag.
-func CheckTag(t string) error {
-	if t == "" {
-		return fmt.Errorf("empty tag")
-	}
-	if len(t) > MaxTagLen {
-		return fmt.Errorf("tag %.20q... is longer than %d bytes", t, MaxTagLen)
-	}
-	for i := 0; i < len(t); i++ {
-		c := t[i]
-		if c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || strings.IndexByte("._:/-", c) >= 0 {
-			continue
-		}
-		return fmt.Errorf("tag %q: byte %d (%q) not allowed; tags are [a-z0-9._:/-]", t, i, c)
-	}
-	return nil
-}
-
-// CheckID reports why id is not a memory id.
-func CheckID(id string) error {
-	if len(id) != IDLen {
-		return fmt.Errorf("id %.30q: want %d characters", id, IDLen)
-	}
-	for i := 0; i < len(id); i++ {
-		if decode[id[i]] < 0 {
-			return fmt.Errorf("id %q: byte %d (%q) is not Crockford base32", id, i, id[i])
-		}
-	}
-	if decode[id[0]] > 7 {
-		return fmt.Errorf("id %q: first character out of range", id)
-	}
-	return nil
+	return errors.New(e.Message)
 }
 
 // Check reports why m cannot be stored.

@@ -2,7 +2,6 @@ package proto
 
 import (
 	"encoding/base64"
-	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -101,67 +100,4 @@ func isText(v []byte) bool {
 // in the worst case (base64) plus room for the envelope.
 func MaxLineFor(maxValue int) int {
 	return (maxValue+2)/3*4 + 64<<10
-}
-
-// CheckAgent reports why name is not a valid agent name, or nil.
-// Agent names are [a-z0-9][a-z0-9._-]{0,62}: they are directory names,
-// user-visible in paths, and safe in shells without quoting.
-func CheckAgent(name string) *Error {
-	if name == "" {
-		return Errorf(EINVAL, "agent name is empty (give one with -a AGENT)")
-	}
-	if len(name) > MaxAgentLen {
-		return Errorf(ENAMETOOLONG, "agent name %.20q... is %d bytes, more than %d", name, len(name), MaxAgentLen)
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		lower := c >= 'a' && c <= 'z' || c >= '0' && c <= '9'
-		if lower || i > 0 && (c == '.' || c == '_' || c == '-') {
-			continue
-		}
-		return Errorf(EINVAL, "agent name %q: byte %d (%q) not allowed; names are [a-z0-9][a-z0-9._-]{0,62}", name, i, c)
-	}
-	return nil
-}
-
-// CheckKey reports why key is not a valid state key, or nil. A key is a
-// relative slash-separated path: not empty, not absolute, no "." or ".."
-// or empty element, no NUL, valid UTF-8, at most MaxKeyLen bytes.
-func CheckKey(key string) *Error {
-	return checkPath("key", key, false)
-}
-
-// CheckPrefix is CheckKey for a list prefix, which may be empty and may end
-// in a slash.
-func CheckPrefix(prefix string) *Error {
-	if prefix == "" {
-		return nil
-	}
-	return checkPath("prefix", strings.TrimSuffix(prefix, "/"), true)
-}
-
-func checkPath(what, key string, prefix bool) *Error {
-	switch {
-	case key == "" && !prefix:
-		return Errorf(EINVAL, "%s is empty", what)
-	case len(key) > MaxKeyLen:
-		return Errorf(ENAMETOOLONG, "%s is %d bytes, more than %d", what, len(key), MaxKeyLen)
-	case strings.IndexByte(key, 0) >= 0:
-		return Errorf(EINVAL, "%s %q contains a NUL byte", what, key)
-	case !utf8.ValidString(key):
-		return Errorf(EINVAL, "%s %q is not valid UTF-8", what, key)
-	case key[0] == '/':
-		return Errorf(EINVAL, "%s %q is absolute; keys are relative paths like notes/today.md", what, key)
-	}
-	for elem := range strings.SplitSeq(key, "/") {
-		switch {
-		case elem == "":
-			return Errorf(EINVAL, "%s %q has an empty path element", what, key)
-		case elem == "." || elem == "..":
-			return Errorf(EINVAL, "%s %q has a %q element; keys may not leave the agent's state", what, key, elem)
-		case len(elem) > MaxKeyElem:
-			return Errorf(ENAMETOOLONG, "%s %q has an element of %d bytes, more than %d", what, key, len(elem), MaxKeyElem)
-		}
-	}
-	return nil
 }

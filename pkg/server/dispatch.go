@@ -10,35 +10,28 @@ import (
 	"runtime/debug"
 	"strconv"
 
+	"github.com/oxios/oxios/pkg/kernel"
 	"github.com/oxios/oxios/pkg/proto"
 )
 
-// handler serves one op. Inline handlers are quick and never block (loads,
-// hello): they run on the reading goroutine, which keeps a sequential
-// client at one goroutine hop per request. The others (anything that
-// waits for a commit, or streams) run on their own goroutine so pipelined
-// requests behind them proceed and group-commit together.
-type handler struct {
-	inline bool
-	serve  func(ctx context.Context, c *conn, req *proto.Request) ([]byte, error)
-}
-
-// handlers is filled by the init functions of the files that serve ops
-// (the table cannot be a literal: its handlers refer back to it).
-var handlers = map[string]handler{}
-
-func init() {
-	handlers[proto.OpHello] = handler{inline: true, serve: serveHello}
-	handlers[proto.OpStateLoad] = handler{inline: true, serve: serveStateLoad}
-	handlers[proto.OpStateSave] = handler{serve: serveStateSave}
-	handlers[proto.OpStateDelete] = handler{serve: serveStateDelete}
-	handlers[proto.OpStateList] = handler{serve: serveStateList}
+// The ops served are those the kernel's syscall table gives a Serve
+// (kernel.Lookup): the server has no list of its own. Inline syscalls are
+// quick and never block (loads, hello): they run on the reading goroutine,
+// which keeps a sequential client at one goroutine hop per request. The
+// others (anything that waits for a commit, or streams) run on their own
+// goroutine so pipelined requests behind them proceed and group-commit
+// together.
+func served(op string) *kernel.Syscall {
+	if sc := kernel.Lookup(op); sc != nil && sc.Serve != nil {
+		return sc
+	}
+	return nil
 }
 
 // decodeRequest parses one request line. The error names the problem.
 func decodeRequest(line []byte) (*proto.Request, *proto.Error) {
 	if req, ok := fastRequest(line); ok {
-		if _, known := handlers[req.Op]; known {
+		if served(req.Op) != nil {
 			return req, nil
 		}
 	}
@@ -56,7 +49,7 @@ func decodeRequest(line []byte) (*proto.Request, *proto.Error) {
 	if req.Op == "" {
 		return &req, proto.Errorf(proto.EBADMSG, "request has no \"op\"")
 	}
-	if _, ok := handlers[req.Op]; !ok {
+	if served(req.Op) == nil {
 		return &req, proto.Errorf(proto.ENOSYS, "unknown op %q", req.Op)
 	}
 	return &req, nil
@@ -74,38 +67,6 @@ func typeName(field string) string {
 	return "different type"
 }
 
-// decodeArgs strictly decodes args into v: unknown fields are refused so a
-// typo does not silently do something else.
-func decodeArgs(req *proto.Request, v any) error {
-	if len(req.Args) == 0 || string(req.Args) == "null" {
-		return proto.Errorf(proto.EINVAL, "%s: missing args", req.Op)
-	}
-	d := json.NewDecoder(bytes.NewReader(req.Args))
-	d.DisallowUnknownFields()
-	if err := d.Decode(v); err != nil {
-		return proto.Errorf(proto.EINVAL, "%s: bad args: %v", req.Op, err)
-	}
-	return nil
-}
-
-// refused audits a request of an op that acts for an agent (exec, a tool,
-// a fetch) whose args do not decode, and returns err: such a request, an
-// exec that brings an "env" say, is an attempt the log must show, not
-// only a malformed line.
-func (c *conn) refused(req *proto.Request, what string, err error) error {
-	var a struct {
-		Agent string `json:"agent"`
-	}
-	json.Unmarshal(req.Args, &a)
-	code := proto.EINVAL
-	var pe *proto.Error
-	if errors.As(err, &pe) {
-		code = pe.Code
-	}
-	c.s.k.Refused(c.cred, req.Op, fmt.Sprintf("%.64s:%s [args]", a.Agent, what), req.Args, code)
-	return err
-}
-
 func (c *conn) dispatch(ctx context.Context, line []byte, r *bufio.Reader) {
 	c.s.quiet.touch()
 	req, perr := decodeRequest(line)
@@ -118,9 +79,9 @@ func (c *conn) dispatch(ctx context.Context, line []byte, r *bufio.Reader) {
 		c.flushIf(r)
 		return
 	}
-	h := handlers[req.Op]
-	if h.inline {
-		res, err := c.call(ctx, h, req)
+	sc := served(req.Op)
+	if sc.Inline {
+		res, err := c.call(ctx, sc, req)
 		c.reply(req.ID, res, err)
 		c.flushIf(r)
 		return
@@ -131,7 +92,7 @@ func (c *conn) dispatch(ctx context.Context, line []byte, r *bufio.Reader) {
 	c.inflight.Add(1)
 	go func() {
 		defer func() { <-c.sem; c.inflight.Done() }()
-		res, err := c.call(ctx, h, req)
+		res, err := c.call(ctx, sc, req)
 		c.wmu.Lock()
 		c.writeReply(req.ID, res, err)
 		if c.werr == nil {
@@ -144,15 +105,25 @@ func (c *conn) dispatch(ctx context.Context, line []byte, r *bufio.Reader) {
 // call runs a handler. A panic is a bug, but one request's bug must not take
 // the kernel down with every other client: it is logged with its stack and
 // answered with EIO.
-func (c *conn) call(ctx context.Context, h handler, req *proto.Request) (res []byte, err error) {
+func (c *conn) call(ctx context.Context, sc *kernel.Syscall, req *proto.Request) (res []byte, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			c.s.log.Error("panic serving request", "op", req.Op, "panic", p, "stack", string(debug.Stack()))
 			res, err = nil, proto.Errorf(proto.EIO, "internal error serving %s (logged by oxiosd)", req.Op)
 		}
 	}()
-	return h.serve(ctx, c, req)
+	return sc.Serve(c.s.k, ctx, c.cred, &kernel.Request{Op: req.Op, Args: req.Args, Out: out{c, req.ID}})
 }
+
+// out is where the items of request id go: the kernel.Out of a call.
+type out struct {
+	c  *conn
+	id uint64
+}
+
+func (o out) Item(rec []byte) error   { return o.c.sendItem(o.id, rec) }
+func (o out) Flush()                  { o.c.flush() }
+func (o out) Follow() context.Context { return o.c.follow }
 
 func (c *conn) reply(id uint64, res []byte, err error) {
 	c.wmu.Lock()

@@ -8,7 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"unicode"
+
+	"github.com/oxios/oxios/pkg/proto"
 )
 
 // Git file modes of tree entries. Git writes them in octal without
@@ -139,41 +140,11 @@ func CheckPath(path string) error {
 			return fmt.Errorf("%w: path %q has an empty element", ErrBadName, path)
 		case elem == "." || elem == "..":
 			return fmt.Errorf("%w: path %q has a %q element", ErrBadName, path, elem)
-		case gitReserved(elem):
+		case proto.GitReserved(elem):
 			return fmt.Errorf("%w: path %q has the element %q, which git reserves", ErrBadName, path, elem)
 		}
 	}
 	return nil
-}
-
-// gitReserved reports whether a path element would be taken for ".git" or
-// ".gitmodules" by git on some file system (git's is_hfs_dotgit,
-// is_ntfs_dotgit and their .gitmodules twins, made a little stricter).
-func gitReserved(elem string) bool {
-	var b strings.Builder
-	for _, r := range elem {
-		if !hfsIgnorable(r) {
-			b.WriteRune(unicode.ToLower(r))
-		}
-	}
-	s := b.String()
-	if i := strings.IndexByte(s, ':'); i >= 0 {
-		s = s[:i] // NTFS alternate data stream: ".git::$INDEX_ALLOCATION"
-	}
-	s = strings.TrimRight(s, " .")
-	switch s {
-	case ".git", ".gitmodules", "git~1":
-		return true
-	}
-	if len(s) == 8 && s[6] == '~' && s[7] >= '1' && s[7] <= '4' {
-		return s[:6] == "gitmod" || s[:6] == "gi7eba"
-	}
-	return false
-}
-
-// hfsIgnorable lists the code points HFS+ ignores in names.
-func hfsIgnorable(r rune) bool {
-	return r >= 0x200c && r <= 0x200f || r >= 0x202a && r <= 0x202e || r >= 0x206a && r <= 0x206f || r == 0xfeff
 }
 
 // treeCache keeps decoded trees for readers (Log, Show, Files), which walk

@@ -1,0 +1,259 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+// The syscalls whose wire shape is their own: fast paths for the state
+// ops, streams with a reply, raw log lines, and calls that follow.
+
+func serveHello(k *Kernel, ctx context.Context, c *Cred, r *Request) (json.RawMessage, error) {
+	var a proto.HelloArgs
+	if err := proto.DecodeOptionalArgs(r.Op, r.Args, &a); err != nil {
+		return nil, err
+	}
+	if a.Proto != 0 && a.Proto != proto.Version {
+		return nil, proto.Errorf(proto.EPROTO, "client speaks protocol %d, oxiosd speaks %d", a.Proto, proto.Version)
+	}
+	h := k.Hello(c)
+	return encodeRecord(&h)
+}
+
+func serveStateSave(k *Kernel, ctx context.Context, c *Cred, r *Request) (json.RawMessage, error) {
+	var a proto.StateSaveArgs
+	if err := proto.DecodeSaveArgs(r.Args, &a); err != nil {
+		return nil, err
+	}
+	rec, err := k.StateSave(ctx, c, a, r.Args)
+	if err != nil {
+		return nil, err
+	}
+	return proto.AppendStateRecord(nil, &rec), nil
+}
+
+func serveStateDelete(k *Kernel, ctx context.Context, c *Cred, r *Request) (json.RawMessage, error) {
+	var a proto.StateArgs
+	if err := proto.DecodeStateArgs(r.Op, r.Args, &a); err != nil {
+		return nil, err
+	}
+	rec, err := k.StateDelete(ctx, c, a, r.Args)
+	if err != nil {
+		return nil, err
+	}
+	return proto.AppendStateRecord(nil, &rec), nil
+}
+
+func serveStateLoad(k *Kernel, ctx context.Context, c *Cred, r *Request) (json.RawMessage, error) {
+	var a proto.StateArgs
+	if err := proto.DecodeStateArgs(r.Op, r.Args, &a); err != nil {
+		return nil, err
+	}
+	v, rec, err := k.StateLoad(ctx, c, a, r.Args)
+	if err != nil {
+		return nil, err
+	}
+	val, enc := proto.EncodeValue(v)
+	rec.Value, rec.Encoding = &val, enc
+	return proto.AppendStateRecord(make([]byte, 0, 160+len(val)), &rec), nil
+}
+
+func serveStateList(k *Kernel, ctx context.Context, c *Cred, r *Request) (json.RawMessage, error) {
+	var a proto.StateListArgs
+	if err := proto.DecodeArgs(r.Op, r.Args, &a); err != nil {
+		return nil, err
+	}
+	var buf []byte
+	return nil, k.StateList(ctx, c, a, r.Args, func(rec *proto.StateRecord) error {
+		buf = proto.AppendStateRecord(buf[:0], rec)
+		return r.Out.Item(buf)
+	})
+}
+
+// serveMemForget streams the forgotten memories' records: forget is one
+// commit, and its result may be long (--before).
+func serveMemForget(k *Kernel, ctx context.Context, c *Cred, r *Request) (json.RawMessage, error) {
+	var a proto.MemForgetArgs
+	if err := proto.DecodeArgs(r.Op, r.Args, &a); err != nil {
+		return nil, err
+	}
+	recs, err := k.MemForget(ctx, c, a, r.Args)
+	send := items[proto.MemoryRecord](r.Out)
+	for i := range recs {
+		if serr := send(&recs[i]); serr != nil {
+			return nil, serr
+		}
+	}
+	return nil, err
+}
+
+func serveAuditLog(k *Kernel, ctx context.Context, c *Cred, r *Request) (json.RawMessage, error) {
+	var a proto.AuditLogArgs
+	if err := proto.DecodeOptionalArgs(r.Op, r.Args, &a); err != nil {
+		return nil, err
+	}
+	if a.Follow {
+		ctx = r.Out.Follow()
+	}
+	// Entries already are JSON: each line is sent as the item itself. A
+	// follower gets each batch as it comes, not when a buffer fills.
+	return nil, k.AuditLog(ctx, c, a, r.Args, r.Out.Item, flusher(r.Out))
+}
+
+func flusher(out Out) func() error {
+	return func() error {
+		out.Flush()
+		return nil
+	}
+}
+
+func serveAuditShow(k *Kernel, ctx context.Context, c *Cred, r *Request) (json.RawMessage, error) {
+	var a proto.AuditShowArgs
+	if err := proto.DecodeArgs(r.Op, r.Args, &a); err != nil {
+		return nil, err
+	}
+	return k.AuditShow(ctx, c, a.Seq)
+}
+
+func serveAuditHead(k *Kernel, ctx context.Context, c *Cred, r *Request) (json.RawMessage, error) {
+	h, err := k.AuditHead(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return encodeRecord(&h)
+}
+
+func serveAuditVerify(k *Kernel, ctx context.Context, c *Cred, r *Request) (json.RawMessage, error) {
+	v, err := k.AuditVerify(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return encodeRecord(&v)
+}
+
+func serveAuditExport(k *Kernel, ctx context.Context, c *Cred, r *Request) (json.RawMessage, error) {
+	return nil, k.AuditExport(ctx, c, r.Out.Item)
+}
+
+// serveEvents streams events until the client closes its side of the
+// connection or the daemon stops; each record is flushed as it comes.
+func serveEvents(k *Kernel, _ context.Context, c *Cred, r *Request) (json.RawMessage, error) {
+	var a proto.EventsArgs
+	if err := proto.DecodeOptionalArgs(r.Op, r.Args, &a); err != nil {
+		return nil, err
+	}
+	return nil, k.Events(r.Out.Follow(), c, a, r.Args, func(rec any) error {
+		if b, ok := rec.(json.RawMessage); ok {
+			return r.Out.Item(b) // encoded once for every subscriber
+		}
+		b, err := encodeRecord(rec)
+		if err != nil {
+			return err
+		}
+		return r.Out.Item(b)
+	}, flusher(r.Out))
+}
+
+func servePolicyShow(k *Kernel, ctx context.Context, c *Cred, r *Request) (json.RawMessage, error) {
+	var a proto.BudgetArgs
+	if err := proto.DecodeArgs(r.Op, r.Args, &a); err != nil {
+		return nil, err
+	}
+	rec, err := k.PolicyShow(ctx, c, a.Agent, r.Args)
+	if err != nil {
+		return nil, err
+	}
+	return encodeRecord(&rec)
+}
+
+// servePolicyTest streams the actions judged otherwise; the reply counts.
+func servePolicyTest(k *Kernel, ctx context.Context, c *Cred, r *Request) (json.RawMessage, error) {
+	var a proto.PolicyTestArgs
+	if err := proto.DecodeArgs(r.Op, r.Args, &a); err != nil {
+		return nil, err
+	}
+	res, err := k.PolicyTest(ctx, c, a, r.Args, items[proto.PolicyTestRecord](r.Out))
+	if err != nil {
+		return nil, err
+	}
+	return encodeRecord(&res)
+}
+
+func serveStatus(k *Kernel, ctx context.Context, c *Cred, r *Request) (json.RawMessage, error) {
+	rec := k.Status(ctx, c)
+	return encodeRecord(&rec)
+}
+
+// serveRunSpawn starts a run. Attached, it streams the run's records until
+// its exit record (or until the client goes away: the run goes on).
+func serveRunSpawn(k *Kernel, ctx context.Context, c *Cred, r *Request) (json.RawMessage, error) {
+	var a proto.SpawnArgs
+	if err := proto.DecodeArgs(r.Op, r.Args, &a); err != nil {
+		return nil, err
+	}
+	rec, err := k.RunSpawn(ctx, c, a, r.Args)
+	if err != nil {
+		return nil, err
+	}
+	if !a.Attach {
+		return encodeRecord(&rec)
+	}
+	return nil, k.RunAttach(r.Out.Follow(), c, rec.ID, r.Args, flushed(r.Out))
+}
+
+func serveRunAttach(k *Kernel, ctx context.Context, c *Cred, r *Request) (json.RawMessage, error) {
+	var a proto.AttachArgs
+	if err := proto.DecodeArgs(r.Op, r.Args, &a); err != nil {
+		return nil, err
+	}
+	return nil, k.RunAttach(r.Out.Follow(), c, a.Run, r.Args, flushed(r.Out))
+}
+
+func serveRunWait(k *Kernel, ctx context.Context, c *Cred, r *Request) (json.RawMessage, error) {
+	var a proto.RunsArgs
+	if err := proto.DecodeArgs(r.Op, r.Args, &a); err != nil {
+		return nil, err
+	}
+	send := flushed(r.Out)
+	return nil, k.RunWait(r.Out.Follow(), c, a.Runs, r.Args, func(rec *proto.ExitRecord) error {
+		b, err := encodeRecord(rec)
+		if err != nil {
+			return err
+		}
+		return send(b)
+	})
+}
+
+func serveToolList(k *Kernel, ctx context.Context, c *Cred, r *Request) (json.RawMessage, error) {
+	var a proto.ToolListArgs
+	if err := proto.DecodeArgs(r.Op, r.Args, &a); err != nil {
+		return nil, err
+	}
+	return nil, k.ToolList(ctx, c, a, items[proto.ToolInfoRecord](r.Out))
+}
+
+func serveBudgetShow(k *Kernel, ctx context.Context, c *Cred, r *Request) (json.RawMessage, error) {
+	var a proto.BudgetArgs
+	if err := proto.DecodeArgs(r.Op, r.Args, &a); err != nil {
+		return nil, err
+	}
+	rec, err := k.BudgetShow(ctx, c, a.Agent, r.Args)
+	if err != nil {
+		return nil, err
+	}
+	return encodeRecord(&rec)
+}
+
+func serveBudgetReset(k *Kernel, ctx context.Context, c *Cred, r *Request) (json.RawMessage, error) {
+	var a proto.BudgetArgs
+	if err := proto.DecodeArgs(r.Op, r.Args, &a); err != nil {
+		return nil, err
+	}
+	rec, err := k.BudgetReset(ctx, c, a.Agent, r.Args)
+	if err != nil {
+		return nil, err
+	}
+	return encodeRecord(&rec)
+}

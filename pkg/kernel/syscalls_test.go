@@ -1,0 +1,132 @@
+package kernel
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/oxios/oxios/pkg/audit"
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+// TestEveryOpDeclared: each op named in package proto is in the syscall
+// table, so that a new op cannot be served, replayed or named as an
+// event by a list that forgot it.
+func TestEveryOpDeclared(t *testing.T) {
+	files, err := filepath.Glob("../proto/*.go")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("proto sources: %v", err)
+	}
+	fset := token.NewFileSet()
+	n := 0
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		af, err := parser.ParseFile(fset, f, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(af, func(x ast.Node) bool {
+			vs, ok := x.(*ast.ValueSpec)
+			if !ok {
+				return true
+			}
+			for i, name := range vs.Names {
+				if !strings.HasPrefix(name.Name, "Op") || i >= len(vs.Values) {
+					continue
+				}
+				lit, ok := vs.Values[i].(*ast.BasicLit)
+				if !ok || lit.Kind != token.STRING {
+					continue
+				}
+				op, _ := strconv.Unquote(lit.Value)
+				n++
+				if Lookup(op) == nil {
+					t.Errorf("proto.%s (%q) is not in the syscall table", name.Name, op)
+				}
+			}
+			return true
+		})
+	}
+	if n < 40 {
+		t.Fatalf("found only %d ops in package proto: the scan is broken", n)
+	}
+}
+
+// TestSyscallTable holds the declarations to what they promise.
+func TestSyscallTable(t *testing.T) {
+	for _, sc := range Syscalls() {
+		if sc.Op == "" {
+			t.Errorf("a declaration without its op: %+v", sc)
+		}
+		if (sc.Dirties != nil || sc.Event != "") && !sc.Mutates {
+			t.Errorf("%s changes the tree or publishes an event but is not declared Mutates", sc.Op)
+		}
+		if sc.Inline && sc.Mutates {
+			t.Errorf("%s waits for a commit: it cannot run inline on the reading goroutine", sc.Op)
+		}
+		if sc.Key != keyNone && sc.Serve == nil {
+			t.Errorf("%s checks a key but is not served", sc.Op)
+		}
+	}
+	if Lookup("no.such.op") != nil {
+		t.Fatal("Lookup found an op that is not declared")
+	}
+}
+
+// TestReplayDirties: an entry replayed from the journal marks what its op
+// changed (policy.set was once missing from the hand-kept list, so a crash
+// lost the policy change from the next commit).
+func TestReplayDirties(t *testing.T) {
+	for op, want := range map[string]string{
+		proto.OpStateSave:    "agents/ops/state/notes/a.md",
+		proto.OpStateDelete:  "agents/ops/state/notes/a.md",
+		proto.OpMemRemember:  "agents/ops/mem/notes/a.md",
+		proto.OpMemForget:    "agents/ops/mem/notes/a.md",
+		proto.OpPolicySet:    "agents/ops/sys/" + sysPolicy,
+		proto.OpAgentCreate:  "agents/ops/sys/" + sysPolicy,
+		proto.OpBudgetCharge: "agents/ops/sys/" + sysBudget,
+		proto.OpRunExit:      "agents/ops/sys/" + sysBudget,
+		proto.OpScheduleFire: "agents/ops/sys/" + jobKey("notes"),
+	} {
+		sc := Lookup(op)
+		if sc == nil || sc.Dirties == nil {
+			t.Errorf("%s marks nothing on replay", op)
+			continue
+		}
+		tgt := "ops:notes/a.md"
+		if op == proto.OpScheduleFire {
+			tgt = "ops:notes run r1"
+		}
+		if got := sc.Dirties(&audit.Entry{Op: op, Target: tgt, Result: "ok"}); got != want {
+			t.Errorf("%s: marks %q, want %q", op, got, want)
+		}
+	}
+	// A refused save changed nothing.
+	if got := Lookup(proto.OpStateSave).Dirties(&audit.Entry{Target: "ops:k", Result: proto.EPERM}); got != "" {
+		t.Errorf("a refused save marks %q", got)
+	}
+}
+
+func TestEventNames(t *testing.T) {
+	for _, c := range []struct{ op, result, want string }{
+		{proto.OpStateSave, "ok", EventStateChanged},
+		{proto.OpStateSave, proto.EPERM, EventPolicyDenied},
+		{proto.OpStateSave, proto.EINVAL, proto.OpStateSave},
+		{proto.OpMemForget, "ok", EventMemoryForgotten},
+		{proto.OpRunExit, "ok", EventRunExited},
+		{proto.OpScheduleFire, "ok", EventScheduleFired},
+		{proto.OpBudgetCharge, proto.EDQUOT, EventBudgetExceeded},
+		{proto.OpStateLoad, "ok", proto.OpStateLoad},
+		{"unknown.op", "ok", "unknown.op"},
+	} {
+		if got := eventName(c.op, c.result); got != c.want {
+			t.Errorf("eventName(%s, %s) = %s, want %s", c.op, c.result, got, c.want)
+		}
+	}
+}
