@@ -124,7 +124,7 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 		r.say(openai.ChatMessageRoleUser, "Context handed to this run:\n"+c)
 	}
 	r.say(openai.ChatMessageRoleUser, r.cfg.Task)
-	tools := append(Tools(), r.wasmTools(ctx)...)
+	tools := append(append(Tools(), r.wasmTools(ctx)...), r.msgToolList()...)
 	res := &Result{}
 	for res.Turns < r.cfg.MaxTurns {
 		if err := ctx.Err(); err != nil {
