@@ -8,9 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/oxios/oxios/pkg/audit"
@@ -120,31 +122,59 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 	// the graft: the budget used reset, the schedules left out.
 	var batch []*tx
 	var after []version.PathChange
+	type item struct{ space, key, blob string }
+	var items []item
 	for p, blob := range files {
 		space, _, key, ok := splitSpacePath(p)
 		if !ok {
 			continue
 		}
-		dst := spacePath(space, a.Name, key)
 		if space == state.SpaceSys && strings.HasPrefix(key, sysSchedules+"/") {
-			after = append(after, version.PathChange{Path: dst, Action: version.Deleted})
+			after = append(after, version.PathChange{Path: spacePath(space, a.Name, key), Action: version.Deleted})
 			continue
 		}
-		val, err := k.ver.repo.ReadBlob(blob)
-		if err != nil {
-			return fail(err)
+		items = append(items, item{space, key, blob})
+	}
+	// The values: at the state now, from the store (the agent was just
+	// committed, so its values are HEAD's, most of them in memory); at an
+	// older commit, from git, read in parallel.
+	vals := make([][]byte, len(items))
+	errs := make([]error, len(items))
+	var wg sync.WaitGroup
+	workers := runtime.GOMAXPROCS(0)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < len(items); i += workers {
+				it := items[i]
+				if a.Rev == "" {
+					if v, _, err := k.state.Load(state.Ref(it.space, a.Agent), it.key); err == nil {
+						vals[i] = v
+						continue
+					}
+				}
+				vals[i], errs[i] = k.ver.repo.ReadBlob(it.blob)
+			}
+		}()
+	}
+	wg.Wait()
+	for i, it := range items {
+		if errs[i] != nil {
+			return fail(errs[i])
 		}
-		if space == state.SpaceSys && key == sysBudget {
+		val := vals[i]
+		if it.space == state.SpaceSys && it.key == sysBudget {
 			var b budgetFile
 			if json.Unmarshal(val, &b) == nil {
 				b.Used, b.Since = proto.Budget{}, now
 				if nv, err := json.Marshal(&b); err == nil {
 					val = nv
-					after = append(after, version.PathChange{Path: dst, Action: version.Modified, To: string(nv)})
+					after = append(after, version.PathChange{Path: spacePath(it.space, a.Name, it.key), Action: version.Modified, To: string(nv)})
 				}
 			}
 		}
-		batch = append(batch, &tx{change: &state.Change{Agent: a.Name, Space: space, Key: key, Value: val}})
+		batch = append(batch, &tx{change: &state.Change{Agent: a.Name, Space: it.space, Key: it.key, Value: val}})
 	}
 	short := point[:12]
 	fe := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpAgentFork, Target: tgt + " at " + point, Args: audit.ArgsDigest(raw)},
