@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -16,27 +18,93 @@ import (
 // auditLog is /audit/log: the entry lines the caller may see (the admin:
 // all), one per line, oldest first, as `ox-audit log` prints them. The log
 // can be large, so it is not snapshot at open: reads scan it on demand
-// from the position they reached. Its size is unknown (0) and reads go
-// around the page cache, so cat, grep and tail read to the end.
+// from the position they reached, and a read past what a handle has seen
+// looks again, so a reader at the end gets what was appended since.
+//
+// Its size is the length of the caller's view, so that tail -f and less
+// +F, which poll fstat and read when the size grows (and start over when
+// it shrinks), follow it. Every view is kept as a running count (sizes),
+// so a stat scans only what was appended since the last one; reads go
+// around the page cache.
 type auditLog struct {
 	fusefs.Inode
 	readOnly
 	fs *FS
+
+	mu    sync.Mutex
+	sizes map[string]*auditSize // per view (viewOf)
 }
 
-func (a *auditLog) fill(at *fuse.Attr) {
-	*at = fuse.Attr{Mode: syscall.S_IFREG | 0o444, Nlink: 1}
-	at.SetTimes(&a.fs.started, &a.fs.started, &a.fs.started)
+// auditSize is the length of one view of the log, as far as scanned.
+type auditSize struct {
+	mu   sync.Mutex
+	next uint64 // the seq to scan from for more
+	size int64
+	mod  time.Time // when the view last grew
+}
+
+// viewOf names what c sees of the log: callers with the same name see the
+// same lines.
+func viewOf(c *kernel.Cred) string {
+	switch {
+	case c.Admin:
+		return "admin"
+	case c.Agent != "":
+		return "agent\x00" + c.Agent
+	}
+	return "grants\x00" + strings.Join(c.Grants, "\x00")
+}
+
+// size returns the length and time of c's view, scanning what was
+// appended since the view was last measured.
+func (a *auditLog) size(ctx context.Context, c *kernel.Cred) (int64, time.Time, error) {
+	v := viewOf(c)
+	a.mu.Lock()
+	if a.sizes == nil {
+		a.sizes = map[string]*auditSize{}
+	}
+	s := a.sizes[v]
+	if s == nil {
+		s = &auditSize{next: 1, mod: a.fs.started}
+		a.sizes[v] = s
+	}
+	a.mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	grew := false
+	err := a.fs.k.AuditScan(ctx, c, s.next, func(line []byte) error {
+		s.size += int64(len(line)) + 1
+		if seq := lineSeq(line); seq > 0 {
+			s.next = seq + 1
+		}
+		grew = true
+		return nil
+	})
+	if grew {
+		s.mod = time.Now()
+	}
+	return s.size, s.mod, err
+}
+
+func (a *auditLog) fill(ctx context.Context, c *kernel.Cred, at *fuse.Attr) syscall.Errno {
+	size, mod, err := a.size(ctx, c)
+	if err != nil {
+		return errno(err)
+	}
+	*at = fuse.Attr{Mode: syscall.S_IFREG | 0o444, Nlink: 1, Size: uint64(size)}
+	at.SetTimes(&mod, &mod, &mod)
+	at.Blocks = (uint64(size) + 511) / 512
 	a.fs.setAttrOwner(at)
+	return 0
 }
 
 func (a *auditLog) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	if _, e := a.fs.cred(ctx); e != 0 {
+	c, e := a.fs.cred(ctx)
+	if e != 0 {
 		return e
 	}
 	out.SetTimeout(noCache)
-	a.fill(&out.Attr)
-	return 0
+	return a.fill(ctx, c, &out.Attr)
 }
 
 func (a *auditLog) Access(ctx context.Context, mask uint32) syscall.Errno {
@@ -64,7 +132,7 @@ func (a *auditLog) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, u
 const auditChunk = 256 << 10
 
 type auditHandle struct {
-	k *kernel.Kernel
+	k Kernel
 	c *kernel.Cred
 
 	mu   sync.Mutex
@@ -85,6 +153,9 @@ func (h *auditHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Re
 	if d := off - h.base; d > 0 && d <= int64(len(h.buf)) {
 		h.buf = append(h.buf[:0], h.buf[d:]...)
 		h.base = off
+	}
+	if h.eof && off+int64(len(dest)) > h.base+int64(len(h.buf)) {
+		h.eof = false // a reader at the end: look for what was appended
 	}
 	for off+int64(len(dest)) > h.base+int64(len(h.buf)) && !h.eof {
 		if err := h.fill(ctx); err != nil {

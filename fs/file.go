@@ -61,8 +61,18 @@ type fileNode struct {
 	agent string
 	root  *fusefs.Inode // the agent's state folder: the key is the path below it
 
-	mu   sync.Mutex
-	mode uint32 // permission bits; chmod(2) is kept here, in memory only
+	mu sync.Mutex
+	// mode is the permission bits shown: the store's (0644 for a key
+	// never given one), or one set here (create, chmod) that a save
+	// carries to the store: modeSend until a save has taken it, modeHeld
+	// until that save is durable (the store's is older till then).
+	mode     uint32
+	modeSend bool
+	modeHeld bool
+	// ctime is the time of the last change of the file (mtime is that of
+	// its content, below); a save carries both, so the times the mount
+	// shows while it is in flight are the ones the store keeps.
+	ctime time.Time
 
 	// The working copy shared by writers.
 	buf     []byte
@@ -154,9 +164,30 @@ func (n *fileNode) overlayLocked() (int64, time.Time, bool) {
 	return 0, time.Time{}, false
 }
 
+// fromRecLocked takes the mode and ctime of a record of the store unless
+// the mount holds newer ones.
+func (n *fileNode) fromRecLocked(rec *proto.StateRecord) {
+	if n.modeHeld {
+		return
+	}
+	n.mode = 0o644
+	if rec.Mode&proto.ModeSet != 0 {
+		n.mode = rec.Mode & 0o7777
+	}
+	n.ctime = rec.Changed
+	if n.ctime.IsZero() {
+		n.ctime = rec.Modified
+	}
+}
+
 func (n *fileNode) fillLocked(a *fuse.Attr, size int64, mtime time.Time) {
 	*a = fuse.Attr{Mode: syscall.S_IFREG | n.mode, Size: uint64(size), Nlink: 1}
-	a.SetTimes(&mtime, &mtime, &mtime)
+	ctime := n.ctime
+	if ctime.Before(mtime) {
+		ctime = mtime
+	}
+	a.SetTimes(&mtime, &mtime, &ctime)
+	a.Blocks = (uint64(size) + 511) / 512
 	n.fs.setAttrOwner(a)
 	n.attr = *a
 }
@@ -173,14 +204,19 @@ func (n *fileNode) getattr(ctx context.Context, c *kernel.Cred, a *fuse.Attr) sy
 	}
 	size, mtime, have := n.overlayLocked()
 	n.mu.Unlock()
+	var rec proto.StateRecord
 	if !have {
-		rec, err := n.fs.k.StateStat(ctx, c, n.agent, key)
+		var err error
+		rec, err = n.fs.k.StateStat(ctx, c, n.agent, key)
 		if err != nil {
 			return errno(err)
 		}
 		size, mtime = rec.Size, rec.Modified
 	}
 	n.mu.Lock()
+	if !have {
+		n.fromRecLocked(&rec)
+	}
 	n.fillLocked(a, size, mtime)
 	n.mu.Unlock()
 	return 0
@@ -194,6 +230,7 @@ func (n *fileNode) attrFromRec(rec *proto.StateRecord, a *fuse.Attr) {
 	size, mtime, have := n.overlayLocked()
 	if !have {
 		size, mtime = rec.Size, rec.Modified
+		n.fromRecLocked(rec)
 	}
 	n.fillLocked(a, size, mtime)
 }
@@ -221,33 +258,52 @@ func (n *fileNode) Setattr(ctx context.Context, fh fusefs.FileHandle, in *fuse.S
 	if e != 0 {
 		return e
 	}
-	if m, ok := in.GetMode(); ok {
-		n.mu.Lock()
-		n.mode = m & 0o7777
-		n.mu.Unlock()
+	// Mode, size and mtime are kept with the key: a change of any is a
+	// save of the value (the same one for chmod and touch) carrying them.
+	// Owners are the daemon's and atime is not kept: accepted and ignored,
+	// so that cp -p, tar and rsync work.
+	mode, hasMode := in.GetMode()
+	sz, hasSize := in.GetSize()
+	mtime, hasMtime := in.GetMTime()
+	if hasSize && int64(sz) > n.fs.maxValue {
+		return syscall.EFBIG
 	}
-	// Owners and times are not state: accepted and ignored, so that cp -p,
-	// tar and rsync work (a key's time is that of its last save).
-	if sz, ok := in.GetSize(); ok {
-		if int64(sz) > n.fs.maxValue {
-			return syscall.EFBIG
+	if !hasMode && !hasSize && !hasMtime {
+		return n.getattr(ctx, c, &out.Attr)
+	}
+	n.mu.Lock()
+	if _, ok := n.keyLocked(); !ok {
+		// Unlinked but open: nothing to keep it in.
+		if hasMode {
+			n.mode = mode & 0o7777
 		}
-		n.mu.Lock()
-		if err := n.loadLocked(ctx, c); err != nil {
-			n.mu.Unlock()
-			return errno(err)
-		}
-		n.resizeLocked(int(sz))
-		n.dirty, n.mtime, n.unwritten = true, time.Now(), false
-		// With writers open, their close saves it; truncate(2) of a file
-		// nobody writes is saved now.
-		alone := n.writers == 0
 		n.mu.Unlock()
-		n.fs.markBusy(n, true)
-		if alone {
-			if e := n.sync(c, false); e != 0 {
-				return e
-			}
+		return n.getattr(ctx, c, &out.Attr)
+	}
+	if err := n.loadLocked(ctx, c); err != nil {
+		n.mu.Unlock()
+		return errno(err)
+	}
+	now := time.Now()
+	if hasSize {
+		n.resizeLocked(int(sz))
+		n.mtime, n.unwritten = now, false
+	}
+	if hasMode {
+		n.mode, n.modeSend, n.modeHeld = mode&0o7777, true, true
+	}
+	if hasMtime {
+		n.mtime = mtime
+	}
+	n.dirty, n.ctime = true, now
+	// With writers open, their close saves it; a change of a file nobody
+	// writes is saved now.
+	alone := n.writers == 0
+	n.mu.Unlock()
+	n.fs.markBusy(n, true)
+	if alone {
+		if e := n.sync(c, false); e != 0 {
+			return e
 		}
 	}
 	return n.getattr(ctx, c, &out.Attr)
@@ -413,6 +469,7 @@ func (n *fileNode) loadLocked(ctx context.Context, c *kernel.Cred) error {
 			n.buf, n.shared = data, true // the store's: never written to
 		}
 		n.mtime = rec.Modified
+		n.fromRecLocked(&rec)
 	}
 	n.loaded = true
 	return nil
@@ -495,6 +552,19 @@ func (n *fileNode) submitDirtyLocked(c *kernel.Cred) {
 	n.submitLocked(c, key, n.buf[:len(n.buf):len(n.buf)])
 }
 
+// submitMetaLocked queues a save of value carrying the node's times, and
+// its mode if it was set here and not saved yet.
+func (n *fileNode) submitMetaLocked(c *kernel.Cred, key string, value []byte) kernel.Pending {
+	m := kernel.FileMeta{Mod: n.mtime, Changed: n.ctime}
+	if m.Changed.Before(m.Mod) {
+		m.Changed = m.Mod
+	}
+	if n.modeSend {
+		m.Mode, n.modeSend = n.mode|proto.ModeSet, false
+	}
+	return n.fs.k.StateSubmitMeta(c, n.agent, key, value, m, n.fs.own)
+}
+
 // submitLocked queues a save of value (which from now on belongs to the
 // save). Queued under n.mu, saves of one node commit in the order taken.
 func (n *fileNode) submitLocked(c *kernel.Cred, key string, value []byte) {
@@ -508,7 +578,7 @@ func (n *fileNode) submitLocked(c *kernel.Cred, key string, value []byte) {
 	done := make(chan struct{})
 	n.settled = done
 	n.fs.inflight.Add(1)
-	wait := n.fs.k.StateSubmit(c, n.agent, key, value, n.fs.own)
+	wait := n.submitMetaLocked(c, key, value)
 	go func() {
 		_, err := wait()
 		if prev != nil {
@@ -533,6 +603,9 @@ func (n *fileNode) saved(seq uint64, key string, err error) {
 		n.flushed, n.hasFlushed = nil, false
 		if err == nil {
 			n.local = false
+			if !n.modeSend {
+				n.modeHeld = false
+			}
 		}
 	}
 	n.idleLocked()
@@ -625,6 +698,7 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 	}
 	copy(n.buf[off:], data)
 	n.dirty, n.mtime, n.unwritten = true, time.Now(), false
+	n.ctime = n.mtime
 	return uint32(len(data)), 0
 }
 

@@ -61,7 +61,7 @@ const (
 
 // FS is the mounted view. Its nodes hold a pointer to it.
 type FS struct {
-	k   *kernel.Kernel
+	k   Kernel
 	log *slog.Logger
 	// own is the tag of the changes made through the mount: the kernel
 	// puts it in their bus events, and the invalidator skips them (the
@@ -94,7 +94,7 @@ type FS struct {
 	wg   sync.WaitGroup
 }
 
-func newFS(k *kernel.Kernel, log *slog.Logger) *FS {
+func newFS(k Kernel, log *slog.Logger) *FS {
 	f := &FS{
 		k:           k,
 		log:         log,

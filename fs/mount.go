@@ -16,7 +16,6 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
-	"github.com/oxios/oxios/pkg/kernel"
 	"github.com/oxios/oxios/pkg/mountinfo"
 )
 
@@ -62,7 +61,7 @@ func Available() error {
 // New mounts the view of k at o.Dir and serves it until Close. A stale
 // mount left there by a daemon that died is cleared first. As root the
 // mount is made directly; as a user through fusermount3.
-func New(k *kernel.Kernel, o Options) (*Mount, error) {
+func New(k Kernel, o Options) (*Mount, error) {
 	log := o.Log
 	if log == nil {
 		log = slog.Default()
@@ -90,6 +89,9 @@ func New(k *kernel.Kernel, o Options) (*Mount, error) {
 		NegativeTimeout: &neg,
 		UID:             f.uid,
 		GID:             f.gid,
+		// Every node reports its mode: a file chmod'ed to 0 is shown so,
+		// not as go-fuse's default 0644.
+		NullPermissions: true,
 		MountOptions: fuse.MountOptions{
 			FsName:      "oxios",
 			Name:        "oxios",

@@ -26,7 +26,14 @@ type dirNode struct {
 	agent string
 	root  *fusefs.Inode
 	mode  atomic.Uint32
+	// changed is when a name was last made or removed in the folder
+	// through the mount (unix nanoseconds): shown until the store, which
+	// learns of it at commit, says so too.
+	changed atomic.Int64
 }
+
+// touch records that a name came or went in the folder.
+func (d *dirNode) touch() { d.changed.Store(time.Now().UnixNano()) }
 
 func (f *FS) newDir(agent string, root *fusefs.Inode, mode uint32) *dirNode {
 	d := &dirNode{fs: f, agent: agent, root: root}
@@ -50,8 +57,18 @@ func (d *dirNode) stateRoot() *fusefs.Inode {
 
 func (d *dirNode) fill(a *fuse.Attr) {
 	*a = fuse.Attr{Mode: syscall.S_IFDIR | d.mode.Load(), Nlink: 1}
-	// Folders have no time of their own in the store: the mount's.
-	a.SetTimes(&d.fs.started, &d.fs.started, &d.fs.started)
+	// A folder's time is that of the last key made or deleted in it
+	// since the daemon started, or else the mount's start.
+	t := d.fs.started
+	if p, ok := d.prefix(); ok {
+		if ft, ok := d.fs.k.StateFolderTime(d.agent, p); ok && ft.After(t) {
+			t = ft
+		}
+	}
+	if c := d.changed.Load(); c > t.UnixNano() {
+		t = time.Unix(0, c)
+	}
+	a.SetTimes(&t, &t, &t)
 	d.fs.setAttrOwner(a)
 }
 
@@ -288,6 +305,7 @@ func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse
 	ld[key] = mode
 	d.fs.mu.Unlock()
 	n := d.fs.newDir(d.agent, d.stateRoot(), mode)
+	d.touch()
 	ch := d.NewInode(ctx, n, fusefs.StableAttr{Mode: syscall.S_IFDIR})
 	n.fill(&out.Attr)
 	return ch, 0
@@ -314,6 +332,7 @@ func (d *dirNode) Rmdir(ctx context.Context, name string) syscall.Errno {
 	d.fs.mu.Lock()
 	delete(d.fs.localDirs[d.agent], key)
 	d.fs.mu.Unlock()
+	d.touch()
 	return 0
 }
 
@@ -369,13 +388,19 @@ func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode ui
 		return ch, fh, fl, fn.getattr(ctx, c, &out.Attr)
 	}
 	fn := d.fs.newFile(d.agent, d.stateRoot())
+	// The create's mode is kept with the key (0644, the default, needs
+	// no saying).
 	fn.mode = mode & 0o7777
+	fn.modeSend = fn.mode != 0o644
+	fn.modeHeld = fn.modeSend
 	// A new file is saved at its first close even if nothing was
 	// written: `touch new` makes an empty key.
 	fn.local, fn.loaded, fn.dirty, fn.unwritten, fn.mtime = true, true, true, true, time.Now()
+	fn.ctime = fn.mtime
 	fn.writers, fn.cred = 1, c
 	ch := d.NewInode(ctx, fn, fusefs.StableAttr{Mode: syscall.S_IFREG})
 	d.fs.markBusy(fn, true)
+	d.touch()
 	fn.mu.Lock()
 	fn.fillLocked(&out.Attr, 0, fn.mtime)
 	fn.mu.Unlock()
@@ -443,6 +468,7 @@ func (d *dirNode) Unlink(ctx context.Context, name string) syscall.Errno {
 	case !file:
 		return syscall.ENOENT
 	}
+	d.touch()
 	var fn *fileNode
 	if ch != nil {
 		fn, _ = ch.Operations().(*fileNode)
@@ -516,6 +542,8 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent fusefs.Inod
 	case sDir && dDir && (d.fs.k.IsStateFolder(c, d.agent, newKey) || !nd.emptyLocal(newName, newKey)):
 		return syscall.ENOTEMPTY
 	}
+	d.touch()
+	nd.touch()
 	if sFile {
 		var src, dst *fileNode
 		if sCh != nil {

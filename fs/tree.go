@@ -153,7 +153,7 @@ func attrOf(ctx context.Context, c *kernel.Cred, ch *fusefs.Inode, out *fuse.Ent
 		return n.attr(ctx, c, &out.Attr)
 	case *auditLog:
 		out.SetAttrTimeout(noCache)
-		n.fill(&out.Attr)
+		return n.fill(ctx, c, &out.Attr)
 	default:
 		return syscall.ENOENT
 	}

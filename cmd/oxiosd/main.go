@@ -100,14 +100,19 @@ func run(c *cli.Context) error {
 		ln.Close()
 		return cliutil.Failf("%v", err)
 	}
-	srv := server.New(k, log)
+	// The root context: cancelled on SIGTERM or SIGINT, it reaches every
+	// subsystem that works in the background (the watchers, the server's
+	// followers), which stop with it.
+	root, cancelRoot := context.WithCancel(context.Background())
+	defer cancelRoot()
+	srv := server.New(root, k, log)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 
 	mnt := mount(cfg, k, log)
 	// The policy files the admin left while oxiosd was down are in force
 	// before it says it is ready.
-	k.ApplyPolicies(context.Background())
+	k.ApplyPolicies(root)
 	// Schedules fire once the socket serves: a job's run, a catch-up at
 	// start too, can call the daemon.
 	if err := k.StartScheduler(nil); err != nil {
@@ -119,10 +124,8 @@ func run(c *cli.Context) error {
 	// The config file and the policies folder are watched: an edit is
 	// applied, or refused with a log line.
 	load := func() (config.Config, error) { return settings(c) }
-	watchCtx, stopWatch := context.WithCancel(context.Background())
-	defer stopWatch()
 	go func() {
-		if err := k.Watch(watchCtx, load); err != nil {
+		if err := k.Watch(root, load); err != nil {
 			log.Warn("config and policies are not watched", "err", err)
 		}
 	}()
@@ -143,7 +146,7 @@ loop:
 		case s := <-sigs:
 			if s == syscall.SIGHUP {
 				log.Info("SIGHUP: reloading the config and the policy files")
-				k.ReloadNow(watchCtx, load)
+				k.ReloadNow(root, load)
 				continue
 			}
 			log.Info("shutting down", "signal", s.String())
@@ -162,7 +165,7 @@ loop:
 		}
 	}
 	signal.Reset(syscall.SIGTERM, syscall.SIGINT)
-	stopWatch()
+	cancelRoot()
 	daemon.SdNotify(false, daemon.SdNotifyStopping)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

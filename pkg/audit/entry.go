@@ -32,8 +32,14 @@ type Entry struct {
 	Target string    `json:"target"` // e.g. "ops:notes/today.md"
 	Args   string    `json:"args"`   // ArgsDigest of the request's args
 	Result string    `json:"result"` // "ok" or an errno name like "ENOENT"
-	Prev   string    `json:"prev"`   // hash of the previous entry (64 zeros for seq 1)
-	Hash   string    `json:"hash"`   // hex BLAKE3(prev raw || body)
+	// Count, First and Last make the entry a summary: Count refusals like
+	// it (actor, op, target, result) between First and Last that were not
+	// logged one by one (see Coalescer). Absent on every other entry.
+	Count uint64    `json:"count,omitempty"`
+	First time.Time `json:"first,omitzero"`
+	Last  time.Time `json:"last,omitzero"`
+	Prev  string    `json:"prev"` // hash of the previous entry (64 zeros for seq 1)
+	Hash  string    `json:"hash"` // hex BLAKE3(prev raw || body)
 }
 
 // ArgsDigest is the hex BLAKE3-256 digest of a request's arguments, the
@@ -104,6 +110,15 @@ func appendBody(b []byte, e *Entry, prev *[32]byte) []byte {
 	b = proto.AppendString(b, e.Args)
 	b = append(b, `,"result":`...)
 	b = proto.AppendString(b, e.Result)
+	if e.Count > 0 {
+		b = append(b, `,"count":`...)
+		b = strconv.AppendUint(b, e.Count, 10)
+		b = append(b, `,"first":"`...)
+		b = e.First.UTC().AppendFormat(b, timeLayout)
+		b = append(b, `","last":"`...)
+		b = e.Last.UTC().AppendFormat(b, timeLayout)
+		b = append(b, '"')
+	}
 	b = append(b, prevKey...)
 	b = hex.AppendEncode(b, prev[:])
 	b = append(b, '"')

@@ -134,6 +134,10 @@ func Dial(ctx context.Context, socket string) (*Client, error) {
 	}
 	if rep.Error != nil {
 		nc.Close()
+		if rep.Error.Code == proto.EUSERS || rep.Error.Code == proto.ETIMEDOUT {
+			// The daemon is there but takes no more connections now.
+			return nil, fmt.Errorf("%w: %w", ErrUnreachable, rep.Error)
+		}
 		return nil, rep.Error
 	}
 	if rep.Hello == nil {

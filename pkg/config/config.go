@@ -44,10 +44,53 @@ type Config struct {
 	File string `toml:"-"`
 }
 
-// Limits bound what one request may carry.
+// Limits bound what one request may carry, and what clients may hold of
+// the daemon (issue 18).
 type Limits struct {
 	MaxValue Size `toml:"max_value"`
 	MaxLine  Size `toml:"max_line"`
+	// MaxBuffered bounds the memory all connections together hold in
+	// request lines still being read (past each one's read buffer).
+	MaxBuffered Size `toml:"max_buffered"`
+	// MaxConns bounds the connections in all; MaxConnsPerUID those of one
+	// uid. At a bound the longest idle connection of that uid (of the uid
+	// with the most, for MaxConns) is closed to make room; with none idle
+	// the new connection is refused.
+	MaxConns       int `toml:"max_conns"`
+	MaxConnsPerUID int `toml:"max_conns_per_uid"`
+	// HelloTimeout is how long a new connection has for its first
+	// request, LineTimeout how long one request line may take to arrive
+	// once begun, IdleTimeout how long a connection with nothing in flight
+	// may send nothing ("0" = never).
+	HelloTimeout Duration `toml:"hello_timeout"`
+	LineTimeout  Duration `toml:"line_timeout"`
+	IdleTimeout  Duration `toml:"idle_timeout"`
+	// DiskReserve is the free space below which writes are refused with
+	// ENOSPC, kept so that the daemon can always finish its work behind
+	// the journal, checkpoint and restart. "" = 64 MiB, or a sixteenth of
+	// a file system smaller than 256 MiB.
+	DiskReserve Size `toml:"disk_reserve"`
+}
+
+// Duration is a length of time written as a string such as "10s" or "5m".
+type Duration time.Duration
+
+// UnmarshalTOML implements toml.Unmarshaler.
+func (d *Duration) UnmarshalTOML(v any) error {
+	s, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("want a duration such as \"10s\", got %T", v)
+	}
+	if s == "" {
+		*d = -1 // the default, set by parse
+		return nil
+	}
+	t, err := time.ParseDuration(s)
+	if err != nil || t < 0 {
+		return fmt.Errorf("bad duration %q: want one such as \"10s\" or \"5m\"", s)
+	}
+	*d = Duration(t)
+	return nil
 }
 
 // Memory configures agent memory (issue 5).
@@ -145,7 +188,9 @@ func Default() Config {
 		Socket:   p.Socket,
 		Mount:    p.Mount,
 		LogLevel: "info",
-		Limits:   Limits{MaxValue: proto.DefaultMaxValue},
+		Limits: Limits{MaxValue: proto.DefaultMaxValue, MaxBuffered: 64 << 20,
+			MaxConns: 4096, MaxConnsPerUID: 1024,
+			HelloTimeout: Duration(10 * time.Second), LineTimeout: Duration(30 * time.Second), IdleTimeout: Duration(time.Hour)},
 		Memory:   Memory{WorkingTTL: "24h", EmbeddingsModel: "text-embedding-3-small", EmbeddingsKeyEnv: "OPENAI_API_KEY"},
 		LLM:      LLM{Model: "gpt-4o-mini", KeyEnv: "OPENAI_API_KEY", Timeout: "2m", Retries: 4},
 		Runs:     Runs{Keep: 1000, Cgroups: true},
@@ -218,6 +263,23 @@ func (c *Config) parse(b []byte, file string) error {
 	if c.Limits.MaxValue == 0 {
 		c.Limits.MaxValue = def.Limits.MaxValue
 	}
+	if c.Limits.MaxBuffered == 0 {
+		c.Limits.MaxBuffered = def.Limits.MaxBuffered
+	}
+	if c.Limits.MaxConns == 0 {
+		c.Limits.MaxConns = def.Limits.MaxConns
+	}
+	if c.Limits.MaxConnsPerUID == 0 {
+		c.Limits.MaxConnsPerUID = def.Limits.MaxConnsPerUID
+	}
+	for _, d := range []struct{ v, d *Duration }{
+		{&c.Limits.HelloTimeout, &def.Limits.HelloTimeout}, {&c.Limits.LineTimeout, &def.Limits.LineTimeout},
+		{&c.Limits.IdleTimeout, &def.Limits.IdleTimeout},
+	} {
+		if *d.v < 0 {
+			*d.v = *d.d
+		}
+	}
 	if c.Runs.Keep == 0 {
 		c.Runs.Keep = def.Runs.Keep
 	}
@@ -238,6 +300,19 @@ func (c *Config) resolve() error {
 	if c.Limits.MaxLine < 4096 {
 		return fmt.Errorf("config: limits.max_line %d is below the 4096-byte minimum", c.Limits.MaxLine)
 	}
+	if c.Limits.MaxBuffered < 1<<20 {
+		return fmt.Errorf("config: limits.max_buffered %d is below the 1MiB minimum", c.Limits.MaxBuffered)
+	}
+	if c.Limits.DiskReserve < 0 {
+		return fmt.Errorf("config: limits.disk_reserve may not be negative")
+	}
+	if c.Limits.MaxConns < 1 || c.Limits.MaxConnsPerUID < 1 {
+		return fmt.Errorf("config: limits.max_conns and limits.max_conns_per_uid: want 1 or more")
+	}
+	if c.Limits.HelloTimeout <= 0 || c.Limits.LineTimeout <= 0 {
+		return fmt.Errorf("config: limits.hello_timeout and limits.line_timeout: want a duration above 0 such as \"10s\"")
+	}
+
 	for _, p := range []struct{ name, v string }{{"data", c.Data}, {"socket", c.Socket}, {"mount", c.Mount}, {"policies", c.Policies}} {
 		if !path.IsAbs(p.v) {
 			return fmt.Errorf("config: %s %q must be an absolute path", p.name, p.v)

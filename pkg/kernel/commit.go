@@ -3,6 +3,7 @@ package kernel
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"runtime"
 	"time"
@@ -176,9 +177,15 @@ func (k *Kernel) commit(batch []*tx) {
 	}
 	fail := func(err error) {
 		k.log.Error("commit failed", "err", err, "batch", len(batch))
+		// A refusal of the store's (ENOSPC, its data directory gone)
+		// reaches the client as it is.
+		var perr *proto.Error
+		if !errors.As(err, &perr) {
+			perr = proto.Errorf(proto.EIO, "commit failed: %v", err)
+		}
 		for _, t := range batch {
 			if t.err == nil {
-				t.err = proto.Errorf(proto.EIO, "commit failed: %v", err)
+				t.err = perr
 			}
 			for _, s := range t.subs {
 				if s.err == nil {

@@ -246,8 +246,8 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 		}
 	}
 	// The live state of the fork and its tree in HEAD are equal now.
-	if dirty, err := k.dirtyUnder(agentPrefix(a.Name)); err == nil {
-		k.clean(dirty)
+	if dirty, err := k.ver.paths.Under(agentPrefix(a.Name)); err == nil {
+		k.ver.paths.Clean(dirty)
 	}
 	n := len(batch) - 1
 	rec := proto.ForkRecord{
@@ -359,8 +359,8 @@ func (k *Kernel) removeNow(c *Cred, agent string, raw []byte) (proto.ForkRecord,
 			rec.Commit = cm.Hash
 		}
 	}
-	if dirty, err := k.dirtyUnder(agentPrefix(agent)); err == nil {
-		k.clean(dirty)
+	if dirty, err := k.ver.paths.Under(agentPrefix(agent)); err == nil {
+		k.ver.paths.Clean(dirty)
 	}
 	rec.Text = fmt.Sprintf("removed agent %s (%d files)", agent, rec.Files)
 	return rec, nil
@@ -450,7 +450,7 @@ func (k *Kernel) AgentDiff(ctx context.Context, c *Cred, a proto.AgentDiffArgs, 
 			sides = append(sides, fromAgent)
 		}
 		for _, ag := range sides {
-			ps, err := k.dirtyUnder(agentPrefix(ag))
+			ps, err := k.ver.paths.Under(agentPrefix(ag))
 			if err != nil {
 				derr = err
 				return
@@ -583,8 +583,6 @@ const (
 // everything with HEAD.
 func (k *Kernel) forkReplayed(op, result string) {
 	if result == "ok" && (op == proto.OpAgentFork || op == proto.OpAgentRemove) {
-		k.ver.mu.Lock()
-		k.ver.rescan = true
-		k.ver.mu.Unlock()
+		k.ver.paths.Lost()
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/proto"
@@ -63,6 +64,32 @@ func (k *Kernel) StateSubmit(c *Cred, agent, key string, value []byte, tag any) 
 	return k.submitChange(c, proto.OpStateSave, &state.Change{Agent: agent, Key: key, Value: value}, value, tag)
 }
 
+// FileMeta is what a save from the mount carries besides the value.
+type FileMeta struct {
+	// Mode is the key's new mode with proto.ModeSet; without, the key
+	// keeps its mode.
+	Mode uint32
+	// Mod and Changed are the value's modification time and the time of
+	// the change (mtime and ctime); zero means the commit's time.
+	Mod, Changed time.Time
+}
+
+// StateSubmitMeta is StateSubmit with the key's metadata. The mount
+// stamps a file's times when it is written (and its chmod and touch are
+// saves of the same value with a new mode or mtime, audited as
+// state.save).
+func (k *Kernel) StateSubmitMeta(c *Cred, agent, key string, value []byte, m FileMeta, tag any) Pending {
+	return k.submitChange(c, proto.OpStateSave, &state.Change{Agent: agent, Key: key, Value: value, Mode: m.Mode, Mod: m.Mod, Ctime: m.Changed}, value, tag)
+}
+
+// StateFolderTime returns when a key was last made or deleted directly in
+// agent's folder prefix since the daemon started, for the mount's folder
+// times; false if none was. The caller has checked that c may act on
+// agent (it is asking for the attributes of a folder it looked up).
+func (k *Kernel) StateFolderTime(agent, prefix string) (time.Time, bool) {
+	return k.state.FolderTime(agent, prefix)
+}
+
 // StateDeleteSubmit queues the deletion of agent's key, like StateSubmit.
 func (k *Kernel) StateDeleteSubmit(c *Cred, agent, key string, tag any) Pending {
 	return k.submitChange(c, proto.OpStateDelete, &state.Change{Agent: agent, Key: key, Delete: true}, []byte(target(agent, key)), tag)
@@ -111,6 +138,7 @@ func (k *Kernel) StateOpen(ctx context.Context, c *Cred, agent, key string) (*os
 	if err := k.gate(k.readCall(c, agent, key, nil)); err != nil {
 		return nil, nil, proto.StateRecord{}, err
 	}
+	k.flights.waitKey(agent, key)
 	f, v, rec, err := k.state.Open(agent, key)
 	if err != nil {
 		return nil, nil, rec, ioError(err)
@@ -125,27 +153,62 @@ func (k *Kernel) StateOpen(ctx context.Context, c *Cred, agent, key string) (*os
 // change, which the committer makes durable after every change queued
 // before it: at most one group commit, and nothing at all when the mount
 // has nothing in flight.
+//
+// The mount's own lookups and opens wait too, but only for the key (or
+// folder) they name: once the kernel has evicted an inode, the mount no
+// longer holds the content it queued, and a lookup or open that read the
+// store before the save landed would see the old value, and a write on it
+// would lose the queued one (issue 25). Waiting per key keeps a burst of
+// creates of new keys from waiting for each other's saves.
 type flights struct {
 	n    atomic.Int64
 	mu   sync.Mutex
 	last map[string]*tx // per agent, the last queued change
+	// keys holds, per agent and key, the last queued change of the key,
+	// and per agent and folder (its prefix with a trailing slash) the
+	// last queued change below it.
+	keys map[flightKey]*tx
+}
+
+type flightKey struct{ agent, key string }
+
+// folders calls fn with each folder above key, as "a/", "a/b/", ...
+func folders(key string, fn func(string)) {
+	for i := 0; i < len(key); i++ {
+		if key[i] == '/' {
+			fn(key[:i+1])
+		}
+	}
 }
 
 func (f *flights) takeoff(t *tx) {
 	f.mu.Lock()
 	if f.last == nil {
 		f.last = make(map[string]*tx)
+		f.keys = make(map[flightKey]*tx)
 	}
-	f.last[t.change.Agent] = t
+	a := t.change.Agent
+	f.last[a] = t
+	f.keys[flightKey{a, t.change.Key}] = t
+	folders(t.change.Key, func(p string) { f.keys[flightKey{a, p}] = t })
 	f.n.Add(1)
 	f.mu.Unlock()
 }
 
 func (f *flights) land(t *tx) {
 	f.mu.Lock()
-	if f.last[t.change.Agent] == t {
-		delete(f.last, t.change.Agent)
+	a := t.change.Agent
+	if f.last[a] == t {
+		delete(f.last, a)
 	}
+	if k := (flightKey{a, t.change.Key}); f.keys[k] == t {
+		delete(f.keys, k)
+	}
+	folders(t.change.Key, func(p string) {
+		if k := (flightKey{a, p}); f.keys[k] == t {
+			delete(f.keys, k)
+		}
+	})
 	f.n.Add(-1)
 	f.mu.Unlock()
 }
@@ -158,6 +221,22 @@ func (f *flights) wait(agent string) {
 	}
 	f.mu.Lock()
 	t := f.last[agent]
+	f.mu.Unlock()
+	if t != nil {
+		<-t.done
+	}
+}
+
+// waitKey returns once every change the mount queued for agent's key
+// (or, with a trailing slash, below that folder) before the call is
+// durable (or failed). Changes of one key commit in the order queued, so
+// the last one is enough.
+func (f *flights) waitKey(agent, key string) {
+	if f.n.Load() == 0 {
+		return
+	}
+	f.mu.Lock()
+	t := f.keys[flightKey{agent, key}]
 	f.mu.Unlock()
 	if t != nil {
 		<-t.done

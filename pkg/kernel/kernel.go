@@ -80,6 +80,8 @@ type Kernel struct {
 	closing bool
 	stopped chan struct{}
 	fatal   chan error // the storage can no longer be trusted: restart
+	// refusals coalesces floods of refusals into counted entries.
+	refusals *audit.Coalescer
 
 	flights flights // the mount's saves queued and not durable yet
 	// Memory: a recall index per agent (memory.go, memindex.go).
@@ -132,6 +134,7 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 		mems:    map[string]*memIndex{},
 		budgets: map[string]*budgetFile{},
 	}
+	k.refusals = audit.NewCoalescer(func(e *audit.Entry) { k.submit(context.Background(), &tx{entry: e}, false) })
 	if cfg.Memory.EmbeddingsURL != "" {
 		k.emb = newEmbedder(cfg.Memory.EmbeddingsURL, cfg.Memory.EmbeddingsModel, cfg.Memory.EmbeddingsKeyEnv)
 	}
@@ -152,11 +155,12 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 		// every file: at the default 64 MiB a burst of 100k memories hit
 		// one and ran at the file creation rate (8.4k/s instead of 20k+).
 		CheckpointBytes: 160 << 20,
+		DiskReserve:     int64(cfg.Limits.DiskReserve),
 		BeforeCheckpoint: func() error {
 			if err := alog.Sync(); err != nil {
 				return err
 			}
-			return k.saveDirty()
+			return k.ver.paths.Save()
 		},
 	})
 	if err != nil {
@@ -209,6 +213,7 @@ func (k *Kernel) Close() error {
 	k.closeAdmission()
 	k.sup.Close()
 	k.closeTools()
+	k.refusals.Flush()
 	k.txmu.Lock()
 	if k.closing {
 		k.txmu.Unlock()
@@ -313,8 +318,11 @@ func errCode(err error) string {
 // auditDenied records a refusal. Refusals are committed like changes so
 // the log holds every denial, but the caller does not wait for them.
 func (k *Kernel) auditDenied(c *Cred, op, target string, args []byte, code string) {
-	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: op, Target: target, Args: audit.ArgsDigest(args), Result: code}}
-	k.submit(context.Background(), t, false)
+	e := &audit.Entry{Actor: actor(c), Op: op, Target: target, Args: audit.ArgsDigest(args), Result: code}
+	if !k.refusals.Admit(e) {
+		return // counted for a summary entry
+	}
+	k.submit(context.Background(), &tx{entry: e}, false)
 }
 
 // Refused audits a request refused before its syscall ran: args that do

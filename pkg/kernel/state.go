@@ -94,6 +94,7 @@ func (k *Kernel) StateStat(ctx context.Context, c *Cred, agent, key string) (pro
 	if r := k.readable(c, agent); r != nil && !r(key) {
 		return proto.StateRecord{}, proto.Errorf(proto.ENOENT, "%s: no key %q", agent, key)
 	}
+	k.flights.waitKey(agent, key)
 	rec, err := k.state.Stat(agent, key)
 	if err != nil {
 		return rec, ioError(err)
@@ -107,6 +108,7 @@ func (k *Kernel) IsStateFolder(c *Cred, agent, prefix string) bool {
 	if k.authorize(c, agent) != nil || proto.CheckPrefix(prefix) != nil || prefix == "" {
 		return false
 	}
+	k.flights.waitKey(agent, prefix+"/")
 	return k.state.IsFolder(agent, prefix)
 }
 

@@ -6,13 +6,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
 	"os/user"
 	"path/filepath"
-	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +17,7 @@ import (
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/state"
+	"github.com/oxios/oxios/pkg/uncommitted"
 	"github.com/oxios/oxios/pkg/version"
 )
 
@@ -44,23 +41,8 @@ const (
 )
 
 type versioning struct {
-	repo *version.Repo
-	// file, DATA/index/uncommitted, lists the paths uncommitted at the
-	// last checkpoint, sorted. The set lives there, not in memory: at a
-	// million uncommitted memories it is 56 MB, which a start would read
-	// and the heap would hold for nothing (only a commit reads it).
-	file string
-
-	// fmu orders rewrites of the file (saveDirty) and reads of the set
-	// (dirtyUnder), so that neither sees the file and the changes since
-	// from two different checkpoints.
-	fmu sync.Mutex
-	mu  sync.Mutex
-	// Since the file was written: the paths made uncommitted (dirty) and
-	// committed (cleaned), which the file may list. A path is in one at
-	// most: the later of its mark and its commit wins.
-	dirty, cleaned map[string]struct{}
-	rescan         bool // the dirty set is unknown: compare everything at the next barrier
+	repo  *version.Repo
+	paths *uncommitted.Set
 }
 
 func statePath(agent, key string) string { return "agents/" + agent + "/state/" + key }
@@ -96,182 +78,27 @@ func (k *Kernel) openVersioning() error {
 	if err != nil {
 		return fmt.Errorf("versioning: %w", err)
 	}
-	v := &versioning{repo: repo, file: filepath.Join(k.cfg.Data, "index", "uncommitted"), dirty: map[string]struct{}{}, cleaned: map[string]struct{}{}}
-	k.ver = v
 	head, err := repo.Head()
 	if err != nil {
 		repo.Close()
 		return fmt.Errorf("versioning: %w", err)
 	}
-	// Only the file's first line is read now; a commit reads the rest.
-	err = checkUncommitted(v.file)
-	switch {
-	case err == nil:
-	case head == "" && errors.Is(err, fs.ErrNotExist):
-		// Nothing committed yet: the first commit takes every key anyway.
-	default:
-		k.log.Warn("the list of uncommitted changes is unreadable; the next commit compares every key with HEAD", "file", v.file, "err", err)
-		v.rescan = true
-		// Nothing it says counts now, and the next checkpoint and commit
-		// would stumble on it: gone, it lists nothing.
-		if err := os.Remove(v.file); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			repo.Close()
-			return fmt.Errorf("versioning: removing the unreadable %s: %w", v.file, err)
-		}
-	}
-	return nil
-}
-
-// checkUncommitted reports whether file starts as a list of uncommitted
-// paths does.
-func checkUncommitted(file string) error {
-	f, err := os.Open(file)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	b := make([]byte, len(uncommittedMagic))
-	if _, err := io.ReadFull(f, b); err != nil || string(b) != uncommittedMagic {
-		return errors.New("not a list of uncommitted paths")
-	}
-	return nil
-}
-
-// readUncommitted calls fn for each path of file below prefix, in order;
-// a missing file lists none.
-func readUncommitted(file, prefix string, fn func(p string)) error {
-	f, err := os.Open(file)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+	file := filepath.Join(k.cfg.Data, "index", "uncommitted")
+	paths, err := uncommitted.Open(file, head != "")
+	if paths == nil {
+		repo.Close()
+		return fmt.Errorf("versioning: %w", err)
 	}
 	if err != nil {
-		return err
+		k.log.Warn("the list of uncommitted changes is unreadable; the next commit compares every key with HEAD", "file", file, "err", err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	if !sc.Scan() || sc.Text()+"\n" != uncommittedMagic {
-		return fmt.Errorf("%s: not a list of uncommitted paths", file)
-	}
-	for sc.Scan() {
-		if p := sc.Text(); p != "" && strings.HasPrefix(p, prefix) {
-			fn(p)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("%s: %w", file, err)
-	}
+	k.ver = &versioning{repo: repo, paths: paths}
 	return nil
 }
-
-const uncommittedMagic = "oxios-uncommitted 1\n"
 
 // markDirty records uncommitted paths; the committer marks a batch's
-// under one lock.
-func (k *Kernel) markDirty(paths ...string) {
-	if len(paths) == 0 {
-		return
-	}
-	v := k.ver
-	v.mu.Lock()
-	for _, p := range paths {
-		v.dirty[p] = struct{}{}
-		delete(v.cleaned, p)
-	}
-	v.mu.Unlock()
-}
-
-// saveDirty writes the uncommitted paths for the next start (called in a
-// checkpoint, whose syncfs makes the file durable before the journal that
-// also knows them is recycled): the file's paths less those committed
-// since, and those marked since, merged in order. Memory then holds only
-// the changes from this checkpoint on.
-func (k *Kernel) saveDirty() error {
-	v := k.ver
-	v.fmu.Lock()
-	defer v.fmu.Unlock()
-	v.mu.Lock()
-	if v.rescan {
-		// The set is not known until the next commit compares every key
-		// with HEAD. A list written now would be believed at the next
-		// start; without one, that start compares every key too.
-		v.mu.Unlock()
-		if err := os.Remove(v.file); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("removing the list of uncommitted paths: %w", err)
-		}
-		return nil
-	}
-	dirty, cleaned := v.dirty, v.cleaned
-	v.dirty, v.cleaned = map[string]struct{}{}, map[string]struct{}{}
-	v.mu.Unlock()
-	err := writeUncommitted(v.file, dirty, cleaned)
-	if err != nil {
-		// Put back what the file does not hold, unless changed since.
-		v.mu.Lock()
-		for p := range dirty {
-			if _, ok := v.cleaned[p]; !ok {
-				v.dirty[p] = struct{}{}
-			}
-		}
-		for p := range cleaned {
-			if _, ok := v.dirty[p]; !ok {
-				v.cleaned[p] = struct{}{}
-			}
-		}
-		v.mu.Unlock()
-	}
-	return err
-}
-
-func writeUncommitted(file string, dirty, cleaned map[string]struct{}) error {
-	added := make([]string, 0, len(dirty))
-	for p := range dirty {
-		added = append(added, p)
-	}
-	sort.Strings(added)
-	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
-		return err
-	}
-	tmp := file + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fmt.Errorf("saving uncommitted paths: %w", err)
-	}
-	w := bufio.NewWriterSize(f, 256<<10)
-	w.WriteString(uncommittedMagic)
-	put := func(p string) {
-		w.WriteString(p)
-		w.WriteByte('\n')
-	}
-	err = readUncommitted(file, "", func(p string) {
-		for len(added) > 0 && added[0] <= p {
-			if added[0] != p {
-				put(added[0])
-			}
-			added = added[1:]
-		}
-		if _, gone := cleaned[p]; !gone {
-			put(p)
-		}
-	})
-	for _, p := range added {
-		put(p)
-	}
-	if err == nil {
-		err = w.Flush()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, file)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("saving uncommitted paths: %w", err)
-	}
-	return nil
-}
+// at once.
+func (k *Kernel) markDirty(paths ...string) { k.ver.paths.Mark(paths...) }
 
 // barrier runs fn on the committer, alone, and waits for it.
 func (k *Kernel) barrier(ctx context.Context, fn func()) error {
@@ -282,10 +109,7 @@ func (k *Kernel) barrier(ctx context.Context, fn func()) error {
 // hashing values: the dirty set when it was lost. Committer only.
 func (k *Kernel) rescan() error {
 	v := k.ver
-	v.mu.Lock()
-	need := v.rescan
-	v.mu.Unlock()
-	if !need {
+	if !v.paths.NeedRescan() {
 		return nil
 	}
 	head := map[string]string{}
@@ -321,50 +145,9 @@ func (k *Kernel) rescan() error {
 		}
 	}
 	k.markDirty(dirty...)
-	v.mu.Lock()
-	v.rescan = false
-	v.mu.Unlock()
+	v.paths.Rescanned()
 	k.log.Info("compared the state with HEAD", "uncommitted", len(dirty))
 	return nil
-}
-
-// dirtyUnder returns the uncommitted paths below prefix, sorted.
-func (k *Kernel) dirtyUnder(prefix string) ([]string, error) {
-	v := k.ver
-	v.fmu.Lock()
-	defer v.fmu.Unlock()
-	var out []string
-	err := readUncommitted(v.file, prefix, func(p string) { out = append(out, p) })
-	if err != nil {
-		return nil, err
-	}
-	v.mu.Lock()
-	kept := out[:0]
-	for _, p := range out {
-		if _, gone := v.cleaned[p]; !gone {
-			kept = append(kept, p)
-		}
-	}
-	out = kept
-	for p := range v.dirty {
-		if strings.HasPrefix(p, prefix) {
-			out = append(out, p)
-		}
-	}
-	v.mu.Unlock()
-	slices.Sort(out)
-	return slices.Compact(out), nil
-}
-
-// clean records paths as committed.
-func (k *Kernel) clean(paths []string) {
-	v := k.ver
-	v.mu.Lock()
-	for _, p := range paths {
-		delete(v.dirty, p)
-		v.cleaned[p] = struct{}{}
-	}
-	v.mu.Unlock()
 }
 
 // agentPrefix is the tree prefix of one agent, or of all.
@@ -472,7 +255,7 @@ func (k *Kernel) commitNow(c *Cred, a proto.CommitArgs, raw []byte) (proto.Commi
 	if err := k.rescan(); err != nil {
 		return fail(err)
 	}
-	paths, err := k.dirtyUnder(agentPrefix(a.Agent))
+	paths, err := k.ver.paths.Under(agentPrefix(a.Agent))
 	if err != nil {
 		return fail(err)
 	}
@@ -528,7 +311,7 @@ func (k *Kernel) commitNow(c *Cred, a proto.CommitArgs, raw []byte) (proto.Commi
 	if errors.Is(err, version.ErrNothingToCommit) {
 		// The paths were saved back to what HEAD holds: nothing to do, and
 		// nothing to record.
-		k.clean(paths)
+		k.ver.paths.Clean(paths)
 		head, _ := k.ver.repo.Head()
 		if a.Tag != "" && head != "" {
 			// The state is HEAD's: the tag names HEAD.
@@ -539,7 +322,7 @@ func (k *Kernel) commitNow(c *Cred, a proto.CommitArgs, raw []byte) (proto.Commi
 	if err != nil {
 		return fail(err)
 	}
-	k.clean(paths)
+	k.ver.paths.Clean(paths)
 	rec := commitRecord(cm)
 	if a.Tag != "" {
 		rec.Tags = append(rec.Tags, a.Tag)
@@ -696,7 +479,7 @@ func (k *Kernel) currentFiles(prefix string) (map[string]string, error) {
 			return nil, err
 		}
 	}
-	dirty, err := k.dirtyUnder(prefix)
+	dirty, err := k.ver.paths.Under(prefix)
 	if err != nil {
 		return nil, err
 	}

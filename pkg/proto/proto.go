@@ -109,6 +109,9 @@ const (
 	EROFS        = "EROFS"        // a read-only file of the mount (a policy)
 	EAGAIN       = "EAGAIN"       // forks refused at a run's process limit (audit only)
 	ENOMEM       = "ENOMEM"       // a run's memory limit reached (audit only)
+	ENOBUFS      = "ENOBUFS"      // the daemon's memory for request lines is in use (limits.max_buffered)
+	ENOSPC       = "ENOSPC"       // the disk holding the data is full: writes refused, reads served
+	EUSERS       = "EUSERS"       // too many connections (limits.max_conns, limits.max_conns_per_uid)
 )
 
 // Ops. Each is one kernel syscall.

@@ -54,7 +54,16 @@ type StateRecord struct {
 	Value    *string   `json:"value,omitempty"`
 	Encoding string    `json:"encoding,omitempty"`
 	Deleted  bool      `json:"deleted,omitempty"`
+	// Mode and Changed are what the mount shows besides the value (they
+	// do not travel on the wire): the permission bits with ModeSet, or 0
+	// for a key never given a mode (shown 0644), and the time of the
+	// key's last change of any kind (value, mode or time): its ctime.
+	Mode    uint32    `json:"-"`
+	Changed time.Time `json:"-"`
 }
+
+// ModeSet marks StateRecord.Mode as set (a mode of 0 is one).
+const ModeSet = 1 << 31
 
 // RecordState is the record type of StateRecord.
 const RecordState = "state"

@@ -67,10 +67,14 @@ func typeName(field string) string {
 	return "different type"
 }
 
-func (c *conn) dispatch(ctx context.Context, line []byte, r *bufio.Reader) {
+// dispatch serves one request line. held is the budget the line's own
+// buffer holds (0 when it is the reader's buffer): given back once the
+// request is done with it.
+func (c *conn) dispatch(ctx context.Context, line []byte, held int64, r *bufio.Reader) {
 	c.s.quiet.touch()
 	req, perr := decodeRequest(line)
 	if perr != nil {
+		c.s.buffered.give(held)
 		id := peekID(line)
 		if req != nil {
 			id = req.ID
@@ -82,22 +86,25 @@ func (c *conn) dispatch(ctx context.Context, line []byte, r *bufio.Reader) {
 	sc := served(req.Op)
 	if sc.Inline {
 		res, err := c.call(ctx, sc, req)
+		c.s.buffered.give(held)
 		c.reply(req.ID, res, err)
 		c.flushIf(r)
 		return
 	}
-	// The line is the reader's buffer: keep what the handler needs.
-	req.Args = append(json.RawMessage(nil), req.Args...)
+	if held == 0 {
+		// The line is the reader's buffer: keep what the handler needs.
+		req.Args = append(json.RawMessage(nil), req.Args...)
+	}
 	c.sem <- struct{}{}
 	c.inflight.Add(1)
+	c.nflight.Add(1)
 	go func() {
-		defer func() { <-c.sem; c.inflight.Done() }()
+		defer func() { c.nflight.Add(-1); <-c.sem; c.inflight.Done() }()
 		res, err := c.call(ctx, sc, req)
+		c.s.buffered.give(held)
 		c.wmu.Lock()
 		c.writeReply(req.ID, res, err)
-		if c.werr == nil {
-			c.werr = c.w.Flush()
-		}
+		c.flushLocked()
 		c.wmu.Unlock()
 	}()
 }
@@ -142,8 +149,9 @@ func (c *conn) writeReply(id uint64, res []byte, err error) {
 	} else {
 		b = appendOK(nil, id, res)
 	}
-	c.w.Write(b)
-	c.werr = c.w.WriteByte('\n')
+	w := c.writer()
+	w.Write(b)
+	c.werr = w.WriteByte('\n')
 }
 
 // sendItem sends one stream item (its JSON) of request id.
@@ -159,7 +167,7 @@ func (c *conn) sendItem(id uint64, item []byte) error {
 	b = append(b, item...)
 	b = append(b, '}', '\n')
 	c.ibuf = b
-	_, c.werr = c.w.Write(b)
+	_, c.werr = c.writer().Write(b)
 	return c.werr
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/oxios/oxios/pkg/proto"
 )
@@ -48,26 +49,48 @@ func FuzzDecodeRequest(f *testing.F) {
 
 func TestReadLineLimits(t *testing.T) {
 	long := strings.Repeat("x", 300<<10)
-	in := "short\n" + `{"id":77,` + long + "\nafter\nlast-without-newline"
+	mid := strings.Repeat("y", 90<<10)
+	in := "short\n" + `{"id":77,` + long + "\n" + mid + "\nafter\nlast-without-newline"
+	c := &conn{s: &Server{buffered: newBudget(1 << 20)}}
 	r := bufio.NewReaderSize(strings.NewReader(in), 4096)
 	want := []struct {
 		line    string
 		tooLong bool
-	}{{"short", false}, {`{"id":77,`, true}, {"after", false}, {"last-without-newline", false}}
+	}{{"short", false}, {`{"id":77,`, true}, {mid, false}, {"after", false}, {"last-without-newline", false}}
 	for i, w := range want {
-		line, tooLong, err := readLine(r, 100<<10)
+		line, held, le, err := c.readLine(r, 100<<10, time.Now().Add(time.Second))
 		if err != nil {
 			t.Fatalf("line %d: %v", i, err)
 		}
-		if tooLong != w.tooLong || !bytes.HasPrefix(line, []byte(w.line)) || !tooLong && string(line) != w.line {
+		if le != nil {
+			line = le.head
+		}
+		if tooLong := le != nil; tooLong != w.tooLong || !bytes.HasPrefix(line, []byte(w.line[:min(len(w.line), 9)])) || !tooLong && string(line) != w.line {
 			t.Fatalf("line %d: got %.40q tooLong=%v, want %.40q tooLong=%v", i, line, tooLong, w.line, w.tooLong)
 		}
-		if tooLong && peekID(line) != 77 {
-			t.Fatalf("id of the oversized line not recovered: %d", peekID(line))
+		if le != nil && (peekID(le.head) != 77 || le.err.Code != proto.EMSGSIZE) {
+			t.Fatalf("oversized line: id %d, error %v", peekID(le.head), le.err)
 		}
+		// A long line holds what it needs from the budget, and no more than
+		// half again; a short one holds nothing.
+		if got := c.s.buffered.inUse(); got != held || len(line) > 4096 && (held < int64(len(line)) || held > int64(len(line))*3/2+64<<10) || len(line) <= 4096 && held != 0 {
+			t.Fatalf("line %d of %d bytes: held %d, budget in use %d", i, len(line), held, got)
+		}
+		c.s.buffered.give(held)
 	}
-	if _, _, err := readLine(r, 100<<10); err == nil {
+	if _, _, _, err := c.readLine(r, 100<<10, time.Now()); err == nil {
 		t.Fatal("no error at the end of input")
+	}
+	// A line the budget cannot hold is refused once its deadline passes,
+	// and gives back what it took.
+	c.s.buffered = newBudget(32 << 10)
+	r = bufio.NewReaderSize(strings.NewReader(`{"id":5,`+mid+"\nnext\n"), 4096)
+	_, held, le, err := c.readLine(r, 100<<10, time.Now().Add(50*time.Millisecond))
+	if err != nil || le == nil || le.err.Code != proto.ENOBUFS || peekID(le.head) != 5 || held != 0 || c.s.buffered.inUse() != 0 {
+		t.Fatalf("over budget: held %d, error %v %v, in use %d", held, le, err, c.s.buffered.inUse())
+	}
+	if line, _, _, _ := c.readLine(r, 100<<10, time.Now()); string(line) != "next" {
+		t.Fatalf("after a refused line: %q", line)
 	}
 }
 

@@ -14,12 +14,14 @@ func gcPercent() int {
 
 func TestQuiescer(t *testing.T) {
 	before := gcPercent()
-	q := &quiescer{after: 30 * time.Millisecond}
+	// A wide margin between the touches (10 ms) and the quiet time (500 ms):
+	// a loaded machine can oversleep by tens of milliseconds.
+	q := &quiescer{after: 500 * time.Millisecond}
 	defer q.stop()
 	q.touch()
 	// Busy: requests keep coming, the collector stays on.
 	for i := 0; i < 5; i++ {
-		time.Sleep(15 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond)
 		q.touch()
 		if q.parked.Load() {
 			t.Fatal("parked while requests were coming in")

@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -28,21 +29,36 @@ const maxInflight = 256
 
 // Server accepts connections and dispatches their requests.
 type Server struct {
+	ctx     context.Context // the daemon's: its end ends the followers
 	k       *kernel.Kernel
 	log     *slog.Logger
 	maxLine int
 
+	buffered        *budget
+	maxConns        int
+	maxPerUID       int
+	helloTimeout    time.Duration
+	lineTimeout     time.Duration
+	idleTimeout     time.Duration // 0: none
+	drainingForRead atomic.Bool
+
 	mu       sync.Mutex
 	lns      []net.Listener
 	conns    map[*conn]struct{}
+	perUID   map[uint32]int
 	draining bool
 	wg       sync.WaitGroup // connections
 	quiet    quiescer
 }
 
-// New returns a server for k.
-func New(k *kernel.Kernel, log *slog.Logger) *Server {
-	return &Server{k: k, log: log, maxLine: int(k.Config().Limits.MaxLine), conns: map[*conn]struct{}{}}
+// New returns a server for k. When ctx ends (the daemon's root context, on
+// SIGTERM or SIGINT), the calls that follow until the client leaves
+// (events, a followed log, an attach) end; the others drain in Shutdown.
+func New(ctx context.Context, k *kernel.Kernel, log *slog.Logger) *Server {
+	l := k.Config().Limits
+	return &Server{ctx: ctx, k: k, log: log, maxLine: int(l.MaxLine), conns: map[*conn]struct{}{}, perUID: map[uint32]int{},
+		buffered: newBudget(int64(l.MaxBuffered)), maxConns: maxConnsFor(l.MaxConns), maxPerUID: l.MaxConnsPerUID,
+		helloTimeout: time.Duration(l.HelloTimeout), lineTimeout: time.Duration(l.LineTimeout), idleTimeout: time.Duration(l.IdleTimeout)}
 }
 
 // Serve accepts connections on ln until Shutdown. It returns nil after
@@ -89,7 +105,6 @@ func (s *Server) Serve(ln net.Listener) error {
 			nc.Close()
 			return nil
 		}
-		s.conns[c] = struct{}{}
 		s.wg.Add(1)
 		s.mu.Unlock()
 		go c.serve()
@@ -103,6 +118,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.quiet.stop()
 	s.mu.Lock()
 	s.draining = true
+	s.drainingForRead.Store(true)
 	for _, ln := range s.lns {
 		ln.Close()
 	}
@@ -140,7 +156,13 @@ type conn struct {
 	ibuf []byte // stream item scratch, under wmu
 
 	inflight sync.WaitGroup
+	nflight  atomic.Int32 // requests in flight
 	sem      chan struct{}
+
+	uid   uint32
+	state atomic.Int32  // connBusy, connIdle, connEvicted
+	since atomic.Int64  // when it last became idle (unix nanos)
+	r     *bufio.Reader // nil while idle
 	// follow ends when the client stops sending (EOF, or the daemon stops
 	// reading): streams that would otherwise run forever (tail -f) watch
 	// it, since nothing else tells a waiting stream that its reader left.
@@ -151,17 +173,28 @@ func (c *conn) serve() {
 	s := c.s
 	defer func() {
 		s.mu.Lock()
-		delete(s.conns, c)
+		s.forget(c)
 		s.mu.Unlock()
 		c.nc.Close()
+		c.putReader()
+		c.wmu.Lock()
+		c.putWriter()
+		c.wmu.Unlock()
 		s.wg.Done()
 	}()
-	c.w = bufio.NewWriterSize(c.nc, 64<<10)
 	c.sem = make(chan struct{}, maxInflight)
 
 	uc, err := peerCred(c.nc)
 	if err != nil {
 		s.log.Warn("no peer credentials; closing", "err", err)
+		return
+	}
+	c.uid = uc.Uid
+	c.state.Store(connBusy)
+	if perr := s.admit(c); perr != nil {
+		c.sendError(0, perr)
+		c.flush()
+		s.log.Warn("connection refused", "uid", uc.Uid, "pid", uc.Pid, "err", perr)
 		return
 	}
 	cred, err := s.k.Identify(uc.Uid, uc.Gid, uc.Pid)
@@ -176,28 +209,47 @@ func (c *conn) serve() {
 	c.send(appendHello(nil, &h))
 	c.flush()
 
-	r := bufio.NewReaderSize(c.nc, 64<<10)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	follow, stopFollow := context.WithCancel(ctx)
+	defer context.AfterFunc(s.ctx, stopFollow)()
 	c.follow = follow
+	first := true
 	for {
-		line, tooLong, err := readLine(r, s.maxLine)
+		if c.r == nil || c.r.Buffered() == 0 {
+			if !c.idle(first) {
+				break
+			}
+			first = false
+		}
+		var deadline time.Time
+		if b, _ := c.r.Peek(c.r.Buffered()); bytes.IndexByte(b, '\n') < 0 {
+			// The line is not all here: it has line_timeout to arrive.
+			deadline = time.Now().Add(s.lineTimeout)
+			c.nc.SetReadDeadline(deadline)
+			if s.drainingForRead.Load() {
+				break
+			}
+		}
+		line, held, le, err := c.readLine(c.r, s.maxLine, deadline)
 		if err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, net.ErrClosed) {
+			if errors.Is(err, os.ErrDeadlineExceeded) && !s.drainingForRead.Load() {
+				c.sendError(0, proto.Errorf(proto.ETIMEDOUT, "request line not complete within %s (limits.line_timeout); closing", s.lineTimeout))
+			} else if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, net.ErrClosed) {
 				s.log.Debug("read failed", "err", err)
 			}
 			break
 		}
-		if tooLong {
-			c.sendError(peekID(line), proto.Errorf(proto.EMSGSIZE, "request line longer than max_line %d bytes; discarded", s.maxLine))
-			c.flushIf(r)
+		if le != nil {
+			c.sendError(peekID(le.head), le.err)
+			c.flushIf(c.r)
 			continue
 		}
 		if len(bytes.TrimSpace(line)) == 0 {
+			s.buffered.give(held)
 			continue
 		}
-		c.dispatch(ctx, line, r)
+		c.dispatch(ctx, line, held, c.r)
 	}
 	// Stop reading; end follow streams, answer what is in flight, then
 	// close. cancel() is deferred: other streams in flight end when the
@@ -205,6 +257,88 @@ func (c *conn) serve() {
 	stopFollow()
 	c.inflight.Wait()
 	c.flush()
+}
+
+// idle waits, holding no buffers, for the client's next request: at most
+// hello_timeout for the first, idle_timeout for later ones while nothing
+// is in flight. It reports false when the connection is to close.
+func (c *conn) idle(first bool) bool {
+	s := c.s
+	c.putReader()
+	c.since.Store(time.Now().UnixNano())
+	c.state.Store(connIdle)
+	for {
+		limit := s.idleTimeout
+		if first {
+			limit = s.helloTimeout
+		}
+		if limit > 0 {
+			c.nc.SetReadDeadline(time.Now().Add(limit))
+		} else {
+			c.nc.SetReadDeadline(time.Time{})
+		}
+		if s.drainingForRead.Load() {
+			return false
+		}
+		err := c.waitReadable()
+		if errors.Is(err, os.ErrDeadlineExceeded) && !s.drainingForRead.Load() {
+			if c.nflight.Load() > 0 {
+				continue // a stream is still running for it
+			}
+			if !c.state.CompareAndSwap(connIdle, connBusy) {
+				return false
+			}
+			c.sendError(0, timeoutError(first, limit))
+			c.flush()
+			s.log.Debug("closing a connection that sends nothing", "uid", c.uid, "after", limit)
+			return false
+		}
+		if err != nil || !c.state.CompareAndSwap(connIdle, connBusy) {
+			return false
+		}
+		c.r = readers.Get().(*bufio.Reader)
+		c.r.Reset(c.nc)
+		return true
+	}
+}
+
+// putReader returns the read buffer to the pool (it must be empty).
+func (c *conn) putReader() {
+	if c.r != nil {
+		c.r.Reset(nil)
+		readers.Put(c.r)
+		c.r = nil
+	}
+}
+
+// writer returns the connection's write buffer, taking one from the pool
+// if it has none; c.wmu is held.
+func (c *conn) writer() *bufio.Writer {
+	if c.w == nil {
+		c.w = writers.Get().(*bufio.Writer)
+		c.w.Reset(c.nc)
+	}
+	return c.w
+}
+
+// putWriter returns an empty write buffer to the pool; c.wmu is held.
+func (c *conn) putWriter() {
+	if c.w != nil && c.w.Buffered() == 0 {
+		c.w.Reset(nil)
+		writers.Put(c.w)
+		c.w = nil
+	}
+}
+
+// flushLocked writes out what is buffered and gives the buffer back;
+// c.wmu is held.
+func (c *conn) flushLocked() {
+	if c.werr == nil && c.w != nil {
+		c.werr = c.w.Flush()
+	}
+	if c.werr == nil {
+		c.putWriter()
+	}
 }
 
 // flushIf flushes replies unless more requests are already buffered: a
@@ -217,9 +351,7 @@ func (c *conn) flushIf(r *bufio.Reader) {
 
 func (c *conn) flush() {
 	c.wmu.Lock()
-	if c.werr == nil {
-		c.werr = c.w.Flush()
-	}
+	c.flushLocked()
 	c.wmu.Unlock()
 }
 
@@ -227,59 +359,15 @@ func (c *conn) flush() {
 func (c *conn) send(b []byte) {
 	c.wmu.Lock()
 	if c.werr == nil {
-		c.w.Write(b)
-		c.werr = c.w.WriteByte('\n')
+		w := c.writer()
+		w.Write(b)
+		c.werr = w.WriteByte('\n')
 	}
 	c.wmu.Unlock()
 }
 
 func (c *conn) sendError(id uint64, err error) {
 	c.send(appendError(nil, id, err))
-}
-
-// readLine returns the next line without its newline. A line longer than
-// max is consumed to its end and reported with tooLong (and its first
-// bytes, to recover the id).
-func readLine(r *bufio.Reader, max int) (line []byte, tooLong bool, err error) {
-	b, err := r.ReadSlice('\n')
-	if err == nil {
-		return b[:len(b)-1], false, nil
-	}
-	if !errors.Is(err, bufio.ErrBufferFull) {
-		if len(b) > 0 && errors.Is(err, io.EOF) {
-			return b, false, nil // last line without newline
-		}
-		return nil, false, err
-	}
-	buf := append([]byte(nil), b...)
-	for {
-		b, err = r.ReadSlice('\n')
-		if len(buf)+len(b) > max+1 {
-			head := buf
-			if len(head) > 256 {
-				head = head[:256]
-			}
-			head = append([]byte(nil), head...)
-			for errors.Is(err, bufio.ErrBufferFull) {
-				_, err = r.ReadSlice('\n')
-			}
-			if err != nil && !errors.Is(err, io.EOF) {
-				return nil, false, err
-			}
-			return head, true, nil
-		}
-		buf = append(buf, b...)
-		switch {
-		case err == nil:
-			return buf[:len(buf)-1], false, nil
-		case errors.Is(err, bufio.ErrBufferFull):
-			continue
-		case errors.Is(err, io.EOF) && len(buf) > 0:
-			return buf, false, nil
-		default:
-			return nil, false, err
-		}
-	}
 }
 
 func peerCred(nc *net.UnixConn) (*unix.Ucred, error) {

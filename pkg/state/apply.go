@@ -92,6 +92,7 @@ func (s *Store) apply(r ref) int64 {
 			slog.Error("state: writing key to work tree", "agent", a.name, "key", r.key, "err", err)
 			s.qmu.Lock()
 			s.retry = append(s.retry, r)
+			s.retryErr = err
 			s.qmu.Unlock()
 		}
 		freed := int64(overlayPerChange)

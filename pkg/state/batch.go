@@ -17,6 +17,17 @@ type Change struct {
 	Key    string
 	Value  []byte
 	Delete bool
+	// Mode, when it has proto.ModeSet, gives the key that mode (the mount's
+	// chmod); otherwise a save keeps the key's mode. Mod, when set, is
+	// the value's modification time instead of now (the mount's touch,
+	// or the time of its last write). The change's own time is the key's
+	// ctime either way.
+	Mode uint32
+	Mod  time.Time
+	// Ctime, when set, is the time of the change instead of now: the
+	// mount's, which stamps a file when it is written, not when its save
+	// commits (so the times it showed meanwhile stay true).
+	Ctime time.Time
 
 	rec *record
 	// Result, set by Add when the change is accepted: the key's record.
@@ -34,6 +45,7 @@ type Batch struct {
 	aux     []*record
 	start   int64
 	bytes   int64
+	values  int64 // bytes of the values saved
 }
 
 type akey struct{ agent, key string }
@@ -123,8 +135,22 @@ func (b *Batch) Add(c *Change) *proto.Error {
 	if c.Delete {
 		kind = recDelete
 	}
-	c.rec = &record{kind: kind, ver: b.s.seq.Add(1), mod: now, agent: ref, key: c.Key, value: c.Value}
-	c.Record = proto.StateRecord{Type: proto.RecordState, Agent: c.Agent, Key: c.Key, Size: int64(len(c.Value)), Modified: now, Deleted: c.Delete}
+	mod := now
+	if !c.Mod.IsZero() && !c.Delete {
+		mod = c.Mod.UTC()
+	}
+	if !c.Ctime.IsZero() && !c.Delete {
+		now = c.Ctime.UTC()
+	}
+	c.rec = &record{kind: kind, ver: b.s.seq.Add(1), mod: mod, agent: ref, key: c.Key, value: c.Value}
+	if !c.Delete && (c.Mode&proto.ModeSet != 0 || !mod.Equal(now)) {
+		c.rec.kind = recSaveMeta
+		c.rec.mode, c.rec.ctime = c.Mode&(proto.ModeSet|0o7777), now.UnixNano()
+	}
+	c.Record = proto.StateRecord{Type: proto.RecordState, Agent: c.Agent, Key: c.Key, Size: int64(len(c.Value)), Modified: mod, Deleted: c.Delete, Changed: now}
+	if c.Mode&proto.ModeSet != 0 {
+		c.Record.Mode = c.Mode & (proto.ModeSet | 0o7777)
+	}
 	if c.Delete {
 		if st, err := b.s.Stat(ref, c.Key); err == nil {
 			c.Record.Size = st.Size
@@ -132,6 +158,7 @@ func (b *Batch) Add(c *Change) *proto.Error {
 	}
 	b.changes = append(b.changes, c)
 	b.bytes += overlayCost(c.rec.value)
+	b.values += int64(len(c.Value))
 	return nil
 }
 
@@ -164,6 +191,10 @@ func (b *Batch) Write() error {
 	if s.failed != nil {
 		s.jmu.Unlock()
 		return s.failed
+	}
+	if err := s.writable(b.bytes, b.values == 0); err != nil {
+		s.jmu.Unlock()
+		return err
 	}
 	b.start = s.j.pos
 	for _, c := range b.changes {
@@ -233,6 +264,7 @@ func (s *Store) publishRecord(r *record) error {
 	} else if old != nil && old.pending() {
 		released = int64(cap(old.val))
 	}
+	_, had := a.keys[r.key]
 	if r.kind == recDelete {
 		a.removeKey(r.key)
 		a.tombs[r.key] = r.ver
@@ -240,7 +272,15 @@ func (s *Store) publishRecord(r *record) error {
 		delete(a.tombs, r.key)
 		a.addKey(r.key, &entry{size: int64(len(r.value)), mod: r.mod.UnixNano(), ver: r.ver | pendBit, val: r.value})
 	}
+	metaChanged := a.setMeta(r, had)
+	if had != (r.kind != recDelete) {
+		// A name came or went: its folder's time (see FolderTime).
+		a.touchFolder(r.key, r.ctimeOr())
+	}
 	a.mu.Unlock()
+	if metaChanged {
+		s.metaDirty.Store(true)
+	}
 	s.qmu.Lock()
 	s.queue = append(s.queue, ref{a: a, key: r.key, ver: r.ver})
 	s.pending += overlayCost(r.value) - released

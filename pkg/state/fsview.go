@@ -39,6 +39,7 @@ func (s *Store) Open(agentName, key string) (*os.File, []byte, proto.StateRecord
 		return nil, nil, rec, proto.Errorf(proto.ENOENT, "%s: no key %q", agentName, key)
 	}
 	rec.Size, rec.Modified = e.size, e.modTime()
+	a.fillMeta(key, &rec)
 	if e.pending() || e.val != nil {
 		v := e.val
 		a.mu.RUnlock()

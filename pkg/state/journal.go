@@ -33,6 +33,7 @@ import (
 //	record: len u32 | crc32c(payload) u32 | payload
 //	payload: generation u64 | kind u8 | ver u64 | mod unix-nanos i64 |
 //	         agent (u16 len) | key (u16 len) | value (u32 len)
+//	         [ mode u32 | ctime unix-nanos i64 ]   (kind 4 only)
 //
 // Replay reads records until one fails its length or CRC, or carries
 // another generation (left over from before the last checkpoint). A torn
@@ -43,15 +44,29 @@ const (
 	recSave   = 1
 	recDelete = 2
 	recAux    = 3 // the kernel's own record: value is opaque to this package
+	// recSaveMeta is a save that also sets the key's mode or a time of
+	// its own: the payload of recSave then mode u32 | ctime unix-nanos i64.
+	recSaveMeta = 4
+	metaFixed   = 4 + 8
 
 	journalMagic  = "OXJOURN1"
 	journalHeader = 4096
 	recHeader     = 8
 	// payloadFixed is the payload size without the variable parts.
 	payloadFixed = 8 + 1 + 8 + 8 + 2 + 2 + 4
-	// journalChunk is how much the file grows by when it fills up.
-	journalChunk = 16 << 20
+	// journalChunk is how much the file grows by when it fills up, on a
+	// file system of 256 MiB or more; a smaller one grows it by a
+	// sixteenth of its size (at least minJournalChunk), so that a small
+	// file system can start at all.
+	journalChunk    = 16 << 20
+	minJournalChunk = 64 << 10
 )
+
+// chunkFor is the journal's growth step on a file system of total bytes.
+func chunkFor(total int64) int64 {
+	c := total / 16 / minJournalChunk * minJournalChunk
+	return min(max(c, minJournalChunk), journalChunk)
+}
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -62,11 +77,25 @@ type record struct {
 	agent string
 	key   string
 	value []byte
+	// Kind recSaveMeta only: the mode (with proto.ModeSet, or 0 to keep
+	// the key's) and the change's own time (mod is the value's).
+	mode  uint32
+	ctime int64
+}
+
+// ctimeOr is the time of the change itself.
+func (r *record) ctimeOr() int64 {
+	if r.kind == recSaveMeta {
+		return r.ctime
+	}
+	return r.mod.UnixNano()
 }
 
 type journal struct {
 	f     *os.File
-	fresh bool // created by this open
+	path  string
+	chunk int64 // growth step (see chunkFor)
+	fresh bool  // created by this open
 	gen   uint64
 	pos   int64 // where the next record goes
 	alloc int64 // bytes preallocated
@@ -77,12 +106,12 @@ type journal struct {
 // cannot know what it held, so it refuses to guess.
 var ErrJournalDamaged = errors.New("journal header damaged")
 
-func openJournal(path string) (*journal, error) {
+func openJournal(path string, chunk int64) (*journal, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, err
 	}
-	j := &journal{f: f, pos: journalHeader}
+	j := &journal{f: f, path: path, chunk: chunk, pos: journalHeader}
 	fi, err := f.Stat()
 	if err != nil {
 		f.Close()
@@ -92,8 +121,9 @@ func openJournal(path string) (*journal, error) {
 	if fi.Size() == 0 {
 		// New journal: generation 1, space reserved, all durable before use.
 		j.gen, j.fresh = 1, true
-		if err := j.grow(journalHeader + journalChunk); err != nil {
+		if err := j.grow(journalHeader + chunk); err != nil {
 			f.Close()
+			os.Remove(path) // a later start must not take it for a journal
 			return nil, err
 		}
 		if err := j.writeHeader(); err != nil {
@@ -135,7 +165,7 @@ func (j *journal) grow(n int64) error {
 	if n <= j.alloc {
 		return nil
 	}
-	n = (n + journalChunk - 1) / journalChunk * journalChunk
+	n = (n + j.chunk - 1) / j.chunk * j.chunk
 	zeros := make([]byte, 1<<20)
 	for off := j.alloc; off < n; off += int64(len(zeros)) {
 		if _, err := j.f.WriteAt(zeros[:min(int64(len(zeros)), n-off)], off); err != nil {
@@ -152,6 +182,9 @@ func (j *journal) grow(n int64) error {
 // appendRecord adds r to the pending write.
 func (j *journal) appendRecord(r *record) {
 	n := payloadFixed + len(r.agent) + len(r.key) + len(r.value)
+	if r.kind == recSaveMeta {
+		n += metaFixed
+	}
 	h := j.buf
 	start := len(h)
 	h = binary.LittleEndian.AppendUint32(h, uint32(n))
@@ -166,6 +199,10 @@ func (j *journal) appendRecord(r *record) {
 	h = append(h, r.key...)
 	h = binary.LittleEndian.AppendUint32(h, uint32(len(r.value)))
 	h = append(h, r.value...)
+	if r.kind == recSaveMeta {
+		h = binary.LittleEndian.AppendUint32(h, r.mode)
+		h = binary.LittleEndian.AppendUint64(h, uint64(r.ctime))
+	}
 	binary.LittleEndian.PutUint32(h[start+4:], crc32.Checksum(h[start+recHeader:], castagnoli))
 	j.buf = h
 }
@@ -263,7 +300,7 @@ func decodeRecord(p []byte) (*record, uint64, error) {
 	p = p[8:]
 	rec := &record{kind: p[0], ver: binary.LittleEndian.Uint64(p[1:]),
 		mod: time.Unix(0, int64(binary.LittleEndian.Uint64(p[9:]))).UTC()}
-	if rec.kind != recSave && rec.kind != recDelete && rec.kind != recAux {
+	if rec.kind != recSave && rec.kind != recDelete && rec.kind != recAux && rec.kind != recSaveMeta {
 		return nil, gen, fmt.Errorf("journal: unknown record kind %d", rec.kind)
 	}
 	p = p[17:]
@@ -288,6 +325,14 @@ func decodeRecord(p []byte) (*record, uint64, error) {
 	agent, ok1 := field(2)
 	key, ok2 := field(2)
 	value, ok3 := field(4)
+	if ok3 && rec.kind == recSaveMeta {
+		if len(p) != metaFixed {
+			return nil, gen, errShortRecord
+		}
+		rec.mode = binary.LittleEndian.Uint32(p)
+		rec.ctime = int64(binary.LittleEndian.Uint64(p[4:]))
+		p = p[metaFixed:]
+	}
 	if !ok1 || !ok2 || !ok3 || len(p) != 0 {
 		return nil, gen, errShortRecord
 	}

@@ -103,6 +103,10 @@ type Options struct {
 	// found in the journal at start: the kernel's records of changes that
 	// were durable but may not have reached their own files.
 	ReplayAux func(payload []byte) error
+	// DiskReserve is the free space on the data's file system below which
+	// batches are refused with ENOSPC (see Batch.Write). Default 64 MiB,
+	// or a sixteenth of a smaller file system.
+	DiskReserve int64
 	// BeforeCheckpoint runs inside a checkpoint, before the journal is
 	// recycled: whatever the kernel wrote behind the journal (the audit
 	// segments) must be made durable here.
@@ -136,19 +140,21 @@ type Store struct {
 	mu     sync.RWMutex
 	agents map[string]*agent
 
-	qmu     sync.Mutex
-	qcond   *sync.Cond // signalled when the queue drains or pending shrinks
-	queue   []ref
-	retry   []ref // changes whose file writes failed: queued again at checkpoints
-	pending int64 // overlay bytes (see overlayCost)
-	busy    bool  // applier is working on a taken slice
-	closed  bool
-	kick    chan struct{}
-	done    chan struct{}
-	failed  error // sticky journal failure
-	opened  bool  // Open succeeded: Close may save the key snapshot
+	qmu      sync.Mutex
+	qcond    *sync.Cond // signalled when the queue drains or pending shrinks
+	queue    []ref
+	retry    []ref // changes whose file writes failed: queued again at checkpoints
+	retryErr error // why the last of them failed
+	pending  int64 // overlay bytes (see overlayCost)
+	busy     bool  // applier is working on a taken slice
+	closed   bool
+	kick     chan struct{}
+	done     chan struct{}
+	failed   error // sticky journal failure
+	opened   bool  // Open succeeded: Close may save the key snapshot
 
-	indexFrom string // how Open loaded the index: "snapshot" or "walk"
+	indexFrom string      // how Open loaded the index: "snapshot" or "walk"
+	metaDirty atomic.Bool // the keys' metadata changed since DATA/index/meta was written
 
 	timer        *time.Timer // fires once changes have settled; idle otherwise
 	timerArmed   bool
@@ -162,6 +168,9 @@ type agent struct {
 	dirs  map[string]int    // folder prefix -> number of keys below it
 	tombs map[string]uint64 // deleted keys whose files are not yet removed -> version
 	bytes int64             // sum of the keys' sizes
+	// meta and folders: see meta.go.
+	meta    map[string]keyMeta
+	folders map[string]int64
 }
 
 // entry is one key of the index. There is one per key (a million for an
@@ -242,7 +251,22 @@ func Open(data string, opts Options) (*Store, error) {
 			return nil, err
 		}
 	}
-	j, err := openJournal(filepath.Join(data, "journal", "wal"))
+	var fs unix.Statfs_t
+	if err := unix.Statfs(data, &fs); err != nil {
+		return nil, fmt.Errorf("state: %w", err)
+	}
+	total := int64(fs.Blocks) * fs.Bsize
+	if s.opts.DiskReserve <= 0 {
+		s.opts.DiskReserve = chunkFor(total)
+		if total >= 256<<20 {
+			s.opts.DiskReserve = 64 << 20
+		}
+	}
+	j, err := openJournal(filepath.Join(data, "journal", "wal"), chunkFor(total))
+	if errors.Is(err, unix.ENOSPC) {
+		return nil, proto.Errorf(proto.ENOSPC, "state: the file system of %s is full: the journal needs %d bytes free to start (%d are; limits.disk_reserve %d bytes more to take writes)",
+			data, journalHeader+chunkFor(total), int64(fs.Bavail)*fs.Bsize, s.opts.DiskReserve)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("state: %w", err)
 	}
@@ -250,6 +274,10 @@ func Open(data string, opts Options) (*Store, error) {
 	if err := s.loadIndex(); err != nil {
 		j.close()
 		return nil, fmt.Errorf("state: reading %s: %w", s.repo, err)
+	}
+	if err := s.loadMeta(); err != nil {
+		j.close()
+		return nil, fmt.Errorf("state: reading %s: %w", s.metaPath(), err)
 	}
 	go s.applier()
 	if err := s.recover(); err != nil {
@@ -287,7 +315,17 @@ func (s *Store) recover() error {
 		return nil
 	}
 	s.Flush()
-	return s.checkpoint(true)
+	err = s.checkpoint(true)
+	if errors.Is(err, unix.ENOSPC) {
+		s.qmu.Lock()
+		need := s.pending
+		s.qmu.Unlock()
+		var fs unix.Statfs_t
+		unix.Statfs(s.data, &fs)
+		return proto.Errorf(proto.ENOSPC, "state: the file system of %s is full: the journal holds %d bytes of changes to write to their files and %d bytes are free; free some space and start again (%v)",
+			s.data, need, int64(fs.Bavail)*fs.Bsize, err)
+	}
+	return err
 }
 
 // loadIndex reads the key snapshot if it can, else walks the work tree.
@@ -528,6 +566,7 @@ func (s *Store) Load(agentName, key string) ([]byte, proto.StateRecord, error) {
 		return nil, rec, proto.Errorf(proto.ENOENT, "%s: no key %q", agentName, key)
 	}
 	rec.Size, rec.Modified = e.size, e.modTime()
+	a.fillMeta(key, &rec)
 	v, ok := e.val, e.pending() || e.val != nil
 	a.mu.RUnlock()
 	if ok {
@@ -571,6 +610,7 @@ func (s *Store) Stat(agentName, key string) (proto.StateRecord, error) {
 		return rec, proto.Errorf(proto.ENOENT, "%s: no key %q", agentName, key)
 	}
 	rec.Size, rec.Modified = e.size, e.modTime()
+	a.fillMeta(key, &rec)
 	return rec, nil
 }
 
@@ -587,6 +627,7 @@ func (s *Store) List(agentName, prefix string) ([]proto.StateRecord, error) {
 	for k, e := range a.keys {
 		if prefix == "" || k == prefix || len(k) > len(prefix) && k[len(prefix)] == '/' && k[:len(prefix)] == prefix {
 			out = append(out, proto.StateRecord{Type: proto.RecordState, Agent: agentName, Key: k, Size: e.size, Modified: e.modTime()})
+			a.fillMeta(k, &out[len(out)-1])
 		}
 	}
 	a.mu.RUnlock()
@@ -649,7 +690,10 @@ func (s *Store) checkpoint(force bool) error {
 	if stuck > 0 {
 		// Changes whose files could not be written still need the
 		// journal: keep it until they are (Checkpoint and Close retry them).
-		return fmt.Errorf("state: checkpoint put off: %d changes could not be written to their files", stuck)
+		s.qmu.Lock()
+		why := s.retryErr
+		s.qmu.Unlock()
+		return fmt.Errorf("state: checkpoint put off: %d changes could not be written to their files: %w", stuck, why)
 	}
 	if !idle {
 		return nil
@@ -666,6 +710,9 @@ func (s *Store) checkpoint(force bool) error {
 	}
 	if err := unix.Syncfs(fd); err != nil {
 		return fmt.Errorf("state: syncfs: %w", err)
+	}
+	if err := s.saveMeta(); err != nil {
+		return fmt.Errorf("state: checkpoint: %w", err)
 	}
 	return s.j.reset()
 }

@@ -284,3 +284,22 @@ func TestGateSocketMountParityPolicy(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckAuditFails: the audit check every test ends with finds a
+// damaged log (a check that cannot fail would prove nothing).
+func TestCheckAuditFails(t *testing.T) {
+	d := startDaemon(t, daemonOpts{})
+	d.mustOx(t, "", "ox-state", "save", "-a", "ops", "k", "v")
+	d.mustOx(t, "", "ox-state", "save", "-a", "ops", "k", "w")
+	d.stop()
+	if p := auditProblem(d.data); p != "" {
+		t.Fatalf("the intact log: %s", p)
+	}
+	bad := copyAuditDir(t, d.data)
+	seg, lines := segLines(t, bad)
+	lines[0] = strings.Replace(lines[0], `"ops:k"`, `"ops:K"`, 1)
+	writeSeg(t, seg, lines)
+	if p := auditProblem(bad); !strings.Contains(p, "entry 1") {
+		t.Fatalf("a changed first entry: %q", p)
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/client"
 )
 
@@ -127,12 +128,40 @@ func startDaemon(t *testing.T, o daemonOpts) *daemon {
 			d.cmd.Process.Kill()
 			<-d.exited
 		}
+		d.checkAudit()
 		if t.Failed() {
 			t.Logf("oxiosd stderr:\n%s", d.stderr.String())
 		}
 	})
 	d.waitNotify("READY=1", 30*time.Second)
 	return d
+}
+
+// checkAudit verifies the audit chain the daemon left, as restic's tests
+// end by checking the repository: every test that ran a daemon also
+// proves that whatever it did, the log it wrote still links from its
+// first entry to its head.
+func (d *daemon) checkAudit() {
+	d.t.Helper()
+	if p := auditProblem(d.data); p != "" {
+		d.t.Error(p)
+	}
+}
+
+// auditProblem says what is wrong with the audit log of a data dir, or "".
+func auditProblem(data string) string {
+	dir := filepath.Join(data, "audit")
+	if _, err := os.Stat(dir); err != nil {
+		return "" // the daemon never got that far
+	}
+	rep, err := audit.Verify(dir)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("verifying the audit log of %s: %v", data, err)
+	case !rep.OK:
+		return fmt.Sprintf("the audit log of %s does not verify: entry %d: %s", data, rep.FirstBad, rep.Problem)
+	}
+	return ""
 }
 
 // shortTempDir is a temp dir with a path short enough for a socket

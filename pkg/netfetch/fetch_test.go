@@ -1,4 +1,4 @@
-package kernel
+package netfetch
 
 import (
 	"context"
@@ -29,11 +29,11 @@ func mustPolicy(t *testing.T, text string) *policy.Policy {
 
 // testResolve answers from a table, and from the system for names it does
 // not hold (localhost).
-func testResolve(table map[string][]string) resolver {
+func testResolve(table map[string][]string) Resolver {
 	return func(ctx context.Context, host string) ([]netip.Addr, error) {
 		addrs, ok := table[host]
 		if !ok {
-			return systemResolve(ctx, host)
+			return SystemResolve(ctx, host)
 		}
 		var out []netip.Addr
 		for _, a := range addrs {
@@ -105,7 +105,7 @@ allow = ["public.test", "internal.test", "mixed.test", "localhost", "2130706433"
 		{"http://user:pw@public.test/", "net.userinfo"},
 		{"http://user@public.test/", "net.userinfo"},
 	} {
-		_, err := fetch(context.Background(), p, proto.FetchArgs{URL: c.url}, resolve)
+		_, err := Fetch(context.Background(), p, proto.FetchArgs{URL: c.url}, resolve)
 		if got := deniedRule(err); got != c.rule {
 			t.Errorf("%s: refused by %q, want %q (err %v)", c.url, got, c.rule, err)
 		}
@@ -116,7 +116,7 @@ allow = ["public.test", "internal.test", "mixed.test", "localhost", "2130706433"
 	// An empty net.allow refuses everything.
 	empty := mustPolicy(t, "[net]\nallow = []\n")
 	for _, u := range []string{"http://public.test/", target.URL, "https://example.org/"} {
-		if _, err := fetch(context.Background(), empty, proto.FetchArgs{URL: u}, resolve); deniedRule(err) == "" {
+		if _, err := Fetch(context.Background(), empty, proto.FetchArgs{URL: u}, resolve); deniedRule(err) == "" {
 			t.Errorf("%s with no net.allow: %v", u, err)
 		}
 	}
@@ -156,42 +156,42 @@ timeout = "1s"
 max_bytes = 10
 `)
 	ctx := context.Background()
-	rec, err := fetch(ctx, p, proto.FetchArgs{URL: s.URL + "/"}, nil)
+	rec, err := Fetch(ctx, p, proto.FetchArgs{URL: s.URL + "/"}, nil)
 	if err != nil || rec.Status != 200 || rec.Body != "hello" || rec.Bytes != 5 || rec.Encoding != "" || rec.ContentType != "text/plain" || len(rec.Digest) != 64 || rec.Method != "GET" {
 		t.Fatalf("allowed fetch: %+v, %v", rec, err)
 	}
-	rec, err = fetch(ctx, p, proto.FetchArgs{URL: s.URL + "/bin"}, nil)
+	rec, err = Fetch(ctx, p, proto.FetchArgs{URL: s.URL + "/bin"}, nil)
 	if err != nil || rec.Encoding != proto.EncodingBase64 || rec.Body != "AAEC//4=" {
 		t.Errorf("binary body: %+v, %v", rec, err)
 	}
-	rec, err = fetch(ctx, p, proto.FetchArgs{URL: s.URL + "/big"}, nil)
+	rec, err = Fetch(ctx, p, proto.FetchArgs{URL: s.URL + "/big"}, nil)
 	if err != nil || !rec.Truncated || rec.Bytes != 10 || rec.Body != "xxxxxxxxxx" {
 		t.Errorf("capped body: %+v, %v", rec, err)
 	}
-	rec, err = fetch(ctx, p, proto.FetchArgs{URL: s.URL + "/hop"}, nil)
+	rec, err = Fetch(ctx, p, proto.FetchArgs{URL: s.URL + "/hop"}, nil)
 	if err != nil || rec.Body != "hello" || rec.FinalURL != s.URL+"/hello" {
 		t.Errorf("redirect: %+v, %v", rec, err)
 	}
-	rec, err = fetch(ctx, p, proto.FetchArgs{URL: s.URL + "/post", Method: "post", Body: "b=1", Headers: map[string]string{"X-Test": "y"}}, nil)
+	rec, err = Fetch(ctx, p, proto.FetchArgs{URL: s.URL + "/post", Method: "post", Body: "b=1", Headers: map[string]string{"X-Test": "y"}}, nil)
 	if err != nil || rec.Body != "POST y b=1" {
 		t.Errorf("post: %+v, %v", rec, err)
 	}
-	rec, err = fetch(ctx, p, proto.FetchArgs{URL: s.URL + "/", Method: "HEAD"}, nil)
+	rec, err = Fetch(ctx, p, proto.FetchArgs{URL: s.URL + "/", Method: "HEAD"}, nil)
 	if err != nil || rec.Status != 200 || rec.Body != "" {
 		t.Errorf("head: %+v, %v", rec, err)
 	}
-	if _, err := fetch(ctx, p, proto.FetchArgs{URL: s.URL + "/loop"}, nil); !errors.Is(err, errRedirects) || fetchError(err).Code != proto.ELOOP {
+	if _, err := Fetch(ctx, p, proto.FetchArgs{URL: s.URL + "/loop"}, nil); !errors.Is(err, errRedirects) || Error(err).Code != proto.ELOOP {
 		t.Errorf("redirect loop: %v", err)
 	}
 	start := time.Now()
-	_, err = fetch(ctx, p, proto.FetchArgs{URL: s.URL + "/slow"}, nil)
-	if err == nil || fetchError(err).Code != proto.ETIMEDOUT || time.Since(start) > 1900*time.Millisecond {
+	_, err = Fetch(ctx, p, proto.FetchArgs{URL: s.URL + "/slow"}, nil)
+	if err == nil || Error(err).Code != proto.ETIMEDOUT || time.Since(start) > 1900*time.Millisecond {
 		t.Errorf("slow: %v after %s", err, time.Since(start))
 	}
 	// A request's timeout only shortens the policy's.
 	start = time.Now()
-	_, err = fetch(ctx, p, proto.FetchArgs{URL: s.URL + "/slow", Timeout: "100ms"}, nil)
-	if err == nil || fetchError(err).Code != proto.ETIMEDOUT || time.Since(start) > 900*time.Millisecond {
+	_, err = Fetch(ctx, p, proto.FetchArgs{URL: s.URL + "/slow", Timeout: "100ms"}, nil)
+	if err == nil || Error(err).Code != proto.ETIMEDOUT || time.Since(start) > 900*time.Millisecond {
 		t.Errorf("slow with 100ms: %v after %s", err, time.Since(start))
 	}
 	for _, a := range []proto.FetchArgs{
@@ -205,7 +205,7 @@ max_bytes = 10
 		{URL: "http:///path"},
 		{URL: "http://%31%32%37.0.0.1/"},
 	} {
-		_, err := fetch(ctx, p, a, nil)
+		_, err := Fetch(ctx, p, a, nil)
 		var pe *proto.Error
 		if !errors.As(err, &pe) || pe.Code != proto.EINVAL {
 			t.Errorf("%+v: %v, want EINVAL", a, err)
@@ -218,7 +218,7 @@ max_bytes = 10
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	addr := l.Addr().String()
 	l.Close()
-	if _, err := fetch(ctx, p, proto.FetchArgs{URL: "http://" + addr + "/"}, nil); deniedRule(err) != "" || fetchError(err).Code != proto.ECONNREFUSED {
+	if _, err := Fetch(ctx, p, proto.FetchArgs{URL: "http://" + addr + "/"}, nil); deniedRule(err) != "" || Error(err).Code != proto.ECONNREFUSED {
 		t.Errorf("closed port: %v", err)
 	}
 }
@@ -252,7 +252,7 @@ allow = ["127.0.0.2", "public.test"]
 		{"file:///etc/passwd", "net.scheme"},
 		{"http://u:p@public.test/", "net.userinfo"},
 	} {
-		_, err := fetch(context.Background(), p, proto.FetchArgs{URL: s.URL + "/?to=" + c.to}, resolve)
+		_, err := Fetch(context.Background(), p, proto.FetchArgs{URL: s.URL + "/?to=" + c.to}, resolve)
 		if got := deniedRule(err); got != c.rule {
 			t.Errorf("redirect to %s: refused by %q, want %q (err %v)", c.to, got, c.rule, err)
 		}
@@ -263,7 +263,7 @@ allow = ["127.0.0.2", "public.test"]
 }
 
 // TestFetchRebind: the connection goes to the address that was checked,
-// whatever the resolver says afterwards.
+// whatever the Resolver says afterwards.
 func TestFetchRebind(t *testing.T) {
 	target, hits := counter(t)
 	port := target.Listener.Addr().(*net.TCPAddr).Port
@@ -275,7 +275,7 @@ func TestFetchRebind(t *testing.T) {
 		}
 		return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
 	}
-	_, err := fetch(context.Background(), p, proto.FetchArgs{URL: fmt.Sprintf("http://flip.test:%d/", port), Timeout: "300ms"}, resolve)
+	_, err := Fetch(context.Background(), p, proto.FetchArgs{URL: fmt.Sprintf("http://flip.test:%d/", port), Timeout: "300ms"}, resolve)
 	if err == nil || hits.Load() != 0 {
 		t.Errorf("rebinding reached the target: %v", err)
 	}

@@ -1,4 +1,4 @@
-package kernel
+package uncommitted
 
 import (
 	"fmt"
@@ -15,7 +15,10 @@ import (
 // commits (clean), checkpoints (saveDirty, some failing) and reads.
 func TestUncommittedSetMatchesModel(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "index", "uncommitted")
-	k := &Kernel{ver: &versioning{file: file, dirty: map[string]struct{}{}, cleaned: map[string]struct{}{}}}
+	k, err := Open(file, false)
+	if err != nil {
+		t.Fatal(err)
+	}
 	model := map[string]bool{}
 	rng := rand.New(rand.NewPCG(1, 2))
 	path := func() string {
@@ -23,7 +26,7 @@ func TestUncommittedSetMatchesModel(t *testing.T) {
 	}
 	check := func(step int, prefix string) {
 		t.Helper()
-		got, err := k.dirtyUnder(prefix)
+		got, err := k.Under(prefix)
 		if err != nil {
 			t.Fatalf("step %d: %v", step, err)
 		}
@@ -48,7 +51,7 @@ func TestUncommittedSetMatchesModel(t *testing.T) {
 				ps = append(ps, p)
 				model[p] = true
 			}
-			k.markDirty(ps...)
+			k.Mark(ps...)
 		case r < 75:
 			var ps []string
 			for range 1 + rng.IntN(5) {
@@ -56,7 +59,7 @@ func TestUncommittedSetMatchesModel(t *testing.T) {
 				ps = append(ps, p)
 				model[p] = false
 			}
-			k.clean(ps)
+			k.Clean(ps)
 		case r < 85:
 			// A checkpoint; one in three cannot write the file.
 			block := rng.IntN(3) == 0
@@ -65,7 +68,7 @@ func TestUncommittedSetMatchesModel(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			err := k.saveDirty()
+			err := k.Save()
 			if block {
 				if err == nil {
 					t.Fatalf("step %d: saving over a folder succeeded", step)
@@ -86,10 +89,10 @@ func TestUncommittedSetMatchesModel(t *testing.T) {
 		t.Fatalf("%d saves, %d failed: the test did not exercise both", saves, failed)
 	}
 	// Memory holds only what changed since the last checkpoint.
-	if err := k.saveDirty(); err != nil {
+	if err := k.Save(); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(k.ver.dirty) + len(k.ver.cleaned); n != 0 {
+	if n := k.Pending(); n != 0 {
 		t.Fatalf("%d paths in memory after a checkpoint", n)
 	}
 	check(-2, "agents/")

@@ -1,0 +1,51 @@
+package fs
+
+import (
+	"context"
+	"os"
+
+	"github.com/oxios/oxios/pkg/bus"
+	"github.com/oxios/oxios/pkg/config"
+	"github.com/oxios/oxios/pkg/kernel"
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+// Kernel is what the mount asks of the kernel: its syscalls, each through
+// the kernel's gate, and nothing else. Declared here, by its one user, so
+// that the mount can be driven by a stand-in in a test without a daemon
+// (gocryptfs's control socket takes its file system the same way).
+type Kernel interface {
+	Config() config.Config
+	Identify(uid, gid uint32, pid int32) (*kernel.Cred, error)
+	Refused(c *kernel.Cred, op, target string, raw []byte, code string)
+	Subscribe(size int, match func(*bus.Event) bool) *bus.Sub
+
+	// Agents and access, asked on every lookup: never audited.
+	Agents(ctx context.Context, c *kernel.Cred) []string
+	AgentVisible(c *kernel.Cred, agent string) bool
+	MayAct(c *kernel.Cred, agent string) error
+	MayWrite(c *kernel.Cred, agent, key string) error
+
+	// State.
+	StateStat(ctx context.Context, c *kernel.Cred, agent, key string) (proto.StateRecord, error)
+	IsStateFolder(c *kernel.Cred, agent, prefix string) bool
+	StateList(ctx context.Context, c *kernel.Cred, a proto.StateListArgs, raw []byte, emit func(*proto.StateRecord) error) error
+	StateOpen(ctx context.Context, c *kernel.Cred, agent, key string) (*os.File, []byte, proto.StateRecord, error)
+	StateSubmit(c *kernel.Cred, agent, key string, value []byte, tag any) kernel.Pending
+	StateDeleteSubmit(c *kernel.Cred, agent, key string, tag any) kernel.Pending
+
+	// Memories.
+	MemIDs(c *kernel.Cred, agent, kind string) ([]string, []int64)
+	MemStat(c *kernel.Cred, agent, kind, id string) (int64, error)
+	MemRead(ctx context.Context, c *kernel.Cred, agent, kind, id string) ([]byte, error)
+	MemRemember(ctx context.Context, c *kernel.Cred, a proto.MemRememberArgs, raw []byte) (proto.MemRememberResult, error)
+	MemForget(ctx context.Context, c *kernel.Cred, a proto.MemForgetArgs, raw []byte) ([]proto.MemoryRecord, error)
+
+	// Policy and audit, read-only here.
+	PolicyShow(ctx context.Context, c *kernel.Cred, agent string, raw []byte) (proto.PolicyRecord, error)
+	PolicyWriteRefused(c *kernel.Cred, agent string)
+	AuditHead(ctx context.Context, c *kernel.Cred) (proto.AuditHead, error)
+	AuditScan(ctx context.Context, c *kernel.Cred, from uint64, fn func(line []byte) error) error
+}
+
+var _ Kernel = (*kernel.Kernel)(nil)

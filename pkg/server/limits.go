@@ -1,0 +1,285 @@
+package server
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+// What a client may hold of the daemon (issue 18): a connection that sends
+// nothing holds a descriptor and a parked goroutine, not its buffers (they
+// go back to a pool while it waits); a request line longer than the read
+// buffer holds what it has sent so far, counted against one budget shared
+// by every connection; the number of connections is bounded per uid and in
+// all, and an idle connection of the same uid makes room for a new one.
+
+// bufSize is the read and write buffer of a connection while it is busy.
+const bufSize = 32 << 10
+
+var (
+	readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, bufSize) }}
+	writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, bufSize) }}
+)
+
+// budget is the memory that request lines past their connection's read
+// buffer may hold in all (limits.max_buffered).
+type budget struct {
+	mu   sync.Mutex
+	used int64
+	max  int64
+	free chan struct{} // closed and replaced when memory is released
+}
+
+func newBudget(max int64) *budget { return &budget{max: max, free: make(chan struct{})} }
+
+// take reserves n bytes, waiting until deadline for others to release
+// them. It reports whether it got them.
+func (b *budget) take(n int64, deadline time.Time) bool {
+	var t *time.Timer
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+	}()
+	for {
+		b.mu.Lock()
+		if b.used+n <= b.max {
+			b.used += n
+			b.mu.Unlock()
+			return true
+		}
+		free := b.free
+		b.mu.Unlock()
+		wait := time.Until(deadline)
+		if wait <= 0 || n > b.max {
+			return false
+		}
+		if t == nil {
+			t = time.NewTimer(wait)
+		}
+		select {
+		case <-free:
+		case <-t.C:
+			return false
+		}
+	}
+}
+
+// give releases n bytes.
+func (b *budget) give(n int64) {
+	if n == 0 {
+		return
+	}
+	b.mu.Lock()
+	b.used -= n
+	close(b.free)
+	b.free = make(chan struct{})
+	b.mu.Unlock()
+}
+
+// inUse is the memory held now.
+func (b *budget) inUse() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
+}
+
+// lineError is a request line refused while it was read; the rest of it
+// has been read and dropped, and the connection goes on.
+type lineError struct {
+	head []byte // the line's first bytes, to recover its id
+	err  *proto.Error
+}
+
+// readLine returns the next line without its newline. A line that fits in
+// the read buffer is the buffer itself (held is 0); a longer one is
+// gathered in memory taken from the budget as it grows, held bytes of it,
+// which the caller gives back once done with the line. A line longer than
+// max, or one the budget cannot hold by the line's deadline, is read to
+// its end and dropped: le says why.
+func (c *conn) readLine(r *bufio.Reader, maxLine int, deadline time.Time) (line []byte, held int64, le *lineError, err error) {
+	b, err := r.ReadSlice('\n')
+	if err == nil {
+		return b[:len(b)-1], 0, nil, nil
+	}
+	if !errors.Is(err, bufio.ErrBufferFull) {
+		if len(b) > 0 && errors.Is(err, io.EOF) {
+			return b, 0, nil, nil // last line without newline
+		}
+		return nil, 0, nil, err
+	}
+	bud := c.s.buffered
+	var buf []byte
+	defer func() {
+		if le != nil || err != nil {
+			bud.give(held)
+			held = 0
+		}
+	}()
+	drop := func(perr *proto.Error) (*lineError, error) {
+		head := buf
+		if len(head) == 0 {
+			head = b
+		}
+		head = append([]byte(nil), head[:min(len(head), 256)]...)
+		buf = nil
+		for errors.Is(err, bufio.ErrBufferFull) {
+			_, err = r.ReadSlice('\n')
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, err
+		}
+		return &lineError{head: head, err: perr}, nil
+	}
+	for {
+		if len(buf)+len(b) > maxLine+1 {
+			le, err = drop(proto.Errorf(proto.EMSGSIZE, "request line longer than max_line %d bytes; discarded", maxLine))
+			return nil, held, le, err
+		}
+		if need := len(buf) + len(b); need > cap(buf) {
+			// Grow by half, not double: a line costs at most half again
+			// what it holds.
+			n := min(max(need, cap(buf)+cap(buf)/2, 2*bufSize), maxLine+1)
+			if !bud.take(int64(n-cap(buf)), deadline) {
+				le, err = drop(proto.Errorf(proto.ENOBUFS, "request line of %d bytes and more refused: the daemon's memory for request lines (limits.max_buffered %d bytes) is held by other connections; retry", need, bud.max))
+				return nil, held, le, err
+			}
+			held += int64(n - cap(buf))
+			nb := make([]byte, len(buf), n)
+			copy(nb, buf)
+			buf = nb
+		}
+		buf = append(buf, b...)
+		switch {
+		case err == nil:
+			return buf[:len(buf)-1], held, nil, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+		case errors.Is(err, io.EOF) && len(buf) > 0:
+			return buf, held, nil, nil
+		default:
+			return nil, held, nil, err
+		}
+		b, err = r.ReadSlice('\n')
+	}
+}
+
+// waitReadable waits, holding no buffer, until the connection has
+// something to read (or is closed), or its read deadline passes.
+func (c *conn) waitReadable() error {
+	rc, err := c.nc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var peek [1]byte
+	var rerr error
+	err = rc.Read(func(fd uintptr) bool {
+		_, _, e := unix.Recvfrom(int(fd), peek[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		if e == unix.EAGAIN || e == unix.EINTR {
+			return false
+		}
+		rerr = e // nil: bytes to read, or the end of the stream
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	if rerr != nil {
+		return os.NewSyscallError("recvfrom", rerr)
+	}
+	return nil
+}
+
+// Connection states, for eviction.
+const (
+	connBusy    = iota // reading a request
+	connIdle           // waiting for the client, nothing read
+	connEvicted        // closed to make room for another
+)
+
+// admit registers c, making room if its uid or the daemon is at its
+// bound by closing the longest idle connection that is over. It returns
+// an error for the client when no connection can go.
+func (s *Server) admit(c *conn) *proto.Error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.perUID[c.uid] >= s.maxPerUID && !s.evict(c.uid) {
+		return proto.Errorf(proto.EUSERS, "uid %d has %d connections open, none of them idle (limits.max_conns_per_uid); close some and retry", c.uid, s.perUID[c.uid])
+	}
+	if len(s.conns) >= s.maxConns {
+		// The uid with the most connections gives one up.
+		var top uint32
+		for uid, n := range s.perUID {
+			if n > s.perUID[top] || s.perUID[top] == 0 {
+				top = uid
+			}
+		}
+		if !s.evict(top) && !s.evict(c.uid) {
+			return proto.Errorf(proto.EUSERS, "oxiosd has %d connections open, none of them idle (limits.max_conns); retry later", len(s.conns))
+		}
+	}
+	s.conns[c] = struct{}{}
+	s.perUID[c.uid]++
+	return nil
+}
+
+// evict closes the connection of uid that has been idle the longest.
+// s.mu is held.
+func (s *Server) evict(uid uint32) bool {
+	for {
+		var victim *conn
+		for o := range s.conns {
+			if o.uid == uid && o.state.Load() == connIdle && o.nflight.Load() == 0 && (victim == nil || o.since.Load() < victim.since.Load()) {
+				victim = o
+			}
+		}
+		if victim == nil {
+			return false
+		}
+		if !victim.state.CompareAndSwap(connIdle, connEvicted) {
+			continue // it just woke to read a request: find another
+		}
+		s.log.Debug("closing an idle connection to make room", "uid", uid)
+		victim.nc.CloseRead()
+		s.forget(victim)
+		return true
+	}
+}
+
+// forget unregisters c; s.mu is held. It is done once per connection.
+func (s *Server) forget(c *conn) {
+	if _, ok := s.conns[c]; !ok {
+		return
+	}
+	delete(s.conns, c)
+	if s.perUID[c.uid]--; s.perUID[c.uid] <= 0 {
+		delete(s.perUID, c.uid)
+	}
+}
+
+// maxConnsFor bounds want by the descriptors the process may open,
+// keeping some for the daemon's own files.
+func maxConnsFor(want int) int {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err == nil && rl.Cur != unix.RLIM_INFINITY {
+		if room := int(rl.Cur) - 256; room < want {
+			return max(room, 16)
+		}
+	}
+	return want
+}
+
+// timeoutError is what a connection is told when it is closed for
+// sending nothing.
+func timeoutError(first bool, d time.Duration) *proto.Error {
+	if first {
+		return proto.Errorf(proto.ETIMEDOUT, "no request within %s of connecting (limits.hello_timeout); closing", d)
+	}
+	return proto.Errorf(proto.ETIMEDOUT, "connection idle for %s (limits.idle_timeout); closing", d)
+}

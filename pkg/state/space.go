@@ -1,0 +1,57 @@
+package state
+
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+// writable reports why a batch of n bytes may not be written now, or nil.
+// It is checked before anything of the batch is written, so a refused
+// batch leaves nothing behind. A batch is refused:
+//
+//   - when the data directory is no longer the one the store opened
+//     (removed, or replaced by another): what it acknowledged would be
+//     gone after a restart;
+//   - when the file system has less free space than the batch needs (its
+//     journal records, its files, what the applier has yet to write) plus
+//     DiskReserve: writes stop with ENOSPC while there is still room to
+//     finish the work behind the journal and to checkpoint, so the daemon
+//     keeps serving reads, a restart needs no more space than it has, and
+//     writes resume by themselves once space is freed.
+//
+// A batch that saves no value (deletes, the kernel's own records) may use
+// half of the reserve: deleting is how space is freed.
+//
+// Three system calls, a few microseconds, once per group commit.
+func (s *Store) writable(n int64, small bool) error {
+	fd := int(s.j.f.Fd())
+	var st, cur unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("state: journal: %w", err)
+	}
+	if st.Nlink == 0 || unix.Stat(s.j.path, &cur) != nil || cur.Ino != st.Ino || cur.Dev != st.Dev {
+		return proto.Errorf(proto.EIO, "the data directory %s was removed or replaced while oxiosd runs: writes are refused, since they would be lost; put it back, or restart oxiosd to start over on what is there", s.data)
+	}
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(fd, &fs); err != nil {
+		return fmt.Errorf("state: journal: %w", err)
+	}
+	s.qmu.Lock()
+	pending := s.pending
+	s.qmu.Unlock()
+	reserve := s.opts.DiskReserve
+	if small {
+		reserve /= 2
+	}
+	need := 2*n + pending + reserve
+	if grow := s.j.pos + n - s.j.alloc; grow > 0 {
+		need += grow + s.j.chunk
+	}
+	if free := int64(fs.Bavail) * fs.Bsize; free < need {
+		return proto.Errorf(proto.ENOSPC, "disk full: %s has %d bytes free, this write needs %d and oxiosd keeps %d in reserve (limits.disk_reserve); writes are refused until space is freed (deleting keys frees it), reads are served", s.data, free, need-reserve, reserve)
+	}
+	return nil
+}
