@@ -3,6 +3,7 @@ package fs
 import (
 	"context"
 	"os"
+	"time"
 
 	"github.com/oxios/oxios/pkg/bus"
 	"github.com/oxios/oxios/pkg/config"
@@ -32,6 +33,8 @@ type Kernel interface {
 	StateList(ctx context.Context, c *kernel.Cred, a proto.StateListArgs, raw []byte, emit func(*proto.StateRecord) error) error
 	StateOpen(ctx context.Context, c *kernel.Cred, agent, key string) (*os.File, []byte, proto.StateRecord, error)
 	StateSubmit(c *kernel.Cred, agent, key string, value []byte, tag any) kernel.Pending
+	StateSubmitMeta(c *kernel.Cred, agent, key string, value []byte, m kernel.FileMeta, tag any) kernel.Pending
+	StateFolderTime(agent, prefix string) (time.Time, bool)
 	StateDeleteSubmit(c *kernel.Cred, agent, key string, tag any) kernel.Pending
 
 	// Memories.
