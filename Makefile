@@ -105,7 +105,7 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 5m)
 	done
 
 .PHONY: run
-run: build ## run oxiosd in the foreground on .oxios/ (no config file, no mount)
+run: build ## run oxiosd in the foreground on .oxios/ (no config file; MOUNT=DIR to mount, else no mount)
 	@mkdir -p $(RUNDIR)
 	@echo "oxiosd: data $(RUNDIR)/data, socket $(RUNDIR)/oxiosd.sock; Ctrl-C stops it."
 	@echo "In another terminal, try:"
@@ -115,7 +115,7 @@ run: build ## run oxiosd in the foreground on .oxios/ (no config file, no mount)
 	@echo "  ox-state ls -a demo"
 	@echo "  ox-state load -a demo greeting"
 	@echo
-	exec bin/oxiosd --config '' --data $(RUNDIR)/data --socket $(RUNDIR)/oxiosd.sock --no-mount
+	exec bin/oxiosd --config '' --data $(RUNDIR)/data --socket $(RUNDIR)/oxiosd.sock $(if $(MOUNT),--mount $(MOUNT),--no-mount)
 
 .PHONY: demo
 demo: build ## a scripted tour: start a private oxiosd, use every command, stop it

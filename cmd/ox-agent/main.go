@@ -49,7 +49,7 @@ func main() {
 		got = <-sigs
 		cancel(fmt.Errorf("signal %v", got))
 	}()
-	err := app.RunContext(ctx, os.Args)
+	err := app.RunContext(ctx, cliutil.Args(app, os.Args))
 	if s, ok := got.(syscall.Signal); ok && ctx.Err() != nil {
 		signal.Reset(s)
 		syscall.Kill(os.Getpid(), s)

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -123,6 +124,9 @@ func logArgs(c *cli.Context) (proto.AuditLogArgs, error) {
 			return a, cliutil.Usagef("%s", err.Message)
 		}
 	}
+	if _, err := path.Match(a.Op, ""); err != nil {
+		return a, cliutil.Usagef("--op %q is not a glob: %v", a.Op, err)
+	}
 	if a.N < 0 {
 		return a, cliutil.Usagef("-n must not be negative")
 	}
@@ -218,8 +222,13 @@ func printEntries(c *cli.Context, a proto.AuditLogArgs) error {
 		return nil
 	})
 	ferr := p.flush()
-	if a.Follow && errors.Is(err, c.Context.Err()) && c.Context.Err() != nil {
+	if a.Follow && c.Context.Err() != nil {
 		return nil // interrupted: the normal end of tail -f
+	}
+	if a.Follow && err == nil {
+		// A follow has no end of its own: a log shipper must tell this
+		// from an interrupt.
+		return cliutil.Failf("the daemon ended the stream (it is stopping)")
 	}
 	if err == nil && ferr != nil && !errors.Is(ferr, os.ErrClosed) {
 		err = cliutil.Failf("writing stdout: %v", ferr)

@@ -3,9 +3,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -23,12 +25,13 @@ func main() {
 	app.Version = version
 	app.Description = "With no subcommand, commit what changed since the last commit. " +
 		"Each commit carries the audit head in its message and is itself an audit entry."
-	app.UsageText = "ox-commit [-a AGENT] [-m MSG] [--tag NAME]\n" +
+	app.UsageText = "ox-commit [-a AGENT] [-m MSG] [--tag NAME] [-q]\n" +
 		"ox-commit log|show|diff|tag|restore [OPTIONS] ARGS..."
 	app.Flags = []cli.Flag{
 		optAgent,
 		&cli.StringFlag{Name: "message", Aliases: []string{"m"}, Usage: "commit message `MSG`"},
 		&cli.StringFlag{Name: "tag", Usage: "also tag the commit `NAME`"},
+		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print nothing on success (for cron: only errors are mailed)"},
 		cliutil.SocketFlag, cliutil.JSONFlag,
 	}
 	app.Action = commitCmd
@@ -124,7 +127,7 @@ func printCommit(c *cli.Context, rec proto.CommitRecord) error {
 		fmt.Printf("parent %s\n", rec.Parent)
 	}
 	if rec.Author != "" {
-		fmt.Printf("author %s  %s\n", rec.Author, rec.Time)
+		fmt.Printf("author %s  %s\n", rec.Author, localTime(rec.Time))
 	}
 	if rec.AuditHead != nil {
 		fmt.Printf("audit  head %d %s\n", rec.AuditHead.Seq, rec.AuditHead.Hash)
@@ -166,13 +169,15 @@ func commitCmd(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if len(rec.Changed) == 0 && rec.AuditSeq == 0 {
+	if c.Bool("quiet") {
+		return nil
+	}
+	if len(rec.Changed) == 0 && rec.AuditSeq == 0 && !cliutil.NewPrinter(c).JSON {
 		// Not an error: a nightly cron job commits whether or not
-		// anything changed. Scripts still get the record (HEAD).
+		// anything changed. Off a terminal, scripts get the record (HEAD,
+		// "nothing to commit") and nothing on stderr.
 		fmt.Fprintln(os.Stderr, "ox-commit: nothing to commit")
-		if !cliutil.NewPrinter(c).JSON {
-			return nil
-		}
+		return nil
 	}
 	return printCommit(c, rec)
 }
@@ -194,7 +199,9 @@ func logCmd(c *cli.Context) error {
 	}
 	defer cl.Close()
 	p := cliutil.NewPrinter(c, "COMMIT", "TIME", "AUTHOR", "AUDIT", "CHANGED", "MESSAGE")
+	n := 0
 	err = cl.CommitLog(c.Context, proto.CommitLogArgs{Agent: agent, Rev: c.Args().First(), N: c.Int("n")}, func(rec proto.CommitRecord) error {
+		n++
 		audit := ""
 		if rec.AuditHead != nil {
 			audit = fmt.Sprint(rec.AuditHead.Seq)
@@ -203,10 +210,18 @@ func logCmd(c *cli.Context) error {
 		if len(rec.Tags) > 0 {
 			msg = "(" + strings.Join(rec.Tags, ", ") + ") " + msg
 		}
-		return p.Print(rec, short(rec.Commit), rec.Time, rec.Author, audit, fmt.Sprint(len(rec.Changed)), msg)
+		return p.Print(rec, short(rec.Commit), localTime(rec.Time), rec.Author, audit, fmt.Sprint(len(rec.Changed)), msg)
 	})
 	if ferr := p.Flush(); err == nil && ferr != nil {
 		err = cliutil.Failf("writing stdout: %v", ferr)
+	}
+	if err == nil && n == 0 && agent != "" {
+		// A removed agent still has its history; an agent with neither
+		// history nor anything now does not exist, as every command says.
+		var pe *proto.Error
+		if _, serr := cl.AgentShow(c.Context, agent); errors.As(serr, &pe) && pe.Code == proto.ENOENT {
+			return serr
+		}
 	}
 	return err
 }
@@ -302,4 +317,14 @@ func restoreCmd(c *cli.Context) error {
 		}
 	}
 	return printCommit(c, rec)
+}
+
+// localTime shows a record's RFC 3339 time in local time, as every table
+// of the toolkit does (the records keep UTC).
+func localTime(s string) string {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return s
+	}
+	return t.Local().Format("2006-01-02 15:04:05")
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path"
 	"strconv"
 	"time"
 
@@ -45,6 +46,11 @@ func stream(c *cli.Context) error {
 	if a.Agent != "" {
 		if err := proto.CheckAgent(a.Agent); err != nil {
 			return cliutil.Usagef("%s", err.Message)
+		}
+	}
+	for _, t := range a.Types {
+		if _, err := path.Match(t, ""); err != nil {
+			return cliutil.Usagef("--type %q is not a glob: %v", t, err)
 		}
 	}
 	if c.IsSet("since") && a.SinceSeq == 0 {
@@ -122,7 +128,7 @@ func printRow(out *bufio.Writer, raw json.RawMessage) error {
 	}
 	at := r.Time
 	if t, err := time.Parse(time.RFC3339Nano, r.Time); err == nil {
-		at = t.Local().Format("15:04:05.000")
+		at = t.Local().Format("2006-01-02 15:04:05.000")
 	}
 	what := r.Agent
 	if r.Key != "" {

@@ -36,7 +36,7 @@ func main() {
 		},
 		{
 			Name:      "rm",
-			Usage:     "remove an agent: its state, memory, policy, budget and inbox (history keeps them)",
+			Usage:     "remove an agent: its state, memory, policy, budget, jobs and inbox (history keeps them; as ox-agents rm)",
 			ArgsUsage: "AGENT",
 			Flags:     []cli.Flag{cliutil.SocketFlag, cliutil.JSONFlag},
 			Action:    rmCmd,
@@ -103,11 +103,17 @@ func rmCmd(c *cli.Context) error {
 		return err
 	}
 	defer cl.Close()
-	rec, err := cl.RemoveAgent(c.Context, proto.AgentArgs{Agent: agent})
+	rec, err := cl.AgentRemove(c.Context, agent)
 	if err != nil {
 		return err
 	}
-	return printFork(c, rec)
+	p := cliutil.NewPrinter(c)
+	if p.JSON {
+		p.Print(rec)
+		return p.Flush()
+	}
+	fmt.Println(rec.Text)
+	return nil
 }
 
 func diffCmd(c *cli.Context) error {

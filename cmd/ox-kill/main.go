@@ -3,6 +3,10 @@ package main
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/urfave/cli/v2"
 
@@ -25,9 +29,15 @@ func main() {
 }
 
 func kill(c *cli.Context) error {
-	runs := c.Args().Slice()
+	runs, err := cliutil.ArgsOrStdin(c, "", "run", "id")
+	if err != nil {
+		return err
+	}
 	if len(runs) == 0 {
-		return cliutil.Usagef("give the RUN ids to signal (ox-ps lists them)")
+		return cliutil.Usagef("give the RUN ids to signal, or run records on stdin (ox-ps lists them)")
+	}
+	if err := checkSignal(c.String("signal")); err != nil {
+		return err
 	}
 	cl, err := cliutil.Connect(c)
 	if err != nil {
@@ -42,4 +52,23 @@ func kill(c *cli.Context) error {
 		err = ferr
 	}
 	return err
+}
+
+// checkSignal refuses a signal the daemon would not know, as a usage
+// error (exit 2) before anything is sent.
+func checkSignal(s string) error {
+	if n, err := strconv.Atoi(s); err == nil {
+		if n <= 0 || n > 64 {
+			return cliutil.Usagef("--signal %d is out of range (1 to 64)", n)
+		}
+		return nil
+	}
+	name := strings.ToUpper(s)
+	if !strings.HasPrefix(name, "SIG") {
+		name = "SIG" + name
+	}
+	if unix.SignalNum(name) == 0 {
+		return cliutil.Usagef("--signal %q: unknown signal (STOP, CONT, INT, TERM, KILL, HUP, USR1... or a number)", s)
+	}
+	return nil
 }

@@ -147,13 +147,16 @@ func rm(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.NArg() < 1 {
-		return cliutil.Usagef("rm takes one or more KEYs")
+	keys, err := cliutil.ArgsOrStdin(c, agent, "key")
+	if err != nil {
+		return err
 	}
-	keys := c.Args().Slice()
-	for i := range keys {
-		if _, err := keyArg(c, i); err != nil {
-			return err
+	if len(keys) == 0 {
+		return cliutil.Usagef("rm takes one or more KEYs, or state records on stdin (ox-state ls prints them)")
+	}
+	for _, k := range keys {
+		if err := proto.CheckKey(k); err != nil {
+			return cliutil.Usagef("%s", err.Message)
 		}
 	}
 	cl, err := cliutil.Connect(c)

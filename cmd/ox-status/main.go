@@ -67,20 +67,6 @@ func status(c *cli.Context) error {
 	ch := &checker{p: cliutil.NewPrinter(c, "CHECK", "", "WHAT")}
 	defer ch.p.Flush()
 
-	// The config, as oxiosd would read it.
-	file := c.String("config")
-	cfg, cerr := config.Load(file, c.IsSet("config"))
-	switch {
-	case cerr != nil:
-		ch.add("config", cerr, "", "correct the key or value named (oxios.toml(5) documents each; share/oxios.toml has them all at their defaults), then systemctl reload oxiosd or send oxiosd SIGHUP")
-	case file == "":
-		ch.add("config", nil, "no config file: the defaults", "")
-	case cfg.File == "":
-		ch.add("config", nil, file+" does not exist: the defaults", "")
-	default:
-		ch.add("config", nil, file+" parses", "")
-	}
-
 	// The socket: the daemon answers, and says what it runs with.
 	sock := c.String("socket")
 	if sock == "" {
@@ -111,6 +97,28 @@ func status(c *cli.Context) error {
 		ch.add("socket", nil, fmt.Sprintf("%s answers: %s", sock, d.Text), "")
 	}
 
+	// The config: the file the daemon runs with when it says (the
+	// admin's), else the one given, else the default oxiosd would read.
+	file, explicit := c.String("config"), c.IsSet("config")
+	if d != nil && d.Data != "" && !explicit {
+		file, explicit = d.Config, true
+	}
+	cfg, cerr := config.Load(file, explicit)
+	switch {
+	case cerr != nil:
+		ch.add("config", cerr, "", "correct the key or value named (oxios.toml(5) documents each; share/oxios.toml has them all at their defaults); oxiosd applies the file when it changes, or on SIGHUP (systemctl kill -s HUP oxiosd)")
+	case file == "" && d != nil:
+		ch.add("config", nil, "oxiosd runs with no config file: the defaults", "")
+	case file == "":
+		ch.add("config", nil, "no config file: the defaults", "")
+	case cfg.File == "":
+		ch.add("config", nil, file+" does not exist: the defaults", "")
+	case d != nil && d.Data != "" && !c.IsSet("config"):
+		ch.add("config", nil, file+" (the daemon's) parses", "")
+	default:
+		ch.add("config", nil, file+" parses", "")
+	}
+
 	// The rest from the daemon when it answered, else from the config.
 	mount, data, pols, llm := "", cfg.Data, cfg.Policies, cfg.LLM.BaseURL
 	if !cfg.NoMount {
@@ -124,12 +132,18 @@ func status(c *cli.Context) error {
 	}
 
 	switch {
-	case d != nil && mount == "":
+	case d == nil:
+		// A mount at the configured place may be another daemon's: only
+		// the daemon that answers says where its own is.
+		ch.add("mount", errors.New("not checked: no daemon answered"), "", "start oxiosd (see socket)")
+	case mount == "":
 		ch.add("mount", nil, "oxiosd serves without a mount (--no-mount)", "")
+	case !filepath.IsAbs(mount):
+		ch.add("mount", fmt.Errorf("oxiosd mounts at %q, relative to its own folder", mount), "", "give oxiosd an absolute --mount (or mount in oxios.toml)")
 	default:
 		err := checkMount(mount, timeout)
 		ch.add("mount", err, mount+" is mounted and answers",
-			"is oxiosd running? It mounts at start: /dev/fuse must exist and, as a user, fusermount3 be installed (make deps); a stale mount left by a crash: fusermount3 -u "+mount+", then restart oxiosd")
+			"oxiosd runs but its mount is not up: /dev/fuse must exist and, as a user, fusermount3 be installed (make deps); the daemon's log says why (journalctl -u oxiosd); a stale mount left by a crash: fusermount3 -u "+mount+", then restart oxiosd")
 	}
 
 	if d != nil {
@@ -148,7 +162,7 @@ func status(c *cli.Context) error {
 	}
 
 	err = checkPolicies(pols)
-	ch.add("policies", err, "the policy files of "+pols+" parse", "correct the line named (oxios-policy(5)); ox-policy set -a NAME FILE checks a policy before it applies it")
+	ch.add("policies", err, policiesText(pols), "correct the line named (oxios-policy(5)); ox-policy set -a NAME FILE checks a policy before it applies it")
 
 	if llm == "" {
 		ch.add("llm", nil, "no model endpoint configured: LLM runs are off (process runs work)", "")
@@ -209,7 +223,8 @@ func checkDir(dir string) error {
 	return os.Remove(f.Name())
 }
 
-// checkPolicies parses every NAME.toml of dir; a missing dir is fine.
+// checkPolicies parses every NAME.toml of dir; a missing dir is fine (see
+// policiesText).
 func checkPolicies(dir string) error {
 	names, err := filepath.Glob(filepath.Join(dir, "*.toml"))
 	if err != nil {
@@ -248,4 +263,16 @@ func checkLLM(ctx context.Context, base string, timeout time.Duration) (string, 
 	}
 	resp.Body.Close()
 	return fmt.Sprintf("%s answers (GET /models: %s)", base, resp.Status), nil
+}
+
+// policiesText says what a policies folder that checked out holds.
+func policiesText(dir string) string {
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return dir + " does not exist: no policy files to apply"
+	}
+	names, _ := filepath.Glob(filepath.Join(dir, "*.toml"))
+	if len(names) == 0 {
+		return dir + " holds no policy files"
+	}
+	return fmt.Sprintf("the %d policy files of %s parse", len(names), dir)
 }

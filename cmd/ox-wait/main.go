@@ -23,9 +23,12 @@ func main() {
 }
 
 func wait(c *cli.Context) error {
-	runs := c.Args().Slice()
+	runs, err := cliutil.ArgsOrStdin(c, "", "run", "id")
+	if err != nil {
+		return err
+	}
 	if len(runs) == 0 {
-		return cliutil.Usagef("give the RUN ids to wait for (ox-ps lists them)")
+		return cliutil.Usagef("give the RUN ids to wait for, or run records on stdin (ox-ps lists them)")
 	}
 	cl, err := cliutil.Connect(c)
 	if err != nil {

@@ -7,9 +7,11 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -44,12 +46,18 @@ func main() {
 	cliutil.Run(app)
 }
 
+// configErr is a configuration error: exit 78 (EX_CONFIG), which the unit's
+// RestartPreventExitStatus keeps from becoming a restart loop.
+func configErr(err error) error {
+	return &cliutil.ExitError{Code: cliutil.ExitConfig, Err: err}
+}
+
 // settings merges flags over the config file.
 func settings(c *cli.Context) (config.Config, error) {
 	explicit := c.IsSet("config")
 	cfg, err := config.Load(c.String("config"), explicit)
 	if err != nil {
-		return cfg, err
+		return cfg, configErr(err)
 	}
 	for flag, dst := range map[string]*string{"data": &cfg.Data, "socket": &cfg.Socket, "mount": &cfg.Mount, "log-level": &cfg.LogLevel} {
 		if c.IsSet(flag) {
@@ -59,7 +67,19 @@ func settings(c *cli.Context) (config.Config, error) {
 	if c.IsSet("no-mount") {
 		cfg.NoMount = c.Bool("no-mount")
 	}
+	// Absolute, so that what the daemon reports (ox-status) means the same
+	// to a client in another folder.
+	for _, p := range []*string{&cfg.Data, &cfg.Mount} {
+		if *p != "" && !filepath.IsAbs(*p) {
+			if abs, err := filepath.Abs(*p); err == nil {
+				*p = abs
+			}
+		}
+	}
 	if _, err := config.ParseLevel(cfg.LogLevel); err != nil {
+		if !c.IsSet("log-level") {
+			return cfg, configErr(fmt.Errorf("%s: log_level %q: want debug, info, warn or error", cfg.File, cfg.LogLevel))
+		}
 		return cfg, cliutil.Usagef("--log-level %q: want debug, info, warn or error", cfg.LogLevel)
 	}
 	for name, p := range map[string]string{"--data": cfg.Data, "--socket": cfg.Socket, "--mount": cfg.Mount} {
@@ -86,7 +106,7 @@ func run(c *cli.Context) error {
 	gid := -1
 	if cfg.SocketGroup != "" {
 		if gid, err = config.LookupGID(cfg.SocketGroup); err != nil {
-			return cliutil.Failf("socket_group: %v", err)
+			return configErr(fmt.Errorf("socket_group: %v", err))
 		}
 	}
 	// Claim the socket before touching the data: a second daemon must not

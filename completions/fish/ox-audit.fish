@@ -1,5 +1,9 @@
 # fish completion for ox-audit(1)
 
+function __ox_agent_names
+    ox-agents ls --json 2>/dev/null | string replace -rf '^.*"agent":"([^"]*)".*$' '$1'
+end
+
 set -l __ox_audit_cmds log tail show verify export head
 
 complete -c ox-audit -f
@@ -19,7 +23,7 @@ complete -c ox-audit -n "__fish_seen_subcommand_from log tail show verify head" 
 
 # log and tail: filters.
 set -l __ox_audit_ops state.save state.delete state.load state.list version.commit version.tag version.restore version.log version.show version.diff audit.log audit.head audit.verify audit.export connect
-complete -c ox-audit -n "__fish_seen_subcommand_from log tail" -s a -l agent -x -d 'Only entries about or by agent NAME'
+complete -c ox-audit -n "__fish_seen_subcommand_from log tail" -s a -l agent -x -a '(__ox_agent_names)' -d 'Only entries about or by agent NAME'
 complete -c ox-audit -n "__fish_seen_subcommand_from log tail" -l op -x -a "$__ox_audit_ops" -d 'Only entries of op OP (a glob)'
 complete -c ox-audit -n "__fish_seen_subcommand_from log tail" -l since -x -d 'Start at entry SEQ, a time or an age (2h)'
 complete -c ox-audit -n "__fish_seen_subcommand_from log" -s n -x -d 'Only the last N selected entries'

@@ -1,5 +1,9 @@
 # fish completion for ox-budget(1)
 
+function __ox_agent_names
+    ox-agents ls --json 2>/dev/null | string replace -rf '^.*"agent":"([^"]*)".*$' '$1'
+end
+
 set -l __ox_budget_cmds show set reset
 
 complete -c ox-budget -f
@@ -9,7 +13,7 @@ complete -c ox-budget -n "not __fish_seen_subcommand_from $__ox_budget_cmds" -a 
 complete -c ox-budget -n "not __fish_seen_subcommand_from $__ox_budget_cmds" -a set -d 'Set the limits of an agent (admin)'
 complete -c ox-budget -n "not __fish_seen_subcommand_from $__ox_budget_cmds" -a reset -d 'Zero what an agent has used (admin)'
 
-complete -c ox-budget -n "__fish_seen_subcommand_from $__ox_budget_cmds" -s a -l agent -x -d 'Act on agent NAME'
+complete -c ox-budget -n "__fish_seen_subcommand_from $__ox_budget_cmds" -s a -l agent -x -a '(__ox_agent_names)' -d 'Act on agent NAME'
 complete -c ox-budget -n "__fish_seen_subcommand_from $__ox_budget_cmds" -l socket -r -F -d 'oxiosd socket PATH'
 complete -c ox-budget -n "__fish_seen_subcommand_from $__ox_budget_cmds" -l json -d 'Print JSON lines even on a terminal'
 complete -c ox-budget -n "__fish_seen_subcommand_from $__ox_budget_cmds" -s h -l help -d 'Show help'

@@ -1,5 +1,9 @@
 # fish completion for ox-commit(1)
 
+function __ox_agent_names
+    ox-agents ls --json 2>/dev/null | string replace -rf '^.*"agent":"([^"]*)".*$' '$1'
+end
+
 set -l __ox_commit_cmds log show diff tag restore
 
 # __ox_commit_revs prints HEAD and the commits and tags that `ox-commit log`
@@ -65,9 +69,10 @@ end
 complete -c ox-commit -f
 complete -c ox-commit -n "not __fish_seen_subcommand_from $__ox_commit_cmds" -s h -l help -d 'Show help'
 complete -c ox-commit -n "not __fish_seen_subcommand_from $__ox_commit_cmds" -s v -l version -d 'Print the version'
-complete -c ox-commit -n "not __fish_seen_subcommand_from $__ox_commit_cmds" -s a -l agent -x -d 'Commit only agent NAME (default: every agent)'
+complete -c ox-commit -n "not __fish_seen_subcommand_from $__ox_commit_cmds" -s a -l agent -x -a '(__ox_agent_names)' -d 'Commit only agent NAME (default: every agent)'
 complete -c ox-commit -n "not __fish_seen_subcommand_from $__ox_commit_cmds" -s m -l message -x -d 'Commit message MSG'
 complete -c ox-commit -n "not __fish_seen_subcommand_from $__ox_commit_cmds" -l tag -x -d 'Also tag the commit NAME'
+complete -c ox-commit -n "not __fish_seen_subcommand_from $__ox_commit_cmds" -s q -l quiet -d 'Print nothing on success'
 complete -c ox-commit -n "not __fish_seen_subcommand_from $__ox_commit_cmds" -l json -d 'Print JSON lines even on a terminal'
 complete -c ox-commit -n "not __fish_seen_subcommand_from $__ox_commit_cmds" -l socket -r -F -d 'oxiosd socket PATH'
 complete -c ox-commit -n "not __fish_seen_subcommand_from $__ox_commit_cmds" -a log -d 'List the commits, newest first'
@@ -79,8 +84,8 @@ complete -c ox-commit -n "not __fish_seen_subcommand_from $__ox_commit_cmds" -a 
 complete -c ox-commit -n "__fish_seen_subcommand_from $__ox_commit_cmds" -l socket -r -F -d 'oxiosd socket PATH'
 complete -c ox-commit -n "__fish_seen_subcommand_from $__ox_commit_cmds" -l json -d 'Print JSON lines even on a terminal'
 complete -c ox-commit -n "__fish_seen_subcommand_from $__ox_commit_cmds" -s h -l help -d 'Show help'
-complete -c ox-commit -n "__fish_seen_subcommand_from log show diff" -s a -l agent -x -d 'Only agent NAME (default: every agent)'
-complete -c ox-commit -n "__fish_seen_subcommand_from restore" -s a -l agent -x -d 'Act on agent NAME'
+complete -c ox-commit -n "__fish_seen_subcommand_from log show diff" -s a -l agent -x -a '(__ox_agent_names)' -d 'Only agent NAME (default: every agent)'
+complete -c ox-commit -n "__fish_seen_subcommand_from restore" -s a -l agent -x -a '(__ox_agent_names)' -d 'Act on agent NAME'
 complete -c ox-commit -n "__fish_seen_subcommand_from log" -s n -x -d 'At most N commits'
 complete -c ox-commit -n "__fish_seen_subcommand_from diff" -s p -l patch -d 'Print a unified diff'
 complete -c ox-commit -n __ox_commit_want_rev -a '(__ox_commit_revs)' -d 'Revision'

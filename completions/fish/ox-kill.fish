@@ -1,5 +1,9 @@
 # fish completion for ox-kill(1)
 
+function __ox_agent_names
+    ox-agents ls --json 2>/dev/null | string replace -rf '^.*"agent":"([^"]*)".*$' '$1'
+end
+
 # __ox_kill_runs prints the ids of the runs that ox-ps lists, with
 # what they run; nothing when the daemon is not running.
 function __ox_kill_runs
@@ -8,7 +12,7 @@ end
 
 complete -c ox-kill -f
 complete -c ox-kill -s s -l signal -x -a 'STOP CONT INT TERM KILL HUP USR1 USR2 QUIT' -d 'the SIGNAL to send (default TERM)'
-complete -c ox-kill -s a -l agent -x -d 'not needed: a run id names its agent'
+complete -c ox-kill -s a -l agent -x -a '(__ox_agent_names)' -d 'not needed: a run id names its agent'
 complete -c ox-kill -l socket -r -F -d 'oxiosd socket PATH'
 complete -c ox-kill -l json -d 'print JSON lines even on a terminal'
 complete -c ox-kill -s h -l help -d 'show help'

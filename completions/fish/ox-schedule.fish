@@ -1,5 +1,9 @@
 # fish completion for ox-schedule(1)
 
+function __ox_agent_names
+    ox-agents ls --json 2>/dev/null | string replace -rf '^.*"agent":"([^"]*)".*$' '$1'
+end
+
 set -l __ox_schedule_cmds add ls rm run
 
 complete -c ox-schedule -f
@@ -10,7 +14,7 @@ complete -c ox-schedule -n "not __fish_seen_subcommand_from $__ox_schedule_cmds"
 complete -c ox-schedule -n "not __fish_seen_subcommand_from $__ox_schedule_cmds" -a rm -d 'Remove job NAME'
 complete -c ox-schedule -n "not __fish_seen_subcommand_from $__ox_schedule_cmds" -a run -d 'Run job NAME now, once'
 
-complete -c ox-schedule -n "__fish_seen_subcommand_from $__ox_schedule_cmds" -s a -l agent -x -d 'Act on agent NAME'
+complete -c ox-schedule -n "__fish_seen_subcommand_from $__ox_schedule_cmds" -s a -l agent -x -a '(__ox_agent_names)' -d 'Act on agent NAME'
 complete -c ox-schedule -n "__fish_seen_subcommand_from $__ox_schedule_cmds" -l socket -r -F -d 'oxiosd socket PATH'
 complete -c ox-schedule -n "__fish_seen_subcommand_from $__ox_schedule_cmds" -l json -d 'Print JSON lines even on a terminal'
 complete -c ox-schedule -n "__fish_seen_subcommand_from $__ox_schedule_cmds" -s h -l help -d 'Show help'
@@ -21,3 +25,4 @@ complete -c ox-schedule -n "__fish_seen_subcommand_from add" -l tz -x -d 'Read t
 complete -c ox-schedule -n "__fish_seen_subcommand_from add" -l priority -x -d 'The priority of the job\'s runs'
 complete -c ox-schedule -n "__fish_seen_subcommand_from add" -l overlap -x -a 'skip queue allow' -d 'When due while the last run still runs'
 complete -c ox-schedule -n "__fish_seen_subcommand_from add" -l catch-up -d 'Run once at start when a due time passed while oxiosd was down'
+complete -c ox-schedule -n "__fish_seen_subcommand_from rm run" -a '(ox-schedule ls --json 2>/dev/null | string replace -rf \'^.*"name":"([^"]*)".*$\' \'$1\')' -d 'Job'

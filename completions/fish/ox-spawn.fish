@@ -1,5 +1,9 @@
 # fish completion for ox-spawn(1)
 
+function __ox_agent_names
+    ox-agents ls --json 2>/dev/null | string replace -rf '^.*"agent":"([^"]*)".*$' '$1'
+end
+
 # __ox_spawn_after_dashdash is true once -- is on the command line: what
 # follows is a command and its arguments.
 function __ox_spawn_after_dashdash
@@ -21,7 +25,7 @@ complete -c ox-spawn -n 'not __ox_spawn_after_dashdash' -s m -l model -x -d 'the
 complete -c ox-spawn -n 'not __ox_spawn_after_dashdash' -s e -l env -x -a '(set -n | string replace -r \'$\' =)' -d 'add NAME=VALUE to the run environment'
 complete -c ox-spawn -n 'not __ox_spawn_after_dashdash' -s n -l no-stdin -d 'do not read stdin'
 complete -c ox-spawn -n 'not __ox_spawn_after_dashdash' -s p -l priority -x -d 'the place in the admission queue: higher first'
-complete -c ox-spawn -n 'not __ox_spawn_after_dashdash' -s a -l agent -x -d 'act on agent NAME'
+complete -c ox-spawn -n 'not __ox_spawn_after_dashdash' -s a -l agent -x -a '(__ox_agent_names)' -d 'act on agent NAME'
 complete -c ox-spawn -n 'not __ox_spawn_after_dashdash' -l socket -r -F -d 'oxiosd socket PATH'
 complete -c ox-spawn -n 'not __ox_spawn_after_dashdash' -l json -d 'print JSON lines even on a terminal'
 complete -c ox-spawn -n 'not __ox_spawn_after_dashdash' -s h -l help -d 'show help'

@@ -1,5 +1,9 @@
 # fish completion for ox-state(1)
 
+function __ox_agent_names
+    ox-agents ls --json 2>/dev/null | string replace -rf '^.*"agent":"([^"]*)".*$' '$1'
+end
+
 set -l __ox_state_cmds save load rm ls
 
 # __ox_state_keys prints the keys of the agent named on the command line (or
@@ -36,7 +40,7 @@ complete -c ox-state -n "not __fish_seen_subcommand_from $__ox_state_cmds" -a lo
 complete -c ox-state -n "not __fish_seen_subcommand_from $__ox_state_cmds" -a rm -d 'Delete keys'
 complete -c ox-state -n "not __fish_seen_subcommand_from $__ox_state_cmds" -a ls -d 'List keys at or below PREFIX'
 
-complete -c ox-state -n "__fish_seen_subcommand_from $__ox_state_cmds" -s a -l agent -x -d 'Act on agent NAME'
+complete -c ox-state -n "__fish_seen_subcommand_from $__ox_state_cmds" -s a -l agent -x -a '(__ox_agent_names)' -d 'Act on agent NAME'
 complete -c ox-state -n "__fish_seen_subcommand_from $__ox_state_cmds" -l socket -r -F -d 'oxiosd socket PATH'
 complete -c ox-state -n "__fish_seen_subcommand_from $__ox_state_cmds" -l json -d 'Print JSON lines even on a terminal'
 complete -c ox-state -n "__fish_seen_subcommand_from $__ox_state_cmds" -s h -l help -d 'Show help'

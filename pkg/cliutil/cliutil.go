@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
@@ -26,6 +28,9 @@ const (
 	ExitUsage       = 2
 	ExitUnavailable = 69
 	ExitDenied      = 77
+	// ExitConfig (sysexits.h's EX_CONFIG) is oxiosd's exit on a bad
+	// configuration: a restart will not fix it, so its unit does not retry.
+	ExitConfig = 78
 )
 
 // ExitError carries an exit code with its message.
@@ -136,12 +141,99 @@ func App(name, usage string) *cli.App {
 	}
 }
 
-// Run runs app with os.Args and exits with the right code.
+// Run runs app with os.Args (flags anywhere, see Args) and exits with the
+// right code.
 func Run(app *cli.App) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := app.RunContext(ctx, os.Args)
+	prepare(app)
+	err := app.RunContext(ctx, Args(app, os.Args))
 	stop()
 	os.Exit(Report(filepath.Base(os.Args[0]), err))
+}
+
+// prepare gives app the exit codes of the table where urfave/cli has its
+// own: a missing required flag is a usage error (exit 2, one line naming
+// the flag, not the whole help on stdout), and a command that has
+// subcommands, run with none, says which there are and exits 2 (not 0).
+func prepare(app *cli.App) {
+	app.Before = requireFlags(app.Flags, app.Before)
+	if app.Action == nil && len(app.Commands) > 0 {
+		app.Action = needCommand(app.Name, app.Commands)
+	}
+	var walk func(prefix string, cmds []*cli.Command)
+	walk = func(prefix string, cmds []*cli.Command) {
+		for _, cmd := range cmds {
+			cmd.Before = requireFlags(cmd.Flags, cmd.Before)
+			if cmd.Action == nil && len(cmd.Subcommands) > 0 {
+				cmd.Action = needCommand(prefix+" "+cmd.Name, cmd.Subcommands)
+			}
+			walk(prefix+" "+cmd.Name, cmd.Subcommands)
+		}
+	}
+	walk(app.Name, app.Commands)
+}
+
+// requireFlags takes the Required mark off flags and checks them in a
+// Before hook (run after next's own checks) instead.
+func requireFlags(flags []cli.Flag, next cli.BeforeFunc) cli.BeforeFunc {
+	var required []cli.Flag
+	for _, f := range flags {
+		if rf, ok := f.(cli.RequiredFlag); ok && rf.IsRequired() {
+			if v := reflect.ValueOf(f); v.Kind() == reflect.Pointer {
+				if fv := v.Elem().FieldByName("Required"); fv.IsValid() && fv.CanSet() {
+					fv.SetBool(false)
+					required = append(required, f)
+				}
+			}
+		}
+	}
+	if len(required) == 0 {
+		return next
+	}
+	return func(c *cli.Context) error {
+		var missing []string
+		for _, f := range required {
+			name := f.Names()[0]
+			if !c.IsSet(name) {
+				missing = append(missing, "--"+name)
+			}
+		}
+		if len(missing) > 0 {
+			name := c.App.Name
+			if c.Command != nil && c.Command.Name != "" && c.Command.Name != c.App.Name {
+				name += " " + c.Command.FullName()
+			}
+			return Usagef("%s %s missing (see %s --help)", strings.Join(missing, " and "), plural(len(missing), "is", "are"), name)
+		}
+		if next != nil {
+			return next(c)
+		}
+		return nil
+	}
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// needCommand is the action of a command run without one of its
+// subcommands.
+func needCommand(name string, cmds []*cli.Command) cli.ActionFunc {
+	var names []string
+	for _, c := range cmds {
+		if !c.Hidden {
+			names = append(names, c.Name)
+		}
+	}
+	return func(c *cli.Context) error {
+		if c.NArg() > 0 {
+			return Usagef("unknown command %q: want one of %s (see %s --help)", c.Args().First(), strings.Join(names, ", "), name)
+		}
+		return Usagef("give a command: %s (see %s --help)", strings.Join(names, ", "), name)
+	}
 }
 
 // SubcommandUsage marks every subcommand's usage errors as exit 2 too.

@@ -2,15 +2,20 @@ package cliutil
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/mattn/go-isatty"
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
 )
 
 // Printer prints records: one JSON object per line when stdout is not a
@@ -19,6 +24,8 @@ type Printer struct {
 	JSON   bool
 	out    *bufio.Writer
 	tab    *tabwriter.Writer
+	buf    bytes.Buffer // the table, cut to width at Flush
+	width  int          // the terminal's columns; 0: no limit
 	header []string
 	rows   int
 	enc    *json.Encoder
@@ -27,7 +34,13 @@ type Printer struct {
 // NewPrinter returns a printer for the command's stdout; header names the
 // table's columns.
 func NewPrinter(c *cli.Context, header ...string) *Printer {
-	return newPrinter(os.Stdout, c.Bool("json") || !IsTerminal(os.Stdout), header)
+	p := newPrinter(os.Stdout, c.Bool("json") || !IsTerminal(os.Stdout), header)
+	if !p.JSON {
+		if ws, err := unix.IoctlGetWinsize(int(os.Stdout.Fd()), unix.TIOCGWINSZ); err == nil {
+			p.width = int(ws.Col)
+		}
+	}
+	return p
 }
 
 func newPrinter(w io.Writer, asJSON bool, header []string) *Printer {
@@ -35,7 +48,7 @@ func newPrinter(w io.Writer, asJSON bool, header []string) *Printer {
 	p.enc = json.NewEncoder(p.out)
 	p.enc.SetEscapeHTML(false)
 	if !asJSON {
-		p.tab = tabwriter.NewWriter(p.out, 2, 8, 2, ' ', 0)
+		p.tab = tabwriter.NewWriter(&p.buf, 2, 8, 2, ' ', 0)
 	}
 	return p
 }
@@ -50,20 +63,64 @@ func (p *Printer) Print(rec any, row ...string) error {
 	if p.JSON {
 		return p.enc.Encode(rec)
 	}
-	if p.rows == 0 && len(p.header) > 0 {
-		fmt.Fprintln(p.tab, strings.Join(p.header, "\t"))
-	}
+	p.printHeader()
 	p.rows++
-	_, err := fmt.Fprintln(p.tab, strings.Join(row, "\t"))
+	cells := make([]string, len(row))
+	for i, c := range row {
+		cells[i] = Cell(c)
+	}
+	_, err := fmt.Fprintln(p.tab, strings.Join(cells, "\t"))
 	return err
 }
 
-// Flush writes out what is buffered; call it before exiting.
+func (p *Printer) printHeader() {
+	if p.rows == 0 && len(p.header) > 0 {
+		fmt.Fprintln(p.tab, strings.Join(p.header, "\t"))
+	}
+}
+
+// Flush writes out what is buffered; call it before exiting. An empty
+// table still has its header, so that nothing listed is told from nothing
+// printed; each line is cut to the terminal's width.
 func (p *Printer) Flush() error {
 	if p.tab != nil {
+		p.printHeader()
+		p.rows = max(p.rows, 1) // the header once
 		p.tab.Flush()
+		for line := range strings.Lines(p.buf.String()) {
+			p.out.WriteString(cut(strings.TrimSuffix(line, "\n"), p.width))
+			p.out.WriteByte('\n')
+		}
+		p.buf.Reset()
 	}
 	return p.out.Flush()
+}
+
+// cut shortens line to width columns (runes), ending it with "…".
+func cut(line string, width int) string {
+	if width <= 0 || utf8.RuneCountInString(line) <= width {
+		return line
+	}
+	r := []rune(line)
+	return string(r[:width-1]) + "…"
+}
+
+// Cell is s made safe for a table cell: control characters (a tab or a
+// newline would break the row, an escape sequence would drive the
+// terminal) and invalid UTF-8 are shown escaped, as Go quotes them.
+func Cell(s string) string {
+	clean := utf8.ValidString(s)
+	for _, r := range s {
+		if !clean || unicode.IsControl(r) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
 }
 
 // HumanSize formats n bytes for a table.

@@ -6,8 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/urfave/cli/v2"
 )
 
 // ParseTime reads a time given on the command line: RFC 3339
@@ -129,4 +133,55 @@ func (r Record) Float(k string) float64 {
 		json.Unmarshal(raw, &f)
 	}
 	return f
+}
+
+// ArgsOrStdin returns the command's arguments or, when it has none and
+// standard input is not a terminal, one value per input line: the first of
+// fields a JSON record has (so `ox-ps | ox-kill` takes each run record's
+// id), or the line itself, trimmed. Empty lines are skipped. agent, when
+// not empty, must be the agent of every record that names one. A value
+// given twice is taken once.
+func ArgsOrStdin(c *cli.Context, agent string, fields ...string) ([]string, error) {
+	if c.NArg() > 0 || IsTerminal(os.Stdin) {
+		return c.Args().Slice(), nil
+	}
+	var out []string
+	seen := map[string]bool{}
+	add := func(v string) {
+		if !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	lr := NewLineReader(os.Stdin, 1<<20)
+	for {
+		l, err := lr.Next()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, Usagef("stdin: %v", err)
+		}
+		if len(bytes.TrimSpace(l.Text)) == 0 {
+			continue
+		}
+		r := ParseRecord(l.Text)
+		if r.Fields == nil {
+			add(strings.TrimSpace(r.Text))
+			continue
+		}
+		if a := r.String("agent"); agent != "" && a != "" && a != agent {
+			return nil, Usagef("stdin line %d is a record of agent %q, not %q", l.N, a, agent)
+		}
+		v := ""
+		for _, f := range fields {
+			if v = r.String(f); v != "" {
+				break
+			}
+		}
+		if v == "" {
+			return nil, Usagef("stdin line %d is a record with no %s", l.N, strings.Join(fields, " or "))
+		}
+		add(v)
+	}
 }

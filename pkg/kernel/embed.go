@@ -2,56 +2,11 @@ package kernel
 
 import (
 	"context"
-	"os"
 	"sync/atomic"
 	"time"
 
-	openai "github.com/sashabaranov/go-openai"
-
 	"github.com/oxios/oxios/pkg/memory"
-	"github.com/oxios/oxios/pkg/recall"
 )
-
-// openaiEmbedder is recall's Embedder over an OpenAI-compatible
-// /v1/embeddings endpoint (config [memory] embeddings_url).
-type openaiEmbedder struct {
-	c     *openai.Client
-	model string
-}
-
-func newEmbedder(url, model, keyEnv string) *openaiEmbedder {
-	cfg := openai.DefaultConfig(os.Getenv(keyEnv))
-	cfg.BaseURL = url
-	return &openaiEmbedder{c: openai.NewClientWithConfig(cfg), model: model}
-}
-
-// Embed returns one vector per text.
-func (e *openaiEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
-	resp, err := e.c.CreateEmbeddings(ctx, openai.EmbeddingRequestStrings{Input: texts, Model: openai.EmbeddingModel(e.model)})
-	if err != nil {
-		return nil, err
-	}
-	out := make([][]float32, len(texts))
-	for _, d := range resp.Data {
-		if d.Index >= 0 && d.Index < len(out) {
-			out[d.Index] = d.Embedding
-		}
-	}
-	for _, v := range out {
-		if v == nil {
-			return nil, errShortEmbeddings
-		}
-	}
-	return out, nil
-}
-
-type embedError string
-
-func (e embedError) Error() string { return string(e) }
-
-const errShortEmbeddings = embedError("the endpoint returned fewer vectors than texts")
-
-var _ recall.Embedder = (*openaiEmbedder)(nil)
 
 // embedTimeout bounds one call to the endpoint: a slow endpoint must not
 // hold a remember or recall for long, the local signal is there.

@@ -258,114 +258,6 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 	return rec, nil
 }
 
-// RemoveAgent removes an agent: its state, memories, policy, budget and
-// inbox, live and in a new commit (history keeps them). An agent with
-// live runs or schedules is refused: end them first.
-func (k *Kernel) RemoveAgent(ctx context.Context, c *Cred, a proto.AgentArgs, raw []byte) (proto.ForkRecord, error) {
-	tgt := a.Agent + ":remove"
-	deny := func(err *proto.Error) (proto.ForkRecord, error) {
-		k.auditDenied(c, proto.OpAgentRemove, strings.ToValidUTF8(tgt, "?"), raw, err.Code)
-		return proto.ForkRecord{}, err
-	}
-	if err := k.gate(&call{op: proto.OpAgentRemove, c: c, agent: a.Agent, raw: raw, target: tgt}); err != nil {
-		return proto.ForkRecord{}, err
-	}
-	if c.Agent != "" {
-		return deny(proto.Errorf(proto.EPERM, "a run may not remove its own agent"))
-	}
-	for _, r := range k.sup.Runs(false) {
-		if r.Agent() == a.Agent {
-			return deny(proto.Errorf(proto.EBUSY, "agent %q has a live run %s; end it first (ox-kill %s)", a.Agent, r.ID(), r.ID()))
-		}
-	}
-	k.sched.mu.Lock()
-	for name, j := range k.sched.jobs {
-		if j.Agent == a.Agent {
-			k.sched.mu.Unlock()
-			return deny(proto.Errorf(proto.EBUSY, "agent %q has the schedule %q; remove it first (ox-schedule rm %s)", a.Agent, name, name))
-		}
-	}
-	k.sched.mu.Unlock()
-	var rec proto.ForkRecord
-	var rerr error
-	err := k.barrier(ctx, func() { rec, rerr = k.removeNow(c, a.Agent, raw) })
-	if err != nil {
-		return rec, err
-	}
-	return rec, rerr
-}
-
-func (k *Kernel) removeNow(c *Cred, agent string, raw []byte) (proto.ForkRecord, error) {
-	tgt := agent + ":remove"
-	fail := func(err error) (proto.ForkRecord, error) {
-		err = versionError(err)
-		k.commitAudit(c, proto.OpAgentRemove, tgt, raw, errCode(err), "", nil)
-		return proto.ForkRecord{}, err
-	}
-	if exists, err := k.agentExists(agent); err != nil {
-		return fail(err)
-	} else if !exists {
-		return fail(proto.Errorf(proto.ENOENT, "no agent %q", agent))
-	}
-	var batch []*tx
-	for _, sp := range state.Spaces {
-		recs, err := k.state.List(state.Ref(sp, agent), "")
-		if err != nil {
-			continue
-		}
-		for _, r := range recs {
-			batch = append(batch, &tx{change: &state.Change{Agent: agent, Space: sp, Key: r.Key, Delete: true}})
-		}
-	}
-	re := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpAgentRemove, Target: tgt, Args: audit.ArgsDigest(raw)}, event: EventAgentRemoved, agent: agent}
-	batch = append(batch, re)
-	k.commit(batch)
-	for _, t := range batch {
-		if t.err != nil {
-			return proto.ForkRecord{}, versionError(fmt.Errorf("removing %s: %w", agent, t.err))
-		}
-	}
-	k.policyChanged(agent)
-	k.budmu.Lock()
-	delete(k.budgets, agent)
-	k.budmu.Unlock()
-	if k.talk.inbox != nil {
-		if err := k.talk.inbox.Remove(agent); err != nil {
-			k.log.Warn("removing an inbox", "agent", agent, "err", err)
-		}
-	}
-	now := time.Now().UTC()
-	rec := proto.ForkRecord{Type: proto.RecordFork, Agent: agent, Removed: true, Files: len(batch) - 1, AuditSeq: re.entry.Seq, Time: now.Format(time.RFC3339)}
-	if head, _ := k.ver.repo.Head(); head != "" {
-		if t, _ := k.ver.repo.Folder("HEAD", "agents/"+agent); t != "" {
-			if err := k.audit.Sync(); err != nil {
-				return proto.ForkRecord{}, versionError(err)
-			}
-			seq, hash := k.audit.Head()
-			gtx, err := k.ver.repo.Begin()
-			if err != nil {
-				return proto.ForkRecord{}, versionError(err)
-			}
-			gtx.DeleteTree("agents/" + agent)
-			cm, err := gtx.Commit(version.CommitOptions{
-				Message:   "Remove agent " + agent,
-				Trailers:  []version.Trailer{{Key: TrailerAuditSeq, Value: strconv.FormatUint(seq, 10)}, {Key: TrailerAuditHash, Value: hash}},
-				Author:    k.signature(c, now),
-				Committer: version.Signature{Name: "oxiosd", Email: "oxiosd@localhost", When: now},
-			})
-			if err != nil && !errors.Is(err, version.ErrNothingToCommit) {
-				return proto.ForkRecord{}, versionError(err)
-			}
-			rec.Commit = cm.Hash
-		}
-	}
-	if dirty, err := k.ver.paths.Under(agentPrefix(agent)); err == nil {
-		k.ver.paths.Clean(dirty)
-	}
-	rec.Text = fmt.Sprintf("removed agent %s (%d files)", agent, rec.Files)
-	return rec, nil
-}
-
 // forkPoint finds the commit agent was forked at and the agent it was
 // forked from, walking agent's history to its fork commit.
 func (k *Kernel) forkPoint(agent string) (from, point string, err error) {
@@ -573,16 +465,15 @@ func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys
 
 // Events of forks.
 const (
-	EventAgentForked  = "agent.forked"
-	EventAgentRemoved = "agent.removed"
+	EventAgentForked = "agent.forked"
 )
 
-// forkReplayed, called for each audit entry replayed at start: a fork or
-// removal whose commit a crash may have cut off leaves the live state
-// ahead of HEAD by paths no entry names, so the next commit compares
-// everything with HEAD.
+// forkReplayed, called for each audit entry replayed at start: a fork
+// whose commit a crash may have cut off leaves the live state ahead of
+// HEAD by paths no entry names, so the next commit compares everything
+// with HEAD.
 func (k *Kernel) forkReplayed(op, result string) {
-	if result == "ok" && (op == proto.OpAgentFork || op == proto.OpAgentRemove) {
+	if result == "ok" && op == proto.OpAgentFork {
 		k.ver.paths.Lost()
 	}
 }

@@ -1,8 +1,11 @@
 // Package kernel is the one place where Oxios does anything: each exported
-// method is a syscall, and each goes authorize -> do -> audit -> publish.
-// The socket server and the FUSE view call these methods and nothing below
-// them; the subsystems (state, audit, and the later ones) do not know about
-// each other: the kernel passes what they need.
+// method is a syscall, declared once in the syscall table (syscalls.go),
+// and each goes through one gate (gate.go): validate -> authorize ->
+// policy -> do -> audit (refusals too) -> publish. The socket server and
+// the FUSE view call these syscalls and nothing below them; the
+// subsystems (state, audit, version, uncommitted, memindex, recall,
+// expiry, netfetch, the supervisor...) are packages of their own that do
+// not know about each other: the kernel passes what they need.
 //
 // Changes are group-committed: a mutating syscall hands a transaction to
 // the committer goroutine, which takes every transaction queued at that
@@ -26,9 +29,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/oxios/oxios/pkg/embed"
+
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/bus"
 	"github.com/oxios/oxios/pkg/config"
+	"github.com/oxios/oxios/pkg/expiry"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/state"
 	"github.com/oxios/oxios/pkg/supervisor"
@@ -89,8 +95,8 @@ type Kernel struct {
 	mems    map[string]*memIndex
 	memwg   sync.WaitGroup // background index saves
 	memSave sync.Mutex     // one index save at a time
-	ttl     ttlState
-	emb     *openaiEmbedder
+	ttl     *expiry.Timer  // the memories' TTLs (memory.go)
+	emb     *embed.OpenAI
 	// Runs (run.go, exec.go, budget.go).
 	sup     *supervisor.Supervisor
 	budmu   sync.Mutex             // orders budget changes
@@ -135,8 +141,9 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 		budgets: map[string]*budgetFile{},
 	}
 	k.refusals = audit.NewCoalescer(func(e *audit.Entry) { k.submit(context.Background(), &tx{entry: e}, false) })
+	k.ttl = expiry.New(k.expire)
 	if cfg.Memory.EmbeddingsURL != "" {
-		k.emb = newEmbedder(cfg.Memory.EmbeddingsURL, cfg.Memory.EmbeddingsModel, cfg.Memory.EmbeddingsKeyEnv)
+		k.emb = embed.New(cfg.Memory.EmbeddingsURL, cfg.Memory.EmbeddingsModel, cfg.Memory.EmbeddingsKeyEnv)
 	}
 	k.auditSeq, _ = alog.Head()
 	replayed := k.auditSeq
@@ -222,7 +229,7 @@ func (k *Kernel) Close() error {
 	k.closing = true
 	close(k.txc)
 	k.txmu.Unlock()
-	k.ttlStop()
+	k.ttl.Stop()
 	<-k.stopped
 	k.saveIndexes()
 	k.closeTalk()

@@ -1,13 +1,8 @@
 package kernel
 
 import (
-	"bufio"
-	"container/heap"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -17,8 +12,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/oxios/oxios/pkg/memindex"
+
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/durable"
+	"github.com/oxios/oxios/pkg/expiry"
 	"github.com/oxios/oxios/pkg/memory"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/recall"
@@ -27,7 +25,7 @@ import (
 
 // The recall indexes are derived data: DATA/index/recall/<agent> holds an
 // agent's recall.Index (recall.Save, with the memories' metadata in each
-// document's aux, see memAux), stamped with the audit seq it covers. At start an index is loaded and caught up
+// document's aux, see memindex.Aux), stamped with the audit seq it covers. At start an index is loaded and caught up
 // by scanning the audit log after its seq for memory changes, re-reading
 // just those files; a missing or damaged index, or one ahead of the log,
 // is rebuilt from the files, which are the truth. So is a file of another
@@ -35,87 +33,13 @@ import (
 //
 //	file: "OXMEMIX2" | seq u64 | len u64 | recall.Save bytes | crc32c u32
 
-const memIndexMagic = "OXMEMIX2"
-
-var crcTable = crc32.MakeTable(crc32.Castagnoli)
-
 func (k *Kernel) recallDir() string { return filepath.Join(k.cfg.Data, "index", "recall") }
 
-// writeIndex writes m's file, as of seq, to f from its start, streaming:
-// at a million memories the file is ~60 MB, and a buffer of it grown by
-// doubling held three times that for a moment at every save. The length
-// and the checksum, which covers it, are filled in once the index is
-// written; the checksum reads the file back, from the page cache.
-func writeIndex(f *os.File, m *memIndex, seq uint64) error {
-	bw := bufio.NewWriterSize(f, 1<<20)
-	bw.WriteString(memIndexMagic)
-	var hdr [16]byte
-	binary.LittleEndian.PutUint64(hdr[:8], seq)
-	bw.Write(hdr[:])
-	cw := &countingWriter{w: bw}
-	if err := m.ix.Save(cw); err != nil {
-		return err
-	}
-	if err := bw.Flush(); err != nil {
-		return err
-	}
-	binary.LittleEndian.PutUint64(hdr[8:], uint64(cw.n))
-	if _, err := f.WriteAt(hdr[8:], 16); err != nil {
-		return err
-	}
-	end := int64(len(memIndexMagic)+len(hdr)) + cw.n
-	crc := crc32.New(crcTable)
-	if _, err := io.Copy(crc, io.NewSectionReader(f, 0, end)); err != nil {
-		return err
-	}
-	_, err := f.WriteAt(binary.LittleEndian.AppendUint32(nil, crc.Sum32()), end)
-	return err
-}
-
-type countingWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
-}
-
-var errBadIndex = errors.New("damaged recall index file")
-
-// decodeIndex reads what writeIndex wrote.
+// decodeIndex reads agent's index from its file's bytes.
 func decodeIndex(agent string, b []byte) (*memIndex, uint64, error) {
-	if len(b) >= 8 && string(b[:7]) == memIndexMagic[:7] && string(b[:8]) != memIndexMagic {
-		return nil, 0, fmt.Errorf("%w: version %q, want %q", errBadIndex, b[:8], memIndexMagic)
-	}
-	if len(b) < 28 || string(b[:8]) != memIndexMagic {
-		return nil, 0, errBadIndex
-	}
-	body, sum := b[:len(b)-4], binary.LittleEndian.Uint32(b[len(b)-4:])
-	if crc32.Checksum(body, crcTable) != sum {
-		return nil, 0, fmt.Errorf("%w: checksum mismatch", errBadIndex)
-	}
-	seq := binary.LittleEndian.Uint64(b[8:16])
-	n := binary.LittleEndian.Uint64(b[16:24])
-	if n != uint64(len(body)-24) {
-		return nil, 0, fmt.Errorf("%w: index of %d bytes in %d", errBadIndex, n, len(body)-24)
-	}
-	// The index keeps b: its records are used in place.
-	ix, err := recall.LoadBytes(body[24:])
+	ix, seq, err := memindex.Decode(b)
 	if err != nil {
 		return nil, 0, err
-	}
-	bad := ""
-	ix.Each(func(in recall.Info) bool {
-		if _, ok := metaOf(in); !ok {
-			bad = in.ID
-		}
-		return bad == ""
-	})
-	if bad != "" {
-		return nil, 0, fmt.Errorf("%w: memory %s: damaged metadata", errBadIndex, bad)
 	}
 	return &memIndex{agent: agent, ix: ix}, seq, nil
 }
@@ -126,7 +50,7 @@ func (k *Kernel) saveIndex(m *memIndex, seq uint64) error {
 		return err
 	}
 	path := filepath.Join(k.recallDir(), m.agent)
-	return durable.WriteWith(path, path+".tmp", 0o600, func(f *os.File) error { return writeIndex(f, m, seq) })
+	return durable.WriteWith(path, path+".tmp", 0o600, func(f *os.File) error { return memindex.Write(f, m.ix, seq) })
 }
 
 // saveIndexAsync saves m in the background. The stamp is the seq the index
@@ -283,21 +207,17 @@ func (k *Kernel) loadIndexes() error {
 	if err := k.catchUp(catchup); err != nil {
 		return err
 	}
-	var es expHeap
+	var es []expiry.Item
 	for _, m := range k.mems {
 		m.seq = k.auditSeq
 		m.ix.Each(func(in recall.Info) bool {
-			if mt, _ := metaOf(in); mt.expires != 0 {
-				es = append(es, expiry{at: mt.expires, agent: m.agent, id: strings.Clone(in.ID)})
+			if mt, _ := memindex.MetaOf(in); mt.Expires != 0 {
+				es = append(es, expiry.Item{At: mt.Expires, Agent: m.agent, ID: strings.Clone(in.ID)})
 			}
 			return true
 		})
 	}
-	heap.Init(&es)
-	k.ttl.h = es
-	k.ttl.mu.Lock()
-	k.ttlArmLocked()
-	k.ttl.mu.Unlock()
+	k.ttl.Reset(es)
 	if len(k.mems) > 0 {
 		n := 0
 		for _, m := range k.mems {
@@ -366,7 +286,7 @@ func (k *Kernel) catchUp(from map[string]uint64) error {
 				m.ix.Delete(id)
 				continue
 			}
-			adds = append(adds, recall.Prepare(docOf(mm, len(v), nil)))
+			adds = append(adds, recall.Prepare(memindex.DocOf(mm, len(v), nil)))
 		}
 		if err := m.ix.AddPrepared(adds); err != nil {
 			return err
@@ -412,7 +332,7 @@ func (k *Kernel) rebuildIndex(agent string) error {
 					k.log.Warn("memory file does not parse; not indexed", "agent", agent, "key", recs[i].Key, "err", err)
 					continue
 				}
-				preps[i], ok[i] = recall.Prepare(docOf(mm, len(v), nil)), true
+				preps[i], ok[i] = recall.Prepare(memindex.DocOf(mm, len(v), nil)), true
 			}
 		}()
 	}

@@ -1,21 +1,20 @@
 package kernel
 
 import (
-	"container/heap"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
+	"github.com/oxios/oxios/pkg/memindex"
+
 	"github.com/oxios/oxios/pkg/audit"
+	"github.com/oxios/oxios/pkg/expiry"
 	"github.com/oxios/oxios/pkg/memory"
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
@@ -36,7 +35,7 @@ import (
 // a remember's reply sees it. See memindex.go for persistence.
 
 // memDoc is a memory ready for the committer: analysed, with its metadata
-// (in the recall document's Aux, see memAux).
+// (in the recall document's Aux, see memindex.Aux).
 type memDoc struct {
 	prep    recall.Prepared
 	expires int64 // unix nanos, 0 = never
@@ -53,140 +52,17 @@ type memIndex struct {
 	saved bool   // loaded from or written to its file
 }
 
-// memAux encodes what recall filters on besides the creation time and
-// importance (the document's Time and Importance):
-//
-//	kind u8 (index into memory.Kinds) | expires varint (unix nanos, 0 =
-//	never) | size uvarint (of the file) | tags count uvarint | tags
-//	(uvarint length + bytes)
-func memAux(m *memory.Memory, size int) string {
-	b := make([]byte, 0, 16)
-	b = append(b, kindIndex(m.Kind))
-	var exp int64
-	if !m.Expires.IsZero() {
-		exp = m.Expires.UnixNano()
-	}
-	b = binary.AppendVarint(b, exp)
-	b = binary.AppendUvarint(b, uint64(size))
-	b = binary.AppendUvarint(b, uint64(len(m.Tags)))
-	for _, t := range m.Tags {
-		b = binary.AppendUvarint(b, uint64(len(t)))
-		b = append(b, t...)
-	}
-	return string(b)
-}
-
-// memMeta is a memory's metadata, decoded from its aux and Info.
-type memMeta struct {
-	kind       uint8
-	importance float32
-	created    int64 // unix nanos
-	expires    int64 // unix nanos, 0 = never
-	size       uint32
-	ntags      int
-	tags       string // encoded as in memAux
-}
-
-// uvarintStr is binary.Uvarint of a string.
-func uvarintStr(s string) (uint64, int) {
-	var v uint64
-	for i := 0; i < len(s) && i < binary.MaxVarintLen64; i++ {
-		c := s[i]
-		if c < 0x80 {
-			return v | uint64(c)<<(7*i), i + 1
-		}
-		v |= uint64(c&0x7f) << (7 * i)
-	}
-	return 0, 0
-}
-
-// metaOf decodes a memory's metadata; ok is false for a damaged aux.
-func metaOf(in recall.Info) (mt memMeta, ok bool) {
-	a := in.Aux
-	if len(a) < 1 || int(a[0]) >= len(memory.Kinds) {
-		return mt, false
-	}
-	mt.kind, mt.importance, mt.created = a[0], in.Importance, in.Time.UnixNano()
-	a = a[1:]
-	exp, n := uvarintStr(a)
-	if n <= 0 {
-		return mt, false
-	}
-	mt.expires, a = int64(exp>>1)^-int64(exp&1), a[n:]
-	size, n := uvarintStr(a)
-	if n <= 0 || size > math.MaxUint32 {
-		return mt, false
-	}
-	mt.size, a = uint32(size), a[n:]
-	nt, n := uvarintStr(a)
-	if n <= 0 || nt > memory.MaxTags {
-		return mt, false
-	}
-	mt.ntags, mt.tags = int(nt), a[n:]
-	// The tags must be all that is left.
-	return mt, mt.eachTag(func(string) bool { return true }) == len(mt.tags)
-}
-
-// eachTag calls fn with each tag until it returns false, and returns how
-// many bytes of tags it read.
-func (mt *memMeta) eachTag(fn func(string) bool) int {
-	a := mt.tags
-	off := 0
-	for i := 0; i < mt.ntags; i++ {
-		l, n := uvarintStr(a[off:])
-		if n <= 0 || l > uint64(len(a)-off-n) {
-			return -1
-		}
-		t := a[off+n : off+n+int(l)]
-		off += n + int(l)
-		if !fn(t) {
-			break
-		}
-	}
-	return off
-}
-
-func (mt *memMeta) hasTag(t string) bool {
-	found := false
-	mt.eachTag(func(x string) bool {
-		found = x == t
-		return !found
-	})
-	return found
-}
-
-func (mt *memMeta) tagList() []string {
-	if mt.ntags == 0 {
-		return nil
-	}
-	out := make([]string, 0, mt.ntags)
-	mt.eachTag(func(x string) bool {
-		out = append(out, strings.Clone(x))
-		return true
-	})
-	return out
-}
-
 // memLookup returns the metadata of agent's memory id.
-func (k *Kernel) memLookup(agent, id string) (memMeta, bool) {
+func (k *Kernel) memLookup(agent, id string) (memindex.Meta, bool) {
 	m := k.memIdx(agent, false)
 	if m == nil {
-		return memMeta{}, false
+		return memindex.Meta{}, false
 	}
 	in, ok := m.ix.Lookup(id)
 	if !ok {
-		return memMeta{}, false
+		return memindex.Meta{}, false
 	}
-	return metaOf(in)
-}
-
-func kindIndex(k string) uint8 {
-	for i, x := range memory.Kinds {
-		if x == k {
-			return uint8(i)
-		}
-	}
-	return 0
+	return memindex.MetaOf(in)
 }
 
 // memIdx returns agent's index, creating it when create is set.
@@ -206,14 +82,9 @@ func (k *Kernel) memIdx(agent string, create bool) *memIndex {
 	return m
 }
 
-// docOf is the recall document of a memory whose file is size bytes.
-func docOf(m *memory.Memory, size int, vec []float32) recall.Doc {
-	return recall.Doc{ID: m.ID, Text: m.Text, Time: m.Created, Importance: float32(m.Importance), Vector: vec, Aux: memAux(m, size)}
-}
-
 // memDocOf is the memDoc of a memory whose file is size bytes.
 func memDocOf(m *memory.Memory, size int, vec []float32) *memDoc {
-	d := &memDoc{prep: recall.Prepare(docOf(m, size, vec))}
+	d := &memDoc{prep: recall.Prepare(memindex.DocOf(m, size, vec))}
 	if !m.Expires.IsZero() {
 		d.expires = m.Expires.UnixNano()
 	}
@@ -274,7 +145,7 @@ func (k *Kernel) memPublish(batch []*tx) {
 	if len(order) == 0 {
 		return
 	}
-	var expiries []expiry
+	var expiries []expiry.Item
 	for _, u := range order {
 		m := u.m
 		// Deletes first: a restore may move a memory to another kind.
@@ -284,7 +155,7 @@ func (k *Kernel) memPublish(batch []*tx) {
 		if len(u.adds) > 0 {
 			for i, at := range u.exps {
 				if at != 0 {
-					expiries = append(expiries, expiry{at: at, agent: m.agent, id: u.adds[i].ID()})
+					expiries = append(expiries, expiry.Item{At: at, Agent: m.agent, ID: u.adds[i].ID()})
 				}
 			}
 			if err := m.ix.AddPrepared(u.adds); err != nil {
@@ -298,7 +169,7 @@ func (k *Kernel) memPublish(batch []*tx) {
 			k.saveIndexAsync(m)
 		}
 	}
-	k.ttlAdd(expiries...)
+	k.ttl.Add(expiries...)
 }
 
 // memSaveEvery is how many changes an index takes before it is saved in
@@ -448,56 +319,6 @@ func (k *Kernel) readMemory(agent, kind, id string) (*memory.Memory, error) {
 	return m, nil
 }
 
-// memFilter is the test of recall's and list's selectors.
-type memFilter struct {
-	kind  int // -1 any
-	tags  []string
-	since int64
-	until int64 // exclusive, 0 = none
-}
-
-func newFilter(kind string, tags []string, since, until time.Time) (memFilter, error) {
-	f := memFilter{kind: -1, tags: tags}
-	if kind != "" {
-		if err := memory.CheckKind(kind); err != nil {
-			return f, proto.Errorf(proto.EINVAL, "%v", err)
-		}
-		f.kind = int(kindIndex(kind))
-	}
-	for _, t := range tags {
-		if err := memory.CheckTag(t); err != nil {
-			return f, proto.Errorf(proto.EINVAL, "%v", err)
-		}
-	}
-	if !since.IsZero() {
-		f.since = since.UnixNano()
-	}
-	if !until.IsZero() {
-		f.until = until.UnixNano()
-	}
-	return f, nil
-}
-
-func (f *memFilter) any() bool { return f.kind >= 0 || len(f.tags) > 0 || f.since != 0 || f.until != 0 }
-
-func (f *memFilter) match(mt *memMeta) bool {
-	if f.kind >= 0 && int(mt.kind) != f.kind || mt.created < f.since || f.until != 0 && mt.created >= f.until {
-		return false
-	}
-	for _, t := range f.tags {
-		if !mt.hasTag(t) {
-			return false
-		}
-	}
-	return true
-}
-
-// matchInfo is match for a document of the index.
-func (f *memFilter) matchInfo(in recall.Info) bool {
-	mt, ok := metaOf(in)
-	return ok && f.match(&mt)
-}
-
 // MemRecall emits the best memories for a query, best first.
 func (k *Kernel) MemRecall(ctx context.Context, c *Cred, a proto.MemRecallArgs, raw []byte, emit func(*proto.MemoryRecord) error) error {
 	var agents []string
@@ -544,7 +365,7 @@ func (k *Kernel) MemRecall(ctx context.Context, c *Cred, a proto.MemRecallArgs, 
 	if kk == 0 {
 		kk = 10
 	}
-	f, err := newFilter(a.Kind, a.Tags, a.Since, time.Time{})
+	f, err := memindex.NewFilter(a.Kind, a.Tags, a.Since, time.Time{})
 	if err != nil {
 		return err
 	}
@@ -569,8 +390,8 @@ func (k *Kernel) MemRecall(ctx context.Context, c *Cred, a proto.MemRecallArgs, 
 			}
 			return mm.Text, ok
 		}
-		if f.any() {
-			opt.Filter = f.matchInfo
+		if f.Any() {
+			opt.Filter = f.MatchInfo
 		}
 		hits, err := m.ix.Search(a.Query, opt)
 		if errors.Is(err, recall.ErrEmptyQuery) {
@@ -618,7 +439,7 @@ func (k *Kernel) memoryOf(agent, id string) (*memory.Memory, bool) {
 	if !ok {
 		return &memory.Memory{}, false
 	}
-	mm, err := k.readMemory(agent, memory.Kinds[mt.kind], id)
+	mm, err := k.readMemory(agent, memory.Kinds[mt.Kind], id)
 	if err != nil {
 		return &memory.Memory{}, false
 	}
@@ -633,7 +454,7 @@ func (k *Kernel) MemList(ctx context.Context, c *Cred, a proto.MemListArgs, raw 
 	if err := k.mayRecall(c, proto.OpMemList, a.Agent, a.Kind, raw); err != nil {
 		return err
 	}
-	f, err := newFilter(a.Kind, a.Tags, a.Since, time.Time{})
+	f, err := memindex.NewFilter(a.Kind, a.Tags, a.Since, time.Time{})
 	if err != nil {
 		return err
 	}
@@ -656,14 +477,14 @@ func (k *Kernel) MemList(ctx context.Context, c *Cred, a proto.MemListArgs, raw 
 
 // memSelect lists the ids of agent's memories that match f, sorted (ids
 // sort by creation time).
-func (k *Kernel) memSelect(agent string, f memFilter) []string {
+func (k *Kernel) memSelect(agent string, f memindex.Filter) []string {
 	m := k.memIdx(agent, false)
 	if m == nil {
 		return nil
 	}
 	var ids []string
 	m.ix.Each(func(in recall.Info) bool {
-		if f.matchInfo(in) {
+		if f.MatchInfo(in) {
 			ids = append(ids, in.ID)
 		}
 		return true
@@ -678,7 +499,7 @@ func (k *Kernel) memKind(agent, id string) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	return memory.Kinds[mt.kind], true
+	return memory.Kinds[mt.Kind], true
 }
 
 // MemForget forgets memories of an agent by id, by tag and/or by age, in
@@ -690,7 +511,7 @@ func (k *Kernel) MemForget(ctx context.Context, c *Cred, a proto.MemForgetArgs, 
 	if len(a.IDs) == 0 && len(a.Tags) == 0 && a.Before.IsZero() {
 		return nil, proto.Errorf(proto.EINVAL, "forget: give ids, tags or a time to forget memories before")
 	}
-	f, err := newFilter("", a.Tags, time.Time{}, a.Before)
+	f, err := memindex.NewFilter("", a.Tags, time.Time{}, a.Before)
 	if err != nil {
 		return nil, err
 	}
@@ -706,7 +527,7 @@ func (k *Kernel) MemForget(ctx context.Context, c *Cred, a proto.MemForgetArgs, 
 			if !ok {
 				return nil, proto.Errorf(proto.ENOENT, "%s: no memory %s; nothing was forgotten", a.Agent, id)
 			}
-			if f.match(&mt) {
+			if f.Match(&mt) {
 				ids = append(ids, id)
 			}
 		}
@@ -738,14 +559,14 @@ func (k *Kernel) forget(ctx context.Context, who audit.Actor, agent string, ids 
 		if !ok {
 			continue
 		}
-		kind := memory.Kinds[mt.kind]
+		kind := memory.Kinds[mt.Kind]
 		key := kind + "/" + id + ".md"
 		t.subs = append(t.subs, &tx{
 			change: &state.Change{Agent: agent, Space: state.SpaceMem, Key: key, Delete: true},
 			entry:  &audit.Entry{Actor: who, Op: proto.OpMemForget, Target: target(agent, key), Args: digest},
 		})
 		rec := proto.MemoryRecord{Type: proto.RecordMemory, ID: id, Agent: agent, Kind: kind, Forgotten: true,
-			Created: time.Unix(0, mt.created).UTC(), Tags: mt.tagList(), Importance: float64(mt.importance)}
+			Created: time.Unix(0, mt.Created).UTC(), Tags: mt.Tags(), Importance: float64(mt.Importance)}
 		recs = append(recs, rec)
 	}
 	if len(t.subs) == 0 {
@@ -796,15 +617,15 @@ func (k *Kernel) MemIDs(c *Cred, agent, kind string) ([]string, []int64) {
 	if m == nil {
 		return nil, nil
 	}
-	ki := kindIndex(kind)
+	ki := memindex.KindIndex(kind)
 	type idSize struct {
 		id   string
 		size int64
 	}
 	var all []idSize
 	m.ix.Each(func(in recall.Info) bool {
-		if mt, ok := metaOf(in); ok && mt.kind == ki {
-			all = append(all, idSize{in.ID, int64(mt.size)})
+		if mt, ok := memindex.MetaOf(in); ok && mt.Kind == ki {
+			all = append(all, idSize{in.ID, int64(mt.Size)})
 		}
 		return true
 	})
@@ -825,85 +646,15 @@ func (k *Kernel) MemStat(c *Cred, agent, kind, id string) (int64, error) {
 		return 0, err
 	}
 	mt, ok := k.memLookup(agent, id)
-	if !ok || memory.Kinds[mt.kind] != kind {
+	if !ok || memory.Kinds[mt.Kind] != kind {
 		return 0, proto.Errorf(proto.ENOENT, "%s: no %s memory %s", agent, kind, id)
 	}
-	return int64(mt.size), nil
+	return int64(mt.Size), nil
 }
 
-// Expiry: one timer, set to the earliest expiry of a min-heap, no polling.
-
-type expiry struct {
-	at    int64
-	agent string
-	id    string
-}
-
-type expHeap []expiry
-
-func (h expHeap) Len() int           { return len(h) }
-func (h expHeap) Less(i, j int) bool { return h[i].at < h[j].at }
-func (h expHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *expHeap) Push(x any)        { *h = append(*h, x.(expiry)) }
-func (h *expHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
-}
-
-type ttlState struct {
-	mu    sync.Mutex
-	h     expHeap
-	timer *time.Timer
-	next  int64 // when the timer fires, 0 = not armed
-	stop  bool
-}
-
-// ttlAdd queues expiries and moves the timer earlier if needed.
-func (k *Kernel) ttlAdd(es ...expiry) {
-	if len(es) == 0 {
-		return
-	}
-	s := &k.ttl
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, e := range es {
-		heap.Push(&s.h, e)
-	}
-	k.ttlArmLocked()
-}
-
-func (k *Kernel) ttlArmLocked() {
-	s := &k.ttl
-	if s.stop || len(s.h) == 0 {
-		return
-	}
-	at := s.h[0].at
-	if s.next != 0 && s.next <= at {
-		return
-	}
-	s.next = at
-	d := time.Until(time.Unix(0, at))
-	if s.timer == nil {
-		s.timer = time.AfterFunc(d, k.expire)
-	} else {
-		s.timer.Reset(d)
-	}
-}
-
-// expire forgets every memory whose time has come, as the kernel.
-func (k *Kernel) expire() {
-	s := &k.ttl
-	now := time.Now().UnixNano()
-	due := map[string][]string{}
-	s.mu.Lock()
-	s.next = 0
-	for len(s.h) > 0 && s.h[0].at <= now {
-		e := heap.Pop(&s.h).(expiry)
-		due[e.agent] = append(due[e.agent], e.id)
-	}
-	s.mu.Unlock()
+// expire forgets every memory of due whose time has come, as the kernel
+// (the expiry timer calls it).
+func (k *Kernel) expire(now int64, due map[string][]string) {
 	who := audit.Actor{UID: k.uid, PID: int32(os.Getpid())}
 	agents := make([]string, 0, len(due))
 	for a := range due {
@@ -919,7 +670,7 @@ func (k *Kernel) expire() {
 		for _, id := range due[agent] {
 			// A memory forgotten or replaced meanwhile has no (or another)
 			// expiry: only what is still due goes.
-			if mt, ok := k.memLookup(agent, id); ok && mt.expires != 0 && mt.expires <= now {
+			if mt, ok := k.memLookup(agent, id); ok && mt.Expires != 0 && mt.Expires <= now {
 				ids = append(ids, id)
 			}
 		}
@@ -931,19 +682,6 @@ func (k *Kernel) expire() {
 			k.log.Error("expiring memories failed", "agent", agent, "err", err)
 		}
 	}
-	s.mu.Lock()
-	k.ttlArmLocked()
-	s.mu.Unlock()
-}
-
-func (k *Kernel) ttlStop() {
-	s := &k.ttl
-	s.mu.Lock()
-	s.stop = true
-	if s.timer != nil {
-		s.timer.Stop()
-	}
-	s.mu.Unlock()
 }
 
 // memCount is how many memories agent holds.

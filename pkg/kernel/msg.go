@@ -266,3 +266,10 @@ func (k *Kernel) MsgIDs(c *Cred, agent string) []string {
 // msgArrived wakes what waits for agent's messages besides receivers:
 // the schedules that fire on messages (schedule.go's msgFire).
 func (k *Kernel) msgArrived(agent, id string) {}
+
+// removeInbox drops the inbox of a removed agent.
+func (k *Kernel) removeInbox(agent string) {
+	if err := k.talk.inbox.Remove(agent); err != nil {
+		k.log.Warn("removing an inbox", "agent", agent, "err", err)
+	}
+}

@@ -117,7 +117,7 @@ func (k *Kernel) Agents(ctx context.Context, c *Cred) []string {
 	all := k.state.Agents()
 	out := all[:0:0]
 	for _, a := range all {
-		if k.authorize(c, a) == nil {
+		if k.authorize(c, a) == nil && k.AgentExists(a) {
 			out = append(out, a)
 		}
 	}

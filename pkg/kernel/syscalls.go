@@ -36,6 +36,12 @@ type Syscall struct {
 	// Serve decodes the wire args and calls the method; nil for ops that
 	// only the kernel records (a run's exit, a schedule firing).
 	Serve serveFunc
+	// Existing: the op reads an agent (or, like exec, would bring it into
+	// being as a side effect), so an agent that does not exist is ENOENT,
+	// the same words for every op (proto.NoAgent). Writes and run.spawn
+	// create an agent; version.* and audit.log read a removed agent's
+	// history; events.subscribe may wait for one.
+	Existing bool
 }
 
 // keyRule is the check the gate gives the key of a call.
@@ -108,12 +114,12 @@ func init() {
 		proto.OpStateSave:   {Mutates: true, Key: keyStored, Event: EventStateChanged, Dirties: dirtyOK(state.SpaceState), Serve: serveStateSave},
 		proto.OpStateDelete: {Mutates: true, Key: keyRead, Event: EventStateChanged, Dirties: dirtyOK(state.SpaceState), Serve: serveStateDelete},
 		proto.OpStateLoad:   {Key: keyRead, Inline: true, Serve: serveStateLoad},
-		proto.OpStateList:   {Key: keyPrefix, Serve: serveStateList},
+		proto.OpStateList:   {Existing: true, Key: keyPrefix, Serve: serveStateList},
 
 		proto.OpMemRemember: {Mutates: true, Event: EventMemoryAdded, Dirties: dirtyOK(state.SpaceMem), Serve: unary(false, (*Kernel).MemRemember)},
-		proto.OpMemForget:   {Mutates: true, Event: EventMemoryForgotten, Dirties: dirtyOK(state.SpaceMem), Serve: serveMemForget},
-		proto.OpMemRecall:   {Serve: stream(false, (*Kernel).MemRecall)},
-		proto.OpMemList:     {Serve: stream(false, (*Kernel).MemList)},
+		proto.OpMemForget:   {Existing: true, Mutates: true, Event: EventMemoryForgotten, Dirties: dirtyOK(state.SpaceMem), Serve: serveMemForget},
+		proto.OpMemRecall:   {Existing: true, Serve: stream(false, (*Kernel).MemRecall)},
+		proto.OpMemList:     {Existing: true, Serve: stream(false, (*Kernel).MemList)},
 
 		proto.OpCommit:        {Mutates: true, Event: EventCommit, Serve: unary(true, (*Kernel).Commit)},
 		proto.OpCommitTag:     {Mutates: true, Event: EventTag, Serve: unary(false, (*Kernel).CommitTag)},
@@ -129,7 +135,7 @@ func init() {
 		proto.OpAuditExport: {Serve: serveAuditExport},
 		proto.OpEvents:      {Serve: serveEvents},
 
-		proto.OpPolicyShow:  {Serve: servePolicyShow},
+		proto.OpPolicyShow:  {Existing: true, Serve: servePolicyShow},
 		proto.OpPolicySet:   {Mutates: true, Dirties: dirtySys(sysPolicy), Serve: unary(false, (*Kernel).PolicySet)},
 		proto.OpPolicyCheck: {Serve: unary(false, (*Kernel).PolicyCheck)},
 		proto.OpPolicyTest:  {Serve: servePolicyTest},
@@ -141,13 +147,13 @@ func init() {
 		proto.OpRunAttach: {Serve: serveRunAttach},
 		proto.OpRunWait:   {Serve: serveRunWait},
 		proto.OpRunKill:   {Mutates: true, Serve: stream(false, (*Kernel).RunKill)},
-		proto.OpRunPs:     {Serve: stream(true, (*Kernel).RunPs)},
-		proto.OpExec:      {Mutates: true, Serve: refusedUnary("exec", (*Kernel).Exec)},
+		proto.OpRunPs:     {Existing: true, Serve: stream(true, (*Kernel).RunPs)},
+		proto.OpExec:      {Existing: true, Mutates: true, Serve: refusedUnary("exec", (*Kernel).Exec)},
 		proto.OpNetFetch:  {Mutates: true, Serve: refusedUnary("fetch", (*Kernel).NetFetch)},
-		proto.OpToolRun:   {Mutates: true, Serve: refusedUnary("tool", (*Kernel).ToolRun)},
+		proto.OpToolRun:   {Existing: true, Mutates: true, Serve: refusedUnary("tool", (*Kernel).ToolRun)},
 		proto.OpToolList:  {Serve: serveToolList},
 
-		proto.OpBudgetShow:   {Serve: serveBudgetShow},
+		proto.OpBudgetShow:   {Existing: true, Serve: serveBudgetShow},
 		proto.OpBudgetSet:    {Mutates: true, Dirties: dirtySys(sysBudget), Serve: unary(false, (*Kernel).BudgetSet)},
 		proto.OpBudgetReset:  {Mutates: true, Dirties: dirtySys(sysBudget), Serve: serveBudgetReset},
 		proto.OpBudgetCheck:  {Serve: unary(false, (*Kernel).BudgetCheck)},
@@ -156,13 +162,16 @@ func init() {
 		proto.OpScheduleAdd:  {Mutates: true, Dirties: dirtyJob, Serve: unary(false, (*Kernel).ScheduleAdd)},
 		proto.OpScheduleRm:   {Mutates: true, Dirties: dirtyJob, Serve: unary(false, (*Kernel).ScheduleRm)},
 		proto.OpScheduleRun:  {Mutates: true, Serve: unary(false, (*Kernel).ScheduleRun)},
-		proto.OpScheduleList: {Serve: stream(true, (*Kernel).ScheduleList)},
+		proto.OpScheduleList: {Existing: true, Serve: stream(true, (*Kernel).ScheduleList)},
+
+		proto.OpAgentList:   {Serve: serveAgentList},
+		proto.OpAgentShow:   {Serve: serveAgentShow},
+		proto.OpAgentRemove: {Mutates: true, Event: proto.EventAgentRemoved, Dirties: dirtyRemoved, Serve: serveAgentRemove},
 
 		// Forks, messages and approvals (fork.go, msg.go, approve.go).
-		// A fork or removal marks nothing on replay: forkReplayed has the
-		// next commit compare everything, as the paths are not in entries.
+		// A fork marks nothing on replay: forkReplayed has the next commit
+		// compare everything, as its paths are not in entries.
 		proto.OpAgentFork:     {Mutates: true, Event: EventAgentForked, Serve: unary(false, (*Kernel).Fork)},
-		proto.OpAgentRemove:   {Mutates: true, Event: EventAgentRemoved, Serve: unary(false, (*Kernel).RemoveAgent)},
 		proto.OpAgentDiff:     {Serve: stream(false, (*Kernel).AgentDiff)},
 		proto.OpMsgSend:       {Mutates: true, Event: EventMsgSent, Serve: unary(false, (*Kernel).MsgSend)},
 		proto.OpMsgList:       {Serve: stream(false, (*Kernel).MsgList)},
@@ -183,6 +192,9 @@ func init() {
 	}
 	for op, sc := range syscalls {
 		sc.Op = op
+		if sc.Existing && sc.Serve != nil {
+			sc.Serve = existing(sc.Serve)
+		}
 	}
 }
 
@@ -204,6 +216,37 @@ func dirtyOK(space string) func(e *audit.Entry) string {
 // for a refused entry is harmless).
 func dirtySys(file string) func(e *audit.Entry) string {
 	return func(e *audit.Entry) string { return spacePath(state.SpaceSys, targetAgent(e.Target), file) }
+}
+
+// dirtyRemoved marks the kernel file of a removed agent that an entry
+// names ("agent:sys/KEY", agents.go); the entry naming the agent itself
+// ("agent:") marks nothing.
+func dirtyRemoved(e *audit.Entry) string {
+	agent, rest, ok := strings.Cut(e.Target, ":")
+	if !ok {
+		return ""
+	}
+	key, ok := strings.CutPrefix(rest, state.SpaceSys+"/")
+	if !ok {
+		return ""
+	}
+	return spacePath(state.SpaceSys, agent, key)
+}
+
+// existing answers ENOENT for a call that names an agent that does not
+// exist, before serve runs; args that do not decode are left to serve.
+func existing(serve serveFunc) serveFunc {
+	return func(k *Kernel, ctx context.Context, c *Cred, r *Request) (json.RawMessage, error) {
+		var a struct {
+			Agent string `json:"agent"`
+		}
+		if len(r.Args) > 0 && json.Unmarshal(r.Args, &a) == nil && a.Agent != "" {
+			if err := k.agentMissing(c, a.Agent); err != nil {
+				return nil, err
+			}
+		}
+		return serve(k, ctx, c, r)
+	}
 }
 
 // dirtyJob marks the file of the job an entry names ("agent:name ...").

@@ -46,6 +46,10 @@ func CheckPrefix(prefix string) *Error {
 	if prefix == "" {
 		return nil
 	}
+	if strings.HasPrefix(prefix, "/") {
+		// Checked before the trailing slash goes: "/" would become "".
+		return Errorf(EINVAL, "prefix %q is absolute; keys are relative paths like notes/ (give no prefix for all keys)", prefix)
+	}
 	return checkPath("prefix", strings.TrimSuffix(prefix, "/"), true)
 }
 

@@ -66,3 +66,17 @@ func TestValueEncoding(t *testing.T) {
 		t.Error("max line cannot carry a maximal base64 value")
 	}
 }
+
+func TestCheckPrefix(t *testing.T) {
+	for _, p := range []string{"", "notes", "notes/", "a/b/"} {
+		if err := CheckPrefix(p); err != nil {
+			t.Errorf("CheckPrefix(%q) = %v", p, err)
+		}
+	}
+	// "/" once panicked: its trailing slash trimmed, nothing was left.
+	for _, p := range []string{"/", "//", "/notes", "a//", "../", "a/../b"} {
+		if err := CheckPrefix(p); err == nil || err.Code != EINVAL {
+			t.Errorf("CheckPrefix(%q) = %v, want EINVAL", p, err)
+		}
+	}
+}

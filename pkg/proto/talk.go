@@ -10,9 +10,6 @@ import (
 const (
 	// OpAgentFork copies an agent at a commit as a new agent (ox-fork).
 	OpAgentFork = "agent.fork"
-	// OpAgentRemove removes an agent: its state, memory, policy, inbox
-	// (ox-fork rm).
-	OpAgentRemove = "agent.remove"
 	// OpAgentDiff compares two agents, or an agent and its fork point.
 	OpAgentDiff = "agent.diff"
 
@@ -60,13 +57,6 @@ type ForkRecord struct {
 	AuditSeq uint64 `json:"audit_seq,omitempty"`
 	Time     string `json:"time"`
 	Text     string `json:"text"`
-	// Removed is set by agent.remove.
-	Removed bool `json:"removed,omitempty"`
-}
-
-// AgentArgs name an agent (agent.remove).
-type AgentArgs struct {
-	Agent string `json:"agent"`
 }
 
 // AgentDiffArgs are the args of agent.diff: Agent against Other, or,

@@ -63,7 +63,7 @@ func benchFork(sock string) {
 		if rec.Files < commitFiles {
 			fatal(fmt.Errorf("fork copied %d files, want %d", rec.Files, commitFiles))
 		}
-		_, err = c.RemoveAgent(ctx, proto.AgentArgs{Agent: name})
+		_, err = c.AgentRemove(ctx, name)
 		check(err)
 	}
 	reportMs(fmt.Sprintf("ox-fork of 10k keys via oxiosd, median of %d (ms)", rounds), median(forks), median(commits), "<= 1.0x commit of 10 keys")

@@ -138,7 +138,7 @@ func TestAuditCLI(t *testing.T) {
 			t.Errorf("ox-audit %v: exit %d, want 2 (usage); stderr %q", args, r.code, r.stderr)
 		}
 	}
-	if r := d.ox("", "ox-audit", "log", "--op", "[bad"); r.code != 1 || !strings.Contains(r.stderr, "EINVAL") {
+	if r := d.ox("", "ox-audit", "log", "--op", "[bad"); r.code != 2 || !strings.Contains(r.stderr, "not a glob") {
 		t.Errorf("bad op glob: %+v", r)
 	}
 

@@ -202,7 +202,7 @@ func TestRunSignals(t *testing.T) {
 	if r := d.ox("", "ox-kill", "rnope"); r.code != 1 || !strings.Contains(r.stderr, "no run") {
 		t.Fatalf("kill of an unknown run: %d %s", r.code, r.stderr)
 	}
-	if r := d.ox("", "ox-kill", "-s", "BOGUS", rec.ID); r.code != 1 || !strings.Contains(r.stderr, "unknown signal") {
+	if r := d.ox("", "ox-kill", "-s", "BOGUS", rec.ID); r.code != 2 || !strings.Contains(r.stderr, "unknown signal") {
 		t.Fatalf("bad signal: %d %s", r.code, r.stderr)
 	}
 	// KILL, to a stopped run too.

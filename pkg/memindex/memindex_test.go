@@ -1,4 +1,4 @@
-package kernel
+package memindex
 
 import (
 	"errors"
@@ -35,11 +35,14 @@ func testMemories(n int) []*memory.Memory {
 	return out
 }
 
-func testIndex(t *testing.T, mems []*memory.Memory) *memIndex {
-	m := &memIndex{agent: "ops", ix: recall.New(recall.DefaultParams)}
+// index holds an index as the kernel does.
+type index struct{ ix *recall.Index }
+
+func testIndex(t *testing.T, mems []*memory.Memory) *index {
+	m := &index{ix: recall.New(recall.DefaultParams)}
 	var preps []recall.Prepared
 	for i, mm := range mems {
-		preps = append(preps, memDocOf(mm, 100+i, nil).prep)
+		preps = append(preps, recall.Prepare(DocOf(mm, 100+i, nil)))
 	}
 	if err := m.ix.AddPrepared(preps); err != nil {
 		t.Fatal(err)
@@ -48,14 +51,14 @@ func testIndex(t *testing.T, mems []*memory.Memory) *memIndex {
 }
 
 // metas lists what the kernel knows of each memory of m.
-func metas(t *testing.T, m *memIndex) []string {
+func metas(t *testing.T, m *index) []string {
 	var out []string
 	m.ix.Each(func(in recall.Info) bool {
-		mt, ok := metaOf(in)
+		mt, ok := MetaOf(in)
 		if !ok {
 			t.Fatalf("memory %s: damaged metadata", in.ID)
 		}
-		out = append(out, fmt.Sprintf("%s %+v %q", in.ID, mt, mt.tagList()))
+		out = append(out, fmt.Sprintf("%s %+v %q", in.ID, mt, mt.Tags()))
 		return true
 	})
 	sort.Strings(out)
@@ -70,30 +73,30 @@ func TestMemMetaRoundTrip(t *testing.T) {
 		if !ok {
 			t.Fatalf("memory %d not indexed", i)
 		}
-		mt, ok := metaOf(in)
+		mt, ok := MetaOf(in)
 		var exp int64
 		if !mm.Expires.IsZero() {
 			exp = mm.Expires.UnixNano()
 		}
-		if !ok || memory.Kinds[mt.kind] != mm.Kind || mt.created != mm.Created.UnixNano() || mt.expires != exp ||
-			mt.size != uint32(100+i) || mt.importance != float32(mm.Importance) || !slices.Equal(mt.tagList(), mm.Tags) {
+		if !ok || memory.Kinds[mt.Kind] != mm.Kind || mt.Created != mm.Created.UnixNano() || mt.Expires != exp ||
+			mt.Size != uint32(100+i) || mt.Importance != float32(mm.Importance) || !slices.Equal(mt.Tags(), mm.Tags) {
 			t.Fatalf("memory %d: meta %+v %v, from %+v", i, mt, ok, mm)
 		}
 		for _, tag := range []string{"ops", "db", "t2", "none"} {
-			if mt.hasTag(tag) != slices.Contains(mm.Tags, tag) {
+			if mt.HasTag(tag) != slices.Contains(mm.Tags, tag) {
 				t.Fatalf("memory %d: hasTag(%s) wrong", i, tag)
 			}
 		}
 	}
-	f, err := newFilter(memory.Semantic, []string{"db", "ops"}, mems[10].Created, time.Time{})
+	f, err := NewFilter(memory.Semantic, []string{"db", "ops"}, mems[10].Created, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := 0
 	m.ix.Each(func(in recall.Info) bool {
-		mt, _ := metaOf(in)
-		want := memory.Kinds[mt.kind] == memory.Semantic && mt.ntags == 3 && mt.created >= mems[10].Created.UnixNano()
-		if f.matchInfo(in) != want {
+		mt, _ := MetaOf(in)
+		want := memory.Kinds[mt.Kind] == memory.Semantic && mt.ntags == 3 && mt.Created >= mems[10].Created.UnixNano()
+		if f.MatchInfo(in) != want {
 			t.Fatalf("filter of %s: want %v", in.ID, want)
 		}
 		if want {
@@ -106,14 +109,14 @@ func TestMemMetaRoundTrip(t *testing.T) {
 	}
 }
 
-// encodeIndex is m's file as writeIndex writes it.
-func encodeIndex(t *testing.T, m *memIndex, seq uint64) ([]byte, error) {
+// encodeIndex is m's file as Write writes it.
+func encodeIndex(t *testing.T, m *index, seq uint64) ([]byte, error) {
 	f, err := os.Create(filepath.Join(t.TempDir(), "ix"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if err := writeIndex(f, m, seq); err != nil {
+	if err := Write(f, m.ix, seq); err != nil {
 		return nil, err
 	}
 	return os.ReadFile(f.Name())
@@ -129,7 +132,8 @@ func TestMemIndexFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, seq, err := decodeIndex("ops", b)
+	gotIx, seq, err := Decode(b)
+	got := &index{ix: gotIx}
 	if err != nil || seq != 42 {
 		t.Fatalf("decode: seq %d err %v", seq, err)
 	}
@@ -139,17 +143,17 @@ func TestMemIndexFile(t *testing.T) {
 
 	old := append([]byte(nil), b...)
 	copy(old, "OXMEMIX1")
-	if _, _, err := decodeIndex("ops", old); !errors.Is(err, errBadIndex) {
+	if _, _, err := Decode(old); !errors.Is(err, ErrBad) {
 		t.Fatalf("old version: err %v", err)
 	}
 	for _, bad := range [][]byte{nil, b[:len(b)/2], b[:len(b)-1]} {
-		if _, _, err := decodeIndex("ops", bad); err == nil {
+		if _, _, err := Decode(bad); err == nil {
 			t.Fatalf("%d bytes of %d decoded", len(bad), len(b))
 		}
 	}
 	flipped := append([]byte(nil), b...)
 	flipped[len(flipped)/2] ^= 1
-	if _, _, err := decodeIndex("ops", flipped); err == nil {
+	if _, _, err := Decode(flipped); err == nil {
 		t.Fatal("a flipped bit decoded")
 	}
 
@@ -159,7 +163,7 @@ func TestMemIndexFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := decodeIndex("ops", b); !errors.Is(err, errBadIndex) {
+	if _, _, err := Decode(b); !errors.Is(err, ErrBad) {
 		t.Fatalf("damaged aux: err %v", err)
 	}
 }

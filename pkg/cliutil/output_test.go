@@ -1,0 +1,42 @@
+package cliutil
+
+import (
+	"bytes"
+	"testing"
+)
+
+func TestTable(t *testing.T) {
+	var b bytes.Buffer
+	p := newPrinter(&b, false, []string{"KEY", "VALUE"})
+	p.Flush()
+	if b.String() != "KEY  VALUE\n" {
+		t.Fatalf("an empty table: %q, want its header", b.String())
+	}
+
+	b.Reset()
+	p = newPrinter(&b, false, []string{"KEY", "VALUE"})
+	p.width = 16
+	p.Print(nil, "a\tb\nc", "\x1b[31mred")
+	p.Print(nil, "k", "a value much longer than the terminal")
+	p.Flush()
+	want := "KEY      VALUE\n" +
+		`a\tb\nc  \x1b[3…` + "\n" +
+		"k        a valu…\n"
+	if b.String() != want {
+		t.Fatalf("table:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
+
+func TestCell(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain":       "plain",
+		"héllo":       "héllo",
+		"tab\there":   `tab\there`,
+		"\x00bin\xff": `\x00bin\xff`,
+		"bell\a":      `bell\a`,
+	} {
+		if got := Cell(in); got != want {
+			t.Errorf("Cell(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

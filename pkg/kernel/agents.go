@@ -1,0 +1,243 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/oxios/oxios/pkg/audit"
+	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/state"
+)
+
+// agentSpaces are the trees of an agent, in the order a removal deletes
+// them: what it holds, then the kernel's own files of it.
+var agentSpaces = []string{state.SpaceState, state.SpaceMem, state.SpaceSys}
+
+// AgentExists reports whether agent exists: some tree of it (state,
+// memories, the kernel's files: policy, budget, jobs) holds a key. A
+// removed agent's trees are empty.
+func (k *Kernel) AgentExists(agent string) bool {
+	for _, sp := range agentSpaces {
+		if n, _ := k.state.Keys(state.Ref(sp, agent)); n > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// agentMissing is ENOENT for an agent that does not exist, asked of by a
+// caller who may act on it (to any other, the kernel's EPERM or EACCES
+// comes first and tells nothing of which agents exist).
+func (k *Kernel) agentMissing(c *Cred, agent string) *proto.Error {
+	if agent == "" || k.authorize(c, agent) != nil || k.AgentExists(agent) {
+		return nil
+	}
+	return proto.NoAgent(agent)
+}
+
+// agentRecord describes agent as it is now.
+func (k *Kernel) agentRecord(agent string) proto.AgentRecord {
+	rec := proto.AgentRecord{Type: proto.RecordAgent, Agent: agent, Policy: "default"}
+	rec.Keys, rec.Size = k.state.Keys(state.Ref(state.SpaceState, agent))
+	rec.Memories, _ = k.state.Keys(state.Ref(state.SpaceMem, agent))
+	if sys, err := k.state.List(state.Ref(state.SpaceSys, agent), ""); err == nil {
+		for _, r := range sys {
+			switch {
+			case r.Key == sysPolicy:
+				rec.Policy = "own"
+			case r.Key == sysBudget:
+				rec.Budget = true
+			case strings.HasPrefix(r.Key, sysSchedules+"/"):
+				rec.Jobs = append(rec.Jobs, strings.TrimSuffix(strings.TrimPrefix(r.Key, sysSchedules+"/"), ".json"))
+			}
+		}
+	}
+	rec.Runs = k.liveRuns(agent)
+	return rec
+}
+
+// liveRuns counts agent's runs that have not ended, queued ones too.
+func (k *Kernel) liveRuns(agent string) int {
+	n := 0
+	for _, r := range k.sup.Runs(false) {
+		if r.Agent() == agent {
+			n++
+		}
+	}
+	for _, rec := range k.queuedRecords() {
+		if rec.Agent == agent {
+			n++
+		}
+	}
+	return n
+}
+
+// AgentList returns, sorted, the agents that exist and that c may act on.
+func (k *Kernel) AgentList(ctx context.Context, c *Cred, emit func(*proto.AgentRecord) error) error {
+	for _, agent := range k.state.Agents() {
+		if k.authorize(c, agent) != nil || !k.AgentExists(agent) {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rec := k.agentRecord(agent)
+		rec.Describe()
+		if err := emit(&rec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// AgentShow describes one agent.
+func (k *Kernel) AgentShow(ctx context.Context, c *Cred, agent string, raw []byte) (proto.AgentRecord, error) {
+	if err := k.authorize(c, agent); err != nil {
+		k.auditDenied(c, proto.OpAgentShow, agent, raw, err.Code)
+		return proto.AgentRecord{}, err
+	}
+	if !k.AgentExists(agent) {
+		return proto.AgentRecord{}, proto.NoAgent(agent)
+	}
+	rec := k.agentRecord(agent)
+	rec.Describe()
+	return rec, nil
+}
+
+// AgentRemove removes an agent: its state, memories, policy, budget and
+// jobs, in one audited change, refused (EBUSY) while it has live runs.
+// Its history stays: what it held is committed first, so the commit named
+// in the record's Restore holds all of it (ox-commit restore brings back
+// its state and memories) until the repository's history is rewritten;
+// the removal itself is then committed. Admin only: an agent's kernel
+// files are not its own to delete.
+func (k *Kernel) AgentRemove(ctx context.Context, c *Cred, agent string, raw []byte) (proto.AgentRecord, error) {
+	op := proto.OpAgentRemove
+	if err := proto.CheckAgent(agent); err != nil {
+		k.auditDenied(c, op, strings.ToValidUTF8(agent, "?"), raw, err.Code)
+		return proto.AgentRecord{}, err
+	}
+	if !c.Admin {
+		err := proto.Errorf(proto.EACCES, "%s: removing an agent is for the admin (uid %d is not one; see [access] in oxios.toml(5))", op, c.UID)
+		k.auditDenied(c, op, agent, raw, err.Code)
+		return proto.AgentRecord{}, err
+	}
+	if !k.AgentExists(agent) {
+		return proto.AgentRecord{}, proto.NoAgent(agent)
+	}
+	// A job's firing starts a run: none fires while the jobs go.
+	k.sched.mu.Lock()
+	defer k.sched.mu.Unlock()
+	if n := k.liveRuns(agent); n > 0 {
+		err := proto.Errorf(proto.EBUSY, "agent %q has %d live runs: end them first (ox-ps -a %s | ox-kill)", agent, n, agent)
+		k.auditDenied(c, op, agent, raw, err.Code)
+		return proto.AgentRecord{}, err
+	}
+	k.flights.wait(agent)
+	var rec proto.AgentRecord
+	var rerr error
+	if err := k.barrier(ctx, func() { rec, rerr = k.removeNow(c, agent, raw) }); err != nil {
+		return rec, err
+	}
+	if rerr != nil {
+		return rec, rerr
+	}
+	for name, j := range k.sched.jobs {
+		if j.Agent == agent {
+			delete(k.sched.jobs, name)
+			k.sched.s.Remove(name)
+		}
+	}
+	k.policyChanged(agent)
+	k.budmu.Lock()
+	delete(k.budgets, agent)
+	k.budmu.Unlock()
+	k.removeInbox(agent)
+	return rec, nil
+}
+
+// removeNow runs in the committer, alone (a barrier): commit what the agent
+// holds, delete all of it with its audit entries, commit the removal.
+func (k *Kernel) removeNow(c *Cred, agent string, raw []byte) (proto.AgentRecord, error) {
+	rec := k.agentRecord(agent)
+	rec.Removed = true
+	fail := func(err error) (proto.AgentRecord, error) {
+		k.commitAudit(c, proto.OpAgentRemove, agent, raw, errCode(err), "", nil)
+		return proto.AgentRecord{}, err
+	}
+	before, err := k.commitNow(c, proto.CommitArgs{Agent: agent, Message: fmt.Sprintf("Agent %s as it was before its removal", agent)}, raw)
+	if err != nil {
+		return fail(err)
+	}
+	rec.Restore = before.Commit
+	who := actor(c)
+	digest := audit.ArgsDigest(raw)
+	t := &tx{}
+	for _, sp := range agentSpaces {
+		keys, err := k.state.List(state.Ref(sp, agent), "")
+		if err != nil {
+			continue // no tree of this space
+		}
+		sort.Slice(keys, func(i, j int) bool { return keys[i].Key < keys[j].Key })
+		for _, r := range keys {
+			// Each key its entry, under the op that deletes such a key, so
+			// that the log (and crash replay) names every path that went.
+			e := &audit.Entry{Actor: who, Op: proto.OpStateDelete, Target: target(agent, r.Key), Args: digest}
+			switch sp {
+			case state.SpaceMem:
+				e.Op = proto.OpMemForget
+			case state.SpaceSys:
+				e.Op, e.Target = proto.OpAgentRemove, target(agent, sp+"/"+r.Key)
+			}
+			t.subs = append(t.subs, &tx{change: &state.Change{Agent: agent, Space: sp, Key: r.Key, Delete: true}, entry: e})
+		}
+	}
+	// The target "NAME:" (no key) names the agent the same way to a live
+	// subscriber and to one replaying the log.
+	t.subs = append(t.subs, &tx{entry: &audit.Entry{Actor: who, Op: proto.OpAgentRemove, Target: target(agent, ""), Args: digest}, event: proto.EventAgentRemoved, agent: agent, data: &rec})
+	k.commit([]*tx{t})
+	for _, s := range t.subs {
+		if s.err != nil {
+			return fail(fmt.Errorf("removing %s: %w", agent, s.err))
+		}
+	}
+	after, err := k.commitNow(c, proto.CommitArgs{Agent: agent, Message: fmt.Sprintf("Remove agent %s (restore: ox-commit restore %.12s -a %s)", agent, rec.Restore, agent)}, raw)
+	if err != nil {
+		return rec, err
+	}
+	rec.Commit = after.Commit
+	rec.Runs = 0
+	rec.Describe()
+	return rec, nil
+}
+
+func serveAgentList(k *Kernel, ctx context.Context, c *Cred, r *Request) (json.RawMessage, error) {
+	return nil, k.AgentList(ctx, c, items[proto.AgentRecord](r.Out))
+}
+
+func serveAgentShow(k *Kernel, ctx context.Context, c *Cred, r *Request) (json.RawMessage, error) {
+	a, err := decode[proto.AgentArgs](false, r)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := k.AgentShow(ctx, c, a.Agent, r.Args)
+	if err != nil {
+		return nil, err
+	}
+	return encodeRecord(&rec)
+}
+
+func serveAgentRemove(k *Kernel, ctx context.Context, c *Cred, r *Request) (json.RawMessage, error) {
+	a, err := decode[proto.AgentArgs](false, r)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := k.AgentRemove(ctx, c, a.Agent, r.Args)
+	if err != nil {
+		return nil, err
+	}
+	return encodeRecord(&rec)
+}
