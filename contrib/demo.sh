@@ -8,7 +8,7 @@
 set -euo pipefail
 
 bindir=$(cd "${1:-bin}" && pwd)
-for b in oxiosd ox-agents ox-state ox-audit ox-commit ox-events ox-remember ox-recall ox-forget ox-spawn ox-ps ox-wait ox-kill ox-attach ox-exec ox-budget ox-agent ox-policy ox-top ox-status ox-schedule fakellm; do
+for b in oxiosd ox-agents ox-state ox-audit ox-commit ox-events ox-remember ox-recall ox-forget ox-spawn ox-ps ox-wait ox-kill ox-attach ox-exec ox-budget ox-agent ox-policy ox-top ox-status ox-schedule ox-fork ox-msg ox-approve fakellm; do
 	[[ -x $bindir/$b ]] || { echo "demo: no $bindir/$b; run make build first" >&2; exit 2; }
 done
 export PATH=$bindir:$PATH
@@ -258,6 +258,29 @@ run "ox-schedule add -a ops --name tick --cron '@every 1s' -- true | jq -c '{nam
 run "ox-events --type schedule.fired -n 1 | jq -c '{event,key,run: .data.run,fired: .data.fired}'"
 run "ox-schedule rm tick | jq -c '{name,deleted}'"
 run "ox-schedule ls | jq -c '{name,agent,next,last_run,last_status}'"
+
+say "Fork: a copy of an agent at its state now, sharing its history; in git it is one tree entry, whatever the agent holds."
+run "ox-fork demo demo-try | jq -c '{agent,from,point,files}'"
+run "ox-state save -a demo-try greeting 'hello from the fork' >/dev/null"
+run "ox-fork diff demo-try | $jq"
+run "ox-fork diff -p demo-try | jq -r .patch"
+run "ox-fork rm demo-try | jq -c '{agent,removed,files}'"
+
+say "Messages: a run of ops waits for work; demo sends it, with a memory attached (records on stdin pass through)."
+run 'rid=$(ox-spawn -d -a ops -- /bin/sh -c "ox-msg recv -f -n 1" | jq -r .id); echo $rid'
+run "ox-recall -a demo disk -k 1 | ox-msg send -a demo ops 'please look at this' | jq -c '{id,from,agent,text}'"
+run "ox-attach \$rid | jq -r 'select(.type==\"output\") | .text' | jq -c '{id,from,text,records: [.records[].text]}'"
+run "ox-msg ls -a ops | jq -c '{id,from,read}'"
+
+say "Approvals: an ask rule holds ops' exec of wc until an operator decides; the run shows that it waits."
+run "sed 's|^exec = \\[\\]|exec = [\"wc\"]|' \$dir/stricter.toml > \$dir/ask.toml && ox-policy set -a ops \$dir/ask.toml >/dev/null"
+fails 77 "ox-policy check -a ops exec wc | jq -c '{op,args,ask,rule}'"
+run 'rid=$(ox-spawn -d -a ops -- /bin/sh -c "ox-exec -- wc -c /etc/hostname" | jq -r .id); echo $rid'
+run 'for i in $(seq 100); do id=$(ox-approve ls --json | jq -r .id | head -1); [[ -n $id ]] && break; sleep 0.1; done; echo $id'
+run "ox-approve ls | jq -c '{id,agent,op,what,rule,state}'"
+run "ox-approve yes -m 'read-only, fine' \$id | jq -c '{id,state,decided_by,reason}'"
+run "ox-attach \$rid | jq -c 'select(.type==\"approval\" or .type==\"exit\") | {type,state,status}'"
+run "ox-audit log --op 'approve.*' | jq -c '{seq,op,target}'"
 
 say "Tamper with a copy of the log: change one byte of entry 3. verify names the entry and exits 1."
 run 'cp -a $dir/data $dir/tampered && chmod u+w $dir/tampered/audit/seg-*'

@@ -27,7 +27,7 @@ func main() {
 		{Name: "set", Usage: "replace an agent's policy with FILE (- for stdin), checked first (admin)", ArgsUsage: "FILE", Flags: cliutil.ClientFlags(), Action: set},
 		{Name: "check", Usage: "would OP ARGS be allowed for a run of the agent, and by which rule (a dry run)", ArgsUsage: "OP [ARG...]",
 			Flags: cliutil.ClientFlags(&cli.StringFlag{Name: "policy", Usage: "judge with the policy in `FILE` instead of the agent's", TakesFile: true}), Action: check},
-		{Name: "test", Usage: "replay audit entries (stdin, as ox-audit prints them) against the policy in FILE: which past actions it would refuse or newly allow", ArgsUsage: "FILE", Flags: cliutil.ClientFlags(), Action: test},
+		{Name: "test", Usage: "replay audit entries (stdin, as ox-audit prints them) against the policy in FILE: which past actions it would refuse, newly allow or hold for approval (ask)", ArgsUsage: "FILE", Flags: cliutil.ClientFlags(), Action: test},
 	})
 	cliutil.Run(app)
 }
@@ -129,7 +129,10 @@ func check(c *cli.Context) error {
 	}
 	p := cliutil.NewPrinter(c, "OP", "ALLOWED", "RULE", "REASON")
 	allowed := "yes"
-	if !rec.Allowed {
+	switch {
+	case rec.Ask:
+		allowed = "ask"
+	case !rec.Allowed:
 		allowed = "no"
 	}
 	p.Print(rec, rec.Op, allowed, rec.Rule, rec.Reason)
@@ -173,6 +176,7 @@ func test(c *cli.Context) error {
 		total.Judged += res.Judged
 		total.Refused += res.Refused
 		total.Allowed += res.Allowed
+		total.Asked += res.Asked
 		total.Skipped += res.Skipped
 		batch = batch[:0]
 		return err
@@ -201,8 +205,8 @@ func test(c *cli.Context) error {
 	if err := p.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "ox-policy: %d actions of %s judged: %d would be refused, %d newly allowed (%d entries skipped)\n",
-		total.Judged, agent, total.Refused, total.Allowed, total.Skipped)
+	fmt.Fprintf(os.Stderr, "ox-policy: %d actions of %s judged: %d would be refused, %d newly allowed, %d would ask (%d entries skipped)\n",
+		total.Judged, agent, total.Refused, total.Allowed, total.Asked, total.Skipped)
 	if total.Refused > 0 {
 		return cliutil.Silent(cliutil.ExitFailure)
 	}

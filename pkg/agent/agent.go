@@ -169,7 +169,7 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 		r.say(openai.ChatMessageRoleUser, "Context handed to this run:\n"+c)
 	}
 	r.say(openai.ChatMessageRoleUser, r.cfg.Task)
-	tools := r.offered(append(Tools(), r.wasmTools(ctx)...))
+	tools := r.offered(append(append(Tools(), r.wasmTools(ctx)...), r.msgToolList()...))
 	toolTokens := llm.EstimateTools(tools)
 	res := &Result{}
 	compacted := false

@@ -70,6 +70,9 @@ func (r *Runner) call(ctx context.Context, tc openai.ToolCall) (out, summary str
 		URL     string   `json:"url"`
 		Method  string   `json:"method"`
 	}
+	if out, ok, err := r.callMsg(ctx, tc); ok {
+		return out, "", err
+	}
 	if name, ok := strings.CutPrefix(tc.Function.Name, wasmPrefix); ok {
 		out, err := r.callWasm(ctx, name, tc.Function.Arguments)
 		return out, "", err

@@ -155,6 +155,7 @@ func (k *Kernel) AgentRemove(ctx context.Context, c *Cred, agent string, raw []b
 	k.budmu.Lock()
 	delete(k.budgets, agent)
 	k.budmu.Unlock()
+	k.removeInbox(agent)
 	return rec, nil
 }
 

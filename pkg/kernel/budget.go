@@ -162,7 +162,7 @@ func (k *Kernel) checkBudget(c *Cred, agent string, p *policy.Policy, more proto
 			return proto.Errorf(proto.EDQUOT, "run %s is over its budget: %s", r.ID(), why)
 		}
 	}
-	return nil
+	return k.askBudget(c, agent, p, used)
 }
 
 // endOverBudget ends a run that was refused for its budget, if it does

@@ -306,6 +306,7 @@ func (k *Kernel) replayAux(payload []byte) error {
 	if err := json.Unmarshal(payload, &e); err != nil {
 		return fmt.Errorf("journal audit record: %w", err)
 	}
+	k.forkReplayed(e.Op, e.Result)
 	// What the entry changed is uncommitted again, as when it was made.
 	if sc := syscalls[e.Op]; sc != nil && sc.Dirties != nil {
 		if p := sc.Dirties(&e); p != "" {

@@ -65,6 +65,12 @@ func (k *Kernel) Exec(ctx context.Context, c *Cred, a proto.ExecArgs, raw []byte
 		return proto.ExecRecord{}, err
 	}
 	cmd, cerr := p.CheckExec(a.Argv, a.Command)
+	if ask := policy.AsAsked(cerr); ask != nil {
+		if perr := k.ask(ctx, c, a.Agent, proto.OpExec, policy.Quote(cmd.Argv), p, ask); perr != nil {
+			return deny(perr, execTarget(a.Agent, cmd.Argv, "", " ["+ask.Rule+"]"))
+		}
+		cerr = nil
+	}
 	if cerr != nil {
 		var d *policy.Denied
 		if errors.As(cerr, &d) {

@@ -111,6 +111,7 @@ type Kernel struct {
 	// prefetch: the saved recall indexes, decoding while the store
 	// opens (memindex.go); nil once loaded.
 	prefetch *indexPrefetch
+	talk     talk // inboxes and approvals (msg.go, approve.go)
 }
 
 // New opens the data directory and starts the committer.
@@ -185,6 +186,12 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 		alog.Close()
 		return nil, err
 	}
+	if err := k.openTalk(); err != nil {
+		st.Close()
+		k.ver.repo.Close()
+		alog.Close()
+		return nil, err
+	}
 	if err := k.openSupervisor(); err != nil {
 		st.Close()
 		k.ver.repo.Close()
@@ -226,6 +233,7 @@ func (k *Kernel) Close() error {
 	k.ttl.Stop()
 	<-k.stopped
 	k.saveIndexes()
+	k.closeTalk()
 	err := k.state.Close()
 	if verr := k.ver.repo.Close(); err == nil {
 		err = verr

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 
 	"github.com/oxios/oxios/pkg/audit"
@@ -46,6 +47,15 @@ func (k *Kernel) NetFetch(ctx context.Context, c *Cred, a proto.FetchArgs, raw [
 	p, err := k.policyOf(a.Agent)
 	if err != nil {
 		return proto.FetchRecord{}, err
+	}
+	if u, uerr := url.Parse(a.URL); uerr == nil && u.Hostname() != "" {
+		if ask := policy.AsAsked(p.CheckHostAsk(u.Hostname())); ask != nil {
+			if perr := k.ask(ctx, c, a.Agent, proto.OpNetFetch, method+" "+a.URL, p, ask); perr != nil {
+				return deny(perr, fetchTarget(a.Agent, method, a.URL, " ["+ask.Rule+"]"))
+			}
+			// Approved: this fetch runs as if the ask rules allowed.
+			p = p.Granting()
+		}
 	}
 	rec, ferr := netfetch.Fetch(ctx, p, a, netfetch.SystemResolve)
 	if ferr != nil {

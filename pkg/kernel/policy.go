@@ -95,6 +95,17 @@ func (k *Kernel) enforce(c *Cred, agent, op, tgt string, raw []byte, check func(
 	if cerr == nil {
 		return nil
 	}
+	if ask := policy.AsAsked(cerr); ask != nil {
+		what := tgt
+		if _, rest, ok := strings.Cut(tgt, ":"); ok {
+			what = rest
+		}
+		perr := k.ask(context.Background(), c, agent, op, what, p, ask)
+		if perr != nil {
+			k.auditDenied(c, op, tgt+" ["+ask.Rule+"]", raw, perr.Code)
+		}
+		return perr
+	}
 	var d *policy.Denied
 	if !errors.As(cerr, &d) {
 		return proto.Errorf(proto.EINVAL, "%v", cerr)
@@ -218,6 +229,11 @@ func (k *Kernel) PolicyCheck(ctx context.Context, c *Cred, a proto.PolicyCheckAr
 
 func fill(rec *proto.PolicyCheckRecord, rule *policy.Denied) {
 	rec.Allowed = rule == nil
+	if asks(rule) {
+		rec.Ask, rec.Rule, rec.Reason = true, rule.Rule, rule.Reason
+		rec.Text = fmt.Sprintf("%s %s: asks an operator first (%s): %s", rec.Op, strings.Join(rec.Args, " "), rule.Rule, rule.Reason)
+		return
+	}
 	if rule != nil {
 		rec.Rule, rec.Reason = rule.Rule, rule.Reason
 		rec.Text = fmt.Sprintf("%s %s: refused by %s: %s", rec.Op, strings.Join(rec.Args, " "), rule.Rule, rule.Reason)
@@ -276,11 +292,19 @@ func (k *Kernel) judge(p *policy.Policy, agent, op string, args []string) (*poli
 	if errors.As(err, &d) {
 		return d, nil
 	}
+	if a := policy.AsAsked(err); a != nil {
+		// An ask rule: reported as a rule of its own (ask.*), which
+		// callers tell from a refusal by its name.
+		return &policy.Denied{Rule: a.Rule, Reason: a.Reason}, nil
+	}
 	if err != nil {
 		return nil, proto.Errorf(proto.EINVAL, "%v", err)
 	}
 	return nil, nil
 }
+
+// asks reports whether a verdict of judge is an ask rule's.
+func asks(d *policy.Denied) bool { return d != nil && strings.HasPrefix(d.Rule, "ask.") }
 
 // hostOf returns the host of a URL (or the argument itself).
 func hostOf(u string) string {

@@ -13,8 +13,9 @@ import (
 
 // PolicyTest replays audit entries of a.Agent against a proposed policy
 // and emits each past action it judges otherwise than what happened: an
-// action that was done and would now be refused, and one a policy refused
-// that would now be allowed. It changes nothing and is not audited.
+// action that was done and would now be refused, one a policy refused
+// that would now be allowed, and one that would now wait for an
+// operator's approval (an ask rule). It changes nothing and is not audited.
 func (k *Kernel) PolicyTest(ctx context.Context, c *Cred, a proto.PolicyTestArgs, raw []byte, emit func(*proto.PolicyTestRecord) error) (proto.PolicyTestResult, error) {
 	var res proto.PolicyTestResult
 	if err := k.authorize(c, a.Agent); err != nil {
@@ -66,6 +67,10 @@ func (k *Kernel) PolicyTest(ctx context.Context, c *Cred, a proto.PolicyTestArgs
 		res.Judged++
 		rec := proto.PolicyTestRecord{Type: proto.RecordPolicyTest, Agent: agent, Seq: e.Seq, Op: e.Op, Target: e.Target, Was: e.Result}
 		switch {
+		case asks(d):
+			res.Asked++
+			rec.Change, rec.Rule, rec.Reason = "ask", d.Rule, d.Reason
+			rec.Text = fmt.Sprintf("#%d %s %s: would wait for an operator's approval (%s): %s", e.Seq, e.Op, e.Target, d.Rule, d.Reason)
 		case e.Result == "ok" && d != nil:
 			res.Refused++
 			rec.Change, rec.Rule, rec.Reason = "refuse", d.Rule, d.Reason
@@ -119,6 +124,9 @@ func judgeEntry(p *policy.Policy, k *Kernel, agent, op, what string) (*policy.De
 		// One word: judged as argv, not as a command line.
 		_, err := p.CheckExec(args, "")
 		d, _ := err.(*policy.Denied)
+		if a := policy.AsAsked(err); a != nil {
+			d = &policy.Denied{Rule: a.Rule, Reason: a.Reason}
+		}
 		return d, true
 	}
 	d, err := k.judge(p, agent, op, args)

@@ -170,6 +170,18 @@ func init() {
 		proto.OpAgentShow:   {Serve: serveAgentShow},
 		proto.OpAgentRemove: {Mutates: true, Event: proto.EventAgentRemoved, Dirties: dirtyRemoved, Serve: serveAgentRemove},
 
+		// Forks, messages and approvals (fork.go, msg.go, approve.go).
+		// A fork marks nothing on replay: forkReplayed has the next commit
+		// compare everything, as its paths are not in entries.
+		proto.OpAgentFork:     {Mutates: true, Event: EventAgentForked, Serve: unary(false, (*Kernel).Fork)},
+		proto.OpAgentDiff:     {Serve: stream(false, (*Kernel).AgentDiff)},
+		proto.OpMsgSend:       {Mutates: true, Event: EventMsgSent, Serve: unary(false, (*Kernel).MsgSend)},
+		proto.OpMsgList:       {Serve: stream(false, (*Kernel).MsgList)},
+		proto.OpMsgRecv:       {Serve: serveMsgRecv},
+		proto.OpApproveList:   {Serve: serveApproveList},
+		proto.OpApproveDecide: {Mutates: true, Event: EventApprovalDecided, Serve: unary(false, (*Kernel).ApproveDecide)},
+		proto.OpApproveAsk:    {Mutates: true, Event: EventApprovalRequested},
+
 		// Recorded by the kernel itself, never called by a client.
 		proto.OpAgentCreate:  {Mutates: true, Dirties: dirtySys(sysPolicy)},
 		proto.OpRunExit:      {Mutates: true, Event: EventRunExited, Dirties: dirtySys(sysBudget)},

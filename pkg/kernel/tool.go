@@ -65,7 +65,14 @@ func (k *Kernel) ToolRun(ctx context.Context, c *Cred, a proto.ToolRunArgs, raw 
 	if err != nil {
 		return proto.ToolRecord{}, err
 	}
-	if terr := p.CheckTool(a.Tool); terr != nil {
+	terr := p.CheckTool(a.Tool)
+	if ask := policy.AsAsked(terr); ask != nil {
+		if perr := k.ask(ctx, c, a.Agent, proto.OpToolRun, a.Tool, p, ask); perr != nil {
+			return deny(perr, toolTarget(a.Agent, a.Tool, " ["+ask.Rule+"]"))
+		}
+		terr = nil
+	}
+	if terr != nil {
 		var d *policy.Denied
 		if errors.As(terr, &d) {
 			return deny(proto.Errorf(proto.EPERM, "tool %s refused: %s (policy rule %s)", a.Tool, d.Reason, d.Rule), toolTarget(a.Agent, a.Tool, " ["+d.Rule+"]"))

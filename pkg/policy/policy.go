@@ -31,6 +31,8 @@ type Policy struct {
 	Budget  Budget  `toml:"budget"`
 	Limits  Limits  `toml:"limits"`
 	Signals Signals `toml:"signals"`
+	Ask     Ask     `toml:"ask"`
+	Msg     Msg     `toml:"msg"`
 
 	hosts []hostRule // net.allow, parsed
 }
@@ -212,6 +214,9 @@ func Parse(b []byte) (*Policy, error) {
 	default:
 		return nil, &Error{Line: lineOf(b, "on_violation"), Reason: fmt.Sprintf("signals.on_violation: %q: want \"deny\", \"stop\" or \"kill\"", p.Signals.OnViolation)}
 	}
+	if err := p.parseAsk(b); err != nil {
+		return nil, err
+	}
 	p.compile()
 	for _, f := range []struct {
 		key string
@@ -291,10 +296,14 @@ func (p *Policy) CheckExec(argv []string, cmd string) (Command, error) {
 				return Command{}, &Denied{Rule: "exec.shell", Reason: fmt.Sprintf("command has the shell metacharacter %q and the policy allows no shell", cmd[i])}
 			}
 			first := strings.Fields(cmd)[0]
-			if !p.allowed(first) {
+			if !p.allowed(first) && !p.askExec(first) {
 				return Command{}, &Denied{Rule: "exec.allow", Reason: fmt.Sprintf("%q is not on the policy's exec.allow list", first)}
 			}
-			return Command{Argv: []string{"/bin/sh", "-c", cmd}, Shell: true, Rule: "exec.shell"}, nil
+			c := Command{Argv: []string{"/bin/sh", "-c", cmd}, Shell: true, Rule: "exec.shell"}
+			if p.askExec(first) {
+				return c, &Asked{Rule: "ask.exec", Reason: fmt.Sprintf("running %q", first)}
+			}
+			return c, nil
 		}
 		argv = strings.Fields(cmd)
 	}
@@ -308,13 +317,18 @@ func (p *Policy) CheckExec(argv []string, cmd string) (Command, error) {
 			}
 		}
 	}
-	if !p.allowed(argv[0]) {
+	if !p.allowed(argv[0]) && !p.askExec(argv[0]) {
 		return Command{}, &Denied{Rule: "exec.allow", Reason: fmt.Sprintf("%q is not on the policy's exec.allow list", argv[0])}
 	}
 	if d := p.runsOther(argv); d != nil {
 		return Command{}, d
 	}
-	return Command{Argv: argv, Rule: "exec.allow"}, nil
+	c := Command{Argv: argv, Rule: "exec.allow"}
+	if prog := p.asksFor(argv); prog != "" {
+		c.Rule = "ask.exec"
+		return c, &Asked{Rule: "ask.exec", Reason: fmt.Sprintf("running %q", prog)}
+	}
+	return c, nil
 }
 
 // runsOther refuses the arguments with which an allowed program runs

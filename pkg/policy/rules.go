@@ -103,13 +103,13 @@ func (p *Policy) CanRead(key string) bool { return matchAny(p.State.Read, key) }
 // CheckStateWrite: may the agent write (or delete) key, taking its state
 // to total bytes?
 func (p *Policy) CheckStateWrite(key string, total int64) error {
-	if !matchAny(p.State.Write, key) {
+	if !matchAny(p.State.Write, key) && !matchAny(p.Ask.State, key) {
 		return &Denied{Rule: "state.write", Reason: fmt.Sprintf("key %q is not writable under the policy's state.write", key)}
 	}
 	if q := int64(p.State.Quota); q > 0 && total > q {
 		return &Denied{Rule: "state.quota", Reason: fmt.Sprintf("the agent's state would hold %d bytes, over its quota of %d", total, q)}
 	}
-	return nil
+	return p.CheckStateAsk(key)
 }
 
 // CheckMemory: may the agent use memories of kind, holding count in all
@@ -126,6 +126,9 @@ func (p *Policy) CheckMemory(kind string, count int64) error {
 
 // CheckTool: may the agent run WASM tool name?
 func (p *Policy) CheckTool(name string) error {
+	if err := p.CheckToolAsk(name); err != nil {
+		return err
+	}
 	if slices.Contains(p.Tools.Allow, name) {
 		return nil
 	}
@@ -180,8 +183,11 @@ func (p *Policy) CheckHost(host string) error {
 			continue
 		}
 		if r.name == h || r.suffix && strings.HasSuffix(h, r.name) {
-			return nil
+			return p.CheckHostAsk(host)
 		}
+	}
+	if err := p.CheckHostAsk(host); err != nil {
+		return err
 	}
 	return &Denied{Rule: "net.allow", Reason: fmt.Sprintf("host %q is not on the policy's net.allow list", host)}
 }

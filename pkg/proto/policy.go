@@ -53,9 +53,11 @@ type PolicyCheckRecord struct {
 	Op      string   `json:"op"`
 	Args    []string `json:"args,omitempty"`
 	Allowed bool     `json:"allowed"`
-	Rule    string   `json:"rule,omitempty"`
-	Reason  string   `json:"reason,omitempty"`
-	Text    string   `json:"text"`
+	// Ask: an ask rule holds the op until an operator approves it.
+	Ask    bool   `json:"ask,omitempty"`
+	Rule   string `json:"rule,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	Text   string `json:"text"`
 }
 
 // PolicyTestArgs are the args of policy.test: audit entries (as
@@ -75,8 +77,8 @@ type PolicyTestRecord struct {
 	Seq    uint64 `json:"seq"`
 	Op     string `json:"op"`
 	Target string `json:"target"`
-	Was    string `json:"was"` // the entry's result: ok, EPERM...
-	Change string `json:"change"`
+	Was    string `json:"was"`    // the entry's result: ok, EPERM...
+	Change string `json:"change"` // refuse, allow or ask
 	Rule   string `json:"rule,omitempty"`
 	Reason string `json:"reason,omitempty"`
 	Text   string `json:"text"`
@@ -88,5 +90,6 @@ type PolicyTestResult struct {
 	Judged  int `json:"judged"`
 	Refused int `json:"refused"`
 	Allowed int `json:"allowed"`
+	Asked   int `json:"asked"`   // would wait for an operator (ask rules)
 	Skipped int `json:"skipped"` // entries of other agents or ops a policy does not judge
 }

@@ -74,6 +74,15 @@ func (s *Set) NeedRescan() bool {
 	return s.rescan
 }
 
+// Lost records that the set may miss paths (a replayed change whose
+// entry names none, such as an agent's fork): the next commit compares
+// everything with HEAD.
+func (s *Set) Lost() {
+	s.mu.Lock()
+	s.rescan = true
+	s.mu.Unlock()
+}
+
 // Rescanned records that the differences with HEAD are marked.
 func (s *Set) Rescanned() {
 	s.mu.Lock()

@@ -14,7 +14,10 @@ type Tx struct {
 	r       *Repo
 	parent  oid
 	pending map[string]*pending
-	done    bool
+	// grafts are folders set whole (Graft, DeleteTree): path -> the new
+	// entry, mode 0 to remove the folder.
+	grafts map[string]treeEntry
+	done   bool
 }
 
 // pending is the state a transaction gives one path.
@@ -101,6 +104,9 @@ func (tx *Tx) set(path string, to oid, data []byte) error {
 	if err := CheckPath(path); err != nil {
 		return err
 	}
+	if g := tx.graftAbove(path); g != "" {
+		return fmt.Errorf("%w: %s is inside %s, which this transaction sets whole", ErrBadName, path, g)
+	}
 	p := tx.pending[path]
 	if p == nil {
 		from, err := tx.r.lookup(path)
@@ -154,7 +160,12 @@ func (tx *Tx) Commit(o CommitOptions) (Commit, error) {
 	if err := r.checkOpen(); err != nil {
 		return Commit{}, err
 	}
-	changed := tx.Changed()
+	changed, err := tx.graftChanges()
+	if err != nil {
+		return Commit{}, err
+	}
+	changed = append(tx.Changed(), changed...)
+	slices.SortFunc(changed, func(a, b PathChange) int { return strings.Compare(a.Path, b.Path) })
 	if len(changed) == 0 && !o.AllowEmpty {
 		return Commit{}, ErrNothingToCommit
 	}
@@ -187,8 +198,14 @@ func (tx *Tx) Commit(o CommitOptions) (Commit, error) {
 	// The trie of changed paths, then the new folders bottom up.
 	top := &changeDir{}
 	objs := &objectSet{db: r.db, seen: map[oid]bool{}}
+	for path, e := range tx.grafts {
+		top.graft(path, e)
+	}
 	for _, c := range changed {
 		p := tx.pending[c.Path]
+		if p == nil {
+			continue // a graft
+		}
 		top.add(c.Path, p)
 		if p.to != zeroID {
 			objs.add(objBlob, p.to, p.data)
@@ -272,8 +289,31 @@ func (s *objectSet) add(t objType, id oid, data []byte) {
 
 // changeDir is a folder of the trie of a commit's changed paths.
 type changeDir struct {
-	files map[string]*pending
-	dirs  map[string]*changeDir
+	files  map[string]*pending
+	dirs   map[string]*changeDir
+	grafts map[string]treeEntry
+}
+
+func (d *changeDir) graft(path string, e treeEntry) {
+	for {
+		name, rest, more := strings.Cut(path, "/")
+		if !more {
+			if d.grafts == nil {
+				d.grafts = map[string]treeEntry{}
+			}
+			d.grafts[name] = e
+			return
+		}
+		sub := d.dirs[name]
+		if sub == nil {
+			if d.dirs == nil {
+				d.dirs = map[string]*changeDir{}
+			}
+			sub = &changeDir{}
+			d.dirs[name] = sub
+		}
+		d, path = sub, rest
+	}
 }
 
 func (d *changeDir) add(path string, p *pending) {
@@ -405,6 +445,16 @@ func (r *Repo) build(n *dirNode, ch *changeDir, path string, objs *objectSet) (*
 		next[name] = nil
 		if nd != nil {
 			next[name] = &treeEntry{name: name, mode: modeDir, id: nd.id, sub: nd}
+		}
+	}
+	for name, g := range ch.grafts {
+		if i, ok := findEntry(old, name); ok && !old[i].isDir() {
+			return nil, fmt.Errorf("commit: %s%s is a file, not a folder to set whole", path, name)
+		}
+		next[name] = nil
+		if g.mode != 0 {
+			g.name = name
+			next[name] = &g
 		}
 	}
 	for name, f := range ch.files {

@@ -97,6 +97,9 @@ func main() {
 	if run("commit") {
 		benchCommit(dir, d.sock)
 	}
+	if run("fork") {
+		benchFork(d.sock)
+	}
 	if run("fuse") {
 		benchFUSE(dir)
 	}

@@ -1,0 +1,402 @@
+// Package inbox keeps the agents' messages: per agent, an ordered,
+// durable inbox of records (from, to, time, text, an optional reply-to and
+// attached records), and which of them were received. The kernel decides
+// who may send to whom and audits; this package only stores.
+//
+// Each agent's inbox is one append-only file, DATA/inbox/<agent>.jsonl: a
+// line per message ({"msg":{...}}) and per acknowledgement ({"ack":"ID"}),
+// each written and fdatasynced before Send or Ack returns, so a message
+// accepted is a message kept across a crash (kill -9 included), and one
+// not yet acknowledged is delivered again. A torn last line (a crash
+// inside a write) is cut off at Open. Message ids are one sequence for
+// all inboxes ("m" and 10 digits), so they sort by send order.
+package inbox
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/oxios/oxios/pkg/durable"
+)
+
+// MaxText bounds a message's text and attached records together.
+const MaxText = 1 << 20
+
+// Message is one message in an inbox.
+type Message struct {
+	ID   string    `json:"id"`
+	From string    `json:"from"` // the sending agent; "" for an operator
+	To   string    `json:"to"`
+	Time time.Time `json:"time"`
+	Text string    `json:"text"`
+	// ReplyTo is the id of the message this one answers, if any.
+	ReplyTo string `json:"reply_to,omitempty"`
+	// Records are records attached as they came (JSON objects).
+	Records []json.RawMessage `json:"records,omitempty"`
+	// Sender is who sent it, for an operator (uid=N); the audit log has
+	// the whole actor.
+	Sender string `json:"sender,omitempty"`
+	// Read is set once the message was received (Ack); not stored in the
+	// message line.
+	Read bool `json:"-"`
+}
+
+// ErrNotFound is returned for a message id an inbox does not hold.
+var ErrNotFound = errors.New("no such message")
+
+// line is one line of an inbox file.
+type line struct {
+	Msg *Message `json:"msg,omitempty"`
+	Ack string   `json:"ack,omitempty"`
+}
+
+// Store is every agent's inbox.
+type Store struct {
+	dir string
+	mu  sync.Mutex
+	seq uint64
+	box map[string]*box
+}
+
+type box struct {
+	f     *os.File
+	msgs  []*Message // in id order
+	byID  map[string]*Message
+	wake  chan struct{} // closed and replaced at each new message
+	bytes int64
+}
+
+// Open opens (creating) the inboxes under dir and reads them.
+func Open(dir string) (*Store, error) {
+	if err := durable.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	s := &Store{dir: dir, box: map[string]*box{}}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range ents {
+		agent, ok := strings.CutSuffix(e.Name(), ".jsonl")
+		if !ok || e.IsDir() {
+			continue
+		}
+		b, err := s.load(agent)
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		s.box[agent] = b
+	}
+	return s, nil
+}
+
+// load reads an inbox file, cutting off a torn last line.
+func (s *Store) load(agent string) (*box, error) {
+	path := s.path(agent)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	b := &box{f: f, byID: map[string]*Message{}, wake: make(chan struct{})}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	good := 0
+	for off := 0; off < len(data); {
+		nl := bytes.IndexByte(data[off:], '\n')
+		if nl < 0 {
+			break // torn: no newline
+		}
+		var l line
+		if err := json.Unmarshal(data[off:off+nl], &l); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("inbox %s: line at byte %d does not parse: %v", path, off, err)
+		}
+		switch {
+		case l.Msg != nil:
+			m := l.Msg
+			b.msgs = append(b.msgs, m)
+			b.byID[m.ID] = m
+			if n, ok := idSeq(m.ID); ok && n > s.seq {
+				s.seq = n
+			}
+		case l.Ack != "":
+			if m := b.byID[l.Ack]; m != nil {
+				m.Read = true
+			}
+		}
+		off += nl + 1
+		good = off
+	}
+	if good < len(data) {
+		if err := f.Truncate(int64(good)); err != nil {
+			f.Close()
+			return nil, err
+		}
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	b.bytes = int64(good)
+	slices.SortFunc(b.msgs, func(x, y *Message) int { return strings.Compare(x.ID, y.ID) })
+	return b, nil
+}
+
+func (s *Store) path(agent string) string { return filepath.Join(s.dir, agent+".jsonl") }
+
+func idSeq(id string) (uint64, bool) {
+	n, err := strconv.ParseUint(strings.TrimPrefix(id, "m"), 10, 64)
+	return n, err == nil && strings.HasPrefix(id, "m")
+}
+
+// CheckID reports whether id has the form of a message id.
+func CheckID(id string) error {
+	if _, ok := idSeq(id); !ok || len(id) < 2 {
+		return fmt.Errorf("%q is not a message id (m and digits, as ox-msg ls shows)", id)
+	}
+	return nil
+}
+
+func checkAgent(agent string) error {
+	if agent == "" || agent == "." || agent == ".." || strings.ContainsAny(agent, "/\x00") {
+		return fmt.Errorf("inbox: %q is not an agent name", agent)
+	}
+	return nil
+}
+
+// boxLocked returns agent's inbox, creating its file if create.
+func (s *Store) boxLocked(agent string, create bool) (*box, error) {
+	if b := s.box[agent]; b != nil || !create {
+		return b, nil
+	}
+	if err := checkAgent(agent); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(s.path(agent), os.O_RDWR|os.O_APPEND|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := durable.SyncDir(s.dir); err != nil {
+		f.Close()
+		return nil, err
+	}
+	b := &box{f: f, byID: map[string]*Message{}, wake: make(chan struct{})}
+	s.box[agent] = b
+	return b, nil
+}
+
+// appendLine writes one line and makes it durable.
+func (b *box) appendLine(l line) error {
+	data, err := json.Marshal(l)
+	if err != nil {
+		return err
+	}
+	data = append(data, '\n')
+	if _, err := b.f.Write(data); err != nil {
+		// A short write would leave a torn line in the middle: cut it.
+		b.f.Truncate(b.bytes)
+		return err
+	}
+	if err := unix.Fdatasync(int(b.f.Fd())); err != nil {
+		return err
+	}
+	b.bytes += int64(len(data))
+	return nil
+}
+
+// Send puts m into the inbox of m.To, giving it an id and, if unset, the
+// time, and returns it once it is durable.
+func (s *Store) Send(m Message) (Message, error) {
+	if err := checkAgent(m.To); err != nil {
+		return Message{}, err
+	}
+	size := len(m.Text)
+	for _, r := range m.Records {
+		size += len(r)
+		if !json.Valid(r) || len(bytes.TrimSpace(r)) == 0 || bytes.TrimSpace(r)[0] != '{' {
+			return Message{}, fmt.Errorf("an attached record is not a JSON object: %.60q", r)
+		}
+	}
+	if size > MaxText {
+		return Message{}, fmt.Errorf("message of %d bytes is over the limit of %d", size, MaxText)
+	}
+	if m.ReplyTo != "" {
+		if err := CheckID(m.ReplyTo); err != nil {
+			return Message{}, fmt.Errorf("reply-to: %v", err)
+		}
+	}
+	if m.Time.IsZero() {
+		m.Time = time.Now().UTC()
+	}
+	m.Read = false
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, err := s.boxLocked(m.To, true)
+	if err != nil {
+		return Message{}, err
+	}
+	m.ID = fmt.Sprintf("m%010d", s.seq+1)
+	if err := b.appendLine(line{Msg: &m}); err != nil {
+		return Message{}, fmt.Errorf("inbox of %s: %w", m.To, err)
+	}
+	s.seq++
+	stored := m
+	b.msgs = append(b.msgs, &stored)
+	b.byID[m.ID] = &stored
+	close(b.wake)
+	b.wake = make(chan struct{})
+	return m, nil
+}
+
+// List returns agent's messages after id after ("" for all), oldest
+// first; only the unread ones if unread.
+func (s *Store) List(agent, after string, unread bool) []Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.box[agent]
+	if b == nil {
+		return nil
+	}
+	var out []Message
+	for _, m := range b.msgs {
+		if (after == "" || m.ID > after) && (!unread || !m.Read) {
+			out = append(out, *m)
+		}
+	}
+	return out
+}
+
+// Get returns one message of agent's inbox.
+func (s *Store) Get(agent, id string) (Message, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b := s.box[agent]; b != nil {
+		if m := b.byID[id]; m != nil {
+			return *m, nil
+		}
+	}
+	return Message{}, fmt.Errorf("%w: %s has no message %s", ErrNotFound, agent, id)
+}
+
+// Ack marks messages of agent as received, durably. Ids already read are
+// skipped; an unknown id fails before anything is marked.
+func (s *Store) Ack(agent string, ids ...string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.box[agent]
+	for _, id := range ids {
+		if b == nil || b.byID[id] == nil {
+			return fmt.Errorf("%w: %s has no message %s", ErrNotFound, agent, id)
+		}
+	}
+	for _, id := range ids {
+		m := b.byID[id]
+		if m.Read {
+			continue
+		}
+		if err := b.appendLine(line{Ack: id}); err != nil {
+			return fmt.Errorf("inbox of %s: %w", agent, err)
+		}
+		m.Read = true
+	}
+	return nil
+}
+
+// Wait blocks until agent's inbox holds a message after id after ("" for
+// any), or ctx ends.
+func (s *Store) Wait(ctx context.Context, agent, after string, unread bool) error {
+	for {
+		s.mu.Lock()
+		b := s.box[agent]
+		var wake chan struct{}
+		if b != nil {
+			for i := len(b.msgs) - 1; i >= 0 && (after == "" || b.msgs[i].ID > after); i-- {
+				if !unread || !b.msgs[i].Read {
+					s.mu.Unlock()
+					return nil
+				}
+			}
+			wake = b.wake
+		}
+		s.mu.Unlock()
+		if wake == nil {
+			// No inbox yet: poll for its creation rarely. A send creates
+			// it, and creation is rare enough for this to cost nothing.
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(200 * time.Millisecond):
+			}
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-wake:
+		}
+	}
+}
+
+// Unread counts agent's unread messages.
+func (s *Store) Unread(agent string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	if b := s.box[agent]; b != nil {
+		for _, m := range b.msgs {
+			if !m.Read {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// Remove deletes agent's inbox (when the agent itself is removed).
+func (s *Store) Remove(agent string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.box[agent]
+	if b == nil {
+		return nil
+	}
+	b.f.Close()
+	delete(s.box, agent)
+	close(b.wake)
+	err := durable.Remove(s.path(agent))
+	if errors.Is(err, fs.ErrNotExist) {
+		err = nil
+	}
+	return err
+}
+
+// Close closes the files.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var err error
+	for _, b := range s.box {
+		if cerr := b.f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	s.box = map[string]*box{}
+	return err
+}

@@ -1,0 +1,220 @@
+package kernel
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/oxios/oxios/pkg/approval"
+	"github.com/oxios/oxios/pkg/audit"
+	"github.com/oxios/oxios/pkg/bus"
+	"github.com/oxios/oxios/pkg/policy"
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+// Approvals. A policy's ask rule makes the syscall it matches wait for an
+// operator: ask registers a request (audited as approve.ask, published
+// as approval.requested, shown in the asking run's stream), and the call
+// goes on once someone approves it (ox-approve yes), fails with EPERM
+// once someone denies it, and after the policy's ask.timeout takes its
+// ask.default. Each decision is audited with who made it and why.
+
+// Events of approvals.
+const (
+	EventApprovalRequested = "approval.requested"
+	EventApprovalDecided   = "approval.decided"
+)
+
+func approvalRecord(r approval.Request) proto.ApprovalRecord {
+	rec := proto.ApprovalRecord{Type: proto.RecordApproval, ID: r.ID, Agent: r.Agent, Run: r.Run, Op: r.Op, What: r.What,
+		Rule: r.Rule, Why: r.Why, Time: r.Time, Expire: r.Expire, Default: r.Default, State: r.State,
+		DecidedBy: r.DecidedBy, Reason: r.Reason, Decided: r.Decided}
+	switch r.State {
+	case approval.Pending:
+		rec.Text = fmt.Sprintf("%s: %s waits for approval: %s (%s); ox-approve yes %s, or no; %s at %s", r.ID, r.Agent, r.Why, r.Rule, r.ID, r.Default, r.Expire.Format(time.RFC3339))
+	default:
+		rec.Text = fmt.Sprintf("%s: %s %s by %s", r.ID, r.What, r.State, r.DecidedBy)
+		if r.Reason != "" {
+			rec.Text += ": " + r.Reason
+		}
+	}
+	return rec
+}
+
+// ask waits for an operator's decision on what an ask rule of p held
+// back; nil means approved. what says what the call would do.
+func (k *Kernel) ask(ctx context.Context, c *Cred, agent, op, what string, p *policy.Policy, a *policy.Asked) *proto.Error {
+	def := approval.Denied
+	if p.AskAllows() {
+		def = approval.Approved
+	}
+	run := c.Run
+	if c.Agent != agent {
+		run = ""
+	}
+	req := k.talk.approvals.Ask(approval.Request{Agent: agent, Run: run, Op: op, What: clipTarget(what, maxTarget), Rule: a.Rule, Why: a.Reason, Default: def}, p.AskTimeout())
+	rec := approvalRecord(req)
+	k.submit(ctx, &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpApproveAsk,
+		Target: fmt.Sprintf("%s:%s %s %s [%s]", agent, req.ID, op, req.What, a.Rule), Result: "ok"},
+		agent: agent, key: req.ID, data: &rec}, true)
+	if r := k.callerRun(c, agent); r != nil {
+		r.Emit(&rec)
+	}
+	got, err := k.talk.approvals.Wait(ctx, req.ID)
+	if err != nil {
+		return ioError(err)
+	}
+	if got.DecidedBy == "timeout" || got.State == approval.Cancelled {
+		// No operator decided: the kernel records the outcome.
+		rec := approvalRecord(got)
+		k.submit(context.Background(), &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpApproveDecide,
+			Target: fmt.Sprintf("%s:%s %s by %s", agent, got.ID, got.State, orKernel(got.DecidedBy)), Result: "ok"},
+			agent: agent, key: got.ID, data: &rec}, true)
+	}
+	if r := k.callerRun(c, agent); r != nil {
+		rec := approvalRecord(got)
+		r.Emit(&rec)
+	}
+	if got.Allowed() {
+		return nil
+	}
+	why := got.State + " by " + orKernel(got.DecidedBy)
+	if got.Reason != "" {
+		why += ": " + got.Reason
+	}
+	return proto.Errorf(proto.EPERM, "%s: %s was not approved (%s; approval %s, policy rule %s)", agent, a.Reason, why, got.ID, a.Rule)
+}
+
+func orKernel(by string) string {
+	if by == "" {
+		return "oxiosd"
+	}
+	return by
+}
+
+// askBudget asks once per daemon life when agent's spending passed a
+// threshold of its policy's ask rules.
+func (k *Kernel) askBudget(c *Cred, agent string, p *policy.Policy, used proto.Budget) *proto.Error {
+	a := policy.AsAsked(p.CheckBudgetAsk(used.Tokens, used.Cost))
+	if a == nil {
+		return nil
+	}
+	k.talk.budgetMu.Lock()
+	done := k.talk.budgetAsked[agent]
+	k.talk.budgetMu.Unlock()
+	if done {
+		return nil
+	}
+	if err := k.ask(context.Background(), c, agent, proto.OpBudgetCheck, "spend past "+a.Rule, p, a); err != nil {
+		return err
+	}
+	k.talk.budgetMu.Lock()
+	k.talk.budgetAsked[agent] = true
+	k.talk.budgetMu.Unlock()
+	return nil
+}
+
+// asked waits for approval if err is a policy's *Asked; it returns err
+// unchanged otherwise, nil once approved, and the refusal if not.
+func (k *Kernel) asked(ctx context.Context, c *Cred, agent, op, what string, p *policy.Policy, err error) error {
+	a := policy.AsAsked(err)
+	if a == nil {
+		return err
+	}
+	if perr := k.ask(ctx, c, agent, op, what, p, a); perr != nil {
+		return perr
+	}
+	return nil
+}
+
+// ApproveList emits the pending approval requests (of a.Agent), or all
+// kept ones with a.All; with a.Follow, then each new request and
+// decision until ctx ends.
+func (k *Kernel) ApproveList(ctx context.Context, c *Cred, a proto.ApproveListArgs, raw []byte, emit func(*proto.ApprovalRecord) error) error {
+	if a.Agent != "" {
+		if err := k.gate(call{op: proto.OpApproveList, c: c, agent: a.Agent, raw: raw}); err != nil {
+			return err
+		}
+	}
+	visible := func(agent string) bool {
+		return (a.Agent == "" || agent == a.Agent) && k.authorize(c, agent) == nil
+	}
+	var sub *bus.Sub
+	if a.Follow {
+		// Subscribed before the listing, so nothing falls between.
+		sub = k.bus.Subscribe(1024, func(e *bus.Event) bool { return strings.HasPrefix(e.Name, "approval.") })
+		defer sub.Close()
+	}
+	for _, r := range k.talk.approvals.List(a.Agent, !a.All) {
+		if !visible(r.Agent) {
+			continue
+		}
+		rec := approvalRecord(r)
+		if err := emit(&rec); err != nil {
+			return err
+		}
+	}
+	if !a.Follow {
+		return nil
+	}
+	var evs []bus.Event
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-sub.Ready():
+			evs, _ = sub.Take(evs[:0])
+			for _, ev := range evs {
+				rec, ok := ev.Data.(*proto.ApprovalRecord)
+				if !ok || !visible(rec.Agent) {
+					continue
+				}
+				if err := emit(rec); err != nil {
+					return err
+				}
+			}
+		}
+	}
+}
+
+// ApproveDecide approves or denies a pending request. Only the admin, or
+// a user granted the agent, decides; a run never decides, not even for
+// another agent.
+func (k *Kernel) ApproveDecide(ctx context.Context, c *Cred, a proto.ApproveDecideArgs, raw []byte) (proto.ApprovalRecord, error) {
+	verb := "deny"
+	if a.Approve {
+		verb = "approve"
+	}
+	tgt := "*:" + a.ID + " " + verb
+	deny := func(err *proto.Error) (proto.ApprovalRecord, error) {
+		k.auditDenied(c, proto.OpApproveDecide, strings.ToValidUTF8(tgt, "?"), raw, err.Code)
+		return proto.ApprovalRecord{}, err
+	}
+	if c.Agent != "" {
+		return deny(proto.Errorf(proto.EPERM, "run %s of agent %q may not decide approvals: an operator does", c.Run, c.Agent))
+	}
+	r, err := k.talk.approvals.Get(a.ID)
+	if err != nil {
+		return deny(proto.Errorf(proto.ENOENT, "no approval request %q (ox-approve ls lists them)", a.ID))
+	}
+	tgt = r.Agent + ":" + a.ID + " " + verb
+	if err := k.gate(call{op: proto.OpApproveDecide, c: c, agent: r.Agent, raw: raw, target: tgt}); err != nil {
+		return proto.ApprovalRecord{}, err
+	}
+	by := fmt.Sprintf("uid=%d (%s)", c.UID, userName(c.UID))
+	got, err := k.talk.approvals.Decide(a.ID, a.Approve, by, a.Reason)
+	if err != nil {
+		return deny(proto.Errorf(proto.EEXIST, "%v", err))
+	}
+	tgt = fmt.Sprintf("%s:%s %s by %s", r.Agent, a.ID, got.State, by)
+	if got.Reason != "" {
+		tgt += ": " + clipTarget(got.Reason, 200)
+	}
+	rec := approvalRecord(got)
+	if err := k.submit(ctx, &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpApproveDecide, Target: tgt, Args: audit.ArgsDigest(raw), Result: "ok"},
+		agent: r.Agent, key: got.ID, data: &rec}, true); err != nil {
+		return proto.ApprovalRecord{}, err
+	}
+	return rec, nil
+}

@@ -1,0 +1,479 @@
+package kernel
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/oxios/oxios/pkg/audit"
+	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/state"
+	"github.com/oxios/oxios/pkg/version"
+)
+
+// Forks. A fork copies an agent (state, memories, policy, budget limits)
+// at a commit as a new agent. In git the copy is one graft: the new
+// agent's folder points at the tree object of the old one, so the fork
+// commit writes the folders on the path agents/NAME and nothing else,
+// whatever the agent holds, and both share the history up to the fork
+// point (a trailer of the fork commit names it). The live store gets the
+// files too, as one batch of changes behind one journal sync (its files
+// are written in the background like any other change). The budget used
+// starts again at zero; schedules are not copied (a fork that wakes up on
+// its own clock would act twice for one job): add them to the fork with
+// ox-schedule once it should run.
+
+// Trailers of a fork commit.
+const (
+	TrailerForkOf    = "Oxios-Fork-Of"
+	TrailerForkPoint = "Oxios-Fork-Point"
+)
+
+// agentExists reports whether agent has any file, live or committed.
+func (k *Kernel) agentExists(agent string) (bool, error) {
+	for _, sp := range state.Spaces {
+		if recs, err := k.state.List(state.Ref(sp, agent), ""); err == nil && len(recs) > 0 {
+			return true, nil
+		}
+	}
+	head, err := k.ver.repo.Head()
+	if err != nil || head == "" {
+		return false, err
+	}
+	t, err := k.ver.repo.Folder("HEAD", "agents/"+agent)
+	return t != "", err
+}
+
+// Fork copies a.Agent at a.Rev (default: its state now, committed first)
+// as the new agent a.Name.
+func (k *Kernel) Fork(ctx context.Context, c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecord, error) {
+	tgt := a.Name + ":fork " + a.Agent
+	deny := func(err *proto.Error) (proto.ForkRecord, error) {
+		k.auditDenied(c, proto.OpAgentFork, strings.ToValidUTF8(tgt, "?"), raw, err.Code)
+		return proto.ForkRecord{}, err
+	}
+	for _, ag := range []string{a.Agent, a.Name} {
+		if err := k.gate(call{op: proto.OpAgentFork, c: c, agent: ag, raw: raw, target: tgt}); err != nil {
+			return proto.ForkRecord{}, err
+		}
+	}
+	if a.Name == a.Agent {
+		return deny(proto.Errorf(proto.EEXIST, "a fork needs a new name, not %q itself", a.Agent))
+	}
+	var rec proto.ForkRecord
+	var ferr error
+	err := k.barrier(ctx, func() { rec, ferr = k.forkNow(c, a, raw) })
+	if err != nil {
+		return rec, err
+	}
+	return rec, ferr
+}
+
+func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecord, error) {
+	tgt := a.Name + ":fork " + a.Agent
+	fail := func(err error) (proto.ForkRecord, error) {
+		err = versionError(err)
+		k.commitAudit(c, proto.OpAgentFork, tgt, raw, errCode(err), "", nil)
+		return proto.ForkRecord{}, err
+	}
+	if exists, err := k.agentExists(a.Name); err != nil {
+		return fail(err)
+	} else if exists {
+		return fail(proto.Errorf(proto.EEXIST, "agent %q exists; pick another name, or remove it first (ox-fork rm %s)", a.Name, a.Name))
+	}
+	if err := k.rescan(); err != nil {
+		return fail(err)
+	}
+	rev := a.Rev
+	if rev == "" {
+		// The state now: what is uncommitted of the agent is committed
+		// first, so the fork point is a commit like any other.
+		if _, err := k.commitNow(c, proto.CommitArgs{Agent: a.Agent, Message: fmt.Sprintf("Commit the state of %s to fork it as %s", a.Agent, a.Name)}, raw); err != nil {
+			return fail(err)
+		}
+		rev = "HEAD"
+	}
+	point, err := k.ver.repo.Resolve(rev)
+	if err != nil {
+		return fail(err)
+	}
+	src := agentPrefix(a.Agent)
+	if t, err := k.ver.repo.Folder(point, strings.TrimSuffix(src, "/")); err != nil {
+		return fail(err)
+	} else if t == "" {
+		return fail(proto.Errorf(proto.ENOENT, "agent %q has nothing committed at %s: nothing to fork", a.Agent, rev))
+	}
+	files, err := k.ver.repo.Files(point, src)
+	if err != nil {
+		return fail(err)
+	}
+	now := time.Now().UTC()
+	// The live copy, and what the fork's second commit changes against
+	// the graft: the budget used reset, the schedules left out.
+	var batch []*tx
+	var after []version.PathChange
+	type item struct{ space, key, blob string }
+	var items []item
+	for p, blob := range files {
+		space, _, key, ok := splitSpacePath(p)
+		if !ok {
+			continue
+		}
+		if space == state.SpaceSys && strings.HasPrefix(key, sysSchedules+"/") {
+			after = append(after, version.PathChange{Path: spacePath(space, a.Name, key), Action: version.Deleted})
+			continue
+		}
+		items = append(items, item{space, key, blob})
+	}
+	// The values: at the state now, from the store (the agent was just
+	// committed, so its values are HEAD's, most of them in memory); at an
+	// older commit, from git, read in parallel.
+	vals := make([][]byte, len(items))
+	errs := make([]error, len(items))
+	var wg sync.WaitGroup
+	workers := runtime.GOMAXPROCS(0)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < len(items); i += workers {
+				it := items[i]
+				if a.Rev == "" {
+					if v, _, err := k.state.Load(state.Ref(it.space, a.Agent), it.key); err == nil {
+						vals[i] = v
+						continue
+					}
+				}
+				vals[i], errs[i] = k.ver.repo.ReadBlob(it.blob)
+			}
+		}()
+	}
+	wg.Wait()
+	for i, it := range items {
+		if errs[i] != nil {
+			return fail(errs[i])
+		}
+		val := vals[i]
+		if it.space == state.SpaceSys && it.key == sysBudget {
+			var b budgetFile
+			if json.Unmarshal(val, &b) == nil {
+				b.Used, b.Since = proto.Budget{}, now
+				if nv, err := json.Marshal(&b); err == nil {
+					val = nv
+					after = append(after, version.PathChange{Path: spacePath(it.space, a.Name, it.key), Action: version.Modified, To: string(nv)})
+				}
+			}
+		}
+		batch = append(batch, &tx{change: &state.Change{Agent: a.Name, Space: it.space, Key: it.key, Value: val}})
+	}
+	short := point[:12]
+	fe := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpAgentFork, Target: tgt + " at " + point, Args: audit.ArgsDigest(raw)},
+		event: EventAgentForked, agent: a.Name, data: map[string]string{"from": a.Agent, "point": point}}
+	batch = append(batch, fe)
+	k.commit(batch)
+	for _, t := range batch {
+		if t.err != nil {
+			return proto.ForkRecord{}, versionError(fmt.Errorf("forking %s: %w", a.Agent, t.err))
+		}
+	}
+	k.policyChanged(a.Name)
+
+	// Git: the graft, then the changes against it.
+	if err := k.audit.Sync(); err != nil {
+		return proto.ForkRecord{}, versionError(err)
+	}
+	seq, hash := k.audit.Head()
+	trailers := []version.Trailer{
+		{Key: TrailerForkOf, Value: a.Agent},
+		{Key: TrailerForkPoint, Value: point},
+		{Key: TrailerAuditSeq, Value: strconv.FormatUint(seq, 10)},
+		{Key: TrailerAuditHash, Value: hash},
+	}
+	gtx, err := k.ver.repo.Begin()
+	if err != nil {
+		return proto.ForkRecord{}, versionError(err)
+	}
+	if err := gtx.Graft("agents/"+a.Name, point, strings.TrimSuffix(src, "/")); err != nil {
+		gtx.Abort()
+		return proto.ForkRecord{}, versionError(err)
+	}
+	cm, err := gtx.Commit(version.CommitOptions{
+		Message:   fmt.Sprintf("Fork %s at %s as %s", a.Agent, short, a.Name),
+		Trailers:  trailers,
+		Author:    k.signature(c, now),
+		Committer: version.Signature{Name: "oxiosd", Email: "oxiosd@localhost", When: now},
+	})
+	if err != nil {
+		return proto.ForkRecord{}, versionError(err)
+	}
+	if len(after) > 0 {
+		tx2, err := k.ver.repo.Begin()
+		if err != nil {
+			return proto.ForkRecord{}, versionError(err)
+		}
+		for _, ch := range after {
+			if ch.Action == version.Deleted {
+				err = tx2.Delete(ch.Path)
+			} else {
+				err = tx2.Put(ch.Path, []byte(ch.To))
+			}
+			if err != nil {
+				tx2.Abort()
+				return proto.ForkRecord{}, versionError(err)
+			}
+		}
+		c2, err := tx2.Commit(version.CommitOptions{
+			Message:   fmt.Sprintf("Start %s with no budget used and no schedules", a.Name),
+			Trailers:  trailers[2:],
+			Author:    k.signature(c, now),
+			Committer: version.Signature{Name: "oxiosd", Email: "oxiosd@localhost", When: now},
+		})
+		if err != nil && !errors.Is(err, version.ErrNothingToCommit) {
+			return proto.ForkRecord{}, versionError(err)
+		}
+		if err == nil {
+			cm = c2
+		}
+	}
+	// The live state of the fork and its tree in HEAD are equal now.
+	if dirty, err := k.ver.paths.Under(agentPrefix(a.Name)); err == nil {
+		k.ver.paths.Clean(dirty)
+	}
+	n := len(batch) - 1
+	rec := proto.ForkRecord{
+		Type: proto.RecordFork, Agent: a.Name, From: a.Agent, Point: point, Commit: cm.Hash, Files: n,
+		AuditSeq: fe.entry.Seq, Time: now.Format(time.RFC3339),
+		Text: fmt.Sprintf("forked %s at %s as %s (%d files)", a.Agent, short, a.Name, n),
+	}
+	return rec, nil
+}
+
+// forkPoint finds the commit agent was forked at and the agent it was
+// forked from, walking agent's history to its fork commit.
+func (k *Kernel) forkPoint(agent string) (from, point string, err error) {
+	stop := errors.New("found")
+	err = k.ver.repo.Log("HEAD", "agents/"+agent, 0, func(cm version.Commit) error {
+		var of, at string
+		for _, t := range cm.Trailers {
+			switch t.Key {
+			case TrailerForkOf:
+				of = t.Value
+			case TrailerForkPoint:
+				at = t.Value
+			}
+		}
+		if of != "" && at != "" {
+			from, point = of, at
+			return stop
+		}
+		return nil
+	})
+	if errors.Is(err, stop) {
+		return from, point, nil
+	}
+	if err != nil {
+		return "", "", err
+	}
+	return "", "", proto.Errorf(proto.ENOENT, "agent %q is not a fork; give the agent to compare with (ox-fork diff %s OTHER)", agent, agent)
+}
+
+// AgentDiff emits the files that differ between a.Other (or a.Agent's
+// fork point) and a.Agent, live state included. The committed trees are
+// compared first, skipping what both share, then the uncommitted paths of
+// either side are compared by content: the cost is what differs, not the
+// size of the agents.
+func (k *Kernel) AgentDiff(ctx context.Context, c *Cred, a proto.AgentDiffArgs, raw []byte, emit func(*proto.DiffRecord) error) error {
+	if err := k.versionScope(c, proto.OpAgentDiff, a.Agent, raw); err != nil {
+		return err
+	}
+	if a.Other != "" {
+		if err := k.versionScope(c, proto.OpAgentDiff, a.Other, raw); err != nil {
+			return err
+		}
+	}
+	var out []proto.DiffRecord
+	var derr error
+	run := func() {
+		if derr = k.rescan(); derr != nil {
+			return
+		}
+		head, err := k.ver.repo.Head()
+		if err != nil {
+			derr = err
+			return
+		}
+		fromAgent, fromRev, live := a.Other, "HEAD", true
+		if a.Other == "" {
+			if head == "" {
+				derr = proto.Errorf(proto.ENOENT, "agent %q is not a fork", a.Agent)
+				return
+			}
+			if fromAgent, fromRev, err = k.forkPoint(a.Agent); err != nil {
+				derr = err
+				return
+			}
+			live = false
+		}
+		changes := map[string]version.PathChange{}
+		if head != "" {
+			cs, err := k.ver.repo.DiffFolders(fromRev, "agents/"+fromAgent, "HEAD", "agents/"+a.Agent)
+			if err != nil {
+				derr = err
+				return
+			}
+			for _, ch := range cs {
+				changes[ch.Path] = ch
+			}
+		}
+		// The uncommitted paths of either side, compared as they are now.
+		rels := map[string]bool{}
+		sides := []string{a.Agent}
+		if live {
+			sides = append(sides, fromAgent)
+		}
+		for _, ag := range sides {
+			ps, err := k.ver.paths.Under(agentPrefix(ag))
+			if err != nil {
+				derr = err
+				return
+			}
+			for _, p := range ps {
+				rels[strings.TrimPrefix(p, agentPrefix(ag))] = true
+			}
+		}
+		for rel := range rels {
+			fh, err := k.blobOf(fromRev, fromAgent, rel, live, head != "")
+			if err != nil {
+				derr = err
+				return
+			}
+			th, err := k.blobOf("HEAD", a.Agent, rel, true, head != "")
+			if err != nil {
+				derr = err
+				return
+			}
+			ch := version.PathChange{Path: rel, From: fh, To: th, Action: version.Modified}
+			switch {
+			case fh == th:
+				delete(changes, rel)
+				continue
+			case fh == "":
+				ch.Action = version.Added
+			case th == "":
+				ch.Action = version.Deleted
+			}
+			changes[rel] = ch
+		}
+		for _, rel := range sortedKeys(changes) {
+			ch := changes[rel]
+			d := proto.DiffRecord{Type: proto.RecordDiff, Path: rel, Action: ch.Action}
+			if a.Patch {
+				if d.Patch, err = k.agentPatch(ch, fromAgent, a.Agent, fromRev, live); err != nil {
+					derr = err
+					return
+				}
+			}
+			out = append(out, d)
+		}
+	}
+	if err := k.barrier(ctx, run); err != nil {
+		return err
+	}
+	if derr != nil {
+		return versionError(derr)
+	}
+	for i := range out {
+		if err := emit(&out[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// blobOf is the blob hash of agent's file rel ("state/KEY"...): live from
+// the store when live and uncommitted, else from rev. "" if none.
+func (k *Kernel) blobOf(rev, agent, rel string, live, committed bool) (string, error) {
+	v, ok, err := k.contentOf(rev, agent, rel, live, committed)
+	if err != nil || !ok {
+		return "", err
+	}
+	return version.BlobHash(v), nil
+}
+
+func (k *Kernel) contentOf(rev, agent, rel string, live, committed bool) ([]byte, bool, error) {
+	p := agentPrefix(agent) + rel
+	if live {
+		space, _, key, ok := splitSpacePath(p)
+		if !ok {
+			return nil, false, nil
+		}
+		v, _, err := k.state.Load(state.Ref(space, agent), key)
+		if err == nil {
+			return v, true, nil
+		}
+		var pe *proto.Error
+		if errors.As(err, &pe) && (pe.Code == proto.ENOENT || pe.Code == proto.EISDIR) {
+			return nil, false, nil
+		}
+		return nil, false, err
+	}
+	if !committed {
+		return nil, false, nil
+	}
+	files, err := k.ver.repo.Files(rev, p)
+	if err != nil {
+		return nil, false, err
+	}
+	h, ok := files[p]
+	if !ok {
+		return nil, false, nil
+	}
+	v, err := k.ver.repo.ReadBlob(h)
+	return v, err == nil, err
+}
+
+// agentPatch renders one change between two agents as a unified diff.
+func (k *Kernel) agentPatch(ch version.PathChange, fromAgent, toAgent, fromRev string, live bool) (string, error) {
+	from, fok, err := k.contentOf(fromRev, fromAgent, ch.Path, live, true)
+	if err != nil {
+		return "", err
+	}
+	to, tok, err := k.contentOf("HEAD", toAgent, ch.Path, true, true)
+	if err != nil {
+		return "", err
+	}
+	var b bytes.Buffer
+	w := bufio.NewWriter(&b)
+	if err := version.Unified(w, ch.Path, from, to, fok, tok); err != nil {
+		return "", err
+	}
+	w.Flush()
+	return b.String(), nil
+}
+
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
+
+// Events of forks.
+const (
+	EventAgentForked = "agent.forked"
+)
+
+// forkReplayed, called for each audit entry replayed at start: a fork
+// whose commit a crash may have cut off leaves the live state ahead of
+// HEAD by paths no entry names, so the next commit compares everything
+// with HEAD.
+func (k *Kernel) forkReplayed(op, result string) {
+	if result == "ok" && op == proto.OpAgentFork {
+		k.ver.paths.Lost()
+	}
+}

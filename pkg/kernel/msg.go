@@ -1,0 +1,275 @@
+package kernel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/oxios/oxios/pkg/approval"
+	"github.com/oxios/oxios/pkg/audit"
+	"github.com/oxios/oxios/pkg/inbox"
+	"github.com/oxios/oxios/pkg/policy"
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+// Messages. Each agent has an inbox (package inbox, DATA/inbox): a send
+// is durable before its reply, so a message accepted is never lost, and
+// stays unread until a receive marks it read. Who may send to whom is
+// the policies' msg rules: the sender's msg.send and the recipient's
+// msg.accept. A run sends as its own agent; the admin sends as an
+// operator or as any agent; a granted user as one of its agents. Each
+// send and each refusal is audited.
+
+// EventMsgSent is the event of a message put into an inbox.
+const EventMsgSent = "msg.sent"
+
+// talk holds the inboxes and the approval requests.
+type talk struct {
+	inbox     *inbox.Store
+	approvals *approval.Registry
+	// budgetAsked: agents whose budget threshold an operator approved
+	// (asked once per daemon life, not at each call past it).
+	budgetMu    sync.Mutex
+	budgetAsked map[string]bool
+}
+
+// openTalk opens the inboxes; called by New.
+func (k *Kernel) openTalk() error {
+	ib, err := inbox.Open(filepath.Join(k.cfg.Data, "inbox"))
+	if err != nil {
+		return fmt.Errorf("inbox: %w", err)
+	}
+	k.talk.inbox = ib
+	k.talk.approvals = approval.New(k.auditSeq)
+	k.talk.budgetAsked = map[string]bool{}
+	return nil
+}
+
+func (k *Kernel) closeTalk() {
+	if k.talk.inbox != nil {
+		k.talk.inbox.Close()
+	}
+}
+
+func msgRecord(m inbox.Message) proto.MsgRecord {
+	return proto.MsgRecord{Type: proto.RecordMsg, ID: m.ID, Agent: m.To, From: m.From, Sender: m.Sender, Time: m.Time,
+		Text: m.Text, ReplyTo: m.ReplyTo, Records: m.Records, Read: m.Read}
+}
+
+// MsgSend puts a message into a.To's inbox.
+func (k *Kernel) MsgSend(ctx context.Context, c *Cred, a proto.MsgSendArgs, raw []byte) (proto.MsgRecord, error) {
+	from := a.From
+	if c.Agent != "" {
+		if from != "" && from != c.Agent {
+			err := proto.Errorf(proto.EPERM, "run %s of agent %q may not send as %q", c.Run, c.Agent, from)
+			k.auditDenied(c, proto.OpMsgSend, msgTarget(a.To, from, ""), raw, err.Code)
+			return proto.MsgRecord{}, err
+		}
+		from = c.Agent
+	}
+	tgt := msgTarget(a.To, from, "")
+	deny := func(err *proto.Error, rule string) (proto.MsgRecord, error) {
+		t := tgt
+		if rule != "" {
+			t += " [" + rule + "]"
+		}
+		k.auditDenied(c, proto.OpMsgSend, strings.ToValidUTF8(t, "?"), raw, err.Code)
+		return proto.MsgRecord{}, err
+	}
+	if err := proto.CheckAgent(a.To); err != nil {
+		return deny(proto.Errorf(err.Code, "recipient: %s", err.Message), "")
+	}
+	if from != "" {
+		if err := k.gate(call{op: proto.OpMsgSend, c: c, agent: from, raw: raw, target: tgt}); err != nil {
+			return proto.MsgRecord{}, err
+		}
+	} else if !c.Admin && c.Agent == "" {
+		return deny(proto.Errorf(proto.EPERM, "uid %d may send only as one of its agents (-a AGENT)", c.UID), "")
+	}
+	if strings.TrimSpace(a.Text) == "" && len(a.Records) == 0 {
+		return deny(proto.Errorf(proto.EINVAL, "a message needs text or attached records"), "")
+	}
+	if ok, err := k.agentExists(a.To); err != nil {
+		return proto.MsgRecord{}, ioError(err)
+	} else if !ok {
+		return deny(proto.Errorf(proto.ENOENT, "no agent %q to send to (ox-spawn -a %s creates it)", a.To, a.To), "")
+	}
+	if from != "" {
+		sp, err := k.policyOf(from)
+		if err != nil {
+			return proto.MsgRecord{}, err
+		}
+		if d := denied(sp.CheckSend(a.To)); d != nil {
+			return deny(proto.Errorf(proto.EPERM, "%s: %s (policy rule %s)", from, d.Reason, d.Rule), d.Rule)
+		}
+		rp, err := k.policyOf(a.To)
+		if err != nil {
+			return proto.MsgRecord{}, err
+		}
+		if d := denied(rp.CheckAccept(from)); d != nil {
+			return deny(proto.Errorf(proto.EPERM, "%s: %s (policy rule %s)", a.To, d.Reason, d.Rule), d.Rule)
+		}
+	}
+	m := inbox.Message{From: from, To: a.To, Text: a.Text, ReplyTo: a.ReplyTo, Records: a.Records}
+	if from == "" || c.Agent == "" {
+		m.Sender = fmt.Sprintf("uid=%d (%s)", c.UID, userName(c.UID))
+	}
+	// The message is durable first: a crash before its audit entry keeps
+	// the message (the journal of the inbox is the one a reader needs).
+	m, err := k.talk.inbox.Send(m)
+	if err != nil {
+		return deny(proto.Errorf(proto.EINVAL, "%v", err), "")
+	}
+	rec := msgRecord(m)
+	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpMsgSend, Target: msgTarget(a.To, from, m.ID), Args: audit.ArgsDigest(raw), Result: "ok"},
+		event: EventMsgSent, agent: a.To, key: m.ID, data: &rec}
+	if err := k.submit(ctx, t, true); err != nil {
+		return proto.MsgRecord{}, err
+	}
+	k.msgArrived(a.To, m.ID)
+	return rec, nil
+}
+
+func msgTarget(to, from, id string) string {
+	if from == "" {
+		from = "operator"
+	}
+	t := to + ":msg from " + from
+	if id != "" {
+		t += " " + id
+	}
+	return t
+}
+
+func denied(err error) *policy.Denied {
+	var d *policy.Denied
+	if errors.As(err, &d) {
+		return d
+	}
+	return nil
+}
+
+// msgScope checks that c may read agent's inbox.
+func (k *Kernel) msgScope(c *Cred, op, agent string, raw []byte) *proto.Error {
+	return k.gate(call{op: op, c: c, agent: agent, raw: raw, target: agent + ":inbox"})
+}
+
+// MsgList emits the messages of a.Agent's inbox, oldest first.
+func (k *Kernel) MsgList(ctx context.Context, c *Cred, a proto.MsgListArgs, raw []byte, emit func(*proto.MsgRecord) error) error {
+	if err := k.msgScope(c, proto.OpMsgList, a.Agent, raw); err != nil {
+		return err
+	}
+	if a.After != "" {
+		if err := inbox.CheckID(a.After); err != nil {
+			return proto.Errorf(proto.EINVAL, "after: %v", err)
+		}
+	}
+	n := 0
+	for _, m := range k.talk.inbox.List(a.Agent, a.After, a.Unread) {
+		if a.Max > 0 && n >= a.Max {
+			break
+		}
+		rec := msgRecord(m)
+		if err := emit(&rec); err != nil {
+			return err
+		}
+		n++
+	}
+	return nil
+}
+
+// MsgRecv emits a.Agent's unread messages and marks each read once it
+// was sent to the caller; with a.Follow it then waits for more, until
+// ctx ends or a.Max messages were received. Without Follow and with
+// a.Wait it waits that long for a first message.
+func (k *Kernel) MsgRecv(ctx context.Context, c *Cred, a proto.MsgListArgs, raw []byte, emit func(*proto.MsgRecord) error) error {
+	if err := k.msgScope(c, proto.OpMsgRecv, a.Agent, raw); err != nil {
+		return err
+	}
+	var wait time.Duration
+	if a.Wait != "" {
+		d, err := time.ParseDuration(a.Wait)
+		if err != nil || d < 0 {
+			return proto.Errorf(proto.EINVAL, "wait %q: want a duration such as 30s", a.Wait)
+		}
+		wait = d
+	}
+	if a.Max < 0 {
+		return proto.Errorf(proto.EINVAL, "max must not be negative")
+	}
+	after, n := a.After, 0
+	for {
+		ms := k.talk.inbox.List(a.Agent, after, true)
+		for _, m := range ms {
+			rec := msgRecord(m)
+			if err := emit(&rec); err != nil {
+				return err
+			}
+			if !a.Peek {
+				if err := k.talk.inbox.Ack(a.Agent, m.ID); err != nil {
+					return ioError(err)
+				}
+			}
+			after = m.ID
+			n++
+			if a.Max > 0 && n >= a.Max {
+				return nil
+			}
+		}
+		if !a.Follow && (n > 0 || wait == 0) {
+			return nil
+		}
+		wctx := ctx
+		if !a.Follow {
+			var cancel context.CancelFunc
+			wctx, cancel = context.WithTimeout(ctx, wait)
+			defer cancel()
+		}
+		if err := k.talk.inbox.Wait(wctx, a.Agent, after, true); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return nil // the wait ran out: no message
+		}
+	}
+}
+
+// MsgRead returns one message of agent's inbox (the mount's files).
+func (k *Kernel) MsgRead(c *Cred, agent, id string) (proto.MsgRecord, error) {
+	if err := k.gate(call{op: proto.OpMsgList, c: c, agent: agent, target: agent + ":inbox/" + id}); err != nil {
+		return proto.MsgRecord{}, err
+	}
+	m, err := k.talk.inbox.Get(agent, id)
+	if err != nil {
+		return proto.MsgRecord{}, proto.Errorf(proto.ENOENT, "%v", err)
+	}
+	return msgRecord(m), nil
+}
+
+// MsgIDs lists the ids of agent's messages (the mount's listing).
+func (k *Kernel) MsgIDs(c *Cred, agent string) []string {
+	if k.authorize(c, agent) != nil {
+		return nil
+	}
+	ms := k.talk.inbox.List(agent, "", false)
+	ids := make([]string, len(ms))
+	for i, m := range ms {
+		ids[i] = m.ID
+	}
+	return ids
+}
+
+// msgArrived wakes what waits for agent's messages besides receivers:
+// the schedules that fire on messages (schedule.go's msgFire).
+func (k *Kernel) msgArrived(agent, id string) {}
+
+// removeInbox drops the inbox of a removed agent.
+func (k *Kernel) removeInbox(agent string) {
+	if err := k.talk.inbox.Remove(agent); err != nil {
+		k.log.Warn("removing an inbox", "agent", agent, "err", err)
+	}
+}

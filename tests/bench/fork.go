@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+// benchFork measures agent.fork of an agent holding 10,000 keys against
+// a commit of 10 changed keys of the same agent, both through oxiosd in
+// the same run (target: a fork costs no more than that commit). The fork
+// is a graft in git (the new agent's folder points at the old one's
+// tree), plus one journal batch for the live copy; the agent is removed
+// again after each round (not timed).
+func benchFork(sock string) {
+	const agent = "forksrc"
+	keys := make(chan int, commitFiles)
+	for i := range commitFiles {
+		keys <- i
+	}
+	close(keys)
+	val := []byte(strings.Repeat("fork bench state ", 12))
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := dial(sock)
+			defer c.Close()
+			for i := range keys {
+				_, err := c.StateSave(context.Background(), agent, fmt.Sprintf("d%03d/k%05d.md", i%300, i), val)
+				check(err)
+			}
+		}()
+	}
+	wg.Wait()
+	c := dial(sock)
+	defer c.Close()
+	ctx := context.Background()
+	_, err := c.Commit(ctx, proto.CommitArgs{Agent: agent, Message: "fork bench: initial"})
+	check(err)
+	const rounds = 7
+	var commits, forks []time.Duration
+	for round := range rounds {
+		for i := range 10 {
+			_, err := c.StateSave(ctx, agent, fmt.Sprintf("d%03d/k%05d.md", i*29, i*997), fmt.Appendf(nil, "round %d %d", round, i))
+			check(err)
+		}
+		start := time.Now()
+		_, err := c.Commit(ctx, proto.CommitArgs{Agent: agent, Message: fmt.Sprint("fork bench round ", round)})
+		check(err)
+		commits = append(commits, time.Since(start))
+
+		name := fmt.Sprintf("forkdst%d", round)
+		start = time.Now()
+		rec, err := c.Fork(ctx, proto.ForkArgs{Agent: agent, Name: name})
+		check(err)
+		forks = append(forks, time.Since(start))
+		if rec.Files < commitFiles {
+			fatal(fmt.Errorf("fork copied %d files, want %d", rec.Files, commitFiles))
+		}
+		_, err = c.AgentRemove(ctx, name)
+		check(err)
+	}
+	reportMs(fmt.Sprintf("ox-fork of 10k keys via oxiosd, median of %d (ms)", rounds), median(forks), median(commits), "<= 1.0x commit of 10 keys")
+}

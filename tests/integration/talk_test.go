@@ -1,0 +1,337 @@
+package integration
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/share"
+)
+
+// sectionPolicy is the default policy with section [name] replaced by
+// body.
+func sectionPolicy(t *testing.T, sections map[string]string) string {
+	t.Helper()
+	out := string(share.DefaultPolicy) + "\n["
+	for name, body := range sections {
+		re := regexp.MustCompile(`(?s)\n\[` + name + `\]\n.*?\n\[`)
+		next := re.ReplaceAllString(out, "\n["+name+"]\n"+body+"\n\n[")
+		if next == out {
+			t.Fatalf("default policy has no [%s]", name)
+		}
+		out = next
+	}
+	return writePolicy(t, strings.TrimSuffix(out, "\n["))
+}
+
+func stateKeys(t *testing.T, d *daemon, agent string) map[string]string {
+	t.Helper()
+	r := d.ox("", "ox-state", "ls", "-a", agent, "--json")
+	keys := map[string]string{}
+	for _, rec := range records(t, r.stdout) {
+		k := rec["key"].(string)
+		keys[k] = strings.TrimSpace(d.mustOx(t, "", "ox-state", "load", "-a", agent, k))
+	}
+	return keys
+}
+
+// TestForkDivergeDiffRemove forks at HEAD and at an older commit,
+// diverges, diffs both ways and removes the fork, checking the
+// repository with git after each step.
+func TestForkDivergeDiffRemove(t *testing.T) {
+	needGit(t)
+	d := startDaemon(t, daemonOpts{})
+	repo := filepath.Join(d.data, "repo")
+	d.mustOx(t, "", "ox-state", "save", "-a", "ops", "notes/a.md", "alpha")
+	d.mustOx(t, "", "ox-state", "save", "-a", "ops", "notes/b.md", "beta")
+	d.mustOx(t, "", "ox-remember", "-a", "ops", "the deploy key lives in vault")
+	old := parseCommit(t, d.mustOx(t, "", "ox-commit", "-a", "ops", "--json"))
+	d.mustOx(t, "", "ox-state", "save", "-a", "ops", "notes/a.md", "alpha 2")
+	d.mustOx(t, "", "ox-state", "save", "-a", "ops", "notes/c.md", "gamma") // uncommitted
+
+	// At the state now: the uncommitted change is committed first.
+	var rec proto.ForkRecord
+	if err := json.Unmarshal([]byte(d.mustOx(t, "", "ox-fork", "--json", "ops", "exp")), &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Agent != "exp" || rec.From != "ops" || rec.Commit == "" || rec.Files < 4 {
+		t.Fatalf("fork record: %+v", rec)
+	}
+	want := map[string]string{"notes/a.md": "alpha 2", "notes/b.md": "beta", "notes/c.md": "gamma"}
+	if got := stateKeys(t, d, "exp"); !equalMaps(got, want) {
+		t.Fatalf("exp's state: %v, want %v", got, want)
+	}
+	if r := d.mustOx(t, "", "ox-recall", "-a", "exp", "deploy key"); !strings.Contains(r, "vault") {
+		t.Fatalf("exp's memory: %q", r)
+	}
+	// The fork commit's trailers name the fork point, and git agrees the
+	// trees are one object.
+	msg := git(t, repo, "log", "-1", "--format=%B", rec.Commit+"~0")
+	if !strings.Contains(git(t, repo, "log", "--format=%B"), "Oxios-Fork-Point: "+rec.Point) {
+		t.Fatalf("no fork trailer in the log; last: %s", msg)
+	}
+	if a, b := git(t, repo, "rev-parse", rec.Point+":agents/ops/state"), git(t, repo, "rev-parse", "HEAD:agents/exp/state"); a != b {
+		t.Fatalf("state trees differ: %s %s", a, b)
+	}
+	git(t, repo, "fsck", "--strict")
+
+	// At an older commit.
+	d.mustOx(t, "", "ox-fork", "-r", old.Commit, "ops", "old")
+	if got := stateKeys(t, d, "old"); !equalMaps(got, map[string]string{"notes/a.md": "alpha", "notes/b.md": "beta"}) {
+		t.Fatalf("old's state: %v", got)
+	}
+
+	// Diverge (uncommitted), then diff against the fork point and ops.
+	d.mustOx(t, "", "ox-state", "save", "-a", "exp", "notes/a.md", "experiment")
+	d.mustOx(t, "", "ox-state", "rm", "-a", "exp", "notes/b.md")
+	d.mustOx(t, "", "ox-state", "save", "-a", "exp", "notes/d.md", "delta")
+	diff := d.mustOx(t, "", "ox-fork", "diff", "--json", "exp")
+	for _, w := range []string{`"path":"state/notes/a.md","action":"modified"`, `"path":"state/notes/b.md","action":"deleted"`, `"path":"state/notes/d.md","action":"added"`} {
+		if !strings.Contains(diff, w) {
+			t.Errorf("diff exp (fork point) lacks %s:\n%s", w, diff)
+		}
+	}
+	if n := len(records(t, diff)); n != 3 {
+		t.Errorf("diff exp: %d records, want 3:\n%s", n, diff)
+	}
+	// ops moved on too: against ops now, c.md is the same on both sides.
+	d.mustOx(t, "", "ox-state", "save", "-a", "ops", "notes/e.md", "only ops")
+	diff = d.mustOx(t, "", "ox-fork", "diff", "--json", "exp", "ops")
+	if !strings.Contains(diff, `"path":"state/notes/e.md","action":"deleted"`) || strings.Contains(diff, "notes/c.md") {
+		t.Errorf("diff exp ops:\n%s", diff)
+	}
+	patch := d.mustOx(t, "", "ox-fork", "diff", "-p", "exp")
+	if !strings.Contains(patch, "-alpha 2") || !strings.Contains(patch, "+experiment") {
+		t.Errorf("patch:\n%s", patch)
+	}
+
+	// Refusals: a taken name, a bad name, an unknown agent or revision.
+	if r := d.ox("", "ox-fork", "ops", "old"); r.code != 1 || !strings.Contains(r.stderr, "EEXIST") {
+		t.Errorf("fork onto an existing agent: %+v", r)
+	}
+	if r := d.ox("", "ox-fork", "ops", "../x"); r.code != 2 {
+		t.Errorf("fork to ../x: %+v", r)
+	}
+	if r := d.ox("", "ox-fork", "nobody", "x2"); r.code == 0 {
+		t.Errorf("fork of nobody: %+v", r)
+	}
+	if r := d.ox("", "ox-fork", "-r", "deadbeef", "ops", "x3"); r.code == 0 {
+		t.Errorf("fork at an unknown revision: %+v", r)
+	}
+	if r := d.ox("", "ox-fork", "diff", "ops"); r.code == 0 || !strings.Contains(r.stderr, "not a fork") {
+		t.Errorf("diff of a non-fork: %+v", r)
+	}
+
+	// Removing the experiment is one command; history keeps it.
+	d.mustOx(t, "", "ox-fork", "rm", "exp")
+	if got := stateKeys(t, d, "exp"); len(got) != 0 {
+		t.Fatalf("exp after rm: %v", got)
+	}
+	if out := git(t, repo, "ls-tree", "HEAD", "agents/"); strings.Contains(out, "exp") {
+		t.Fatalf("agents/exp still in HEAD:\n%s", out)
+	}
+	if r := d.ox("", "ox-fork", "rm", "exp"); r.code == 0 {
+		t.Error("removing exp twice")
+	}
+	// The name is free again; ops is untouched.
+	d.mustOx(t, "", "ox-fork", "ops", "exp")
+	if got := stateKeys(t, d, "ops"); got["notes/a.md"] != "alpha 2" || got["notes/e.md"] != "only ops" {
+		t.Fatalf("ops: %v", got)
+	}
+	git(t, repo, "fsck", "--strict")
+	if r := d.ox("", "ox-audit", "verify"); r.code != 0 {
+		t.Fatalf("audit verify: %+v", r)
+	}
+	for _, op := range []string{"agent.fork", "agent.remove"} {
+		if r := d.mustOx(t, "", "ox-audit", "log", "--json"); !strings.Contains(r, `"op":"`+op+`"`) {
+			t.Errorf("no %s entry in the audit log", op)
+		}
+	}
+}
+
+func equalMaps(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// TestMessagesBetweenRuns: runs of two agents talk; the policy refuses
+// what it does not grant; an unread message survives kill -9.
+func TestMessagesBetweenRuns(t *testing.T) {
+	d := startDaemon(t, daemonOpts{})
+	for _, a := range []string{"alice", "bob", "eve"} {
+		d.mustOx(t, "", "ox-state", "save", "-a", a, "hello", a)
+	}
+	d.mustOx(t, "", "ox-policy", "set", "-a", "bob", sectionPolicy(t, map[string]string{"msg": "send = [\"alice\"]\naccept = [\"alice\"]"}))
+	d.mustOx(t, "", "ox-policy", "set", "-a", "eve", sectionPolicy(t, map[string]string{"msg": "send = []\naccept = [\"*\"]"}))
+
+	// bob's run waits for a message; alice's run sends one with a record
+	// attached; bob's run answers.
+	bobDone := make(chan result, 1)
+	go func() {
+		bobDone <- d.ox("", "ox-spawn", "-a", "bob", "--", "/bin/sh", "-c",
+			`m=$(ox-msg recv --json -n 1 -f); echo "got: $m"; id=$(echo "$m" | jq -r .id); ox-msg send -r "$id" alice "thanks"`)
+	}()
+	time.Sleep(300 * time.Millisecond)
+	r := d.ox("", "ox-spawn", "-a", "alice", "--", "/bin/sh", "-c", `echo '{"type":"memory","text":"deploy at 5"}' | ox-msg send bob "please deploy"`)
+	if r.code != 0 {
+		t.Fatalf("alice's run: %+v", r)
+	}
+	var br result
+	select {
+	case br = <-bobDone:
+	case <-time.After(60 * time.Second):
+		t.Fatal("bob's run did not receive within 60s")
+	}
+	if br.code != 0 || !strings.Contains(br.stdout, "please deploy") || !strings.Contains(br.stdout, `deploy at 5`) || !strings.Contains(br.stdout, `\"from\":\"alice\"`) {
+		t.Fatalf("bob's run: %+v", br)
+	}
+	var reply proto.MsgRecord
+	out := d.mustOx(t, "", "ox-msg", "recv", "-a", "alice", "--json")
+	if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &reply); err != nil || reply.Text != "thanks" || reply.From != "bob" || reply.ReplyTo == "" {
+		t.Fatalf("alice's inbox: %q %v", out, err)
+	}
+	// Received once: a second recv has nothing.
+	if out := d.mustOx(t, "", "ox-msg", "recv", "-a", "alice", "--json"); out != "" {
+		t.Fatalf("received twice: %q", out)
+	}
+
+	// Refused by policy: bob may not send to eve, eve to anyone; eve's
+	// message to alice and bob's to eve are audited refusals.
+	r = d.ox("", "ox-spawn", "-a", "bob", "--", "ox-msg", "send", "eve", "psst")
+	if r.code == 0 || !strings.Contains(r.stdout+r.stderr, "msg.send") {
+		t.Fatalf("bob to eve: %+v", r)
+	}
+	r = d.ox("", "ox-spawn", "-a", "eve", "--", "ox-msg", "send", "alice", "hi")
+	if r.code == 0 || !strings.Contains(r.stdout+r.stderr, "msg.send") {
+		t.Fatalf("eve to alice: %+v", r)
+	}
+	// alice may send to anyone but bob accepts only alice: eve -> bob is
+	// refused by eve's send; an operator as eve too.
+	if r := d.ox("", "ox-msg", "send", "-a", "eve", "bob", "x"); r.code != 77 {
+		t.Fatalf("operator as eve to bob: %+v", r)
+	}
+	// A run may not send as another agent, nor read another's inbox.
+	r = d.ox("", "ox-spawn", "-a", "eve", "--", "ox-msg", "send", "-a", "alice", "bob", "forged")
+	if r.code == 0 {
+		t.Fatalf("eve sending as alice: %+v", r)
+	}
+	r = d.ox("", "ox-spawn", "-a", "eve", "--", "ox-msg", "ls", "-a", "bob")
+	if r.code == 0 {
+		t.Fatalf("eve reading bob's inbox: %+v", r)
+	}
+	if r := d.ox("", "ox-msg", "send", "nobody", "x"); r.code == 0 {
+		t.Fatal("sent to an agent that does not exist")
+	}
+	audit := d.mustOx(t, "", "ox-audit", "log", "--json")
+	if !strings.Contains(audit, "bob:msg from alice") || !strings.Contains(audit, "eve:msg from bob [msg.send]") {
+		t.Fatalf("sends and refusals not audited:\n%s", audit)
+	}
+
+	// An operator's message, unread at a kill -9, is there after it.
+	sent := d.mustOx(t, "", "ox-msg", "send", "--json", "bob", "survive this")
+	var m proto.MsgRecord
+	json.Unmarshal([]byte(sent), &m)
+	d.kill9()
+	d2 := startDaemon(t, daemonOpts{dir: d.dir})
+	out = d2.mustOx(t, "", "ox-msg", "recv", "-a", "bob", "--json")
+	if !strings.Contains(out, "survive this") || !strings.Contains(out, m.ID) {
+		t.Fatalf("after kill -9: %q", out)
+	}
+	if r := d2.ox("", "ox-audit", "verify"); r.code != 0 {
+		t.Fatalf("audit verify: %+v", r)
+	}
+}
+
+// TestAskPausesExec: an ask rule holds a run's exec until an operator
+// approves it, denies it, or its time runs out into the default.
+func TestAskPausesExec(t *testing.T) {
+	d := startDaemon(t, daemonOpts{})
+	d.mustOx(t, "", "ox-state", "save", "-a", "ops", "x", "1")
+	d.mustOx(t, "", "ox-policy", "set", "-a", "ops", sectionPolicy(t, map[string]string{"ask": "exec = [\"wc\", \"uniq\"]\ntimeout = \"60s\"\ndefault = \"deny\""}))
+
+	pending := func() proto.ApprovalRecord {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			out := d.mustOx(t, "", "ox-approve", "ls", "--json")
+			if strings.TrimSpace(out) != "" {
+				var a proto.ApprovalRecord
+				if err := json.Unmarshal([]byte(strings.Split(strings.TrimSpace(out), "\n")[0]), &a); err != nil {
+					t.Fatal(err)
+				}
+				return a
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Fatal("no pending approval within 30s")
+		return proto.ApprovalRecord{}
+	}
+	// Approved: the run waits, says so, then the exec runs.
+	done := make(chan result, 1)
+	go func() {
+		done <- d.ox("", "ox-spawn", "-a", "ops", "--", "/bin/sh", "-c", "ox-exec -- wc -c /dev/null && echo after-wc")
+	}()
+	a := pending()
+	if a.Agent != "ops" || a.Rule != "ask.exec" || a.State != "pending" || !strings.Contains(a.What, "wc") {
+		t.Fatalf("request: %+v", a)
+	}
+	// A run may not approve its own request.
+	if r := d.ox("", "ox-spawn", "-a", "ops", "--", "ox-approve", "yes", a.ID); r.code == 0 {
+		t.Fatalf("a run approved: %+v", r)
+	}
+	d.mustOx(t, "", "ox-approve", "yes", "-m", "fine by me", a.ID)
+	r := <-done
+	if r.code != 0 || !strings.Contains(r.stdout, "after-wc") || !strings.Contains(r.stdout, `"type":"approval"`) {
+		t.Fatalf("approved run: %+v", r)
+	}
+	if r := d.ox("", "ox-approve", "no", a.ID); r.code == 0 {
+		t.Fatal("decided twice")
+	}
+	// Denied: the exec fails with EPERM, the run goes on.
+	go func() {
+		done <- d.ox("", "ox-spawn", "-a", "ops", "--", "/bin/sh", "-c", "ox-exec -- uniq /dev/null; echo status=$?")
+	}()
+	a = pending()
+	d.mustOx(t, "", "ox-approve", "no", "-m", "not today", a.ID)
+	r = <-done
+	if !strings.Contains(r.stdout, "status=77") || !strings.Contains(r.stdout, "not today") {
+		t.Fatalf("denied run: %+v", r)
+	}
+	// Timed out into the default (deny) after 2s.
+	d.mustOx(t, "", "ox-policy", "set", "-a", "ops", sectionPolicy(t, map[string]string{"ask": "exec = [\"wc\", \"uniq\"]\ntimeout = \"2s\"\ndefault = \"deny\""}))
+	start := time.Now()
+	r = d.ox("", "ox-spawn", "-a", "ops", "--", "/bin/sh", "-c", "ox-exec -- wc -c /dev/null; echo status=$?")
+	if !strings.Contains(r.stdout, "status=77") || time.Since(start) < 2*time.Second || !strings.Contains(r.stdout, "timeout") {
+		t.Fatalf("timed-out run: %+v", r)
+	}
+	all := d.mustOx(t, "", "ox-approve", "ls", "--all", "--json")
+	for _, w := range []string{`"state":"approved"`, `"state":"denied"`, `"decided_by":"timeout"`, `"reason":"fine by me"`} {
+		if !strings.Contains(all, w) {
+			t.Errorf("ls --all lacks %s:\n%s", w, all)
+		}
+	}
+	audit := d.mustOx(t, "", "ox-audit", "log", "--json")
+	if !strings.Contains(audit, `"op":"approve.ask"`) || !strings.Contains(audit, "approved by uid=") || !strings.Contains(audit, "denied by timeout") {
+		t.Fatalf("approvals not audited:\n%s", audit)
+	}
+	// ox-policy test reports what would have asked.
+	log := d.mustOx(t, "", "ox-audit", "log", "--json")
+	pt := d.ox(log, "ox-policy", "test", "-a", "ops", "--json", sectionPolicy(t, map[string]string{"ask": "exec = [\"echo\", \"wc\"]"}))
+	if !strings.Contains(pt.stdout, `"change":"ask"`) || !strings.Contains(pt.stderr, "would ask") {
+		t.Fatalf("policy test: %+v", pt)
+	}
+	if r := d.ox("", "ox-audit", "verify"); r.code != 0 {
+		t.Fatalf("audit verify: %+v", r)
+	}
+}
