@@ -2,9 +2,15 @@
 // binaries that need them: the default policy of a new agent.
 package share
 
-import _ "embed"
+import "embed"
 
 // DefaultPolicy is policies/default.toml.
 //
 //go:embed policies/default.toml
 var DefaultPolicy []byte
+
+// Skills holds the skills shipped with Oxios (skills/NAME/SKILL.md and
+// their files), which ox-skill installs into an agent by name.
+//
+//go:embed skills
+var Skills embed.FS

@@ -123,8 +123,15 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 	if c := strings.TrimSpace(r.cfg.Context); c != "" {
 		r.say(openai.ChatMessageRoleUser, "Context handed to this run:\n"+c)
 	}
+	skills := r.skills(ctx)
+	if p := skillsPrompt(skills); p != "" {
+		r.say(openai.ChatMessageRoleSystem, p)
+	}
 	r.say(openai.ChatMessageRoleUser, r.cfg.Task)
 	tools := append(Tools(), r.wasmTools(ctx)...)
+	if len(skills) > 0 {
+		tools = append(tools, skillToolDef(skills))
+	}
 	res := &Result{}
 	for res.Turns < r.cfg.MaxTurns {
 		if err := ctx.Err(); err != nil {

@@ -70,6 +70,10 @@ func (r *Runner) call(ctx context.Context, tc openai.ToolCall) (out, summary str
 		URL     string   `json:"url"`
 		Method  string   `json:"method"`
 	}
+	if tc.Function.Name == skillTool {
+		out, err := r.loadSkill(ctx, tc.Function.Arguments)
+		return out, "", err
+	}
 	if name, ok := strings.CutPrefix(tc.Function.Name, wasmPrefix); ok {
 		out, err := r.callWasm(ctx, name, tc.Function.Arguments)
 		return out, "", err
