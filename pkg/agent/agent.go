@@ -16,6 +16,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/oxios/oxios/pkg/llm"
+	"github.com/oxios/oxios/pkg/mcpbridge"
 	"github.com/oxios/oxios/pkg/proto"
 )
 
@@ -86,6 +87,7 @@ type Runner struct {
 	m      Model
 	msgs   []openai.ChatCompletionMessage
 	tokens int64
+	mcp    *mcpbridge.Pool // the run's MCP servers (mcp.go)
 }
 
 // New returns a runner.
@@ -132,6 +134,8 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 	if len(skills) > 0 {
 		tools = append(tools, skillToolDef(skills))
 	}
+	tools = append(tools, r.mcpTools(ctx)...)
+	defer r.closeMCP()
 	res := &Result{}
 	for res.Turns < r.cfg.MaxTurns {
 		if err := ctx.Err(); err != nil {

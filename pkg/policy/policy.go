@@ -31,6 +31,7 @@ type Policy struct {
 	Budget  Budget  `toml:"budget"`
 	Limits  Limits  `toml:"limits"`
 	Signals Signals `toml:"signals"`
+	MCP     MCP     `toml:"mcp"`
 
 	hosts []hostRule // net.allow, parsed
 }
@@ -204,6 +205,9 @@ func Parse(b []byte) (*Policy, error) {
 		if _, err := parseHost(h); err != nil {
 			return nil, &Error{Line: lineOf(b, "allow"), Reason: "net.allow: " + err.Error()}
 		}
+	}
+	if err := p.MCP.check(b); err != nil {
+		return nil, err
 	}
 	switch p.Signals.OnViolation {
 	case "":
