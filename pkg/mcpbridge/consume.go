@@ -306,9 +306,7 @@ func (p *Pool) Call(ctx context.Context, fn string, args json.RawMessage) (strin
 	}
 	start := time.Now()
 	timeout := time.Duration(rec.Timeout * float64(time.Second))
-	cctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	text, cerr := s.call(cctx, t.Name, argMap, timeout)
+	text, cerr := s.call(ctx, t.Name, argMap, timeout)
 	if cerr == nil {
 		p.audit(ctx, t, rec, text, nil, time.Since(start))
 		return text, nil
@@ -320,19 +318,26 @@ func (p *Pool) Call(ctx context.Context, fn string, args json.RawMessage) (strin
 	return "", cerr
 }
 
+// call makes one call. Starting the server again (after a hang or a
+// crash) has its own time limit, StartTimeout: the call's timeout is the
+// policy's bound on the tool, not on the server's start.
 func (s *server) call(ctx context.Context, tool string, args map[string]any, timeout time.Duration) (string, *CallError) {
-	sess, err := s.session(ctx)
+	sctx, cancel := context.WithTimeout(ctx, s.opts.StartTimeout)
+	sess, err := s.session(sctx)
+	cancel()
 	if err != nil {
 		code := "EPIPE"
-		if ctx.Err() != nil {
+		if sctx.Err() != nil {
 			code = proto.ETIMEDOUT
 		}
 		return "", &CallError{Code: code, Msg: fmt.Sprintf("MCP server %s: %v", s.info.Name, err)}
 	}
-	res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	res, err := sess.CallTool(cctx, &mcp.CallToolParams{Name: tool, Arguments: args})
 	if err != nil {
 		s.failed(sess)
-		if ctx.Err() != nil {
+		if cctx.Err() != nil {
 			return "", &CallError{Code: proto.ETIMEDOUT, Msg: fmt.Sprintf("MCP server %s did not answer %s within %s; it is restarted for the next call", s.info.Name, tool, timeout)}
 		}
 		return "", &CallError{Code: "EPIPE", Msg: fmt.Sprintf("MCP server %s failed during %s: %v; it is restarted for the next call", s.info.Name, tool, err)}

@@ -102,7 +102,12 @@ timeout = "2s"
 		t.Fatalf("MCP tools offered: %v (want the allowed ones only)", offered)
 	}
 	recs := records(t, r.stdout)
-	res := ofType(recs, "tool_result")
+	var res []map[string]any
+	for _, tr := range ofType(recs, "tool_result") {
+		if strings.HasPrefix(tr["name"].(string), "mcp_") {
+			res = append(res, tr)
+		}
+	}
 	if len(res) != 6 {
 		t.Fatalf("%d tool results, want 6:\n%s", len(res), r.stdout)
 	}

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"strings"
@@ -31,6 +32,7 @@ func TestMCPInspector(t *testing.T) {
 	insp := inspector(t)
 	d := startDaemon(t, daemonOpts{})
 	d.ox("", "ox-state", "save", "-a", "ops", "notes/today.md", "from the shell")
+	wantErr := false
 	cli := func(args ...string) string {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -38,7 +40,8 @@ func TestMCPInspector(t *testing.T) {
 		all := append([]string{"--cli"}, args...)
 		all = append(all, "-e", "OXIOS_SOCKET="+d.sock, bin("ox-mcp"), "-a", "ops")
 		out, err := exec.CommandContext(ctx, insp, all...).CombinedOutput()
-		if err != nil {
+		var ee *exec.ExitError
+		if err != nil && !(errors.As(err, &ee) && wantErr) {
 			t.Fatalf("mcp-inspector %v: %v\n%s", args, err, out)
 		}
 		return string(out)
@@ -60,8 +63,10 @@ func TestMCPInspector(t *testing.T) {
 	if !strings.Contains(out, "from the shell") {
 		t.Fatalf("resources/read:\n%s", out)
 	}
+	// A tool error: the inspector exits non-zero and prints the result.
+	wantErr = true
 	out = cli("--method", "tools/call", "--tool-name", "state_read", "--tool-arg", "key=../etc/passwd")
-	if !strings.Contains(out, "EINVAL") {
+	if !strings.Contains(out, "EINVAL") || !strings.Contains(out, `"isError": true`) {
 		t.Fatalf("a bad key through the inspector:\n%s", out)
 	}
 	verifyAudit(t, d)
