@@ -2,9 +2,7 @@
 // binaries that need them: the default policy of a new agent.
 package share
 
-import (
-	"embed"
-)
+import "embed"
 
 // DefaultPolicy is policies/default.toml.
 //
@@ -17,3 +15,9 @@ var DefaultPolicy []byte
 //
 //go:embed personas/*.toml
 var Personas embed.FS
+
+// Skills holds the skills shipped with Oxios (skills/NAME/SKILL.md and
+// their files), which ox-skill installs into an agent by name.
+//
+//go:embed skills
+var Skills embed.FS

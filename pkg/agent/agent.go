@@ -16,6 +16,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/oxios/oxios/pkg/llm"
+	"github.com/oxios/oxios/pkg/mcpbridge"
 	"github.com/oxios/oxios/pkg/proto"
 )
 
@@ -113,6 +114,7 @@ type Runner struct {
 	// recalled holds the texts of the memories recalled, so that the
 	// same summary is not written again.
 	recalled map[string]bool
+	mcp      *mcpbridge.Pool // the run's MCP servers (mcp.go)
 }
 
 // New returns a runner.
@@ -168,8 +170,17 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 	if c := strings.TrimSpace(r.cfg.Context); c != "" {
 		r.say(openai.ChatMessageRoleUser, "Context handed to this run:\n"+c)
 	}
+	skills := r.skills(ctx)
+	if p := skillsPrompt(skills); p != "" {
+		r.say(openai.ChatMessageRoleSystem, p)
+	}
 	r.say(openai.ChatMessageRoleUser, r.cfg.Task)
-	tools := r.offered(append(append(Tools(), r.wasmTools(ctx)...), r.msgToolList()...))
+	tools := append(append(Tools(), r.wasmTools(ctx)...), r.msgToolList()...)
+	if len(skills) > 0 {
+		tools = append(tools, skillToolDef(skills))
+	}
+	tools = r.offered(append(tools, r.mcpTools(ctx)...))
+	defer r.closeMCP()
 	toolTokens := llm.EstimateTools(tools)
 	res := &Result{}
 	compacted := false

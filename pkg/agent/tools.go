@@ -9,6 +9,7 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/oxios/oxios/pkg/mcpbridge"
 	"github.com/oxios/oxios/pkg/proto"
 )
 
@@ -69,6 +70,14 @@ func (r *Runner) call(ctx context.Context, tc openai.ToolCall) (out, summary str
 		Summary string   `json:"summary"`
 		URL     string   `json:"url"`
 		Method  string   `json:"method"`
+	}
+	if strings.HasPrefix(tc.Function.Name, mcpbridge.FuncPrefix) {
+		out, err := r.callMCP(ctx, tc.Function.Name, tc.Function.Arguments)
+		return out, "", err
+	}
+	if tc.Function.Name == skillTool {
+		out, err := r.loadSkill(ctx, tc.Function.Arguments)
+		return out, "", err
 	}
 	if out, ok, err := r.callMsg(ctx, tc); ok {
 		return out, "", err

@@ -166,6 +166,10 @@ func init() {
 
 		proto.OpLLMGate: {Serve: unary(false, (*Kernel).LLMGate)},
 
+		proto.OpMCPServers: {Serve: serveMCPServers},
+		proto.OpMCPCall:    {Mutates: true, Serve: refusedUnary("mcp", (*Kernel).MCPCall)},
+		proto.OpMCPResult:  {Mutates: true, Serve: serveMCPResult},
+
 		proto.OpAgentList:   {Serve: serveAgentList},
 		proto.OpAgentShow:   {Serve: serveAgentShow},
 		proto.OpAgentRemove: {Mutates: true, Event: proto.EventAgentRemoved, Dirties: dirtyRemoved, Serve: serveAgentRemove},

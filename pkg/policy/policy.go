@@ -33,6 +33,7 @@ type Policy struct {
 	Signals Signals `toml:"signals"`
 	Ask     Ask     `toml:"ask"`
 	Msg     Msg     `toml:"msg"`
+	MCP     MCP     `toml:"mcp"`
 
 	hosts []hostRule // net.allow, parsed
 }
@@ -206,6 +207,9 @@ func Parse(b []byte) (*Policy, error) {
 		if _, err := parseHost(h); err != nil {
 			return nil, &Error{Line: lineOf(b, "allow"), Reason: "net.allow: " + err.Error()}
 		}
+	}
+	if err := p.MCP.check(b); err != nil {
+		return nil, err
 	}
 	switch p.Signals.OnViolation {
 	case "":

@@ -1,0 +1,147 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/oxios/oxios/pkg/audit"
+	"github.com/oxios/oxios/pkg/policy"
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+// The MCP servers of an LLM run (issue 23). The run starts and talks to
+// them itself (a stdio server is a child of the run, so it is inside
+// whatever the run is inside); the kernel decides which tool calls may be
+// made, charges each to the exec budget, and audits the call with the
+// digest of its arguments and then its outcome with the digest of its
+// result.
+
+// defaultMCPTimeout bounds one MCP call when the policy says nothing.
+const defaultMCPTimeout = 30 * time.Second
+
+// mcpTarget is the target of an MCP call's audit entries.
+func mcpTarget(agent, server, tool, outcome string) string {
+	return agent + ":mcp " + clipTarget(server, 32) + "/" + clipTarget(tool, 128) + outcome
+}
+
+// MCPServers returns the MCP servers of agent's policy.
+func (k *Kernel) MCPServers(ctx context.Context, c *Cred, a proto.MCPServersArgs) (proto.MCPServersResult, error) {
+	if err := k.gate(call{op: proto.OpMCPServers, c: c, agent: a.Agent}); err != nil {
+		return proto.MCPServersResult{}, err
+	}
+	p, err := k.policyOf(a.Agent)
+	if err != nil {
+		return proto.MCPServersResult{}, ioError(err)
+	}
+	res := proto.MCPServersResult{Servers: []proto.MCPServerInfo{}}
+	for _, s := range p.MCP.Servers {
+		t := s.Timeout.D()
+		if t <= 0 {
+			t = defaultMCPTimeout
+		}
+		res.Servers = append(res.Servers, proto.MCPServerInfo{Name: s.Name, Command: s.Command, URL: s.URL, Env: s.Env, Allow: s.Allow, Timeout: t.Seconds()})
+	}
+	return res, nil
+}
+
+// MCPCall authorizes one MCP tool call for a.Agent: the policy must list
+// the server and allow the tool (for the admin too, as exec), and the
+// exec budget must allow one more, which the call is charged. The call is
+// audited with the digest of its arguments; a refusal with the rule that
+// refused it, and the policy's on_violation applied to the calling run.
+func (k *Kernel) MCPCall(ctx context.Context, c *Cred, a proto.MCPCallArgs, raw []byte) (proto.MCPCallRecord, error) {
+	tgt := mcpTarget(a.Agent, a.Server, a.Tool, "")
+	if err := k.gate(call{op: proto.OpMCPCall, c: c, agent: a.Agent, target: tgt, raw: raw}); err != nil {
+		return proto.MCPCallRecord{}, err
+	}
+	if err := policy.CheckMCPName(a.Server); err != nil {
+		return proto.MCPCallRecord{}, proto.Errorf(proto.EINVAL, "%v", err)
+	}
+	if a.Tool == "" || len(a.Tool) > 128 {
+		return proto.MCPCallRecord{}, proto.Errorf(proto.EINVAL, "tool name %.20q: want 1 to 128 bytes", a.Tool)
+	}
+	var srv *policy.MCPServer
+	if err := k.enforce(c, a.Agent, proto.OpMCPCall, tgt, raw, func(p *policy.Policy) error {
+		s, err := p.CheckMCP(a.Server, a.Tool)
+		srv = s
+		return err
+	}); err != nil {
+		return proto.MCPCallRecord{}, err
+	}
+	p, err := k.policyOf(a.Agent)
+	if err != nil {
+		return proto.MCPCallRecord{}, ioError(err)
+	}
+	if qerr := k.checkBudget(c, a.Agent, p, proto.Budget{Execs: 1}); qerr != nil {
+		k.auditDenied(c, proto.OpMCPCall, tgt+" [budget]", raw, qerr.Code)
+		return proto.MCPCallRecord{}, qerr
+	}
+	timeout := srv.Timeout.D()
+	if timeout <= 0 {
+		timeout = defaultMCPTimeout
+	}
+	rec := proto.MCPCallRecord{Type: proto.RecordMCPCall, Agent: a.Agent, Run: c.Run, Server: a.Server, Tool: a.Tool, Timeout: timeout.Seconds()}
+	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpMCPCall, Target: tgt, Args: audit.ArgsDigest(raw), Result: "ok"}, data: &rec}
+	if err := k.commitExec(ctx, a.Agent, k.callerRun(c, a.Agent), t); err != nil {
+		return proto.MCPCallRecord{}, err
+	}
+	rec.Seq = t.entry.Seq
+	rec.Text = fmt.Sprintf("mcp %s/%s authorized (audit entry %d)", a.Server, a.Tool, rec.Seq)
+	return rec, nil
+}
+
+var hexDigest = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// MCPResult audits how an authorized MCP call ended: its result's digest
+// and, when it failed, the errno name saying how.
+func (k *Kernel) MCPResult(ctx context.Context, c *Cred, a proto.MCPResultArgs, raw []byte) error {
+	if err := k.gate(call{op: proto.OpMCPResult, c: c, agent: a.Agent, target: mcpTarget(a.Agent, a.Server, a.Tool, ""), raw: raw}); err != nil {
+		return err
+	}
+	if err := policy.CheckMCPName(a.Server); err != nil {
+		return proto.Errorf(proto.EINVAL, "%v", err)
+	}
+	if a.Tool == "" || len(a.Tool) > 128 || a.Call == 0 {
+		return proto.Errorf(proto.EINVAL, "mcp.result names the tool and the call (the seq mcp.call returned)")
+	}
+	if !hexDigest.MatchString(a.Digest) {
+		return proto.Errorf(proto.EINVAL, "digest %.20q: want the hex BLAKE3-256 of the result", a.Digest)
+	}
+	result := "ok"
+	switch a.Error {
+	case "":
+	case proto.ETIMEDOUT, proto.EIO, proto.EPROTO, "EPIPE", proto.ECANCELED:
+		result = a.Error
+	default:
+		return proto.Errorf(proto.EINVAL, "error %.20q: want ETIMEDOUT, EPIPE, EIO, EPROTO or ECANCELED", a.Error)
+	}
+	outcome := fmt.Sprintf(" call %d => %s result %s", a.Call, result, a.Digest[:16])
+	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpMCPResult, Target: mcpTarget(a.Agent, a.Server, a.Tool, outcome), Args: audit.ArgsDigest(raw), Result: result}}
+	return k.submit(ctx, t, true)
+}
+
+func serveMCPServers(k *Kernel, ctx context.Context, c *Cred, r *Request) (json.RawMessage, error) {
+	a, err := decode[proto.MCPServersArgs](false, r)
+	if err != nil {
+		return nil, err
+	}
+	res, err := k.MCPServers(ctx, c, a)
+	if err != nil {
+		return nil, err
+	}
+	return encodeRecord(&res)
+}
+
+func serveMCPResult(k *Kernel, ctx context.Context, c *Cred, r *Request) (json.RawMessage, error) {
+	a, err := decode[proto.MCPResultArgs](false, r)
+	if err != nil {
+		return nil, err
+	}
+	if err := k.MCPResult(ctx, c, a, r.Args); err != nil {
+		return nil, err
+	}
+	return json.RawMessage(`{}`), nil
+}
