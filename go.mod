@@ -6,8 +6,10 @@ require (
 	github.com/BurntSushi/toml v1.6.0
 	github.com/coreos/go-systemd/v22 v22.7.0
 	github.com/cpuguy83/go-md2man/v2 v2.0.7
+	github.com/elastic/go-seccomp-bpf v1.6.0
 	github.com/go-git/go-git/v5 v5.19.3
 	github.com/hanwen/go-fuse/v2 v2.12.1
+	github.com/landlock-lsm/go-landlock v0.11.0
 	github.com/mattn/go-isatty v0.0.24
 	github.com/robfig/cron/v3 v3.0.1
 	github.com/sashabaranov/go-openai v1.43.0
@@ -15,6 +17,8 @@ require (
 	golang.org/x/sys v0.49.0
 	lukechampine.com/blake3 v1.4.1
 )
+
+require kernel.org/pub/linux/libs/security/libcap/psx v1.2.77 // indirect
 
 require (
 	dario.cat/mergo v1.0.0 // indirect

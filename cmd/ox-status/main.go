@@ -147,6 +147,18 @@ func status(c *cli.Context) error {
 		ch.add("data", err, data+" is writable", "create it (mkdir -m 0700 "+data+") as the user oxiosd runs as, or free space on it")
 	}
 
+	if d != nil {
+		var err error
+		ok := "runs are sandboxed: " + d.Sandbox
+		if len(d.SandboxMissing) > 0 {
+			ok += " (lacks " + strings.Join(d.SandboxMissing, "; ") + ")"
+		}
+		if !strings.Contains(d.Sandbox, "namespaces") || !strings.Contains(d.Sandbox, "seccomp") {
+			err = fmt.Errorf("the sandbox of runs lacks %s: agents whose policy has [sandbox] isolation = \"full\" (the default) cannot start runs", strings.Join(d.SandboxMissing, "; "))
+		}
+		ch.add("sandbox", err, ok, "run oxiosd as root on a kernel with mount, pid and network namespaces and seccomp (not in a container that forbids them), or give trusted agents isolation = \"available\" in their policy (oxios-policy(5))")
+	}
+
 	err = checkPolicies(pols)
 	ch.add("policies", err, "the policy files of "+pols+" parse", "correct the line named (oxios-policy(5)); ox-policy set -a NAME FILE checks a policy before it applies it")
 

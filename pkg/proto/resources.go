@@ -76,7 +76,12 @@ type DaemonRecord struct {
 	Mount        string `json:"mount,omitempty"` // "": no mount
 	Policies     string `json:"policies"`
 	LLM          string `json:"llm,omitempty"` // [llm] base_url
-	Text         string `json:"text"`
+	// Sandbox is what the machine offers for the sandbox of runs
+	// ("namespaces seccomp landlock/7"); SandboxMissing, what it lacks
+	// and why.
+	Sandbox        string   `json:"sandbox"`
+	SandboxMissing []string `json:"sandbox_missing,omitempty"`
+	Text           string   `json:"text"`
 }
 
 // CheckRecord is the "check" record of ox-status: one check, and what to
