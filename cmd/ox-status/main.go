@@ -30,7 +30,7 @@ func main() {
 	def := proto.DefaultPaths()
 	app := cliutil.App("ox-status", "check that Oxios works here, and say what to fix")
 	app.Version = version
-	app.Description = "Checks, in order: the config file parses; the daemon answers on its socket; its mount is there and answers; it can write its data dir; the policy files of its policies folder parse; its model endpoint answers, when one is configured. Prints one check record per check (a table on a terminal), with what to do about each that failed, and exits 1 if any failed. Paths come from the daemon when it answers, else from the config file."
+	app.Description = "Checks, in order: the config file parses; the daemon answers on its socket; its mount is there and answers; it can write its data dir; its runs are sandboxed; the policy files of its policies folder parse; its model endpoint answers, when one is configured. Prints one check record per check (a table on a terminal), with what to do about each that failed, and exits 1 if any failed. Paths come from the daemon when it answers, else from the config file."
 	app.Flags = []cli.Flag{
 		cliutil.SocketFlag, cliutil.JSONFlag,
 		&cli.StringFlag{Name: "config", Usage: "the config file `FILE` to check (\"\" for none)", Value: def.Config, EnvVars: []string{"OXIOS_CONFIG"}, TakesFile: true},

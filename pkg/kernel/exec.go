@@ -120,9 +120,13 @@ func (k *Kernel) Exec(ctx context.Context, c *Cred, a proto.ExecArgs, raw []byte
 			}
 		}
 	}
+	home := dir
+	if sb != nil {
+		home = sandbox.WorkDir
+	}
 	res, err := supervisor.Exec(ctx, supervisor.ExecSpec{
 		Argv: argv, Dir: dir, Stdin: []byte(a.Stdin), Timeout: timeout, Cap: capBytes, Limits: limitsOf(p), Cgroups: k.sup.Cgroups,
-		Env: []string{"PATH=" + runPath(), "HOME=" + dir, "LANG=C.UTF-8", "OXIOS_AGENT=" + a.Agent}, Sandbox: sb,
+		Env: []string{"PATH=" + runPath(), "HOME=" + home, "LANG=C.UTF-8", "OXIOS_AGENT=" + a.Agent}, Sandbox: sb,
 	})
 	if err != nil {
 		return deny(proto.Errorf(proto.ENOENT, "exec %s: %v", cmd.Argv[0], err), execTarget(a.Agent, cmd.Argv, "", ""))

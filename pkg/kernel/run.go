@@ -17,6 +17,7 @@ import (
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/sandbox"
 	"github.com/oxios/oxios/pkg/state"
 	"github.com/oxios/oxios/pkg/supervisor"
 )
@@ -262,6 +263,11 @@ func (k *Kernel) spawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw []by
 	}
 	if sb != nil {
 		spec.Sandbox, spec.SocketAt = sb, k.cfg.Socket
+		for i, e := range spec.Env {
+			if strings.HasPrefix(e, "HOME=") {
+				spec.Env[i] = "HOME=" + sandbox.WorkDir
+			}
+		}
 	}
 	if llm {
 		spec.Task = a.Task

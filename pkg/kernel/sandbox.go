@@ -65,7 +65,7 @@ func (k *Kernel) sandboxFor(agent string, p *policy.Policy, dir string, llm, run
 	spec := &sandbox.Spec{
 		Root: k.box.root, Net: llm || sp.Network,
 		NoSeccomp: !f.Seccomp, NoLandlock: f.Landlock == 0,
-		Binds: []sandbox.Bind{{Path: dir, RW: true}},
+		Binds: []sandbox.Bind{{Src: dir, Path: sandbox.WorkDir, RW: true}}, Dir: sandbox.WorkDir,
 	}
 	for _, list := range []struct {
 		paths []string

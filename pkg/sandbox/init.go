@@ -32,6 +32,11 @@ func Main() {
 		fmt.Fprintf(os.Stderr, "oxios sandbox: %v\n", err)
 		os.Exit(126)
 	}
+	// Signals from the start: one that would end the command and comes
+	// before it runs (the supervisor signals the process group, which is
+	// only the shim until then) ends the run as it would have ended it.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGPIPE)
 	var spec Spec
 	if err := json.Unmarshal([]byte(os.Getenv(specEnv)), &spec); err != nil {
 		fail(fmt.Errorf("reading the spec: %w", err))
@@ -44,12 +49,17 @@ func Main() {
 	if err := confine(&spec); err != nil {
 		fail(err)
 	}
-	// The shim is the namespace's init: a signal sent to it by the kernel
-	// would otherwise end it (Go's default) and with it the run. The
-	// command gets the run's signals itself: it is in the shim's process
-	// group, and the supervisor signals the run's cgroup too.
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGPIPE)
+	select {
+	case s := <-sigs:
+		if sig := s.(syscall.Signal); sig != syscall.SIGPIPE {
+			fmt.Fprintf(status, "signal %d\n", int(sig))
+			os.Exit(128 + int(sig))
+		}
+	default:
+	}
+	// From here the shim, the namespace's init, only waits: the command
+	// gets the run's signals itself (it is in the shim's process group,
+	// and the supervisor signals the run's cgroup too).
 	go func() {
 		for range sigs {
 		}
@@ -72,6 +82,7 @@ func Main() {
 	}
 	os.Stdin.Close()
 	leader := cmd.Process.Pid
+	fmt.Fprintf(status, "started %d\n", leader)
 	// Reap every child (orphans re-parent to init) until the command ends.
 	for {
 		var ws syscall.WaitStatus

@@ -25,7 +25,6 @@
 package sandbox
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -78,6 +77,11 @@ type Spec struct {
 	NoSeccomp  bool `json:"no_seccomp,omitempty"`
 }
 
+// WorkDir is where a sandbox shows its workspace (and starts, and has its
+// HOME): a path of its own, so that no folder of oxiosd's data directory
+// exists in a sandbox, not even the workspace's parents.
+const WorkDir = "/work"
+
 // SystemDirs are bound read-only into every sandbox (those that exist).
 var SystemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt"}
 
@@ -99,12 +103,30 @@ func Cmd(spec *Spec) (path string, argv, env []string, attr *syscall.SysProcAttr
 	if err != nil {
 		return "", nil, nil, nil, err
 	}
-	exe, err := os.Executable()
+	exe, err := initPath()
 	if err != nil {
 		return "", nil, nil, nil, err
 	}
 	attr = &syscall.SysProcAttr{Setpgid: true, Cloneflags: Cloneflags(spec.Net)}
-	return exe, []string{InitName}, []string{specEnv + "=" + string(b)}, attr, nil
+	// One P and no collector: the shim allocates little and lives on as
+	// a waiting init; the command gets spec.Env, not these.
+	env = []string{specEnv + "=" + string(b), "GOMAXPROCS=1", "GOGC=off"}
+	return exe, []string{InitName}, env, attr, nil
+}
+
+// initPath is the shim: the small program InitName beside the running
+// executable (it starts in about a third of oxiosd's start), or the
+// running executable itself, which then must call Main first.
+func initPath() (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(filepath.Dir(exe), InitName)
+	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+		return p, nil
+	}
+	return exe, nil
 }
 
 // Source is the host's path of the bind.
@@ -126,10 +148,50 @@ type Status struct {
 	Err string
 }
 
+// readLine reads one line of the status pipe, a byte at a time: what
+// follows is for the next reader.
+func readLine(f *os.File) string {
+	var b []byte
+	c := make([]byte, 1)
+	for len(b) < 4096 {
+		n, err := f.Read(c)
+		if n == 1 {
+			if c[0] == '\n' {
+				break
+			}
+			b = append(b, c[0])
+		}
+		if err != nil {
+			break
+		}
+	}
+	return string(b)
+}
+
+// WaitStarted waits until the shim has started the command (its sandbox
+// is built: a signal sent to the run from now on reaches the command). If
+// it did not, it returns the shim's report, which ReadStatus then gives.
+func WaitStarted(f *os.File) (ok bool, report string) {
+	line := readLine(f)
+	if strings.HasPrefix(line, "started ") {
+		return true, ""
+	}
+	return false, line
+}
+
 // ReadStatus reads the shim's report from the read end of its status
-// pipe, once the shim has exited.
-func ReadStatus(f *os.File) Status {
-	line, _ := bufio.NewReader(f).ReadString('\n')
+// pipe, once the shim has exited; pending is a report WaitStarted
+// returned, if any.
+func ReadStatus(f *os.File, pending ...string) Status {
+	var line string
+	if len(pending) > 0 && pending[0] != "" {
+		line = pending[0]
+	} else {
+		line = readLine(f)
+		for strings.HasPrefix(line, "started ") {
+			line = readLine(f)
+		}
+	}
 	line = strings.TrimSpace(line)
 	verb, arg, _ := strings.Cut(line, " ")
 	switch verb {

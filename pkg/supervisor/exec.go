@@ -83,7 +83,10 @@ func Exec(ctx context.Context, s ExecSpec) (ExecResult, error) {
 	if s.Sandbox != nil {
 		sb := *s.Sandbox
 		sb.GID = sb.UID
-		sb.Argv, sb.Env, sb.Dir = s.Argv, s.Env, s.Dir
+		sb.Argv, sb.Env = s.Argv, s.Env
+		if sb.Dir == "" {
+			sb.Dir = s.Dir
+		}
 		path, argv, env, attr, err := sandbox.Cmd(&sb)
 		if err != nil {
 			return ExecResult{}, err

@@ -140,6 +140,7 @@ type Run struct {
 	group   *Group    // its cgroup, or nil
 	uid     uint32    // its sandbox's uid, or 0 when it runs unsandboxed
 	status  *os.File  // read end of the sandbox's status pipe
+	report  string    // the shim's report, read before its time (it failed to start the command)
 	sock    io.Closer // its own socket
 	wall    *time.Timer
 	reason  string // why the supervisor ended it, for the exit record
@@ -277,6 +278,15 @@ func (s *Supervisor) Start(spec Spec) (*Run, error) {
 	if err := SetLimits(r.rec.PID, r.group.rlimits(spec.Limits)); err != nil {
 		s.log.Warn("run limits", "run", spec.ID, "err", err)
 	}
+	if r.status != nil {
+		// The run is there once its command is: a signal sent to it
+		// from now on reaches the command, not a shim still building.
+		// (Not under s.mu: the shim's lookups in the mount need it.)
+		statusW.Close()
+		if ok, report := sandbox.WaitStarted(r.status); !ok {
+			r.report = report
+		}
+	}
 	r.mu.Lock()
 	r.appendLocked(r.recordJSON())
 	if spec.Wall > 0 {
@@ -320,7 +330,10 @@ func (r *Run) sandboxed(cmd *exec.Cmd) (*os.File, error) {
 	sb.Binds = append([]sandbox.Bind(nil), sb.Binds...)
 	r.uid = s.uids.acquire(r)
 	sb.UID, sb.GID = r.uid, r.uid
-	sb.Argv, sb.Env, sb.Dir = r.spec.Argv, r.spec.Env, r.spec.Dir
+	sb.Argv, sb.Env = r.spec.Argv, r.spec.Env
+	if sb.Dir == "" {
+		sb.Dir = r.spec.Dir
+	}
 	if err := sandbox.Chown(r.spec.Dir, r.uid); err != nil {
 		return nil, fmt.Errorf("workspace: %w", err)
 	}
@@ -456,7 +469,7 @@ func (r *Run) wait(outR, errR *os.File, readers *sync.WaitGroup) {
 	switch {
 	case r.status != nil && !ws.Signaled():
 		// The shim's report: how the command itself ended.
-		st := sandbox.ReadStatus(r.status)
+		st := sandbox.ReadStatus(r.status, r.report)
 		switch {
 		case st.Err != "":
 			ex.Status = max(ws.ExitStatus(), 1)
