@@ -47,7 +47,7 @@ RUNDIR ?= $(CURDIR)/.oxios
 build: tools ## build every cmd/* into bin/, and the WASM tools
 	@# Static binaries (no cgo): no dynamic loader and libc to set up at each
 	@# start, about 2.5 ms of every ox-* command; os/user reads /etc/passwd.
-	CGO_ENABLED=0 $(GO) build $(GOBUILDFLAGS) -ldflags "$(LDFLAGS)" -o bin/ $(addprefix ./cmd/,$(BINARIES))
+	CGO_ENABLED=0 $(GO) build $(GOBUILDFLAGS) -ldflags "$(LDFLAGS)" -o bin/ $(addprefix ./cmd/,$(BINARIES)) ./cmd/oxiosd/oxios-sandbox-init
 
 .PHONY: tools
 tools: $(TOOLWASM) ## build the WASM tools tools/* into share/tools/NAME.wasm
@@ -135,7 +135,7 @@ man: ## regenerate man/*.[1-8] from man/*.md
 .PHONY: install
 install: build ## install binaries, man pages, completions, systemd units, default config
 	install -d $(DESTDIR)$(BINDIR)
-	install -m 0755 $(addprefix bin/,$(BINARIES)) $(DESTDIR)$(BINDIR)/
+	install -m 0755 $(addprefix bin/,$(BINARIES)) bin/oxios-sandbox-init $(DESTDIR)$(BINDIR)/
 	@set -e; for p in $(MANPAGES); do s=$${p##*.}; \
 		install -d $(DESTDIR)$(MANDIR)/man$$s; \
 		echo "install -m 0644 $$p $(DESTDIR)$(MANDIR)/man$$s/"; \
@@ -172,7 +172,7 @@ install: build ## install binaries, man pages, completions, systemd units, defau
 
 .PHONY: uninstall
 uninstall: ## remove what install installed (an edited /etc/oxios/oxios.toml stays)
-	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(BINARIES))
+	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(BINARIES)) $(DESTDIR)$(BINDIR)/oxios-sandbox-init
 	@set -e; for p in $(MANPAGES); do s=$${p##*.}; \
 		echo "rm -f $(DESTDIR)$(MANDIR)/man$$s/$${p##*/}"; \
 		rm -f $(DESTDIR)$(MANDIR)/man$$s/$${p##*/}; done

@@ -8,7 +8,7 @@
 set -euo pipefail
 
 bindir=$(cd "${1:-bin}" && pwd)
-for b in oxiosd ox-agents ox-state ox-audit ox-commit ox-events ox-remember ox-recall ox-forget ox-spawn ox-ps ox-wait ox-kill ox-attach ox-exec ox-budget ox-agent ox-policy ox-top ox-status ox-schedule ox-fork ox-msg ox-approve fakellm; do
+for b in oxiosd ox-agents ox-state ox-audit ox-commit ox-events ox-remember ox-recall ox-forget ox-spawn ox-ps ox-wait ox-kill ox-attach ox-exec ox-budget ox-agent ox-policy ox-top ox-status ox-schedule ox-fork ox-msg ox-approve oxios-sandbox-init fakellm; do
 	[[ -x $bindir/$b ]] || { echo "demo: no $bindir/$b; run make build first" >&2; exit 2; }
 done
 export PATH=$bindir:$PATH
@@ -212,7 +212,7 @@ fails 143 "ox-wait \$run | jq -c '{run,status,signal}'"
 fails 143 "ox-attach \$run | jq -c 'select(.type == \"error\" or .type == \"exit\") | {type,code,text}'"
 
 say "exec runs a command for an agent under its policy: allowed programs only, no shell unless granted."
-run 'ox-exec -a ops -- date -u +%Y'
+run 'echo one two three | ox-exec -a ops -- wc -w'
 fails 77 "ox-exec -a ops -c 'cat /etc/passwd; rm -rf /'"
 fails 77 'ox-exec -a ops -- rm -rf /tmp/x'
 run "ox-budget show -a ops | $jq"
@@ -226,8 +226,8 @@ run "ox-audit log --op 'tool.run' | jq -c '{seq,op,target,result}'"
 say "Each agent has a policy the kernel enforces on every syscall, socket and mount alike; only the admin changes it."
 run "ox-policy show -a ops | grep -A3 '^\\[state\\]'"
 run "ox-policy check -a ops state.save notes/seen | $jq"
-say "A stricter policy: ops may write notes/disk only, and exec no date. Which past actions would it have refused?"
-run "ox-policy show -a ops | sed -e 's|^write = .*|write = [\"notes/disk\"]|' -e 's|\"date\", ||' > \$dir/stricter.toml"
+say "A stricter policy: ops may write notes/disk only, and exec no wc. Which past actions would it have refused?"
+run "ox-policy show -a ops | sed -e 's|^write = .*|write = [\"notes/disk\"]|' -e 's|, \"wc\"||' > \$dir/stricter.toml"
 fails 1 "ox-audit export | ox-policy test -a ops \$dir/stricter.toml | jq -c '{seq,op,target,change,rule}'"
 run "ox-policy set -a ops \$dir/stricter.toml | jq -c '{type,agent,digest}'"
 fails 77 "ox-spawn -a ops -- /bin/sh -c 'ox-state save notes/seen again' >/dev/null"

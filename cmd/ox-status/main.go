@@ -30,7 +30,7 @@ func main() {
 	def := proto.DefaultPaths()
 	app := cliutil.App("ox-status", "check that Oxios works here, and say what to fix")
 	app.Version = version
-	app.Description = "Checks, in order: the config file parses; the daemon answers on its socket; its mount is there and answers; it can write its data dir; the policy files of its policies folder parse; its model endpoint answers, when one is configured. Prints one check record per check (a table on a terminal), with what to do about each that failed, and exits 1 if any failed. Paths come from the daemon when it answers, else from the config file."
+	app.Description = "Checks, in order: the config file parses; the daemon answers on its socket; its mount is there and answers; it can write its data dir; its runs are sandboxed; the policy files of its policies folder parse; its model endpoint answers, when one is configured. Prints one check record per check (a table on a terminal), with what to do about each that failed, and exits 1 if any failed. Paths come from the daemon when it answers, else from the config file."
 	app.Flags = []cli.Flag{
 		cliutil.SocketFlag, cliutil.JSONFlag,
 		&cli.StringFlag{Name: "config", Usage: "the config file `FILE` to check (\"\" for none)", Value: def.Config, EnvVars: []string{"OXIOS_CONFIG"}, TakesFile: true},
@@ -159,6 +159,18 @@ func status(c *cli.Context) error {
 	} else {
 		err := checkDir(data)
 		ch.add("data", err, data+" is writable", "create it (mkdir -m 0700 "+data+") as the user oxiosd runs as, or free space on it")
+	}
+
+	if d != nil {
+		var err error
+		ok := "runs are sandboxed: " + d.Sandbox
+		if len(d.SandboxMissing) > 0 {
+			ok += " (lacks " + strings.Join(d.SandboxMissing, "; ") + ")"
+		}
+		if !strings.Contains(d.Sandbox, "namespaces") || !strings.Contains(d.Sandbox, "seccomp") {
+			err = fmt.Errorf("the sandbox of runs lacks %s: agents whose policy has [sandbox] isolation = \"full\" (the default) cannot start runs", strings.Join(d.SandboxMissing, "; "))
+		}
+		ch.add("sandbox", err, ok, "run oxiosd as root on a kernel with mount, pid and network namespaces and seccomp (not in a container that forbids them), or give trusted agents isolation = \"available\" in their policy (oxios-policy(5))")
 	}
 
 	err = checkPolicies(pols)

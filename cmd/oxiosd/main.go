@@ -23,12 +23,16 @@ import (
 	"github.com/oxios/oxios/pkg/config"
 	"github.com/oxios/oxios/pkg/kernel"
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/sandbox"
 	"github.com/oxios/oxios/pkg/server"
 )
 
 var version = "0.1.0-dev"
 
 func main() {
+	// Re-run as the shim of a run's sandbox, oxiosd is that and nothing
+	// more (package sandbox).
+	sandbox.Main()
 	def := proto.DefaultPaths()
 	app := cliutil.App("oxiosd", "the Oxios kernel daemon")
 	app.Version = version
@@ -126,6 +130,7 @@ func run(c *cli.Context) error {
 	root, cancelRoot := context.WithCancel(context.Background())
 	defer cancelRoot()
 	srv := server.New(root, k, log)
+	k.SetRunListener(srv.ListenRun)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 
@@ -230,7 +235,8 @@ func mount(cfg config.Config, k *kernel.Kernel, log *slog.Logger) *fs.Mount {
 		Dir: cfg.Mount,
 		// Other users reach the mount only if the configuration grants
 		// some; oxiosd then checks each request.
-		AllowOther: len(cfg.Access.Admins) > 0 || len(cfg.Access.Users) > 0,
+		// Sandboxed runs reach their agent's folder with uids of their own.
+		AllowOther: len(cfg.Access.Admins) > 0 || len(cfg.Access.Users) > 0 || os.Geteuid() == 0,
 		Debug:      os.Getenv("OXIOS_FUSE_DEBUG") != "",
 		Log:        log,
 	})

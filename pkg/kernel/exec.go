@@ -16,6 +16,7 @@ import (
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/sandbox"
 	"github.com/oxios/oxios/pkg/supervisor"
 )
 
@@ -108,9 +109,30 @@ func (k *Kernel) Exec(ctx context.Context, c *Cred, a proto.ExecArgs, raw []byte
 	if capBytes <= 0 {
 		capBytes = 1 << 20
 	}
+	sb, serr := k.sandboxFor(a.Agent, p, dir, false, false)
+	if serr != nil {
+		return deny(serr, execTarget(a.Agent, cmd.Argv, "", " [sandbox.isolation]"))
+	}
+	if sb != nil {
+		// An exec of a run is in the run's uid (it writes the run's
+		// workspace); any other has one of its own while it runs.
+		if run != nil && run.UID() != 0 {
+			sb.UID = run.UID()
+		} else {
+			sb.UID = k.sup.AcquireUID()
+			defer k.sup.ReleaseUID(sb.UID)
+			if err := sandbox.Chown(dir, sb.UID); err != nil {
+				return proto.ExecRecord{}, ioError(err)
+			}
+		}
+	}
+	home := dir
+	if sb != nil {
+		home = sandbox.WorkDir
+	}
 	res, err := supervisor.Exec(ctx, supervisor.ExecSpec{
 		Argv: argv, Dir: dir, Stdin: []byte(a.Stdin), Timeout: timeout, Cap: capBytes, Limits: limitsOf(p), Cgroups: k.sup.Cgroups,
-		Env: []string{"PATH=" + runPath(), "HOME=" + dir, "LANG=C.UTF-8", "OXIOS_AGENT=" + a.Agent},
+		Env: []string{"PATH=" + runPath(), "HOME=" + home, "LANG=C.UTF-8", "OXIOS_AGENT=" + a.Agent}, Sandbox: sb,
 	})
 	if err != nil {
 		return deny(proto.Errorf(proto.ENOENT, "exec %s: %v", cmd.Argv[0], err), execTarget(a.Agent, cmd.Argv, "", ""))

@@ -58,10 +58,12 @@ type Cred struct {
 	Grants []string
 }
 
-// RunResolver maps a pid to the agent run it belongs to. The supervisor
-// provides it; until then no process is an agent's.
+// RunResolver maps a peer (uid and pid) to the agent run it belongs to.
+// The supervisor provides it; until then no process is an agent's. An
+// error refuses the peer: it belongs to a sandbox or run that cannot be
+// named, and must never be taken for the uid it has.
 type RunResolver interface {
-	RunOf(pid int32) (agent, run string, ok bool)
+	Attribute(uid uint32, pid int32) (agent, run string, err error)
 }
 
 // Kernel holds the subsystems and runs the committer.
@@ -108,6 +110,7 @@ type Kernel struct {
 	adm     admission // the run queue (admit.go)
 	started time.Time
 	sched   schedState // schedules (schedule.go)
+	box     boxState   // the sandbox of runs and execs (sandbox.go)
 	// prefetch: the saved recall indexes, decoding while the store
 	// opens (memindex.go); nil once loaded.
 	prefetch *indexPrefetch
@@ -251,7 +254,12 @@ func (k *Kernel) Config() config.Config { return k.cfg }
 func (k *Kernel) Identify(uid, gid uint32, pid int32) (*Cred, error) {
 	c := &Cred{UID: uid, GID: gid, PID: pid}
 	if k.runs != nil {
-		if a, r, ok := k.runs.RunOf(pid); ok {
+		a, r, err := k.runs.Attribute(uid, pid)
+		if err != nil {
+			k.auditDenied(c, "connect", fmt.Sprintf("uid=%d pid=%d", uid, pid), nil, proto.EACCES)
+			return nil, proto.Errorf(proto.EACCES, "%v: refused", err)
+		}
+		if a != "" {
 			c.Agent, c.Run = a, r
 			return c, nil
 		}

@@ -45,6 +45,7 @@ func (k *Kernel) Status(ctx context.Context, c *Cred) proto.DaemonRecord {
 		Type: proto.RecordDaemon, Server: "oxiosd/" + Version, PID: os.Getpid(), Started: k.started,
 		Config: k.cfg.File, Data: k.cfg.Data, Socket: k.cfg.Socket, Policies: k.cfg.Policies,
 		LLM: k.liveCfg().LLM.BaseURL, LLMCircuit: k.LLMState(), ConfigError: k.ConfigRefused(),
+		Sandbox: k.box.feat.String(), SandboxMissing: k.box.feat.Missing,
 	}
 	if !k.cfg.NoMount {
 		rec.Mount = k.cfg.Mount

@@ -16,6 +16,7 @@ import (
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/sandbox"
 	"github.com/oxios/oxios/pkg/state"
 	"github.com/oxios/oxios/pkg/supervisor"
 )
@@ -39,12 +40,12 @@ func targetAgent(target string) string {
 // in a run's tree is that run's agent.
 type runResolver struct{ s *supervisor.Supervisor }
 
-func (r runResolver) RunOf(pid int32) (string, string, bool) {
-	run, ok := r.s.RunOf(pid)
-	if !ok {
-		return "", "", false
+func (r runResolver) Attribute(uid uint32, pid int32) (string, string, error) {
+	run, err := r.s.Attribute(uid, pid)
+	if err != nil || run == nil {
+		return "", "", err
 	}
-	return run.Agent(), run.ID(), true
+	return run.Agent(), run.ID(), nil
 }
 
 func (k *Kernel) openSupervisor() error {
@@ -65,6 +66,7 @@ func (k *Kernel) openSupervisor() error {
 	}
 	k.sup = s
 	k.runs = runResolver{s}
+	k.openSandbox()
 	return nil
 }
 
@@ -257,6 +259,18 @@ func (k *Kernel) spawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw []by
 		ID: id, Agent: a.Agent, Argv: argv, Env: env, Dir: dir, Stdin: []byte(a.Input),
 		Limits: limitsOf(pol), Command: a.Command, Model: model, Records: llm,
 		Wall: time.Duration(runLim.Wall * float64(time.Second)),
+	}
+	sb, serr := k.sandboxFor(a.Agent, pol, dir, llm, true)
+	if serr != nil {
+		return fail(serr)
+	}
+	if sb != nil {
+		spec.Sandbox, spec.SocketAt = sb, k.cfg.Socket
+		for i, e := range spec.Env {
+			if strings.HasPrefix(e, "HOME=") {
+				spec.Env[i] = "HOME=" + sandbox.WorkDir
+			}
+		}
 	}
 	if llm {
 		spec.Task = a.Task

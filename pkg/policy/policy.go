@@ -34,6 +34,7 @@ type Policy struct {
 	Ask     Ask     `toml:"ask"`
 	Msg     Msg     `toml:"msg"`
 	MCP     MCP     `toml:"mcp"`
+	Sandbox Sandbox `toml:"sandbox"`
 
 	hosts []hostRule // net.allow, parsed
 }
@@ -69,6 +70,33 @@ type Net struct {
 	Timeout  Duration    `toml:"timeout"`
 	MaxBytes config.Size `toml:"max_bytes"`
 }
+
+// Sandbox says what the world of the agent's runs and execs holds beyond
+// what every sandbox has (the system folders read-only, the workspace,
+// the agent's own folder of the mount, its socket), and how much less
+// isolation than the full sandbox a run may start with.
+type Sandbox struct {
+	// Isolation: "full" (the default: a run starts only in the whole
+	// sandbox; Landlock is added where the kernel has it), "available"
+	// (with whatever layers the machine offers, down to none) or "none"
+	// (never sandboxed: for agents trusted as much as the admin).
+	Isolation string `toml:"isolation"`
+	// Network keeps the host's network for runs and execs; without it
+	// they have only a loopback of their own (the LLM runner always has
+	// the network: it reaches the model).
+	Network bool `toml:"network"`
+	// ReadOnly and ReadWrite are host paths the sandbox shows at the same
+	// path, read-only or read-write.
+	ReadOnly  []string `toml:"read_only"`
+	ReadWrite []string `toml:"read_write"`
+}
+
+// Isolation levels.
+const (
+	IsolationFull      = "full"
+	IsolationAvailable = "available"
+	IsolationNone      = "none"
+)
 
 // Signals says what a violation does besides being refused and audited.
 type Signals struct {
@@ -221,6 +249,23 @@ func Parse(b []byte) (*Policy, error) {
 	if err := p.parseAsk(b); err != nil {
 		return nil, err
 	}
+	switch p.Sandbox.Isolation {
+	case "":
+		p.Sandbox.Isolation = IsolationFull
+	case IsolationFull, IsolationAvailable, IsolationNone:
+	default:
+		return nil, &Error{Line: lineOf(b, "isolation"), Reason: fmt.Sprintf("sandbox.isolation: %q: want \"full\", \"available\" or \"none\"", p.Sandbox.Isolation)}
+	}
+	for _, list := range []struct {
+		key   string
+		paths []string
+	}{{"read_only", p.Sandbox.ReadOnly}, {"read_write", p.Sandbox.ReadWrite}} {
+		for _, path := range list.paths {
+			if !filepath.IsAbs(path) || filepath.Clean(path) != path || path == "/" {
+				return nil, &Error{Line: lineOf(b, list.key), Reason: fmt.Sprintf("sandbox.%s: %q: want an absolute, clean path other than /", list.key, path)}
+			}
+		}
+	}
 	p.compile()
 	for _, f := range []struct {
 		key string
@@ -361,7 +406,10 @@ func (p *Policy) runsOther(argv []string) *Denied {
 			if a == "--" {
 				break
 			}
-			if strings.HasPrefix(a, "--compress-prog") {
+			// getopt takes any unambiguous abbreviation: --compress=sh
+			// is --compress-program=sh.
+			name, _, _ := strings.Cut(a, "=")
+			if len(name) >= len("--co") && strings.HasPrefix("--compress-program", name) {
 				return &Denied{Rule: "exec.allow", Reason: fmt.Sprintf("sort %q: sort may not run another program", a)}
 			}
 		}

@@ -82,7 +82,12 @@ type DaemonRecord struct {
 	// ConfigError is why the config file was refused when it last
 	// changed (the config in force stays), "" if it was not.
 	ConfigError string `json:"config_error,omitempty"`
-	Text        string `json:"text"`
+	// Sandbox is what the machine offers for the sandbox of runs
+	// ("namespaces seccomp landlock/7"); SandboxMissing, what it lacks
+	// and why.
+	Sandbox        string   `json:"sandbox"`
+	SandboxMissing []string `json:"sandbox_missing,omitempty"`
+	Text           string   `json:"text"`
 }
 
 // CheckRecord is the "check" record of ox-status: one check, and what to

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -70,4 +71,27 @@ func Listener(path string, gid int) (ln net.Listener, activated bool, err error)
 		}
 	}
 	return ul, false, nil
+}
+
+// ListenRun serves a run's own socket at path (in a folder only oxiosd
+// reaches, bound into the run's sandbox), connectable by uid only. Who
+// connects is still found by Identify: the socket is where a sandbox can
+// reach oxiosd, not what names it. Closing the result stops serving it and
+// removes the file.
+func (s *Server) ListenRun(path string, uid uint32) (io.Closer, error) {
+	ul, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, err
+	}
+	ul.SetUnlinkOnClose(true)
+	if err := os.Chown(path, int(uid), int(uid)); err != nil {
+		ul.Close()
+		return nil, err
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ul.Close()
+		return nil, err
+	}
+	go s.Serve(ul)
+	return ul, nil
 }

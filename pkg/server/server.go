@@ -84,6 +84,18 @@ func (s *Server) Serve(ln net.Listener) error {
 			if draining {
 				return nil
 			}
+			if errors.Is(err, net.ErrClosed) {
+				// A run's socket, closed when the run ended.
+				s.mu.Lock()
+				for i, l := range s.lns {
+					if l == ln {
+						s.lns = append(s.lns[:i], s.lns[i+1:]...)
+						break
+					}
+				}
+				s.mu.Unlock()
+				return nil
+			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) {
 				// Out of fds: back off instead of spinning.

@@ -262,9 +262,11 @@ func (c *Cgroups) New(id string, l Limits) (*Group, error) {
 
 func (g *Group) limitV2(l Limits) error {
 	if l.Processes > 0 {
-		if err := writeInt(filepath.Join(g.v2, "pids.max"), l.Processes); err != nil && !errors.Is(err, os.ErrNotExist) {
+		err := writeInt(filepath.Join(g.v2, "pids.max"), l.Processes)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
+		g.pids = err == nil
 	}
 	_, err := os.Stat(filepath.Join(g.v2, "memory.max"))
 	g.memory = err == nil
@@ -327,10 +329,18 @@ func (g *Group) Start(start func(attr *syscall.SysProcAttr) error, attr *syscall
 // bounds memory, the address space is left alone (it is a poor proxy for
 // memory: a Go program or a JIT reserves far more than it uses).
 func (g *Group) rlimits(l Limits) Limits {
-	if g == nil || !g.memory {
+	if g == nil {
 		return l
 	}
-	l.Memory = 0
+	if g.memory {
+		l.Memory = 0
+	}
+	// The group bounds the run's processes, refusals counted (and
+	// audited); RLIMIT_NPROC, which binds a sandbox's own uid, would refuse
+	// first and uncounted.
+	if g.pids {
+		l.Processes = 0
+	}
 	return l
 }
 

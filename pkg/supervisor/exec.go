@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"os/exec"
 	"strconv"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/oxios/oxios/pkg/sandbox"
 )
 
 // ExecSpec is a command the exec syscall runs to completion.
@@ -25,6 +28,10 @@ type ExecSpec struct {
 	// Cgroups, when set, bounds the exec's processes together in a
 	// cgroup of their own.
 	Cgroups *Cgroups
+	// Sandbox, when set, is the exec's sandbox (its UID set by the
+	// caller: the run's, or one of AcquireUID); the command, environment
+	// and folder are filled in from the fields above.
+	Sandbox *sandbox.Spec
 }
 
 var execSeq atomic.Uint64
@@ -72,6 +79,29 @@ func Exec(ctx context.Context, s ExecSpec) (ExecResult, error) {
 	cmd := exec.CommandContext(ctx, s.Argv[0], s.Argv[1:]...)
 	cmd.Env, cmd.Dir = s.Env, s.Dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var statusR *os.File
+	if s.Sandbox != nil {
+		sb := *s.Sandbox
+		sb.GID = sb.UID
+		sb.Argv, sb.Env = s.Argv, s.Env
+		if sb.Dir == "" {
+			sb.Dir = s.Dir
+		}
+		path, argv, env, attr, err := sandbox.Cmd(&sb)
+		if err != nil {
+			return ExecResult{}, err
+		}
+		r, w, err := os.Pipe()
+		if err != nil {
+			return ExecResult{}, err
+		}
+		statusR = r
+		defer r.Close()
+		defer w.Close()
+		cmd.Path, cmd.Args, cmd.Env, cmd.Dir, cmd.SysProcAttr, cmd.Err = path, argv, env, "", attr, nil
+		cmd.ExtraFiles = []*os.File{w}
+	}
+	// A killed shim takes its pid namespace with it.
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	// A grandchild holding the pipes open must not hold the reply.
 	cmd.WaitDelay = time.Second
@@ -101,6 +131,9 @@ func Exec(ctx context.Context, s ExecSpec) (ExecResult, error) {
 	if err != nil {
 		return ExecResult{}, err
 	}
+	if len(cmd.ExtraFiles) > 0 {
+		cmd.ExtraFiles[0].Close()
+	}
 	if err := SetLimits(cmd.Process.Pid, group.rlimits(s.Limits)); err != nil {
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		cmd.Wait()
@@ -112,6 +145,17 @@ func Exec(ctx context.Context, s ExecSpec) (ExecResult, error) {
 	res.Limits = group.Hits().String()
 	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
 	switch {
+	case statusR != nil && !ws.Signaled():
+		st := sandbox.ReadStatus(statusR)
+		switch {
+		case st.Err != "":
+			return res, errors.New(st.Err)
+		case st.Exited:
+			res.Status = st.Code
+		default:
+			res.Status = 128 + int(st.Signal)
+			res.Signal = SignalName(st.Signal)
+		}
 	case ws.Signaled():
 		res.Status = 128 + int(ws.Signal())
 		res.Signal = SignalName(ws.Signal())

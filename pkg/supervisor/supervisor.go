@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -33,6 +34,7 @@ import (
 	"lukechampine.com/blake3"
 
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/sandbox"
 )
 
 // Limits are the resource limits of a run's processes, applied with
@@ -64,6 +66,12 @@ type Spec struct {
 	// Wall ends the run (TERM, then KILL after Grace) once it has run
 	// this long; 0 means no limit.
 	Wall time.Duration
+	// Sandbox, when set, is the run's sandbox: the supervisor fills in the
+	// command, the uid it gives the run and the run's socket.
+	Sandbox *sandbox.Spec
+	// SocketAt is where the run's own socket appears inside its sandbox
+	// (the path OXIOS_SOCKET names); "" for none.
+	SocketAt string
 }
 
 // Grace is how long a run has between TERM and KILL when it is ended.
@@ -87,12 +95,17 @@ type Supervisor struct {
 	// Cgroups, when the machine offers them, gives each run a control
 	// group bounding its processes together (see Cgroups).
 	Cgroups *Cgroups
+	// Listen serves a run's own socket at path, connectable by uid only;
+	// closing what it returns stops serving it. Set by the daemon (the
+	// socket server); without it sandboxed runs have no socket.
+	Listen func(path string, uid uint32) (io.Closer, error)
 
 	mu     sync.RWMutex
 	runs   map[string]*Run
 	ended  []string     // ids of ended runs, oldest first
 	byPID  map[int]*Run // live runs by leader pid (= their process group)
 	who    map[int]*Run // RunOf's cache: pid -> run (nil: none); cleared on every start and exit
+	uids   uids
 	live   sync.WaitGroup
 	closed bool
 }
@@ -104,6 +117,7 @@ func New(dir string, log *slog.Logger) (*Supervisor, error) {
 		return nil, err
 	}
 	s := &Supervisor{dir: dir, log: log, Keep: 1000, runs: map[string]*Run{}, byPID: map[int]*Run{}, who: map[int]*Run{}}
+	s.uids.init()
 	if err := s.load(); err != nil {
 		return nil, err
 	}
@@ -123,7 +137,11 @@ type Run struct {
 	changed chan struct{} // closed (and replaced) when a record is added
 	done    chan struct{} // closed once the exit record is in the log
 	cmd     *exec.Cmd
-	group   *Group // its cgroup, or nil
+	group   *Group    // its cgroup, or nil
+	uid     uint32    // its sandbox's uid, or 0 when it runs unsandboxed
+	status  *os.File  // read end of the sandbox's status pipe
+	report  string    // the shim's report, read before its time (it failed to start the command)
+	sock    io.Closer // its own socket
 	wall    *time.Timer
 	reason  string // why the supervisor ended it, for the exit record
 	// Usage charged to this run by the kernel.
@@ -146,6 +164,9 @@ func (r *Run) Digest() string {
 	}
 	return hex.EncodeToString(r.sum.Sum(nil))
 }
+
+// UID returns the uid of the run's sandbox, 0 when it is not sandboxed.
+func (r *Run) UID() uint32 { return r.uid }
 
 // Agent returns the run's agent.
 func (r *Run) Agent() string { return r.rec.Agent }
@@ -180,6 +201,14 @@ func (s *Supervisor) Start(spec Spec) (*Run, error) {
 	// Its own process group: signals reach the whole run, and the
 	// terminal's Ctrl-C does not reach it behind the supervisor's back.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var statusW *os.File
+	if spec.Sandbox != nil {
+		if statusW, err = r.sandboxed(cmd); err != nil {
+			r.abandon()
+			return nil, err
+		}
+		defer statusW.Close()
+	}
 	if len(spec.Stdin) > 0 {
 		cmd.Stdin = strings.NewReader(string(spec.Stdin))
 	}
@@ -249,6 +278,15 @@ func (s *Supervisor) Start(spec Spec) (*Run, error) {
 	if err := SetLimits(r.rec.PID, r.group.rlimits(spec.Limits)); err != nil {
 		s.log.Warn("run limits", "run", spec.ID, "err", err)
 	}
+	if r.status != nil {
+		// The run is there once its command is: a signal sent to it
+		// from now on reaches the command, not a shim still building.
+		// (Not under s.mu: the shim's lookups in the mount need it.)
+		statusW.Close()
+		if ok, report := sandbox.WaitStarted(r.status); !ok {
+			r.report = report
+		}
+	}
 	r.mu.Lock()
 	r.appendLocked(r.recordJSON())
 	if spec.Wall > 0 {
@@ -279,6 +317,68 @@ func (r *Run) abandon() {
 	r.logf.Close()
 	os.Remove(name)
 	os.RemoveAll(r.spec.Dir)
+	r.unsandbox()
+}
+
+// sandboxed makes cmd start the run in its sandbox: a uid of its own,
+// which owns the workspace, its own socket, and the shim as the process
+// the supervisor starts. It returns the write end of the status pipe,
+// for the caller to close once the shim has started.
+func (r *Run) sandboxed(cmd *exec.Cmd) (*os.File, error) {
+	s := r.s
+	sb := *r.spec.Sandbox
+	sb.Binds = append([]sandbox.Bind(nil), sb.Binds...)
+	r.uid = s.uids.acquire(r)
+	sb.UID, sb.GID = r.uid, r.uid
+	sb.Argv, sb.Env = r.spec.Argv, r.spec.Env
+	if sb.Dir == "" {
+		sb.Dir = r.spec.Dir
+	}
+	if err := sandbox.Chown(r.spec.Dir, r.uid); err != nil {
+		return nil, fmt.Errorf("workspace: %w", err)
+	}
+	if r.spec.SocketAt != "" && s.Listen != nil {
+		dir := filepath.Join(filepath.Dir(s.dir), "sockets")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, err
+		}
+		path := filepath.Join(dir, r.spec.ID+".sock")
+		os.Remove(path)
+		c, err := s.Listen(path, r.uid)
+		if err != nil {
+			return nil, fmt.Errorf("the run's socket: %w", err)
+		}
+		r.sock = c
+		sb.Binds = append(sb.Binds, sandbox.Bind{Src: path, Path: r.spec.SocketAt, RW: true})
+	}
+	path, argv, env, attr, err := sandbox.Cmd(&sb)
+	if err != nil {
+		return nil, err
+	}
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	r.status = statusR
+	cmd.Path, cmd.Args, cmd.Env, cmd.Dir, cmd.SysProcAttr = path, argv, env, "", attr
+	cmd.Err = nil
+	cmd.ExtraFiles = []*os.File{statusW}
+	return statusW, nil
+}
+
+// unsandbox gives back what the run's sandbox held: its uid, its socket.
+func (r *Run) unsandbox() {
+	if r.sock != nil {
+		r.sock.Close()
+		r.sock = nil
+	}
+	if r.status != nil {
+		r.status.Close()
+		r.status = nil
+	}
+	if r.uid != 0 {
+		r.s.uids.release(r.uid)
+	}
 }
 
 // read turns a stream into records, a line each.
@@ -367,6 +467,19 @@ func (r *Run) wait(outR, errR *os.File, readers *sync.WaitGroup) {
 	ex := proto.ExitRecord{Type: proto.RecordExit, Run: r.rec.ID, Agent: r.rec.Agent, Time: now, Limits: hits.String()}
 	ws, _ := r.cmd.ProcessState.Sys().(syscall.WaitStatus)
 	switch {
+	case r.status != nil && !ws.Signaled():
+		// The shim's report: how the command itself ended.
+		st := sandbox.ReadStatus(r.status, r.report)
+		switch {
+		case st.Err != "":
+			ex.Status = max(ws.ExitStatus(), 1)
+			ex.Error = st.Err
+		case st.Exited:
+			ex.Status = st.Code
+		default:
+			ex.Status = 128 + int(st.Signal)
+			ex.Signal = SignalName(st.Signal)
+		}
 	case ws.Signaled():
 		ex.Status = 128 + int(ws.Signal())
 		ex.Signal = SignalName(ws.Signal())
@@ -397,6 +510,7 @@ func (r *Run) wait(outR, errR *os.File, readers *sync.WaitGroup) {
 	r.appendLocked(b)
 	r.mu.Unlock()
 	os.RemoveAll(r.spec.Dir)
+	r.unsandbox()
 	s.mu.Lock()
 	delete(s.byPID, r.rec.PID)
 	clear(s.who)

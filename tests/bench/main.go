@@ -112,6 +112,9 @@ func main() {
 	if run("spawn") {
 		benchSpawn(d, 200)
 	}
+	if run("sandbox") {
+		benchSandbox(d, 100)
+	}
 	if run("agent") {
 		benchAgent(dir)
 	}

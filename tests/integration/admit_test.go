@@ -179,10 +179,11 @@ func TestResourcesBusyRun(t *testing.T) {
 	run := spawnRec(t, d, "res", 0, "sh", "-c", "sleep 1000 & while :; do :; done")
 	defer d.ox("", "ox-kill", "-s", "KILL", run.ID)
 	var first proto.RunRecord
-	eventually(t, "the run's two processes", func() bool {
+	// Three processes: the init of its sandbox, sh and sleep.
+	eventually(t, "the run's three processes", func() bool {
 		ps := psRecs(t, d, "-a", "res")
 		first = ps[0]
-		return len(ps) == 1 && ps[0].Procs == 2
+		return len(ps) == 1 && ps[0].Procs == 3
 	})
 	time.Sleep(1500 * time.Millisecond)
 	ps := psRecs(t, d, "-a", "res")

@@ -26,6 +26,7 @@ type auditRec struct {
 		UID   uint32 `json:"uid"`
 		PID   int32  `json:"pid"`
 		Agent string `json:"agent"`
+		Run   string `json:"run"`
 	} `json:"actor"`
 	Op     string `json:"op"`
 	Target string `json:"target"`

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -35,8 +36,11 @@ import (
 
 // rtOutcome is one recorded attempt.
 type rtOutcome struct {
-	Name    string `json:"name"`
-	Kind    string `json:"kind"` // "attempt" (must be denied and audited) or "confined" (allowed by design, must stay inside)
+	Name string `json:"name"`
+	// "attempt" (must be denied and audited), "confined" (allowed by
+	// design, must stay inside) or "impossible" (what it is after does not
+	// exist in the sandbox: the attack must fail the way that shows it).
+	Kind    string `json:"kind"`
 	Denied  bool   `json:"denied"`
 	Audited bool   `json:"audited"`
 	OK      bool   `json:"ok"`
@@ -77,6 +81,20 @@ func confined(t *testing.T, name string, fn func() bool) {
 	}
 }
 
+// impossible runs an attack that the sandbox makes impossible by
+// construction (the data directory does not exist in a run's world, other
+// runs are in other pid namespaces...): nothing is there to refuse, so
+// nothing is audited. fn reports whether it failed the way the sandbox
+// makes it fail (the error asserted, not the absence of output).
+func impossible(t *testing.T, name string, fn func() bool) {
+	t.Helper()
+	ok := fn()
+	rt.add(rtOutcome{Name: name, Kind: "impossible", OK: ok})
+	if !ok {
+		t.Errorf("red-team %q: NOT IMPOSSIBLE: it got through", name)
+	}
+}
+
 func (r *redTeam) add(o rtOutcome) {
 	r.mu.Lock()
 	r.out = append(r.out, o)
@@ -87,8 +105,15 @@ func (r *redTeam) add(o rtOutcome) {
 func (r *redTeam) report(t *testing.T) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var n, denied, audited, conf, confOK int
+	var n, denied, audited, conf, confOK, imp, impOK int
 	for _, o := range r.out {
+		if o.Kind == "impossible" {
+			imp++
+			if o.OK {
+				impOK++
+			}
+			continue
+		}
 		if o.Kind == "confined" {
 			conf++
 			if o.OK {
@@ -107,6 +132,7 @@ func (r *redTeam) report(t *testing.T) {
 	summary := fmt.Sprintf("red-team: %d attempts, %d denied, %d audited", n, denied, audited)
 	t.Log(summary)
 	t.Logf("red-team: %d allowed by design, %d of them confined", conf, confOK)
+	t.Logf("red-team: %d impossible by construction (the sandbox), %d of them held", imp, impOK)
 	f := os.Getenv("OXIOS_REDTEAM_REPORT")
 	if f == "" {
 		return
@@ -114,6 +140,7 @@ func (r *redTeam) report(t *testing.T) {
 	var b bytes.Buffer
 	fmt.Fprintln(&b, summary)
 	fmt.Fprintf(&b, "red-team: %d allowed by design, %d of them confined\n", conf, confOK)
+	fmt.Fprintf(&b, "red-team: %d impossible by construction (the sandbox), %d of them held\n", imp, impOK)
 	outs := append([]rtOutcome(nil), r.out...)
 	sort.SliceStable(outs, func(i, j int) bool { return outs[i].Kind < outs[j].Kind })
 	for _, o := range outs {
@@ -123,6 +150,10 @@ func (r *redTeam) report(t *testing.T) {
 			res = "confined"
 		case o.Kind == "confined":
 			res = "ESCAPED"
+		case o.Kind == "impossible" && o.OK:
+			res = "impossible"
+		case o.Kind == "impossible":
+			res = "GOT THROUGH"
 		case !o.Denied:
 			res = "NOT DENIED"
 		case !o.Audited:
@@ -248,6 +279,8 @@ func TestRedTeam(t *testing.T) {
 	t.Run("Wasm", redTeamWasm)
 	t.Run("Net", redTeamNet)
 	t.Run("Limits", redTeamLimits)
+	t.Run("Sandbox", redTeamSandbox)
+	t.Run("Detach", redTeamDetach)
 }
 
 // redTeamLimits: a fork bomb against [limits] processes, memory
@@ -511,7 +544,9 @@ func redTeamPolicy(t *testing.T) {
 		who := who
 		attempt(t, "ox-policy set -a "+who+" from a run of ops", func() (bool, bool) {
 			since := auditSeq(t, c)
-			out := shOut(t, d, "ops", "ox-policy set -a "+who+" "+allowAll+` >/dev/null 2>&1; echo "rc=$?"`)
+			// The policy file is written in the run's workspace: the
+			// host's files are not in the run's world.
+			out := shOut(t, d, "ops", `printf '[state]\nread = ["**"]\nwrite = ["**"]\n[exec]\nallow = ["sh"]\nshell = true\n' > "$HOME/p.toml"; ox-policy set -a `+who+` "$HOME/p.toml" >/dev/null 2>&1; echo "rc=$?"`)
 			return strings.Contains(out, "rc=77"), auditedSince(t, c, since, proto.OpPolicySet, proto.EPERM, who+":policy.toml")
 		})
 	}
@@ -584,17 +619,30 @@ func redTeamMount(t *testing.T) {
 			return denied, auditedSince(t, c, since, op, code, want...)
 		})
 	}
+	// Another agent's folder does not exist in a run's sandbox (its mount
+	// namespace shows only /agent/ops): nothing reaches the mount to be
+	// refused.
+	mntImpossible := func(name, script string) {
+		impossible(t, name, func() bool {
+			out := shm(`(` + script + `) 2>&1; echo "rc=$?"`)
+			if strings.Contains(out, "rc=0") || strings.Contains(out, "s3cret") || !strings.Contains(out, "No such file") && !strings.Contains(out, "nonexistent") {
+				t.Logf("%s: %s", name, out)
+				return false
+			}
+			return true
+		})
+	}
 	// The mount's own refusals are audited as fs.access.
 	mntAttempt("symlink(2) to /etc/passwd in /agent/ops/state", "ln -s /etc/passwd passwd", proto.OpFSAccess, proto.EPERM, "ops:passwd [symlink]")
 	mntAttempt("symlink(2) to ../../web/state/secret in /agent/ops/state", "ln -s ../../web/state/secret s", proto.OpFSAccess, proto.EPERM, "ops:s [symlink]")
 	mntAttempt("link(2) of a key in /agent/ops/state", "ln mine mine2", proto.OpFSAccess, proto.EPERM, "ops:mine2 [link]")
-	mntAttempt("link(2) from another agent's key into /agent/ops/state", "ln ../../web/state/secret stolen", proto.OpFSAccess, proto.EPERM, "web: [mount]")
-	mntAttempt("write /agent/web/state/x from a run of ops", `echo pwned > "$OXIOS_MNT/agent/web/state/x"`, proto.OpFSAccess, proto.EPERM, "web: [mount]")
-	mntAttempt("read /agent/web/state/secret from a run of ops", `cat "$OXIOS_MNT/agent/web/state/secret"`, proto.OpFSAccess, proto.EPERM, "web: [mount]")
-	mntAttempt("'..' segments: /agent/ops/state/../../web/state/x", `echo pwned > ../../web/state/x`, proto.OpFSAccess, proto.EPERM, "web: [mount]")
+	mntImpossible("link(2) from another agent's key into /agent/ops/state", "ln ../../web/state/secret stolen")
+	mntImpossible("write /agent/web/state/x from a run of ops", `echo pwned > "$OXIOS_MNT/agent/web/state/x"`)
+	mntImpossible("read /agent/web/state/secret from a run of ops", `cat "$OXIOS_MNT/agent/web/state/secret"`)
+	mntImpossible("'..' segments: /agent/ops/state/../../web/state/x", `echo pwned > ../../web/state/x`)
 	mntAttempt("write /agent/ops/policy through the mount", `echo 'allow = ["sh"]' >> ../policy`, proto.OpPolicySet, proto.EROFS, "ops:policy.toml [mount]")
 	mntAttempt("'..' segments: /agent/ops/state/../policy", `echo x > ../policy`, proto.OpPolicySet, proto.EROFS, "ops:policy.toml [mount]")
-	mntAttempt("write /agent/web/policy through the mount from a run of ops", `echo x > "$OXIOS_MNT/agent/web/policy"`, proto.OpFSAccess, proto.EPERM, "web: [mount]")
+	mntImpossible("write /agent/web/policy through the mount from a run of ops", `echo x > "$OXIOS_MNT/agent/web/policy"`)
 	attempt(t, "write /agent/ops/policy through the mount as the admin", func() (bool, bool) {
 		since := auditSeq(t, c)
 		_, err := os.OpenFile(filepath.Join(m.mnt, "agent/ops/policy"), os.O_WRONLY|os.O_TRUNC, 0)
@@ -764,5 +812,307 @@ func redTeamNet(t *testing.T) {
 	}
 	if hiddenHits != 0 {
 		t.Errorf("the hidden service got %d requests", hiddenHits)
+	}
+}
+
+// spawnSh runs script under /bin/sh as a process run of agent and returns
+// the run's id, its output lines (stdout and stderr) and its exit status.
+func spawnSh(t *testing.T, d *daemon, agent, script string, env ...string) (id, out string, status int) {
+	t.Helper()
+	args := []string{"-a", agent, "-n"}
+	for _, e := range env {
+		args = append(args, "-e", e)
+	}
+	r := d.ox("", "ox-spawn", append(args, "--", "/bin/sh", "-c", script)...)
+	recs := records(t, r.stdout)
+	var lines []string
+	for _, rec := range recs {
+		switch rec["type"] {
+		case "run":
+			if id == "" {
+				id, _ = rec["id"].(string)
+			}
+		case "output":
+			lines = append(lines, rec["text"].(string))
+		case "exit":
+			f, _ := rec["status"].(float64)
+			status = int(f)
+		}
+	}
+	if id == "" {
+		t.Fatalf("ox-spawn: no run record: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	return id, strings.Join(lines, "\n"), status
+}
+
+// auditedBy is auditedSince for an entry whose actor is agent's run.
+func auditedBy(t *testing.T, c *client.Client, since uint64, op, code, agent, run string, want ...string) bool {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		found := false
+		var seen []string
+		err := c.AuditLog(context.Background(), proto.AuditLogArgs{SinceSeq: since + 1, Op: op}, func(line json.RawMessage) error {
+			var e auditRec
+			if json.Unmarshal(line, &e) != nil {
+				return nil
+			}
+			seen = append(seen, fmt.Sprintf("%s %s by %s/%s uid %d", e.Result, e.Target, e.Actor.Agent, e.Actor.Run, e.Actor.UID))
+			if e.Result != code || e.Actor.Agent != agent || e.Actor.Run != run {
+				return nil
+			}
+			for _, w := range want {
+				if !strings.Contains(e.Target, w) {
+					return nil
+				}
+			}
+			found = true
+			return nil
+		})
+		if err != nil {
+			t.Logf("audit log: %v", err)
+			return false
+		}
+		if found {
+			return true
+		}
+		if time.Now().After(deadline) {
+			t.Logf("no %s %s entry by %s/%s with %q; seen: %q", op, code, agent, run, want, seen)
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// probeLine finds the line of a probe's result ("NAME rc=N output...")
+// in a run's output.
+func probeLine(out, name string) string {
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, name+" rc=") {
+			return l
+		}
+	}
+	return ""
+}
+
+// probes is a shell function for sandbox probes: each prints one line,
+// its name, its status and its output.
+const probes = `probe() { n=$1; shift; o=$("$@" 2>&1); r=$?; echo "$n rc=$r $(echo "$o" | tr '\n' ' ')"; }
+`
+
+// redTeamSandbox (issue 17): from inside a run of ops, reach what the run
+// must not: oxiosd's data, the daemon and other runs, the host's files,
+// the network, privileges. The sandbox makes most of it impossible by
+// construction: each probe asserts the error that shows it.
+func redTeamSandbox(t *testing.T) {
+	m := startMounted(t, daemonOpts{})
+	d := m.daemon
+	c := d.client(t)
+	ctx := context.Background()
+	d.ox("", "ox-state", "save", "-a", "web", "secret", "s3cret")
+	d.ox("", "ox-state", "save", "-a", "ops", "mine", "x")
+	// A long run of web, the neighbour to signal.
+	wr := d.ox("", "ox-spawn", "-a", "web", "-d", "--", "/bin/sleep", "60")
+	webRun := records(t, wr.stdout)[0]
+	webID, _ := webRun["id"].(string)
+	webPID := int(webRun["pid"].(float64))
+	t.Cleanup(func() { d.ox("", "ox-kill", "-s", "KILL", webID) })
+	// A listener on the host's loopback, which a run without the network
+	// must not reach.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hits atomic.Int64
+	go func() {
+		for {
+			cn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			hits.Add(1)
+			cn.Close()
+		}
+	}()
+	t.Cleanup(func() { ln.Close() })
+	port := ln.Addr().(*net.TCPAddr).Port
+	canary := fmt.Sprintf("/tmp/oxios-rt-canary-%d", os.Getpid())
+	secret := filepath.Join(d.data, "repo", "agents", "web", "state", "secret")
+	script := probes + fmt.Sprintf(`
+probe data ls %[1]s
+probe secret cat %[2]s
+probe audit sh -c 'echo x >> %[1]s/audit/x'
+probe daemonproc ls /proc/%[3]d/
+probe killdaemon kill -9 %[3]d
+probe initroot ls /proc/1/root/
+probe initfd ls /proc/1/fd/
+probe stop kill -STOP %[4]d
+probe cgroup sh -c 'echo $$ > /sys/fs/cgroup/pids/cgroup.procs'
+probe etc touch /etc/oxios-rt
+probe usr touch /usr/oxios-rt
+probe root touch /oxios-rt
+probe tmp touch %[5]s
+probe shadow head -c1 /etc/shadow
+probe net perl -MIO::Socket::INET -e 'IO::Socket::INET->new(PeerAddr => "127.0.0.1", PeerPort => %[6]d, Proto => "tcp", Timeout => 3) or die "connect: $!\n"; print "connected\n"'
+probe setuid mount -t tmpfs none /tmp
+probe userns unshare -U -r id -u
+probe agents ls %[7]s/agent
+probe ptrace perl -e '$r = syscall(101, 16, 1, 0, 0); die "ptrace: $!\n" if $r < 0; print "attached\n"'
+probe uid id -u
+probe mem ls -la %[8]s
+`, d.data, secret, d.cmd.Process.Pid, webPID, canary, port, m.mnt, filepath.Dir(d.data))
+	id, out, _ := spawnSh(t, d, "ops", script)
+	t.Logf("probes of run %s:\n%s", id, out)
+	expect := func(name, probe string, want ...string) {
+		impossible(t, name, func() bool {
+			l := probeLine(out, probe)
+			if l == "" || strings.HasPrefix(l, probe+" rc=0 ") {
+				t.Logf("%s: %q", name, l)
+				return false
+			}
+			for _, w := range want {
+				if strings.Contains(l, w) {
+					return true
+				}
+			}
+			t.Logf("%s: %q lacks %q", name, l, want)
+			return false
+		})
+	}
+	expect("read oxiosd's data dir from a run", "data", "No such file")
+	expect("read another agent's state in DATA from a run (cat DATA/repo/agents/web/state/secret)", "secret", "No such file")
+	expect("append to the audit segments from a run", "audit", "nonexistent", "No such file")
+	expect("look at the daemon in /proc/PID from a run", "daemonproc", "No such file")
+	expect("kill -9 the daemon from a run", "killdaemon", "No such process")
+	expect("/proc/1/root of the run's init (a way out of the mount namespace)", "initroot", "Permission denied")
+	expect("/proc/1/fd of the run's init", "initfd", "Permission denied")
+	expect("kill -STOP another agent's run by pid", "stop", "No such process")
+	expect("escape the run's cgroup (write its pid into another)", "cgroup", "nonexistent", "No such file")
+	expect("write /etc from a run", "etc", "Read-only file system")
+	expect("write /usr from a run", "usr", "Read-only file system")
+	expect("write / from a run", "root", "Read-only file system")
+	expect("read /etc/shadow from a run", "shadow", "Permission denied")
+	expect("connect to the host's loopback from a run without the network", "net", "unreachable", "refused")
+	expect("a setuid binary (mount) to become root", "setuid", "superuser", "permitted", "denied")
+	expect("a new user namespace to gain capabilities (unshare -U -r)", "userns", "Operation not permitted")
+	expect("ptrace(PTRACE_ATTACH) the run's init", "ptrace", "Operation not permitted")
+	confined(t, "the run's own uid is a sandbox's, not root", func() bool {
+		l := probeLine(out, "uid")
+		return strings.HasPrefix(l, "uid rc=0 19") // sandbox uids start at 1_900_000_000
+	})
+	confined(t, "the mount shows only the run's own /agent/ops", func() bool {
+		return probeLine(out, "agents") == "agents rc=0 ops "
+	})
+	confined(t, "/tmp of a run is its own, not the host's", func() bool {
+		_, err := os.Stat(canary)
+		return strings.HasPrefix(probeLine(out, "tmp"), "tmp rc=0") && errors.Is(err, os.ErrNotExist)
+	})
+	confined(t, "the daemon's folder shows only the run's own socket", func() bool {
+		l := probeLine(out, "mem")
+		return strings.Contains(l, "oxiosd.sock") && !strings.Contains(l, " data")
+	})
+	if hits.Load() != 0 {
+		t.Errorf("the host's listener got %d connections from a run", hits.Load())
+	}
+	// web's run goes on, unstopped.
+	var ps []proto.RunRecord
+	c.Ps(ctx, proto.PsArgs{Agent: "web"}, func(r proto.RunRecord) error { ps = append(ps, r); return nil })
+	if len(ps) != 1 || ps[0].State != proto.RunRunning {
+		t.Errorf("web's run after the attacks: %+v", ps)
+	}
+
+	// Through ox-exec, the exec syscall's own sandbox (the issue's
+	// attacks with allowed programs).
+	id, out, _ = spawnSh(t, d, "ops", fmt.Sprintf(`ox-exec -- cat %s; echo "rc=$?"; ox-exec -- head -c1 /etc/shadow; echo "rc=$?"`, secret))
+	impossible(t, "ox-exec -- cat DATA/.../secret (an allowed program reading another agent's data)", func() bool {
+		return strings.Contains(out, "No such file") && !strings.Contains(out, "s3cret")
+	})
+	impossible(t, "ox-exec -- head /etc/shadow (an allowed program reading a root file)", func() bool {
+		return strings.Contains(out, "Permission denied") && !strings.Contains(out, "root:")
+	})
+	attempt(t, "ox-exec -- sort --compress=sh from a run (GNU sort's abbreviation runs sh)", func() (bool, bool) {
+		since := auditSeq(t, c)
+		id, out, _ := spawnSh(t, d, "ops", `yes "touch /tmp/PWNED" | head -2000 | ox-exec -- sort --compress=sh -S 4k -T /tmp; echo "rc=$?"`)
+		return strings.Contains(out, "rc=77"), auditedBy(t, c, since, proto.OpExec, proto.EPERM, "ops", id, "ops:exec sort", "[exec.allow]")
+	})
+	attempt(t, "ox-kill -s STOP another agent's run from a run", func() (bool, bool) {
+		since := auditSeq(t, c)
+		id, out, _ := spawnSh(t, d, "ops", "ox-kill -s STOP "+webID+` >/dev/null 2>&1; echo "rc=$?"`)
+		return strings.Contains(out, "rc=77"), auditedBy(t, c, since, proto.OpRunKill, proto.EPERM, "ops", id, "web:"+webID)
+	})
+	if v, _, _ := c.StateLoad(ctx, "web", "secret"); string(v) != "s3cret" {
+		t.Errorf("web's secret: %q", v)
+	}
+}
+
+// redTeamDetach (issue 17): a process of a run that leaves its process
+// tree (setsid, a double fork, job control, daemon(3)) is still its run's
+// agent: what it asks of another agent is refused and audited with the
+// agent and the run, never taken for the admin's.
+func redTeamDetach(t *testing.T) {
+	dir := shortTempDir(t)
+	// loose runs unsandboxed: its detached processes are attributed by
+	// their cgroup.
+	presetPolicy(t, dir, "loose", "[state]\nread = [\"**\"]\nwrite = [\"**\"]\n[sandbox]\nisolation = \"none\"\n")
+	d := startDaemon(t, daemonOpts{dir: dir})
+	c := d.client(t)
+	ctx := context.Background()
+	d.ox("", "ox-state", "save", "-a", "web", "secret", "s3cret")
+	const wait = `
+i=0; while [ ! -s "$HOME/out" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+cat "$HOME/out"`
+	// CMD is what the detached process does; it reports its status in
+	// the workspace, which the run waits for.
+	detach := map[string]string{
+		"setsid -f":                      `setsid -f sh -c "$CMD" </dev/null >/dev/null 2>&1`,
+		"a double fork":                  `( ( sh -c "$CMD" </dev/null >/dev/null 2>&1 & ) & )`,
+		"set -m (job control)":           `sh -c 'set -m; sh -c "$CMD" </dev/null >/dev/null 2>&1 & wait'`,
+		"daemon(3) (fork, setsid, fork)": `perl -MPOSIX -e 'fork and exit; POSIX::setsid(); fork and exit; chdir "/"; exec "sh", "-c", $ENV{CMD}' </dev/null >/dev/null 2>&1`,
+	}
+	names := make([]string, 0, len(detach))
+	for n := range detach {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, agent := range []string{"ops", "loose"} {
+		if agent == "loose" && !cgroupsOffered(t, d) {
+			continue
+		}
+		how := "in its sandbox"
+		if agent == "loose" {
+			how = "unsandboxed (isolation = none)"
+		}
+		for _, n := range names {
+			attempt(t, fmt.Sprintf("ox-state load -a web after %s, from a run of %s %s", n, agent, how), func() (bool, bool) {
+				since := auditSeq(t, c)
+				id, out, _ := spawnSh(t, d, agent, `rm -f "$HOME/out"; `+detach[n]+wait,
+					`CMD=ox-state load -a web secret >/dev/null 2>&1; echo "rc=$?" > "$HOME/out"`)
+				return strings.Contains(out, "rc=77"), auditedBy(t, c, since, proto.OpStateLoad, proto.EPERM, agent, id, "web:secret")
+			})
+		}
+		attempt(t, fmt.Sprintf("ox-policy set -a %s after setsid -f, from a run of %s %s", agent, agent, how), func() (bool, bool) {
+			since := auditSeq(t, c)
+			id, out, _ := spawnSh(t, d, agent, `rm -f "$HOME/out"; printf '[exec]\nallow = ["sh"]\n' > "$HOME/evil.toml"; `+detach["setsid -f"]+wait,
+				`CMD=ox-policy set -a `+agent+` "$HOME/evil.toml" >/dev/null 2>&1; echo "rc=$?" > "$HOME/out"`)
+			return strings.Contains(out, "rc=77"), auditedBy(t, c, since, proto.OpPolicySet, proto.EPERM, agent, id, agent+":")
+		})
+	}
+	impossible(t, "a run's detached child connecting after the run ended (its pid namespace ends with it)", func() bool {
+		since := auditSeq(t, c)
+		_, _, st := spawnSh(t, d, "ops", `setsid -f sh -c 'sleep 1; ox-state save late x' </dev/null >/dev/null 2>&1; exit 0`)
+		time.Sleep(2500 * time.Millisecond)
+		_, _, err := c.StateLoad(ctx, "ops", "late")
+		var saved bool
+		c.AuditLog(ctx, proto.AuditLogArgs{SinceSeq: since + 1, Op: proto.OpStateSave}, func(line json.RawMessage) error {
+			saved = saved || strings.Contains(string(line), "ops:late")
+			return nil
+		})
+		return st == 0 && rtErr(err) == proto.ENOENT && !saved
+	})
+	if v, _, _ := c.StateLoad(ctx, "web", "secret"); string(v) != "s3cret" {
+		t.Errorf("web's secret: %q", v)
+	}
+	if p := d.ox("", "ox-policy", "show", "-a", "ops", "--json"); strings.Contains(p.stdout, `"sh"`) {
+		t.Errorf("ops's policy was rewritten: %s", p.stdout)
 	}
 }

@@ -1,0 +1,333 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Main runs the shim when the process was started as InitName, and
+// returns otherwise. A binary that starts sandboxes calls it before
+// anything else.
+func Main() {
+	if len(os.Args) == 0 || os.Args[0] != InitName {
+		return
+	}
+	// One thread builds the sandbox and forks the command: what is set
+	// per thread (no_new_privs) is set on the one that forks.
+	runtime.LockOSThread()
+	status := os.NewFile(3, "status")
+	fail := func(err error) {
+		fmt.Fprintf(status, "error %s\n", strings.ReplaceAll(err.Error(), "\n", " "))
+		fmt.Fprintf(os.Stderr, "oxios sandbox: %v\n", err)
+		os.Exit(126)
+	}
+	// Signals from the start: one that would end the command and comes
+	// before it runs (the supervisor signals the process group, which is
+	// only the shim until then) ends the run as it would have ended it.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGPIPE)
+	var spec Spec
+	if err := json.Unmarshal([]byte(os.Getenv(specEnv)), &spec); err != nil {
+		fail(fmt.Errorf("reading the spec: %w", err))
+	}
+	os.Unsetenv(specEnv)
+	unix.CloseOnExec(3)
+	if err := build(&spec); err != nil {
+		fail(err)
+	}
+	if err := confine(&spec); err != nil {
+		fail(err)
+	}
+	select {
+	case s := <-sigs:
+		if sig := s.(syscall.Signal); sig != syscall.SIGPIPE {
+			fmt.Fprintf(status, "signal %d\n", int(sig))
+			os.Exit(128 + int(sig))
+		}
+	default:
+	}
+	// From here the shim, the namespace's init, only waits: the command
+	// gets the run's signals itself (it is in the shim's process group,
+	// and the supervisor signals the run's cgroup too).
+	go func() {
+		for range sigs {
+		}
+	}()
+	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
+	cmd.Env = spec.Env
+	cmd.Dir = spec.Dir
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	if err := cmd.Start(); err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = fmt.Errorf("%s: %v", spec.Argv[0], pe.Err)
+		}
+		fmt.Fprintf(status, "error %s\n", err)
+		fmt.Fprintf(os.Stderr, "oxios sandbox: %v\n", err)
+		if errors.Is(err, syscall.ENOENT) {
+			os.Exit(127)
+		}
+		os.Exit(126)
+	}
+	os.Stdin.Close()
+	leader := cmd.Process.Pid
+	fmt.Fprintf(status, "started %d\n", leader)
+	// Reap every child (orphans re-parent to init) until the command ends.
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, 0, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			fmt.Fprintf(status, "error waiting: %v\n", err)
+			os.Exit(126)
+		}
+		if pid != leader {
+			continue
+		}
+		switch {
+		case ws.Signaled():
+			fmt.Fprintf(status, "signal %d\n", int(ws.Signal()))
+			os.Exit(128 + int(ws.Signal()))
+		case ws.Exited():
+			fmt.Fprintf(status, "exit %d\n", ws.ExitStatus())
+			os.Exit(ws.ExitStatus())
+		}
+	}
+}
+
+// build makes the new root: a tmpfs with the system folders read-only, a
+// /proc of the pid namespace, a minimal /dev, an empty /tmp, and the
+// spec's binds at their own paths; then pivots into it.
+func build(s *Spec) error {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("making / private: %w", err)
+	}
+	root := s.Root
+	if err := unix.Mount("tmpfs", root, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=1m"); err != nil {
+		return fmt.Errorf("tmpfs root: %w", err)
+	}
+	for _, d := range SystemDirs {
+		fi, err := os.Lstat(d)
+		if err != nil {
+			continue
+		}
+		if fi.Mode()&os.ModeSymlink != 0 {
+			t, err := os.Readlink(d)
+			if err != nil {
+				return err
+			}
+			if err := os.Symlink(t, filepath.Join(root, d)); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := bind(root, d, d, false); err != nil {
+			return err
+		}
+	}
+	if err := mkdirAll(root, "/proc"); err != nil {
+		return err
+	}
+	if err := unix.Mount("proc", filepath.Join(root, "proc"), "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("mounting /proc: %w", err)
+	}
+	if err := buildDev(root); err != nil {
+		return err
+	}
+	for _, d := range []string{"/tmp", "/run", "/var/tmp"} {
+		if err := mkdirAll(root, d); err != nil {
+			return err
+		}
+		if err := unix.Mount("tmpfs", filepath.Join(root, d), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777,size=256m"); err != nil {
+			return fmt.Errorf("tmpfs %s: %w", d, err)
+		}
+	}
+	// Shallow paths first: a bind below another is made after it.
+	binds := append([]Bind(nil), s.Binds...)
+	// The executable's folder: the ox-* commands of the same build.
+	if exe, err := os.Executable(); err == nil {
+		if dir := filepath.Dir(exe); !underAny(dir, SystemDirs) {
+			binds = append(binds, Bind{Path: dir})
+		}
+	}
+	sort.SliceStable(binds, func(i, j int) bool {
+		return strings.Count(binds[i].Path, "/") < strings.Count(binds[j].Path, "/")
+	})
+	for _, b := range binds {
+		if _, err := os.Stat(b.Source()); err != nil && b.Optional {
+			// An agent's folder of the mount appears with its first
+			// key; made here, it is there from the start.
+			if !b.Mkdir || os.Mkdir(b.Source(), 0o755) != nil {
+				continue
+			}
+		}
+		if err := bind(root, b.Source(), b.Path, b.RW); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(filepath.Join(root, ".oldroot"), 0o700); err != nil {
+		return err
+	}
+	if err := unix.PivotRoot(root, filepath.Join(root, ".oldroot")); err != nil {
+		return fmt.Errorf("pivot_root: %w", err)
+	}
+	if err := unix.Chdir("/"); err != nil {
+		return err
+	}
+	if err := unix.Unmount("/.oldroot", unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detaching the old root: %w", err)
+	}
+	if err := os.Remove("/.oldroot"); err != nil {
+		return err
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+		return fmt.Errorf("making / read-only: %w", err)
+	}
+	return unix.Sethostname([]byte("oxios"))
+}
+
+func underAny(p string, dirs []string) bool {
+	for _, d := range dirs {
+		if p == d || strings.HasPrefix(p, d+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// mkdirAll makes p inside root.
+func mkdirAll(root, p string) error {
+	return os.MkdirAll(filepath.Join(root, p), 0o755)
+}
+
+// bind mounts the host's p at inside (a path inside root): read-only
+// unless rw, never with setuid bits or devices.
+func bind(root, p, inside string, rw bool) error {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return fmt.Errorf("bind %s: %w", p, err)
+	}
+	dst := filepath.Join(root, inside)
+	if fi.IsDir() {
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return err
+		}
+	} else {
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		f, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			return err
+		}
+		f.Close()
+	}
+	if err := unix.Mount(p, dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind %s: %w", p, err)
+	}
+	flags := uintptr(unix.MS_BIND | unix.MS_REMOUNT | unix.MS_NOSUID | unix.MS_NODEV)
+	if !rw {
+		flags |= unix.MS_RDONLY
+	}
+	if err := unix.Mount("", dst, "", flags, ""); err != nil {
+		// A mount locked with more flags than asked (nosuid, noexec of the
+		// host's own mount) keeps them: ask again with them.
+		var st unix.Statfs_t
+		if serr := unix.Statfs(dst, &st); serr == nil {
+			flags |= uintptr(st.Flags) & (unix.MS_NOEXEC | unix.MS_NOATIME | unix.MS_NODIRATIME | unix.MS_RELATIME)
+			err = unix.Mount("", dst, "", flags, "")
+		}
+		if err != nil {
+			return fmt.Errorf("bind %s: remount: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// buildDev makes a /dev with only the harmless devices of the host.
+func buildDev(root string) error {
+	dev := filepath.Join(root, "dev")
+	if err := os.MkdirAll(dev, 0o755); err != nil {
+		return err
+	}
+	if err := unix.Mount("tmpfs", dev, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=64k"); err != nil {
+		return fmt.Errorf("tmpfs /dev: %w", err)
+	}
+	for _, d := range []string{"null", "zero", "full", "random", "urandom", "tty"} {
+		p := "/dev/" + d
+		if _, err := os.Stat(p); err != nil {
+			continue
+		}
+		f, err := os.OpenFile(filepath.Join(dev, d), os.O_CREATE|os.O_WRONLY, 0o666)
+		if err != nil {
+			return err
+		}
+		f.Close()
+		if err := unix.Mount(p, filepath.Join(dev, d), "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind %s: %w", p, err)
+		}
+	}
+	for name, target := range map[string]string{"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2"} {
+		if err := os.Symlink(target, filepath.Join(dev, name)); err != nil {
+			return err
+		}
+	}
+	shm := filepath.Join(dev, "shm")
+	if err := os.Mkdir(shm, 0o1777); err != nil {
+		return err
+	}
+	return unix.Mount("tmpfs", shm, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777,size=64m")
+}
+
+// confine drops every privilege: the capability bounding set, the
+// groups, root itself (for the spec's uid), then sets no_new_privs and
+// installs Landlock and the seccomp filter, on every thread.
+func confine(s *Spec) error {
+	for c := 0; c <= 63; c++ {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
+			return fmt.Errorf("dropping capability %d: %w", c, err)
+		}
+	}
+	if err := syscall.Setgroups(nil); err != nil {
+		return fmt.Errorf("setgroups: %w", err)
+	}
+	if err := syscall.Setresgid(int(s.GID), int(s.GID), int(s.GID)); err != nil {
+		return fmt.Errorf("setresgid: %w", err)
+	}
+	if err := syscall.Setresuid(int(s.UID), int(s.UID), int(s.UID)); err != nil {
+		return fmt.Errorf("setresuid: %w", err)
+	}
+	// On this thread, which forks the command (Main locked it); seccomp's
+	// TSYNC carries it to the others.
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("no_new_privs: %w", err)
+	}
+	// What is left of root: none (a uid of 0 after this is a bug).
+	if os.Geteuid() == 0 || os.Getuid() == 0 {
+		return errors.New("still root after dropping privileges")
+	}
+	if !s.NoLandlock {
+		if err := landlockRestrict(s); err != nil {
+			return fmt.Errorf("landlock: %w", err)
+		}
+	}
+	if !s.NoSeccomp {
+		if err := loadSeccomp(); err != nil {
+			return fmt.Errorf("seccomp: %w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,148 @@
+package supervisor
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/sandbox"
+)
+
+// uids hands out the uids of sandboxes: one per live run (and per exec
+// outside a run), never two at once, in turn from a place picked at
+// random, so that a uid comes back only after the whole range has been
+// used (and daemons side by side rarely pick the same).
+type uids struct {
+	mu    sync.Mutex
+	next  uint32
+	taken map[uint32]*Run // nil value: taken by an exec
+}
+
+func (u *uids) init() {
+	u.next = uint32(rand.IntN(sandbox.UIDs))
+	u.taken = map[uint32]*Run{}
+}
+
+func (u *uids) acquire(r *Run) uint32 {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for {
+		uid := sandbox.FirstUID + u.next%sandbox.UIDs
+		u.next++
+		if _, busy := u.taken[uid]; !busy {
+			u.taken[uid] = r
+			return uid
+		}
+	}
+}
+
+func (u *uids) release(uid uint32) {
+	u.mu.Lock()
+	delete(u.taken, uid)
+	u.mu.Unlock()
+}
+
+func (u *uids) run(uid uint32) (*Run, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	r, ok := u.taken[uid]
+	return r, ok
+}
+
+// AcquireUID gives an exec outside a run a sandbox uid of its own;
+// ReleaseUID gives it back once the exec has ended.
+func (s *Supervisor) AcquireUID() uint32 { return s.uids.acquire(nil) }
+
+// ReleaseUID gives back a uid of AcquireUID.
+func (s *Supervisor) ReleaseUID(uid uint32) { s.uids.release(uid) }
+
+// Attribute finds the run a peer (its uid and pid, from SO_PEERCRED or
+// a FUSE request) belongs to, in a way the run cannot shake off:
+//
+//   - a sandbox uid is the run it was given to, and nothing else: a
+//     sandboxed process cannot change its uid;
+//   - otherwise the run whose process group or process tree the pid is in
+//     (an unsandboxed run, which the policy allowed);
+//   - otherwise the run whose cgroup the pid is in: a process that left
+//     the tree (setsid, a double fork) is still in its run's group.
+//
+// A peer in a sandbox's uid, in a cgroup of this daemon or in another pid
+// namespace that is no live run's is refused (an error): it is a leftover
+// of a run or an exec, never the admin. (nil, nil): not a run's.
+func (s *Supervisor) Attribute(uid uint32, pid int32) (*Run, error) {
+	if sandbox.IsSandboxUID(uid) {
+		r, ok := s.uids.run(uid)
+		if !ok || r == nil {
+			return nil, proto.Errorf(proto.EACCES, "uid %d is a sandbox's of no live run", uid)
+		}
+		select {
+		case <-r.done:
+			return nil, proto.Errorf(proto.EACCES, "uid %d belongs to run %s, which has ended", uid, r.rec.ID)
+		default:
+		}
+		return r, nil
+	}
+	if pid <= 0 {
+		return nil, nil
+	}
+	if r, ok := s.RunOf(pid); ok {
+		return r, nil
+	}
+	if s.Cgroups != nil {
+		if id, ours := s.Cgroups.GroupOf(int(pid)); ours {
+			if r, ok := s.Get(id); ok {
+				select {
+				case <-r.done:
+				default:
+					return r, nil
+				}
+			}
+			return nil, proto.Errorf(proto.EACCES, "pid %d is in the cgroup %s of no live run", pid, id)
+		}
+	}
+	if otherPidNS(int(pid)) {
+		return nil, proto.Errorf(proto.EACCES, "pid %d is in a pid namespace of its own (a sandbox) and no run's", pid)
+	}
+	return nil, nil
+}
+
+var selfPidNS = func() string {
+	l, _ := os.Readlink("/proc/self/ns/pid")
+	return l
+}()
+
+// otherPidNS reports whether pid is in a pid namespace other than
+// oxiosd's (a process of an ancestor namespace has no pid here at all).
+func otherPidNS(pid int) bool {
+	l, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid")
+	return err == nil && selfPidNS != "" && l != selfPidNS
+}
+
+// GroupOf returns the name of the group of c that pid is in, if any.
+func (c *Cgroups) GroupOf(pid int) (string, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		return "", false
+	}
+	name := "/" + c.parentName() + "/"
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		_, p, ok := strings.Cut(string(line), ":")
+		if !ok {
+			continue
+		}
+		_, p, _ = strings.Cut(p, ":")
+		if i := strings.Index(p, name); i >= 0 {
+			id, _, _ := strings.Cut(p[i+len(name):], "/")
+			return id, id != ""
+		}
+	}
+	return "", false
+}
+
+// parentName is the name of the group the run groups are made in.
+func (c *Cgroups) parentName() string { return "oxios." + strconv.Itoa(os.Getpid()) }
