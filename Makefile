@@ -58,7 +58,7 @@ share/tools/%.wasm: tools/%/*.go go.mod
 .PHONY: test
 test: vet fmt-check ## vet, check formatting, run all tests with -race, then a short fuzz
 	@rm -f $(REDTEAM_REPORT)
-	OXIOS_REDTEAM_REPORT=$(REDTEAM_REPORT) $(GO) test -race -count=1 -timeout 9m ./...
+	OXIOS_REDTEAM_REPORT=$(REDTEAM_REPORT) $(GO) test -race -count=1 -timeout 20m ./...
 	@echo "== red-team report (tests/integration/redteam_test.go)"
 	@cat $(REDTEAM_REPORT) 2>/dev/null || { echo "make test: no red-team report at $(REDTEAM_REPORT)"; exit 1; }
 	@# go test -fuzz passes quietly when nothing matches: make that loud.

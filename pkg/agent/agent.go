@@ -501,7 +501,9 @@ func (r *Runner) offered(all []openai.Tool) []openai.Tool {
 	}
 	var out []openai.Tool
 	for _, t := range all {
-		if t.Function != nil && want[t.Function.Name] {
+		// MCP tools and skills are granted by the agent's policy and
+		// state, not by a persona's list of built-in tools.
+		if t.Function != nil && (want[t.Function.Name] || strings.HasPrefix(t.Function.Name, mcpbridge.FuncPrefix) || t.Function.Name == skillTool) {
 			out = append(out, t)
 		}
 	}

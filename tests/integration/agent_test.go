@@ -98,7 +98,7 @@ func TestAgentToolLoop(t *testing.T) {
 	for _, tl := range reqs[0].Body.Tools {
 		names = append(names, tl.Function.Name)
 	}
-	if got := strings.Join(names, ","); got != "state_read,state_write,state_list,remember,recall,exec,fetch,finish" {
+	if got := strings.Join(names, ","); got != "state_read,state_write,state_list,remember,recall,exec,fetch,finish,msg_send,msg_read,msg_wait" {
 		t.Errorf("tools offered: %s", got)
 	}
 	if !reqs[0].Body.Stream || reqs[0].Body.Model != "test-model" {

@@ -99,7 +99,7 @@ func TestCommitRestoreRoundTrip(t *testing.T) {
 	if entry.Op != "version.commit" || entry.Target != "ops:"+c1.Commit || entry.Result != "ok" {
 		t.Fatalf("commit entry: %+v", entry)
 	}
-	if r := d.ox("", "ox-commit", "-a", "ops"); r.code != 0 || !strings.Contains(r.stderr, "nothing to commit") {
+	if r := d.ox("", "ox-commit", "-a", "ops"); r.code != 0 || !strings.Contains(r.stdout, `"message":"nothing to commit"`) {
 		t.Fatalf("commit with nothing changed: %+v", r)
 	}
 	// --tag with nothing to commit names HEAD, whose state is the current one.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -71,7 +72,12 @@ func TestMCPConsume(t *testing.T) {
 		llmtest.Turn{ToolCalls: []llmtest.Call{call("mcp_test_crash", `{}`)}},
 		llmtest.Turn{ToolCalls: []llmtest.Call{call("mcp_test_echo", `{"text":"after the crash"}`)}},
 		llmtest.Turn{Content: "done"})
-	pol := fmt.Sprintf(`[state]
+	// The server is this test binary: the run's sandbox shows its folder
+	// read-only, as a policy would show any program it grants.
+	pol := fmt.Sprintf(`[sandbox]
+read_only = [%q]
+
+[state]
 read = ["**"]
 write = ["**"]
 
@@ -84,7 +90,7 @@ command = [%q]
 env = ["OXIOS_TEST_MCP_SERVER=1", "GORACE=atexit_sleep_ms=0"]
 allow = ["echo", "hang", "crash"]
 timeout = "2s"
-`, self)
+`, filepath.Dir(self), self)
 	if r := d.ox("", "ox-policy", "set", "-a", "ops", writePolicy(t, pol)); r.code != 0 {
 		t.Fatalf("policy set: %+v", r)
 	}
