@@ -244,9 +244,12 @@ func dirtyRemoved(e *audit.Entry) string {
 func existing(serve serveFunc) serveFunc {
 	return func(k *Kernel, ctx context.Context, c *Cred, r *Request) (json.RawMessage, error) {
 		var a struct {
-			Agent string `json:"agent"`
+			Agent  string `json:"agent"`
+			Prefix string `json:"prefix"`
 		}
-		if len(r.Args) > 0 && json.Unmarshal(r.Args, &a) == nil && a.Agent != "" {
+		// A bad prefix is the call's EINVAL, named by the gate, before
+		// whether the agent exists.
+		if len(r.Args) > 0 && json.Unmarshal(r.Args, &a) == nil && a.Agent != "" && proto.CheckPrefix(a.Prefix) == nil {
 			if err := k.agentMissing(c, a.Agent); err != nil {
 				return nil, err
 			}

@@ -33,7 +33,7 @@ type StateArgs struct {
 type StateSaveArgs struct {
 	Agent    string `json:"agent"`
 	Key      string `json:"key"`
-	Value    string `json:"value"`
+	Value    string `json:"value" wire:"required"`
 	Encoding string `json:"encoding,omitempty"`
 }
 

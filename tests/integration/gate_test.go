@@ -173,8 +173,12 @@ func TestGateSocketMountParity(t *testing.T) {
 					time.Sleep(200 * time.Millisecond)
 				}
 			}
-			if n < 2 {
-				t.Errorf("%s: %d refusals audited, want one per path at least", name, n)
+			want := 2
+			if strings.IndexFunc(c.key, func(r rune) bool { return r < 0x20 }) >= 0 {
+				want = 1 // the mount refuses such a name at lookup, before any syscall
+			}
+			if n < want {
+				t.Errorf("%s: %d refusals audited, want %d", name, n, want)
 			}
 		}
 	}
