@@ -37,8 +37,13 @@ func TestMCPInspector(t *testing.T) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		all := append([]string{"--cli"}, args...)
-		all = append(all, "-e", "OXIOS_SOCKET="+d.sock, bin("ox-mcp"), "-a", "ops")
+		// The server's command comes first, the method's options after it:
+		// --tool-arg takes every word that follows it, so a command after
+		// it would be read as one more key=value pair. The agent comes from
+		// the environment for the same reason (an -a after the command
+		// would be the inspector's unknown option).
+		all := []string{"--cli", "-e", "OXIOS_SOCKET=" + d.sock, "-e", "OXIOS_AGENT=ops", bin("ox-mcp")}
+		all = append(all, args...)
 		out, err := exec.CommandContext(ctx, insp, all...).CombinedOutput()
 		var ee *exec.ExitError
 		if err != nil && !(errors.As(err, &ee) && wantErr) {
