@@ -71,6 +71,9 @@ func forget(c *cli.Context) error {
 			}
 		}
 		if len(a.IDs) == 0 {
+			if cliutil.NothingPiped(c) {
+				return nil
+			}
 			return cliutil.Usagef("no memory ids on stdin")
 		}
 	}

@@ -34,6 +34,9 @@ func kill(c *cli.Context) error {
 		return err
 	}
 	if len(runs) == 0 {
+		if cliutil.NothingPiped(c) {
+			return nil
+		}
 		return cliutil.Usagef("give the RUN ids to signal, or run records on stdin (ox-ps lists them)")
 	}
 	if err := checkSignal(c.String("signal")); err != nil {

@@ -152,6 +152,9 @@ func rm(c *cli.Context) error {
 		return err
 	}
 	if len(keys) == 0 {
+		if cliutil.NothingPiped(c) {
+			return nil
+		}
 		return cliutil.Usagef("rm takes one or more KEYs, or state records on stdin (ox-state ls prints them)")
 	}
 	for _, k := range keys {

@@ -28,6 +28,9 @@ func wait(c *cli.Context) error {
 		return err
 	}
 	if len(runs) == 0 {
+		if cliutil.NothingPiped(c) {
+			return nil
+		}
 		return cliutil.Usagef("give the RUN ids to wait for, or run records on stdin (ox-ps lists them)")
 	}
 	cl, err := cliutil.Connect(c)

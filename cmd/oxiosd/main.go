@@ -131,6 +131,11 @@ func run(c *cli.Context) error {
 	defer cancelRoot()
 	srv := server.New(root, k, log)
 	k.SetRunListener(srv.ListenRun)
+	// Signals are caught before READY=1: a SIGHUP sent by a supervisor
+	// (or a test) right after it must reload, not kill the daemon with
+	// the signal's default action.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 
@@ -155,8 +160,6 @@ func run(c *cli.Context) error {
 		}
 	}()
 
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	var watchdog <-chan time.Time
 	if iv, err := daemon.SdWatchdogEnabled(false); err == nil && iv > 0 {
 		t := time.NewTicker(iv / 2)

@@ -135,6 +135,24 @@ func (r Record) Float(k string) float64 {
 	return f
 }
 
+// Piped reports whether standard input is a pipe or a file: input a
+// command was given, even if empty. A terminal or a character device such
+// as /dev/null (cron's stdin) is not.
+func Piped() bool {
+	fi, err := os.Stdin.Stat()
+	if err != nil {
+		return false
+	}
+	m := fi.Mode()
+	return m&os.ModeNamedPipe != 0 || m&os.ModeSocket != 0 || m.IsRegular()
+}
+
+// NothingPiped reports whether a command that takes its operands from its
+// arguments or the records on stdin got neither because the pipe was
+// empty: `ox-ps | ox-kill` with no runs has nothing to do, and exits 0
+// (as xargs -r would), while no arguments and no pipe is a usage error.
+func NothingPiped(c *cli.Context) bool { return c.NArg() == 0 && Piped() }
+
 // ArgsOrStdin returns the command's arguments or, when it has none and
 // standard input is not a terminal, one value per input line: the first of
 // fields a JSON record has (so `ox-ps | ox-kill` takes each run record's

@@ -4,7 +4,8 @@
 // is documented and completed, the shipped config is valid and complete,
 // and the systemd units verify cleanly.
 //
-// These tests build the binaries but need no running daemon.
+// These tests build the binaries; TestExamplesRun also runs every example
+// of README.md and of the man pages against a real daemon with its mount.
 package docs_test
 
 import (

@@ -174,8 +174,11 @@ func TestMemoryBadInput(t *testing.T) {
 		t.Fatalf("bad batch over the socket: %v", err)
 	}
 	// A 100 MB line on the wire gets a clear error and the connection lives.
+	// The line is built before the connection opens: on a loaded machine
+	// building it can outlast the daemon's idle timeout.
+	huge := `{"id":1,"op":"mem.remember","args":{"agent":"ops","memories":[{"text":"` + strings.Repeat("y", 100<<20) + `"}]}}`
 	rc := d.raw(t)
-	rc.send(`{"id":1,"op":"mem.remember","args":{"agent":"ops","memories":[{"text":"` + strings.Repeat("y", 100<<20) + `"}]}}`)
+	rc.send(huge)
 	if rep := rc.reply(); rep.OK || rep.Error == nil || rep.Error.Code != "EMSGSIZE" {
 		t.Fatalf("100 MB request: %+v", rep)
 	}
