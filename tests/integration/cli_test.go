@@ -321,12 +321,19 @@ func TestPipesOfRecords(t *testing.T) {
 	if r := d.ox(ps.stdout, "ox-wait"); r.code != 137 || strings.Count(r.stdout, `"type":"exit"`) != 2 {
 		t.Fatalf("ox-ps | ox-wait: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	// Bare ids work too; an empty stdin is still a usage error.
+	// Bare ids work too. An empty pipe is nothing to do (exit 0, as
+	// xargs -r); no operand and no pipe (/dev/null, cron's stdin) is a
+	// usage error.
 	if r := d.ox(a.ID+"\n", "ox-wait"); r.code != 137 {
 		t.Fatalf("echo RUN | ox-wait: exit %d %s", r.code, r.stderr)
 	}
-	if r := d.ox("", "ox-kill"); r.code != 2 {
-		t.Fatalf("ox-kill with nothing on stdin: exit %d", r.code)
+	for _, c := range [][]string{{"ox-kill"}, {"ox-wait"}, {"ox-state", "rm", "-a", "ops"}, {"ox-forget", "-a", "ops"}} {
+		if r := d.ox("", c[0], c[1:]...); r.code != 0 || r.stdout != "" {
+			t.Errorf("%v with an empty pipe: exit %d, stdout %q", c, r.code, r.stdout)
+		}
+		if r := d.ox(noStdin, c[0], c[1:]...); r.code != 2 {
+			t.Errorf("%v with /dev/null for stdin: exit %d, want 2 (usage)", c, r.code)
+		}
 	}
 
 	for _, k := range []string{"tmp/a", "tmp/b", "keep"} {

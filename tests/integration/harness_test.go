@@ -253,11 +253,17 @@ func (d *daemon) ox(stdin string, name string, args ...string) result {
 	return run(d.t, []string{"OXIOS_SOCKET=" + d.sock}, stdin, name, args...)
 }
 
+// noStdin as the stdin of run or ox runs the command with /dev/null for
+// stdin, as cron does, instead of an empty pipe.
+const noStdin = "\x00no stdin"
+
 func run(t *testing.T, env []string, stdin string, name string, args ...string) result {
 	t.Helper()
 	cmd := exec.Command(bin(name), args...)
 	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdin = strings.NewReader(stdin)
+	if stdin != noStdin {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
