@@ -96,6 +96,14 @@ func save(c *cli.Context) error {
 		if len(value) > max {
 			return proto.Errorf(proto.E2BIG, "value on stdin is larger than the daemon's limit of %d bytes (limits.max_value)", max)
 		}
+		// The producer may have taken longer than the daemon gives a
+		// silent connection (limits.hello_timeout): the value goes over a
+		// connection of its own, opened now.
+		cl.Close()
+		if cl, err = cliutil.Connect(c); err != nil {
+			return err
+		}
+		defer cl.Close()
 	}
 	if max := cl.Hello().MaxValue; len(value) > max {
 		return proto.Errorf(proto.E2BIG, "value is %d bytes, larger than the daemon's limit of %d (limits.max_value)", len(value), max)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -200,5 +201,19 @@ func TestMaxValue(t *testing.T) {
 	}
 	if v, _, err := c.StateLoad(context.Background(), "ops", "big"); err != nil || len(v) != len(big) {
 		t.Fatalf("the refused save changed the value: %d bytes, %v", len(v), err)
+	}
+}
+
+// TestSlowProducer: a value on stdin that takes longer to come than the
+// daemon gives a silent connection (limits.hello_timeout) is still saved.
+func TestSlowProducer(t *testing.T) {
+	d := startDaemon(t, daemonOpts{config: "[limits]\nhello_timeout = \"1s\"\n"})
+	cmd := exec.Command("bash", "-c", "{ sleep 2; echo late; } | ox-state save -a ops slow")
+	cmd.Env = append(os.Environ(), "OXIOS_SOCKET="+d.sock, "PATH="+binDir+":"+os.Getenv("PATH"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("a slow producer piped into ox-state save: %v\n%s", err, out)
+	}
+	if r := d.ox("", "ox-state", "load", "-a", "ops", "slow"); r.stdout != "late\n" {
+		t.Fatalf("saved %q (%s)", r.stdout, r.stderr)
 	}
 }
