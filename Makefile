@@ -58,7 +58,7 @@ share/tools/%.wasm: tools/%/*.go go.mod
 .PHONY: test
 test: vet fmt-check ## vet, check formatting, run all tests with -race, then a short fuzz
 	@rm -f $(REDTEAM_REPORT)
-	OXIOS_REDTEAM_REPORT=$(REDTEAM_REPORT) $(GO) test -race -count=1 -timeout 20m ./...
+	OXIOS_REDTEAM_REPORT=$(REDTEAM_REPORT) $(GO) test -race -count=1 -timeout 20m -parallel 3 ./...
 	@echo "== red-team report (tests/integration/redteam_test.go)"
 	@cat $(REDTEAM_REPORT) 2>/dev/null || { echo "make test: no red-team report at $(REDTEAM_REPORT)"; exit 1; }
 	@# go test -fuzz passes quietly when nothing matches: make that loud.
@@ -91,9 +91,9 @@ bench: build ## run the benchmarks against bin/ (pass BENCHFLAGS=...)
 	$(GO) run ./tests/bench -bin $(CURDIR)/bin $(BENCHFLAGS)
 
 .PHONY: torture
-torture: ## long runs on a real mount (as root): fsx, 20,000 ops per seed, and the eviction repro
+torture: ## long runs on a real mount (as root): fsx, 20,000 ops per seed, the eviction repro, a 256 MiB file
 	OXIOS_TORTURE=1 OXIOS_FSX_OPS=$(or $(FSX_OPS),20000) $(GO) test -race -count=1 -timeout 30m \
-		-run '^(TestFUSEFsx|TestFUSEEvictionKeepsWrites|TestFUSEStaleRead)$$' -v ./tests/integration
+		-run '^(TestFUSEFsx|TestFUSEEvictionKeepsWrites|TestFUSEStaleRead|TestFUSELargeFile)$$' -v ./tests/integration
 
 .PHONY: eval
 eval: build ## recall quality on CISI through a real oxiosd: MAP and nDCG@10 vs BM25

@@ -56,13 +56,14 @@ func psRecs(t *testing.T, d *daemon, args ...string) []proto.RunRecord {
 // come); a killed one leaves the queue with its exit recorded; once the
 // slot frees they run one at a time in exactly that order.
 func TestAdmissionPriority(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{config: "[runs]\nmax_concurrent = 1\n"})
 	events := startEvents(t, d, "--type", "run.*")
 	hold := spawnRec(t, d, "adm", 0, "sleep", "1000")
 	if hold.State != proto.RunRunning {
 		t.Fatalf("the first run: %+v", hold)
 	}
-	const n = 50
+	const n = 20
 	prios := make([]int, n)
 	for i := range prios {
 		prios[i] = i % 5

@@ -43,6 +43,7 @@ func toolResults(recs []map[string]any, name string) []map[string]any {
 }
 
 func TestAgentToolLoop(t *testing.T) {
+	t.Parallel()
 	d, s := llmDaemon(t, "",
 		llmtest.Turn{ToolCalls: []llmtest.Call{
 			call("state_write", `{"key":"notes/disk","value":"sda1 at 91%"}`),
@@ -149,6 +150,7 @@ func TestAgentToolLoop(t *testing.T) {
 }
 
 func TestAgentSelfCorrects(t *testing.T) {
+	t.Parallel()
 	d, s := llmDaemon(t, "",
 		llmtest.Turn{ToolCalls: []llmtest.Call{call("state_write", `{"key":"../../etc/passwd","value":"x"}`)}},
 		llmtest.Turn{ToolCalls: []llmtest.Call{call("exec", `{"argv":["rm","-rf","/tmp/x"]}`), call("exec", `{"command":"echo hi; id"}`)}},
@@ -196,6 +198,7 @@ func TestAgentSelfCorrects(t *testing.T) {
 }
 
 func TestAgentBudgetExhausted(t *testing.T) {
+	t.Parallel()
 	d, s := llmDaemon(t, "",
 		llmtest.Turn{Content: "what was paid for", ToolCalls: []llmtest.Call{call("state_list", `{}`)}, PromptTokens: 1900, CompletionTokens: 300},
 		llmtest.Turn{Content: "never asked"},
@@ -248,6 +251,7 @@ func TestAgentBudgetExhausted(t *testing.T) {
 }
 
 func TestAgentCircuitBreaker(t *testing.T) {
+	t.Parallel()
 	d, s := llmDaemon(t, "", llmtest.Turn{Status: 500, Error: "upstream exploded", Repeat: -1})
 	start := time.Now()
 	r := d.ox("", "ox-spawn", "-a", "ops", "anything")
@@ -278,6 +282,7 @@ func TestAgentCircuitBreaker(t *testing.T) {
 }
 
 func TestAgentSignals(t *testing.T) {
+	t.Parallel()
 	slow := llmtest.Turn{Content: "late", Delay: llmtest.Duration(time.Minute)}
 	d, s := llmDaemon(t, "", slow, slow, slow)
 	spawn := func() string {
@@ -332,6 +337,7 @@ func TestAgentSignals(t *testing.T) {
 }
 
 func TestAgentRecallPipeline(t *testing.T) {
+	t.Parallel()
 	d, s := llmDaemon(t, "", llmtest.Turn{Content: "The nginx log rotation failed; the disk filled."})
 	d.ox("disk full on /var after nginx log rotation failed\ncertificate renewed for example.org\n", "ox-remember", "-a", "ops", "--kind", "episodic")
 	cmd := exec.Command("sh", "-c", fmt.Sprintf("%s -a ops disk full | %s -a ops 'what failed?'", bin("ox-recall"), bin("ox-spawn")))
@@ -366,6 +372,7 @@ func TestAgentRecallPipeline(t *testing.T) {
 }
 
 func TestAgentRunSurvivesClient(t *testing.T) {
+	t.Parallel()
 	d, s := llmDaemon(t, "",
 		llmtest.Turn{Content: "thinking", ToolCalls: []llmtest.Call{call("state_write", `{"key":"k","value":"v1"}`)}, Delay: llmtest.Duration(1500 * time.Millisecond)},
 		llmtest.Turn{Content: "done"})

@@ -14,6 +14,7 @@ import (
 // that every command that reads an agent says the same of one that does not
 // exist.
 func TestAgents(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
 	c := d.client(t)
 	ok := func(r result, what string) result {

@@ -365,6 +365,7 @@ func TestAuditTailFollow(t *testing.T) {
 // the log verifies after the restart and holds an entry for every
 // acknowledged save.
 func TestAuditKill9(t *testing.T) {
+	t.Parallel()
 	dir := shortTempDir(t)
 	acked := map[string]int{} // target -> acknowledged saves
 	var mu sync.Mutex

@@ -33,6 +33,7 @@ func jsonLines(t *testing.T, out string) []map[string]any {
 // arguments, the way git and kubectl users type them, and checks that the
 // flags took effect (not that the command merely exited 0).
 func TestFlagsAfterArgs(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
 	mustOK := func(r result, what string) result {
 		t.Helper()
@@ -264,12 +265,16 @@ func TestExitCodes(t *testing.T) {
 			}
 			fs = append(fs, follower{strings.Join(c, " "), cmd, out})
 		}
-		// Both are following once an event reaches them.
-		d.ox("", "ox-state", "save", "-a", "ops", "k", "v")
+		// Both are following once an event reaches them; a save made
+		// before a follower subscribed does not, so save until both saw one.
 		deadline := time.Now().Add(30 * time.Second)
 		for _, f := range fs {
 			for !strings.Contains(f.out.String(), "ops") && time.Now().Before(deadline) {
-				time.Sleep(20 * time.Millisecond)
+				d.ox("", "ox-state", "save", "-a", "ops", "k", "v")
+				time.Sleep(100 * time.Millisecond)
+			}
+			if !strings.Contains(f.out.String(), "ops") {
+				t.Fatalf("%s never showed a save:\n%s", f.name, f.out.String())
 			}
 		}
 		d.stop()
@@ -311,6 +316,7 @@ func TestExitCodes(t *testing.T) {
 // TestPipesOfRecords feeds one command's records to the next: the runs of
 // ox-ps to ox-kill and ox-wait, the keys of ox-state ls to ox-state rm.
 func TestPipesOfRecords(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
 	a := spawnDetached(t, d, "ops", "sleep", "60")
 	b := spawnDetached(t, d, "ops", "sleep", "60")

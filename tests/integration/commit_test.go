@@ -71,6 +71,7 @@ func needGit(t *testing.T) {
 // TestCommitRestoreRoundTrip commits, changes, diffs, tags and restores,
 // and checks the repository with git itself after each step.
 func TestCommitRestoreRoundTrip(t *testing.T) {
+	t.Parallel()
 	needGit(t)
 	d := startDaemon(t, daemonOpts{})
 	repo := filepath.Join(d.data, "repo")
@@ -203,6 +204,7 @@ func TestCommitRestoreRoundTrip(t *testing.T) {
 // committed value is one a writer saved whole, and the keys a writer had
 // saved before a commit started are in it.
 func TestCommitConsistentUnderSaves(t *testing.T) {
+	t.Parallel()
 	needGit(t)
 	d := startDaemon(t, daemonOpts{})
 	repo := filepath.Join(d.data, "repo")
@@ -300,6 +302,7 @@ func TestUncommittedSurviveRestart(t *testing.T) {
 // (DATA/index/state.keys) and the next start loads it; a start removes
 // it, so a kill after the restore leaves none to be believed.
 func TestRestoreThenRestart(t *testing.T) {
+	t.Parallel()
 	needGit(t)
 	d := startDaemon(t, daemonOpts{})
 	snap := filepath.Join(d.data, "index", "state.keys")

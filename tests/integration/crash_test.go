@@ -46,6 +46,7 @@ func checkValue(v []byte) (i int, ok bool) {
 // of a storm of saves, several times, and checks after each restart that
 // every acknowledged save is there and no value is torn.
 func TestKill9LosesNoAcknowledgedSave(t *testing.T) {
+	t.Parallel()
 	const writers, keysPer, rounds = 16, 4, 5
 	dir := shortTempDir(t)
 	type keyState struct{ acked, attempted int }

@@ -84,6 +84,7 @@ func next(t *testing.T, ch <-chan eventLine) eventLine {
 // order, and the stalled one, once it reads, gets a "lost" record with a
 // count and then the events after it.
 func TestEventsStalledSubscriber(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
 	c := d.client(t)
 	ctx := context.Background()
@@ -225,6 +226,7 @@ func TestEventsStalledSubscriber(t *testing.T) {
 // live events, with saves racing the switch from replay to live: nothing
 // lost, nothing twice.
 func TestEventsSinceReplay(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
 	for i := 0; i < 5; i++ {
 		d.mustOx(t, "", "ox-state", "save", "-a", "re", fmt.Sprintf("k%d", i), "v")

@@ -61,6 +61,7 @@ func lines(c net.Conn) []string {
 // hold no more than limits.max_buffered together, are cut off after
 // limits.line_timeout, and a normal client is served meanwhile.
 func TestUnterminatedLines(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{config: "[limits]\nmax_value = \"8MiB\"\nmax_buffered = \"8MiB\"\nline_timeout = \"3s\"\n"})
 	cl := d.client(t)
 	ctx := context.Background()
@@ -117,6 +118,7 @@ func TestUnterminatedLines(t *testing.T) {
 // nothing is closed after hello_timeout, one idle after idle_timeout,
 // unless a stream of its own is running.
 func TestConnectionLimits(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{config: "[limits]\nmax_conns_per_uid = 20\nhello_timeout = \"2s\"\nidle_timeout = \"3s\"\n"})
 	var idle []*rawConn
 	for range 20 {
@@ -204,6 +206,7 @@ func smallFS(t *testing.T, size string) string {
 // themselves once space is freed, and a restart on the nearly full disk
 // recovers every acknowledged value.
 func TestDiskFull(t *testing.T) {
+	t.Parallel()
 	dir := smallFS(t, "5m")
 	d := startDaemon(t, daemonOpts{dir: dir})
 	ctx := context.Background()

@@ -29,6 +29,7 @@ func userTexts(q llmtest.Request) []string {
 }
 
 func TestLLMConversationContinue(t *testing.T) {
+	t.Parallel()
 	d, s := llmDaemon(t, "",
 		llmtest.Turn{Content: "Hello Ada."},
 		llmtest.Turn{Content: "Your name is Ada."},
@@ -85,6 +86,7 @@ func TestLLMConversationContinue(t *testing.T) {
 }
 
 func TestLLMPersonaAndOptions(t *testing.T) {
+	t.Parallel()
 	d, s := llmDaemon(t, "", llmtest.Turn{Content: "LGTM.", Repeat: -1})
 	r := d.ox("", "ox-spawn", "-a", "ops", "--no-memory", "--persona", "reviewer", "--max-tokens", "64", "--temperature", "0.7", "review this")
 	if r.code != 0 {
@@ -163,6 +165,7 @@ func TestLLMPersonaAndOptions(t *testing.T) {
 }
 
 func TestLLMStreamDeltas(t *testing.T) {
+	t.Parallel()
 	answer := "Streaming, piece by piece — with “unicode” and 日本語 too, long enough to be cut in pieces."
 	d, _ := llmDaemon(t, "", llmtest.Turn{Content: answer, Pace: llmtest.Duration(30 * time.Millisecond)}, llmtest.Turn{Content: "plain"})
 	r := d.ox("", "ox-spawn", "-a", "ops", "--no-memory", "--verbose", "stream")
@@ -199,6 +202,7 @@ func TestLLMStreamDeltas(t *testing.T) {
 }
 
 func TestLLMEndpointErrors(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name string
 		turn llmtest.Turn
@@ -235,6 +239,7 @@ func TestLLMEndpointErrors(t *testing.T) {
 // failures open it, the next run waits for the cooldown instead of
 // probing at once.
 func TestLLMSharedBreaker(t *testing.T) {
+	t.Parallel()
 	d, s := llmDaemon(t, "", llmtest.Turn{Status: 502, Error: "bad gateway", Repeat: -1})
 	r := d.ox("", "ox-spawn", "-a", "ops", "--no-memory", "first")
 	if r.code != 4 {
@@ -268,6 +273,7 @@ func TestLLMSharedBreaker(t *testing.T) {
 // is said by the run (an endpoint record) and by ox-status, not only in
 // the daemon's log.
 func TestLLMConfigRefusedVisible(t *testing.T) {
+	t.Parallel()
 	d, _ := llmDaemon(t, "", llmtest.Turn{Content: "ok", Repeat: -1})
 	cf := filepath.Join(d.dir, "oxios.toml")
 	if err := os.WriteFile(cf, []byte("[llm]\nbase_url = \"http://user:secret@localhost:1/v1\"\n"), 0o600); err != nil {
@@ -346,6 +352,7 @@ func TestLLMRealServer(t *testing.T) {
 // TestLLMNoMemoryPileUp: identical runs do not pile up identical
 // summaries, and so their prompts do not grow.
 func TestLLMNoMemoryPileUp(t *testing.T) {
+	t.Parallel()
 	d, s := llmDaemon(t, "", llmtest.Turn{Content: "sda1 is at 91%, WAL files.", Repeat: -1})
 	for i := range 3 {
 		if r := d.ox("", "ox-spawn", "-a", "ops", "--no-keep", "check the disk"); r.code != 0 {

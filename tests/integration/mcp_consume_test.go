@@ -60,6 +60,7 @@ func init() {
 // policy does not allow is refused; a server that hangs or crashes is a
 // tool error and is started again for the next call; the run goes on.
 func TestMCPConsume(t *testing.T) {
+	t.Parallel()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

@@ -29,6 +29,7 @@ func inspector(t *testing.T) string {
 // resource, with the official MCP Inspector's CLI mode (the TypeScript
 // SDK's client).
 func TestMCPInspector(t *testing.T) {
+	t.Parallel()
 	insp := inspector(t)
 	d := startDaemon(t, daemonOpts{})
 	d.ox("", "ox-state", "save", "-a", "ops", "notes/today.md", "from the shell")

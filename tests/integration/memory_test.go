@@ -140,6 +140,7 @@ func TestMemoryCLI(t *testing.T) {
 }
 
 func TestMemoryBadInput(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{config: "[limits]\nmax_value = \"1MiB\"\n"})
 	d.mustOx(t, "", "ox-remember", "-a", "ops", "first memory")
 	for _, c := range []struct {
@@ -246,6 +247,7 @@ func TestMemoryTTL(t *testing.T) {
 }
 
 func TestMemoryIndexRebuildRestoreCatchUp(t *testing.T) {
+	t.Parallel()
 	needGit(t)
 	d := startDaemon(t, daemonOpts{})
 	var lines []string

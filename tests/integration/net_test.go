@@ -102,6 +102,7 @@ func TestFetchDefaultPolicy(t *testing.T) {
 // redirect to the metadata address or to localhost by name is still
 // refused.
 func TestFetchAllowedAddress(t *testing.T) {
+	t.Parallel()
 	srv, hits := fetchTarget(t)
 	dir := shortTempDir(t)
 	presetPolicy(t, dir, "web", "[net]\nallow = [\"127.0.0.1\"]\ntimeout = \"5s\"\nmax_bytes = \"1KiB\"\n")

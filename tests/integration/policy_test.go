@@ -45,6 +45,7 @@ func writePolicy(t *testing.T, text string) string {
 }
 
 func TestPolicySetAndEnforce(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
 	// Before any policy: the default one (of an agent that exists).
 	d.ox("", "ox-state", "save", "-a", "ops", "seed", "x")
@@ -109,6 +110,7 @@ ox-policy set -a ops /dev/null; echo "set-own=$?"
 }
 
 func TestPolicyTestReplay(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
 	// Past actions under the default policy.
 	out := runOutput(t, d, "ops", `
@@ -212,6 +214,7 @@ func startWithPolicies(t *testing.T) (*daemon, string) {
 }
 
 func TestPolicyAndConfigHotReload(t *testing.T) {
+	t.Parallel()
 	// A policy file left while the daemon was down is in force at READY.
 	d, pdir := startWithPolicies(t)
 	dir := d.dir

@@ -91,6 +91,7 @@ func zombies(pid int) []int {
 }
 
 func TestRunProcessAttached(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
 	r := d.ox("", "ox-spawn", "-a", "ops", "--", "/bin/sh", "-c", "echo hello; echo oops >&2; exit 3")
 	if r.code != 3 {
@@ -298,6 +299,7 @@ func TestRunIdentity(t *testing.T) {
 }
 
 func TestExecPolicy(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
 	r := d.ox("", "ox-exec", "-a", "ops", "--", "echo", "hi", "there")
 	if r.code != 0 || r.stdout != "hi there\n" {
@@ -373,6 +375,7 @@ func TestExecPolicy(t *testing.T) {
 }
 
 func TestBudget(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
 	if r := d.ox("", "ox-budget", "set", "-a", "ops", "--run-execs", "2", "--execs", "5"); r.code != 0 {
 		t.Fatalf("ox-budget set: %d %s", r.code, r.stderr)
@@ -437,10 +440,11 @@ func TestBudget(t *testing.T) {
 
 // TestRunsMany: 100 concurrent process runs, all reaped.
 func TestRunsMany(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
 	c := d.client(t)
 	ctx := context.Background()
-	const n = 100
+	const n = 40
 	ids := make([]string, n)
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -488,6 +492,7 @@ func TestRunsMany(t *testing.T) {
 // TestRunLost: runs oxiosd did not see end are marked lost by the next
 // oxiosd; a clean stop ends the runs it supervises.
 func TestRunLost(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
 	rec := spawnDetached(t, d, "ops", "sleep", "60")
 	d.kill9()

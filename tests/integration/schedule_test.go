@@ -38,6 +38,7 @@ func jobs(t *testing.T, d *daemon) map[string]proto.JobRecord {
 // run of the agent, a schedule.fire audit entry and a schedule.fired event
 // with the run's id; bad input is refused with the right codes.
 func TestScheduleCommands(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
 	c := d.client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -126,6 +127,7 @@ func TestScheduleCommands(t *testing.T) {
 // catch-up whose time passed while oxiosd was down runs once at start,
 // the others wait for their next time; a removed job stays removed.
 func TestScheduleRestart(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
 	for _, args := range [][]string{
 		{"--name", "catchup", "--catch-up", "--cron", "0 3 * * *", "--", "true"},

@@ -13,6 +13,7 @@ import (
 // agent's versioned state, lists, shows and removes them; bad folders are
 // refused whole.
 func TestSkillCLI(t *testing.T) {
+	t.Parallel()
 	d, s := llmDaemon(t, "",
 		llmtest.Turn{ToolCalls: []llmtest.Call{call("skill_load", `{"name":"incident-report"}`)}},
 		llmtest.Turn{ToolCalls: []llmtest.Call{call("state_read", `{"key":"skills/incident-report/template.md"}`)}},

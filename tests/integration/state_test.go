@@ -177,6 +177,7 @@ func TestPipe(t *testing.T) {
 // TestMaxValue saves a value of exactly the default limit (16 MiB, binary,
 // so it travels as base64 in a line near max_line) and one byte more.
 func TestMaxValue(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
 	big := make([]byte, 16<<20)
 	for i := range big {
@@ -207,6 +208,7 @@ func TestMaxValue(t *testing.T) {
 // TestSlowProducer: a value on stdin that takes longer to come than the
 // daemon gives a silent connection (limits.hello_timeout) is still saved.
 func TestSlowProducer(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{config: "[limits]\nhello_timeout = \"1s\"\n"})
 	cmd := exec.Command("bash", "-c", "{ sleep 2; echo late; } | ox-state save -a ops slow")
 	cmd.Env = append(os.Environ(), "OXIOS_SOCKET="+d.sock, "PATH="+binDir+":"+os.Getenv("PATH"))

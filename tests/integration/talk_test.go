@@ -43,6 +43,7 @@ func stateKeys(t *testing.T, d *daemon, agent string) map[string]string {
 // diverges, diffs both ways and removes the fork, checking the
 // repository with git after each step.
 func TestForkDivergeDiffRemove(t *testing.T) {
+	t.Parallel()
 	needGit(t)
 	d := startDaemon(t, daemonOpts{})
 	repo := filepath.Join(d.data, "repo")
@@ -168,6 +169,7 @@ func equalMaps(a, b map[string]string) bool {
 // TestMessagesBetweenRuns: runs of two agents talk; the policy refuses
 // what it does not grant; an unread message survives kill -9.
 func TestMessagesBetweenRuns(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
 	for _, a := range []string{"alice", "bob", "eve"} {
 		d.mustOx(t, "", "ox-state", "save", "-a", a, "hello", a)
@@ -256,6 +258,7 @@ func TestMessagesBetweenRuns(t *testing.T) {
 // TestAskPausesExec: an ask rule holds a run's exec until an operator
 // approves it, denies it, or its time runs out into the default.
 func TestAskPausesExec(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
 	d.mustOx(t, "", "ox-state", "save", "-a", "ops", "x", "1")
 	d.mustOx(t, "", "ox-policy", "set", "-a", "ops", sectionPolicy(t, map[string]string{"ask": "exec = [\"wc\", \"uniq\"]\ntimeout = \"60s\"\ndefault = \"deny\""}))
