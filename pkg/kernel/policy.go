@@ -211,7 +211,7 @@ func (k *Kernel) setPolicy(ctx context.Context, c *Cred, agent string, text, raw
 // allowed by agent's policy (or by the proposed policy text), and by
 // which rule? Nothing is audited.
 func (k *Kernel) PolicyCheck(ctx context.Context, c *Cred, a proto.PolicyCheckArgs, raw []byte) (proto.PolicyCheckRecord, error) {
-	if err := k.authorize(c, a.Agent); err != nil {
+	if err := k.gate(call{op: proto.OpPolicyCheck, c: c, agent: a.Agent, raw: raw}); err != nil {
 		return proto.PolicyCheckRecord{}, err
 	}
 	p, err := k.proposed(a.Agent, a.Policy)
