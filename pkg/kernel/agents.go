@@ -138,9 +138,7 @@ func (k *Kernel) AgentRemove(ctx context.Context, c *Cred, agent string, raw []b
 		}
 	}
 	k.policyChanged(agent)
-	k.budmu.Lock()
-	delete(k.budgets, agent)
-	k.budmu.Unlock()
+	k.budgets.Forget(agent)
 	k.removeInbox(agent)
 	return rec, nil
 }

@@ -165,14 +165,12 @@ func (k *Kernel) Exec(ctx context.Context, c *Cred, a proto.ExecArgs, raw []byte
 // one) and makes t, the exec's or tool call's audit entry, durable with
 // the charge.
 func (k *Kernel) commitExec(ctx context.Context, agent string, run *supervisor.Run, t *tx) error {
-	k.budmu.Lock()
-	t.change = k.chargeLocked(agent, proto.Budget{Execs: 1})
-	if run != nil {
-		run.Charge(0, 0, 1)
-	}
-	t.done = make(chan struct{})
-	err := k.submit(ctx, t, false)
-	k.budmu.Unlock()
+	err := k.budgets.Charge(agent, proto.Budget{Execs: 1}, func(value []byte) error {
+		if run != nil {
+			run.Charge(0, 0, 1)
+		}
+		return k.submitBudget(ctx, agent, t)(value)
+	})
 	if err != nil {
 		return err
 	}

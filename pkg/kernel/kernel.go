@@ -32,6 +32,7 @@ import (
 	"github.com/oxios/oxios/pkg/embed"
 
 	"github.com/oxios/oxios/pkg/audit"
+	"github.com/oxios/oxios/pkg/budget"
 	"github.com/oxios/oxios/pkg/bus"
 	"github.com/oxios/oxios/pkg/config"
 	"github.com/oxios/oxios/pkg/expiry"
@@ -102,8 +103,7 @@ type Kernel struct {
 	emb     *embed.OpenAI
 	// Runs (run.go, exec.go, budget.go).
 	sup     *supervisor.Supervisor
-	budmu   sync.Mutex             // orders budget changes
-	budgets map[string]*budgetFile // agent -> its sys/budget.json, once read
+	budgets *budget.Ledger
 	pol     policyCache
 	live    liveState
 	tools   toolbox   // WASM tools (tool.go)
@@ -142,8 +142,11 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 		stopped: make(chan struct{}),
 		fatal:   make(chan error, 1),
 		mems:    map[string]*memIndex{},
-		budgets: map[string]*budgetFile{},
 	}
+	k.budgets = budget.NewLedger(func(agent string) ([]byte, error) {
+		v, _, err := k.state.Load(state.Ref(state.SpaceSys, agent), sysBudget)
+		return v, err
+	}, log)
 	k.refusals = audit.NewCoalescer(func(e *audit.Entry) { k.submit(context.Background(), &tx{entry: e}, false) })
 	k.ttl = expiry.New(k.expire)
 	if cfg.Memory.EmbeddingsURL != "" {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/oxios/oxios/pkg/audit"
+	"github.com/oxios/oxios/pkg/budget"
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/sandbox"
@@ -230,8 +231,8 @@ func (k *Kernel) spawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw []by
 	if err != nil {
 		return none, nil, err
 	}
-	lim, runLim, used := k.budgetLimits(a.Agent, pol)
-	if why := over(used, proto.Budget{}, lim, true); why != "" {
+	lim, runLim, used := k.budgets.Limits(a.Agent, pol)
+	if why := budget.Over(used, proto.Budget{}, lim, true); why != "" {
 		return fail(proto.Errorf(proto.EDQUOT, "agent %q is over its budget: %s (ox-budget show -a %s)", a.Agent, why, a.Agent))
 	}
 	id := k.newRunID()
@@ -320,10 +321,10 @@ func (k *Kernel) runExited(r *supervisor.Run) {
 		agent: rec.Agent,
 		data:  &rec,
 	}
-	k.budmu.Lock()
-	t.change = k.chargeLocked(rec.Agent, proto.Budget{Wall: wall.Seconds()})
-	err := k.submit(context.Background(), t, false)
-	k.budmu.Unlock()
+	err := k.budgets.Charge(rec.Agent, proto.Budget{Wall: wall.Seconds()}, func(value []byte) error {
+		t.change = budgetChange(rec.Agent, value)
+		return k.submit(context.Background(), t, false)
+	})
 	if err != nil {
 		k.log.Warn("run exit not audited", "run", rec.ID, "err", err)
 	}
