@@ -154,3 +154,12 @@ func (rc *rawConn) callMsg(op string, args any) (code, msg string) {
 		return "", ""
 	}
 }
+
+// createAgent brings agent into being with a key (an exec, a tool call or
+// a fetch for an agent that does not exist is ENOENT).
+func createAgent(t *testing.T, d *daemon, agent string) {
+	t.Helper()
+	if r := d.ox("", "ox-state", "save", "-a", agent, "created", "by the test"); r.code != 0 {
+		t.Fatalf("creating agent %s: exit %d %s", agent, r.code, r.stderr)
+	}
+}
