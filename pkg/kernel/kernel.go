@@ -31,6 +31,7 @@ import (
 
 	"github.com/oxios/oxios/pkg/embed"
 
+	"github.com/oxios/oxios/pkg/admit"
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/budget"
 	"github.com/oxios/oxios/pkg/bus"
@@ -69,15 +70,20 @@ type RunResolver interface {
 
 // Kernel holds the subsystems and runs the committer.
 type Kernel struct {
-	cfg   config.Config
-	log   *slog.Logger
-	state *state.Store
-	audit *audit.Log
-	bus   *bus.Bus
-	ver   *versioning
-	runs  RunResolver
-	uid   uint32
-	llmh  llmHealth // llmhealth.go
+	cfg config.Config
+	log *slog.Logger
+	// root is the context of the kernel's background work (the run
+	// queue, the scheduler's runs): cancelled by Close, or before it by
+	// the context Bind gave (oxiosd's, on SIGTERM).
+	root     context.Context
+	stopRoot context.CancelFunc
+	state    *state.Store
+	audit    *audit.Log
+	bus      *bus.Bus
+	ver      *versioning
+	runs     RunResolver
+	uid      uint32
+	llmh     llmHealth // llmhealth.go
 
 	// auditSeq is the seq of the last entry appended to the audit log; only
 	// the committer (and recovery before it starts) touches it.
@@ -106,8 +112,8 @@ type Kernel struct {
 	budgets *budget.Ledger
 	pol     policyCache
 	live    liveState
-	tools   toolbox   // WASM tools (tool.go)
-	adm     admission // the run queue (admit.go)
+	tools   toolbox                // WASM tools (tool.go)
+	adm     *admit.Queue[spawnReq] // the run queue (admit.go)
 	started time.Time
 	sched   schedState // schedules (schedule.go)
 	box     boxState   // the sandbox of runs and execs (sandbox.go)
@@ -147,6 +153,7 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 		v, _, err := k.state.Load(state.Ref(state.SpaceSys, agent), sysBudget)
 		return v, err
 	}, log)
+	k.root, k.stopRoot = context.WithCancel(context.Background())
 	k.refusals = audit.NewCoalescer(func(e *audit.Entry) { k.submit(context.Background(), &tx{entry: e}, false) })
 	k.ttl = expiry.New(k.expire)
 	if cfg.Memory.EmbeddingsURL != "" {
@@ -204,7 +211,7 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 		alog.Close()
 		return nil, err
 	}
-	k.openAdmission()
+	k.openAdmission(k.root)
 	k.started = time.Now().UTC()
 	go k.committer()
 	return k, nil
@@ -218,9 +225,18 @@ func (k *Kernel) Fatal() <-chan error { return k.fatal }
 // SetRunResolver installs the supervisor's pid lookup.
 func (k *Kernel) SetRunResolver(r RunResolver) { k.runs = r }
 
+// Bind ties the kernel's background work to ctx (the daemon's root
+// context): once ctx is done, queued runs no longer start and work
+// started for no caller stops, while Close still records the end of
+// what ran.
+func (k *Kernel) Bind(ctx context.Context) {
+	context.AfterFunc(ctx, k.stopRoot)
+}
+
 // Close finishes queued transactions and closes the subsystems. Callers
 // stop issuing syscalls first (the server drains its connections).
 func (k *Kernel) Close() error {
+	k.stopRoot()
 	// No new firing; then the runs: their ends are audited, through the
 	// committer; queued runs never start.
 	k.stopScheduler()

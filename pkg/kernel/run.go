@@ -354,7 +354,7 @@ func (k *Kernel) RunAttach(ctx context.Context, c *Cred, id string, raw []byte, 
 	}
 	skip := 0
 	if p != nil {
-		rec := p.record()
+		rec := record(p)
 		b, _ := json.Marshal(&rec)
 		if err := emit(b); err != nil {
 			return err
@@ -469,10 +469,10 @@ func (k *Kernel) RunKill(ctx context.Context, c *Cred, a proto.KillArgs, raw []b
 			case r != nil:
 				serr = r.Signal(sig)
 				rec = r.Record()
-			case p.run != nil:
-				rec = p.run.Record()
+			case p.Item.run != nil:
+				rec = p.Item.run.Record()
 			default:
-				rec = p.record()
+				rec = record(p)
 			}
 		default:
 			serr = r.Signal(sig)
@@ -480,7 +480,7 @@ func (k *Kernel) RunKill(ctx context.Context, c *Cred, a proto.KillArgs, raw []b
 		}
 		agent := rec.Agent
 		if agent == "" {
-			agent = p.spec.Agent
+			agent = p.Agent
 		}
 		t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpRunKill, Target: agent + ":" + id + " SIG" + supervisor.SignalName(sig), Args: audit.ArgsDigest(raw), Result: errCode(serr)}}
 		if err := k.submit(ctx, t, true); err != nil {
