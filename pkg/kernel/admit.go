@@ -146,7 +146,7 @@ func (k *Kernel) endQueued(p *pending, status int, sig, why string, who audit.Ac
 		rec = r.Record()
 	}
 	t := &tx{entry: &audit.Entry{Actor: who, Op: proto.OpRunExit, Target: p.Agent + ":" + p.ID + " " + what, Result: "ok"}, agent: p.Agent, data: &rec}
-	if err := k.submit(context.Background(), t, true); err != nil {
+	if err := k.submit(k.record(), t, true); err != nil {
 		k.log.Warn("queued run's end not audited", "run", p.ID, "err", err)
 	}
 	return r
@@ -240,7 +240,7 @@ func (k *Kernel) wallExceeded(r *supervisor.Run, rec *proto.RunRecord) {
 	}
 	t := &tx{entry: &audit.Entry{Actor: audit.Actor{UID: k.uid, PID: int32(os.Getpid())}, Op: proto.OpRunWall,
 		Target: rec.Agent + ":" + rec.ID, Result: proto.EDQUOT}, agent: rec.Agent, data: rec}
-	if err := k.submit(context.Background(), t, false); err != nil {
+	if err := k.submit(k.record(), t, false); err != nil {
 		k.log.Warn("wall budget end not audited", "run", rec.ID, "err", err)
 	}
 }

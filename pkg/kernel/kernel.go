@@ -154,7 +154,7 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 		return v, err
 	}, log)
 	k.root, k.stopRoot = context.WithCancel(context.Background())
-	k.refusals = audit.NewCoalescer(func(e *audit.Entry) { k.submit(context.Background(), &tx{entry: e}, false) })
+	k.refusals = audit.NewCoalescer(func(e *audit.Entry) { k.submit(k.record(), &tx{entry: e}, false) })
 	k.ttl = expiry.New(k.expire)
 	if cfg.Memory.EmbeddingsURL != "" {
 		k.emb = embed.New(cfg.Memory.EmbeddingsURL, cfg.Memory.EmbeddingsModel, cfg.Memory.EmbeddingsKeyEnv)
@@ -224,6 +224,11 @@ func (k *Kernel) Fatal() <-chan error { return k.fatal }
 
 // SetRunResolver installs the supervisor's pid lookup.
 func (k *Kernel) SetRunResolver(r RunResolver) { k.runs = r }
+
+// record is the context of an audit entry the kernel makes for no
+// caller (a run's end, a refusal): made even while the daemon stops, so
+// not cancelled with the root.
+func (k *Kernel) record() context.Context { return context.WithoutCancel(k.root) }
 
 // Bind ties the kernel's background work to ctx (the daemon's root
 // context): once ctx is done, queued runs no longer start and work
@@ -357,7 +362,7 @@ func (k *Kernel) auditDenied(c *Cred, op, target string, args []byte, code strin
 	if !k.refusals.Admit(e) {
 		return // counted for a summary entry
 	}
-	k.submit(context.Background(), &tx{entry: e}, false)
+	k.submit(k.record(), &tx{entry: e}, false)
 }
 
 // Refused audits a request refused before its syscall ran: args that do

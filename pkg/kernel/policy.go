@@ -100,7 +100,7 @@ func (k *Kernel) enforce(c *Cred, agent, op, tgt string, raw []byte, check func(
 		if _, rest, ok := strings.Cut(tgt, ":"); ok {
 			what = rest
 		}
-		perr := k.ask(context.Background(), c, agent, op, what, p, ask)
+		perr := k.ask(k.root, c, agent, op, what, p, ask)
 		if perr != nil {
 			k.auditDenied(c, op, tgt+" ["+ask.Rule+"]", raw, perr.Code)
 		}

@@ -308,7 +308,7 @@ func (k *Kernel) runExited(r *supervisor.Run) {
 		}
 		lt := &tx{entry: &audit.Entry{Actor: audit.Actor{UID: k.uid, PID: int32(os.Getpid())}, Op: proto.OpRunLimit,
 			Target: rec.Agent + ":" + rec.ID + " " + rec.Limits + " [limits]", Result: code}}
-		if err := k.submit(context.Background(), lt, false); err != nil {
+		if err := k.submit(k.record(), lt, false); err != nil {
 			k.log.Warn("run limit not audited", "run", rec.ID, "err", err)
 		}
 	}
@@ -323,7 +323,7 @@ func (k *Kernel) runExited(r *supervisor.Run) {
 	}
 	err := k.budgets.Charge(rec.Agent, proto.Budget{Wall: wall.Seconds()}, func(value []byte) error {
 		t.change = budgetChange(rec.Agent, value)
-		return k.submit(context.Background(), t, false)
+		return k.submit(k.record(), t, false)
 	})
 	if err != nil {
 		k.log.Warn("run exit not audited", "run", rec.ID, "err", err)
