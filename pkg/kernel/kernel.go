@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/oxios/oxios/pkg/embed"
+	"github.com/oxios/oxios/pkg/memindex"
 
 	"github.com/oxios/oxios/pkg/admit"
 	"github.com/oxios/oxios/pkg/audit"
@@ -117,10 +118,10 @@ type Kernel struct {
 	started time.Time
 	sched   schedState // schedules (schedule.go)
 	box     boxState   // the sandbox of runs and execs (sandbox.go)
-	// prefetch: the saved recall indexes, decoding while the store
-	// opens (memindex.go); nil once loaded.
-	prefetch *indexPrefetch
-	talk     talk // inboxes and approvals (msg.go, approve.go)
+	// indexes: the saved recall indexes, decoding while the store
+	// opens (memindex.go).
+	indexes *memindex.Files
+	talk    talk // inboxes and approvals (msg.go, approve.go)
 }
 
 // New opens the data directory and starts the committer.
@@ -162,7 +163,8 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 	k.auditSeq, _ = alog.Head()
 	replayed := k.auditSeq
 	// Versioning first: replaying the journal marks uncommitted paths.
-	k.prefetchIndexes()
+	k.indexes = memindex.NewFiles(filepath.Join(cfg.Data, "index", "recall"))
+	k.indexes.Prefetch()
 	if err := k.openVersioning(); err != nil {
 		alog.Close()
 		return nil, err
