@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/oxios/oxios/pkg/proto"
 )
 
 type ticket = Ticket[int]
@@ -155,5 +157,25 @@ func TestQueueOverloadAndClose(t *testing.T) {
 	}
 	if q.Close() != nil {
 		t.Error("a second close hands back entries")
+	}
+}
+
+func TestJudge(t *testing.T) {
+	h := proto.Host{Cores: 2, Load1: 5, MemTotal: 100, MemAvailable: 10, MemPressure: -1}
+	if why := Judge(&h, 2, 0); why != "load 2.50 per core > 2.00" {
+		t.Errorf("load: %q", why)
+	}
+	if why := Judge(&h, 0, 80); why != "memory in use 90.0% > 80.0%" {
+		t.Errorf("memory without PSI: %q", why)
+	}
+	h.MemPressure = 5
+	if why := Judge(&h, 3, 80); why != "" {
+		t.Errorf("under both thresholds (PSI read): %q", why)
+	}
+	if Overload(0, 0)() != "" {
+		t.Error("no threshold: overloaded")
+	}
+	if psiSome10([]byte("some avg10=1.50 avg60=0 avg300=0 total=1\nfull avg10=9 avg60=0 avg300=0 total=1\n")) != 1.5 || psiSome10(nil) != -1 {
+		t.Error("psi")
 	}
 }

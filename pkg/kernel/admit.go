@@ -34,7 +34,7 @@ type spawnReq struct {
 type pending = admit.Ticket[spawnReq]
 
 func (k *Kernel) openAdmission(ctx context.Context) {
-	k.adm = admit.New[spawnReq](k.cfg.Runs.MaxConcurrent, k.overload)
+	k.adm = admit.New[spawnReq](k.cfg.Runs.MaxConcurrent, admit.Overload(k.cfg.Runs.OverloadLoad, k.cfg.Runs.OverloadMemory))
 	go k.adm.Serve(ctx, k.startQueued)
 }
 
