@@ -129,6 +129,7 @@ func run(c *cli.Context) error {
 	// followers), which stop with it.
 	root, cancelRoot := context.WithCancel(context.Background())
 	defer cancelRoot()
+	k.Bind(root)
 	srv := server.New(root, k, log)
 	k.SetRunListener(srv.ListenRun)
 	// Signals are caught before READY=1: a SIGHUP sent by a supervisor

@@ -28,16 +28,6 @@ func (k *Kernel) AgentExists(agent string) bool {
 	return false
 }
 
-// agentMissing is ENOENT for an agent that does not exist, asked of by a
-// caller who may act on it (to any other, the kernel's EPERM or EACCES
-// comes first and tells nothing of which agents exist).
-func (k *Kernel) agentMissing(c *Cred, agent string) *proto.Error {
-	if agent == "" || k.authorize(c, agent) != nil || k.AgentExists(agent) {
-		return nil
-	}
-	return proto.NoAgent(agent)
-}
-
 // agentRecord describes agent as it is now.
 func (k *Kernel) agentRecord(agent string) proto.AgentRecord {
 	rec := proto.AgentRecord{Type: proto.RecordAgent, Agent: agent, Policy: "default"}
@@ -95,12 +85,8 @@ func (k *Kernel) AgentList(ctx context.Context, c *Cred, emit func(*proto.AgentR
 
 // AgentShow describes one agent.
 func (k *Kernel) AgentShow(ctx context.Context, c *Cred, agent string, raw []byte) (proto.AgentRecord, error) {
-	if err := k.authorize(c, agent); err != nil {
-		k.auditDenied(c, proto.OpAgentShow, agent, raw, err.Code)
+	if err := k.gate(call{op: proto.OpAgentShow, c: c, agent: agent, raw: raw}); err != nil {
 		return proto.AgentRecord{}, err
-	}
-	if !k.AgentExists(agent) {
-		return proto.AgentRecord{}, proto.NoAgent(agent)
 	}
 	rec := k.agentRecord(agent)
 	rec.Describe()
@@ -152,9 +138,7 @@ func (k *Kernel) AgentRemove(ctx context.Context, c *Cred, agent string, raw []b
 		}
 	}
 	k.policyChanged(agent)
-	k.budmu.Lock()
-	delete(k.budgets, agent)
-	k.budmu.Unlock()
+	k.budgets.Forget(agent)
 	k.removeInbox(agent)
 	return rec, nil
 }

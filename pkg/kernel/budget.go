@@ -2,12 +2,11 @@ package kernel
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/oxios/oxios/pkg/audit"
+	"github.com/oxios/oxios/pkg/budget"
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/state"
@@ -20,114 +19,31 @@ import (
 // sys/budget.json, changed by the same group commit as the audit entry of
 // the charge, so a crash loses neither or both.
 
-// budgetFile is sys/budget.json.
-type budgetFile struct {
-	Limit    *proto.Budget `json:"limit,omitempty"`
-	RunLimit *proto.Budget `json:"run_limit,omitempty"`
-	Used     proto.Budget  `json:"used"`
-	Since    time.Time     `json:"since"`
+// budgetFile is an agent's sys/budget.json (fork.go resets a copy's).
+type budgetFile = budget.File
+
+// budgetChange is the change that stores an agent's budget file value.
+func budgetChange(agent string, value []byte) *state.Change {
+	return &state.Change{Agent: agent, Space: state.SpaceSys, Key: sysBudget, Value: value}
 }
 
-// budgetLocked returns agent's budget file, read from the store on first
-// use. k.budmu is held.
-func (k *Kernel) budgetLocked(agent string) *budgetFile {
-	if b, ok := k.budgets[agent]; ok {
-		return b
+// submitBudget is a ledger's commit: it submits t with the change of
+// agent's budget file, under the ledger's lock so that changes commit in
+// order, and gives t a done channel to wait on after the lock is let go.
+func (k *Kernel) submitBudget(ctx context.Context, agent string, t *tx) func(value []byte) error {
+	return func(value []byte) error {
+		t.change = budgetChange(agent, value)
+		t.done = make(chan struct{})
+		return k.submit(ctx, t, false)
 	}
-	b := &budgetFile{}
-	if v, _, err := k.state.Load(state.Ref(state.SpaceSys, agent), sysBudget); err == nil {
-		if err := json.Unmarshal(v, b); err != nil {
-			k.log.Warn("budget file unreadable: starting from zero", "agent", agent, "err", err)
-			*b = budgetFile{}
-		}
-	}
-	k.budgets[agent] = b
-	return b
-}
-
-// chargeLocked adds d to agent's use and returns the change that makes it
-// durable. k.budmu is held, and the caller submits the change before it
-// lets go of it, so that changes commit in the order they were made.
-func (k *Kernel) chargeLocked(agent string, d proto.Budget) *state.Change {
-	b := k.budgetLocked(agent)
-	if b.Since.IsZero() {
-		b.Since = time.Now().UTC()
-	}
-	b.Used.Tokens += d.Tokens
-	b.Used.Cost += d.Cost
-	b.Used.Wall += d.Wall
-	b.Used.Execs += d.Execs
-	return k.budgetChange(agent, b)
-}
-
-func (k *Kernel) budgetChange(agent string, b *budgetFile) *state.Change {
-	v, _ := json.Marshal(b)
-	return &state.Change{Agent: agent, Space: state.SpaceSys, Key: sysBudget, Value: append(v, '\n')}
-}
-
-func policyBudget(p *policy.Policy) (lim, run proto.Budget) {
-	b := p.Budget
-	return proto.Budget{Tokens: b.Tokens, Cost: b.Cost, Wall: b.Wall.D().Seconds(), Execs: b.Execs},
-		proto.Budget{Tokens: b.RunTokens, Cost: b.RunCost, Wall: b.RunWall.D().Seconds(), Execs: b.RunExecs}
-}
-
-// budgetLimits returns agent's limits and use.
-func (k *Kernel) budgetLimits(agent string, p *policy.Policy) (lim, run, used proto.Budget) {
-	lim, run = policyBudget(p)
-	k.budmu.Lock()
-	defer k.budmu.Unlock()
-	b := k.budgetLocked(agent)
-	if b.Limit != nil {
-		lim = *b.Limit
-	}
-	if b.RunLimit != nil {
-		run = *b.RunLimit
-	}
-	return lim, run, b.Used
-}
-
-// over says which limit used plus more passes ("" if none). With spent,
-// a limit reached counts as passed (nothing more may be spent), else only
-// one exceeded.
-func over(used, more, lim proto.Budget, spent bool) string {
-	var why []string
-	check := func(name string, u, m, l float64, unit string) {
-		if l <= 0 {
-			return
-		}
-		if u+m > l || (spent && u >= l) {
-			why = append(why, fmt.Sprintf("%s: %s used%s of %s", name, num(u, unit), plus(m, unit), num(l, unit)))
-		}
-	}
-	check("tokens", float64(used.Tokens), float64(more.Tokens), float64(lim.Tokens), "")
-	check("cost", used.Cost, more.Cost, lim.Cost, "")
-	check("wall time", used.Wall, more.Wall, lim.Wall, "s")
-	check("execs", float64(used.Execs), float64(more.Execs), float64(lim.Execs), "")
-	return strings.Join(why, "; ")
-}
-
-func num(v float64, unit string) string {
-	if v == float64(int64(v)) {
-		return fmt.Sprintf("%d%s", int64(v), unit)
-	}
-	return fmt.Sprintf("%.4g%s", v, unit)
-}
-
-func plus(m float64, unit string) string {
-	if m == 0 {
-		return ""
-	}
-	return " + " + num(m, unit) + " asked"
 }
 
 // budgetRecord builds the "budget" record of agent, and of run r when
 // given.
 func (k *Kernel) budgetRecord(agent string, p *policy.Policy, r *supervisor.Run) proto.BudgetRecord {
-	lim, run, used := k.budgetLimits(agent, p)
+	lim, run, used := k.budgets.Limits(agent, p)
 	rec := proto.BudgetRecord{Type: proto.RecordBudget, Agent: agent, Limit: lim, RunLimit: run, Used: used}
-	k.budmu.Lock()
-	rec.Since = k.budgetLocked(agent).Since
-	k.budmu.Unlock()
+	rec.Since = k.budgets.Since(agent)
 	rec.Text = fmt.Sprintf("%s: %d tokens, cost %.4g, %s wall, %d execs used", agent, used.Tokens, used.Cost, time.Duration(used.Wall*float64(time.Second)).Round(time.Second), used.Execs)
 	if r != nil {
 		u := runUsed(r)
@@ -153,12 +69,12 @@ func (k *Kernel) callerRun(c *Cred, agent string) *supervisor.Run {
 // checkBudget returns an EDQUOT error when spending more would take agent
 // (or the caller's run) past a limit.
 func (k *Kernel) checkBudget(c *Cred, agent string, p *policy.Policy, more proto.Budget) *proto.Error {
-	lim, runLim, used := k.budgetLimits(agent, p)
-	if why := over(used, more, lim, false); why != "" {
+	lim, runLim, used := k.budgets.Limits(agent, p)
+	if why := budget.Over(used, more, lim, false); why != "" {
 		return proto.Errorf(proto.EDQUOT, "agent %q is over its budget: %s (ox-budget show -a %s)", agent, why, agent)
 	}
 	if r := k.callerRun(c, agent); r != nil {
-		if why := over(runUsed(r), more, runLim, false); why != "" {
+		if why := budget.Over(runUsed(r), more, runLim, false); why != "" {
 			return proto.Errorf(proto.EDQUOT, "run %s is over its budget: %s", r.ID(), why)
 		}
 	}
@@ -215,7 +131,7 @@ func (k *Kernel) BudgetSet(ctx context.Context, c *Cred, a proto.BudgetSetArgs, 
 			return proto.BudgetRecord{}, proto.Errorf(proto.EINVAL, "budget limits may not be negative")
 		}
 	}
-	return k.budgetChangeOp(ctx, c, proto.OpBudgetSet, a.Agent, raw, p, func(b *budgetFile) {
+	return k.budgetChangeOp(ctx, c, proto.OpBudgetSet, a.Agent, raw, p, func(b *budget.File) {
 		if a.Limit != nil {
 			l := *a.Limit
 			b.Limit = &l
@@ -233,24 +149,15 @@ func (k *Kernel) BudgetReset(ctx context.Context, c *Cred, agent string, raw []b
 	if err != nil {
 		return proto.BudgetRecord{}, err
 	}
-	return k.budgetChangeOp(ctx, c, proto.OpBudgetReset, agent, raw, p, func(b *budgetFile) {
+	return k.budgetChangeOp(ctx, c, proto.OpBudgetReset, agent, raw, p, func(b *budget.File) {
 		b.Used = proto.Budget{}
 		b.Since = time.Now().UTC()
 	})
 }
 
-func (k *Kernel) budgetChangeOp(ctx context.Context, c *Cred, op, agent string, raw []byte, p *policy.Policy, fn func(*budgetFile)) (proto.BudgetRecord, error) {
+func (k *Kernel) budgetChangeOp(ctx context.Context, c *Cred, op, agent string, raw []byte, p *policy.Policy, fn func(*budget.File)) (proto.BudgetRecord, error) {
 	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: op, Target: agent + ":" + sysBudget, Args: audit.ArgsDigest(raw)}}
-	k.budmu.Lock()
-	b := k.budgetLocked(agent)
-	fn(b)
-	if b.Since.IsZero() {
-		b.Since = time.Now().UTC()
-	}
-	t.change = k.budgetChange(agent, b)
-	t.done = make(chan struct{})
-	err := k.submit(ctx, t, false)
-	k.budmu.Unlock()
+	err := k.budgets.Update(agent, fn, k.submitBudget(ctx, agent, t))
 	if err == nil {
 		<-t.done
 		err = t.err
@@ -298,7 +205,7 @@ func (k *Kernel) BudgetCharge(ctx context.Context, c *Cred, a proto.BudgetCharge
 		Cost:   (float64(a.PromptTokens)*k.liveCfg().LLM.PromptPrice + float64(a.CompletionTokens)*k.liveCfg().LLM.CompletionPrice) / 1e6,
 	}
 	r := k.callerRun(c, a.Agent)
-	lim, runLim, used := k.budgetLimits(a.Agent, p)
+	lim, runLim, used := k.budgets.Limits(a.Agent, p)
 	var qerr *proto.Error
 	// A charge was spent, not asked for: the message says what is used
 	// with it.
@@ -307,10 +214,10 @@ func (k *Kernel) BudgetCharge(ctx context.Context, c *Cred, a proto.BudgetCharge
 		u.Cost += d.Cost
 		return u
 	}
-	if why := over(spent(used), proto.Budget{}, lim, false); why != "" {
+	if why := budget.Over(spent(used), proto.Budget{}, lim, false); why != "" {
 		qerr = proto.Errorf(proto.EDQUOT, "agent %q is over its budget: %s (ox-budget show -a %s)", a.Agent, why, a.Agent)
 	} else if r != nil {
-		if why := over(spent(runUsed(r)), proto.Budget{}, runLim, false); why != "" {
+		if why := budget.Over(spent(runUsed(r)), proto.Budget{}, runLim, false); why != "" {
 			qerr = proto.Errorf(proto.EDQUOT, "run %s is over its budget: %s", r.ID(), why)
 		}
 	}
@@ -318,14 +225,12 @@ func (k *Kernel) BudgetCharge(ctx context.Context, c *Cred, a proto.BudgetCharge
 	if qerr != nil {
 		t.entry.Result = qerr.Code
 	}
-	k.budmu.Lock()
-	t.change = k.chargeLocked(a.Agent, d)
-	if r != nil {
-		r.Charge(d.Tokens, d.Cost, 0)
-	}
-	t.done = make(chan struct{})
-	err = k.submit(ctx, t, false)
-	k.budmu.Unlock()
+	err = k.budgets.Charge(a.Agent, d, func(value []byte) error {
+		if r != nil {
+			r.Charge(d.Tokens, d.Cost, 0)
+		}
+		return k.submitBudget(ctx, a.Agent, t)(value)
+	})
 	if err == nil {
 		<-t.done
 		err = t.err

@@ -16,6 +16,7 @@ import (
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/runspec"
 	"github.com/oxios/oxios/pkg/sandbox"
 	"github.com/oxios/oxios/pkg/supervisor"
 )
@@ -92,7 +93,7 @@ func (k *Kernel) Exec(ctx context.Context, c *Cred, a proto.ExecArgs, raw []byte
 	if qerr := k.checkBudget(c, a.Agent, p, proto.Budget{Execs: 1}); qerr != nil {
 		return deny(qerr, execTarget(a.Agent, cmd.Argv, "", " [budget]"))
 	}
-	prog, err := lookPath(cmd.Argv[0])
+	prog, err := runspec.LookPath(cmd.Argv[0])
 	if err != nil {
 		return deny(ioError(err), execTarget(a.Agent, cmd.Argv, "", ""))
 	}
@@ -131,8 +132,8 @@ func (k *Kernel) Exec(ctx context.Context, c *Cred, a proto.ExecArgs, raw []byte
 		home = sandbox.WorkDir
 	}
 	res, err := supervisor.Exec(ctx, supervisor.ExecSpec{
-		Argv: argv, Dir: dir, Stdin: []byte(a.Stdin), Timeout: timeout, Cap: capBytes, Limits: limitsOf(p), Cgroups: k.sup.Cgroups,
-		Env: []string{"PATH=" + runPath(), "HOME=" + home, "LANG=C.UTF-8", "OXIOS_AGENT=" + a.Agent}, Sandbox: sb,
+		Argv: argv, Dir: dir, Stdin: []byte(a.Stdin), Timeout: timeout, Cap: capBytes, Limits: runspec.Limits(p), Cgroups: k.sup.Cgroups,
+		Env: []string{"PATH=" + runspec.Path(), "HOME=" + home, "LANG=C.UTF-8", "OXIOS_AGENT=" + a.Agent}, Sandbox: sb,
 	})
 	if err != nil {
 		return deny(proto.Errorf(proto.ENOENT, "exec %s: %v", cmd.Argv[0], err), execTarget(a.Agent, cmd.Argv, "", ""))
@@ -165,14 +166,12 @@ func (k *Kernel) Exec(ctx context.Context, c *Cred, a proto.ExecArgs, raw []byte
 // one) and makes t, the exec's or tool call's audit entry, durable with
 // the charge.
 func (k *Kernel) commitExec(ctx context.Context, agent string, run *supervisor.Run, t *tx) error {
-	k.budmu.Lock()
-	t.change = k.chargeLocked(agent, proto.Budget{Execs: 1})
-	if run != nil {
-		run.Charge(0, 0, 1)
-	}
-	t.done = make(chan struct{})
-	err := k.submit(ctx, t, false)
-	k.budmu.Unlock()
+	err := k.budgets.Charge(agent, proto.Budget{Execs: 1}, func(value []byte) error {
+		if run != nil {
+			run.Charge(0, 0, 1)
+		}
+		return k.submitBudget(ctx, agent, t)(value)
+	})
 	if err != nil {
 		return err
 	}

@@ -141,7 +141,7 @@ func (k *Kernel) submitChange(c *Cred, op string, ch *state.Change, raw []byte, 
 	// Registered first, so that no read can fall between the queueing
 	// and the registration.
 	k.flights.takeoff(t)
-	if err := k.submit(context.Background(), t, false); err != nil {
+	if err := k.submit(k.record(), t, false); err != nil {
 		k.flights.land(t)
 		return failed(err)
 	}

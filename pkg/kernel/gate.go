@@ -37,14 +37,15 @@ type call struct {
 // gate is the one way into a syscall: it runs a call through the checks
 // every syscall has, in order, whichever front end made it (the socket
 // server, the mount): validate (the agent's name; the key by the op's
-// declared rule), authorize (may the caller act on the agent), then the
-// agent's policy. A refusal is audited with its code and returned; what
+// declared rule), authorize (may the caller act on the agent), whether
+// the agent exists (for an op declared Existing), then the agent's
+// policy. A refusal is audited with its code and returned; what
 // passes goes on to the method's work, whose changes the committer makes
 // durable, audits and publishes.
 func (k *Kernel) gate(cl call) *proto.Error {
-	rule := keyNone
+	rule, existing := keyNone, false
 	if sc := syscalls[cl.op]; sc != nil {
-		rule = sc.Key
+		rule, existing = sc.Key, sc.Existing
 	}
 	err := proto.CheckAgent(cl.agent)
 	if err == nil {
@@ -56,6 +57,12 @@ func (k *Kernel) gate(cl call) *proto.Error {
 	if err != nil {
 		k.auditDenied(cl.c, cl.op, strings.ToValidUTF8(cl.auditTarget(rule), "?"), cl.raw, err.Code)
 		return err
+	}
+	// Only a caller who may act on the agent learns whether it exists.
+	// A missing agent is not a refusal, so it is not audited: nothing
+	// was attempted on anything.
+	if existing && cl.agent != "" && !k.AgentExists(cl.agent) {
+		return proto.NoAgent(cl.agent)
 	}
 	if cl.policy == askNone || cl.c.Admin {
 		return nil

@@ -30,8 +30,11 @@ import (
 	"time"
 
 	"github.com/oxios/oxios/pkg/embed"
+	"github.com/oxios/oxios/pkg/memindex"
 
+	"github.com/oxios/oxios/pkg/admit"
 	"github.com/oxios/oxios/pkg/audit"
+	"github.com/oxios/oxios/pkg/budget"
 	"github.com/oxios/oxios/pkg/bus"
 	"github.com/oxios/oxios/pkg/config"
 	"github.com/oxios/oxios/pkg/expiry"
@@ -68,15 +71,20 @@ type RunResolver interface {
 
 // Kernel holds the subsystems and runs the committer.
 type Kernel struct {
-	cfg   config.Config
-	log   *slog.Logger
-	state *state.Store
-	audit *audit.Log
-	bus   *bus.Bus
-	ver   *versioning
-	runs  RunResolver
-	uid   uint32
-	llmh  llmHealth // llmhealth.go
+	cfg config.Config
+	log *slog.Logger
+	// root is the context of the kernel's background work (the run
+	// queue, the scheduler's runs): cancelled by Close, or before it by
+	// the context Bind gave (oxiosd's, on SIGTERM).
+	root     context.Context
+	stopRoot context.CancelFunc
+	state    *state.Store
+	audit    *audit.Log
+	bus      *bus.Bus
+	ver      *versioning
+	runs     RunResolver
+	uid      uint32
+	llmh     llmHealth // llmhealth.go
 
 	// auditSeq is the seq of the last entry appended to the audit log; only
 	// the committer (and recovery before it starts) touches it.
@@ -102,19 +110,18 @@ type Kernel struct {
 	emb     *embed.OpenAI
 	// Runs (run.go, exec.go, budget.go).
 	sup     *supervisor.Supervisor
-	budmu   sync.Mutex             // orders budget changes
-	budgets map[string]*budgetFile // agent -> its sys/budget.json, once read
+	budgets *budget.Ledger
 	pol     policyCache
 	live    liveState
-	tools   toolbox   // WASM tools (tool.go)
-	adm     admission // the run queue (admit.go)
+	tools   toolbox                // WASM tools (tool.go)
+	adm     *admit.Queue[spawnReq] // the run queue (admit.go)
 	started time.Time
 	sched   schedState // schedules (schedule.go)
 	box     boxState   // the sandbox of runs and execs (sandbox.go)
-	// prefetch: the saved recall indexes, decoding while the store
-	// opens (memindex.go); nil once loaded.
-	prefetch *indexPrefetch
-	talk     talk // inboxes and approvals (msg.go, approve.go)
+	// indexes: the saved recall indexes, decoding while the store
+	// opens (memindex.go).
+	indexes *memindex.Files
+	talk    talk // inboxes and approvals (msg.go, approve.go)
 }
 
 // New opens the data directory and starts the committer.
@@ -142,9 +149,13 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 		stopped: make(chan struct{}),
 		fatal:   make(chan error, 1),
 		mems:    map[string]*memIndex{},
-		budgets: map[string]*budgetFile{},
 	}
-	k.refusals = audit.NewCoalescer(func(e *audit.Entry) { k.submit(context.Background(), &tx{entry: e}, false) })
+	k.budgets = budget.NewLedger(func(agent string) ([]byte, error) {
+		v, _, err := k.state.Load(state.Ref(state.SpaceSys, agent), sysBudget)
+		return v, err
+	}, log)
+	k.root, k.stopRoot = context.WithCancel(context.Background())
+	k.refusals = audit.NewCoalescer(func(e *audit.Entry) { k.submit(k.record(), &tx{entry: e}, false) })
 	k.ttl = expiry.New(k.expire)
 	if cfg.Memory.EmbeddingsURL != "" {
 		k.emb = embed.New(cfg.Memory.EmbeddingsURL, cfg.Memory.EmbeddingsModel, cfg.Memory.EmbeddingsKeyEnv)
@@ -152,7 +163,8 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 	k.auditSeq, _ = alog.Head()
 	replayed := k.auditSeq
 	// Versioning first: replaying the journal marks uncommitted paths.
-	k.prefetchIndexes()
+	k.indexes = memindex.NewFiles(filepath.Join(cfg.Data, "index", "recall"))
+	k.indexes.Prefetch()
 	if err := k.openVersioning(); err != nil {
 		alog.Close()
 		return nil, err
@@ -201,7 +213,7 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 		alog.Close()
 		return nil, err
 	}
-	k.openAdmission()
+	k.openAdmission(k.root)
 	k.started = time.Now().UTC()
 	go k.committer()
 	return k, nil
@@ -215,9 +227,23 @@ func (k *Kernel) Fatal() <-chan error { return k.fatal }
 // SetRunResolver installs the supervisor's pid lookup.
 func (k *Kernel) SetRunResolver(r RunResolver) { k.runs = r }
 
+// record is the context of an audit entry the kernel makes for no
+// caller (a run's end, a refusal): made even while the daemon stops, so
+// not cancelled with the root.
+func (k *Kernel) record() context.Context { return context.WithoutCancel(k.root) }
+
+// Bind ties the kernel's background work to ctx (the daemon's root
+// context): once ctx is done, queued runs no longer start and work
+// started for no caller stops, while Close still records the end of
+// what ran.
+func (k *Kernel) Bind(ctx context.Context) {
+	context.AfterFunc(ctx, k.stopRoot)
+}
+
 // Close finishes queued transactions and closes the subsystems. Callers
 // stop issuing syscalls first (the server drains its connections).
 func (k *Kernel) Close() error {
+	k.stopRoot()
 	// No new firing; then the runs: their ends are audited, through the
 	// committer; queued runs never start.
 	k.stopScheduler()
@@ -338,7 +364,7 @@ func (k *Kernel) auditDenied(c *Cred, op, target string, args []byte, code strin
 	if !k.refusals.Admit(e) {
 		return // counted for a summary entry
 	}
-	k.submit(context.Background(), &tx{entry: e}, false)
+	k.submit(k.record(), &tx{entry: e}, false)
 }
 
 // Refused audits a request refused before its syscall ran: args that do

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -15,7 +13,6 @@ import (
 	"github.com/oxios/oxios/pkg/memindex"
 
 	"github.com/oxios/oxios/pkg/audit"
-	"github.com/oxios/oxios/pkg/durable"
 	"github.com/oxios/oxios/pkg/expiry"
 	"github.com/oxios/oxios/pkg/memory"
 	"github.com/oxios/oxios/pkg/proto"
@@ -33,25 +30,8 @@ import (
 //
 //	file: "OXMEMIX2" | seq u64 | len u64 | recall.Save bytes | crc32c u32
 
-func (k *Kernel) recallDir() string { return filepath.Join(k.cfg.Data, "index", "recall") }
-
-// decodeIndex reads agent's index from its file's bytes.
-func decodeIndex(agent string, b []byte) (*memIndex, uint64, error) {
-	ix, seq, err := memindex.Decode(b)
-	if err != nil {
-		return nil, 0, err
-	}
-	return &memIndex{agent: agent, ix: ix}, seq, nil
-}
-
-// saveIndex writes m's file durably: temp, fsync, rename, fsync the folder.
-func (k *Kernel) saveIndex(m *memIndex, seq uint64) error {
-	if err := os.MkdirAll(k.recallDir(), 0o700); err != nil {
-		return err
-	}
-	path := filepath.Join(k.recallDir(), m.agent)
-	return durable.WriteWith(path, path+".tmp", 0o600, func(f *os.File) error { return memindex.Write(f, m.ix, seq) })
-}
+// saveIndex writes m's file durably.
+func (k *Kernel) saveIndex(m *memIndex, seq uint64) error { return k.indexes.Save(m.agent, m.ix, seq) }
 
 // saveIndexAsync saves m in the background. The stamp is the seq the index
 // covered when the save was asked for; changes that land before the save
@@ -85,70 +65,6 @@ func (k *Kernel) saveIndexes() {
 	}
 }
 
-// prefetchIndexes decodes the saved recall indexes in the background, while
-// the state store opens: at a million memories each takes seconds, and the
-// two need not wait for each other. loadIndexes takes the results.
-func (k *Kernel) prefetchIndexes() {
-	done := make(chan struct{})
-	k.prefetch = &indexPrefetch{done: done, out: map[string]decoded{}}
-	go func() {
-		defer close(done)
-		ents, err := os.ReadDir(k.recallDir())
-		if err != nil {
-			return
-		}
-		var mu sync.Mutex
-		var wg sync.WaitGroup
-		for _, e := range ents {
-			a := e.Name()
-			if proto.CheckAgent(a) != nil {
-				continue
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				var d decoded
-				b, err := os.ReadFile(filepath.Join(k.recallDir(), a))
-				if err == nil {
-					d.m, d.seq, err = decodeIndex(a, b)
-				}
-				d.err = err
-				mu.Lock()
-				k.prefetch.out[a] = d
-				mu.Unlock()
-			}()
-		}
-		wg.Wait()
-	}()
-}
-
-type indexPrefetch struct {
-	done chan struct{}
-	out  map[string]decoded // by agent; read once done is closed
-}
-
-type decoded struct {
-	m   *memIndex
-	seq uint64
-	err error
-}
-
-// decodedIndex is agent's saved index, decoded: by prefetchIndexes, or
-// now.
-func (k *Kernel) decodedIndex(agent string) (*memIndex, uint64, error) {
-	if p := k.prefetch; p != nil {
-		<-p.done
-		if d, ok := p.out[agent]; ok {
-			return d.m, d.seq, d.err
-		}
-	}
-	b, err := os.ReadFile(filepath.Join(k.recallDir(), agent))
-	if err != nil {
-		return nil, 0, err
-	}
-	return decodeIndex(agent, b)
-}
-
 // loadIndexes makes every agent's recall index ready, before the committer
 // starts: load, catch up from the audit log, or rebuild from the files.
 func (k *Kernel) loadIndexes() error {
@@ -159,12 +75,8 @@ func (k *Kernel) loadIndexes() error {
 			agents[a] = true
 		}
 	}
-	if ents, err := os.ReadDir(k.recallDir()); err == nil {
-		for _, e := range ents {
-			if proto.CheckAgent(e.Name()) == nil {
-				agents[e.Name()] = true
-			}
-		}
+	for _, a := range k.indexes.Agents() {
+		agents[a] = true
 	}
 	var (
 		mu      sync.Mutex
@@ -176,7 +88,7 @@ func (k *Kernel) loadIndexes() error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			m, seq, err := k.decodedIndex(a)
+			ix, seq, err := k.indexes.Load(a)
 			switch {
 			case err == nil && seq > k.auditSeq:
 				err = fmt.Errorf("it covers audit seq %d, the log ends at %d", seq, k.auditSeq)
@@ -192,13 +104,12 @@ func (k *Kernel) loadIndexes() error {
 				rebuild = append(rebuild, a)
 				return
 			}
-			m.seq, m.saved = seq, true
-			k.mems[a] = m
+			k.mems[a] = &memIndex{agent: a, ix: ix, seq: seq, saved: true}
 			catchup[a] = seq
 		}()
 	}
 	wg.Wait()
-	k.prefetch = nil
+	k.indexes.Done()
 	for _, a := range rebuild {
 		if err := k.rebuildIndex(a); err != nil {
 			return fmt.Errorf("recall index of %s: %w", a, err)
@@ -300,53 +211,20 @@ func (k *Kernel) catchUp(from map[string]uint64) error {
 // rebuildIndex builds agent's index from its memory files.
 func (k *Kernel) rebuildIndex(agent string) error {
 	ref := state.Ref(state.SpaceMem, agent)
-	recs, err := k.state.List(ref, "")
+	recs, _ := k.state.List(ref, "") // an error: no memories
+	keys := make([]string, len(recs))
+	for i, r := range recs {
+		keys[i] = r.Key
+	}
+	ix, n, err := memindex.Rebuild(keys, func(key string) ([]byte, error) {
+		v, _, err := k.state.Load(ref, key)
+		return v, err
+	}, func(key string, err error) {
+		k.log.Warn("memory file does not parse; not indexed", "agent", agent, "key", key, "err", err)
+	})
 	if err != nil {
-		recs = nil // no memories
-	}
-	// Ids sort by creation (and by request order within a request), so
-	// the rebuilt index numbers documents as the live one did and breaks
-	// ties the same way.
-	idOf := func(key string) string { _, id, _ := memory.SplitKey(key); return id }
-	sort.Slice(recs, func(i, j int) bool { return idOf(recs[i].Key) < idOf(recs[j].Key) })
-	m := &memIndex{agent: agent, ix: recall.New(recall.DefaultParams)}
-	preps := make([]recall.Prepared, len(recs))
-	ok := make([]bool, len(recs))
-	var wg sync.WaitGroup
-	workers := runtime.GOMAXPROCS(0)
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < len(recs); i += workers {
-				kind, id, good := memory.SplitKey(recs[i].Key)
-				if !good {
-					continue
-				}
-				v, _, err := k.state.Load(ref, recs[i].Key)
-				if err != nil {
-					continue
-				}
-				mm, err := memory.Parse(v)
-				if err != nil || mm.ID != id || mm.Kind != kind {
-					k.log.Warn("memory file does not parse; not indexed", "agent", agent, "key", recs[i].Key, "err", err)
-					continue
-				}
-				preps[i], ok[i] = recall.Prepare(memindex.DocOf(mm, len(v), nil)), true
-			}
-		}()
-	}
-	wg.Wait()
-	keep := preps[:0]
-	for i := range preps {
-		if ok[i] {
-			keep = append(keep, preps[i])
-		}
-	}
-	if err := m.ix.AddPrepared(keep); err != nil {
 		return err
 	}
-	m.dirty = len(keep) + 1
-	k.mems[agent] = m
+	k.mems[agent] = &memIndex{agent: agent, ix: ix, dirty: n + 1}
 	return nil
 }

@@ -674,7 +674,7 @@ func (k *Kernel) expire(now int64, due map[string][]string) {
 				ids = append(ids, id)
 			}
 		}
-		if _, err := k.forget(context.Background(), who, agent, ids, audit.ArgsDigest([]byte("ttl"))); err != nil {
+		if _, err := k.forget(k.root, who, agent, ids, audit.ArgsDigest([]byte("ttl"))); err != nil {
 			var pe *proto.Error
 			if errors.As(err, &pe) && pe.Code == proto.ESHUTDOWN {
 				return

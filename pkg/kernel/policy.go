@@ -100,7 +100,7 @@ func (k *Kernel) enforce(c *Cred, agent, op, tgt string, raw []byte, check func(
 		if _, rest, ok := strings.Cut(tgt, ":"); ok {
 			what = rest
 		}
-		perr := k.ask(context.Background(), c, agent, op, what, p, ask)
+		perr := k.ask(k.root, c, agent, op, what, p, ask)
 		if perr != nil {
 			k.auditDenied(c, op, tgt+" ["+ask.Rule+"]", raw, perr.Code)
 		}
@@ -211,7 +211,7 @@ func (k *Kernel) setPolicy(ctx context.Context, c *Cred, agent string, text, raw
 // allowed by agent's policy (or by the proposed policy text), and by
 // which rule? Nothing is audited.
 func (k *Kernel) PolicyCheck(ctx context.Context, c *Cred, a proto.PolicyCheckArgs, raw []byte) (proto.PolicyCheckRecord, error) {
-	if err := k.authorize(c, a.Agent); err != nil {
+	if err := k.gate(call{op: proto.OpPolicyCheck, c: c, agent: a.Agent, raw: raw}); err != nil {
 		return proto.PolicyCheckRecord{}, err
 	}
 	p, err := k.proposed(a.Agent, a.Policy)

@@ -15,10 +15,11 @@ import (
 // and emits each past action it judges otherwise than what happened: an
 // action that was done and would now be refused, one a policy refused
 // that would now be allowed, and one that would now wait for an
-// operator's approval (an ask rule). It changes nothing and is not audited.
+// operator's approval (an ask rule). It changes nothing and, like any
+// read, is audited only when refused.
 func (k *Kernel) PolicyTest(ctx context.Context, c *Cred, a proto.PolicyTestArgs, raw []byte, emit func(*proto.PolicyTestRecord) error) (proto.PolicyTestResult, error) {
 	var res proto.PolicyTestResult
-	if err := k.authorize(c, a.Agent); err != nil {
+	if err := k.gate(call{op: proto.OpPolicyTest, c: c, agent: a.Agent, raw: raw}); err != nil {
 		return res, err
 	}
 	p, err := policy.Parse([]byte(a.Policy))

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/oxios/oxios/pkg/admit"
 	"github.com/oxios/oxios/pkg/proto"
 )
 
@@ -21,8 +22,8 @@ func (k *Kernel) Resources(ctx context.Context, c *Cred, a proto.ResourcesArgs, 
 			return proto.ResourcesRecord{}, err
 		}
 	}
-	rec := proto.ResourcesRecord{Type: proto.RecordResources, Time: time.Now().UTC(), Host: readHost(), Admission: k.admissionState()}
-	rec.Host.Why = k.judgeHost(&rec.Host)
+	rec := proto.ResourcesRecord{Type: proto.RecordResources, Time: time.Now().UTC(), Host: admit.ReadHost(), Admission: k.admissionState()}
+	rec.Host.Why = admit.Judge(&rec.Host, k.cfg.Runs.OverloadLoad, k.cfg.Runs.OverloadMemory)
 	rec.Host.Overloaded = rec.Host.Why != ""
 	rec.Runs = k.runRecords(c, proto.PsArgs{Agent: a.Agent})
 	var cpu float64

@@ -8,14 +8,15 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/oxios/oxios/pkg/audit"
+	"github.com/oxios/oxios/pkg/budget"
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/runspec"
 	"github.com/oxios/oxios/pkg/sandbox"
 	"github.com/oxios/oxios/pkg/state"
 	"github.com/oxios/oxios/pkg/supervisor"
@@ -102,64 +103,8 @@ func (k *Kernel) ensureAgent(ctx context.Context, c *Cred, agent string) error {
 	return err
 }
 
-// runnerPath is the LLM runner: the configured one, or ox-agent beside
-// oxiosd, or in PATH.
-func (k *Kernel) runnerPath() (string, error) {
-	if r := k.cfg.Runs.Runner; r != "" {
-		return r, nil
-	}
-	if exe, err := os.Executable(); err == nil {
-		p := filepath.Join(filepath.Dir(exe), "ox-agent")
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-	}
-	p, err := exec.LookPath("ox-agent")
-	if err != nil {
-		return "", proto.Errorf(proto.ENOENT, "the LLM runner ox-agent is neither beside oxiosd nor in PATH (set runner in the [runs] section of oxios.toml)")
-	}
-	return p, nil
-}
-
-// runPath is PATH for runs: oxiosd's own folder first, so that a run
-// finds the ox-* commands of the same build.
-func runPath() string {
-	p := os.Getenv("PATH")
-	if p == "" {
-		p = "/usr/local/bin:/usr/bin:/bin"
-	}
-	if exe, err := os.Executable(); err == nil {
-		p = filepath.Dir(exe) + ":" + p
-	}
-	return p
-}
-
-// lookPath finds prog as a run would: an absolute path as it is, a name in
-// runPath.
-func lookPath(prog string) (string, error) {
-	if filepath.IsAbs(prog) {
-		return prog, nil
-	}
-	if strings.Contains(prog, "/") {
-		return "", proto.Errorf(proto.EINVAL, "%q: give a command name or an absolute path (runs start in their workspace)", prog)
-	}
-	for _, dir := range filepath.SplitList(runPath()) {
-		p := filepath.Join(dir, prog)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	return "", proto.Errorf(proto.ENOENT, "%s: command not found in oxiosd's PATH", prog)
-}
-
-func limitsOf(p *policy.Policy) supervisor.Limits {
-	return supervisor.Limits{
-		Memory:    uint64(p.Limits.Memory),
-		CPU:       uint64(p.Limits.CPU.D() / time.Second),
-		Processes: p.Limits.Processes,
-		OpenFiles: p.Limits.OpenFiles,
-	}
-}
+// lookPath is runspec.LookPath (the schedules check a job's command).
+var lookPath = runspec.LookPath
 
 // RunSpawn starts a run of a.Agent: a.Command as a process, or the LLM
 // runner with a.Task. The agent is created with the default policy if it
@@ -205,19 +150,19 @@ func (k *Kernel) spawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw []by
 		if k.liveCfg().LLM.BaseURL == "" {
 			return fail(proto.Errorf(proto.ENOEXEC, "no model endpoint is configured for LLM runs: set base_url in the [llm] section of oxios.toml (for example https://api.openai.com/v1, or http://localhost:11434/v1 for ollama) and restart oxiosd; `ox-spawn -a %s -- COMMAND` runs a command without one", a.Agent))
 		}
-		runner, err := k.runnerPath()
+		runner, err := runspec.Runner(k.cfg.Runs.Runner)
 		if err != nil {
 			return fail(ioError(err))
 		}
 		var perr *proto.Error
-		if argv, perr = runnerArgv(runner, a); perr != nil {
+		if argv, perr = runspec.RunnerArgv(runner, a); perr != nil {
 			return none, nil, perr
 		}
 	} else {
 		if a.LLM != nil {
 			return none, nil, proto.Errorf(proto.EINVAL, "the options of an LLM run (system, persona, continue...) are not for a command")
 		}
-		prog, err := lookPath(a.Command[0])
+		prog, err := runspec.LookPath(a.Command[0])
 		if err != nil {
 			return fail(ioError(err))
 		}
@@ -230,14 +175,14 @@ func (k *Kernel) spawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw []by
 	if err != nil {
 		return none, nil, err
 	}
-	lim, runLim, used := k.budgetLimits(a.Agent, pol)
-	if why := over(used, proto.Budget{}, lim, true); why != "" {
+	lim, runLim, used := k.budgets.Limits(a.Agent, pol)
+	if why := budget.Over(used, proto.Budget{}, lim, true); why != "" {
 		return fail(proto.Errorf(proto.EDQUOT, "agent %q is over its budget: %s (ox-budget show -a %s)", a.Agent, why, a.Agent))
 	}
 	id := k.newRunID()
 	dir := filepath.Join(k.cfg.Data, "work", a.Agent, id)
 	env := []string{
-		"PATH=" + runPath(), "HOME=" + dir, "LANG=C.UTF-8",
+		"PATH=" + runspec.Path(), "HOME=" + dir, "LANG=C.UTF-8",
 		"OXIOS_AGENT=" + a.Agent, "OXIOS_RUN=" + id, "OXIOS_SOCKET=" + k.cfg.Socket,
 	}
 	if !k.cfg.NoMount {
@@ -248,7 +193,7 @@ func (k *Kernel) spawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw []by
 		if model == "" {
 			model = k.liveCfg().LLM.Model
 		}
-		env = append(env, runnerEnv(k.liveCfg().LLM, model)...)
+		env = append(env, runspec.RunnerEnv(k.liveCfg().LLM, model)...)
 		if key := os.Getenv(k.liveCfg().LLM.KeyEnv); key != "" {
 			env = append(env, "OXIOS_LLM_KEY="+key)
 		}
@@ -257,7 +202,7 @@ func (k *Kernel) spawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw []by
 	env = append(env, a.Env...)
 	spec := supervisor.Spec{
 		ID: id, Agent: a.Agent, Argv: argv, Env: env, Dir: dir, Stdin: []byte(a.Input),
-		Limits: limitsOf(pol), Command: a.Command, Model: model, Records: llm,
+		Limits: runspec.Limits(pol), Command: a.Command, Model: model, Records: llm,
 		Wall: time.Duration(runLim.Wall * float64(time.Second)),
 	}
 	sb, serr := k.sandboxFor(a.Agent, pol, dir, llm, true)
@@ -307,7 +252,7 @@ func (k *Kernel) runExited(r *supervisor.Run) {
 		}
 		lt := &tx{entry: &audit.Entry{Actor: audit.Actor{UID: k.uid, PID: int32(os.Getpid())}, Op: proto.OpRunLimit,
 			Target: rec.Agent + ":" + rec.ID + " " + rec.Limits + " [limits]", Result: code}}
-		if err := k.submit(context.Background(), lt, false); err != nil {
+		if err := k.submit(k.record(), lt, false); err != nil {
 			k.log.Warn("run limit not audited", "run", rec.ID, "err", err)
 		}
 	}
@@ -320,10 +265,10 @@ func (k *Kernel) runExited(r *supervisor.Run) {
 		agent: rec.Agent,
 		data:  &rec,
 	}
-	k.budmu.Lock()
-	t.change = k.chargeLocked(rec.Agent, proto.Budget{Wall: wall.Seconds()})
-	err := k.submit(context.Background(), t, false)
-	k.budmu.Unlock()
+	err := k.budgets.Charge(rec.Agent, proto.Budget{Wall: wall.Seconds()}, func(value []byte) error {
+		t.change = budgetChange(rec.Agent, value)
+		return k.submit(k.record(), t, false)
+	})
 	if err != nil {
 		k.log.Warn("run exit not audited", "run", rec.ID, "err", err)
 	}
@@ -353,7 +298,7 @@ func (k *Kernel) RunAttach(ctx context.Context, c *Cred, id string, raw []byte, 
 	}
 	skip := 0
 	if p != nil {
-		rec := p.record()
+		rec := record(p)
 		b, _ := json.Marshal(&rec)
 		if err := emit(b); err != nil {
 			return err
@@ -468,10 +413,10 @@ func (k *Kernel) RunKill(ctx context.Context, c *Cred, a proto.KillArgs, raw []b
 			case r != nil:
 				serr = r.Signal(sig)
 				rec = r.Record()
-			case p.run != nil:
-				rec = p.run.Record()
+			case p.Item.run != nil:
+				rec = p.Item.run.Record()
 			default:
-				rec = p.record()
+				rec = record(p)
 			}
 		default:
 			serr = r.Signal(sig)
@@ -479,7 +424,7 @@ func (k *Kernel) RunKill(ctx context.Context, c *Cred, a proto.KillArgs, raw []b
 		}
 		agent := rec.Agent
 		if agent == "" {
-			agent = p.spec.Agent
+			agent = p.Agent
 		}
 		t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpRunKill, Target: agent + ":" + id + " SIG" + supervisor.SignalName(sig), Args: audit.ArgsDigest(raw), Result: errCode(serr)}}
 		if err := k.submit(ctx, t, true); err != nil {

@@ -226,14 +226,6 @@ func serveRunWait(k *Kernel, ctx context.Context, c *Cred, r *Request) (json.Raw
 	})
 }
 
-func serveToolList(k *Kernel, ctx context.Context, c *Cred, r *Request) (json.RawMessage, error) {
-	var a proto.ToolListArgs
-	if err := proto.DecodeArgs(r.Op, r.Args, &a); err != nil {
-		return nil, err
-	}
-	return nil, k.ToolList(ctx, c, a, items[proto.ToolInfoRecord](r.Out))
-}
-
 func serveBudgetShow(k *Kernel, ctx context.Context, c *Cred, r *Request) (json.RawMessage, error) {
 	var a proto.BudgetArgs
 	if err := proto.DecodeArgs(r.Op, r.Args, &a); err != nil {

@@ -36,11 +36,14 @@ type Syscall struct {
 	// Serve decodes the wire args and calls the method; nil for ops that
 	// only the kernel records (a run's exit, a schedule firing).
 	Serve serveFunc
-	// Existing: the op reads an agent (or, like exec, would bring it into
-	// being as a side effect), so an agent that does not exist is ENOENT,
-	// the same words for every op (proto.NoAgent). Writes and run.spawn
-	// create an agent; version.* and audit.log read a removed agent's
-	// history; events.subscribe may wait for one.
+	// Existing: the op reads an agent or acts for it (exec, a tool, a
+	// fetch, an MCP call), so the gate answers ENOENT for an agent that
+	// does not exist, in the same words for every op (proto.NoAgent),
+	// instead of letting the call bring it into being as a side effect
+	// (an exec's budget charge would). Writes (state.save, mem.remember,
+	// policy.set, budget.set, schedule.add) and run.spawn create an
+	// agent; version.* and audit.log read a removed agent's history;
+	// events.subscribe may wait for one.
 	Existing bool
 }
 
@@ -137,10 +140,10 @@ func init() {
 
 		proto.OpPolicyShow:  {Existing: true, Serve: servePolicyShow},
 		proto.OpPolicySet:   {Mutates: true, Dirties: dirtySys(sysPolicy), Serve: unary(false, (*Kernel).PolicySet)},
-		proto.OpPolicyCheck: {Serve: unary(false, (*Kernel).PolicyCheck)},
-		proto.OpPolicyTest:  {Serve: servePolicyTest},
+		proto.OpPolicyCheck: {Existing: true, Serve: unary(false, (*Kernel).PolicyCheck)},
+		proto.OpPolicyTest:  {Existing: true, Serve: servePolicyTest},
 
-		proto.OpResources: {Serve: unary(true, (*Kernel).Resources)},
+		proto.OpResources: {Existing: true, Serve: unary(true, (*Kernel).Resources)},
 		proto.OpStatus:    {Serve: serveStatus},
 
 		proto.OpRunSpawn:  {Mutates: true, Event: EventRunStarted, Serve: serveRunSpawn},
@@ -148,15 +151,15 @@ func init() {
 		proto.OpRunWait:   {Serve: serveRunWait},
 		proto.OpRunKill:   {Mutates: true, Serve: stream(false, (*Kernel).RunKill)},
 		proto.OpRunPs:     {Existing: true, Serve: stream(true, (*Kernel).RunPs)},
-		proto.OpExec:      {Mutates: true, Serve: refusedUnary("exec", (*Kernel).Exec)},
-		proto.OpNetFetch:  {Mutates: true, Serve: refusedUnary("fetch", (*Kernel).NetFetch)},
-		proto.OpToolRun:   {Mutates: true, Serve: refusedUnary("tool", (*Kernel).ToolRun)},
-		proto.OpToolList:  {Serve: serveToolList},
+		proto.OpExec:      {Existing: true, Mutates: true, Serve: refusedUnary("exec", (*Kernel).Exec)},
+		proto.OpNetFetch:  {Existing: true, Mutates: true, Serve: refusedUnary("fetch", (*Kernel).NetFetch)},
+		proto.OpToolRun:   {Existing: true, Mutates: true, Serve: refusedUnary("tool", (*Kernel).ToolRun)},
+		proto.OpToolList:  {Existing: true, Serve: stream(false, (*Kernel).ToolList)},
 
 		proto.OpBudgetShow:   {Existing: true, Serve: serveBudgetShow},
 		proto.OpBudgetSet:    {Mutates: true, Dirties: dirtySys(sysBudget), Serve: unary(false, (*Kernel).BudgetSet)},
 		proto.OpBudgetReset:  {Mutates: true, Dirties: dirtySys(sysBudget), Serve: serveBudgetReset},
-		proto.OpBudgetCheck:  {Serve: unary(false, (*Kernel).BudgetCheck)},
+		proto.OpBudgetCheck:  {Existing: true, Serve: unary(false, (*Kernel).BudgetCheck)},
 		proto.OpBudgetCharge: {Mutates: true, Dirties: dirtySys(sysBudget), Serve: unary(false, (*Kernel).BudgetCharge)},
 
 		proto.OpScheduleAdd:  {Mutates: true, Dirties: dirtyJob, Serve: unary(false, (*Kernel).ScheduleAdd)},
@@ -164,14 +167,14 @@ func init() {
 		proto.OpScheduleRun:  {Mutates: true, Serve: unary(false, (*Kernel).ScheduleRun)},
 		proto.OpScheduleList: {Existing: true, Serve: stream(true, (*Kernel).ScheduleList)},
 
-		proto.OpLLMGate: {Serve: unary(false, (*Kernel).LLMGate)},
+		proto.OpLLMGate: {Existing: true, Serve: unary(false, (*Kernel).LLMGate)},
 
-		proto.OpMCPServers: {Serve: serveMCPServers},
-		proto.OpMCPCall:    {Mutates: true, Serve: refusedUnary("mcp", (*Kernel).MCPCall)},
-		proto.OpMCPResult:  {Mutates: true, Serve: serveMCPResult},
+		proto.OpMCPServers: {Existing: true, Serve: serveMCPServers},
+		proto.OpMCPCall:    {Existing: true, Mutates: true, Serve: refusedUnary("mcp", (*Kernel).MCPCall)},
+		proto.OpMCPResult:  {Existing: true, Mutates: true, Serve: serveMCPResult},
 
 		proto.OpAgentList:   {Serve: serveAgentList},
-		proto.OpAgentShow:   {Serve: serveAgentShow},
+		proto.OpAgentShow:   {Existing: true, Serve: serveAgentShow},
 		proto.OpAgentRemove: {Mutates: true, Event: proto.EventAgentRemoved, Dirties: dirtyRemoved, Serve: serveAgentRemove},
 
 		// Forks, messages and approvals (fork.go, msg.go, approve.go).
@@ -198,9 +201,6 @@ func init() {
 	}
 	for op, sc := range syscalls {
 		sc.Op = op
-		if sc.Existing && sc.Serve != nil {
-			sc.Serve = existing(sc.Serve)
-		}
 	}
 }
 
@@ -237,25 +237,6 @@ func dirtyRemoved(e *audit.Entry) string {
 		return ""
 	}
 	return spacePath(state.SpaceSys, agent, key)
-}
-
-// existing answers ENOENT for a call that names an agent that does not
-// exist, before serve runs; args that do not decode are left to serve.
-func existing(serve serveFunc) serveFunc {
-	return func(k *Kernel, ctx context.Context, c *Cred, r *Request) (json.RawMessage, error) {
-		var a struct {
-			Agent  string `json:"agent"`
-			Prefix string `json:"prefix"`
-		}
-		// A bad prefix is the call's EINVAL, named by the gate, before
-		// whether the agent exists.
-		if len(r.Args) > 0 && json.Unmarshal(r.Args, &a) == nil && a.Agent != "" && proto.CheckPrefix(a.Prefix) == nil {
-			if err := k.agentMissing(c, a.Agent); err != nil {
-				return nil, err
-			}
-		}
-		return serve(k, ctx, c, r)
-	}
 }
 
 // dirtyJob marks the file of the job an entry names ("agent:name ...").

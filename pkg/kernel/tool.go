@@ -151,8 +151,8 @@ func (k *Kernel) ToolRun(ctx context.Context, c *Cred, a proto.ToolRunArgs, raw 
 
 // ToolList calls fn with each tool in the tools folder, and whether
 // agent's policy lets it run the tool.
-func (k *Kernel) ToolList(ctx context.Context, c *Cred, a proto.ToolListArgs, fn func(*proto.ToolInfoRecord) error) error {
-	if err := k.authorize(c, a.Agent); err != nil {
+func (k *Kernel) ToolList(ctx context.Context, c *Cred, a proto.ToolListArgs, raw []byte, fn func(*proto.ToolInfoRecord) error) error {
+	if err := k.gate(call{op: proto.OpToolList, c: c, agent: a.Agent, raw: raw}); err != nil {
 		return err
 	}
 	p, err := k.policyOf(a.Agent)

@@ -3,9 +3,11 @@
 // tags travel in its recall document (Aux), so that adds, deletes and
 // filters see them at once with no second map by id; Filter selects by
 // them; Write and Decode are the index's file (DATA/index/recall/AGENT),
-// checked by a CRC so that a damaged file is rebuilt rather than believed.
-// The kernel owns the indexes and when they change; this package owns
-// what they hold.
+// checked by a CRC so that a damaged file is rebuilt rather than believed;
+// Files is the folder of those files (saved durably, decoded ahead while
+// the daemon opens), Rebuild makes an index from the memory files. The
+// kernel owns the indexes and when they change; this package owns what
+// they hold and how they are kept.
 package memindex
 
 import (

@@ -39,6 +39,9 @@ func benchWasm(dir string, n int) {
 	c := dial(d.sock)
 	defer c.Close()
 	ctx := context.Background()
+	// A tool call does not create its agent.
+	_, err := c.StateSave(ctx, "bench", "created", []byte("by the bench"))
+	check(err)
 	args := proto.ToolRunArgs{Agent: "bench", Tool: "jsonq", Args: []string{".items[1].name"},
 		Input: `{"items":[{"name":"a","n":1},{"name":"b","n":2}]}`}
 

@@ -65,6 +65,7 @@ func TestFetchDefaultPolicy(t *testing.T) {
 	d := startDaemon(t, daemonOpts{})
 	c := d.client(t)
 	ctx := context.Background()
+	createAgent(t, d, "ops") // a fetch does not create one
 	for _, u := range []string{
 		srv.URL + "/", "http://127.0.0.1/", "http://169.254.169.254/latest/meta-data", "http://[::1]/",
 		"http://localhost/", "http://0.0.0.0/", "http://2130706433/", "http://0177.0.0.1/",
@@ -138,6 +139,7 @@ func TestFetchAllowedAddress(t *testing.T) {
 		t.Errorf("the redirects got %d requests, want only the 3 first hops", n)
 	}
 	// Another agent (the default policy) may not.
+	createAgent(t, d, "ops")
 	if _, err := c.NetFetch(ctx, proto.FetchArgs{Agent: "ops", URL: srv.URL + "/"}); errCode(err) != proto.EPERM {
 		t.Errorf("ops: %v, want EPERM", err)
 	}

@@ -301,6 +301,7 @@ func TestRunIdentity(t *testing.T) {
 func TestExecPolicy(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
+	createAgent(t, d, "ops") // an exec does not create one
 	r := d.ox("", "ox-exec", "-a", "ops", "--", "echo", "hi", "there")
 	if r.code != 0 || r.stdout != "hi there\n" {
 		t.Fatalf("allowed exec: %d %q %s", r.code, r.stdout, r.stderr)

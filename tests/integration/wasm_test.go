@@ -68,6 +68,7 @@ func toolsConfig(dir string) string { return "[runs]\ntools = \"" + dir + "\"\n"
 func TestWasmTools(t *testing.T) {
 	dir := wasmTools(t, "jsonq", "textstat", "hostile")
 	d := startDaemon(t, daemonOpts{config: toolsConfig(dir)})
+	createAgent(t, d, "ops") // a tool call does not create one
 
 	doc := `{"items":[{"name":"a","n":1},{"name":"b","n":2}],"a":{"b":"c"}}`
 	r := d.ox(doc, "ox-exec", "-a", "ops", "--wasm", "jsonq", ".items[0].name")
@@ -145,6 +146,7 @@ func TestWasmTools(t *testing.T) {
 func TestWasmHostile(t *testing.T) {
 	dir := wasmTools(t, "jsonq=hostile")
 	d := startDaemon(t, daemonOpts{config: toolsConfig(dir)})
+	createAgent(t, d, "ops")
 	tool := func(stdin string, args ...string) (result, proto.ToolRecord) {
 		t.Helper()
 		r := d.ox(stdin, "ox-exec", append([]string{"-a", "ops", "--json", "--wasm", "jsonq", "--"}, args...)...)

@@ -1,4 +1,4 @@
-package kernel
+package admit
 
 import (
 	"bufio"
@@ -12,11 +12,11 @@ import (
 	"github.com/oxios/oxios/pkg/proto"
 )
 
-// The host's load, for admission's overload signal and the resources
+// The host's load, for the queue's overload signal and the resources
 // record: read from /proc when asked, never in a loop of its own.
 
-// readHost reads the load average, memory and memory pressure.
-func readHost() proto.Host {
+// ReadHost reads the load average, memory and memory pressure.
+func ReadHost() proto.Host {
 	h := proto.Host{Cores: runtime.NumCPU(), MemPressure: -1}
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
 		if f := strings.Fields(string(b)); len(f) > 0 {
@@ -66,17 +66,17 @@ func psiSome10(b []byte) float64 {
 	return -1
 }
 
-// judgeHost says why h is overloaded by the thresholds of [runs] ("" if not).
-// Without PSI, memory pressure is taken as the share of memory that is
-// not available.
-func (k *Kernel) judgeHost(h *proto.Host) string {
+// Judge says why h is overloaded by the thresholds load (per core) and
+// memory (percent; 0: none) ("" if it is not). Without PSI, memory
+// pressure is taken as the share of memory that is not available.
+func Judge(h *proto.Host, load, memory float64) string {
 	var why []string
-	if t := k.cfg.Runs.OverloadLoad; t > 0 && h.Cores > 0 {
+	if t := load; t > 0 && h.Cores > 0 {
 		if per := h.Load1 / float64(h.Cores); per > t {
 			why = append(why, fmt.Sprintf("load %.2f per core > %.2f", per, t))
 		}
 	}
-	if t := k.cfg.Runs.OverloadMemory; t > 0 {
+	if t := memory; t > 0 {
 		p := h.MemPressure
 		name := "memory pressure"
 		if p < 0 && h.MemTotal > 0 {
@@ -89,12 +89,15 @@ func (k *Kernel) judgeHost(h *proto.Host) string {
 	return strings.Join(why, "; ")
 }
 
-// overload says why the host is overloaded now ("" if it is not, or no
-// threshold is set: then nothing is read).
-func (k *Kernel) overload() string {
-	if k.cfg.Runs.OverloadLoad <= 0 && k.cfg.Runs.OverloadMemory <= 0 {
-		return ""
+// Overload returns the overload signal of a queue: why the host is
+// overloaded now by the thresholds ("" if it is not; with no threshold
+// nothing is read).
+func Overload(load, memory float64) func() string {
+	return func() string {
+		if load <= 0 && memory <= 0 {
+			return ""
+		}
+		h := ReadHost()
+		return Judge(&h, load, memory)
 	}
-	h := readHost()
-	return k.judgeHost(&h)
 }

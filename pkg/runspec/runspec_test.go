@@ -1,4 +1,4 @@
-package kernel
+package runspec
 
 import (
 	"slices"
@@ -12,7 +12,7 @@ import (
 // values cannot be taken for other options, and the task stays a task.
 func TestRunnerArgv(t *testing.T) {
 	temp := 0.0
-	argv, err := runnerArgv("/bin/ox-agent", proto.SpawnArgs{Task: "--url=http://evil/v1", Model: "m",
+	argv, err := RunnerArgv("/bin/ox-agent", proto.SpawnArgs{Task: "--url=http://evil/v1", Model: "m",
 		LLM: &proto.LLMArgs{System: "--no-keep --url=http://evil/v1", Persona: "ops", Continue: true, Temperature: &temp, MaxTokens: 10, NoRecall: true}})
 	if err != nil {
 		t.Fatal(err)
@@ -25,7 +25,7 @@ func TestRunnerArgv(t *testing.T) {
 		{Persona: "../x"}, {Persona: "-x"}, {Conversation: "a/b"}, {Conversation: "--url"},
 		{Continue: true, Conversation: "r1"}, {MaxTokens: -1}, {Temperature: ptr(2.5)},
 	} {
-		if _, err := runnerArgv("r", proto.SpawnArgs{Task: "t", LLM: &bad}); err == nil || err.Code != proto.EINVAL {
+		if _, err := RunnerArgv("r", proto.SpawnArgs{Task: "t", LLM: &bad}); err == nil || err.Code != proto.EINVAL {
 			t.Errorf("%+v: %v, want EINVAL", bad, err)
 		}
 	}
@@ -36,7 +36,7 @@ func ptr(f float64) *float64 { return &f }
 func TestRunnerEnv(t *testing.T) {
 	l := config.Default().LLM
 	l.BaseURL = "http://x/v1"
-	env := runnerEnv(l, "m")
+	env := RunnerEnv(l, "m")
 	for _, e := range env {
 		if e == "OXIOS_LLM_TEMPERATURE=-1" || e == "OXIOS_LLM_MAX_TOKENS=0" {
 			t.Errorf("%s: the defaults send none", e)
@@ -46,7 +46,7 @@ func TestRunnerEnv(t *testing.T) {
 		t.Errorf("env %q", env)
 	}
 	l.Temperature, l.MaxTokens = 0, 100
-	env = runnerEnv(l, "m")
+	env = RunnerEnv(l, "m")
 	if !slices.Contains(env, "OXIOS_LLM_TEMPERATURE=0") || !slices.Contains(env, "OXIOS_LLM_MAX_TOKENS=100") {
 		t.Errorf("env %q", env)
 	}

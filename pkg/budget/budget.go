@@ -1,0 +1,152 @@
+// Package budget is the ledger of what agents may spend and have spent
+// (tokens, cost, wall time, execs). An agent's limits come from its
+// policy unless the admin set others; its use is kept in its
+// sys/budget.json, whose every change the kernel commits with the audit
+// entry of the charge, in the order the ledger made the changes.
+package budget
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/oxios/oxios/pkg/policy"
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+// File is an agent's sys/budget.json.
+type File struct {
+	Limit    *proto.Budget `json:"limit,omitempty"`
+	RunLimit *proto.Budget `json:"run_limit,omitempty"`
+	Used     proto.Budget  `json:"used"`
+	Since    time.Time     `json:"since"`
+}
+
+// Ledger holds the budget file of each agent once read.
+type Ledger struct {
+	mu    sync.Mutex // orders changes, held until each is submitted
+	files map[string]*File
+	load  func(agent string) ([]byte, error)
+	log   *slog.Logger
+}
+
+// NewLedger returns a ledger that reads an agent's file with load on
+// first use (an error: the agent has none yet).
+func NewLedger(load func(agent string) ([]byte, error), log *slog.Logger) *Ledger {
+	return &Ledger{files: map[string]*File{}, load: load, log: log}
+}
+
+// fileLocked returns agent's file, read on first use. l.mu is held.
+func (l *Ledger) fileLocked(agent string) *File {
+	if b, ok := l.files[agent]; ok {
+		return b
+	}
+	b := &File{}
+	if v, err := l.load(agent); err == nil {
+		if err := json.Unmarshal(v, b); err != nil {
+			l.log.Warn("budget file unreadable: starting from zero", "agent", agent, "err", err)
+			*b = File{}
+		}
+	}
+	l.files[agent] = b
+	return b
+}
+
+// Limits returns agent's limits (the admin's, else those of its policy
+// p) and what it used.
+func (l *Ledger) Limits(agent string, p *policy.Policy) (lim, run, used proto.Budget) {
+	lim, run = FromPolicy(p)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.fileLocked(agent)
+	if b.Limit != nil {
+		lim = *b.Limit
+	}
+	if b.RunLimit != nil {
+		run = *b.RunLimit
+	}
+	return lim, run, b.Used
+}
+
+// Since is when agent's use began to count.
+func (l *Ledger) Since(agent string) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.fileLocked(agent).Since
+}
+
+// Update applies fn to agent's file and hands its new contents to
+// commit, both under the ledger's lock, so that changes are committed in
+// the order they were made. commit's error is returned.
+func (l *Ledger) Update(agent string, fn func(*File), commit func(value []byte) error) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.fileLocked(agent)
+	fn(b)
+	if b.Since.IsZero() {
+		b.Since = time.Now().UTC()
+	}
+	v, _ := json.Marshal(b)
+	return commit(append(v, '\n'))
+}
+
+// Charge adds d to agent's use (Update).
+func (l *Ledger) Charge(agent string, d proto.Budget, commit func(value []byte) error) error {
+	return l.Update(agent, func(b *File) {
+		b.Used.Tokens += d.Tokens
+		b.Used.Cost += d.Cost
+		b.Used.Wall += d.Wall
+		b.Used.Execs += d.Execs
+	}, commit)
+}
+
+// Forget drops agent's file (the agent was removed).
+func (l *Ledger) Forget(agent string) {
+	l.mu.Lock()
+	delete(l.files, agent)
+	l.mu.Unlock()
+}
+
+// FromPolicy returns the agent and run limits p sets.
+func FromPolicy(p *policy.Policy) (lim, run proto.Budget) {
+	b := p.Budget
+	return proto.Budget{Tokens: b.Tokens, Cost: b.Cost, Wall: b.Wall.D().Seconds(), Execs: b.Execs},
+		proto.Budget{Tokens: b.RunTokens, Cost: b.RunCost, Wall: b.RunWall.D().Seconds(), Execs: b.RunExecs}
+}
+
+// Over says which limit used plus more passes ("" if none). With spent,
+// a limit reached counts as passed (nothing more may be spent), else only
+// one exceeded.
+func Over(used, more, lim proto.Budget, spent bool) string {
+	var why []string
+	check := func(name string, u, m, l float64, unit string) {
+		if l <= 0 {
+			return
+		}
+		if u+m > l || (spent && u >= l) {
+			why = append(why, fmt.Sprintf("%s: %s used%s of %s", name, num(u, unit), plus(m, unit), num(l, unit)))
+		}
+	}
+	check("tokens", float64(used.Tokens), float64(more.Tokens), float64(lim.Tokens), "")
+	check("cost", used.Cost, more.Cost, lim.Cost, "")
+	check("wall time", used.Wall, more.Wall, lim.Wall, "s")
+	check("execs", float64(used.Execs), float64(more.Execs), float64(lim.Execs), "")
+	return strings.Join(why, "; ")
+}
+
+func num(v float64, unit string) string {
+	if v == float64(int64(v)) {
+		return fmt.Sprintf("%d%s", int64(v), unit)
+	}
+	return fmt.Sprintf("%.4g%s", v, unit)
+}
+
+func plus(m float64, unit string) string {
+	if m == 0 {
+		return ""
+	}
+	return " + " + num(m, unit) + " asked"
+}

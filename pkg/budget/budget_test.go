@@ -1,0 +1,74 @@
+package budget
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/oxios/oxios/pkg/policy"
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+func TestOver(t *testing.T) {
+	lim := proto.Budget{Tokens: 100, Execs: 2}
+	if why := Over(proto.Budget{Tokens: 90}, proto.Budget{Tokens: 10}, lim, false); why != "" {
+		t.Errorf("reaching a limit is not passing it: %q", why)
+	}
+	if why := Over(proto.Budget{Tokens: 100}, proto.Budget{}, lim, true); !strings.Contains(why, "tokens: 100 used of 100") {
+		t.Errorf("spent: a limit reached is passed: %q", why)
+	}
+	why := Over(proto.Budget{Tokens: 90, Execs: 2}, proto.Budget{Tokens: 20, Execs: 1}, lim, false)
+	if !strings.Contains(why, "tokens: 90 used + 20 asked of 100") || !strings.Contains(why, "execs: 2 used + 1 asked of 2") {
+		t.Errorf("both limits named: %q", why)
+	}
+	if why := Over(proto.Budget{Tokens: 1e9}, proto.Budget{}, proto.Budget{}, true); why != "" {
+		t.Errorf("no limit: %q", why)
+	}
+}
+
+func TestLedger(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	stored := map[string][]byte{"old": []byte(`{"limit":{"tokens":5},"used":{"tokens":3}}`), "bad": []byte("{")}
+	loads := 0
+	l := NewLedger(func(agent string) ([]byte, error) {
+		loads++
+		if v, ok := stored[agent]; ok {
+			return v, nil
+		}
+		return nil, errors.New("none")
+	}, log)
+	p, err := policy.Parse(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim, _, used := l.Limits("old", p)
+	if lim.Tokens != 5 || used.Tokens != 3 {
+		t.Errorf("stored file: limit %+v used %+v", lim, used)
+	}
+	if _, _, used := l.Limits("bad", p); used != (proto.Budget{}) {
+		t.Errorf("an unreadable file starts from zero: %+v", used)
+	}
+	commit := func(agent string) func([]byte) error {
+		return func(v []byte) error { stored[agent] = v; return nil }
+	}
+	if err := l.Charge("old", proto.Budget{Tokens: 2, Execs: 1}, commit("old")); err != nil {
+		t.Fatal(err)
+	}
+	var f File
+	if err := json.Unmarshal(stored["old"], &f); err != nil || f.Used.Tokens != 5 || f.Used.Execs != 1 || f.Limit.Tokens != 5 || f.Since.IsZero() {
+		t.Errorf("after a charge the committed file is %s (%v)", stored["old"], err)
+	}
+	// A failed commit is returned.
+	if err := l.Charge("new", proto.Budget{Execs: 1}, func([]byte) error { return errors.New("disk") }); err == nil {
+		t.Error("a failed commit is not returned")
+	}
+	n := loads
+	l.Forget("old")
+	l.Limits("old", p)
+	if loads != n+1 {
+		t.Error("a forgotten agent's file is not read again")
+	}
+}

@@ -1,0 +1,143 @@
+// Package runspec is what a run or an exec is started with, besides what
+// the kernel decides: the command line and environment of the LLM runner
+// (ox-agent), the PATH of runs and how a command is found in it, and the
+// process limits of a policy.
+package runspec
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/oxios/oxios/pkg/config"
+	"github.com/oxios/oxios/pkg/policy"
+	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/supervisor"
+)
+
+// Runner is the LLM runner: configured (the runner of the [runs]
+// section), or ox-agent beside oxiosd, or in PATH.
+func Runner(configured string) (string, error) {
+	if configured != "" {
+		return configured, nil
+	}
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), "ox-agent")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	p, err := exec.LookPath("ox-agent")
+	if err != nil {
+		return "", proto.Errorf(proto.ENOENT, "the LLM runner ox-agent is neither beside oxiosd nor in PATH (set runner in the [runs] section of oxios.toml)")
+	}
+	return p, nil
+}
+
+// Path is PATH for runs: oxiosd's own folder first, so that a run
+// finds the ox-* commands of the same build.
+func Path() string {
+	p := os.Getenv("PATH")
+	if p == "" {
+		p = "/usr/local/bin:/usr/bin:/bin"
+	}
+	if exe, err := os.Executable(); err == nil {
+		p = filepath.Dir(exe) + ":" + p
+	}
+	return p
+}
+
+// LookPath finds prog as a run would: an absolute path as it is, a name
+// in Path.
+func LookPath(prog string) (string, error) {
+	if filepath.IsAbs(prog) {
+		return prog, nil
+	}
+	if strings.Contains(prog, "/") {
+		return "", proto.Errorf(proto.EINVAL, "%q: give a command name or an absolute path (runs start in their workspace)", prog)
+	}
+	for _, dir := range filepath.SplitList(Path()) {
+		p := filepath.Join(dir, prog)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", proto.Errorf(proto.ENOENT, "%s: command not found in oxiosd's PATH", prog)
+}
+
+// Limits are the limits of processes policy p sets.
+func Limits(p *policy.Policy) supervisor.Limits {
+	return supervisor.Limits{
+		Memory:    uint64(p.Limits.Memory),
+		CPU:       uint64(p.Limits.CPU.D() / time.Second),
+		Processes: p.Limits.Processes,
+		OpenFiles: p.Limits.OpenFiles,
+	}
+}
+
+// RunnerArgv is the command line of the LLM runner for a: its options,
+// then the task after "--" (so a task that starts with a dash is a task).
+func RunnerArgv(runner string, a proto.SpawnArgs) ([]string, *proto.Error) {
+	argv := []string{runner}
+	if a.Model != "" {
+		// On the command line, not in the environment: the runner lets a
+		// persona's model beat the config's, not the one asked for.
+		argv = append(argv, "--model", a.Model)
+	}
+	if o := a.LLM; o != nil {
+		if o.Continue && o.Conversation != "" {
+			return nil, proto.Errorf(proto.EINVAL, "give continue or conversation, not both")
+		}
+		if t := o.Temperature; t != nil && (*t < 0 || *t > 2) {
+			return nil, proto.Errorf(proto.EINVAL, "temperature %v: want 0 to 2", *t)
+		}
+		if o.MaxTokens < 0 {
+			return nil, proto.Errorf(proto.EINVAL, "max_tokens %d: want 0 (no cap) or more", o.MaxTokens)
+		}
+		for _, s := range []struct{ name, v string }{{"persona", o.Persona}, {"conversation", o.Conversation}} {
+			if strings.ContainsAny(s.v, "/ \t\n\x00") || strings.HasPrefix(s.v, "-") {
+				return nil, proto.Errorf(proto.EINVAL, "%s %q: want a name such as ops or a run id such as r-12", s.name, s.v)
+			}
+		}
+		add := func(flag, v string) {
+			if v != "" {
+				argv = append(argv, "--"+flag+"="+v)
+			}
+		}
+		add("system", o.System)
+		add("persona", o.Persona)
+		add("conversation", o.Conversation)
+		if o.Temperature != nil {
+			add("temperature", strconv.FormatFloat(*o.Temperature, 'g', -1, 64))
+		}
+		if o.MaxTokens > 0 {
+			add("max-tokens", strconv.Itoa(o.MaxTokens))
+		}
+		for _, b := range []struct {
+			flag string
+			on   bool
+		}{{"continue", o.Continue}, {"no-recall", o.NoRecall}, {"no-summary", o.NoSummary}, {"no-keep", o.NoKeep}} {
+			if b.on {
+				argv = append(argv, "--"+b.flag)
+			}
+		}
+	}
+	return append(argv, "--", a.Task), nil
+}
+
+// RunnerEnv is the environment that tells the runner the [llm] config.
+func RunnerEnv(l config.LLM, model string) []string {
+	env := []string{"OXIOS_LLM_URL=" + l.BaseURL, "OXIOS_LLM_MODEL=" + model,
+		"OXIOS_LLM_TIMEOUT=" + l.Timeout, "OXIOS_LLM_FIRST_TOKEN_TIMEOUT=" + l.FirstTokenTimeout,
+		"OXIOS_LLM_RETRIES=" + strconv.Itoa(l.Retries)}
+	if l.MaxTokens > 0 {
+		env = append(env, "OXIOS_LLM_MAX_TOKENS="+strconv.Itoa(l.MaxTokens))
+	}
+	if l.Temperature >= 0 {
+		env = append(env, "OXIOS_LLM_TEMPERATURE="+strconv.FormatFloat(l.Temperature, 'g', -1, 64))
+	}
+	return env
+}
