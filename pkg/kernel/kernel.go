@@ -204,6 +204,7 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 	k.openAdmission()
 	k.started = time.Now().UTC()
 	go k.committer()
+	k.resolveLeftApprovals()
 	return k, nil
 }
 

@@ -335,3 +335,195 @@ func TestAskPausesExec(t *testing.T) {
 		t.Fatalf("audit verify: %+v", r)
 	}
 }
+
+// TestFUSEInboxApprovals: messages and approvals on a real mount. An
+// operator writes into an inbox; a run of another agent (unsandboxed, so
+// it sees the mount) sends through the slot of the recipient's inbox, or
+// is refused with EACCES where the policy does not grant it (audited); a
+// pending approval is a file under /approvals until decided.
+func TestFUSEInboxApprovals(t *testing.T) {
+	m := startMounted(t, daemonOpts{})
+	for _, a := range []string{"alice", "bob", "eve"} {
+		m.mustOx(t, "", "ox-state", "save", "-a", a, "hello", a)
+	}
+	m.mustOx(t, "", "ox-policy", "set", "-a", "bob", sectionPolicy(t, map[string]string{"msg": "send = []\naccept = [\"alice\"]"}))
+	m.mustOx(t, "", "ox-policy", "set", "-a", "alice", sectionPolicy(t, map[string]string{"sandbox": "isolation = \"none\"", "msg": "send = [\"bob\"]\naccept = [\"*\"]"}))
+	m.mustOx(t, "", "ox-policy", "set", "-a", "eve", sectionPolicy(t, map[string]string{"sandbox": "isolation = \"none\"", "msg": "send = [\"*\"]\naccept = [\"*\"]"}))
+	inbox := func(agent string) []proto.MsgRecord {
+		t.Helper()
+		var out []proto.MsgRecord
+		for _, l := range strings.Split(strings.TrimSpace(m.mustOx(t, "", "ox-msg", "ls", "-a", agent, "--json")), "\n") {
+			if l == "" {
+				continue
+			}
+			var r proto.MsgRecord
+			if err := json.Unmarshal([]byte(l), &r); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, r)
+		}
+		return out
+	}
+
+	// The operator: a file written is a message, named by its id once sent.
+	m.sh(t, "echo 'deploy at 5' > agent/bob/inbox/new.md")
+	got := inbox("bob")
+	if len(got) != 1 || got[0].Text != "deploy at 5" || got[0].From != "" {
+		t.Fatalf("bob's inbox after the operator's write: %+v", got)
+	}
+	id := got[0].ID
+	if ls := m.sh(t, "ls agent/bob/inbox"); ls != id+".md\n" {
+		t.Fatalf("ls inbox: %q, want %s.md", ls, id)
+	}
+	cat := m.sh(t, "cat agent/bob/inbox/"+id+".md")
+	for _, w := range []string{"id: " + id, "from: operator", "to: bob", "read: false", "---\ndeploy at 5\n"} {
+		if !strings.Contains(cat, w) {
+			t.Errorf("message file lacks %q:\n%s", w, cat)
+		}
+	}
+	// A reply through the front matter; an unknown key and a bad id are
+	// refused at close, and nothing is sent.
+	m.sh(t, "printf -- '---\\nreply_to: "+id+"\\n---\\nnoted\\n' > agent/bob/inbox/re.md")
+	if got := inbox("bob"); len(got) != 2 || got[1].ReplyTo != id || got[1].Text != "noted" {
+		t.Fatalf("reply: %+v", got)
+	}
+	for _, bad := range []string{`---\nsubject: x\n---\nhi\n`, `---\nreply_to: nope\n---\nhi\n`} {
+		// cat reports what close(2) says (a shell's redirection does not).
+		if r := sh(t, m.mnt, "printf -- '"+bad+"' | cat > agent/bob/inbox/bad.md", nil); r.code == 0 || !strings.Contains(r.stderr, "Invalid argument") {
+			t.Errorf("%q: %+v", bad, r)
+		}
+	}
+	if r := sh(t, m.mnt, "rm agent/bob/inbox/"+id+".md", nil); r.code == 0 {
+		t.Errorf("rm of a message: %+v", r)
+	}
+	if n := len(inbox("bob")); n != 2 {
+		t.Fatalf("bob has %d messages, want 2", n)
+	}
+	// Reading through the mount does not receive.
+	if out := m.mustOx(t, "", "ox-msg", "recv", "-a", "bob", "--json"); !strings.Contains(out, "deploy at 5") {
+		t.Fatalf("recv after reading the files: %q", out)
+	}
+	if cat := m.sh(t, "cat agent/bob/inbox/"+id+".md"); !strings.Contains(cat, "read: true") {
+		t.Errorf("a received message's file:\n%s", cat)
+	}
+
+	// alice's run sends through bob's slot; it sees nothing else of bob.
+	run := func(agent, script string) result {
+		return m.ox("", "ox-spawn", "-a", agent, "--", "/bin/sh", "-c", strings.ReplaceAll(script, "MNT", m.mnt))
+	}
+	said := func(r result, text string) bool { return strings.Contains(r.stdout, `"text":"`+text+`"`) }
+	r := run("alice", `ls MNT/agent/bob; printf 'from alice' | cat > MNT/agent/bob/inbox/x.md && echo sent; ls MNT/agent/bob/inbox && echo listed; cat MNT/agent/bob/inbox/`+id+`.md && echo read; cat MNT/agent/bob/state/hello && echo stole; true`)
+	if !said(r, "inbox") || said(r, "state") || !said(r, "sent") || said(r, "listed") || said(r, "read") || said(r, "stole") ||
+		!strings.Contains(r.stdout, "inbox': Permission denied") {
+		t.Fatalf("alice's run: %+v", r)
+	}
+	got = inbox("bob")
+	if last := got[len(got)-1]; last.From != "alice" || last.Text != "from alice" {
+		t.Fatalf("alice's message: %+v", last)
+	}
+	// eve's send is refused by bob's accept rule: EACCES, audited, nothing
+	// sent. A name that is no agent is absent.
+	r = run("eve", `printf 'psst' | cat > MNT/agent/bob/inbox/x.md; echo status=$?; ls MNT/agent/nobody; true`)
+	if !said(r, "status=1") || !strings.Contains(r.stdout, "Permission denied") || !strings.Contains(r.stdout, "No such file") {
+		t.Fatalf("eve's run: %+v", r)
+	}
+	if n := len(inbox("bob")); n != len(got) {
+		t.Fatalf("eve's refused message arrived")
+	}
+	if audit := m.mustOx(t, "", "ox-audit", "log", "--json"); !strings.Contains(audit, "bob:msg from eve [msg.accept]") || !strings.Contains(audit, "bob:msg from alice") {
+		t.Fatalf("the mount's sends are not audited:\n%s", audit)
+	}
+
+	// Approvals: a pending request is a file until an operator decides.
+	m.mustOx(t, "", "ox-policy", "set", "-a", "alice", sectionPolicy(t, map[string]string{"sandbox": "isolation = \"none\"", "ask": "exec = [\"wc\"]\ntimeout = \"60s\""}))
+	done := make(chan result, 1)
+	go func() { done <- run("alice", "ox-exec -- wc -c /dev/null && echo after-wc") }()
+	var aid string
+	eventually(t, "a file under /approvals", func() bool {
+		aid = strings.TrimSpace(sh(t, m.mnt, "ls approvals", nil).stdout)
+		return aid != ""
+	})
+	var rec proto.ApprovalRecord
+	if err := json.Unmarshal([]byte(m.sh(t, "cat approvals/"+aid)), &rec); err != nil || rec.State != "pending" || rec.Agent != "alice" || !strings.Contains(rec.Text, "ox-approve yes "+aid) {
+		t.Fatalf("approvals/%s: %+v %v", aid, rec, err)
+	}
+	if r := sh(t, m.mnt, "echo yes > approvals/"+aid, nil); r.code == 0 {
+		t.Fatalf("wrote an approval: %+v", r)
+	}
+	// A run of another agent sees nothing of alice's requests.
+	if r := run("eve", "ls MNT/approvals; cat MNT/approvals/"+aid+" && echo read; true"); said(r, aid) || said(r, "read") || !strings.Contains(r.stdout, "approvals/"+aid+": ") {
+		t.Fatalf("eve sees alice's approval: %+v", r)
+	}
+	m.mustOx(t, "", "ox-approve", "yes", aid)
+	if r := <-done; r.code != 0 || !said(r, "after-wc") {
+		t.Fatalf("approved run: %+v", r)
+	}
+	if ls := m.sh(t, "ls approvals"); ls != "" {
+		t.Fatalf("decided, still listed: %q", ls)
+	}
+	if r := m.ox("", "ox-audit", "verify"); r.code != 0 {
+		t.Fatalf("audit verify: %+v", r)
+	}
+}
+
+// TestApprovalAcrossRestart: a request pending at a kill -9 is resolved
+// at the next start into the policy's default, by "oxiosd restart", and
+// audited; a clean stop cancels the calls that wait instead of waiting
+// for them.
+func TestApprovalAcrossRestart(t *testing.T) {
+	d := startDaemon(t, daemonOpts{})
+	d.mustOx(t, "", "ox-state", "save", "-a", "ops", "x", "1")
+	d.mustOx(t, "", "ox-policy", "set", "-a", "ops", sectionPolicy(t, map[string]string{"ask": "exec = [\"wc\"]\ntimeout = \"10m\"\ndefault = \"deny\""}))
+	pending := func(d *daemon) proto.ApprovalRecord {
+		t.Helper()
+		var a proto.ApprovalRecord
+		eventually(t, "a pending approval", func() bool {
+			out := strings.TrimSpace(d.mustOx(t, "", "ox-approve", "ls", "--json"))
+			return out != "" && json.Unmarshal([]byte(strings.Split(out, "\n")[0]), &a) == nil
+		})
+		return a
+	}
+	d.mustOx(t, "", "ox-spawn", "-d", "-a", "ops", "--", "ox-exec", "--", "wc", "-c", "/dev/null")
+	a := pending(d)
+	d.kill9()
+
+	d2 := startDaemon(t, daemonOpts{dir: d.dir})
+	if out := d2.mustOx(t, "", "ox-approve", "ls", "--json"); strings.TrimSpace(out) != "" {
+		t.Fatalf("still pending after kill -9: %s", out)
+	}
+	var got proto.ApprovalRecord
+	for _, l := range strings.Split(strings.TrimSpace(d2.mustOx(t, "", "ox-approve", "ls", "--all", "--json")), "\n") {
+		var r proto.ApprovalRecord
+		if json.Unmarshal([]byte(l), &r) == nil && r.ID == a.ID {
+			got = r
+		}
+	}
+	if got.State != "denied" || got.DecidedBy != "oxiosd restart" || got.Op != "exec" {
+		t.Fatalf("%s after kill -9: %+v", a.ID, got)
+	}
+	if r := d2.ox("", "ox-approve", "yes", a.ID); r.code == 0 {
+		t.Fatalf("approved a request resolved at restart: %+v", r)
+	}
+	audit := d2.mustOx(t, "", "ox-audit", "log", "--json")
+	if !strings.Contains(audit, "ops:"+a.ID+" denied by oxiosd restart") {
+		t.Fatalf("the resolution is not audited:\n%s", audit)
+	}
+	// A new request gets a new id, and a clean stop does not wait for it.
+	d2.mustOx(t, "", "ox-spawn", "-d", "-a", "ops", "--", "ox-exec", "--", "wc", "-c", "/dev/null")
+	b := pending(d2)
+	if b.ID == a.ID {
+		t.Fatalf("id %s given twice", a.ID)
+	}
+	d2.stop()
+	if strings.Contains(d2.stderr.String(), "did not finish in time") {
+		t.Fatalf("the stop waited for the pending call:\n%s", d2.stderr.String())
+	}
+	d3 := startDaemon(t, daemonOpts{dir: d.dir})
+	audit = d3.mustOx(t, "", "ox-audit", "log", "--json")
+	if !strings.Contains(audit, "ops:"+b.ID+" cancelled") || strings.Contains(audit, b.ID+" denied by oxiosd restart") {
+		t.Fatalf("the clean stop's cancel:\n%s", audit)
+	}
+	if r := d3.ox("", "ox-audit", "verify"); r.code != 0 {
+		t.Fatalf("audit verify: %+v", r)
+	}
+}
