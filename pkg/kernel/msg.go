@@ -267,8 +267,15 @@ func (k *Kernel) MsgIDs(c *Cred, agent string) []string {
 }
 
 // msgArrived wakes what waits for agent's messages besides receivers:
-// the schedules that fire on messages (schedule.go's msgFire).
-func (k *Kernel) msgArrived(agent, id string) {}
+// the schedules that fire on messages (schedule.go).
+func (k *Kernel) msgArrived(agent, id string) {
+	k.sched.mu.Lock()
+	on := k.sched.s != nil
+	k.sched.mu.Unlock()
+	if on {
+		go k.fireMsgJobs(agent)
+	}
+}
 
 // removeInbox drops the inbox of a removed agent.
 func (k *Kernel) removeInbox(agent string) {
