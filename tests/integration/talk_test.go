@@ -2,12 +2,14 @@ package integration
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/oxios/oxios/pkg/llm/llmtest"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/share"
 )
@@ -525,5 +527,214 @@ func TestApprovalAcrossRestart(t *testing.T) {
 	}
 	if r := d3.ox("", "ox-audit", "verify"); r.code != 0 {
 		t.Fatalf("audit verify: %+v", r)
+	}
+}
+
+// TestScheduleOnMessages: a job fires a run per message, another a run
+// per batch; a fork copies the jobs disabled, and enabling one makes it
+// fire on the fork's messages.
+func TestScheduleOnMessages(t *testing.T) {
+	d := startDaemon(t, daemonOpts{})
+	d.mustOx(t, "", "ox-state", "save", "-a", "ops", "x", "1")
+	var old proto.MsgRecord // before the jobs: fires nothing
+	json.Unmarshal([]byte(d.mustOx(t, "", "ox-msg", "send", "--json", "ops", "old news")), &old)
+	// each: a run per message, which records the message it woke for.
+	d.mustOx(t, "", "ox-schedule", "add", "-a", "ops", "--name", "each", "--cron", "@message", "--overlap", "allow", "--",
+		"/bin/sh", "-c", `ox-state save "each/$OXIOS_MSG" "$OXIOS_SCHEDULE"`)
+	// batch: a run receives everything waiting, and keeps the texts.
+	d.mustOx(t, "", "ox-schedule", "add", "-a", "ops", "--name", "batch", "--cron", "@messages", "--",
+		"/bin/sh", "-c", `ox-msg recv --json | jq -r .text | while read -r t; do ox-state save "batch/$t" "$OXIOS_MSG"; done; sleep 0.3`)
+	if r := d.ox("", "ox-schedule", "add", "-a", "ops", "--name", "bad", "--cron", "@message", "--tz", "UTC", "--", "true"); r.code != 2 && r.code != 1 {
+		t.Fatalf("a message job with a time zone: %+v", r)
+	}
+	var ids []string
+	for _, text := range []string{"one", "two", "three"} {
+		var m proto.MsgRecord
+		json.Unmarshal([]byte(d.mustOx(t, "", "ox-msg", "send", "--json", "ops", text)), &m)
+		ids = append(ids, m.ID)
+	}
+	keys := func(agent, prefix string) map[string]string {
+		got := map[string]string{}
+		for k, v := range stateKeys(t, d, agent) {
+			if strings.HasPrefix(k, prefix) {
+				got[k] = v
+			}
+		}
+		return got
+	}
+	eventually10 := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 30s; state: %v\nruns: %s", what, stateKeys(t, d, "ops"), d.ox("", "ox-ps", "--all", "--json").stdout)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	eventually10("a run per message", func() bool { return len(keys("ops", "each/")) == 3 })
+	for _, id := range ids {
+		if v := keys("ops", "each/")["each/"+id]; v != "each" {
+			t.Errorf("no run of job each for %s: %v", id, keys("ops", "each/"))
+		}
+	}
+	// The batch's recv takes every unread message, the old one too.
+	eventually10("the batches", func() bool {
+		b := keys("ops", "batch/")
+		return b["batch/one"] != "" && b["batch/two"] != "" && b["batch/three"] != ""
+	})
+	if _, ok := keys("ops", "each/")["each/"+old.ID]; ok || len(keys("ops", "each/")) != 3 {
+		t.Errorf("the message before the job fired it: %v", keys("ops", "each/"))
+	}
+	jobs := d.mustOx(t, "", "ox-schedule", "ls", "--json")
+	if !strings.Contains(jobs, `"last_msg":"`+ids[2]+`"`) {
+		t.Errorf("jobs do not record the last message:\n%s", jobs)
+	}
+	eventually10("the firings audited", func() bool {
+		return strings.Count(d.mustOx(t, "", "ox-audit", "log", "--json"), `"op":"schedule.fire"`) >= 4
+	})
+
+	// The fork's copies are disabled: a message to the fork fires nothing
+	// until its job is enabled.
+	d.mustOx(t, "", "ox-fork", "ops", "exp")
+	var copyRec proto.JobRecord
+	for _, l := range strings.Split(strings.TrimSpace(d.mustOx(t, "", "ox-schedule", "ls", "-a", "exp", "--json")), "\n") {
+		var r proto.JobRecord
+		if json.Unmarshal([]byte(l), &r) == nil && r.Name == "exp.each" {
+			copyRec = r
+		}
+	}
+	if copyRec.Agent != "exp" || !copyRec.Disabled || copyRec.LastMsg != "" {
+		t.Fatalf("the fork's copy of each: %+v", copyRec)
+	}
+	d.mustOx(t, "", "ox-msg", "send", "exp", "ignored")
+	time.Sleep(500 * time.Millisecond) // a disabled job firing would show within this
+	if got := keys("exp", "each/"); len(got) != 3 {
+		t.Fatalf("a disabled copy fired: %v", got)
+	}
+	rec := d.mustOx(t, "", "ox-schedule", "enable", "--json", "exp.each")
+	if strings.Contains(rec, `"disabled":true`) {
+		t.Fatalf("enable: %s", rec)
+	}
+	var m proto.MsgRecord
+	json.Unmarshal([]byte(d.mustOx(t, "", "ox-msg", "send", "--json", "exp", "go")), &m)
+	eventually10("the enabled copy fires", func() bool { return keys("exp", "each/")["each/"+m.ID] == "exp.each" })
+	if got := keys("exp", "each/"); len(got) != 4 {
+		t.Fatalf("the copy fired on the message sent while disabled: %v", got)
+	}
+	if r := d.ox("", "ox-audit", "verify"); r.code != 0 {
+		t.Fatalf("audit verify: %+v", r)
+	}
+}
+
+// TestAskPausesLLMToolCall: an ask rule holds an LLM run's tool call
+// until an operator approves it, denies it, or it times out into the
+// default; a budget threshold asks once before the spending goes on.
+func TestAskPausesLLMToolCall(t *testing.T) {
+	wc := llmtest.Turn{ToolCalls: []llmtest.Call{call("exec", `{"argv":["wc","-c","/dev/null"]}`)}, PromptTokens: 10, CompletionTokens: 5}
+	d, s := llmDaemon(t, "",
+		wc, llmtest.Turn{Content: "approved run done"},
+		wc, llmtest.Turn{Content: "denied run done"},
+		wc, llmtest.Turn{Content: "timed-out run done"},
+		// The budget: the first answer passes the threshold; the next
+		// model call asks.
+		llmtest.Turn{ToolCalls: []llmtest.Call{call("state_list", `{}`)}, PromptTokens: 900, CompletionTokens: 100},
+		llmtest.Turn{Content: "budget run done"},
+	)
+	d.mustOx(t, "", "ox-state", "save", "-a", "ops", "x", "1")
+	setAsk := func(body string) {
+		d.mustOx(t, "", "ox-policy", "set", "-a", "ops", sectionPolicy(t, map[string]string{"ask": body}))
+	}
+	setAsk("exec = [\"wc\"]\ntimeout = \"60s\"\ndefault = \"deny\"")
+	pending := func() proto.ApprovalRecord {
+		t.Helper()
+		var a proto.ApprovalRecord
+		eventually(t, "a pending approval", func() bool {
+			out := strings.TrimSpace(d.mustOx(t, "", "ox-approve", "ls", "--json"))
+			return out != "" && json.Unmarshal([]byte(strings.Split(out, "\n")[0]), &a) == nil
+		})
+		return a
+	}
+	spawn := func() chan result {
+		done := make(chan result, 1)
+		go func() { done <- d.ox("", "ox-spawn", "-a", "ops", "--json", "count the bytes of /dev/null") }()
+		return done
+	}
+	execResult := func(r result) map[string]any {
+		t.Helper()
+		ex := toolResults(records(t, r.stdout), "exec")
+		if len(ex) != 1 {
+			t.Fatalf("exec results: %v\n%s", ex, r.stdout)
+		}
+		return ex[0]
+	}
+
+	// Approved: the run shows it waits, and the call runs once approved.
+	done := spawn()
+	a := pending()
+	if a.Op != "exec" || a.Rule != "ask.exec" || !strings.Contains(a.What, "wc") {
+		t.Fatalf("request: %+v", a)
+	}
+	if n := len(s.Requests()); n != 1 {
+		t.Fatalf("the model was asked again while the tool call waited: %d requests", n)
+	}
+	d.mustOx(t, "", "ox-approve", "yes", "-m", "ok", a.ID)
+	r := <-done
+	if ex := execResult(r); r.code != 0 || ex["error"] != nil || !strings.Contains(ex["text"].(string), "0") ||
+		!strings.Contains(r.stdout, `"type":"approval"`) || !strings.Contains(r.stdout, "approved run done") {
+		t.Fatalf("approved run: %+v", r)
+	}
+
+	// Denied: the model is told EPERM with the reason, and the run goes on.
+	done = spawn()
+	a = pending()
+	d.mustOx(t, "", "ox-approve", "no", "-m", "not on a friday", a.ID)
+	r = <-done
+	if ex := execResult(r); r.code != 0 || ex["code"] != "EPERM" || !strings.Contains(ex["text"].(string), "not on a friday") || !strings.Contains(r.stdout, "denied run done") {
+		t.Fatalf("denied run: %+v", r)
+	}
+	reqs := s.Requests()
+	var told string
+	for _, m := range reqs[len(reqs)-1].Body.Messages {
+		if m.Role == "tool" {
+			told = m.Content
+		}
+	}
+	if !strings.Contains(told, "not on a friday") {
+		t.Errorf("the model was told %q", told)
+	}
+
+	// Timed out into the default.
+	setAsk("exec = [\"wc\"]\ntimeout = \"1s\"\ndefault = \"deny\"")
+	r = <-spawn()
+	if ex := execResult(r); ex["code"] != "EPERM" || !strings.Contains(ex["text"].(string), "timeout") {
+		t.Fatalf("timed-out run: %+v", r)
+	}
+
+	// The budget threshold: the second model call waits for approval.
+	// The threshold: 500 tokens past what the runs above used.
+	var b proto.BudgetRecord
+	if err := json.Unmarshal([]byte(d.mustOx(t, "", "ox-budget", "show", "-a", "ops", "--json")), &b); err != nil {
+		t.Fatal(err)
+	}
+	setAsk(fmt.Sprintf("tokens = %d\ntimeout = \"60s\"\ndefault = \"deny\"", b.Used.Tokens+500))
+	before := len(s.Requests())
+	done = spawn()
+	a = pending()
+	if a.Op != "budget.check" || a.Rule != "ask.tokens" {
+		t.Fatalf("budget request: %+v", a)
+	}
+	if n := len(s.Requests()) - before; n != 1 {
+		t.Fatalf("%d model calls before the approval, want 1", n)
+	}
+	d.mustOx(t, "", "ox-approve", "yes", a.ID)
+	if r := <-done; r.code != 0 || !strings.Contains(r.stdout, "budget run done") {
+		t.Fatalf("budget run: %+v", r)
+	}
+	audit := d.mustOx(t, "", "ox-audit", "log", "--json")
+	for _, w := range []string{"approved by uid=", "denied by uid=", "denied by timeout"} {
+		if !strings.Contains(audit, w) {
+			t.Errorf("audit lacks %q", w)
+		}
 	}
 }
