@@ -266,10 +266,11 @@ run "ox-fork diff demo-try | $jq"
 run "ox-fork diff -p demo-try | jq -r .patch"
 run "ox-fork rm demo-try | jq -c '{agent,removed,files}'"
 
-say "Messages: a run of ops waits for work; demo sends it, with a memory attached (records on stdin pass through)."
-run 'rid=$(ox-spawn -d -a ops -- /bin/sh -c "ox-msg recv -f -n 1" | jq -r .id); echo $rid'
+say "Messages: a run of ops waits for work; demo sends it, with a memory attached (records on stdin pass through); ops answers, and demo receives the answer."
+run 'rid=$(ox-spawn -d -a ops -- /bin/sh -c '"'"'m=$(ox-msg recv -f -n 1 --json); echo "$m"; ox-msg send -r "$(echo "$m" | jq -r .id)" demo "on it: the disk is checked" >/dev/null'"'"' | jq -r .id); echo $rid'
 run "ox-recall -a demo disk -k 1 | ox-msg send -a demo ops 'please look at this' | jq -c '{id,from,agent,text}'"
 run "ox-attach \$rid | jq -r 'select(.type==\"output\") | .text' | jq -c '{id,from,text,records: [.records[].text]}'"
+run "ox-msg recv -a demo | jq -c '{id,from,agent,reply_to,text}'"
 run "ox-msg ls -a ops | jq -c '{id,from,read}'"
 
 say "Approvals: an ask rule holds ops' exec of wc until an operator decides; the run shows that it waits."

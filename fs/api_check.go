@@ -94,3 +94,19 @@ var (
 	_ = (fusefs.FileReleasedirer)((*listing)(nil))
 	_ = (fusefs.FileFsyncdirer)((*listing)(nil))
 )
+
+var (
+	_ = (fusefs.NodeLookuper)((*inboxDir)(nil))
+	_ = (fusefs.NodeOpendirHandler)((*inboxDir)(nil))
+	_ = (fusefs.NodeCreater)((*inboxDir)(nil))
+	_ = (fusefs.NodeUnlinker)((*inboxDir)(nil))
+	_ = (fusefs.NodeGetattrer)((*inboxDir)(nil))
+	_ = (fusefs.NodeSetattrer)((*inboxDir)(nil))
+	_ = (fusefs.NodeAccesser)((*inboxDir)(nil))
+	_ = (fusefs.NodeRenamer)((*inboxDir)(nil))
+
+	_ = (fusefs.NodeLookuper)((*approvalsDir)(nil))
+	_ = (fusefs.NodeOpendirHandler)((*approvalsDir)(nil))
+	_ = (fusefs.NodeGetattrer)((*approvalsDir)(nil))
+	_ = (fusefs.NodeUnlinker)((*approvalsDir)(nil))
+)

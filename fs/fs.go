@@ -2,9 +2,11 @@
 //
 //	/agent/NAME/state/...                 read-write: a file is a key, a folder a key prefix
 //	/agent/NAME/mem/{working,episodic,semantic}/ID.md   memories: a file written is remembered, rm forgets
+//	/agent/NAME/inbox/ID.md               messages: a file written is sent (inbox.go)
 //	/agent/NAME/policy                    read-only: the agent's policy (writes EROFS, audited)
 //	/agent/NAME/status                    read-only JSON: keys, bytes, last change
 //	/audit/log  /audit/head               read-only
+//	/approvals/ID                         read-only: pending approval requests
 //
 // It is a thin adapter over the kernel's syscall methods (package kernel)
 // and reaches no data any other way: every read, write and refusal is the

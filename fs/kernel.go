@@ -44,6 +44,14 @@ type Kernel interface {
 	MemRemember(ctx context.Context, c *kernel.Cred, a proto.MemRememberArgs, raw []byte) (proto.MemRememberResult, error)
 	MemForget(ctx context.Context, c *kernel.Cred, a proto.MemForgetArgs, raw []byte) ([]proto.MemoryRecord, error)
 
+	// Messages and approvals.
+	MsgIDs(c *kernel.Cred, agent string) []string
+	MsgRead(c *kernel.Cred, agent, id string) (proto.MsgRecord, error)
+	MsgSend(ctx context.Context, c *kernel.Cred, a proto.MsgSendArgs, raw []byte) (proto.MsgRecord, error)
+	MsgSlot(c *kernel.Cred, to string) bool
+	ApprovalIDs(c *kernel.Cred) []string
+	ApprovalRead(c *kernel.Cred, id string) (proto.ApprovalRecord, error)
+
 	// Policy and audit, read-only here.
 	PolicyShow(ctx context.Context, c *kernel.Cred, agent string, raw []byte) (proto.PolicyRecord, error)
 	PolicyWriteRefused(c *kernel.Cred, agent string)

@@ -157,7 +157,9 @@ func (d *memDir) OpendirHandle(ctx context.Context, flags uint32) (fusefs.FileHa
 			}
 			// Remembered since the listing was taken: a stand-in that
 			// answers no more.
-			return d.NewInode(ctx, &memNew{fs: d.fs, dir: d, name: e.name, done: true}, fusefs.StableAttr{Mode: syscall.S_IFREG})
+			n := d.newFile(e.name)
+			n.done = true
+			return d.NewInode(ctx, n, fusefs.StableAttr{Mode: syscall.S_IFREG})
 		}
 		id, _ := memID(e.name)
 		return d.child(ctx, e.name, id)
@@ -190,8 +192,8 @@ func (d *memDir) Create(ctx context.Context, name string, flags uint32, mode uin
 			return nil, nil, 0, syscall.EEXIST
 		}
 	}
-	n := &memNew{fs: d.fs, dir: d, name: name, writers: 1, mtime: time.Now()}
-	n.buf.Max = d.fs.maxValue
+	n := d.newFile(name)
+	n.writers = 1
 	ch := d.NewInode(ctx, n, fusefs.StableAttr{Mode: syscall.S_IFREG})
 	n.entry(out)
 	return ch, &memHandle{n: n, cred: c, write: true, append: flags&syscall.O_APPEND != 0}, fuse.FOPEN_DIRECT_IO, 0
@@ -304,14 +306,40 @@ func (m *memFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, ui
 	return &bytesHandle{b}, fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_NOFLUSH, 0
 }
 
-// memNew is a file being written in a kind's folder: a memory to be. Its
-// name and attributes are never cached by the kernel (they vanish when
-// the memory is remembered).
+// newFile makes the node of a file being written in the folder.
+func (d *memDir) newFile(name string) *memNew {
+	n := &memNew{fs: d.fs, parent: &d.Inode, name: name, mtime: time.Now(),
+		check: func(ctx context.Context) (*kernel.Cred, syscall.Errno) { return d.fs.may(ctx, d.agent) },
+		keep: func(ctx context.Context, c *kernel.Cred, b []byte) error {
+			in, err := memInput(b)
+			if err != nil {
+				return err
+			}
+			in.Kind = d.kind
+			args := proto.MemRememberArgs{Agent: d.agent, Memories: []proto.MemoryInput{in}}
+			raw, _ := json.Marshal(args)
+			_, err = d.fs.k.MemRemember(ctx, c, args, raw)
+			return err
+		}}
+	n.what = "memory " + d.agent + "/" + d.kind
+	n.buf.Max = d.fs.maxValue
+	return n
+}
+
+// memNew is a file being written in a folder where a file written is
+// handed to the kernel whole at its first close and then is gone: a
+// memory to be (mem/KIND), a message to send (inbox). Its name and
+// attributes are never cached by the kernel (they vanish when the
+// content is taken).
 type memNew struct {
 	fusefs.Inode
-	fs   *FS
-	dir  *memDir
-	name string
+	fs     *FS
+	parent *fusefs.Inode
+	name   string
+	what   string // for the log
+	// check is who may touch the file; keep hands the content over.
+	check func(ctx context.Context) (*kernel.Cred, syscall.Errno)
+	keep  func(ctx context.Context, c *kernel.Cred, b []byte) error
 
 	mu      sync.Mutex
 	buf     writeback.Buffer // its Max is limits.max_value
@@ -347,7 +375,7 @@ func (n *memNew) entry(out *fuse.EntryOut) {
 }
 
 func (n *memNew) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	if _, e := n.fs.may(ctx, n.dir.agent); e != 0 {
+	if _, e := n.check(ctx); e != 0 {
 		return e
 	}
 	n.mu.Lock()
@@ -358,7 +386,7 @@ func (n *memNew) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.At
 }
 
 func (n *memNew) Setattr(ctx context.Context, fh fusefs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	if _, e := n.fs.may(ctx, n.dir.agent); e != 0 {
+	if _, e := n.check(ctx); e != 0 {
 		return e
 	}
 	n.mu.Lock()
@@ -382,7 +410,7 @@ func (n *memNew) Setattr(ctx context.Context, fh fusefs.FileHandle, in *fuse.Set
 }
 
 func (n *memNew) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
-	c, e := n.fs.may(ctx, n.dir.agent)
+	c, e := n.check(ctx)
 	if e != 0 {
 		return nil, 0, e
 	}
@@ -416,20 +444,14 @@ func (n *memNew) discard() bool {
 	return was
 }
 
-// rememberLocked hands the content to the kernel as a memory of the
-// folder's kind; whatever the outcome, the file is done with.
+// rememberLocked hands the content to the kernel (keep); whatever the
+// outcome, the file is done with.
 func (n *memNew) rememberLocked(ctx context.Context, c *kernel.Cred) syscall.Errno {
 	n.done = true
-	in, err := memInput(n.buf.Bytes())
+	err := n.keep(ctx, c, n.buf.Bytes())
 	n.buf.Reset()
-	if err == nil {
-		in.Kind = n.dir.kind
-		args := proto.MemRememberArgs{Agent: n.dir.agent, Memories: []proto.MemoryInput{in}}
-		raw, _ := json.Marshal(args)
-		_, err = n.fs.k.MemRemember(ctx, c, args, raw)
-	}
 	if err != nil {
-		n.fs.log.Info("mount: memory not remembered", "agent", n.dir.agent, "kind", n.dir.kind, "file", n.name, "err", err)
+		n.fs.log.Info("mount: file not taken", "what", n.what, "file", n.name, "err", err)
 	}
 	n.err = errno(err)
 	return n.err
@@ -437,8 +459,8 @@ func (n *memNew) rememberLocked(ctx context.Context, c *kernel.Cred) syscall.Err
 
 // detach takes the name out of the folder once the file is done with.
 func (n *memNew) detach() {
-	if ch := n.dir.GetChild(n.name); ch == n.EmbeddedInode() {
-		n.dir.RmChild(n.name)
+	if ch := n.parent.GetChild(n.name); ch == n.EmbeddedInode() {
+		n.parent.RmChild(n.name)
 	}
 }
 

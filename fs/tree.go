@@ -55,6 +55,9 @@ type staticDir struct {
 	agent string
 	mode  uint32
 	onAdd func(ctx context.Context, d *staticDir)
+	// slots: an agent's folder, which a run of another agent sees holding
+	// only its inbox, to send messages (inbox.go).
+	slots bool
 }
 
 func (f *FS) newStatic(agent string, mode uint32, onAdd func(ctx context.Context, d *staticDir)) *staticDir {
@@ -68,10 +71,28 @@ func (d *staticDir) OnAdd(ctx context.Context) {
 }
 
 func (d *staticDir) check(ctx context.Context) (*kernel.Cred, syscall.Errno) {
-	if d.agent != "" {
-		return d.fs.may(ctx, d.agent)
+	c, _, e := d.checkSlot(ctx)
+	return c, e
+}
+
+// checkSlot is check, and whether the caller sees the folder only as
+// the slot of another agent's inbox.
+func (d *staticDir) checkSlot(ctx context.Context) (*kernel.Cred, bool, syscall.Errno) {
+	if d.agent == "" {
+		c, e := d.fs.cred(ctx)
+		return c, false, e
 	}
-	return d.fs.cred(ctx)
+	if d.slots {
+		c, e := d.fs.cred(ctx)
+		if e != 0 {
+			return nil, false, e
+		}
+		if d.fs.k.MayAct(c, d.agent) != nil && d.fs.k.MsgSlot(c, d.agent) {
+			return c, true, 0
+		}
+	}
+	c, e := d.fs.may(ctx, d.agent)
+	return c, false, e
 }
 
 func (d *staticDir) fill(a *fuse.Attr) {
@@ -103,25 +124,27 @@ func (d *staticDir) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Err
 }
 
 func (d *staticDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
-	c, e := d.check(ctx)
+	c, slot, e := d.checkSlot(ctx)
 	if e != 0 {
 		return nil, e
 	}
 	ch := d.GetChild(name)
-	if ch == nil {
+	if ch == nil || slot && name != "inbox" {
 		return nil, syscall.ENOENT
 	}
 	return ch, attrOf(ctx, c, ch, out)
 }
 
 func (d *staticDir) OpendirHandle(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
-	c, e := d.check(ctx)
+	c, slot, e := d.checkSlot(ctx)
 	if e != 0 {
 		return nil, 0, e
 	}
 	var ents []entry
 	for name, ch := range d.Children() {
-		ents = append(ents, entry{name: name, dir: ch.IsDir()})
+		if !slot || name == "inbox" {
+			ents = append(ents, entry{name: name, dir: ch.IsDir()})
+		}
 	}
 	l := newListing(&d.Inode, ents)
 	l.node = func(ctx context.Context, e *entry) *fusefs.Inode {
@@ -147,6 +170,10 @@ func attrOf(ctx context.Context, c *kernel.Cred, ch *fusefs.Inode, out *fuse.Ent
 	case *dirNode:
 		n.fill(&out.Attr)
 	case *memDir:
+		n.fill(&out.Attr)
+	case *inboxDir:
+		n.fill(&out.Attr)
+	case *approvalsDir:
 		n.fill(&out.Attr)
 	case *genFile:
 		out.SetAttrTimeout(noCache)
@@ -180,6 +207,7 @@ func (f *FS) build(ctx context.Context, d *staticDir) {
 		a.AddChild("log", a.NewPersistentInode(ctx, &auditLog{fs: f}, fusefs.StableAttr{Mode: syscall.S_IFREG}), true)
 	})
 	d.AddChild("audit", d.NewPersistentInode(ctx, audit, fusefs.StableAttr{Mode: syscall.S_IFDIR}), true)
+	d.AddChild("approvals", d.NewPersistentInode(ctx, &approvalsDir{fs: f}, fusefs.StableAttr{Mode: syscall.S_IFDIR}), true)
 }
 
 func jsonLine(v any) ([]byte, error) {
@@ -235,6 +263,12 @@ func (a *agentsNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut
 	c, e := a.fs.cred(ctx)
 	if e != 0 {
 		return nil, e
+	}
+	if proto.CheckAgent(name) == nil && a.fs.k.MayAct(c, name) != nil && a.fs.k.MsgSlot(c, name) {
+		// A run of another agent: the folder shows it only the inbox.
+		ch := a.agent(ctx, name)
+		ch.Operations().(*staticDir).fill(&out.Attr)
+		return ch, 0
 	}
 	if proto.CheckAgent(name) != nil || !a.fs.agentExists(c, name) {
 		// Agents the caller may not act on are absent; looking one up by
@@ -325,9 +359,10 @@ func (a *agentsNode) Rmdir(ctx context.Context, name string) syscall.Errno {
 }
 
 // newAgent makes /agent/NAME: state/, mem/{working,episodic,semantic}/,
-// policy and status.
+// inbox/, policy and status.
 func (f *FS) newAgent(name string) *staticDir {
-	return f.newStatic(name, 0o755, func(ctx context.Context, d *staticDir) {
+	d := f.newStatic(name, 0o755, func(ctx context.Context, d *staticDir) {
+		d.AddChild("inbox", d.NewPersistentInode(ctx, &inboxDir{fs: f, agent: name}, fusefs.StableAttr{Mode: syscall.S_IFDIR}), true)
 		st := f.newDir(name, nil, 0o755)
 		stIno := d.NewPersistentInode(ctx, st, fusefs.StableAttr{Mode: syscall.S_IFDIR})
 		st.root = stIno
@@ -352,6 +387,8 @@ func (f *FS) newAgent(name string) *staticDir {
 			return f.status(ctx, c, name)
 		}), fusefs.StableAttr{Mode: syscall.S_IFREG}), true)
 	})
+	d.slots = true
+	return d
 }
 
 // statusRecord is /agent/NAME/status: a record like every ox-* prints.

@@ -24,7 +24,7 @@ func main() {
 		{Name: "add", Usage: "add a job that runs COMMAND (after --) or TASK for the agent on a schedule", ArgsUsage: "-- COMMAND [ARG...] | TASK...",
 			Flags: cliutil.ClientFlags(
 				&cli.StringFlag{Name: "name", Usage: "the job's `NAME`, unique among all jobs", Required: true},
-				&cli.StringFlag{Name: "cron", Usage: "when: 5 cron fields (`EXPR`: minute hour day-of-month month day-of-week) or @hourly, @daily, @weekly, @monthly, @yearly, @every DURATION", Required: true},
+				&cli.StringFlag{Name: "cron", Usage: "when: 5 cron fields (`EXPR`: minute hour day-of-month month day-of-week) or @hourly, @daily, @weekly, @monthly, @yearly, @every DURATION; or @message (a run per message put into the agent's inbox) or @messages (a run per batch, one at a time)", Required: true},
 				&cli.StringFlag{Name: "tz", Usage: "read the schedule in time `ZONE` (IANA: UTC, Europe/Paris; default: oxiosd's local time)"},
 				&cli.IntFlag{Name: "priority", Usage: "the `P` of the job's runs when runs wait to start (higher first)"},
 				&cli.StringFlag{Name: "overlap", Value: "skip", Usage: "when due while the last run still runs: `MODE` skip, queue (run after it, at most one waits) or allow"},
@@ -33,6 +33,8 @@ func main() {
 		{Name: "ls", Usage: "list the jobs (of the agent, with -a), with their next and last runs", Flags: cliutil.ClientFlags(), Action: ls},
 		{Name: "rm", Usage: "remove job NAME (a run it started goes on)", ArgsUsage: "NAME", Flags: cliutil.ClientFlags(), Action: rm},
 		{Name: "run", Usage: "run job NAME now, once, and print its run record (its schedule stays)", ArgsUsage: "NAME", Flags: cliutil.ClientFlags(), Action: run},
+		{Name: "enable", Usage: "enable job NAME (a fork's copies of jobs start disabled)", ArgsUsage: "NAME", Flags: cliutil.ClientFlags(), Action: enable(false)},
+		{Name: "disable", Usage: "disable job NAME: it stays and does not fire", ArgsUsage: "NAME", Flags: cliutil.ClientFlags(), Action: enable(true)},
 	})
 	cliutil.Run(app)
 }
@@ -187,6 +189,27 @@ func rm(c *cli.Context) error {
 	p := newJobPrinter(c)
 	printJob(p, rec)
 	return p.Flush()
+}
+
+func enable(off bool) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		a, err := jobArgs(c)
+		if err != nil {
+			return err
+		}
+		cl, err := cliutil.Connect(c)
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		rec, err := cl.ScheduleEnable(c.Context, proto.ScheduleEnableArgs{Name: a.Name, Agent: a.Agent, Disable: off})
+		if err != nil {
+			return err
+		}
+		p := newJobPrinter(c)
+		printJob(p, rec)
+		return p.Flush()
+	}
 }
 
 func run(c *cli.Context) error {

@@ -195,6 +195,7 @@ loop:
 	}
 	signal.Reset(syscall.SIGTERM, syscall.SIGINT)
 	cancelRoot()
+	k.StopAsking()
 	daemon.SdNotify(false, daemon.SdNotifyStopping)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -4,10 +4,10 @@
 // policy's default decides. The syscall that asked waits in Wait; the
 // kernel audits each request and each decision and publishes them.
 //
-// Requests live in memory: one outlives neither the call that waits for
-// it nor the daemon (a restart ends every waiting call), and the audit log
-// keeps the record of each. Decided requests are kept for listing, the
-// most recent MaxDecided of them.
+// Requests live in memory, and the kernel keeps a copy of each pending one
+// on disk (OnChange) so that one left pending by a crash is resolved at the
+// next start (Restore). Decided requests are kept for listing, the most
+// recent MaxDecided of them.
 package approval
 
 import (
@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -199,6 +200,41 @@ func (g *Registry) List(agent string, pending bool) []Request {
 		return strings.Compare(a.ID, b.ID)
 	})
 	return out
+}
+
+// Restore adds a request decided while no registry held it (one left
+// pending by an earlier daemon), for listing; ids given later come after
+// its.
+func (g *Registry) Restore(r Request) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if n, ok := idSeq(r.ID); ok && n > g.seq {
+		g.seq = n
+	}
+	if g.reqs[r.ID] != nil {
+		return
+	}
+	done := make(chan struct{})
+	close(done)
+	g.reqs[r.ID] = &entry{req: r, done: done}
+	g.decided = append(g.decided, r.ID)
+	if len(g.decided) > MaxDecided {
+		delete(g.reqs, g.decided[0])
+		g.decided = g.decided[1:]
+	}
+}
+
+// CancelAll cancels every pending request (the daemon stops: the calls
+// that wait end).
+func (g *Registry) CancelAll(reason string) {
+	for _, r := range g.List("", true) {
+		g.decide(r.ID, Cancelled, "", reason)
+	}
+}
+
+func idSeq(id string) (uint64, bool) {
+	n, err := strconv.ParseUint(strings.TrimPrefix(id, "a"), 10, 64)
+	return n, err == nil && strings.HasPrefix(id, "a")
 }
 
 // Seq is the last id number given.

@@ -32,6 +32,13 @@ func (c *Client) ScheduleRm(ctx context.Context, a proto.ScheduleArgs) (proto.Jo
 	return rec, err
 }
 
+// ScheduleEnable enables (or with a.Disable disables) a job.
+func (c *Client) ScheduleEnable(ctx context.Context, a proto.ScheduleEnableArgs) (proto.JobRecord, error) {
+	var rec proto.JobRecord
+	err := c.Call(ctx, proto.OpScheduleEnable, a, &rec)
+	return rec, err
+}
+
 // ScheduleRun fires a job now, once, and returns the record of its run.
 func (c *Client) ScheduleRun(ctx context.Context, a proto.ScheduleArgs) (proto.RunRecord, error) {
 	var rec proto.RunRecord

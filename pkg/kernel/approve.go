@@ -2,13 +2,19 @@ package kernel
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/oxios/oxios/pkg/approval"
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/bus"
+	"github.com/oxios/oxios/pkg/durable"
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
 )
@@ -84,6 +90,103 @@ func (k *Kernel) ask(ctx context.Context, c *Cred, agent, op, what string, p *po
 		why += ": " + got.Reason
 	}
 	return proto.Errorf(proto.EPERM, "%s: %s was not approved (%s; approval %s, policy rule %s)", agent, a.Reason, why, got.ID, a.Rule)
+}
+
+// Pending requests are kept on disk, DATA/approvals/ID.json, from the ask
+// until the decision. A request still there at start was pending when the
+// daemon died (kill -9, a crash): the call that waited for it died with
+// the daemon's connections, so nothing would go on if someone approved it
+// now. It is resolved, at start, into the policy's default, as its
+// timeout would have, decided by "oxiosd restart" and audited
+// (approve.decide): a request left pending would invite an operator to
+// approve what nothing will do, and no request ends without a decision on
+// the log. A clean stop cancels the waiting calls (StopAsking) instead.
+
+func (k *Kernel) approvalsDir() string { return filepath.Join(k.cfg.Data, "approvals") }
+
+// openApprovals reads the requests a crash left pending and makes the
+// registry keep pending requests on disk.
+func (k *Kernel) openApprovals() error {
+	dir := k.approvalsDir()
+	if err := durable.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("approvals: %w", err)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("approvals: %w", err)
+	}
+	now := time.Now().UTC()
+	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), ".json") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		var r approval.Request
+		if err == nil {
+			err = json.Unmarshal(b, &r)
+		}
+		if err != nil || r.ID+".json" != e.Name() {
+			k.log.Warn("approvals: a pending request's file does not read; left alone", "file", e.Name(), "err", err)
+			continue
+		}
+		r.State, r.DecidedBy, r.Decided = r.Default, "oxiosd restart", now
+		r.Reason = "oxiosd stopped before a decision (the call that asked ended with it); the policy's ask.default decides"
+		k.talk.approvals.Restore(r)
+		k.talk.left = append(k.talk.left, r)
+	}
+	k.talk.approvals.OnChange = k.keepApproval
+	return nil
+}
+
+// keepApproval writes a new pending request to disk and removes a
+// decided one's file.
+func (k *Kernel) keepApproval(r approval.Request) {
+	path := filepath.Join(k.approvalsDir(), r.ID+".json")
+	// A decision may overtake the write of its request: under the lock, a
+	// request decided meanwhile is not written.
+	k.talk.keepMu.Lock()
+	defer k.talk.keepMu.Unlock()
+	var err error
+	if r.State == approval.Pending {
+		if cur, gerr := k.talk.approvals.Get(r.ID); gerr == nil && cur.State != approval.Pending {
+			return
+		}
+		var b []byte
+		if b, err = json.Marshal(r); err == nil {
+			err = durable.WriteFile(path, path+".tmp", b, 0o600)
+		}
+	} else if err = durable.Remove(path); errors.Is(err, fs.ErrNotExist) {
+		err = nil
+	}
+	if err != nil {
+		k.log.Warn("approvals: keeping a request on disk", "id", r.ID, "err", err)
+	}
+}
+
+// resolveLeftApprovals audits the decisions openApprovals made, then
+// removes their files (a crash before that resolves them again).
+func (k *Kernel) resolveLeftApprovals() {
+	self := &Cred{UID: k.uid, PID: int32(os.Getpid())}
+	for _, r := range k.talk.left {
+		rec := approvalRecord(r)
+		err := k.submit(context.Background(), &tx{entry: &audit.Entry{Actor: actor(self), Op: proto.OpApproveDecide,
+			Target: fmt.Sprintf("%s:%s %s by %s", r.Agent, r.ID, r.State, r.DecidedBy), Result: "ok"},
+			event: EventApprovalDecided, agent: r.Agent, key: r.ID, data: &rec}, true)
+		if err != nil {
+			k.log.Warn("approvals: auditing a request left pending", "id", r.ID, "err", err)
+			continue
+		}
+		k.log.Info("approval left pending by the last stop resolved into the policy's default", "id", r.ID, "agent", r.Agent, "state", r.State)
+		k.keepApproval(r)
+	}
+	k.talk.left = nil
+}
+
+// StopAsking cancels the pending approval requests when the daemon stops,
+// before the server waits for the calls in flight (which include the
+// calls that wait for a decision).
+func (k *Kernel) StopAsking() {
+	k.talk.approvals.CancelAll("oxiosd is stopping")
 }
 
 func orKernel(by string) string {
@@ -217,4 +320,29 @@ func (k *Kernel) ApproveDecide(ctx context.Context, c *Cred, a proto.ApproveDeci
 		return proto.ApprovalRecord{}, err
 	}
 	return rec, nil
+}
+
+// ApprovalIDs lists the ids of the pending requests c may see (the
+// mount's /approvals).
+func (k *Kernel) ApprovalIDs(c *Cred) []string {
+	var ids []string
+	for _, r := range k.talk.approvals.List("", true) {
+		if k.authorize(c, r.Agent) == nil {
+			ids = append(ids, r.ID)
+		}
+	}
+	return ids
+}
+
+// ApprovalRead returns request id, through the gate of approve.list on
+// its agent (the mount's /approvals/ID).
+func (k *Kernel) ApprovalRead(c *Cred, id string) (proto.ApprovalRecord, error) {
+	r, err := k.talk.approvals.Get(id)
+	if err != nil {
+		return proto.ApprovalRecord{}, proto.Errorf(proto.ENOENT, "no approval request %q (ox-approve ls lists them)", id)
+	}
+	if err := k.gate(call{op: proto.OpApproveList, c: c, agent: r.Agent, target: r.Agent + ":" + id}); err != nil {
+		return proto.ApprovalRecord{}, err
+	}
+	return approvalRecord(r), nil
 }

@@ -29,9 +29,10 @@ import (
 // point (a trailer of the fork commit names it). The live store gets the
 // files too, as one batch of changes behind one journal sync (its files
 // are written in the background like any other change). The budget used
-// starts again at zero; schedules are not copied (a fork that wakes up on
-// its own clock would act twice for one job): add them to the fork with
-// ox-schedule once it should run.
+// starts again at zero; schedules are copied disabled (a fork that woke
+// up on its own clock would act twice for one job), each as FORK.JOB (job
+// names are unique across agents): ox-schedule enable FORK.JOB once it
+// should run.
 
 // Trailers of a fork commit.
 const (
@@ -131,7 +132,6 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 		}
 		if space == state.SpaceSys && strings.HasPrefix(key, sysSchedules+"/") {
 			after = append(after, version.PathChange{Path: spacePath(space, a.Name, key), Action: version.Deleted})
-			continue
 		}
 		items = append(items, item{space, key, blob})
 	}
@@ -159,11 +159,23 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 		}()
 	}
 	wg.Wait()
+	var jobs []*jobFile
 	for i, it := range items {
 		if errs[i] != nil {
 			return fail(errs[i])
 		}
 		val := vals[i]
+		if it.space == state.SpaceSys && strings.HasPrefix(it.key, sysSchedules+"/") {
+			j := k.forkJob(val, a.Name)
+			if j == nil {
+				continue
+			}
+			ch := j.change()
+			after = append(after, version.PathChange{Path: spacePath(it.space, a.Name, ch.Key), Action: version.Modified, To: string(ch.Value)})
+			batch = append(batch, &tx{change: ch})
+			jobs = append(jobs, j)
+			continue
+		}
 		if it.space == state.SpaceSys && it.key == sysBudget {
 			var b budgetFile
 			if json.Unmarshal(val, &b) == nil {
@@ -187,6 +199,13 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 		}
 	}
 	k.policyChanged(a.Name)
+	k.sched.mu.Lock()
+	for _, j := range jobs {
+		if _, dup := k.sched.jobs[j.Name]; !dup && k.sched.jobs != nil {
+			k.sched.jobs[j.Name] = j
+		}
+	}
+	k.sched.mu.Unlock()
 
 	// Git: the graft, then the changes against it.
 	if err := k.audit.Sync(); err != nil {
@@ -233,7 +252,7 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 			}
 		}
 		c2, err := tx2.Commit(version.CommitOptions{
-			Message:   fmt.Sprintf("Start %s with no budget used and no schedules", a.Name),
+			Message:   fmt.Sprintf("Start %s with no budget used and its schedules disabled", a.Name),
 			Trailers:  trailers[2:],
 			Author:    k.signature(c, now),
 			Committer: version.Signature{Name: "oxiosd", Email: "oxiosd@localhost", When: now},
@@ -476,4 +495,28 @@ func (k *Kernel) forkReplayed(op, result string) {
 	if result == "ok" && op == proto.OpAgentFork {
 		k.ver.paths.Lost()
 	}
+}
+
+// forkJob is the disabled copy, for fork, of the job in val: named
+// FORK.JOB, its history cleared. nil when the file does not read or the
+// name is too long or taken (the copy is then left out).
+func (k *Kernel) forkJob(val []byte, fork string) *jobFile {
+	var j jobFile
+	if json.Unmarshal(val, &j) != nil {
+		return nil
+	}
+	name := fork + "." + j.Name
+	if checkJobName(name) != nil {
+		return nil
+	}
+	k.sched.mu.Lock()
+	_, taken := k.sched.jobs[name]
+	k.sched.mu.Unlock()
+	if taken {
+		return nil
+	}
+	j.Name, j.Agent, j.Disabled = name, fork, true
+	j.LastDue, j.LastFired, j.LastRun, j.LastMsg = nil, nil, "", ""
+	j.Created = time.Now().UTC().Truncate(time.Second)
+	return &j
 }

@@ -216,6 +216,7 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 	k.openAdmission(k.root)
 	k.started = time.Now().UTC()
 	go k.committer()
+	k.resolveLeftApprovals()
 	return k, nil
 }
 

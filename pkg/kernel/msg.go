@@ -35,6 +35,9 @@ type talk struct {
 	// (asked once per daemon life, not at each call past it).
 	budgetMu    sync.Mutex
 	budgetAsked map[string]bool
+	// left: requests a crash left pending, resolved at start.
+	left   []approval.Request
+	keepMu sync.Mutex
 }
 
 // openTalk opens the inboxes; called by New.
@@ -46,7 +49,7 @@ func (k *Kernel) openTalk() error {
 	k.talk.inbox = ib
 	k.talk.approvals = approval.New(k.auditSeq)
 	k.talk.budgetAsked = map[string]bool{}
-	return nil
+	return k.openApprovals()
 }
 
 func (k *Kernel) closeTalk() {
@@ -264,12 +267,31 @@ func (k *Kernel) MsgIDs(c *Cred, agent string) []string {
 }
 
 // msgArrived wakes what waits for agent's messages besides receivers:
-// the schedules that fire on messages (schedule.go's msgFire).
-func (k *Kernel) msgArrived(agent, id string) {}
+// the schedules that fire on messages (schedule.go).
+func (k *Kernel) msgArrived(agent, id string) {
+	k.sched.mu.Lock()
+	on := k.sched.s != nil
+	k.sched.mu.Unlock()
+	if on {
+		go k.fireMsgJobs(agent)
+	}
+}
 
 // removeInbox drops the inbox of a removed agent.
 func (k *Kernel) removeInbox(agent string) {
 	if err := k.talk.inbox.Remove(agent); err != nil {
 		k.log.Warn("removing an inbox", "agent", agent, "err", err)
 	}
+}
+
+// MsgSlot reports whether the mount shows c, a run of another agent,
+// /agent/TO/inbox as a slot to write messages into: only when agent to
+// exists (as ox-msg send's ENOENT would tell). Whether a send is granted
+// is decided by MsgSend at the write, refused and audited there.
+func (k *Kernel) MsgSlot(c *Cred, to string) bool {
+	if c.Agent == "" || c.Agent == to || proto.CheckAgent(to) != nil {
+		return false
+	}
+	ok, err := k.agentExists(to)
+	return ok && err == nil
 }

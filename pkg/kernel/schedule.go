@@ -51,6 +51,15 @@ type jobFile struct {
 	LastDue   *time.Time `json:"last_due,omitempty"`
 	LastFired *time.Time `json:"last_fired,omitempty"`
 	LastRun   string     `json:"last_run,omitempty"`
+	// Disabled: not fired until enabled (a fork's copy of a job).
+	Disabled bool `json:"disabled,omitempty"`
+	// LastMsg: the last message a message job fired on.
+	LastMsg string `json:"last_msg,omitempty"`
+}
+
+// onMsg reports whether j fires on messages rather than on a clock.
+func (j *jobFile) onMsg() bool {
+	return j.Schedule == proto.ScheduleMessage || j.Schedule == proto.ScheduleMessages
 }
 
 // schedState is the kernel's side of the scheduler. mu orders changes to
@@ -60,6 +69,11 @@ type schedState struct {
 	mu   sync.Mutex
 	jobs map[string]*jobFile
 	s    *sched.Scheduler
+	// msgMu serializes the firings of message jobs; msgRuns: the run of
+	// each batch job while it runs (under msgMu).
+	msgMu   sync.Mutex
+	msgRuns map[string]sched.Run
+	stopped bool // under msgMu: no more message firings
 }
 
 // checkJobName: job names follow the rules of agent names.
@@ -86,6 +100,7 @@ func (k *Kernel) StartScheduler(clock sched.Clock) error {
 	}
 	k.sched.s = s
 	k.sched.jobs = map[string]*jobFile{}
+	k.sched.msgRuns = map[string]sched.Run{}
 	for _, agent := range k.state.Agents() {
 		ref := state.Ref(state.SpaceSys, agent)
 		recs, err := k.state.List(ref, sysSchedules)
@@ -106,6 +121,14 @@ func (k *Kernel) StartScheduler(clock sched.Clock) error {
 	if n := len(k.sched.jobs); n > 0 {
 		k.log.Info("schedules loaded", "jobs", n)
 	}
+	// Message jobs catch up on what came while oxiosd was down.
+	seen := map[string]bool{}
+	for _, j := range k.sched.jobs {
+		if j.onMsg() && !j.Disabled && !seen[j.Agent] {
+			seen[j.Agent] = true
+			go k.fireMsgJobs(j.Agent)
+		}
+	}
 	return nil
 }
 
@@ -124,15 +147,24 @@ func (k *Kernel) loadJob(ref, agent, name, key string) error {
 	if _, dup := k.sched.jobs[name]; dup {
 		return fmt.Errorf("job %q exists for agent %q too", name, k.sched.jobs[name].Agent)
 	}
-	sj, err := schedJob(&j)
-	if err != nil {
-		return err
-	}
-	if err := k.sched.s.Add(sj); err != nil {
+	if err := k.arm(&j); err != nil {
 		return err
 	}
 	k.sched.jobs[name] = &j
 	return nil
+}
+
+// arm hands j to the clock's scheduler, unless it is disabled or fires
+// on messages (the kernel fires those: msgArrived).
+func (k *Kernel) arm(j *jobFile) error {
+	if j.Disabled || j.onMsg() {
+		return nil
+	}
+	sj, err := schedJob(j)
+	if err != nil {
+		return err
+	}
+	return k.sched.s.Add(sj)
 }
 
 func schedJob(j *jobFile) (sched.Job, error) {
@@ -149,6 +181,9 @@ func schedJob(j *jobFile) (sched.Job, error) {
 
 // stopScheduler stops firing (at Close, before the runs end).
 func (k *Kernel) stopScheduler() {
+	k.sched.msgMu.Lock()
+	k.sched.stopped = true
+	k.sched.msgMu.Unlock()
 	k.sched.mu.Lock()
 	s := k.sched.s
 	k.sched.mu.Unlock()
@@ -163,6 +198,7 @@ func (k *Kernel) jobRecord(j *jobFile) proto.JobRecord {
 		Type: proto.RecordJob, Name: j.Name, Agent: j.Agent, Schedule: j.Schedule, TZ: j.TZ,
 		Priority: j.Priority, Overlap: j.Overlap, CatchUp: j.CatchUp, Command: j.Command, Task: j.Task,
 		Created: j.Created, LastDue: j.LastDue, LastFired: j.LastFired, LastRun: j.LastRun,
+		Disabled: j.Disabled, LastMsg: j.LastMsg,
 	}
 	if k.sched.s != nil {
 		if st, ok := k.sched.s.Status(j.Name); ok {
@@ -189,6 +225,12 @@ func (k *Kernel) jobRecord(j *jobFile) proto.JobRecord {
 		tz = "local time"
 	}
 	rec.Text = fmt.Sprintf("%s: %s (%s) for %s: %s", j.Name, j.Schedule, tz, j.Agent, what)
+	if j.onMsg() {
+		rec.Text = fmt.Sprintf("%s: on %s for %s: %s", j.Name, strings.TrimPrefix(j.Schedule, "@"), j.Agent, what)
+	}
+	if j.Disabled {
+		rec.Text += " (disabled: ox-schedule enable " + j.Name + ")"
+	}
 	return rec
 }
 
@@ -219,9 +261,16 @@ func (k *Kernel) ScheduleAdd(ctx context.Context, c *Cred, a proto.ScheduleAddAr
 	if err := sched.CheckOverlap(a.Overlap); err != nil {
 		return proto.JobRecord{}, proto.Errorf(proto.EINVAL, "%v", err)
 	}
-	spec, err := sched.Parse(a.Schedule, a.TZ)
-	if err != nil {
-		return proto.JobRecord{}, proto.Errorf(proto.EINVAL, "%v", err)
+	expr := strings.TrimSpace(a.Schedule)
+	onMsg := expr == proto.ScheduleMessage || expr == proto.ScheduleMessages
+	if !onMsg {
+		spec, err := sched.Parse(a.Schedule, a.TZ)
+		if err != nil {
+			return proto.JobRecord{}, proto.Errorf(proto.EINVAL, "%v (or @message, @messages: on messages)", err)
+		}
+		expr = spec.String()
+	} else if a.TZ != "" || a.CatchUp {
+		return proto.JobRecord{}, proto.Errorf(proto.EINVAL, "a job on messages has no time zone and no catch-up (it catches up on the messages that came while oxiosd was down)")
 	}
 	switch {
 	case len(a.Command) == 0 && strings.TrimSpace(a.Task) == "":
@@ -237,13 +286,15 @@ func (k *Kernel) ScheduleAdd(ctx context.Context, c *Cred, a proto.ScheduleAddAr
 		}
 	}
 	j := &jobFile{
-		Name: a.Name, Agent: a.Agent, Schedule: spec.String(), TZ: a.TZ, Priority: a.Priority,
+		Name: a.Name, Agent: a.Agent, Schedule: expr, TZ: a.TZ, Priority: a.Priority,
 		Overlap: a.Overlap, CatchUp: a.CatchUp, Command: a.Command, Task: a.Task,
 		Created: time.Now().UTC().Truncate(time.Second), CreatedBy: c.UID,
 	}
-	sj, err := schedJob(j)
-	if err != nil {
-		return proto.JobRecord{}, proto.Errorf(proto.EINVAL, "%v", err)
+	if onMsg {
+		// Only messages that come from now on fire it.
+		if ms := k.talk.inbox.List(a.Agent, "", false); len(ms) > 0 {
+			j.LastMsg = ms[len(ms)-1].ID
+		}
 	}
 	k.sched.mu.Lock()
 	defer k.sched.mu.Unlock()
@@ -258,7 +309,44 @@ func (k *Kernel) ScheduleAdd(ctx context.Context, c *Cred, a proto.ScheduleAddAr
 		return proto.JobRecord{}, err
 	}
 	k.sched.jobs[a.Name] = j
-	if err := k.sched.s.Add(sj); err != nil {
+	if err := k.arm(j); err != nil {
+		return proto.JobRecord{}, ioError(err)
+	}
+	return k.jobRecord(j), nil
+}
+
+// ScheduleEnable enables a disabled job (or with a.Disable disables one:
+// it stays, and does not fire).
+func (k *Kernel) ScheduleEnable(ctx context.Context, c *Cred, a proto.ScheduleEnableArgs, raw []byte) (proto.JobRecord, error) {
+	k.sched.mu.Lock()
+	defer k.sched.mu.Unlock()
+	j, err := k.job(c, proto.OpScheduleEnable, proto.ScheduleArgs{Name: a.Name, Agent: a.Agent}, raw)
+	if err != nil {
+		return proto.JobRecord{}, err
+	}
+	if j.Disabled == a.Disable {
+		return k.jobRecord(j), nil
+	}
+	verb := "enable"
+	if a.Disable {
+		verb = "disable"
+	}
+	next := *j
+	next.Disabled = a.Disable
+	if !a.Disable && next.onMsg() {
+		// Enabled, it fires on the messages that come from now on.
+		if ms := k.talk.inbox.List(next.Agent, "", false); len(ms) > 0 {
+			next.LastMsg = ms[len(ms)-1].ID
+		}
+	}
+	t := &tx{change: next.change(), entry: &audit.Entry{Actor: actor(c), Op: proto.OpScheduleEnable, Target: j.Agent + ":" + j.Name + " " + verb, Args: audit.ArgsDigest(raw)}, key: j.Name}
+	if err := k.submit(ctx, t, true); err != nil {
+		return proto.JobRecord{}, err
+	}
+	*j = next
+	if a.Disable {
+		k.sched.s.Remove(j.Name)
+	} else if err := k.arm(j); err != nil {
 		return proto.JobRecord{}, ioError(err)
 	}
 	return k.jobRecord(j), nil
@@ -421,7 +509,9 @@ func (k *Kernel) recordFiring(c *Cred, f sched.Firing, run, result string) {
 		return
 	}
 	now := time.Now().UTC()
-	if !f.Manual {
+	if f.Msg != "" {
+		j.LastMsg = f.Msg
+	} else if !f.Manual {
 		d := f.Due.UTC()
 		j.LastDue = &d
 	}
@@ -437,6 +527,8 @@ func (k *Kernel) recordFiring(c *Cred, f sched.Firing, run, result string) {
 	due := f.Due.UTC()
 	rec.Due = &due
 	switch {
+	case f.Msg != "":
+		rec.Fired = "message"
 	case f.Manual:
 		rec.Fired = "manual"
 	case f.CatchUp:
@@ -455,7 +547,8 @@ func (k *Kernel) recordFiring(c *Cred, f sched.Firing, run, result string) {
 	args, _ := json.Marshal(struct {
 		Due   time.Time `json:"due"`
 		Fired string    `json:"fired"`
-	}{due, rec.Fired})
+		Msg   string    `json:"msg,omitempty"`
+	}{due, rec.Fired, f.Msg})
 	t := &tx{
 		entry: &audit.Entry{Actor: actor(c), Op: proto.OpScheduleFire, Target: target, Args: audit.ArgsDigest(args), Result: result},
 		// The key as a replay from the audit log has it: NAME RUN.
@@ -469,4 +562,75 @@ func (k *Kernel) recordFiring(c *Cred, f sched.Firing, run, result string) {
 	if err := k.submit(context.Background(), t, true); err != nil {
 		k.log.Warn("schedule firing not recorded", "job", j.Name, "err", err)
 	}
+}
+
+// fireMsgJobs fires agent's message jobs on the messages after the last
+// each fired on: a run per message (@message), or one run for all of
+// them while none of the job runs (@messages; the run's end looks
+// again). Called on each message put into agent's inbox and at start.
+func (k *Kernel) fireMsgJobs(agent string) {
+	k.sched.msgMu.Lock()
+	defer k.sched.msgMu.Unlock()
+	if k.sched.stopped {
+		return
+	}
+	k.sched.mu.Lock()
+	var jobs []jobFile
+	for _, j := range k.sched.jobs {
+		if j.Agent == agent && j.onMsg() && !j.Disabled {
+			jobs = append(jobs, *j)
+		}
+	}
+	k.sched.mu.Unlock()
+	for _, j := range jobs {
+		msgs := k.talk.inbox.List(agent, j.LastMsg, false)
+		if len(msgs) == 0 {
+			continue
+		}
+		if j.Schedule == proto.ScheduleMessage {
+			for _, m := range msgs {
+				k.fireMsg(&j, m.ID, 1)
+			}
+			continue
+		}
+		if r := k.sched.msgRuns[j.Name]; r != nil {
+			select {
+			case <-r.Done():
+			default:
+				continue // its end fires the next batch
+			}
+		}
+		if r := k.fireMsg(&j, msgs[len(msgs)-1].ID, len(msgs)); r != nil {
+			k.sched.msgRuns[j.Name] = r
+			go func() {
+				<-r.Done()
+				k.fireMsgJobs(agent)
+			}()
+		}
+	}
+}
+
+// fireMsg starts a run of message job j for message id (the last of n),
+// and records the firing, which moves the job past id whatever came of
+// it (a refused spawn is not retried at each message).
+func (k *Kernel) fireMsg(j *jobFile, id string, n int) sched.Run {
+	c := &Cred{UID: k.uid, GID: uint32(os.Getgid()), PID: int32(os.Getpid()), Admin: true, Agent: j.Agent}
+	spec, _ := json.Marshal(j)
+	task := j.Task
+	if task != "" {
+		task += fmt.Sprintf("\n\n(%d new message(s) in your inbox, the last %s: receive them with your message tools.)", n, id)
+	}
+	_, r, err := k.spawn(context.Background(), c, proto.SpawnArgs{Agent: j.Agent, Command: j.Command, Task: task, Priority: j.Priority}, spec,
+		[]string{"OXIOS_SCHEDULE=" + j.Name, "OXIOS_MSG=" + id})
+	runID := ""
+	if r != nil {
+		runID = r.ID()
+	}
+	k.recordFiring(c, sched.Firing{Job: j.Name, Due: time.Now(), Msg: id}, runID, errCode(err))
+	j.LastMsg = id
+	if err != nil {
+		k.log.Warn("run on a message not started", "job", j.Name, "agent", j.Agent, "msg", id, "err", err)
+		return nil
+	}
+	return r
 }

@@ -162,10 +162,11 @@ func init() {
 		proto.OpBudgetCheck:  {Existing: true, Serve: unary(false, (*Kernel).BudgetCheck)},
 		proto.OpBudgetCharge: {Mutates: true, Dirties: dirtySys(sysBudget), Serve: unary(false, (*Kernel).BudgetCharge)},
 
-		proto.OpScheduleAdd:  {Mutates: true, Dirties: dirtyJob, Serve: unary(false, (*Kernel).ScheduleAdd)},
-		proto.OpScheduleRm:   {Mutates: true, Dirties: dirtyJob, Serve: unary(false, (*Kernel).ScheduleRm)},
-		proto.OpScheduleRun:  {Mutates: true, Serve: unary(false, (*Kernel).ScheduleRun)},
-		proto.OpScheduleList: {Existing: true, Serve: stream(true, (*Kernel).ScheduleList)},
+		proto.OpScheduleAdd:    {Mutates: true, Dirties: dirtyJob, Serve: unary(false, (*Kernel).ScheduleAdd)},
+		proto.OpScheduleRm:     {Mutates: true, Dirties: dirtyJob, Serve: unary(false, (*Kernel).ScheduleRm)},
+		proto.OpScheduleRun:    {Mutates: true, Serve: unary(false, (*Kernel).ScheduleRun)},
+		proto.OpScheduleEnable: {Mutates: true, Dirties: dirtyJob, Serve: unary(false, (*Kernel).ScheduleEnable)},
+		proto.OpScheduleList:   {Existing: true, Serve: stream(true, (*Kernel).ScheduleList)},
 
 		proto.OpLLMGate: {Existing: true, Serve: unary(false, (*Kernel).LLMGate)},
 

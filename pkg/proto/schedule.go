@@ -10,10 +10,28 @@ const (
 	OpScheduleRm   = "schedule.rm"
 	// OpScheduleRun fires a job now, once.
 	OpScheduleRun = "schedule.run"
+	// OpScheduleEnable enables or disables a job (a fork's copies of its
+	// source's jobs start disabled).
+	OpScheduleEnable = "schedule.enable"
 	// OpScheduleFire is the audit op of a firing (by its schedule, a
 	// catch-up at start, or schedule.run); not a request.
 	OpScheduleFire = "schedule.fire"
 )
+
+// Schedules that fire on messages instead of a clock: a run per message
+// put into the agent's inbox, or a run per batch (one run at a time; the
+// messages that came while it ran fire the next).
+const (
+	ScheduleMessage  = "@message"
+	ScheduleMessages = "@messages"
+)
+
+// ScheduleEnableArgs are the args of schedule.enable.
+type ScheduleEnableArgs struct {
+	Name    string `json:"name"`
+	Agent   string `json:"agent,omitempty"`
+	Disable bool   `json:"disable,omitempty"`
+}
 
 // RecordJob is the record type of a scheduled job.
 const RecordJob = "job"
@@ -78,6 +96,10 @@ type JobRecord struct {
 	// firing waits for it to end (overlap queue).
 	Running string `json:"running,omitempty"`
 	Pending bool   `json:"pending,omitempty"`
+	// Disabled: it does not fire until ox-schedule enable.
+	Disabled bool `json:"disabled,omitempty"`
+	// LastMsg is the last message a message job fired on.
+	LastMsg string `json:"last_msg,omitempty"`
 	// Run, Due and Fired are set on the event of a firing (the data of
 	// schedule.fired): the run it started, the time it was due, and why it
 	// fired: "schedule", "catch-up" (missed while oxiosd was down),

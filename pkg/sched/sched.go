@@ -47,6 +47,9 @@ type Firing struct {
 	Manual bool
 	// Queued: it waited for the job's last run to end (overlap queue).
 	Queued bool
+	// Msg: a message job fired on message Msg (fired by the kernel, not
+	// by the clock).
+	Msg string
 }
 
 // Hooks are what the scheduler calls. They are called without any lock of

@@ -2,12 +2,14 @@ package integration
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/oxios/oxios/pkg/llm/llmtest"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/share"
 )
@@ -336,5 +338,406 @@ func TestAskPausesExec(t *testing.T) {
 	}
 	if r := d.ox("", "ox-audit", "verify"); r.code != 0 {
 		t.Fatalf("audit verify: %+v", r)
+	}
+}
+
+// TestFUSEInboxApprovals: messages and approvals on a real mount. An
+// operator writes into an inbox; a run of another agent (unsandboxed, so
+// it sees the mount) sends through the slot of the recipient's inbox, or
+// is refused with EACCES where the policy does not grant it (audited); a
+// pending approval is a file under /approvals until decided.
+func TestFUSEInboxApprovals(t *testing.T) {
+	m := startMounted(t, daemonOpts{})
+	for _, a := range []string{"alice", "bob", "eve"} {
+		m.mustOx(t, "", "ox-state", "save", "-a", a, "hello", a)
+	}
+	m.mustOx(t, "", "ox-policy", "set", "-a", "bob", sectionPolicy(t, map[string]string{"msg": "send = []\naccept = [\"alice\"]"}))
+	m.mustOx(t, "", "ox-policy", "set", "-a", "alice", sectionPolicy(t, map[string]string{"sandbox": "isolation = \"none\"", "msg": "send = [\"bob\"]\naccept = [\"*\"]"}))
+	m.mustOx(t, "", "ox-policy", "set", "-a", "eve", sectionPolicy(t, map[string]string{"sandbox": "isolation = \"none\"", "msg": "send = [\"*\"]\naccept = [\"*\"]"}))
+	inbox := func(agent string) []proto.MsgRecord {
+		t.Helper()
+		var out []proto.MsgRecord
+		for _, l := range strings.Split(strings.TrimSpace(m.mustOx(t, "", "ox-msg", "ls", "-a", agent, "--json")), "\n") {
+			if l == "" {
+				continue
+			}
+			var r proto.MsgRecord
+			if err := json.Unmarshal([]byte(l), &r); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, r)
+		}
+		return out
+	}
+
+	// The operator: a file written is a message, named by its id once sent.
+	m.sh(t, "echo 'deploy at 5' > agent/bob/inbox/new.md")
+	got := inbox("bob")
+	if len(got) != 1 || got[0].Text != "deploy at 5" || got[0].From != "" {
+		t.Fatalf("bob's inbox after the operator's write: %+v", got)
+	}
+	id := got[0].ID
+	if ls := m.sh(t, "ls agent/bob/inbox"); ls != id+".md\n" {
+		t.Fatalf("ls inbox: %q, want %s.md", ls, id)
+	}
+	cat := m.sh(t, "cat agent/bob/inbox/"+id+".md")
+	for _, w := range []string{"id: " + id, "from: operator", "to: bob", "read: false", "---\ndeploy at 5\n"} {
+		if !strings.Contains(cat, w) {
+			t.Errorf("message file lacks %q:\n%s", w, cat)
+		}
+	}
+	// A reply through the front matter; an unknown key and a bad id are
+	// refused at close, and nothing is sent.
+	m.sh(t, "printf -- '---\\nreply_to: "+id+"\\n---\\nnoted\\n' > agent/bob/inbox/re.md")
+	if got := inbox("bob"); len(got) != 2 || got[1].ReplyTo != id || got[1].Text != "noted" {
+		t.Fatalf("reply: %+v", got)
+	}
+	for _, bad := range []string{`---\nsubject: x\n---\nhi\n`, `---\nreply_to: nope\n---\nhi\n`} {
+		// cat reports what close(2) says (a shell's redirection does not).
+		if r := sh(t, m.mnt, "printf -- '"+bad+"' | cat > agent/bob/inbox/bad.md", nil); r.code == 0 || !strings.Contains(r.stderr, "Invalid argument") {
+			t.Errorf("%q: %+v", bad, r)
+		}
+	}
+	if r := sh(t, m.mnt, "rm agent/bob/inbox/"+id+".md", nil); r.code == 0 {
+		t.Errorf("rm of a message: %+v", r)
+	}
+	if n := len(inbox("bob")); n != 2 {
+		t.Fatalf("bob has %d messages, want 2", n)
+	}
+	// Reading through the mount does not receive.
+	if out := m.mustOx(t, "", "ox-msg", "recv", "-a", "bob", "--json"); !strings.Contains(out, "deploy at 5") {
+		t.Fatalf("recv after reading the files: %q", out)
+	}
+	if cat := m.sh(t, "cat agent/bob/inbox/"+id+".md"); !strings.Contains(cat, "read: true") {
+		t.Errorf("a received message's file:\n%s", cat)
+	}
+
+	// alice's run sends through bob's slot; it sees nothing else of bob.
+	run := func(agent, script string) result {
+		return m.ox("", "ox-spawn", "-a", agent, "--", "/bin/sh", "-c", strings.ReplaceAll(script, "MNT", m.mnt))
+	}
+	said := func(r result, text string) bool { return strings.Contains(r.stdout, `"text":"`+text+`"`) }
+	r := run("alice", `ls MNT/agent/bob; printf 'from alice' | cat > MNT/agent/bob/inbox/x.md && echo sent; ls MNT/agent/bob/inbox && echo listed; cat MNT/agent/bob/inbox/`+id+`.md && echo read; cat MNT/agent/bob/state/hello && echo stole; true`)
+	if !said(r, "inbox") || said(r, "state") || !said(r, "sent") || said(r, "listed") || said(r, "read") || said(r, "stole") ||
+		!strings.Contains(r.stdout, "inbox': Permission denied") {
+		t.Fatalf("alice's run: %+v", r)
+	}
+	got = inbox("bob")
+	if last := got[len(got)-1]; last.From != "alice" || last.Text != "from alice" {
+		t.Fatalf("alice's message: %+v", last)
+	}
+	// eve's send is refused by bob's accept rule: EACCES, audited, nothing
+	// sent. A name that is no agent is absent.
+	r = run("eve", `printf 'psst' | cat > MNT/agent/bob/inbox/x.md; echo status=$?; ls MNT/agent/nobody; true`)
+	if !said(r, "status=1") || !strings.Contains(r.stdout, "Permission denied") || !strings.Contains(r.stdout, "No such file") {
+		t.Fatalf("eve's run: %+v", r)
+	}
+	if n := len(inbox("bob")); n != len(got) {
+		t.Fatalf("eve's refused message arrived")
+	}
+	if audit := m.mustOx(t, "", "ox-audit", "log", "--json"); !strings.Contains(audit, "bob:msg from eve [msg.accept]") || !strings.Contains(audit, "bob:msg from alice") {
+		t.Fatalf("the mount's sends are not audited:\n%s", audit)
+	}
+
+	// Approvals: a pending request is a file until an operator decides.
+	m.mustOx(t, "", "ox-policy", "set", "-a", "alice", sectionPolicy(t, map[string]string{"sandbox": "isolation = \"none\"", "ask": "exec = [\"wc\"]\ntimeout = \"60s\""}))
+	done := make(chan result, 1)
+	go func() { done <- run("alice", "ox-exec -- wc -c /dev/null && echo after-wc") }()
+	var aid string
+	eventually(t, "a file under /approvals", func() bool {
+		aid = strings.TrimSpace(sh(t, m.mnt, "ls approvals", nil).stdout)
+		return aid != ""
+	})
+	var rec proto.ApprovalRecord
+	if err := json.Unmarshal([]byte(m.sh(t, "cat approvals/"+aid)), &rec); err != nil || rec.State != "pending" || rec.Agent != "alice" || !strings.Contains(rec.Text, "ox-approve yes "+aid) {
+		t.Fatalf("approvals/%s: %+v %v", aid, rec, err)
+	}
+	if r := sh(t, m.mnt, "echo yes > approvals/"+aid, nil); r.code == 0 {
+		t.Fatalf("wrote an approval: %+v", r)
+	}
+	// A run of another agent sees nothing of alice's requests.
+	if r := run("eve", "ls MNT/approvals; cat MNT/approvals/"+aid+" && echo read; true"); said(r, aid) || said(r, "read") || !strings.Contains(r.stdout, "approvals/"+aid+": ") {
+		t.Fatalf("eve sees alice's approval: %+v", r)
+	}
+	m.mustOx(t, "", "ox-approve", "yes", aid)
+	if r := <-done; r.code != 0 || !said(r, "after-wc") {
+		t.Fatalf("approved run: %+v", r)
+	}
+	if ls := m.sh(t, "ls approvals"); ls != "" {
+		t.Fatalf("decided, still listed: %q", ls)
+	}
+	if r := m.ox("", "ox-audit", "verify"); r.code != 0 {
+		t.Fatalf("audit verify: %+v", r)
+	}
+}
+
+// TestApprovalAcrossRestart: a request pending at a kill -9 is resolved
+// at the next start into the policy's default, by "oxiosd restart", and
+// audited; a clean stop cancels the calls that wait instead of waiting
+// for them.
+func TestApprovalAcrossRestart(t *testing.T) {
+	d := startDaemon(t, daemonOpts{})
+	d.mustOx(t, "", "ox-state", "save", "-a", "ops", "x", "1")
+	d.mustOx(t, "", "ox-policy", "set", "-a", "ops", sectionPolicy(t, map[string]string{"ask": "exec = [\"wc\"]\ntimeout = \"10m\"\ndefault = \"deny\""}))
+	pending := func(d *daemon) proto.ApprovalRecord {
+		t.Helper()
+		var a proto.ApprovalRecord
+		eventually(t, "a pending approval", func() bool {
+			out := strings.TrimSpace(d.mustOx(t, "", "ox-approve", "ls", "--json"))
+			return out != "" && json.Unmarshal([]byte(strings.Split(out, "\n")[0]), &a) == nil
+		})
+		return a
+	}
+	d.mustOx(t, "", "ox-spawn", "-d", "-a", "ops", "--", "ox-exec", "--", "wc", "-c", "/dev/null")
+	a := pending(d)
+	d.kill9()
+
+	d2 := startDaemon(t, daemonOpts{dir: d.dir})
+	if out := d2.mustOx(t, "", "ox-approve", "ls", "--json"); strings.TrimSpace(out) != "" {
+		t.Fatalf("still pending after kill -9: %s", out)
+	}
+	var got proto.ApprovalRecord
+	for _, l := range strings.Split(strings.TrimSpace(d2.mustOx(t, "", "ox-approve", "ls", "--all", "--json")), "\n") {
+		var r proto.ApprovalRecord
+		if json.Unmarshal([]byte(l), &r) == nil && r.ID == a.ID {
+			got = r
+		}
+	}
+	if got.State != "denied" || got.DecidedBy != "oxiosd restart" || got.Op != "exec" {
+		t.Fatalf("%s after kill -9: %+v", a.ID, got)
+	}
+	if r := d2.ox("", "ox-approve", "yes", a.ID); r.code == 0 {
+		t.Fatalf("approved a request resolved at restart: %+v", r)
+	}
+	audit := d2.mustOx(t, "", "ox-audit", "log", "--json")
+	if !strings.Contains(audit, "ops:"+a.ID+" denied by oxiosd restart") {
+		t.Fatalf("the resolution is not audited:\n%s", audit)
+	}
+	// A new request gets a new id, and a clean stop does not wait for it.
+	d2.mustOx(t, "", "ox-spawn", "-d", "-a", "ops", "--", "ox-exec", "--", "wc", "-c", "/dev/null")
+	b := pending(d2)
+	if b.ID == a.ID {
+		t.Fatalf("id %s given twice", a.ID)
+	}
+	d2.stop()
+	if strings.Contains(d2.stderr.String(), "did not finish in time") {
+		t.Fatalf("the stop waited for the pending call:\n%s", d2.stderr.String())
+	}
+	d3 := startDaemon(t, daemonOpts{dir: d.dir})
+	audit = d3.mustOx(t, "", "ox-audit", "log", "--json")
+	if !strings.Contains(audit, "ops:"+b.ID+" cancelled") || strings.Contains(audit, b.ID+" denied by oxiosd restart") {
+		t.Fatalf("the clean stop's cancel:\n%s", audit)
+	}
+	if r := d3.ox("", "ox-audit", "verify"); r.code != 0 {
+		t.Fatalf("audit verify: %+v", r)
+	}
+}
+
+// TestScheduleOnMessages: a job fires a run per message, another a run
+// per batch; a fork copies the jobs disabled, and enabling one makes it
+// fire on the fork's messages.
+func TestScheduleOnMessages(t *testing.T) {
+	d := startDaemon(t, daemonOpts{})
+	d.mustOx(t, "", "ox-state", "save", "-a", "ops", "x", "1")
+	var old proto.MsgRecord // before the jobs: fires nothing
+	json.Unmarshal([]byte(d.mustOx(t, "", "ox-msg", "send", "--json", "ops", "old news")), &old)
+	// each: a run per message, which records the message it woke for.
+	d.mustOx(t, "", "ox-schedule", "add", "-a", "ops", "--name", "each", "--cron", "@message", "--overlap", "allow", "--",
+		"/bin/sh", "-c", `ox-state save "each/$OXIOS_MSG" "$OXIOS_SCHEDULE"`)
+	// batch: a run receives everything waiting, and keeps the texts.
+	d.mustOx(t, "", "ox-schedule", "add", "-a", "ops", "--name", "batch", "--cron", "@messages", "--",
+		"/bin/sh", "-c", `ox-msg recv --json | jq -r .text | while read -r t; do ox-state save "batch/$t" "$OXIOS_MSG"; done; sleep 0.3`)
+	if r := d.ox("", "ox-schedule", "add", "-a", "ops", "--name", "bad", "--cron", "@message", "--tz", "UTC", "--", "true"); r.code != 2 && r.code != 1 {
+		t.Fatalf("a message job with a time zone: %+v", r)
+	}
+	var ids []string
+	for _, text := range []string{"one", "two", "three"} {
+		var m proto.MsgRecord
+		json.Unmarshal([]byte(d.mustOx(t, "", "ox-msg", "send", "--json", "ops", text)), &m)
+		ids = append(ids, m.ID)
+	}
+	keys := func(agent, prefix string) map[string]string {
+		got := map[string]string{}
+		for k, v := range stateKeys(t, d, agent) {
+			if strings.HasPrefix(k, prefix) {
+				got[k] = v
+			}
+		}
+		return got
+	}
+	eventually10 := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 30s; state: %v\nruns: %s", what, stateKeys(t, d, "ops"), d.ox("", "ox-ps", "--all", "--json").stdout)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	eventually10("a run per message", func() bool { return len(keys("ops", "each/")) == 3 })
+	for _, id := range ids {
+		if v := keys("ops", "each/")["each/"+id]; v != "each" {
+			t.Errorf("no run of job each for %s: %v", id, keys("ops", "each/"))
+		}
+	}
+	// The batch's recv takes every unread message, the old one too.
+	eventually10("the batches", func() bool {
+		b := keys("ops", "batch/")
+		return b["batch/one"] != "" && b["batch/two"] != "" && b["batch/three"] != ""
+	})
+	if _, ok := keys("ops", "each/")["each/"+old.ID]; ok || len(keys("ops", "each/")) != 3 {
+		t.Errorf("the message before the job fired it: %v", keys("ops", "each/"))
+	}
+	jobs := d.mustOx(t, "", "ox-schedule", "ls", "--json")
+	if !strings.Contains(jobs, `"last_msg":"`+ids[2]+`"`) {
+		t.Errorf("jobs do not record the last message:\n%s", jobs)
+	}
+	eventually10("the firings audited", func() bool {
+		return strings.Count(d.mustOx(t, "", "ox-audit", "log", "--json"), `"op":"schedule.fire"`) >= 4
+	})
+
+	// The fork's copies are disabled: a message to the fork fires nothing
+	// until its job is enabled.
+	d.mustOx(t, "", "ox-fork", "ops", "exp")
+	var copyRec proto.JobRecord
+	for _, l := range strings.Split(strings.TrimSpace(d.mustOx(t, "", "ox-schedule", "ls", "-a", "exp", "--json")), "\n") {
+		var r proto.JobRecord
+		if json.Unmarshal([]byte(l), &r) == nil && r.Name == "exp.each" {
+			copyRec = r
+		}
+	}
+	if copyRec.Agent != "exp" || !copyRec.Disabled || copyRec.LastMsg != "" {
+		t.Fatalf("the fork's copy of each: %+v", copyRec)
+	}
+	d.mustOx(t, "", "ox-msg", "send", "exp", "ignored")
+	time.Sleep(500 * time.Millisecond) // a disabled job firing would show within this
+	if got := keys("exp", "each/"); len(got) != 3 {
+		t.Fatalf("a disabled copy fired: %v", got)
+	}
+	rec := d.mustOx(t, "", "ox-schedule", "enable", "--json", "exp.each")
+	if strings.Contains(rec, `"disabled":true`) {
+		t.Fatalf("enable: %s", rec)
+	}
+	var m proto.MsgRecord
+	json.Unmarshal([]byte(d.mustOx(t, "", "ox-msg", "send", "--json", "exp", "go")), &m)
+	eventually10("the enabled copy fires", func() bool { return keys("exp", "each/")["each/"+m.ID] == "exp.each" })
+	if got := keys("exp", "each/"); len(got) != 4 {
+		t.Fatalf("the copy fired on the message sent while disabled: %v", got)
+	}
+	if r := d.ox("", "ox-audit", "verify"); r.code != 0 {
+		t.Fatalf("audit verify: %+v", r)
+	}
+}
+
+// TestAskPausesLLMToolCall: an ask rule holds an LLM run's tool call
+// until an operator approves it, denies it, or it times out into the
+// default; a budget threshold asks once before the spending goes on.
+func TestAskPausesLLMToolCall(t *testing.T) {
+	wc := llmtest.Turn{ToolCalls: []llmtest.Call{call("exec", `{"argv":["wc","-c","/dev/null"]}`)}, PromptTokens: 10, CompletionTokens: 5}
+	d, s := llmDaemon(t, "",
+		wc, llmtest.Turn{Content: "approved run done"},
+		wc, llmtest.Turn{Content: "denied run done"},
+		wc, llmtest.Turn{Content: "timed-out run done"},
+		// The budget: the first answer passes the threshold; the next
+		// model call asks.
+		llmtest.Turn{ToolCalls: []llmtest.Call{call("state_list", `{}`)}, PromptTokens: 900, CompletionTokens: 100},
+		llmtest.Turn{Content: "budget run done"},
+	)
+	d.mustOx(t, "", "ox-state", "save", "-a", "ops", "x", "1")
+	setAsk := func(body string) {
+		d.mustOx(t, "", "ox-policy", "set", "-a", "ops", sectionPolicy(t, map[string]string{"ask": body}))
+	}
+	setAsk("exec = [\"wc\"]\ntimeout = \"60s\"\ndefault = \"deny\"")
+	pending := func() proto.ApprovalRecord {
+		t.Helper()
+		var a proto.ApprovalRecord
+		eventually(t, "a pending approval", func() bool {
+			out := strings.TrimSpace(d.mustOx(t, "", "ox-approve", "ls", "--json"))
+			return out != "" && json.Unmarshal([]byte(strings.Split(out, "\n")[0]), &a) == nil
+		})
+		return a
+	}
+	spawn := func() chan result {
+		done := make(chan result, 1)
+		go func() { done <- d.ox("", "ox-spawn", "-a", "ops", "--json", "count the bytes of /dev/null") }()
+		return done
+	}
+	execResult := func(r result) map[string]any {
+		t.Helper()
+		ex := toolResults(records(t, r.stdout), "exec")
+		if len(ex) != 1 {
+			t.Fatalf("exec results: %v\n%s", ex, r.stdout)
+		}
+		return ex[0]
+	}
+
+	// Approved: the run shows it waits, and the call runs once approved.
+	done := spawn()
+	a := pending()
+	if a.Op != "exec" || a.Rule != "ask.exec" || !strings.Contains(a.What, "wc") {
+		t.Fatalf("request: %+v", a)
+	}
+	if n := len(s.Requests()); n != 1 {
+		t.Fatalf("the model was asked again while the tool call waited: %d requests", n)
+	}
+	d.mustOx(t, "", "ox-approve", "yes", "-m", "ok", a.ID)
+	r := <-done
+	if ex := execResult(r); r.code != 0 || ex["error"] != nil || !strings.Contains(ex["text"].(string), "0") ||
+		!strings.Contains(r.stdout, `"type":"approval"`) || !strings.Contains(r.stdout, "approved run done") {
+		t.Fatalf("approved run: %+v", r)
+	}
+
+	// Denied: the model is told EPERM with the reason, and the run goes on.
+	done = spawn()
+	a = pending()
+	d.mustOx(t, "", "ox-approve", "no", "-m", "not on a friday", a.ID)
+	r = <-done
+	if ex := execResult(r); r.code != 0 || ex["code"] != "EPERM" || !strings.Contains(ex["text"].(string), "not on a friday") || !strings.Contains(r.stdout, "denied run done") {
+		t.Fatalf("denied run: %+v", r)
+	}
+	reqs := s.Requests()
+	var told string
+	for _, m := range reqs[len(reqs)-1].Body.Messages {
+		if m.Role == "tool" {
+			told = m.Content
+		}
+	}
+	if !strings.Contains(told, "not on a friday") {
+		t.Errorf("the model was told %q", told)
+	}
+
+	// Timed out into the default.
+	setAsk("exec = [\"wc\"]\ntimeout = \"1s\"\ndefault = \"deny\"")
+	r = <-spawn()
+	if ex := execResult(r); ex["code"] != "EPERM" || !strings.Contains(ex["text"].(string), "timeout") {
+		t.Fatalf("timed-out run: %+v", r)
+	}
+
+	// The budget threshold: the second model call waits for approval.
+	// The threshold: 500 tokens past what the runs above used.
+	var b proto.BudgetRecord
+	if err := json.Unmarshal([]byte(d.mustOx(t, "", "ox-budget", "show", "-a", "ops", "--json")), &b); err != nil {
+		t.Fatal(err)
+	}
+	setAsk(fmt.Sprintf("tokens = %d\ntimeout = \"60s\"\ndefault = \"deny\"", b.Used.Tokens+500))
+	before := len(s.Requests())
+	done = spawn()
+	a = pending()
+	if a.Op != "budget.check" || a.Rule != "ask.tokens" {
+		t.Fatalf("budget request: %+v", a)
+	}
+	if n := len(s.Requests()) - before; n != 1 {
+		t.Fatalf("%d model calls before the approval, want 1", n)
+	}
+	d.mustOx(t, "", "ox-approve", "yes", a.ID)
+	if r := <-done; r.code != 0 || !strings.Contains(r.stdout, "budget run done") {
+		t.Fatalf("budget run: %+v", r)
+	}
+	audit := d.mustOx(t, "", "ox-audit", "log", "--json")
+	for _, w := range []string{"approved by uid=", "denied by uid=", "denied by timeout"} {
+		if !strings.Contains(audit, w) {
+			t.Errorf("audit lacks %q", w)
+		}
 	}
 }

@@ -1,0 +1,402 @@
+package fs
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"syscall"
+	"time"
+
+	fusefs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/oxios/oxios/pkg/kernel"
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+// The messages and approvals view:
+//
+//   - /agent/NAME/inbox/ID.md is a message of NAME's inbox (front matter,
+//     then the text, then attached records as JSON lines), read-only;
+//     reading one does not receive it (ox-msg recv does). Creating a file
+//     there sends its content as a message to NAME once it is closed,
+//     like a memory's file (memNew): the name is only a handle, and the
+//     message's own ID.md takes its place. A front matter may give
+//     reply_to. Whoever may act on NAME may write there (the admin sends
+//     as an operator, a run of NAME to itself).
+//   - a run of another agent (one whose sandbox shows it the mount) sees
+//     /agent/NAME as a folder holding only inbox/, write-only: it may
+//     create files there and nothing else. Whether the send is granted is
+//     the policies' msg rules, decided by msg.send at close(2): refused
+//     with EACCES, and audited, like every send.
+//   - /approvals/ID is a pending approval request as a JSON record; an
+//     operator decides with ox-approve yes|no ID.
+
+// inboxDir is /agent/NAME/inbox. Whether a caller sees it whole or as
+// the write-only slot of a run of another agent is decided per call:
+// the kernel's entry cache is one for all callers.
+type inboxDir struct {
+	fusefs.Inode
+	fs    *FS
+	agent string
+}
+
+func (d *inboxDir) check(ctx context.Context) (*kernel.Cred, syscall.Errno) {
+	c, _, e := d.checkSlot(ctx)
+	return c, e
+}
+
+// checkSlot is check, and whether the caller may only send.
+func (d *inboxDir) checkSlot(ctx context.Context) (*kernel.Cred, bool, syscall.Errno) {
+	c, e := d.fs.cred(ctx)
+	if e != 0 {
+		return nil, false, e
+	}
+	if d.fs.k.MayAct(c, d.agent) != nil && d.fs.k.MsgSlot(c, d.agent) {
+		return c, true, 0
+	}
+	c, e = d.fs.may(ctx, d.agent)
+	return c, false, e
+}
+
+func (d *inboxDir) fill(a *fuse.Attr) {
+	*a = fuse.Attr{Mode: syscall.S_IFDIR | 0o755, Nlink: 1}
+	a.SetTimes(&d.fs.started, &d.fs.started, &d.fs.started)
+	d.fs.setAttrOwner(a)
+}
+
+func (d *inboxDir) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	if _, e := d.check(ctx); e != 0 {
+		return e
+	}
+	d.fill(&out.Attr)
+	return 0
+}
+
+func (d *inboxDir) Access(ctx context.Context, mask uint32) syscall.Errno {
+	_, slot, e := d.checkSlot(ctx)
+	if e != 0 {
+		return e
+	}
+	if slot && mask&4 != 0 { // R_OK
+		return syscall.EACCES
+	}
+	return 0
+}
+
+func (d *inboxDir) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	return d.fs.statfs(out)
+}
+
+func (d *inboxDir) pending(name string) *memNew {
+	if ch := d.GetChild(name); ch != nil {
+		if n, ok := ch.Operations().(*memNew); ok && n.open() {
+			return n
+		}
+	}
+	return nil
+}
+
+// msgID returns the id of a message's file name, if name is one.
+func msgID(name string) (string, bool) {
+	id, ok := strings.CutSuffix(name, ".md")
+	return id, ok && len(id) > 1 && id[0] == 'm' && strings.Trim(id[1:], "0123456789") == ""
+}
+
+func (d *inboxDir) message(ctx context.Context, name, id string) *fusefs.Inode {
+	if ch := d.GetChild(name); ch != nil {
+		if _, ok := ch.Operations().(*genFile); ok {
+			return ch
+		}
+	}
+	g := d.fs.newGen(d.agent, func(ctx context.Context, c *kernel.Cred) ([]byte, error) {
+		rec, err := d.fs.k.MsgRead(c, d.agent, id)
+		if err != nil {
+			return nil, err
+		}
+		return msgFile(&rec), nil
+	})
+	return d.NewInode(ctx, g, fusefs.StableAttr{Mode: syscall.S_IFREG})
+}
+
+func (d *inboxDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	c, slot, e := d.checkSlot(ctx)
+	if e != 0 {
+		return nil, e
+	}
+	if n := d.pending(name); n != nil {
+		n.entry(out)
+		return n.EmbeddedInode(), 0
+	}
+	id, ok := msgID(name)
+	if slot || !ok {
+		return nil, syscall.ENOENT
+	}
+	if _, err := d.fs.k.MsgRead(c, d.agent, id); err != nil {
+		return nil, errno(err)
+	}
+	ch := d.message(ctx, name, id)
+	out.SetEntryTimeout(noCache)
+	out.SetAttrTimeout(noCache)
+	return ch, ch.Operations().(*genFile).attr(ctx, c, &out.Attr)
+}
+
+func (d *inboxDir) OpendirHandle(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
+	c, slot, e := d.checkSlot(ctx)
+	if e != 0 {
+		return nil, 0, e
+	}
+	if slot {
+		return nil, 0, syscall.EACCES // another agent's inbox: write-only
+	}
+	var ents []entry
+	for _, id := range d.fs.k.MsgIDs(c, d.agent) {
+		ents = append(ents, entry{name: id + ".md"})
+	}
+	for name, ch := range d.Children() {
+		if n, ok := ch.Operations().(*memNew); ok && n.open() {
+			ents = append(ents, entry{name: name, rec: &proto.StateRecord{}})
+		}
+	}
+	l := newListing(&d.Inode, ents)
+	l.node = func(ctx context.Context, e *entry) *fusefs.Inode {
+		if e.rec != nil {
+			if n := d.pending(e.name); n != nil {
+				return n.EmbeddedInode()
+			}
+			n := d.newFile(e.name)
+			n.done = true
+			return d.NewInode(ctx, n, fusefs.StableAttr{Mode: syscall.S_IFREG})
+		}
+		id, _ := msgID(e.name)
+		return d.message(ctx, e.name, id)
+	}
+	l.attr = func(ctx context.Context, e *entry, ch *fusefs.Inode, out *fuse.EntryOut) syscall.Errno {
+		switch n := ch.Operations().(type) {
+		case *genFile:
+			out.SetEntryTimeout(noCache)
+			out.SetAttrTimeout(noCache)
+			return n.attr(ctx, c, &out.Attr)
+		case *memNew:
+			n.entry(out)
+		}
+		return 0
+	}
+	return l, 0, 0
+}
+
+// newFile makes the node of a message being written.
+func (d *inboxDir) newFile(name string) *memNew {
+	n := &memNew{fs: d.fs, parent: &d.Inode, name: name, mtime: time.Now(), check: d.check,
+		what: "message to " + d.agent,
+		keep: func(ctx context.Context, c *kernel.Cred, b []byte) error {
+			args, err := msgInput(b)
+			if err != nil {
+				return err
+			}
+			args.To = d.agent
+			raw, _ := json.Marshal(args)
+			_, err = d.fs.k.MsgSend(ctx, c, args, raw)
+			if isCode(err, proto.EPERM) {
+				return syscall.EACCES // the policy's refusal, audited by msg.send
+			}
+			return err
+		}}
+	n.buf.Max = d.fs.maxValue
+	return n
+}
+
+func (d *inboxDir) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, fusefs.FileHandle, uint32, syscall.Errno) {
+	c, slot, e := d.checkSlot(ctx)
+	if e != 0 {
+		return nil, nil, 0, e
+	}
+	if !newMemName(name) {
+		return nil, nil, 0, syscall.EINVAL
+	}
+	if d.pending(name) != nil {
+		return nil, nil, 0, syscall.EEXIST
+	}
+	if id, ok := msgID(name); ok && !slot {
+		if _, err := d.fs.k.MsgRead(c, d.agent, id); err == nil {
+			return nil, nil, 0, syscall.EEXIST
+		}
+	}
+	n := d.newFile(name)
+	n.writers = 1
+	ch := d.NewInode(ctx, n, fusefs.StableAttr{Mode: syscall.S_IFREG})
+	n.entry(out)
+	return ch, &memHandle{n: n, cred: c, write: true, append: flags&syscall.O_APPEND != 0}, fuse.FOPEN_DIRECT_IO, 0
+}
+
+func (d *inboxDir) Unlink(ctx context.Context, name string) syscall.Errno {
+	if _, e := d.check(ctx); e != 0 {
+		return e
+	}
+	if n := d.pending(name); n != nil && n.discard() {
+		return 0
+	}
+	return syscall.EPERM // a message stays; ox-msg recv marks it read
+}
+
+func (d *inboxDir) Setattr(ctx context.Context, fh fusefs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	return syscall.EPERM
+}
+func (d *inboxDir) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	return nil, syscall.EPERM
+}
+func (d *inboxDir) Rmdir(ctx context.Context, name string) syscall.Errno { return syscall.EPERM }
+func (d *inboxDir) Mknod(ctx context.Context, name string, mode, dev uint32, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	return nil, syscall.EPERM
+}
+func (d *inboxDir) Rename(ctx context.Context, name string, newParent fusefs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	return syscall.EPERM
+}
+func (d *inboxDir) Link(ctx context.Context, target fusefs.InodeEmbedder, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	return nil, syscall.EPERM
+}
+func (d *inboxDir) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	return nil, syscall.EPERM
+}
+
+// msgFile is a message's file: a front matter, the text, and attached
+// records one JSON line each after a line "---".
+func msgFile(m *proto.MsgRecord) []byte {
+	var b bytes.Buffer
+	from := m.From
+	if from == "" {
+		from = "operator"
+	}
+	fmt.Fprintf(&b, "---\nid: %s\nfrom: %s\nto: %s\ntime: %s\n", m.ID, from, m.Agent, m.Time.Format(time.RFC3339Nano))
+	if m.Sender != "" {
+		fmt.Fprintf(&b, "sender: %s\n", m.Sender)
+	}
+	if m.ReplyTo != "" {
+		fmt.Fprintf(&b, "reply_to: %s\n", m.ReplyTo)
+	}
+	fmt.Fprintf(&b, "read: %t\n---\n%s\n", m.Read, m.Text)
+	if len(m.Records) > 0 {
+		b.WriteString("---\n")
+		for _, r := range m.Records {
+			b.Write(r)
+			b.WriteByte('\n')
+		}
+	}
+	return b.Bytes()
+}
+
+// msgInput reads a file written into an inbox: the text, or a front
+// matter and the text. Of the front matter only reply_to is taken; id,
+// from, to, time, sender and read are the kernel's (so a message's file
+// copied into another inbox forwards its text).
+func msgInput(b []byte) (proto.MsgSendArgs, error) {
+	var a proto.MsgSendArgs
+	rest, ok := bytes.CutPrefix(b, []byte("---\n"))
+	if !ok {
+		rest = b
+	}
+	for line := 2; ok; line++ {
+		l, after, found := bytes.Cut(rest, []byte("\n"))
+		if !found {
+			return a, proto.Errorf(proto.EINVAL, "front matter line %d: not closed by \"---\"", line)
+		}
+		rest = after
+		if string(l) == "---" {
+			break
+		}
+		k, v, found := strings.Cut(string(l), ":")
+		if !found {
+			return a, proto.Errorf(proto.EINVAL, "front matter line %d: want \"key: value\"", line)
+		}
+		switch strings.TrimSpace(k) {
+		case "id", "from", "to", "time", "sender", "read":
+		case "reply_to":
+			a.ReplyTo = strings.TrimSpace(v)
+		default:
+			return a, proto.Errorf(proto.EINVAL, "front matter line %d: unknown key %q (reply_to is the one a sender gives)", line, k)
+		}
+	}
+	a.Text = strings.TrimRight(string(rest), "\n")
+	return a, nil
+}
+
+// approvalsDir is /approvals: the pending approval requests the caller
+// may see, one file each.
+type approvalsDir struct {
+	fusefs.Inode
+	readOnly
+	fs *FS
+}
+
+func (d *approvalsDir) fill(a *fuse.Attr) {
+	*a = fuse.Attr{Mode: syscall.S_IFDIR | 0o555, Nlink: 1}
+	a.SetTimes(&d.fs.started, &d.fs.started, &d.fs.started)
+	d.fs.setAttrOwner(a)
+}
+
+func (d *approvalsDir) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	if _, e := d.fs.cred(ctx); e != 0 {
+		return e
+	}
+	d.fill(&out.Attr)
+	return 0
+}
+
+func (d *approvalsDir) Access(ctx context.Context, mask uint32) syscall.Errno {
+	if _, e := d.fs.cred(ctx); e != 0 {
+		return e
+	}
+	if mask&2 != 0 {
+		return syscall.EACCES
+	}
+	return 0
+}
+
+func (d *approvalsDir) request(ctx context.Context, id string) *fusefs.Inode {
+	if ch := d.GetChild(id); ch != nil {
+		return ch
+	}
+	g := d.fs.newGen("", func(ctx context.Context, c *kernel.Cred) ([]byte, error) {
+		rec, err := d.fs.k.ApprovalRead(c, id)
+		if err != nil {
+			return nil, err
+		}
+		return jsonLine(rec)
+	})
+	return d.NewInode(ctx, g, fusefs.StableAttr{Mode: syscall.S_IFREG})
+}
+
+func (d *approvalsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
+	c, e := d.fs.cred(ctx)
+	if e != 0 {
+		return nil, e
+	}
+	if _, err := d.fs.k.ApprovalRead(c, name); err != nil {
+		return nil, errno(err)
+	}
+	ch := d.request(ctx, name)
+	out.SetEntryTimeout(noCache)
+	out.SetAttrTimeout(noCache)
+	return ch, ch.Operations().(*genFile).attr(ctx, c, &out.Attr)
+}
+
+func (d *approvalsDir) OpendirHandle(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
+	c, e := d.fs.cred(ctx)
+	if e != 0 {
+		return nil, 0, e
+	}
+	var ents []entry
+	for _, id := range d.fs.k.ApprovalIDs(c) {
+		ents = append(ents, entry{name: id})
+	}
+	l := newListing(&d.Inode, ents)
+	l.node = func(ctx context.Context, e *entry) *fusefs.Inode { return d.request(ctx, e.name) }
+	l.attr = func(ctx context.Context, e *entry, ch *fusefs.Inode, out *fuse.EntryOut) syscall.Errno {
+		out.SetEntryTimeout(noCache)
+		out.SetAttrTimeout(noCache)
+		return ch.Operations().(*genFile).attr(ctx, c, &out.Attr)
+	}
+	return l, 0, 0
+}
