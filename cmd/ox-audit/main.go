@@ -67,6 +67,7 @@ func main() {
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "data", Usage: "verify the log of data dir `DIR` offline, without the daemon", TakesFile: true},
 				&cli.StringFlag{Name: "file", Usage: "verify the export `FILE` ('-' for stdin)", TakesFile: true},
+				&cli.BoolFlag{Name: "local", Usage: "in a fleet, do not hold the log to the heads of it the peers witnessed"},
 				cliutil.SocketFlag, cliutil.JSONFlag,
 			},
 			Action: verifyCmd,
@@ -266,6 +267,7 @@ func verifyCmd(c *cli.Context) error {
 	}
 	data, file := c.String("data"), c.String("file")
 	var rec proto.AuditVerify
+	var witnessed []proto.WitnessRecord
 	switch {
 	case data != "" && file != "":
 		return cliutil.Usagef("give --data or --file, not both")
@@ -304,6 +306,15 @@ func verifyCmd(c *cli.Context) error {
 		if rec, err = cl.AuditVerify(c.Context); err != nil {
 			return err
 		}
+		if rec.OK && !c.Bool("local") {
+			// In a fleet, the peers kept heads of this log: a rewrite
+			// that re-hashed its chain still differs from them.
+			err := cl.FleetWitness(c.Context, func(w proto.WitnessRecord) error { witnessed = append(witnessed, w); return nil })
+			var pe *proto.Error
+			if err != nil && !(errors.As(err, &pe) && (pe.Code == proto.ENOTCONN || pe.Code == proto.ENOSYS)) {
+				return err
+			}
+		}
 	}
 	p := cliutil.NewPrinter(c)
 	if p.JSON {
@@ -323,6 +334,31 @@ func verifyCmd(c *cli.Context) error {
 			where = fmt.Sprintf(" at entry %d", rec.FirstBad)
 		}
 		return cliutil.Failf("%s: audit log does NOT verify%s: %s (the %d entries before it link)", rec.Source, where, rec.Problem, rec.Entries)
+	}
+	return witnessReport(c, witnessed)
+}
+
+// witnessReport prints what the peers' heads said of the log and fails
+// (exit 1) when one of them no longer matches it.
+func witnessReport(c *cli.Context, ws []proto.WitnessRecord) error {
+	p := cliutil.NewPrinter(c)
+	var bad []string
+	for i := range ws {
+		w := &ws[i]
+		if p.JSON {
+			p.Print(w)
+		} else {
+			fmt.Println(w.Text)
+		}
+		if !w.OK {
+			bad = append(bad, w.Problem)
+		}
+	}
+	if err := p.Flush(); err != nil {
+		return cliutil.Failf("writing stdout: %v", err)
+	}
+	if len(bad) > 0 {
+		return cliutil.Failf("audit log does NOT match what the fleet witnessed: %s", strings.Join(bad, "; "))
 	}
 	return nil
 }
