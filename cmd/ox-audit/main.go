@@ -50,6 +50,7 @@ func main() {
 			Flags: append([]cli.Flag{
 				&cli.IntFlag{Name: "n", Value: 10, Usage: "print the last `N` entries first"},
 				&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "wait for new entries and print them (until interrupted)"},
+				&cli.BoolFlag{Name: "fleet", Aliases: []string{"F"}, Usage: "the entries of every node of the fleet, each with its node"},
 			}, filters...),
 			Action: tailCmd,
 		},
@@ -160,16 +161,22 @@ func tailCmd(c *cli.Context) error {
 
 // entryPrinter prints entry lines verbatim (JSON), or as a table row.
 type entryPrinter struct {
-	raw *bufio.Writer
-	tab *cliutil.Printer
+	raw   *bufio.Writer
+	tab   *cliutil.Printer
+	fleet bool // a NODE column
 }
 
 func newEntryPrinter(c *cli.Context) *entryPrinter {
-	p := cliutil.NewPrinter(c, "SEQ", "TIME", "ACTOR", "OP", "TARGET", "RESULT")
+	cols := []string{"SEQ", "TIME", "ACTOR", "OP", "TARGET", "RESULT"}
+	fleet := c.Bool("fleet")
+	if fleet {
+		cols = append([]string{"NODE"}, cols...)
+	}
+	p := cliutil.NewPrinter(c, cols...)
 	if p.JSON {
 		return &entryPrinter{raw: bufio.NewWriterSize(os.Stdout, 64<<10)}
 	}
-	return &entryPrinter{tab: p}
+	return &entryPrinter{tab: p, fleet: fleet}
 }
 
 func (p *entryPrinter) print(line []byte) error {
@@ -182,7 +189,13 @@ func (p *entryPrinter) print(line []byte) error {
 		return fmt.Errorf("the daemon sent an entry of unknown shape: %.80s", line)
 	}
 	t, _ := time.Parse(time.RFC3339Nano, in.Time)
-	return p.tab.Print(nil, strconv.FormatUint(in.Seq, 10), t.Local().Format("2006-01-02 15:04:05"), actor(in.Actor), in.Op, in.Target, in.Result)
+	row := []string{strconv.FormatUint(in.Seq, 10), t.Local().Format("2006-01-02 15:04:05"), actor(in.Actor), in.Op, in.Target, in.Result}
+	if p.fleet {
+		var n struct{ Node string }
+		json.Unmarshal(line, &n)
+		row = append([]string{n.Node}, row...)
+	}
+	return p.tab.Print(nil, row...)
 }
 
 func (p *entryPrinter) flush() error {
@@ -213,7 +226,7 @@ func printEntries(c *cli.Context, a proto.AuditLogArgs) error {
 	}
 	defer cl.Close()
 	p := newEntryPrinter(c)
-	err = cl.AuditLog(c.Context, a, func(line json.RawMessage) error {
+	each := func(line json.RawMessage) error {
 		if err := p.print(line); err != nil {
 			return err
 		}
@@ -221,7 +234,14 @@ func printEntries(c *cli.Context, a proto.AuditLogArgs) error {
 			return p.flush() // a follower sees each entry as it comes
 		}
 		return nil
-	})
+	}
+	if c.Bool("fleet") {
+		// An entry carries its node: the line is no longer the one its
+		// hash covers, which ox-audit verify checks on that node.
+		err = cliutil.FleetStream(c.Context, cl, proto.OpAuditLog, a, each)
+	} else {
+		err = cl.AuditLog(c.Context, a, each)
+	}
 	ferr := p.flush()
 	if a.Follow && c.Context.Err() != nil {
 		return nil // interrupted: the normal end of tail -f

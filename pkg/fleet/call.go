@@ -215,13 +215,18 @@ func (f *Fleet) callOne(ctx context.Context, node string, cred callerCred, op st
 	timer := time.NewTimer(quiet)
 	defer timer.Stop()
 	var run string
-	items := 0
+	items, misses := 0, 0
 	for {
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-timer.C:
-			if n, err := f.node(ctx, node); err != nil || !n.Alive {
+			// Only the node's daemon answers its ping, over core NATS
+			// (no JetStream leader to wait for): no answer three times in
+			// a row, and the node is taken for lost.
+			if f.ping(ctx, node) {
+				misses = 0
+			} else if misses++; misses >= 3 {
 				what := op
 				if run != "" {
 					what = "run " + run
@@ -236,7 +241,7 @@ func (f *Fleet) callOne(ctx context.Context, node string, cred callerCred, op st
 				}
 				// The ordered consumer recreates itself on most errors;
 				// those it returns are worth a line and a retry.
-				f.log.Debug("fleet: reading a call's records", "node", node, "err", n.err)
+				f.log.Warn("fleet: reading a call's records", "node", node, "err", n.err)
 				continue
 			}
 			timer.Reset(quiet)
@@ -268,6 +273,17 @@ func (f *Fleet) callOne(ctx context.Context, node string, cred callerCred, op st
 			}
 		}
 	}
+}
+
+// ping reports whether node's daemon answers.
+func (f *Fleet) ping(ctx context.Context, node string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, err := f.nc.RequestWithContext(ctx, subjPing+node, nil)
+	if err != nil {
+		f.log.Warn("fleet: a node did not answer its ping", "node", node, "err", err)
+	}
+	return err == nil
 }
 
 // withNode adds "node" to a record (an object) that has none.

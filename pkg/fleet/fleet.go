@@ -11,7 +11,6 @@ package fleet
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -37,6 +36,8 @@ const (
 	subjCancel  = "oxios.cancel."  // + call id: the caller went away
 	subjHead    = "oxios.head."    // + node: its audit head
 	subjWitness = "oxios.witness." // + node: who holds heads of it?
+	subjPing    = "oxios.ping."    // + node: is its daemon there?
+	subjHash    = "oxios.hash."    // + node: its hash of an entry now
 )
 
 // Kernel is what the fleet calls of its node's kernel.
@@ -292,15 +293,22 @@ func (f *Fleet) Nodes(ctx context.Context) ([]proto.NodeRecord, error) {
 	if err != nil {
 		return nil, err
 	}
-	keys, err := kv.Keys(wctx)
-	if err != nil && !errors.Is(err, jetstream.ErrNoKeysFound) {
+	// The keys from the stream's subjects, not kv.Keys: its watcher is a
+	// consumer that may sit on a server just lost, and hang.
+	st, err := f.js.Stream(wctx, "KV_"+bucketNodes)
+	if err != nil {
+		return nil, proto.Errorf(proto.EHOSTUNREACH, "fleet: listing nodes: %v", err)
+	}
+	info, err := st.Info(wctx, jetstream.WithSubjectFilter("$KV."+bucketNodes+".>"))
+	if err != nil {
 		return nil, proto.Errorf(proto.EHOSTUNREACH, "fleet: listing nodes: %v", err)
 	}
 	var out []proto.NodeRecord
-	for _, key := range keys {
+	for subj := range info.State.Subjects {
+		key := strings.TrimPrefix(subj, "$KV."+bucketNodes+".")
 		e, err := kv.Get(wctx, key)
 		if err != nil {
-			continue
+			continue // deleted (a node that left), or expired
 		}
 		var rec proto.NodeRecord
 		if json.Unmarshal(e.Value(), &rec) != nil {

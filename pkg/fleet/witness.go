@@ -33,6 +33,7 @@ type witnesses struct {
 	heads  map[string][]proto.WitnessHead
 	alarms map[string]string
 	files  map[string]*os.File
+	busy   map[string]bool
 }
 
 // witnessLine is one line of a peer's file: a head, or an alarm.
@@ -45,7 +46,7 @@ func openWitnesses(dir string, log *slog.Logger) (*witnesses, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("fleet: %v", err)
 	}
-	w := &witnesses{dir: dir, log: log, heads: map[string][]proto.WitnessHead{}, alarms: map[string]string{}, files: map[string]*os.File{}}
+	w := &witnesses{dir: dir, log: log, heads: map[string][]proto.WitnessHead{}, alarms: map[string]string{}, files: map[string]*os.File{}, busy: map[string]bool{}}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("fleet: %v", err)
@@ -90,32 +91,69 @@ func thin(h []proto.WitnessHead) []proto.WitnessHead {
 }
 
 // see keeps a head that node published, and says (alarm) when it goes
-// back or names an entry seen before with another hash.
-func (w *witnesses) see(node string, h proto.WitnessHead) {
+// back or names an entry seen before with another hash. It returns the
+// head kept before, when the new one went past it.
+func (w *witnesses) see(node string, h proto.WitnessHead) (proto.WitnessHead, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	hs := w.heads[node]
 	var alarm string
+	var past proto.WitnessHead
 	if n := len(hs); n > 0 {
 		last := hs[n-1]
 		switch {
 		case h.Seq == last.Seq && h.Hash == last.Hash:
-			return
+			return past, false
+		case h.Seq > last.Seq:
+			past = last
 		case h.Seq == last.Seq:
 			alarm = fmt.Sprintf("node %s published entry %d with hash %.16s, seen before as %.16s at %s: its log was rewritten", node, h.Seq, h.Hash, last.Hash, last.Time.Format(time.RFC3339))
 		case h.Seq < last.Seq:
 			alarm = fmt.Sprintf("node %s published head %d after head %d (seen %s): its log went back", node, h.Seq, last.Seq, last.Time.Format(time.RFC3339))
 		}
 	}
-	if alarm != "" && w.alarms[node] == "" {
-		w.log.Error("fleet: audit head of a peer does not follow what it published before", "node", node, "alarm", alarm)
-		w.alarms[node] = alarm
-		w.write(node, witnessLine{Alarm: alarm})
+	if alarm != "" {
+		w.raiseLocked(node, alarm)
 	}
 	// Kept even after an alarm: the older heads are the evidence, and
 	// the newer ones what the node's own verify is held to.
 	w.heads[node] = thin(append(hs, h))
 	w.write(node, witnessLine{WitnessHead: h})
+	return past, past.Seq != 0
+}
+
+func (w *witnesses) raise(node, alarm string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.raiseLocked(node, alarm)
+}
+
+// raiseLocked keeps the first alarm of node (it stays until the data dir's
+// fleet/witness/NODE.jsonl is cleared by the admin).
+func (w *witnesses) raiseLocked(node, alarm string) {
+	if w.alarms[node] != "" {
+		return
+	}
+	w.log.Error("fleet: the audit log of a peer does not match the heads it published", "node", node, "alarm", alarm)
+	w.alarms[node] = alarm
+	w.write(node, witnessLine{Alarm: alarm})
+}
+
+// checking claims the one recheck of node in flight; checked ends it.
+func (w *witnesses) checking(node string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.busy[node] {
+		return false
+	}
+	w.busy[node] = true
+	return true
+}
+
+func (w *witnesses) checked(node string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.busy, node)
 }
 
 func (w *witnesses) write(node string, l witnessLine) {
@@ -167,7 +205,51 @@ func (f *Fleet) seeHead(m *nats.Msg) {
 	if json.Unmarshal(m.Data, &h) != nil || h.Seq == 0 {
 		return
 	}
-	f.wit.see(node, h)
+	if last, ok := f.wit.see(node, h); ok && f.wit.checking(node) {
+		go f.recheck(node, last)
+	}
+}
+
+// recheck asks node for the hash it has now at an entry this node saw it
+// publish before: a log rewritten and grown past its old head publishes
+// no head that contradicts one kept, but its old entries changed.
+func (f *Fleet) recheck(node string, old proto.WitnessHead) {
+	defer f.wit.checked(node)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	q, _ := json.Marshal(old)
+	m, err := f.nc.RequestWithContext(ctx, subjHash+node, q)
+	if err != nil {
+		f.log.Debug("fleet: a peer's hash of an old head", "node", node, "seq", old.Seq, "err", err)
+		return // gone, or busy: the next head asks again
+	}
+	var got proto.WitnessHead
+	if json.Unmarshal(m.Data, &got) != nil {
+		return
+	}
+	f.log.Debug("fleet: rechecked a peer's old head", "node", node, "seq", old.Seq, "same", got.Hash == old.Hash)
+	if got.Hash != old.Hash {
+		now := "no such entry"
+		if got.Hash != "" {
+			now = fmt.Sprintf("hash %.16s", got.Hash)
+		}
+		f.wit.raise(node, fmt.Sprintf("node %s now has %s at entry %d, which it published as %.16s at %s: its log was rewritten or cut",
+			node, now, old.Seq, old.Hash, old.Time.Format(time.RFC3339)))
+	}
+}
+
+// answerHash tells a peer the local hash of the entry it names.
+func (f *Fleet) answerHash(m *nats.Msg) {
+	var q proto.WitnessHead
+	if json.Unmarshal(m.Data, &q) != nil || q.Seq == 0 || m.Reply == "" {
+		return
+	}
+	h, err := f.hashAt(context.Background(), q.Seq)
+	if err != nil {
+		return
+	}
+	b, _ := json.Marshal(proto.WitnessHead{Seq: q.Seq, Hash: h, Time: time.Now().UTC()})
+	m.Respond(b)
 }
 
 // witnessAnswer is what a peer holds of a node's heads.
