@@ -140,6 +140,8 @@ func Join(ctx context.Context, cfg config.Fleet, o Options) (*Fleet, error) {
 		subjCall + f.name: f.serveCall,
 		subjHead + "*":    f.seeHead,
 		subjWitness + "*": f.answerWitness,
+		subjPing + f.name: func(m *nats.Msg) { m.Respond(nil) },
+		subjHash + f.name: func(m *nats.Msg) { go f.answerHash(m) },
 	} {
 		sub, err := nc.Subscribe(subj, h)
 		if err != nil {
