@@ -41,6 +41,9 @@ func (f Fleet) On() bool { return len(f.Servers) > 0 }
 // resolveFleet checks the [fleet] table and fills its defaults.
 func (c *Config) resolveFleet() error {
 	f := &c.Fleet
+	if len(f.Servers) == 0 {
+		f.Servers = nil // "servers = []" is no servers
+	}
 	if f.Heartbeat <= 0 {
 		f.Heartbeat = Duration(2 * time.Second)
 	}

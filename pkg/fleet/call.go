@@ -289,7 +289,9 @@ func (f *Fleet) ping(ctx context.Context, node string) bool {
 // withNode adds "node" to a record (an object) that has none.
 func withNode(rec json.RawMessage, node string) []byte {
 	rec = bytes.TrimSpace(rec)
-	if len(rec) < 2 || rec[0] != '{' || bytes.Contains(rec, []byte(`"node":`)) {
+	// Only a record that begins with its node has one: a "node" inside a
+	// value (a run's output) must not pass for it.
+	if len(rec) < 2 || rec[0] != '{' || bytes.HasPrefix(rec, []byte(`{"node":`)) {
 		return rec
 	}
 	out := make([]byte, 0, len(rec)+len(node)+12)

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -231,6 +232,25 @@ func TestFleet(t *testing.T) {
 		}
 		if r.code != 0 || !onC {
 			t.Fatalf("ox-ps --fleet on a does not show the run on c (exit %d):\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		r = a.ox("", "ox-top", "--fleet", "--json", "-n", "1")
+		nodes := map[any]bool{}
+		for _, rec := range fleetRecords(t, r.stdout) {
+			if rec["type"] == "resources" {
+				nodes[rec["node"]] = true
+			}
+		}
+		if r.code != 0 || len(nodes) != 3 || !nodes["a"] || !nodes["b"] || !nodes["c"] {
+			t.Fatalf("ox-top --fleet: want a resources record of a, b and c (exit %d):\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		// A call carries only the ops that may travel: the refusal is
+		// the caller's daemon's, audited there.
+		cl := a.client(t)
+		if _, err := cl.FleetCall(context.Background(), "b", "state.save", map[string]string{"agent": "ops", "key": "x", "value": "y"}, func(json.RawMessage) error { return nil }); err == nil || !strings.Contains(err.Error(), "does not go to other nodes") {
+			t.Fatalf("fleet.call of state.save: %v", err)
+		}
+		if s := a.ox("", "ox-audit", "log", "--json", "--op", "fleet.call").stdout; !strings.Contains(s, "EINVAL") {
+			t.Fatalf("the refused fleet.call is not in a's audit log:\n%s", s)
 		}
 		// Events of b and c reach a's reader, each with its node. The
 		// subscription is up once a first save shows.
