@@ -50,6 +50,7 @@ func main() {
 			Flags: append([]cli.Flag{
 				&cli.IntFlag{Name: "n", Value: 10, Usage: "print the last `N` entries first"},
 				&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "wait for new entries and print them (until interrupted)"},
+				&cli.BoolFlag{Name: "fleet", Aliases: []string{"F"}, Usage: "the entries of every node of the fleet, each with its node"},
 			}, filters...),
 			Action: tailCmd,
 		},
@@ -67,6 +68,7 @@ func main() {
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "data", Usage: "verify the log of data dir `DIR` offline, without the daemon", TakesFile: true},
 				&cli.StringFlag{Name: "file", Usage: "verify the export `FILE` ('-' for stdin)", TakesFile: true},
+				&cli.BoolFlag{Name: "local", Usage: "in a fleet, do not hold the log to the heads of it the peers witnessed"},
 				cliutil.SocketFlag, cliutil.JSONFlag,
 			},
 			Action: verifyCmd,
@@ -159,16 +161,22 @@ func tailCmd(c *cli.Context) error {
 
 // entryPrinter prints entry lines verbatim (JSON), or as a table row.
 type entryPrinter struct {
-	raw *bufio.Writer
-	tab *cliutil.Printer
+	raw   *bufio.Writer
+	tab   *cliutil.Printer
+	fleet bool // a NODE column
 }
 
 func newEntryPrinter(c *cli.Context) *entryPrinter {
-	p := cliutil.NewPrinter(c, "SEQ", "TIME", "ACTOR", "OP", "TARGET", "RESULT")
+	cols := []string{"SEQ", "TIME", "ACTOR", "OP", "TARGET", "RESULT"}
+	fleet := c.Bool("fleet")
+	if fleet {
+		cols = append([]string{"NODE"}, cols...)
+	}
+	p := cliutil.NewPrinter(c, cols...)
 	if p.JSON {
 		return &entryPrinter{raw: bufio.NewWriterSize(os.Stdout, 64<<10)}
 	}
-	return &entryPrinter{tab: p}
+	return &entryPrinter{tab: p, fleet: fleet}
 }
 
 func (p *entryPrinter) print(line []byte) error {
@@ -181,7 +189,13 @@ func (p *entryPrinter) print(line []byte) error {
 		return fmt.Errorf("the daemon sent an entry of unknown shape: %.80s", line)
 	}
 	t, _ := time.Parse(time.RFC3339Nano, in.Time)
-	return p.tab.Print(nil, strconv.FormatUint(in.Seq, 10), t.Local().Format("2006-01-02 15:04:05"), actor(in.Actor), in.Op, in.Target, in.Result)
+	row := []string{strconv.FormatUint(in.Seq, 10), t.Local().Format("2006-01-02 15:04:05"), actor(in.Actor), in.Op, in.Target, in.Result}
+	if p.fleet {
+		var n struct{ Node string }
+		json.Unmarshal(line, &n)
+		row = append([]string{n.Node}, row...)
+	}
+	return p.tab.Print(nil, row...)
 }
 
 func (p *entryPrinter) flush() error {
@@ -212,7 +226,7 @@ func printEntries(c *cli.Context, a proto.AuditLogArgs) error {
 	}
 	defer cl.Close()
 	p := newEntryPrinter(c)
-	err = cl.AuditLog(c.Context, a, func(line json.RawMessage) error {
+	each := func(line json.RawMessage) error {
 		if err := p.print(line); err != nil {
 			return err
 		}
@@ -220,7 +234,14 @@ func printEntries(c *cli.Context, a proto.AuditLogArgs) error {
 			return p.flush() // a follower sees each entry as it comes
 		}
 		return nil
-	})
+	}
+	if c.Bool("fleet") {
+		// An entry carries its node: the line is no longer the one its
+		// hash covers, which ox-audit verify checks on that node.
+		err = cliutil.FleetStream(c.Context, cl, proto.OpAuditLog, a, each)
+	} else {
+		err = cl.AuditLog(c.Context, a, each)
+	}
 	ferr := p.flush()
 	if a.Follow && c.Context.Err() != nil {
 		return nil // interrupted: the normal end of tail -f
@@ -266,6 +287,7 @@ func verifyCmd(c *cli.Context) error {
 	}
 	data, file := c.String("data"), c.String("file")
 	var rec proto.AuditVerify
+	var witnessed []proto.WitnessRecord
 	switch {
 	case data != "" && file != "":
 		return cliutil.Usagef("give --data or --file, not both")
@@ -304,6 +326,15 @@ func verifyCmd(c *cli.Context) error {
 		if rec, err = cl.AuditVerify(c.Context); err != nil {
 			return err
 		}
+		if rec.OK && !c.Bool("local") {
+			// In a fleet, the peers kept heads of this log: a rewrite
+			// that re-hashed its chain still differs from them.
+			err := cl.FleetWitness(c.Context, func(w proto.WitnessRecord) error { witnessed = append(witnessed, w); return nil })
+			var pe *proto.Error
+			if err != nil && !(errors.As(err, &pe) && (pe.Code == proto.ENOTCONN || pe.Code == proto.ENOSYS)) {
+				return err
+			}
+		}
 	}
 	p := cliutil.NewPrinter(c)
 	if p.JSON {
@@ -323,6 +354,31 @@ func verifyCmd(c *cli.Context) error {
 			where = fmt.Sprintf(" at entry %d", rec.FirstBad)
 		}
 		return cliutil.Failf("%s: audit log does NOT verify%s: %s (the %d entries before it link)", rec.Source, where, rec.Problem, rec.Entries)
+	}
+	return witnessReport(c, witnessed)
+}
+
+// witnessReport prints what the peers' heads said of the log and fails
+// (exit 1) when one of them no longer matches it.
+func witnessReport(c *cli.Context, ws []proto.WitnessRecord) error {
+	p := cliutil.NewPrinter(c)
+	var bad []string
+	for i := range ws {
+		w := &ws[i]
+		if p.JSON {
+			p.Print(w)
+		} else {
+			fmt.Println(w.Text)
+		}
+		if !w.OK {
+			bad = append(bad, w.Problem)
+		}
+	}
+	if err := p.Flush(); err != nil {
+		return cliutil.Failf("writing stdout: %v", err)
+	}
+	if len(bad) > 0 {
+		return cliutil.Failf("audit log does NOT match what the fleet witnessed: %s", strings.Join(bad, "; "))
 	}
 	return nil
 }

@@ -29,6 +29,7 @@ func main() {
 	app.ArgsUsage = " "
 	app.Flags = []cli.Flag{
 		&cli.StringFlag{Name: "agent", Aliases: []string{"a"}, Usage: "only events of agent `NAME`"},
+		&cli.BoolFlag{Name: "fleet", Aliases: []string{"F"}, Usage: "the events of every node of the fleet, each with its node"},
 		&cli.StringSliceFlag{Name: "type", Aliases: []string{"t"}, Usage: "only events of type `T` (a glob: 'state.*'; repeat for more)"},
 		&cli.Uint64Flag{Name: "since", Usage: "first replay the events of audit entries from `SEQ` on (to resume: the last seq seen plus one)"},
 		&cli.IntFlag{Name: "count", Aliases: []string{"n"}, Usage: "exit after `N` events (0: run until interrupted)"},
@@ -72,7 +73,7 @@ func stream(c *cli.Context) error {
 	// is how this reader leaves it.
 	ctx, done := context.WithCancel(c.Context)
 	defer done()
-	err = cl.Events(ctx, a, func(rec json.RawMessage) error {
+	each := func(rec json.RawMessage) error {
 		if count > 0 && seen >= count {
 			return nil // records already on the way when we left
 		}
@@ -92,7 +93,12 @@ func stream(c *cli.Context) error {
 			}
 		}
 		return nil
-	})
+	}
+	if c.Bool("fleet") {
+		err = cliutil.FleetStream(ctx, cl, proto.OpEvents, a, each)
+	} else {
+		err = cl.Events(ctx, a, each)
+	}
 	out.Flush()
 	switch {
 	case count > 0 && seen >= count:
@@ -118,6 +124,7 @@ func printRow(out *bufio.Writer, raw json.RawMessage) error {
 	var r struct {
 		proto.EventRecord
 		Count uint64 `json:"count"`
+		Node  string `json:"node"`
 	}
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return fmt.Errorf("the daemon sent a record of unknown shape: %.80s", raw)
@@ -140,6 +147,9 @@ func printRow(out *bufio.Writer, raw json.RawMessage) error {
 	seq := "-"
 	if r.Seq != 0 {
 		seq = strconv.FormatUint(r.Seq, 10)
+	}
+	if r.Node != "" {
+		at = r.Node + "  " + at
 	}
 	_, err := fmt.Fprintf(out, "%s  %8s  %-16s %-40s %s\n", at, seq, r.Event, what, r.Result)
 	return err

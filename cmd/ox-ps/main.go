@@ -2,6 +2,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -20,6 +21,7 @@ func main() {
 	app.Description = "Lists the live runs (of agent -a, or of every agent you may see), oldest first, with their state, pid, start, CPU time, memory (RSS), open files and tokens used, summed over each run's processes and sampled from /proc as ox-ps asks; then the queued runs, in the order they will start; with --all, the ended runs oxiosd keeps too. JSON lines off a terminal, a table on one."
 	app.Flags = cliutil.ClientFlags(
 		&cli.BoolFlag{Name: "all", Usage: "include the ended runs"},
+		&cli.BoolFlag{Name: "fleet", Aliases: []string{"F"}, Usage: "the runs of every node of the fleet, each with its node"},
 	)
 	app.Action = ps
 	cliutil.Run(app)
@@ -40,8 +42,14 @@ func ps(c *cli.Context) error {
 		return err
 	}
 	defer cl.Close()
-	p := cliutil.NewPrinter(c, "RUN", "AGENT", "STATE", "PID", "STARTED", "CPU", "RSS", "FDS", "TOKENS", "WHAT")
-	err = cl.Ps(c.Context, proto.PsArgs{Agent: agent, All: c.Bool("all")}, func(r proto.RunRecord) error {
+	cols := []string{"RUN", "AGENT", "STATE", "PID", "STARTED", "CPU", "RSS", "FDS", "TOKENS", "WHAT"}
+	fleet := c.Bool("fleet")
+	if fleet {
+		cols = append([]string{"NODE"}, cols...)
+	}
+	p := cliutil.NewPrinter(c, cols...)
+	args := proto.PsArgs{Agent: agent, All: c.Bool("all")}
+	row := func(r proto.RunRecord) error {
 		state := r.State
 		if r.Status != nil && r.State == proto.RunExited {
 			state = fmt.Sprintf("exit %d", *r.Status)
@@ -62,9 +70,24 @@ func ps(c *cli.Context) error {
 		} else if r.PID == 0 {
 			pid, started = "-", "-"
 		}
-		return p.Print(r, r.ID, r.Agent, state, pid, started,
-			fmt.Sprintf("%.2fs", r.CPU), cliutil.HumanSize(r.RSS), fmt.Sprint(r.FDs), fmt.Sprint(r.Tokens), what)
-	})
+		cells := []string{r.ID, r.Agent, state, pid, started,
+			fmt.Sprintf("%.2fs", r.CPU), cliutil.HumanSize(r.RSS), fmt.Sprint(r.FDs), fmt.Sprint(r.Tokens), what}
+		if fleet {
+			cells = append([]string{r.Node}, cells...)
+		}
+		return p.Print(r, cells...)
+	}
+	if fleet {
+		err = cliutil.FleetStream(c.Context, cl, proto.OpRunPs, args, func(rec json.RawMessage) error {
+			var r proto.RunRecord
+			if err := json.Unmarshal(rec, &r); err != nil {
+				return err
+			}
+			return row(r)
+		})
+	} else {
+		err = cl.Ps(c.Context, args, row)
+	}
 	if ferr := p.Flush(); err == nil {
 		err = ferr
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/oxios/oxios/pkg/client"
 	"github.com/oxios/oxios/pkg/cliutil"
 	"github.com/oxios/oxios/pkg/proto"
 )
@@ -26,6 +27,7 @@ func main() {
 	app.Description = "With -- COMMAND, runs the command as a run of the agent; otherwise runs the LLM runner ox-agent with TASK. The agent is created, with the default policy, if it does not exist. Attaches by default: prints the run's records as they come (JSON lines, or text on a terminal) and exits with the run's status (128+N if a signal N killed it); Ctrl-C sends SIGINT to the run. With -d prints the run record and returns. Beyond the limits of [runs] in oxios.toml the run waits in oxiosd's queue (state queued), higher --priority first. A pipe or file on stdin is the run's input (records from ox-recall become an LLM run's context)."
 	app.Flags = cliutil.ClientFlags(
 		&cli.BoolFlag{Name: "detach", Aliases: []string{"d"}, Usage: "print the run record and return; the run goes on"},
+		&cli.StringFlag{Name: "node", Usage: "run on fleet node `NAME`, or on 'any' node with room (its own admission decides); records come back with their node"},
 		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "the model of an LLM run (default: the [llm] model of oxios.toml)"},
 		&cli.StringSliceFlag{Name: "env", Aliases: []string{"e"}, Usage: "add `NAME=VALUE` to the run's environment (repeatable)"},
 		&cli.BoolFlag{Name: "no-stdin", Aliases: []string{"n"}, Usage: "do not read stdin (for scripts whose stdin never ends)"},
@@ -104,6 +106,10 @@ func spawn(c *cli.Context) error {
 	if a.Task == "" && len(a.Command) == 0 {
 		return cliutil.Usagef("give a TASK for an LLM run, or -- COMMAND")
 	}
+	node := c.String("node")
+	if node != "" {
+		return spawnOn(c, cl, node, a)
+	}
 	if c.Bool("detach") {
 		rec, err := cl.Spawn(c.Context, a)
 		if err != nil {
@@ -139,6 +145,61 @@ func spawn(c *cli.Context) error {
 		err := out.Record(rec)
 		if out.Run != "" && run.Load() == nil {
 			run.Store(out.Run)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return out.ExitCode()
+}
+
+// spawnOn runs a on fleet node node: the daemon carries the spawn there
+// and the run's records back, so the exit status is the run's as if it
+// were local. A node lost mid-run is an error that says so (exit 1).
+func spawnOn(c *cli.Context, cl *client.Client, node string, a proto.SpawnArgs) error {
+	if c.Bool("detach") {
+		a.Attach = false
+		res, err := cl.FleetCall(c.Context, node, proto.OpRunSpawn, a, func(json.RawMessage) error { return nil })
+		if err != nil {
+			return err
+		}
+		var rec proto.RunRecord
+		if err := json.Unmarshal(res, &rec); err != nil {
+			return cliutil.Failf("the run record from node %s does not decode: %v", node, err)
+		}
+		p := cliutil.NewPrinter(c, "RUN", "NODE", "AGENT", "PID", "STATE")
+		p.Print(rec, rec.ID, rec.Node, rec.Agent, fmt.Sprint(rec.PID), rec.State)
+		return p.Flush()
+	}
+	a.Attach = true
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	out := cliutil.NewRunStream(c.Bool("json"))
+	out.Quiet, out.Verbose = c.Bool("quiet"), c.Bool("verbose")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var where atomic.Value // the run's node and id, once its record came
+	go func() {
+		for sig := range sigs {
+			w, _ := where.Load().([2]string)
+			if w[1] == "" {
+				continue
+			}
+			name := map[os.Signal]string{os.Interrupt: "INT", syscall.SIGTERM: "TERM", syscall.SIGHUP: "HUP"}[sig]
+			_, err := cl.FleetCall(ctx, w[0], proto.OpRunKill, proto.KillArgs{Runs: []string{w[1]}, Signal: name}, func(json.RawMessage) error { return nil })
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "ox-spawn: forwarding SIG%s to node %s: %v\n", name, w[0], err)
+			}
+		}
+	}()
+	_, err := cl.FleetCall(ctx, node, proto.OpRunSpawn, a, func(rec json.RawMessage) error {
+		err := out.Record(rec)
+		if out.Run != "" && where.Load() == nil {
+			var r struct{ Node string }
+			json.Unmarshal(rec, &r)
+			where.Store([2]string{r.Node, out.Run})
 		}
 		return err
 	})

@@ -189,11 +189,61 @@ func status(c *cli.Context) error {
 		}
 		ch.add("llm", err, msg, "check that the endpoint runs and is reachable from here, and [llm] base_url in oxios.toml (an OpenAI-compatible API base such as http://localhost:11434/v1)")
 	}
+	if d != nil {
+		fleetChecks(c.Context, sock, timeout, ch)
+	}
 	if ch.failed > 0 {
 		ch.p.Flush()
 		return cliutil.Silent(cliutil.ExitFailure)
 	}
 	return nil
+}
+
+// fleetChecks reports the fleet the daemon joined, one check per node: a
+// node silent past its heartbeats, or one whose audit heads went back or
+// changed, fails.
+func fleetChecks(ctx context.Context, sock string, timeout time.Duration, ch *checker) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cl, err := client.Dial(ctx, sock)
+	if err != nil {
+		return
+	}
+	defer cl.Close()
+	var nodes []proto.NodeRecord
+	err = cl.FleetStatus(ctx, func(n proto.NodeRecord) error { nodes = append(nodes, n); return nil })
+	var pe *proto.Error
+	switch {
+	case errors.As(err, &pe) && pe.Code == proto.ENOTCONN:
+		ch.add("fleet", nil, "alone: no [fleet] servers in oxios.toml", "")
+		return
+	case errors.As(err, &pe) && pe.Code == proto.ENOSYS:
+		return // an older daemon
+	case err != nil:
+		ch.add("fleet", err, "", "check that the NATS servers of [fleet] servers run and are reachable (nats-server, see oxiosd(8)); the daemon's log says why")
+		return
+	}
+	self := ""
+	for _, n := range nodes {
+		if n.Self {
+			self = n.Node
+		}
+	}
+	if self == "" {
+		ch.add("fleet", fmt.Errorf("joined, but this node's heartbeat is not in the fleet yet (%d other nodes)", len(nodes)), "", "wait a heartbeat; if it lasts, the daemon's log says why")
+	} else {
+		ch.add("fleet", nil, fmt.Sprintf("node %s of a fleet of %d", self, len(nodes)), "")
+	}
+	for _, n := range nodes {
+		var err error
+		switch {
+		case n.Alarm != "":
+			err = fmt.Errorf("%s", n.Text)
+		case !n.Alive:
+			err = fmt.Errorf("%s: no heartbeat since %s", n.Node, n.Seen.Format(time.RFC3339))
+		}
+		ch.add("node:"+n.Node, err, n.Text, "on that node: ox-audit verify (a changed audit head), systemctl status oxiosd (a silent one)")
+	}
 }
 
 // checkMount checks that dir is a mount point in /proc/self/mountinfo and

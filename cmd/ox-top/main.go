@@ -14,6 +14,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/oxios/oxios/pkg/client"
 	"github.com/oxios/oxios/pkg/cliutil"
 	"github.com/oxios/oxios/pkg/proto"
 )
@@ -27,6 +28,7 @@ func main() {
 	app.Flags = cliutil.ClientFlags(
 		&cli.IntFlag{Name: "count", Aliases: []string{"n"}, Usage: "stop after `COUNT` samples (0: until interrupted; default 0 on a terminal, 1 off one)", Value: -1},
 		&cli.DurationFlag{Name: "interval", Aliases: []string{"d"}, Usage: "the time between samples", Value: time.Second},
+		&cli.BoolFlag{Name: "fleet", Aliases: []string{"F"}, Usage: "sample every node of the fleet: one record (a table) per node, each with its node"},
 	)
 	app.Action = top
 	cliutil.Run(app)
@@ -62,8 +64,10 @@ func top(c *cli.Context) error {
 	out := bufio.NewWriter(os.Stdout)
 	enc := json.NewEncoder(out)
 	enc.SetEscapeHTML(false)
-	prev := map[string]float64{}
-	var prevTime time.Time
+	fleet := c.Bool("fleet")
+	// Per node ("" alone): the CPU times of the last sample, and its time.
+	prevs := map[string]map[string]float64{}
+	prevTimes := map[string]time.Time{}
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for n := 0; count == 0 || n < count; n++ {
@@ -74,31 +78,58 @@ func top(c *cli.Context) error {
 				return nil
 			}
 		}
-		rec, err := cl.Resources(c.Context, agent)
+		recs, err := sample(c, cl, agent, fleet)
 		if err != nil {
 			if c.Context.Err() != nil {
 				return nil
 			}
 			return err
 		}
-		percent(&rec, prev, prevTime)
-		prevTime = rec.Time
-		clear(prev)
-		for _, r := range rec.Runs {
-			prev[r.ID] = r.CPU
-		}
-		if asJSON {
-			if err := enc.Encode(&rec); err != nil {
-				return err
+		for i := range recs {
+			rec := &recs[i]
+			prev := prevs[rec.Node]
+			if prev == nil {
+				prev = map[string]float64{}
+				prevs[rec.Node] = prev
 			}
-		} else {
-			draw(out, &rec)
+			percent(rec, prev, prevTimes[rec.Node])
+			prevTimes[rec.Node] = rec.Time
+			clear(prev)
+			for _, r := range rec.Runs {
+				prev[r.ID] = r.CPU
+			}
+			if asJSON {
+				if err := enc.Encode(rec); err != nil {
+					return err
+				}
+			} else {
+				draw(out, rec, i == 0)
+			}
 		}
 		if err := out.Flush(); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// sample is one resources record, or with fleet one per node, by node.
+func sample(c *cli.Context, cl *client.Client, agent string, fleet bool) ([]proto.ResourcesRecord, error) {
+	if !fleet {
+		rec, err := cl.Resources(c.Context, agent)
+		return []proto.ResourcesRecord{rec}, err
+	}
+	var recs []proto.ResourcesRecord
+	err := cliutil.FleetStream(c.Context, cl, proto.OpResources, proto.ResourcesArgs{Agent: agent}, func(b json.RawMessage) error {
+		var rec proto.ResourcesRecord
+		if err := json.Unmarshal(b, &rec); err != nil {
+			return err
+		}
+		recs = append(recs, rec)
+		return nil
+	})
+	sort.Slice(recs, func(i, j int) bool { return recs[i].Node < recs[j].Node })
+	return recs, err
 }
 
 // percent sets each run's CPU use since the last sample (100 = one core);
@@ -132,9 +163,16 @@ func percent(rec *proto.ResourcesRecord, prev map[string]float64, at time.Time) 
 }
 
 // draw redraws the terminal: a summary line, then the runs.
-func draw(w *bufio.Writer, rec *proto.ResourcesRecord) {
+func draw(w *bufio.Writer, rec *proto.ResourcesRecord, first bool) {
 	h, ad := rec.Host, rec.Admission
-	w.WriteString("\x1b[H\x1b[2J")
+	if first {
+		w.WriteString("\x1b[H\x1b[2J")
+	} else {
+		w.WriteString("\n")
+	}
+	if rec.Node != "" {
+		fmt.Fprintf(w, "node %s  ", rec.Node)
+	}
 	limit := "no limit"
 	if ad.MaxConcurrent > 0 {
 		limit = fmt.Sprintf("max %d", ad.MaxConcurrent)

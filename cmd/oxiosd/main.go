@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/oxios/oxios/fs"
 	"github.com/oxios/oxios/pkg/cliutil"
 	"github.com/oxios/oxios/pkg/config"
+	"github.com/oxios/oxios/pkg/fleet"
 	"github.com/oxios/oxios/pkg/kernel"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/sandbox"
@@ -130,6 +132,12 @@ func run(c *cli.Context) error {
 	root, cancelRoot := context.WithCancel(context.Background())
 	defer cancelRoot()
 	k.Bind(root)
+	fl, err := joinFleet(root, cfg, k, log)
+	if err != nil {
+		ln.Close()
+		k.Close()
+		return cliutil.Failf("%v", err)
+	}
 	srv := server.New(root, k, log)
 	k.SetRunListener(srv.ListenRun)
 	// Signals are caught before READY=1: a SIGHUP sent by a supervisor
@@ -209,6 +217,9 @@ loop:
 	if err := srv.Shutdown(ctx); err != nil {
 		log.Warn("connections did not finish in time", "err", err)
 	}
+	if fl != nil {
+		fl.Close()
+	}
 	if err := k.Close(); err != nil {
 		log.Error("closing kernel", "err", err)
 		if exitErr == nil {
@@ -223,6 +234,21 @@ loop:
 		log.Info("stopped")
 	}
 	return exitErr
+}
+
+// joinFleet joins the fleet the config names; alone (no [fleet] servers)
+// nothing of it runs.
+func joinFleet(ctx context.Context, cfg config.Config, k *kernel.Kernel, log *slog.Logger) (*fleet.Fleet, error) {
+	if !cfg.Fleet.On() {
+		return nil, nil
+	}
+	f, err := fleet.Join(ctx, cfg.Fleet, fleet.Options{Kernel: k, Data: cfg.Data, Server: "oxiosd/" + version, Log: log})
+	if err != nil {
+		return nil, err
+	}
+	k.SetFleet(f)
+	log.Info("fleet: joining", "node", f.Name(), "servers", strings.Join(cfg.Fleet.Servers, ","))
+	return f, nil
 }
 
 // mount mounts the agents' filesystem, or says in one line why not: the

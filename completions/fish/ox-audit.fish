@@ -29,6 +29,8 @@ complete -c ox-audit -n "__fish_seen_subcommand_from log tail" -l since -x -d 'S
 complete -c ox-audit -n "__fish_seen_subcommand_from log" -s n -x -d 'Only the last N selected entries'
 complete -c ox-audit -n "__fish_seen_subcommand_from tail" -s n -x -d 'Print the last N entries first'
 complete -c ox-audit -n "__fish_seen_subcommand_from tail" -s f -l follow -d 'Wait for new entries and print them'
+complete -c ox-audit -n "__fish_seen_subcommand_from tail" -s F -l fleet -d 'The entries of every node of the fleet'
+complete -c ox-audit -n "__fish_seen_subcommand_from verify" -l local -d 'Do not hold the log to the heads fleet peers witnessed'
 
 # verify: what to check.
 complete -c ox-audit -n "__fish_seen_subcommand_from verify" -l data -x -a '(__fish_complete_directories)' -d 'Verify data dir DIR offline'

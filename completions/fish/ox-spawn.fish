@@ -21,6 +21,7 @@ end
 
 complete -c ox-spawn -f
 complete -c ox-spawn -n 'not __ox_spawn_after_dashdash' -s d -l detach -d 'print the run record and return'
+complete -c ox-spawn -n 'not __ox_spawn_after_dashdash' -l node -x -a 'any' -d 'run on fleet node NAME, or any'
 complete -c ox-spawn -n 'not __ox_spawn_after_dashdash' -s m -l model -x -d 'the model of an LLM run'
 complete -c ox-spawn -n 'not __ox_spawn_after_dashdash' -s e -l env -x -a '(set -n | string replace -r \'$\' =)' -d 'add NAME=VALUE to the run environment'
 complete -c ox-spawn -n 'not __ox_spawn_after_dashdash' -s n -l no-stdin -d 'do not read stdin'

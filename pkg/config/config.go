@@ -37,6 +37,7 @@ type Config struct {
 	Memory      Memory `toml:"memory"`
 	LLM         LLM    `toml:"llm"`
 	Runs        Runs   `toml:"runs"`
+	Fleet       Fleet  `toml:"fleet"`
 	// Policies is the folder of policy files the admin edits
 	// (NAME.toml is agent NAME's), watched and applied as they change.
 	Policies string `toml:"policies"`
@@ -300,6 +301,9 @@ func (c *Config) parse(b []byte, file string) error {
 // resolve checks values and derives what is derived.
 func (c *Config) resolve() error {
 	if _, err := ParseLevel(c.LogLevel); err != nil {
+		return err
+	}
+	if err := c.resolveFleet(); err != nil {
 		return err
 	}
 	if c.Limits.MaxValue < 0 || c.Limits.MaxValue > 1<<30 {

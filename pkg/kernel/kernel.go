@@ -83,6 +83,7 @@ type Kernel struct {
 	bus      *bus.Bus
 	ver      *versioning
 	runs     RunResolver
+	fleet    Fleet // nil alone (fleet.go)
 	uid      uint32
 	llmh     llmHealth // llmhealth.go
 

@@ -190,6 +190,11 @@ func init() {
 		proto.OpApproveDecide: {Mutates: true, Event: EventApprovalDecided, Serve: unary(false, (*Kernel).ApproveDecide)},
 		proto.OpApproveAsk:    {Mutates: true, Event: EventApprovalRequested},
 
+		// The fleet (fleet.go, pkg/fleet): the called node audits what it does.
+		proto.OpFleetStatus:  {Serve: stream(true, (*Kernel).FleetStatus)},
+		proto.OpFleetCall:    {Serve: serveFleetCall},
+		proto.OpFleetWitness: {Serve: stream(true, (*Kernel).FleetWitness)},
+
 		// Recorded by the kernel itself, never called by a client.
 		proto.OpAgentCreate:  {Mutates: true, Dirties: dirtySys(sysPolicy)},
 		proto.OpRunExit:      {Mutates: true, Event: EventRunExited, Dirties: dirtySys(sysBudget)},

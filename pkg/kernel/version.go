@@ -327,7 +327,8 @@ func (k *Kernel) commitNow(c *Cred, a proto.CommitArgs, raw []byte) (proto.Commi
 	if a.Tag != "" {
 		rec.Tags = append(rec.Tags, a.Tag)
 	}
-	rec.AuditSeq, err = k.commitAudit(c, proto.OpCommit, target+":"+cm.Hash, raw, "ok", "commit.created", &rec)
+	ev := rec // the event's own copy: subscribers encode it after this returns
+	rec.AuditSeq, err = k.commitAudit(c, proto.OpCommit, target+":"+cm.Hash, raw, "ok", "commit.created", &ev)
 	return rec, err
 }
 
@@ -462,7 +463,8 @@ func (k *Kernel) tagNow(c *Cred, name, rev string, raw []byte) (proto.CommitReco
 	}
 	rec := commitRecord(cm)
 	rec.Tags = k.ver.repo.TagsAt(hash)
-	rec.AuditSeq, err = k.commitAudit(c, proto.OpCommitTag, "*:"+name, raw, "ok", "commit.tagged", &rec)
+	ev := rec // the event's own copy: subscribers encode it after this returns
+	rec.AuditSeq, err = k.commitAudit(c, proto.OpCommitTag, "*:"+name, raw, "ok", "commit.tagged", &ev)
 	return rec, err
 }
 

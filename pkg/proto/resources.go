@@ -52,7 +52,8 @@ type Admission struct {
 
 // ResourcesRecord is the "resources" record: one sample.
 type ResourcesRecord struct {
-	Type      string      `json:"type"` // always "resources"
+	Type      string      `json:"type"`           // always "resources"
+	Node      string      `json:"node,omitempty"` // the fleet node sampled, in a fleet-wide view
 	Time      time.Time   `json:"time"`
 	Host      Host        `json:"host"`
 	Admission Admission   `json:"admission"`

@@ -111,6 +111,7 @@ type LLMArgs struct {
 type RunRecord struct {
 	Type     string `json:"type"` // always "run"
 	ID       string `json:"id"`
+	Node     string `json:"node,omitempty"` // the fleet node of the run, in a fleet-wide view
 	Agent    string `json:"agent"`
 	PID      int    `json:"pid,omitempty"`
 	State    string `json:"state"`

@@ -127,6 +127,9 @@ func main() {
 	if run("schedules") {
 		benchSchedules(d, 1000)
 	}
+	if run("fleet") {
+		benchFleet(dir, 50)
+	}
 	if run("hostile") {
 		benchHostile(d)
 	}

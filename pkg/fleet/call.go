@@ -1,0 +1,442 @@
+package fleet
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"github.com/oxios/oxios/pkg/kernel"
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+// callMsg is a call as it goes to a node.
+type callMsg struct {
+	ID   string          `json:"id"`
+	From string          `json:"from"`
+	Op   string          `json:"op"`
+	Args json.RawMessage `json:"args,omitempty"`
+	Cred callerCred      `json:"cred"`
+}
+
+// callerCred is the identity a call carries: the called kernel checks the
+// op as this caller's.
+type callerCred struct {
+	UID    uint32   `json:"uid"`
+	GID    uint32   `json:"gid"`
+	Admin  bool     `json:"admin,omitempty"`
+	Agent  string   `json:"agent,omitempty"`
+	Grants []string `json:"grants,omitempty"`
+}
+
+// envelope is one message of a call's records in the reply stream.
+type envelope struct {
+	Item   json.RawMessage `json:"item,omitempty"`
+	Beat   bool            `json:"beat,omitempty"`
+	Done   bool            `json:"done,omitempty"`
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  *proto.Error    `json:"error,omitempty"`
+}
+
+// Call runs a.Op on a.Node, or on every node (proto.FleetAll), or for a
+// spawn on the node with the most room (proto.FleetAny).
+func (f *Fleet) Call(ctx context.Context, c *kernel.Cred, a proto.FleetCallArgs, emit func([]byte) error) (json.RawMessage, error) {
+	cred := callerCred{UID: c.UID, GID: c.GID, Admin: c.Admin, Agent: c.Agent, Grants: c.Grants}
+	switch a.Node {
+	case proto.FleetAny:
+		if a.Op != proto.OpRunSpawn {
+			return nil, proto.Errorf(proto.EINVAL, "fleet.call: node %q is for a spawn; name a node or %q", proto.FleetAny, proto.FleetAll)
+		}
+		n, err := f.roomiest(ctx)
+		if err != nil {
+			return nil, err
+		}
+		a.Node = n
+	case proto.FleetAll:
+		return nil, f.callAll(ctx, cred, a, emit)
+	default:
+		if err := checkNode(a.Node); err != nil {
+			return nil, err
+		}
+		if _, err := f.node(ctx, a.Node); err != nil {
+			return nil, err
+		}
+	}
+	return f.callOne(ctx, a.Node, cred, a.Op, a.Args, emit)
+}
+
+func checkNode(n string) error {
+	for _, r := range n {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return proto.Errorf(proto.EINVAL, "fleet.call: node %q: a node's name is letters, digits, '-' and '_'", n)
+		}
+	}
+	return nil
+}
+
+// roomiest is the live node whose admission has the most room: not
+// overloaded, fewest runs running and queued per allowed slot.
+func (f *Fleet) roomiest(ctx context.Context) (string, error) {
+	nodes, err := f.Nodes(ctx)
+	if err != nil {
+		return "", err
+	}
+	best, bestLoad := "", 0.0
+	for _, n := range nodes {
+		if !n.Alive || n.Host.Overloaded {
+			continue
+		}
+		busy := float64(n.Admission.Running + n.Admission.Queued)
+		if m := n.Admission.MaxConcurrent; m > 0 {
+			if n.Admission.Running >= m {
+				busy += 1e6 // full: its runs would queue
+			}
+			busy /= float64(m)
+		}
+		if best == "" || busy < bestLoad {
+			best, bestLoad = n.Node, busy
+		}
+	}
+	if best == "" {
+		return "", proto.Errorf(proto.EAGAIN, "fleet: no node has room (every live node is overloaded; ox-status shows them)")
+	}
+	return best, nil
+}
+
+// callAll calls every live node at once and merges their records; a node
+// that fails says so in an error record of its own, the others go on.
+func (f *Fleet) callAll(ctx context.Context, cred callerCred, a proto.FleetCallArgs, emit func([]byte) error) error {
+	nodes, err := f.Nodes(ctx)
+	if err != nil {
+		return err
+	}
+	var mu sync.Mutex
+	var emitErr error
+	send := func(b []byte) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if emitErr == nil {
+			emitErr = emit(b)
+		}
+		return emitErr
+	}
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		if !n.Alive {
+			continue
+		}
+		wg.Add(1)
+		go func(node string) {
+			defer wg.Done()
+			res, err := f.callOne(ctx, node, cred, a.Op, a.Args, send)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				pe := asProto(err)
+				b, _ := json.Marshal(map[string]string{"type": "error", "node": node, "code": pe.Code, "message": pe.Message})
+				send(b)
+			case len(res) > 0:
+				send(res)
+			}
+		}(n.Node)
+	}
+	wg.Wait()
+	if emitErr != nil {
+		return emitErr
+	}
+	return ctx.Err()
+}
+
+// callOne runs op on node and streams its records back: the records go
+// through the replicated reply stream, so that a NATS server lost on the
+// way loses none of them, and an ordered consumer reads them in order.
+func (f *Fleet) callOne(ctx context.Context, node string, cred callerCred, op string, args json.RawMessage, emit func([]byte) error) (json.RawMessage, error) {
+	if _, err := f.bucket(ctx); err != nil {
+		return nil, err
+	}
+	id := nuid.Next()
+	cons, err := f.js.OrderedConsumer(ctx, streamReply, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subjReply + id}})
+	if err != nil {
+		return nil, proto.Errorf(proto.EHOSTUNREACH, "fleet: reading the records of a call: %v", err)
+	}
+	msgs, err := cons.Messages()
+	if err != nil {
+		return nil, proto.Errorf(proto.EHOSTUNREACH, "fleet: reading the records of a call: %v", err)
+	}
+	defer msgs.Stop()
+	req, _ := json.Marshal(callMsg{ID: id, From: f.name, Op: op, Args: args, Cred: cred})
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	rep, err := f.nc.RequestWithContext(rctx, subjCall+node, req)
+	cancel()
+	if err != nil {
+		if errors.Is(err, nats.ErrNoResponders) {
+			return nil, proto.Errorf(proto.EHOSTUNREACH, "node %s does not answer (it left the fleet, or its daemon stopped)", node)
+		}
+		return nil, proto.Errorf(proto.EHOSTUNREACH, "node %s: %v", node, err)
+	}
+	var ack envelope
+	if json.Unmarshal(rep.Data, &ack) == nil && ack.Error != nil {
+		return nil, ack.Error
+	}
+	defer func() {
+		if ctx.Err() != nil {
+			f.nc.Publish(subjCancel+id, nil)
+		}
+	}()
+
+	type next struct {
+		m   jetstream.Msg
+		err error
+	}
+	ch := make(chan next)
+	go func() {
+		for {
+			m, err := msgs.Next()
+			select {
+			case ch <- next{m, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	// Silence longer than this asks the node bucket whether the node is
+	// still there; the node beats every heartbeat during a call.
+	quiet := 4 * f.hb
+	timer := time.NewTimer(quiet)
+	defer timer.Stop()
+	var run string
+	items, misses := 0, 0
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-timer.C:
+			// Only the node's daemon answers its ping, over core NATS
+			// (no JetStream leader to wait for): no answer three times in
+			// a row, and the node is taken for lost.
+			if f.ping(ctx, node) {
+				misses = 0
+			} else if misses++; misses >= 3 {
+				what := op
+				if run != "" {
+					what = "run " + run
+				}
+				return nil, proto.Errorf(proto.EHOSTUNREACH, "node %s stopped answering during %s (after %d records): its outcome is not known here; once the node is back, ox-ps --fleet shows it", node, what, items)
+			}
+			timer.Reset(quiet)
+		case n := <-ch:
+			if n.err != nil {
+				if errors.Is(n.err, jetstream.ErrMsgIteratorClosed) {
+					return nil, ctx.Err()
+				}
+				// The ordered consumer recreates itself on most errors;
+				// those it returns are worth a line and a retry.
+				f.log.Warn("fleet: reading a call's records", "node", node, "err", n.err)
+				continue
+			}
+			timer.Reset(quiet)
+			var e envelope
+			if err := json.Unmarshal(n.m.Data(), &e); err != nil {
+				continue
+			}
+			switch {
+			case e.Beat:
+			case e.Done:
+				if e.Error != nil {
+					return nil, e.Error
+				}
+				if len(e.Result) == 0 {
+					return nil, nil
+				}
+				return withNode(e.Result, node), nil
+			case len(e.Item) > 0:
+				items++
+				if run == "" && op == proto.OpRunSpawn {
+					var r struct{ Type, ID string }
+					if json.Unmarshal(e.Item, &r) == nil && r.Type == proto.RecordRun {
+						run = r.ID
+					}
+				}
+				if err := emit(withNode(e.Item, node)); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+}
+
+// ping reports whether node's daemon answers.
+func (f *Fleet) ping(ctx context.Context, node string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, err := f.nc.RequestWithContext(ctx, subjPing+node, nil)
+	if err != nil {
+		f.log.Warn("fleet: a node did not answer its ping", "node", node, "err", err)
+	}
+	return err == nil
+}
+
+// withNode adds "node" to a record (an object) that has none.
+func withNode(rec json.RawMessage, node string) []byte {
+	rec = bytes.TrimSpace(rec)
+	// Only a record that begins with its node has one: a "node" inside a
+	// value (a run's output) must not pass for it.
+	if len(rec) < 2 || rec[0] != '{' || bytes.HasPrefix(rec, []byte(`{"node":`)) {
+		return rec
+	}
+	out := make([]byte, 0, len(rec)+len(node)+12)
+	out = append(out, `{"node":`...)
+	out = strconv.AppendQuote(out, node)
+	if len(bytes.TrimSpace(rec[1:])) > 1 {
+		out = append(out, ',')
+	}
+	return append(out, rec[1:]...)
+}
+
+func asProto(err error) *proto.Error {
+	var pe *proto.Error
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return proto.Errorf(proto.EIO, "%v", err)
+}
+
+// serveCall takes a call from a peer: the ack at once, then the op runs
+// on its own goroutine with its records published to the reply stream.
+func (f *Fleet) serveCall(m *nats.Msg) {
+	var cm callMsg
+	if err := json.Unmarshal(m.Data, &cm); err != nil || cm.ID == "" {
+		b, _ := json.Marshal(envelope{Done: true, Error: proto.Errorf(proto.EBADMSG, "fleet: a call that does not decode")})
+		m.Respond(b)
+		return
+	}
+	if !proto.FleetCallable[cm.Op] {
+		b, _ := json.Marshal(envelope{Done: true, Error: proto.Errorf(proto.EINVAL, "fleet.call: op %q does not go to other nodes", cm.Op)})
+		m.Respond(b)
+		return
+	}
+	m.Respond([]byte(`{}`))
+	go f.runCall(cm)
+}
+
+// replyOut sends a call's records to the reply stream.
+type replyOut struct {
+	f    *Fleet
+	ctx  context.Context
+	subj string
+	id   string
+	n    atomic.Uint64
+	mu   sync.Mutex
+	acks []pending
+}
+
+type pending struct {
+	fut  jetstream.PubAckFuture
+	data []byte
+	id   string
+}
+
+func (o *replyOut) send(e envelope) error {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	// The message id makes a publish retried after a lost ack land once.
+	msgID := o.id + "-" + strconv.FormatUint(o.n.Add(1), 10)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	fut, err := o.f.js.PublishAsync(o.subj, b, jetstream.WithMsgID(msgID))
+	if err != nil {
+		return err
+	}
+	o.acks = append(o.acks, pending{fut, b, msgID})
+	if len(o.acks) > 256 {
+		o.settle(false)
+	}
+	return nil
+}
+
+// settle waits for the acks of what was sent, publishing again (same
+// message id) what was not acknowledged; all, or only the older half.
+func (o *replyOut) settle(all bool) {
+	n := len(o.acks)
+	if !all {
+		n /= 2
+	}
+	for _, p := range o.acks[:n] {
+		select {
+		case <-p.fut.Ok():
+			continue
+		case <-p.fut.Err():
+		case <-time.After(5 * time.Second):
+		}
+		for try := 0; try < 20; try++ {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_, err := o.f.js.Publish(ctx, o.subj, p.data, jetstream.WithMsgID(p.id))
+			cancel()
+			if err == nil {
+				break
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	}
+	o.acks = append(o.acks[:0], o.acks[n:]...)
+}
+
+func (o *replyOut) Item(rec []byte) error   { return o.send(envelope{Item: rec}) }
+func (o *replyOut) Flush()                  {}
+func (o *replyOut) Follow() context.Context { return o.ctx }
+func (o *replyOut) beat()                   { o.send(envelope{Beat: true}) }
+func (o *replyOut) done(res json.RawMessage, err error) {
+	e := envelope{Done: true, Result: res}
+	if err != nil {
+		e.Error = asProto(err)
+	}
+	o.send(e)
+	o.mu.Lock()
+	o.settle(true)
+	o.mu.Unlock()
+}
+
+func (f *Fleet) runCall(cm callMsg) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sub, err := f.nc.Subscribe(subjCancel+cm.ID, func(*nats.Msg) { cancel() })
+	if err == nil {
+		defer sub.Unsubscribe()
+	}
+	out := &replyOut{f: f, ctx: ctx, subj: subjReply + cm.ID, id: cm.ID}
+	stop := make(chan struct{})
+	go func() {
+		t := time.NewTicker(f.hb)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				out.beat()
+			}
+		}
+	}()
+	c := &kernel.Cred{UID: cm.Cred.UID, GID: cm.Cred.GID, Admin: cm.Cred.Admin, Agent: cm.Cred.Agent, Grants: cm.Cred.Grants}
+	f.log.Debug("fleet: call", "from", cm.From, "op", cm.Op, "uid", c.UID, "agent", c.Agent)
+	res, err := f.k.ServeFleet(ctx, c, cm.Op, cm.Args, out)
+	close(stop)
+	if err != nil && ctx.Err() != nil {
+		return // the caller went away
+	}
+	out.done(res, err)
+}
+
+var _ kernel.Out = (*replyOut)(nil)

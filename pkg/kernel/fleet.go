@@ -1,0 +1,94 @@
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+// Fleet is what the kernel asks of the fleet it joined (pkg/fleet, issue
+// 24): the nodes, a call carried to other nodes, and the audit heads the
+// peers witnessed. A daemon alone has none, and its fleet ops answer
+// ENOTCONN.
+type Fleet interface {
+	Nodes(ctx context.Context) ([]proto.NodeRecord, error)
+	// Call runs a.Op on a.Node (or every node) with c's identity, sending
+	// each record with its node; the result is a unary op's record.
+	Call(ctx context.Context, c *Cred, a proto.FleetCallArgs, emit func(rec []byte) error) (json.RawMessage, error)
+	// Witness checks the local chain against the heads each peer holds.
+	Witness(ctx context.Context, emit func(*proto.WitnessRecord) error) error
+}
+
+// SetFleet joins the kernel to a fleet; called once, before serving.
+func (k *Kernel) SetFleet(f Fleet) { k.fleet = f }
+
+func (k *Kernel) noFleet(op string) *proto.Error {
+	return proto.Errorf(proto.ENOTCONN, "%s: this oxiosd is not in a fleet (name NATS servers in [fleet] servers of oxios.toml; see oxiosd(8))", op)
+}
+
+// FleetStatus lists the nodes of the fleet.
+func (k *Kernel) FleetStatus(ctx context.Context, c *Cred, _ struct{}, _ []byte, emit func(*proto.NodeRecord) error) error {
+	if k.fleet == nil {
+		return k.noFleet(proto.OpFleetStatus)
+	}
+	nodes, err := k.fleet.Nodes(ctx)
+	if err != nil {
+		return err
+	}
+	for i := range nodes {
+		if err := emit(&nodes[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// FleetCall carries an op to other nodes, whose kernels check it as their
+// own callers' (the identity travels with it: the NATS credentials are
+// the boundary of the fleet). Only the ops of proto.FleetCallable travel.
+func (k *Kernel) FleetCall(ctx context.Context, c *Cred, a proto.FleetCallArgs, raw []byte, emit func([]byte) error) (json.RawMessage, error) {
+	if !proto.FleetCallable[a.Op] {
+		err := proto.Errorf(proto.EINVAL, "fleet.call: op %q does not go to other nodes (those that do: ps, events, audit log and tail, resources, status, spawn, attach, wait, kill)", a.Op)
+		k.Refused(c, proto.OpFleetCall, "fleet:"+a.Op, raw, err.Code)
+		return nil, err
+	}
+	if a.Node == "" {
+		return nil, proto.Errorf(proto.EINVAL, "fleet.call: no node (a node's name, %q for all, %q for any with capacity)", proto.FleetAll, proto.FleetAny)
+	}
+	if k.fleet == nil {
+		return nil, k.noFleet(proto.OpFleetCall)
+	}
+	return k.fleet.Call(ctx, c, a, emit)
+}
+
+// FleetWitness checks the local audit chain against its heads as the peers
+// saw them.
+func (k *Kernel) FleetWitness(ctx context.Context, c *Cred, _ struct{}, _ []byte, emit func(*proto.WitnessRecord) error) error {
+	if err := k.requireAdmin(c, proto.OpFleetWitness); err != nil {
+		return err
+	}
+	if k.fleet == nil {
+		return k.noFleet(proto.OpFleetWitness)
+	}
+	return k.fleet.Witness(ctx, emit)
+}
+
+// ServeFleet runs a call a peer carried here, as the socket server runs
+// one: the op's own checks, policy and audit apply to c.
+func (k *Kernel) ServeFleet(ctx context.Context, c *Cred, op string, args json.RawMessage, out Out) (json.RawMessage, error) {
+	sc := syscalls[op]
+	if !proto.FleetCallable[op] || sc == nil || sc.Serve == nil {
+		return nil, proto.Errorf(proto.EINVAL, "fleet.call: op %q does not go to other nodes", op)
+	}
+	return sc.Serve(k, ctx, c, &Request{Op: op, Args: args, Out: out})
+}
+
+func serveFleetCall(k *Kernel, ctx context.Context, c *Cred, r *Request) (json.RawMessage, error) {
+	var a proto.FleetCallArgs
+	if err := proto.DecodeArgs(r.Op, r.Args, &a); err != nil {
+		return nil, err
+	}
+	// A followed call (events, attach) lasts until the client goes.
+	return k.FleetCall(r.Out.Follow(), c, a, r.Args, flushed(r.Out))
+}

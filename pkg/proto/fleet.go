@@ -1,0 +1,104 @@
+package proto
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// The fleet ops (issue 24): oxiosd hosts joined over NATS.
+const (
+	// OpFleetStatus lists the nodes of the fleet: node records.
+	OpFleetStatus = "fleet.status"
+	// OpFleetCall runs one op on another node (or on every node) and
+	// streams its records back, each with the node that made it.
+	OpFleetCall = "fleet.call"
+	// OpFleetWitness checks the local audit chain against the heads of it
+	// that the peers saw: witness records, one per peer.
+	OpFleetWitness = "fleet.witness"
+)
+
+// Record types of the fleet.
+const (
+	RecordNode    = "node"
+	RecordWitness = "witness"
+)
+
+// Error codes of the fleet.
+const (
+	// ENOTCONN: the daemon is not in a fleet (no [fleet] servers). A node
+	// that is not there, or stopped answering mid-call, is EHOSTUNREACH.
+	ENOTCONN = "ENOTCONN"
+)
+
+// FleetAll is the node of FleetCallArgs that means every node.
+const FleetAll = "*"
+
+// FleetAny is the node of a placement that means any node with capacity.
+const FleetAny = "any"
+
+// FleetCallable are the ops a fleet call may carry. The others act on
+// one node's own data in ways a remote caller has no business with.
+var FleetCallable = map[string]bool{
+	OpRunPs: true, OpEvents: true, OpAuditLog: true, OpAuditHead: true, OpAuditVerify: true,
+	OpResources: true, OpStatus: true, OpRunSpawn: true, OpRunAttach: true, OpRunWait: true,
+	OpRunKill: true,
+}
+
+// FleetCallArgs are the args of fleet.call: Op with Args on Node (a name,
+// FleetAll, or FleetAny for a spawn).
+type FleetCallArgs struct {
+	Node string          `json:"node"`
+	Op   string          `json:"op"`
+	Args json.RawMessage `json:"args,omitempty"`
+}
+
+// NodeRecord is the "node" record: one node as its last heartbeat told
+// the fleet.
+type NodeRecord struct {
+	Type    string    `json:"type"` // always "node"
+	Node    string    `json:"node"`
+	Server  string    `json:"server"`
+	Started time.Time `json:"started"`
+	// Seen is the time of its last heartbeat; Alive is whether it is
+	// younger than the fleet's node TTL.
+	Seen  time.Time `json:"seen"`
+	Alive bool      `json:"alive"`
+	Self  bool      `json:"self,omitempty"`
+	// AuditSeq and AuditHash are its audit head at that heartbeat.
+	AuditSeq  uint64    `json:"audit_seq"`
+	AuditHash string    `json:"audit_hash"`
+	Admission Admission `json:"admission"`
+	Host      Host      `json:"host"`
+	// Alarm is what a peer's heads said against the ones this node kept
+	// (a head that went back or changed), "" if nothing.
+	Alarm string `json:"alarm,omitempty"`
+	Text  string `json:"text"`
+}
+
+// WitnessRecord is the "witness" record: what one peer holds of the
+// local node's audit heads, checked against the local chain.
+type WitnessRecord struct {
+	Type    string `json:"type"` // always "witness"
+	Node    string `json:"node"` // the node whose log was checked
+	Witness string `json:"witness"`
+	OK      bool   `json:"ok"`
+	// Heads is how many heads the witness kept; Checked the newest of
+	// them, by seq.
+	Heads   int    `json:"heads"`
+	Checked uint64 `json:"checked"`
+	// FirstBad is the earliest witnessed entry the local chain no longer
+	// has as it was (rewritten, or cut off); LastGood the newest one that
+	// still matches (the rewrite starts after it).
+	FirstBad uint64 `json:"first_bad,omitempty"`
+	LastGood uint64 `json:"last_good,omitempty"`
+	Problem  string `json:"problem,omitempty"`
+	Text     string `json:"text"`
+}
+
+// WitnessHead is one audit head a node published: the entry seq and its
+// hash, with the time it was seen.
+type WitnessHead struct {
+	Seq  uint64    `json:"seq"`
+	Hash string    `json:"hash"`
+	Time time.Time `json:"time"`
+}

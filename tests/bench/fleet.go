@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+// benchFleet measures a fleet of two daemons on one nats-server with
+// JetStream: a run placed on the other node (ox-spawn --node) against the
+// same run on the local node, end to end; and the events per second one
+// fleet-wide subscriber sees while both nodes save, against a local
+// subscriber of one node's saves.
+func benchFleet(dir string, n int) {
+	if _, err := exec.LookPath("nats-server"); err != nil {
+		fmt.Println("fleet: skipped (nats-server is not installed: apt-get install nats-server)")
+		return
+	}
+	dir = filepath.Join(dir, "fleet")
+	check(os.MkdirAll(dir, 0o700))
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	check(err)
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	ns := exec.Command("nats-server", "-a", "127.0.0.1", "-p", fmt.Sprint(port), "-js", "-sd", filepath.Join(dir, "js"))
+	check(ns.Start())
+	defer func() { ns.Process.Kill(); ns.Wait() }()
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	node := func(name string) *daemon {
+		cf := filepath.Join(dir, name+".toml")
+		check(os.WriteFile(cf, []byte(fmt.Sprintf("[fleet]\nservers = [%q]\nnode = %q\nheartbeat = \"1s\"\n", url, name)), 0o600))
+		sock := filepath.Join(dir, name+".sock")
+		cmd := exec.Command(filepath.Join(*binDir, "oxiosd"), "--config", cf, "--no-mount", "--log-level", "warn",
+			"--data", filepath.Join(dir, name), "--socket", sock)
+		cmd.Stderr = os.Stderr
+		check(cmd.Start())
+		return waitDaemon(cmd, sock)
+	}
+	a, b := node("a"), node("b")
+	defer a.stop()
+	defer b.stop()
+	c := dial(a.sock)
+	defer c.Close()
+	ctx := context.Background()
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		nodes := 0
+		c.FleetStatus(ctx, func(proto.NodeRecord) error { nodes++; return nil })
+		if nodes == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			fatal(fmt.Errorf("fleet: the two nodes did not see each other in 30s"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	spawn := filepath.Join(*binDir, "ox-spawn")
+	timeRuns := func(args ...string) time.Duration {
+		ds := make([]time.Duration, n)
+		for i := range ds {
+			cmd := exec.Command(spawn, append(append([]string{"-a", "bench", "-n", "--socket", a.sock}, args...), "--", "/bin/true")...)
+			cmd.Stdout = io.Discard
+			t := time.Now()
+			check(cmd.Run())
+			ds[i] = time.Since(t)
+		}
+		return median(ds)
+	}
+	local := timeRuns()
+	remote := timeRuns("--node", "b")
+	reportMs("fleet: ox-spawn -- /bin/true on the local node (median)", local, 0, "")
+	reportMs("fleet: ox-spawn --node other -- /bin/true (median)", remote, local, "")
+	reportMs("fleet: placement overhead over local (median)", remote-local, 0, "<= 20 ms")
+
+	// Events: what one subscriber sees of saves, locally and fleet-wide.
+	count := func(fleet bool, writers ...*daemon) float64 {
+		sctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		sub := dial(a.sock)
+		defer sub.Close()
+		var seen atomic.Int64
+		ready := make(chan struct{}, 1)
+		each := func(json.RawMessage) error {
+			seen.Add(1)
+			select {
+			case ready <- struct{}{}:
+			default:
+			}
+			return nil
+		}
+		args := proto.EventsArgs{Types: []string{"state.*"}}
+		go func() {
+			if fleet {
+				sub.FleetCall(sctx, proto.FleetAll, proto.OpEvents, args, each)
+			} else {
+				sub.Events(sctx, args, each)
+			}
+		}()
+		// The subscription is up once a first save shows.
+		w := dial(writers[0].sock)
+		for i := 0; ; i++ {
+			w.StateSave(ctx, "bench", "warm", []byte("x"))
+			select {
+			case <-ready:
+			case <-time.After(100 * time.Millisecond):
+				continue
+			}
+			break
+		}
+		w.Close()
+		start := seen.Load()
+		t := time.Now()
+		var stop atomic.Bool
+		done := make(chan struct{})
+		for i, d := range writers {
+			go func() {
+				cc := dial(d.sock)
+				defer cc.Close()
+				saves(cc, fmt.Sprintf("ev%d-%d", i, time.Now().UnixNano()), 64, &stop)
+				done <- struct{}{}
+			}()
+		}
+		time.Sleep(*dur)
+		stop.Store(true)
+		for range writers {
+			<-done
+		}
+		// What is still on its way counts: wait until the count settles.
+		for last := int64(-1); last != seen.Load(); {
+			last = seen.Load()
+			time.Sleep(300 * time.Millisecond)
+		}
+		return float64(seen.Load()-start) / time.Since(t).Seconds()
+	}
+	loc := count(false, a)
+	report("fleet: events/s, local subscriber, 1 node saving", loc, 0, "baseline")
+	report("fleet: events/s, --fleet subscriber, 2 nodes saving", count(true, a, b), loc, "(no target)")
+}

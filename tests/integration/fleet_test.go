@@ -1,0 +1,410 @@
+package integration
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/oxios/oxios/pkg/audit"
+)
+
+// natsCluster is three nats-server processes clustered on loopback, with
+// JetStream.
+type natsCluster struct {
+	t     *testing.T
+	urls  []string
+	procs []*exec.Cmd
+	logs  []*syncBuffer
+}
+
+func startNATS(t *testing.T) *natsCluster {
+	t.Helper()
+	if _, err := exec.LookPath("nats-server"); err != nil {
+		t.Skip("nats-server is not installed (apt-get install nats-server): the fleet tests need a real NATS cluster")
+	}
+	c := &natsCluster{t: t}
+	var client, route [3]int
+	for i := range 3 {
+		client[i], route[i] = freePort(t), freePort(t)
+		c.urls = append(c.urls, fmt.Sprintf("nats://127.0.0.1:%d", client[i]))
+	}
+	dir := t.TempDir()
+	for i := range 3 {
+		var routes []string
+		for j := range 3 {
+			if j != i {
+				routes = append(routes, fmt.Sprintf("\"nats://127.0.0.1:%d\"", route[j]))
+			}
+		}
+		conf := fmt.Sprintf(`server_name: n%d
+listen: 127.0.0.1:%d
+jetstream { store_dir: %q }
+cluster { name: oxios, listen: 127.0.0.1:%d, routes: [%s] }
+`, i, client[i], filepath.Join(dir, fmt.Sprint("js", i)), route[i], strings.Join(routes, ", "))
+		cf := filepath.Join(dir, fmt.Sprintf("n%d.conf", i))
+		if err := os.WriteFile(cf, []byte(conf), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("nats-server", "-c", cf)
+		buf := &syncBuffer{}
+		cmd.Stdout, cmd.Stderr = buf, buf
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		c.procs, c.logs = append(c.procs, cmd), append(c.logs, buf)
+	}
+	t.Cleanup(func() {
+		for i, p := range c.procs {
+			if p.ProcessState == nil {
+				p.Process.Kill()
+				p.Wait()
+			}
+			if t.Failed() {
+				t.Logf("nats-server n%d:\n%s", i, c.logs[i].String())
+			}
+		}
+	})
+	for i := range 3 {
+		fleetWait(t, 15*time.Second, "nats-server n"+fmt.Sprint(i)+" to listen", func() bool {
+			conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", client[i]))
+			if err == nil {
+				conn.Close()
+			}
+			return err == nil
+		})
+	}
+	return c
+}
+
+// kill9 kills server i without warning.
+func (c *natsCluster) kill9(i int) {
+	c.procs[i].Process.Signal(syscall.SIGKILL)
+	c.procs[i].Wait()
+}
+
+func fleetWait(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func fleetConfig(node string, servers ...string) string {
+	return fmt.Sprintf("[fleet]\nservers = [%q]\nnode = %q\nheartbeat = \"500ms\"\nreplicas = 3\n", strings.Join(servers, "\", \""), node)
+}
+
+// fleetNodes is what ox-status on d says of the nodes: name -> ok.
+func fleetNodes(d *daemon) map[string]bool {
+	r := d.ox("", "ox-status", "--json")
+	nodes := map[string]bool{}
+	sc := bufio.NewScanner(strings.NewReader(r.stdout))
+	for sc.Scan() {
+		var rec struct {
+			Check string `json:"check"`
+			OK    bool   `json:"ok"`
+		}
+		if json.Unmarshal(sc.Bytes(), &rec) == nil && strings.HasPrefix(rec.Check, "node:") {
+			nodes[strings.TrimPrefix(rec.Check, "node:")] = rec.OK
+		}
+	}
+	return nodes
+}
+
+// records decodes JSON lines.
+func fleetRecords(t *testing.T, out string) []map[string]any {
+	t.Helper()
+	var recs []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if line == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("not a JSON record: %q", line)
+		}
+		recs = append(recs, m)
+	}
+	return recs
+}
+
+// TestFleet runs three oxiosd nodes on a three-server NATS cluster: one
+// cluster for every check, which go in the order that kills a server.
+func TestFleet(t *testing.T) {
+	nc := startNATS(t)
+	names := []string{"a", "b", "c"}
+	ds := map[string]*daemon{}
+	cfgs := map[string]string{}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for i, n := range names {
+		// Each node names one server: it learns the others from the
+		// cluster, and finds them when its own is killed.
+		cfg := fleetConfig(n, nc.urls[i])
+		cfgs[n] = cfg
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d := startDaemon(t, daemonOpts{config: cfg})
+			mu.Lock()
+			ds[n] = d
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	a, b, c := ds["a"], ds["b"], ds["c"]
+
+	t.Run("status", func(t *testing.T) {
+		fleetWait(t, 30*time.Second, "ox-status on a to show three live nodes", func() bool {
+			n := fleetNodes(a)
+			return len(n) == 3 && n["a"] && n["b"] && n["c"]
+		})
+		r := a.ox("", "ox-status")
+		if !strings.Contains(r.stdout, "node a of a fleet of 3") {
+			t.Fatalf("ox-status does not name the fleet:\n%s", r.stdout)
+		}
+	})
+
+	t.Run("placement", func(t *testing.T) {
+		r := a.ox("", "ox-spawn", "--node", "b", "-a", "ops", "-n", "--json", "--", "sh", "-c", "echo from-b; exit 3")
+		if r.code != 3 {
+			t.Fatalf("ox-spawn --node b: exit %d, want the run's 3; stderr: %s\nstdout: %s", r.code, r.stderr, r.stdout)
+		}
+		var out, exit bool
+		for _, rec := range fleetRecords(t, r.stdout) {
+			if rec["node"] != "b" {
+				t.Errorf("a record without node b: %v", rec)
+			}
+			out = out || rec["type"] == "output" && strings.Contains(fmt.Sprint(rec["text"]), "from-b")
+			exit = exit || rec["type"] == "exit"
+		}
+		if !out || !exit {
+			t.Fatalf("the run's output and exit did not stream back: %s", r.stdout)
+		}
+		// The run is b's: its audit log has the spawn, a's does not.
+		if s := b.ox("", "ox-audit", "log", "--json", "--op", "run.spawn").stdout; !strings.Contains(s, "ops") {
+			t.Fatalf("b's audit log has no spawn of ops:\n%s", s)
+		}
+		if s := a.ox("", "ox-audit", "log", "--json", "--op", "run.spawn").stdout; strings.Contains(s, "ops") {
+			t.Fatalf("a's audit log has the spawn that ran on b:\n%s", s)
+		}
+		r = a.ox("", "ox-spawn", "--node", "nosuch", "-a", "ops", "-n", "--", "true")
+		if r.code == 0 || !strings.Contains(r.stderr, `no node "nosuch"`) {
+			t.Fatalf("a spawn on a node that is not there: exit %d, stderr %q", r.code, r.stderr)
+		}
+		r = a.ox("", "ox-spawn", "--node", "any", "-a", "ops", "-n", "--json", "--", "true")
+		if r.code != 0 || !strings.Contains(r.stdout, `"node":`) {
+			t.Fatalf("ox-spawn --node any: exit %d; %s %s", r.code, r.stdout, r.stderr)
+		}
+	})
+
+	t.Run("ps-events", func(t *testing.T) {
+		ev := exec.Command(bin("ox-events"), "--fleet", "--json", "-t", "state.*")
+		ev.Env = append(os.Environ(), "OXIOS_SOCKET="+a.sock)
+		evOut := &syncBuffer{}
+		ev.Stdout, ev.Stderr = evOut, evOut
+		if err := ev.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { ev.Process.Kill(); ev.Wait() }()
+
+		r := a.ox("", "ox-spawn", "--node", "c", "-d", "-a", "ops", "-n", "--", "sleep", "30")
+		if r.code != 0 {
+			t.Fatalf("detached spawn on c: %d %s", r.code, r.stderr)
+		}
+		r = a.ox("", "ox-ps", "--fleet", "--json")
+		var onC bool
+		for _, rec := range fleetRecords(t, r.stdout) {
+			onC = onC || rec["node"] == "c" && rec["state"] == "running"
+		}
+		if r.code != 0 || !onC {
+			t.Fatalf("ox-ps --fleet on a does not show the run on c (exit %d):\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		r = a.ox("", "ox-top", "--fleet", "--json", "-n", "1")
+		nodes := map[any]bool{}
+		for _, rec := range fleetRecords(t, r.stdout) {
+			if rec["type"] == "resources" {
+				nodes[rec["node"]] = true
+			}
+		}
+		if r.code != 0 || len(nodes) != 3 || !nodes["a"] || !nodes["b"] || !nodes["c"] {
+			t.Fatalf("ox-top --fleet: want a resources record of a, b and c (exit %d):\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		// A call carries only the ops that may travel: the refusal is
+		// the caller's daemon's, audited there.
+		cl := a.client(t)
+		if _, err := cl.FleetCall(context.Background(), "b", "state.save", map[string]string{"agent": "ops", "key": "x", "value": "y"}, func(json.RawMessage) error { return nil }); err == nil || !strings.Contains(err.Error(), "does not go to other nodes") {
+			t.Fatalf("fleet.call of state.save: %v", err)
+		}
+		if s := a.ox("", "ox-audit", "log", "--json", "--op", "fleet.call").stdout; !strings.Contains(s, "EINVAL") {
+			t.Fatalf("the refused fleet.call is not in a's audit log:\n%s", s)
+		}
+		// Events of b and c reach a's reader, each with its node. The
+		// subscription is up once a first save shows.
+		fleetWait(t, 10*time.Second, "b's state events on a's fleet-wide ox-events", func() bool {
+			b.ox("", "ox-state", "save", "-a", "ops", "k", "v")
+			return strings.Contains(evOut.String(), `"node":"b"`)
+		})
+		c.ox("", "ox-state", "save", "-a", "ops", "k2", "v")
+		fleetWait(t, 10*time.Second, "c's state events", func() bool { return strings.Contains(evOut.String(), `"node":"c"`) })
+	})
+
+	t.Run("nats-server-killed-mid-run", func(t *testing.T) {
+		cmd := exec.Command(bin("ox-spawn"), "--node", "b", "-a", "ops", "-n", "--json", "--", "sh", "-c", "echo started; sleep 3; echo finished; exit 5")
+		cmd.Env = append(os.Environ(), "OXIOS_SOCKET="+a.sock)
+		out := &syncBuffer{}
+		var errb syncBuffer
+		cmd.Stdout, cmd.Stderr = out, &errb
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		fleetWait(t, 15*time.Second, "the run on b to start", func() bool { return strings.Contains(out.String(), "started") })
+		nc.kill9(0) // a's server
+		err := cmd.Wait()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		if code != 5 || !strings.Contains(out.String(), "finished") {
+			t.Fatalf("with a's NATS server killed mid-run: exit %d (want the run's 5); stdout:\n%s\nstderr: %s", code, out.String(), errb.String())
+		}
+	})
+
+	t.Run("audit-rewrite-witnessed", func(t *testing.T) {
+		for i := range 3 {
+			c.ox("", "ox-state", "save", "-a", "ops", fmt.Sprint("w", i), "v")
+			if r := c.ox("", "ox-commit", "-a", "ops", "-m", "witnessed"); r.code != 0 {
+				t.Fatalf("commit on c: %s", r.stderr)
+			}
+		}
+		seq := headSeq(t, c)
+		// Peers keep the heads they saw, on disk.
+		for _, w := range []*daemon{a, b} {
+			fleetWait(t, 10*time.Second, "a peer to keep c's head", func() bool {
+				data, _ := os.ReadFile(filepath.Join(w.data, "fleet", "witness", "c.jsonl"))
+				return strings.Contains(string(data), fmt.Sprintf(`"seq":%d,`, seq))
+			})
+		}
+		if r := c.ox("", "ox-audit", "verify"); r.code != 0 {
+			t.Fatalf("verify on c before the rewrite: %d %s %s", r.code, r.stdout, r.stderr)
+		}
+		c.stop()
+		rewriteAudit(t, filepath.Join(c.data, "audit"), 5)
+		c = startDaemon(t, daemonOpts{config: cfgs["c"], dir: c.dir})
+		// Alone, the rewritten chain verifies: the hole the fleet closes.
+		if r := c.ox("", "ox-audit", "verify", "--local"); r.code != 0 {
+			t.Fatalf("the consistent rewrite should pass a local verify: %d %s", r.code, r.stderr)
+		}
+		fleetWait(t, 15*time.Second, "c back in the fleet", func() bool { return len(fleetNodes(c)) == 3 })
+		r := c.ox("", "ox-audit", "verify", "--json")
+		if r.code != 1 || !strings.Contains(r.stderr, "rewritten") || !strings.Contains(r.stderr, "of node c") {
+			t.Fatalf("ox-audit verify on the rewritten node: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+		}
+		// Each witness names the entry: the rewrite (from entry 5) lies
+		// after the newest head that still matches and at or before the
+		// first that does not.
+		witnesses := 0
+		for _, rec := range fleetRecords(t, r.stdout) {
+			if rec["type"] != "witness" {
+				continue
+			}
+			witnesses++
+			first, _ := rec["first_bad"].(float64)
+			last, _ := rec["last_good"].(float64)
+			if rec["ok"] != false || first < 5 || last >= 5 || rec["node"] != "c" || (rec["witness"] != "a" && rec["witness"] != "b") {
+				t.Errorf("witness record: %v", rec)
+			}
+		}
+		if witnesses != 2 {
+			t.Fatalf("want the records of witnesses a and b, got %d:\n%s", witnesses, r.stdout)
+		}
+		// The peers raise it too, once c publishes its changed head.
+		fleetWait(t, 10*time.Second, "a's ox-status to flag node c", func() bool {
+			n := fleetNodes(a)
+			ok, there := n["c"]
+			return there && !ok
+		})
+	})
+
+	t.Run("alone-unchanged", func(t *testing.T) {
+		d := startDaemon(t, daemonOpts{})
+		r := d.ox("", "ox-status", "--json")
+		if !strings.Contains(r.stdout, "alone: no [fleet] servers") {
+			t.Fatalf("ox-status of a daemon alone:\n%s", r.stdout)
+		}
+		r = d.ox("", "ox-ps", "--fleet")
+		if r.code == 0 || !strings.Contains(r.stderr, "ENOTCONN") && !strings.Contains(r.stderr, "not in a fleet") {
+			t.Fatalf("ox-ps --fleet alone: exit %d %q", r.code, r.stderr)
+		}
+		if _, err := os.Stat(filepath.Join(d.data, "fleet")); !os.IsNotExist(err) {
+			t.Fatalf("a daemon alone made %s/fleet: %v", d.data, err)
+		}
+		d.checkAudit()
+	})
+	for _, d := range []*daemon{a, b} {
+		d.checkAudit()
+	}
+}
+
+func headSeq(t *testing.T, d *daemon) uint64 {
+	t.Helper()
+	r := d.ox("", "ox-audit", "verify", "--local", "--json")
+	var rec struct {
+		HeadSeq uint64 `json:"head_seq"`
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(r.stdout)), &rec); err != nil || rec.HeadSeq == 0 {
+		t.Fatalf("no head: %q %v", r.stdout, err)
+	}
+	return rec.HeadSeq
+}
+
+// rewriteAudit rewrites the stopped daemon's log from entry from on, and
+// re-hashes the chain and the head after it: the tampering a local
+// verify cannot see.
+func rewriteAudit(t *testing.T, dir string, from uint64) {
+	t.Helper()
+	old, err := audit.Open(dir, audit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var entries []*audit.Entry
+	if err := old.Scan(1, func(e *audit.Entry, _ []byte) error { entries = append(entries, e); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	old.Close()
+	if uint64(len(entries)) < from {
+		t.Fatalf("only %d entries", len(entries))
+	}
+	entries[from-1].Target = "ops:nothing-happened-here"
+	tmp := dir + ".new"
+	nl, err := audit.Open(tmp, audit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nl.Append(entries); err != nil {
+		t.Fatal(err)
+	}
+	if err := nl.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	nl.Close()
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		t.Fatal(err)
+	}
+}
