@@ -68,6 +68,12 @@ var skips = map[string]string{
 	"ox-audit verify --file /mnt/offsite": "reads from a backup host's mount",
 }
 
+// skipSections are README sections whose examples need more than one
+// machine can give a test.
+var skipSections = map[string]string{
+	"A fleet of hosts": "needs three hosts running NATS",
+}
+
 // interactive are commands of an example line that only make sense on a
 // terminal; the line is skipped when it holds one.
 var interactive = regexp.MustCompile(`(^|[;&|]\s*)(vim|less|top)\b`)
@@ -92,7 +98,16 @@ func parseExamples(file, md string, manPage bool) []example {
 			cur = nil
 		}
 	}
+	section := ""
 	for i, l := range lines {
+		if !manPage && strings.HasPrefix(l, "## ") {
+			flush()
+			section = strings.TrimPrefix(l, "## ")
+			continue
+		}
+		if skipSections[section] != "" {
+			continue
+		}
 		if manPage && strings.HasPrefix(l, "# ") {
 			flush()
 			inExamples = strings.TrimSpace(l) == "# EXAMPLES"

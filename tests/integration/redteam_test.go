@@ -732,7 +732,13 @@ func redTeamWasm(t *testing.T) {
 	})
 	confined(t, "wasm tool allocates past tools.memory (fails in the guest)", func() bool {
 		since := auditSeq(t, c)
-		rec, code := tool("", "alloc", "256")
+		// A generous time limit: on a loaded machine the allocations
+		// before the limit bites take seconds, and a timeout would hide
+		// whether the memory limit held.
+		rec, code := tool("2m", "alloc", "256")
+		if rec.TimedOut {
+			t.Logf("the allocation ran into the 2m time limit: %+v", rec)
+		}
 		return code == "ok" && rec.Status != 0 && !rec.TimedOut && !strings.Contains(rec.Stdout, "allocated") &&
 			auditedSince(t, c, since, proto.OpToolRun, "ok", "ops:tool jsonq => status ")
 	})
