@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"path"
-	"time"
 
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/proto"
@@ -35,43 +33,6 @@ func (k *Kernel) requireAdmin(c *Cred, op string) *proto.Error {
 	return err
 }
 
-// auditFilter turns AuditLogArgs into a predicate over entry lines.
-func auditFilter(a *proto.AuditLogArgs) (func(*audit.Info) bool, *proto.Error) {
-	if a.Agent != "" {
-		if err := proto.CheckAgent(a.Agent); err != nil {
-			return nil, err
-		}
-	}
-	if a.Op != "" {
-		if _, err := path.Match(a.Op, ""); err != nil {
-			return nil, proto.Errorf(proto.EINVAL, "op pattern %q: %v", a.Op, err)
-		}
-	}
-	since := ""
-	if a.SinceTime != "" {
-		t, err := time.Parse(time.RFC3339Nano, a.SinceTime)
-		if err != nil {
-			return nil, proto.Errorf(proto.EINVAL, "since_time %q is not an RFC 3339 time", a.SinceTime)
-		}
-		// Entry times are fixed-width UTC: they compare as strings.
-		since = t.UTC().Format("2006-01-02T15:04:05.000000000Z")
-	}
-	if a.N < 0 {
-		return nil, proto.Errorf(proto.EINVAL, "n must not be negative (got %d)", a.N)
-	}
-	return func(in *audit.Info) bool {
-		if a.Agent != "" && in.Agent() != a.Agent && in.Actor.Agent != a.Agent {
-			return false
-		}
-		if a.Op != "" {
-			if ok, _ := path.Match(a.Op, in.Op); !ok {
-				return false
-			}
-		}
-		return since == "" || in.Time >= since
-	}, nil
-}
-
 // AuditLog emits the lines of the selected entries, oldest first; with
 // Follow it then emits new entries as they are committed until ctx ends,
 // calling flush (if not nil) after each group so a follower sees them now.
@@ -81,7 +42,7 @@ func (k *Kernel) AuditLog(ctx context.Context, c *Cred, a proto.AuditLogArgs, ra
 			return err
 		}
 	}
-	match, perr := auditFilter(&a)
+	match, perr := audit.Filter(&a)
 	if perr != nil {
 		return perr
 	}

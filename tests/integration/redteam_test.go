@@ -430,6 +430,7 @@ func redTeamAgents(t *testing.T) {
 // redTeamExec: the exec syscall with what the policy does not allow.
 func redTeamExec(t *testing.T) {
 	d := startDaemon(t, daemonOpts{})
+	createAgent(t, d, "ops") // an exec does not create one
 	c := d.client(t)
 	ctx := context.Background()
 	canary := filepath.Join(d.dir, "canary")
@@ -666,6 +667,7 @@ func redTeamMount(t *testing.T) {
 func redTeamWasm(t *testing.T) {
 	dir := wasmTools(t, "jsonq=hostile")
 	d := startDaemon(t, daemonOpts{config: toolsConfig(dir)})
+	createAgent(t, d, "ops") // a tool call does not create one
 	c := d.client(t)
 	tool := func(timeout string, args ...string) (proto.ToolRecord, string) {
 		rec, err := toolRun(c, proto.ToolRunArgs{Agent: "ops", Tool: "jsonq", Args: args, Timeout: timeout})
@@ -787,6 +789,7 @@ func redTeamNet(t *testing.T) {
 	presetPolicy(t, dir, "web", "[net]\nallow = [\"127.0.0.1\"]\ntimeout = \"5s\"\n")
 	presetPolicy(t, dir, "api", "[net]\nallow = [\"localhost\"]\ntimeout = \"5s\"\n")
 	d := startDaemon(t, daemonOpts{dir: dir})
+	createAgent(t, d, "ops") // a fetch does not create one
 	c := d.client(t)
 	ctx := context.Background()
 	_, port, _ := strings.Cut(strings.TrimPrefix(hidden.URL, "http://"), ":")
