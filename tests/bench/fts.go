@@ -97,7 +97,9 @@ func (f *fts) close() {
 
 // realText returns n lines of the CISI collection's titles and abstracts
 // (each line joined with one further on, a different one on each pass, so
-// that every line is distinct) and its queries' first 8 words; nil when
+// that every line is distinct) and its queries' first 4 keywords (stop
+// words left out: FTS5 ranks every row holding "the", which would make
+// the row a test of stop words); nil when
 // the collection is not there.
 func realText(n int) (lines, queries []string) {
 	all, err := os.ReadFile(filepath.Join(*cisi, "CISI.ALL"))
@@ -126,8 +128,14 @@ func realText(n int) (lines, queries []string) {
 	}
 	var q []string
 	flush := func() {
-		if len(q) > 0 {
-			queries = append(queries, strings.Join(q[:min(8, len(q))], " "))
+		var kw []string
+		for _, w := range q {
+			if w = strings.ToLower(w); len(w) > 2 && !stopWords[w] && len(kw) < 4 {
+				kw = append(kw, w)
+			}
+		}
+		if len(kw) > 0 {
+			queries = append(queries, strings.Join(kw, " "))
 		}
 		q = nil
 	}
@@ -146,4 +154,17 @@ func realText(n int) (lines, queries []string) {
 	}
 	flush()
 	return lines, queries
+}
+
+// stopWords are left out of the CISI queries, as a user typing keywords
+// leaves them out.
+var stopWords = map[string]bool{}
+
+func init() {
+	for _, w := range strings.Fields(`the and are there what how for with from that this which these those can
+		any all has have been was were its their they them there about into other such some not
+		does did should would could will may might also being between more most than then when where
+		who whom why give given use used using based upon`) {
+		stopWords[w] = true
+	}
 }

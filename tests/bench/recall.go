@@ -32,7 +32,7 @@ import (
 //
 // The lines are the title and abstract lines of the CISI collection
 // (-cisi), each joined with a later one so that the 100,000 lines are
-// distinct; the queries, the first 8 words of its 112 queries. Without the
+// distinct; the queries, the first 4 keywords of its 112 queries. Without the
 // collection a synthetic corpus stands in (Zipfian words), for both sides.
 func benchRecall(dir string) {
 	base := filepath.Join(dir, "recall")
