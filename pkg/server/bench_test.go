@@ -78,3 +78,24 @@ func BenchmarkStateSave(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkStateLoadPipelined: 16 callers sharing one client, so their
+// requests are pipelined on the connection.
+func BenchmarkStateLoadPipelined(b *testing.B) {
+	c := benchServer(b)
+	ctx := context.Background()
+	if _, err := c.StateSave(ctx, "bench", "v100", []byte(strings.Repeat("x", 100))); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.SetParallelism(8) // 16 callers on 2 cores
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, _, err := c.StateLoad(ctx, "bench", "v100"); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
