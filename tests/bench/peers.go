@@ -187,20 +187,37 @@ func rawSaves(c *rawConn, prefix string, keys int, stop *atomic.Bool) int64 {
 }
 
 // versus measures ours and the anchor in alternating rounds and reports
-// the medians; anchor nil prints the row as skipped, with why.
-func versus(name, target string, ours, anchor func() float64, skipped string) {
-	var a, b []float64
+// the medians; anchor nil prints the row as skipped, with why. Each
+// measurement also gives the server's CPU time per operation (its
+// utime+stime over the round): on a machine shared with other work the
+// rate moves with the neighbours' load, the CPU an operation costs much
+// less.
+func versus(name, target string, ours, anchor func() (rate, cpu float64), skipped string) {
+	var a, b, ca, cb []float64
 	for i := 0; i < *rounds; i++ {
-		a = append(a, ours())
+		r, c := ours()
+		a, ca = append(a, r), append(ca, c)
 		if anchor != nil {
-			b = append(b, anchor())
+			r, c = anchor()
+			b, cb = append(b, r), append(cb, c)
 		}
 	}
 	if anchor == nil {
-		fmt.Printf("%-46s %14.0f %14s  skipped: %s\n", name, median(a), "", skipped)
+		fmt.Printf("%-46s %14.0f %14s  skipped: %s (server CPU/op %.1f us)\n", name, median(a), "", skipped, median(ca))
 		return
 	}
-	report(name, median(a), median(b), target)
+	report(name, median(a), median(b), fmt.Sprintf("%-14s server CPU/op %.1f us vs %.1f us", target, median(ca), median(cb)))
+}
+
+// measured runs fn on conns connections like parallel and returns the
+// rate and the CPU time (us) the process pid spent per operation.
+func measured(pid, conns int, fn func(stop *atomic.Bool) int64) (rate, cpu float64) {
+	t0 := ticks(pid)
+	start := time.Now()
+	rate = parallel(conns, fn)
+	ops := rate * time.Since(start).Seconds()
+	// /proc counts CPU time in ticks of 1/100 s.
+	return rate, float64(ticks(pid)-t0) * 1e4 / max(ops, 1)
 }
 
 // peerRows measures loads and durable saves of oxiosd (its socket in d,
@@ -209,14 +226,14 @@ func peerRows(dir string, d *daemon, c *client.Client) {
 	rd := startRedis(dir)
 	defer rd.stop()
 	const noRedis = "no redis-server"
-	anchor := func(fn func(stop *atomic.Bool) int64, conns int) func() float64 {
+	anchor := func(fn func(stop *atomic.Bool) int64, conns int) func() (float64, float64) {
 		if rd == nil {
 			return nil
 		}
-		return func() float64 { return parallel(conns, fn) }
+		return func() (float64, float64) { return measured(rd.cmd.Process.Pid, conns, fn) }
 	}
-	ours := func(fn func(stop *atomic.Bool) int64, conns int) func() float64 {
-		return func() float64 { return parallel(conns, fn) }
+	ours := func(fn func(stop *atomic.Bool) int64, conns int) func() (float64, float64) {
+		return func() (float64, float64) { return measured(d.cmd.Process.Pid, conns, fn) }
 	}
 	const target = ">= 1.0x Redis"
 	if run("load") {
