@@ -49,9 +49,6 @@ type tx struct {
 const maxBatch = 1024
 
 // submit queues t and, if wait, waits until it is durable (or failed).
-// A waiting caller that finds no commit under way leads one itself, on
-// its own goroutine, with whatever else is queued: a lone save then costs
-// no hand-off to the committer and back.
 func (k *Kernel) submit(ctx context.Context, t *tx, wait bool) error {
 	if wait {
 		t.done = make(chan struct{})
@@ -60,13 +57,6 @@ func (k *Kernel) submit(ctx context.Context, t *tx, wait bool) error {
 	if k.closing {
 		k.txmu.RUnlock()
 		return proto.Errorf(proto.ESHUTDOWN, "oxiosd is shutting down")
-	}
-	if wait && t.barrier == nil && k.leading.TryLock() {
-		// txmu is held until the batch is done: Close waits for it.
-		k.lead(t)
-		k.leading.Unlock()
-		k.txmu.RUnlock()
-		return t.err
 	}
 	k.txc <- t
 	k.txmu.RUnlock()
@@ -79,69 +69,19 @@ func (k *Kernel) submit(ctx context.Context, t *tx, wait bool) error {
 	return t.err
 }
 
-// lead commits t, never queued, with what is queued up to the first
-// barrier, and then that barrier; k.leading is held. Transactions queued
-// concurrently with t and not yet durable have no order among them; a
-// barrier queued before t sees t, as if t had been queued first.
-func (k *Kernel) lead(t *tx) {
-	batch := append(make([]*tx, 0, 8), t)
-	barrier := k.drain(&batch)
-	k.finish(batch)
-	if barrier != nil {
-		runBarrier(barrier)
-	}
-}
-
-// drain adds to batch what is queued, without waiting, up to maxBatch; it
-// returns a barrier met on the way (taken from the queue, not added).
-func (k *Kernel) drain(batch *[]*tx) (barrier *tx) {
-	for len(*batch) < maxBatch {
-		select {
-		case t, ok := <-k.txc:
-			if !ok {
-				return nil
-			}
-			if t.barrier != nil {
-				return t
-			}
-			*batch = append(*batch, t)
-		default:
-			return nil
-		}
-	}
-	return nil
-}
-
-// finish commits a batch and tells its waiters.
-func (k *Kernel) finish(batch []*tx) {
-	k.commit(batch)
-	for _, t := range batch {
-		if t.done != nil {
-			close(t.done)
-		}
-		if t.flight {
-			k.flights.land(t)
-		}
-	}
-}
-
-func runBarrier(t *tx) {
-	t.barrier()
-	if t.done != nil {
-		close(t.done)
-	}
-}
-
-// committer commits what is queued, batch after batch, holding k.leading
-// for each so that a leading caller's commit and its own never overlap.
 func (k *Kernel) committer() {
 	defer close(k.stopped)
 	batch := make([]*tx, 0, maxBatch)
+	var barrier *tx
+	runBarrier := func(t *tx) {
+		t.barrier()
+		if t.done != nil {
+			close(t.done)
+		}
+	}
 	for t := range k.txc {
-		k.leading.Lock()
 		if t.barrier != nil {
 			runBarrier(t)
-			k.leading.Unlock()
 			continue
 		}
 		batch = append(batch[:0], t)
@@ -157,13 +97,36 @@ func (k *Kernel) committer() {
 			}
 			n = m
 		}
-		barrier := k.drain(&batch)
-		k.finish(batch)
+	drain:
+		for len(batch) < maxBatch {
+			select {
+			case t, ok := <-k.txc:
+				if !ok {
+					break drain
+				}
+				if t.barrier != nil {
+					barrier = t
+					break drain
+				}
+				batch = append(batch, t)
+			default:
+				break drain
+			}
+		}
+		k.commit(batch)
+		for _, t := range batch {
+			if t.done != nil {
+				close(t.done)
+			}
+			if t.flight {
+				k.flights.land(t)
+			}
+		}
 		clear(batch)
 		if barrier != nil {
 			runBarrier(barrier)
+			barrier = nil
 		}
-		k.leading.Unlock()
 	}
 }
 

@@ -84,11 +84,8 @@ type Kernel struct {
 
 	// txc feeds the committer. Senders hold txmu for reading while they
 	// send, so Close can shut the channel once no send is in progress.
-	txc  chan *tx
-	txmu sync.RWMutex
-	// leading is held by whoever commits a batch: the committer, or a
-	// caller of submit that found it free and commits its own (see lead).
-	leading sync.Mutex
+	txc     chan *tx
+	txmu    sync.RWMutex
 	closing bool
 	stopped chan struct{}
 	fatal   chan error // the storage can no longer be trusted: restart
