@@ -88,7 +88,7 @@ deps: ## install fuse3 (fusermount3, for the mount as a user) with apt-get or dn
 
 .PHONY: bench
 bench: build ## run the benchmarks against bin/ (pass BENCHFLAGS=...)
-	$(GO) run ./tests/bench -bin $(CURDIR)/bin $(BENCHFLAGS)
+	$(GO) run ./tests/bench -bin $(CURDIR)/bin -cisi $(CISI) $(BENCHFLAGS)
 
 .PHONY: torture
 torture: ## long runs on a real mount (as root): fsx, 20,000 ops per seed, the eviction repro, a 256 MiB file

@@ -275,9 +275,13 @@ func (c *Client) setWaiting(cl *call, on bool) {
 
 // start sends a request and returns its call.
 func (c *Client) start(op string, args any) (*call, uint64, error) {
-	raw, err := encodeArgs(args)
-	if err != nil {
-		return nil, 0, fmt.Errorf("%s: encoding args: %w", op, err)
+	var raw []byte
+	var err error
+	if !handEncoded(args) {
+		raw, err = encodeArgs(args)
+		if err != nil {
+			return nil, 0, fmt.Errorf("%s: encoding args: %w", op, err)
+		}
 	}
 	cl := &call{ready: make(chan struct{}, 1)}
 	c.mu.Lock()
@@ -301,7 +305,11 @@ func (c *Client) start(op string, args any) (*call, uint64, error) {
 		b = append(b, `,"op":`...)
 		b = proto.AppendString(b, op)
 		b = append(b, `,"args":`...)
-		b = append(b, raw...)
+		if raw != nil {
+			b = append(b, raw...)
+		} else {
+			b, _ = appendArgs(b, args)
+		}
 		c.out = append(b, '}', '\n')
 		if c.flushing {
 			c.wmu.Unlock() // the flusher takes our line in its next round
@@ -383,9 +391,13 @@ func (c *Client) next(ctx context.Context, cl *call) (*proto.Reply, error) {
 			}
 			// Reading cannot watch ctx: a cancelled ctx ends the read with
 			// a deadline, and the connection with it.
-			stop := context.AfterFunc(ctx, func() { c.nc.SetReadDeadline(time.Unix(1, 0)) })
-			c.readOne()
-			stop()
+			if ctx.Done() == nil {
+				c.readOne() // a ctx that never ends: nothing to watch
+			} else {
+				stop := context.AfterFunc(ctx, func() { c.nc.SetReadDeadline(time.Unix(1, 0)) })
+				c.readOne()
+				stop()
+			}
 			c.rmu.Unlock()
 			if rep, _ := cl.pop(); rep != nil {
 				return rep, nil
@@ -465,6 +477,12 @@ func finish(rep *proto.Reply, result any) error {
 		return rep.Error
 	}
 	if result != nil && rep.Result != nil {
+		if r, ok := result.(*proto.StateRecord); ok {
+			if proto.ParseStateRecord(rep.Result, r) {
+				return nil
+			}
+			*r = proto.StateRecord{}
+		}
 		if err := json.Unmarshal(rep.Result, result); err != nil {
 			return fmt.Errorf("decoding result: %w", err)
 		}

@@ -76,10 +76,11 @@ func DecodeSaveArgs(args json.RawMessage, a *StateSaveArgs) *Error {
 // repeated fields) declines, and encoding/json decides. FuzzFastArgs holds
 // the two to the same results.
 
-// flatStrings parses args made only of string fields with plain values (no
-// escapes, valid UTF-8) and calls set for each; set reports whether it
-// knows the field. ok is false if anything is off.
-func flatStrings(args []byte, set func(name string, value []byte) bool) bool {
+// flatStrings parses args made only of string fields with plain names and
+// values (no escapes, no control bytes, valid UTF-8) and calls set for
+// each; set reports whether it knows the field. ok is false if anything is
+// off.
+func flatStrings(args []byte, set func(name, value []byte) bool) bool {
 	if len(args) < 2 || args[0] != '{' || args[len(args)-1] != '}' {
 		return false
 	}
@@ -96,6 +97,9 @@ func flatStrings(args []byte, set func(name string, value []byte) bool) bool {
 			return false
 		}
 		name := p[1 : 1+q]
+		if !plain(name) {
+			return false
+		}
 		p = p[q+2:]
 		if len(p) < 2 || p[0] != ':' || p[1] != '"' {
 			return false
@@ -106,12 +110,7 @@ func flatStrings(args []byte, set func(name string, value []byte) bool) bool {
 			return false
 		}
 		val := p[:q]
-		for _, c := range val {
-			if c < 0x20 || c == '\\' {
-				return false
-			}
-		}
-		if !utf8.Valid(val) || !set(string(name), val) {
+		if !plain(val) || !set(name, val) {
 			return false
 		}
 		p = p[q+1:]
@@ -125,6 +124,30 @@ func flatStrings(args []byte, set func(name string, value []byte) bool) bool {
 	}
 }
 
+// plain reports whether s may stand between quotes in JSON as it is:
+// valid UTF-8 with no escapes or control bytes.
+func plain(s []byte) bool {
+	ascii := true
+	for _, c := range s {
+		if c < 0x20 || c == '\\' {
+			return false
+		}
+		if c >= utf8.RuneSelf {
+			ascii = false
+		}
+	}
+	return ascii || utf8.Valid(s)
+}
+
+// PlainObject reports whether b is a JSON object of string fields only,
+// each name and value plain (see flatStrings): the shape clients send the
+// args of the frequent ops in. Such an object is valid JSON with nothing
+// after it, which the server's fast path then need not check with a full
+// scan.
+func PlainObject(b []byte) bool {
+	return flatStrings(b, func(name, value []byte) bool { return true })
+}
+
 // fastFields fills dst[i] from the field names[i] of args: string fields
 // only, each at most once (a repeated field falls back, as encoding/json
 // would take the last one and the fast path does not try to).
@@ -136,9 +159,9 @@ func fastFields(args []byte, names []string, dst ...*string) bool {
 // fastFieldsSeen is fastFields, and says which fields were given (bit i
 // for names[i]).
 func fastFieldsSeen(args []byte, names []string, dst ...*string) (seen uint32, ok bool) {
-	ok = flatStrings(args, func(name string, v []byte) bool {
+	ok = flatStrings(args, func(name, v []byte) bool {
 		for i, n := range names {
-			if n == name && seen&(1<<i) == 0 {
+			if n == string(name) && seen&(1<<i) == 0 {
 				*dst[i] = string(v)
 				seen |= 1 << i
 				return true

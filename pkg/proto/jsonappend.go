@@ -1,6 +1,7 @@
 package proto
 
 import (
+	"bytes"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -88,4 +89,67 @@ func AppendStateRecord(b []byte, r *StateRecord) []byte {
 		b = append(b, `,"deleted":true`...)
 	}
 	return append(b, '}')
+}
+
+// ParseStateRecord reads into r a record in the shape AppendStateRecord
+// writes it, with plain strings (no escapes), without reflection. It
+// reports false, leaving r in an unspecified state, for anything else,
+// which the caller then decodes with encoding/json.
+func ParseStateRecord(b []byte, r *StateRecord) bool {
+	*r = StateRecord{}
+	p := b
+	lit := func(s string) bool {
+		if len(p) < len(s) || string(p[:len(s)]) != s {
+			return false
+		}
+		p = p[len(s):]
+		return true
+	}
+	str := func(dst *string) bool {
+		if len(p) == 0 || p[0] != '"' {
+			return false
+		}
+		q := bytes.IndexByte(p[1:], '"')
+		if q < 0 || !plain(p[1:1+q]) {
+			return false
+		}
+		*dst = string(p[1 : 1+q])
+		p = p[q+2:]
+		return true
+	}
+	if !lit(`{"type":`) || !str(&r.Type) || !lit(`,"agent":`) || !str(&r.Agent) || !lit(`,"key":`) || !str(&r.Key) || !lit(`,"size":`) {
+		return false
+	}
+	n := 0
+	for n < len(p) && n < 19 && (p[n] >= '0' && p[n] <= '9' || n == 0 && p[n] == '-') {
+		n++
+	}
+	size, err := strconv.ParseInt(string(p[:n]), 10, 64)
+	if err != nil || n > 1 && (p[0] == '0' || p[0] == '-' && p[1] == '0') {
+		return false
+	}
+	r.Size = size
+	p = p[n:]
+	if !lit(`,"modified":"`) {
+		return false
+	}
+	q := bytes.IndexByte(p, '"')
+	if q < 0 || r.Modified.UnmarshalText(p[:q]) != nil {
+		return false
+	}
+	p = p[q+1:]
+	if lit(`,"value":`) {
+		var v string
+		if !str(&v) {
+			return false
+		}
+		r.Value = &v
+	}
+	if lit(`,"encoding":`) && !str(&r.Encoding) {
+		return false
+	}
+	if lit(`,"deleted":true`) {
+		r.Deleted = true
+	}
+	return string(p) == "}"
 }

@@ -41,3 +41,41 @@ func FuzzAppendString(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseStateRecord: what the hand parser accepts, encoding/json reads
+// the same way; it may only decline, never differ. The records the server
+// writes for plain keys and values are taken.
+func FuzzParseStateRecord(f *testing.F) {
+	val := "some text"
+	for _, r := range []StateRecord{
+		{Type: RecordState, Agent: "ops", Key: "notes/today.md", Size: 12, Modified: time.Date(2026, 11, 21, 10, 0, 0, 123456789, time.UTC), Value: &val},
+		{Type: RecordState, Agent: "a", Key: "k", Size: 0, Modified: time.Unix(0, 0).UTC(), Value: &val, Encoding: "base64", Deleted: true},
+		{Type: RecordState, Agent: "a", Key: "ключ", Modified: time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("x", 3600))},
+	} {
+		b := AppendStateRecord(nil, &r)
+		var got StateRecord
+		if !ParseStateRecord(b, &got) {
+			f.Fatalf("declined %s", b)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte(`{"type":"state","agent":"a","key":"k","size":-0,"modified":"2026-01-02T03:04:05Z"}`))
+	f.Add([]byte(`{"type":"state","agent":"a","key":"k","size":1,"modified":"2026-01-02T03:04:05Z","value":"\u0041"}`))
+	f.Add([]byte(`{"type":"state","agent":"a","key":"k","size":1,"modified":"2026-01-02T03:04:05Z"} `))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var fast StateRecord
+		if !ParseStateRecord(b, &fast) {
+			return
+		}
+		var slow StateRecord
+		if err := json.Unmarshal(b, &slow); err != nil {
+			t.Fatalf("fast path took %s, encoding/json refuses it: %v", b, err)
+		}
+		if fast.Type != slow.Type || fast.Agent != slow.Agent || fast.Key != slow.Key || fast.Size != slow.Size ||
+			!fast.Modified.Equal(slow.Modified) || fast.Modified.Location().String() != slow.Modified.Location().String() ||
+			(fast.Value == nil) != (slow.Value == nil) || fast.Value != nil && *fast.Value != *slow.Value ||
+			fast.Encoding != slow.Encoding || fast.Deleted != slow.Deleted {
+			t.Fatalf("%s: fast %+v, slow %+v", b, fast, slow)
+		}
+	})
+}

@@ -28,18 +28,22 @@ func served(op string) *kernel.Syscall {
 	return nil
 }
 
-// decodeRequest parses one request line. The error names the problem.
-func decodeRequest(line []byte) (*proto.Request, *proto.Error) {
-	if req, ok := fastRequest(line); ok {
-		if served(req.Op) != nil {
-			return req, nil
+// decodeRequest parses one request line into req and returns its
+// syscall. The error names the problem; req holds what could be read
+// (its id) even then.
+func decodeRequest(line []byte, req *proto.Request) (*kernel.Syscall, *proto.Error) {
+	if r, ok := fastRequest(line); ok {
+		if sc := served(r.Op); sc != nil {
+			*req = r
+			return sc, nil
 		}
 	}
+	*req = proto.Request{}
 	if perr := proto.CheckText(line); perr != nil {
 		return nil, perr
 	}
-	var req proto.Request
-	if err := json.Unmarshal(line, &req); err != nil {
+	if err := json.Unmarshal(line, req); err != nil {
+		*req = proto.Request{}
 		var ute *json.UnmarshalTypeError
 		if errors.As(err, &ute) && ute.Field == "" {
 			return nil, proto.Errorf(proto.EBADMSG, "request line is not a JSON object (got %s)", ute.Value)
@@ -50,15 +54,17 @@ func decodeRequest(line []byte) (*proto.Request, *proto.Error) {
 		return nil, proto.Errorf(proto.EBADMSG, "request line is not a JSON object: %v", err)
 	}
 	if perr := proto.CheckFields(line, nil); perr != nil {
-		return nil, perr // the reply takes the first "id", not the last
+		req.ID = 0 // the reply takes the first "id", not the last
+		return nil, perr
 	}
 	if req.Op == "" {
-		return &req, proto.Errorf(proto.EBADMSG, "request has no \"op\"")
+		return nil, proto.Errorf(proto.EBADMSG, "request has no \"op\"")
 	}
-	if served(req.Op) == nil {
-		return &req, proto.Errorf(proto.ENOSYS, "unknown op %q", req.Op)
+	sc := served(req.Op)
+	if sc == nil {
+		return nil, proto.Errorf(proto.ENOSYS, "unknown op %q", req.Op)
 	}
-	return &req, nil
+	return sc, nil
 }
 
 func typeName(field string) string {
@@ -78,25 +84,30 @@ func typeName(field string) string {
 // request is done with it.
 func (c *conn) dispatch(ctx context.Context, line []byte, held int64, r *bufio.Reader) {
 	c.s.quiet.touch()
-	req, perr := decodeRequest(line)
+	// The inline call is the connection's own (one at a time, on this
+	// goroutine): no allocation for the request or its Out.
+	ic := &c.icall
+	sc, perr := decodeRequest(line, &ic.req)
 	if perr != nil {
 		c.s.buffered.give(held)
-		id := peekID(line)
-		if req != nil {
-			id = req.ID
+		id := ic.req.ID
+		if id == 0 {
+			id = peekID(line)
 		}
 		c.sendError(id, perr)
 		c.flushIf(r)
 		return
 	}
-	sc := served(req.Op)
 	if sc.Inline {
-		res, err := c.call(ctx, sc, req)
+		res, err := c.call(ctx, sc, ic)
 		c.s.buffered.give(held)
-		c.reply(req.ID, res, err)
+		c.reply(ic.req.ID, res, err)
+		ic.req.Args = nil
 		c.flushIf(r)
 		return
 	}
+	req := ic.req
+	ic.req.Args = nil
 	if held == 0 {
 		// The line is the reader's buffer: keep what the handler needs.
 		req.Args = append(json.RawMessage(nil), req.Args...)
@@ -106,7 +117,7 @@ func (c *conn) dispatch(ctx context.Context, line []byte, held int64, r *bufio.R
 	c.nflight.Add(1)
 	go func() {
 		defer func() { c.nflight.Add(-1); <-c.sem; c.inflight.Done() }()
-		res, err := c.call(ctx, sc, req)
+		res, err := c.call(ctx, sc, &call{c: c, req: req})
 		c.s.buffered.give(held)
 		c.wmu.Lock()
 		c.writeReply(req.ID, res, err)
@@ -118,27 +129,27 @@ func (c *conn) dispatch(ctx context.Context, line []byte, held int64, r *bufio.R
 // call runs a handler. A panic is a bug, but one request's bug must not take
 // the kernel down with every other client: it is logged with its stack and
 // answered with EIO.
-func (c *conn) call(ctx context.Context, sc *kernel.Syscall, req *proto.Request) (res []byte, err error) {
+func (c *conn) call(ctx context.Context, sc *kernel.Syscall, r *call) (res []byte, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			c.s.log.Error("panic serving request", "op", req.Op, "panic", p, "stack", string(debug.Stack()))
-			res, err = nil, proto.Errorf(proto.EIO, "internal error serving %s (logged by oxiosd)", req.Op)
+			c.s.log.Error("panic serving request", "op", r.req.Op, "panic", p, "stack", string(debug.Stack()))
+			res, err = nil, proto.Errorf(proto.EIO, "internal error serving %s (logged by oxiosd)", r.req.Op)
 		}
 	}()
-	r := &call{c: c, id: req.ID}
-	r.Request = kernel.Request{Op: req.Op, Args: req.Args, Out: r}
+	r.Request = kernel.Request{Op: r.req.Op, Args: r.req.Args, Out: r}
 	return sc.Serve(c.s.k, ctx, c.cred, &r.Request)
 }
 
-// call is one request in flight: the kernel.Request of it, and its Out,
-// where its items go (one allocation for both).
+// call is one request in flight: the request, the kernel.Request of it,
+// and its Out, where its items go (one allocation for all, or none for
+// the connection's inline call).
 type call struct {
 	kernel.Request
-	c  *conn
-	id uint64
+	c   *conn
+	req proto.Request
 }
 
-func (r *call) Item(rec []byte) error   { return r.c.sendItem(r.id, rec) }
+func (r *call) Item(rec []byte) error   { return r.c.sendItem(r.req.ID, rec) }
 func (r *call) Flush()                  { r.c.flush() }
 func (r *call) Follow() context.Context { return r.c.follow }
 
@@ -153,15 +164,22 @@ func (c *conn) writeReply(id uint64, res []byte, err error) {
 	if c.werr != nil {
 		return
 	}
-	var b []byte
-	if err != nil {
-		b = appendError(nil, id, err)
-	} else {
-		b = appendOK(nil, id, res)
-	}
 	w := c.writer()
-	w.Write(b)
-	c.werr = w.WriteByte('\n')
+	if err != nil {
+		w.Write(appendError(nil, id, err))
+		c.werr = w.WriteByte('\n')
+		return
+	}
+	// Written in pieces into the buffer: no copy of res.
+	c.ibuf = strconv.AppendUint(append(c.ibuf[:0], `{"id":`...), id, 10)
+	w.Write(c.ibuf)
+	if res == nil {
+		_, c.werr = w.WriteString(`,"ok":true,"done":true}` + "\n")
+		return
+	}
+	w.WriteString(`,"ok":true,"result":`)
+	w.Write(res)
+	_, c.werr = w.WriteString("}\n") // a bufio.Writer's error sticks
 }
 
 // sendItem sends one stream item (its JSON) of request id.
@@ -179,18 +197,6 @@ func (c *conn) sendItem(id uint64, item []byte) error {
 	c.ibuf = b
 	_, c.werr = c.writer().Write(b)
 	return c.werr
-}
-
-func appendOK(b []byte, id uint64, res []byte) []byte {
-	b = append(b, `{"id":`...)
-	b = strconv.AppendUint(b, id, 10)
-	b = append(b, `,"ok":true`...)
-	if res == nil {
-		return append(b, `,"done":true}`...)
-	}
-	b = append(b, `,"result":`...)
-	b = append(b, res...)
-	return append(b, '}')
 }
 
 func appendError(b []byte, id uint64, err error) []byte {

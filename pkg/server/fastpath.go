@@ -3,9 +3,9 @@ package server
 import (
 	"bytes"
 	"encoding/json"
-	"strconv"
 	"unicode/utf8"
 
+	"github.com/oxios/oxios/pkg/kernel"
 	"github.com/oxios/oxios/pkg/proto"
 )
 
@@ -20,11 +20,12 @@ import (
 // same results.
 
 // fastRequest parses the envelope. ok is false when the line is not in
-// the canonical shape.
-func fastRequest(line []byte) (req *proto.Request, ok bool) {
+// the canonical shape. It does not allocate for an op of the table: Op is
+// the table's string.
+func fastRequest(line []byte) (req proto.Request, ok bool) {
 	const pre = `{"id":`
 	if !bytes.HasPrefix(line, []byte(pre)) || len(line) < len(pre)+20 || line[len(line)-1] != '}' {
-		return nil, false
+		return req, false
 	}
 	p := line[len(pre):]
 	n := 0
@@ -32,38 +33,62 @@ func fastRequest(line []byte) (req *proto.Request, ok bool) {
 		n++
 	}
 	if n == 0 || n > 1 && p[0] == '0' {
-		return nil, false
+		return req, false
 	}
-	id, err := strconv.ParseUint(string(p[:n]), 10, 64)
-	if err != nil {
-		return nil, false
+	id, ok := parseUint(p[:n])
+	if !ok {
+		return req, false
 	}
 	p = p[n:]
 	const opKey = `,"op":"`
 	if !bytes.HasPrefix(p, []byte(opKey)) {
-		return nil, false
+		return req, false
 	}
 	p = p[len(opKey):]
 	q := bytes.IndexByte(p, '"')
 	if q <= 0 {
-		return nil, false
+		return req, false
 	}
 	op := p[:q]
 	for _, c := range op {
 		if c < 0x20 || c == '\\' || c >= utf8.RuneSelf {
-			return nil, false
+			return req, false
 		}
 	}
 	p = p[q+1:]
 	const argsKey = `,"args":`
 	if !bytes.HasPrefix(p, []byte(argsKey)) {
-		return nil, false
+		return req, false
 	}
 	args := p[len(argsKey) : len(p)-1]
-	// json.Valid (a scan, no reflection) rules out trailing fields after
-	// args, which would otherwise be taken for part of it.
-	if len(args) < 2 || args[0] != '{' || args[len(args)-1] != '}' || !json.Valid(args) {
-		return nil, false
+	// Trailing fields after args would otherwise be taken for part of it.
+	// Args of plain string fields (what clients send for the frequent ops)
+	// are checked by a quick pass that also proves them valid; the rest
+	// by json.Valid (a scan, no reflection).
+	if len(args) < 2 || args[0] != '{' || args[len(args)-1] != '}' || !proto.PlainObject(args) && !json.Valid(args) {
+		return req, false
 	}
-	return &proto.Request{ID: id, Op: string(op), Args: args}, true
+	req = proto.Request{ID: id, Args: args}
+	if sc := kernel.Lookup(string(op)); sc != nil {
+		req.Op = sc.Op
+	} else {
+		req.Op = string(op)
+	}
+	return req, true
+}
+
+// parseUint parses up to 20 decimal digits without allocating; ok is
+// false past the range of uint64.
+func parseUint(d []byte) (n uint64, ok bool) {
+	for _, c := range d {
+		if n > (1<<64-1)/10 {
+			return 0, false
+		}
+		n1 := n*10 + uint64(c-'0')
+		if n1 < n*10 {
+			return 0, false
+		}
+		n = n1
+	}
+	return n, true
 }

@@ -170,30 +170,56 @@ func (c *conn) readLine(r *bufio.Reader, maxLine int, deadline time.Time) (line 
 	}
 }
 
-// waitReadable waits, holding no buffer, until the connection has
-// something to read (or is closed), or its read deadline passes.
+// waitReadable waits, holding no read buffer, until the connection has
+// something to read (or is closed), or its read deadline passes. It reads
+// the first bytes itself, into the connection's small primed buffer,
+// rather than peeking: one syscall less per request of a sequential
+// client.
 func (c *conn) waitReadable() error {
+	c.primed.init(c)
 	rc, err := c.nc.SyscallConn()
 	if err != nil {
 		return err
 	}
-	var peek [1]byte
 	var rerr error
+	var n int
 	err = rc.Read(func(fd uintptr) bool {
-		_, _, e := unix.Recvfrom(int(fd), peek[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
-		if e == unix.EAGAIN || e == unix.EINTR {
+		n, rerr = unix.Read(int(fd), c.primed.buf[:])
+		if rerr == unix.EAGAIN || rerr == unix.EINTR {
 			return false
 		}
-		rerr = e // nil: bytes to read, or the end of the stream
 		return true
 	})
 	if err != nil {
 		return err
 	}
 	if rerr != nil {
-		return os.NewSyscallError("recvfrom", rerr)
+		return os.NewSyscallError("read", rerr)
 	}
+	// n == 0 is the end of the stream: the reader will find it again.
+	c.primed.b = c.primed.buf[:n]
 	return nil
+}
+
+// primedReader is the connection as its read buffer sees it: the bytes
+// waitReadable read, then the socket.
+type primedReader struct {
+	c *conn
+	b []byte
+	// 2 KiB holds a pipelined burst of a few dozen small requests in one
+	// read, at 4 MiB for 2,000 idle connections.
+	buf [2 << 10]byte
+}
+
+func (p *primedReader) init(c *conn) { p.c = c }
+
+func (p *primedReader) Read(b []byte) (int, error) {
+	if len(p.b) > 0 {
+		n := copy(b, p.b)
+		p.b = p.b[n:]
+		return n, nil
+	}
+	return p.c.nc.Read(b)
 }
 
 // Connection states, for eviction.

@@ -169,6 +169,12 @@ type conn struct {
 	werr error
 	ibuf []byte // stream item scratch, under wmu
 
+	icall call // the inline request being served, on the reading goroutine
+
+	// primed holds what the idle wait read before the connection had a
+	// read buffer; the buffer reads it first.
+	primed primedReader
+
 	inflight sync.WaitGroup
 	nflight  atomic.Int32 // requests in flight
 	sem      chan struct{}
@@ -237,7 +243,7 @@ func (c *conn) serve() {
 			first = false
 		}
 		var deadline time.Time
-		if b, _ := c.r.Peek(c.r.Buffered()); bytes.IndexByte(b, '\n') < 0 {
+		if b, _ := c.r.Peek(c.r.Buffered()); bytes.IndexByte(b, '\n') < 0 && bytes.IndexByte(c.primed.b, '\n') < 0 {
 			// The line is not all here: it has line_timeout to arrive.
 			deadline = time.Now().Add(s.lineTimeout)
 			c.nc.SetReadDeadline(deadline)
@@ -311,7 +317,7 @@ func (c *conn) idle(first bool) bool {
 			return false
 		}
 		c.r = readers.Get().(*bufio.Reader)
-		c.r.Reset(c.nc)
+		c.r.Reset(&c.primed)
 		return true
 	}
 }

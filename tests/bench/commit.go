@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -196,8 +197,8 @@ func gitCmd(dir string, args ...string) {
 	}
 }
 
-func median(ds []time.Duration) time.Duration {
-	s := slices.Clone(ds)
+func median[T cmp.Ordered](v []T) T {
+	s := slices.Clone(v)
 	slices.Sort(s)
 	return s[len(s)/2]
 }

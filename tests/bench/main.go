@@ -28,8 +28,10 @@ var (
 	dur      = flag.Duration("d", 2*time.Second, "duration of each throughput measurement")
 	idleFor  = flag.Duration("idle", 150*time.Second, "how long to watch an idle daemon's CPU (0 to skip)")
 	only     = flag.String("only", "", "run only benchmarks whose name contains this")
+	rounds   = flag.Int("rounds", 3, "rounds of each row measured against a peer (Redis): the median is reported")
 	echoSrv  = flag.String("echo-server", "", "internal: serve a raw JSON echo on this socket")
 	keep     = flag.Bool("keep", false, "recall: leave the data directory of the recall benchmark (its path is printed), to time restarts by hand")
+	cisi     = flag.String("cisi", "../shared/data/ir/cisi", "recall: the CISI collection, whose text the recall rows use")
 	recall1M = flag.Bool("recall-1m", true, "recall: also measure at 1M memories (about a minute more)")
 )
 
@@ -50,45 +52,17 @@ func main() {
 	echo := startEcho(dir)
 	defer echo.Process.Kill()
 
-	echoRate := 0.0
-	if run("echo") || run("load") {
-		echoRate = rate(func(stop *atomic.Bool) int64 { return echoLoop(filepath.Join(dir, "echo.sock"), stop) })
-		report("raw JSON echo, 1 conn, sequential (round trips/s)", echoRate, 0, "baseline")
+	if run("echo") {
+		r := rate(func(stop *atomic.Bool) int64 { return echoLoop(filepath.Join(dir, "echo.sock"), stop) })
+		report("raw JSON echo, 1 conn, sequential (round trips/s)", r, 0, "transport limit")
 	}
 	c := dial(d.sock)
 	ctx := context.Background()
 	_, err = c.StateSave(ctx, "bench", "v100", []byte(strings.Repeat("x", 100)))
 	check(err)
 
-	if run("load") {
-		r := rate(func(stop *atomic.Bool) int64 { return loads(c, stop) })
-		report("state.load 100 B, 1 conn, sequential (/s)", r, echoRate, ">= 0.8x echo")
-		r = parallel(8, func(stop *atomic.Bool) int64 {
-			cc := dial(d.sock)
-			defer cc.Close()
-			return loads(cc, stop)
-		})
-		report("state.load 100 B, 8 conns (/s)", r, 0, ">= 120k/s")
-		r = parallel(16, func(stop *atomic.Bool) int64 { return loads(c, stop) })
-		report("state.load 100 B, 16-deep pipeline, 1 conn (/s)", r, 0, ">= 200k/s")
-	}
-	if run("save") {
-		fs := fsyncRate(dir)
-		report("baseline: 200 B append + fdatasync (/s)", fs, 0, "disk limit")
-		r := rate(func(stop *atomic.Bool) int64 { return saves(c, "s1", 1, stop) })
-		report("state.save durable, 1 client (/s)", r, fs, ">= 3k/s")
-		r = parallel(64, func(stop *atomic.Bool) int64 {
-			cc := dial(d.sock)
-			defer cc.Close()
-			return saves(cc, fmt.Sprintf("c%d", time.Now().UnixNano()%100000), 16, stop)
-		})
-		report("state.save durable, 64 clients (/s)", r, fs, ">= 50k/s")
-		r = parallel(64, func(stop *atomic.Bool) int64 {
-			cc := dial(d.sock)
-			defer cc.Close()
-			return saves(cc, fmt.Sprintf("n%d", time.Now().UnixNano()), 1<<30, stop)
-		})
-		report("state.save durable, 64 clients, all new keys (/s)", r, fs, "(no target)")
+	if run("load") || run("save") {
+		peerRows(dir, d, c)
 	}
 	c.Close()
 	if run("audit") {

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+	"unicode"
+)
+
+// The recall anchor: SQLite FTS5 with the porter tokenizer, driven through
+// the sqlite3 command-line shell (no Go driver, so no cgo in the module
+// for a benchmark's sake). The bulk load is the shell inserting every line
+// in one transaction and committing (synchronous=FULL, SQLite's default);
+// queries go through one running shell, each timed from writing it to
+// reading its last row, like oxiosd's across its socket.
+
+type fts struct {
+	bulkRate float64
+	cmd      *exec.Cmd
+	in       io.WriteCloser
+	out      *bufio.Reader
+}
+
+// newFTS loads lines into a new FTS5 table under dir and starts the shell
+// that answers queries; nil when there is no sqlite3.
+func newFTS(dir string, lines []string) *fts {
+	bin, err := exec.LookPath("sqlite3")
+	if err != nil {
+		return nil
+	}
+	db := filepath.Join(dir, "fts5.db")
+	var sql bytes.Buffer
+	sql.WriteString("CREATE VIRTUAL TABLE m USING fts5(body, tokenize='porter');\nBEGIN;\n")
+	for _, l := range lines {
+		sql.WriteString("INSERT INTO m(body) VALUES('")
+		sql.WriteString(strings.ReplaceAll(l, "'", "''"))
+		sql.WriteString("');\n")
+	}
+	sql.WriteString("COMMIT;\n")
+	load := exec.Command(bin, "-bail", db)
+	load.Stdin = &sql
+	load.Stderr = os.Stderr
+	t0 := time.Now()
+	check(load.Run())
+	f := &fts{bulkRate: float64(len(lines)) / time.Since(t0).Seconds()}
+	f.cmd = exec.Command(bin, db)
+	f.in, err = f.cmd.StdinPipe()
+	check(err)
+	stdout, err := f.cmd.StdoutPipe()
+	check(err)
+	f.out = bufio.NewReaderSize(stdout, 64<<10)
+	f.cmd.Stderr = os.Stderr
+	check(f.cmd.Start())
+	return f
+}
+
+// latency runs the queries (any word may match, bm25 order, top 10 with
+// their text) one at a time and returns p50 and p99 in ms.
+func (f *fts) latency(qs []string) (p50, p99 float64) {
+	if f == nil {
+		return 0, 0
+	}
+	lat := make([]float64, len(qs))
+	for i, q := range qs {
+		var terms []string
+		for _, w := range strings.FieldsFunc(q, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
+			terms = append(terms, `"`+w+`"`)
+		}
+		stmt := fmt.Sprintf("SELECT rowid, body FROM m WHERE m MATCH '%s' ORDER BY rank LIMIT 10;\nSELECT '#end';\n", strings.Join(terms, " OR "))
+		t0 := time.Now()
+		_, err := io.WriteString(f.in, stmt)
+		check(err)
+		for {
+			l, err := f.out.ReadSlice('\n')
+			check(err)
+			if string(l) == "#end\n" {
+				break
+			}
+		}
+		lat[i] = float64(time.Since(t0).Microseconds()) / 1000
+	}
+	return percentiles(lat)
+}
+
+func (f *fts) close() {
+	if f != nil {
+		f.in.Close()
+		f.cmd.Wait()
+	}
+}
+
+// realText returns n lines of the CISI collection's titles and abstracts
+// (each line joined with one further on, a different one on each pass, so
+// that every line is distinct) and its queries' first 4 keywords (stop
+// words left out: FTS5 ranks every row holding "the", which would make
+// the row a test of stop words); nil when
+// the collection is not there.
+func realText(n int) (lines, queries []string) {
+	all, err := os.ReadFile(filepath.Join(*cisi, "CISI.ALL"))
+	if err != nil {
+		return nil, nil
+	}
+	qry, err := os.ReadFile(filepath.Join(*cisi, "CISI.QRY"))
+	if err != nil {
+		return nil, nil
+	}
+	var text []string
+	field := ""
+	for _, l := range strings.Split(string(all), "\n") {
+		if strings.HasPrefix(l, ".") {
+			field, _, _ = strings.Cut(l, " ")
+			continue
+		}
+		if l = strings.TrimSpace(l); l != "" && (field == ".T" || field == ".W") {
+			text = append(text, l)
+		}
+	}
+	for pass := 1; len(lines) < n; pass++ {
+		for i := 0; i < len(text) && len(lines) < n; i++ {
+			lines = append(lines, text[i]+" "+text[(i+pass)%len(text)])
+		}
+	}
+	var q []string
+	flush := func() {
+		var kw []string
+		for _, w := range q {
+			if w = strings.ToLower(w); len(w) > 2 && !stopWords[w] && len(kw) < 4 {
+				kw = append(kw, w)
+			}
+		}
+		if len(kw) > 0 {
+			queries = append(queries, strings.Join(kw, " "))
+		}
+		q = nil
+	}
+	field = ""
+	for _, l := range strings.Split(string(qry), "\n") {
+		if strings.HasPrefix(l, ".") {
+			if strings.HasPrefix(l, ".I") {
+				flush()
+			}
+			field, _, _ = strings.Cut(l, " ")
+			continue
+		}
+		if field == ".W" {
+			q = append(q, strings.FieldsFunc(l, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })...)
+		}
+	}
+	flush()
+	return lines, queries
+}
+
+// stopWords are left out of the CISI queries, as a user typing keywords
+// leaves them out.
+var stopWords = map[string]bool{}
+
+func init() {
+	for _, w := range strings.Fields(`the and are there what how for with from that this which these those can
+		any all has have been was were its their they them there about into other such some not
+		does did should would could will may might also being between more most than then when where
+		who whom why give given use used using based upon`) {
+		stopWords[w] = true
+	}
+}
