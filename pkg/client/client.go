@@ -36,8 +36,13 @@ var ErrOutcomeUnknown = errors.New("outcome unknown")
 // hands the leadership on when it is done. A sequential caller thus gets
 // its reply with no goroutine hop, and concurrent callers pipeline.
 type Client struct {
-	nc    net.Conn
-	hello proto.Hello
+	nc     net.Conn
+	hello  proto.Hello
+	socket string
+	// last is when the latest call started (c.mu): a connection idle for
+	// a while may have been closed by the daemon (limits.hello_timeout,
+	// idle_timeout), and is checked, and dialled again, before the next.
+	last time.Time
 
 	// Writes are combined: callers append to out, and the one that finds
 	// nobody flushing writes everything queued, round after round, so
@@ -56,6 +61,7 @@ type Client struct {
 	pending map[uint64]*call
 	waiting map[*call]struct{} // calls blocked waiting for a reply
 	err     error              // set when the connection is dead
+	closed  bool               // Close was called: no dialling again
 }
 
 // call is one request in flight. The read loop queues its replies without
@@ -103,23 +109,31 @@ func (cl *call) pop() (*proto.Reply, bool) {
 
 // Dial connects to the daemon's socket and reads its hello.
 func Dial(ctx context.Context, socket string) (*Client, error) {
+	nc, r, hello, err := dial(ctx, socket)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{nc: nc, r: r, hello: *hello, socket: socket, last: time.Now(), pending: map[uint64]*call{}, waiting: map[*call]struct{}{}}, nil
+}
+
+// dial connects to socket and reads the daemon's hello.
+func dial(ctx context.Context, socket string) (net.Conn, *bufio.Reader, *proto.Hello, error) {
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "unix", socket)
 	if errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM) {
-		return nil, proto.Errorf(proto.EACCES, "no permission to connect to %s (the admin can grant a group with socket_group in oxios.toml)", socket)
+		return nil, nil, nil, proto.Errorf(proto.EACCES, "no permission to connect to %s (the admin can grant a group with socket_group in oxios.toml)", socket)
 	}
 	if err != nil {
 		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
-			return nil, fmt.Errorf("%w: %s: %v", ErrUnreachable, socket, errors.Unwrap(err))
+			return nil, nil, nil, fmt.Errorf("%w: %s: %v", ErrUnreachable, socket, errors.Unwrap(err))
 		}
 		var oe *net.OpError
 		if errors.As(err, &oe) && !errors.Is(err, syscall.EACCES) {
-			return nil, fmt.Errorf("%w: %s: %v", ErrUnreachable, socket, oe.Err)
+			return nil, nil, nil, fmt.Errorf("%w: %s: %v", ErrUnreachable, socket, oe.Err)
 		}
-		return nil, fmt.Errorf("%w: %s: %v", ErrUnreachable, socket, err)
+		return nil, nil, nil, fmt.Errorf("%w: %s: %v", ErrUnreachable, socket, err)
 	}
 	r := bufio.NewReaderSize(nc, 64<<10)
-	c := &Client{nc: nc, r: r, pending: map[uint64]*call{}, waiting: map[*call]struct{}{}}
 	// The hello is the first line; a refused peer gets an error line instead.
 	if dl, ok := ctx.Deadline(); ok {
 		nc.SetReadDeadline(dl)
@@ -130,31 +144,30 @@ func Dial(ctx context.Context, socket string) (*Client, error) {
 	nc.SetReadDeadline(time.Time{})
 	if err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("%w: %s: no hello: %v", ErrUnreachable, socket, err)
+		return nil, nil, nil, fmt.Errorf("%w: %s: no hello: %v", ErrUnreachable, socket, err)
 	}
 	var rep proto.Reply
 	if err := json.Unmarshal(line, &rep); err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("%s: not an oxiosd socket (bad hello: %v)", socket, err)
+		return nil, nil, nil, fmt.Errorf("%s: not an oxiosd socket (bad hello: %v)", socket, err)
 	}
 	if rep.Error != nil {
 		nc.Close()
 		if rep.Error.Code == proto.EUSERS || rep.Error.Code == proto.ETIMEDOUT {
 			// The daemon is there but takes no more connections now.
-			return nil, fmt.Errorf("%w: %w", ErrUnreachable, rep.Error)
+			return nil, nil, nil, fmt.Errorf("%w: %w", ErrUnreachable, rep.Error)
 		}
-		return nil, rep.Error
+		return nil, nil, nil, rep.Error
 	}
 	if rep.Hello == nil {
 		nc.Close()
-		return nil, fmt.Errorf("%s: not an oxiosd socket (no hello)", socket)
+		return nil, nil, nil, fmt.Errorf("%s: not an oxiosd socket (no hello)", socket)
 	}
 	if rep.Hello.Proto != proto.Version {
 		nc.Close()
-		return nil, proto.Errorf(proto.EPROTO, "oxiosd speaks protocol %d, this client %d: upgrade the older one", rep.Hello.Proto, proto.Version)
+		return nil, nil, nil, proto.Errorf(proto.EPROTO, "oxiosd speaks protocol %d, this client %d: upgrade the older one", rep.Hello.Proto, proto.Version)
 	}
-	c.hello = *rep.Hello
-	return c, nil
+	return nc, r, rep.Hello, nil
 }
 
 // Hello returns the daemon's greeting: its version, limits, and who it
@@ -163,6 +176,9 @@ func (c *Client) Hello() proto.Hello { return c.hello }
 
 // Close closes the connection; calls in flight fail.
 func (c *Client) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
 	err := c.nc.Close()
 	c.die(fmt.Errorf("%w: connection closed", ErrUnreachable))
 	return err
@@ -285,6 +301,10 @@ func (c *Client) start(op string, args any) (*call, uint64, error) {
 	}
 	cl := &call{ready: make(chan struct{}, 1)}
 	c.mu.Lock()
+	if len(c.pending) == 0 && (c.err != nil || time.Since(c.last) > time.Second) {
+		c.revive()
+	}
+	c.last = time.Now()
 	if c.err != nil {
 		err := c.err
 		c.mu.Unlock()
@@ -327,6 +347,61 @@ func (c *Client) start(op string, args any) (*call, uint64, error) {
 		return nil, 0, fmt.Errorf("%w: sending %s: %v", ErrUnreachable, op, err)
 	}
 	return cl, id, nil
+}
+
+// revive dials the daemon again when the connection, with no call in
+// flight, was closed by it: after limits.hello_timeout or idle_timeout of
+// silence (a command that reads a slow pipe before its first request, a
+// runner waiting on its model), or by a restart of the daemon. No request
+// is lost or repeated: none was in flight. c.mu is held.
+func (c *Client) revive() {
+	if c.socket == "" || c.closed || !c.rmu.TryLock() {
+		return
+	}
+	defer c.rmu.Unlock()
+	if c.err == nil && !c.closedByPeer() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	nc, r, hello, err := dial(ctx, c.socket)
+	if err != nil {
+		return // the call fails with the dead connection's error
+	}
+	c.wmu.Lock()
+	c.nc.Close()
+	c.nc, c.r, c.hello = nc, r, *hello
+	c.werr, c.out, c.flushing = nil, c.out[:0], false
+	c.wmu.Unlock()
+	c.err = nil
+	c.pending = map[uint64]*call{}
+}
+
+// closedByPeer reports whether the daemon has closed the idle connection
+// or said it would: a line nobody asked for (its closing notice) or EOF
+// is waiting to be read. rmu is held.
+func (c *Client) closedByPeer() bool {
+	if c.r.Buffered() > 0 {
+		return true
+	}
+	sc, ok := c.nc.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return true
+	}
+	// A peek that does not wait (a read deadline in the past would not
+	// even try the socket).
+	closed := false
+	var b [1]byte
+	rc.Read(func(fd uintptr) bool {
+		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		closed = n > 0 || (n == 0 && err == nil) || (err != nil && err != syscall.EAGAIN && err != syscall.EINTR)
+		return true
+	})
+	return closed
 }
 
 // flush writes what is queued until nothing is; c.wmu is held on entry

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 type stateRec struct {
@@ -217,5 +218,30 @@ func TestSlowProducer(t *testing.T) {
 	}
 	if r := d.ox("", "ox-state", "load", "-a", "ops", "slow"); r.stdout != "late\n" {
 		t.Fatalf("saved %q (%s)", r.stdout, r.stderr)
+	}
+}
+
+// TestClientRedials: a client whose idle connection the daemon closed
+// (its first request later than limits.hello_timeout, a daemon restarted
+// in between) dials again for its next call; a closed client does not.
+func TestClientRedials(t *testing.T) {
+	t.Parallel()
+	dir := shortTempDir(t)
+	d := startDaemon(t, daemonOpts{dir: dir, config: "[limits]\nhello_timeout = \"1s\"\n"})
+	c := d.client(t)
+	ctx := context.Background()
+	time.Sleep(1500 * time.Millisecond) // the daemon closes the silent connection
+	if _, err := c.StateSave(ctx, "ops", "k", []byte("v1")); err != nil {
+		t.Fatalf("a call after the daemon closed the idle connection: %v", err)
+	}
+	d.stop()
+	d = startDaemon(t, daemonOpts{dir: dir, config: "[limits]\nhello_timeout = \"1s\"\n"})
+	time.Sleep(1100 * time.Millisecond)
+	if v, _, err := c.StateLoad(ctx, "ops", "k"); err != nil || string(v) != "v1" {
+		t.Fatalf("a call after a restart of the daemon: %q %v", v, err)
+	}
+	c.Close()
+	if _, _, err := c.StateLoad(ctx, "ops", "k"); err == nil {
+		t.Fatal("a closed client made a call")
 	}
 }
