@@ -97,7 +97,7 @@ func (l *Ledger) Update(agent string, fn func(*File), commit func(value []byte) 
 func (l *Ledger) Charge(agent string, d proto.Budget, commit func(value []byte) error) error {
 	return l.Update(agent, func(b *File) {
 		b.Used.Tokens += d.Tokens
-		b.Used.Cost += d.Cost
+		b.Used.Cost = proto.AddCost(b.Used.Cost, d.Cost)
 		b.Used.Wall += d.Wall
 		b.Used.Execs += d.Execs
 	}, commit)

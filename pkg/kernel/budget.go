@@ -211,7 +211,7 @@ func (k *Kernel) BudgetCharge(ctx context.Context, c *Cred, a proto.BudgetCharge
 	// with it.
 	spent := func(u proto.Budget) proto.Budget {
 		u.Tokens += d.Tokens
-		u.Cost += d.Cost
+		u.Cost = proto.AddCost(u.Cost, d.Cost)
 		return u
 	}
 	if why := budget.Over(spent(used), proto.Budget{}, lim, false); why != "" {

@@ -1,6 +1,9 @@
 package proto
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Run, exec and budget ops (issue 6).
 const (
@@ -224,6 +227,10 @@ type ExecRecord struct {
 	Duration float64 `json:"duration"` // seconds
 	Text     string  `json:"text"`
 }
+
+// AddCost adds two costs, rounded to a billionth: a sum of prices such as
+// 0.0000025 per token would otherwise print as 0.00043259999999999994.
+func AddCost(a, b float64) float64 { return math.Round((a+b)*1e9) / 1e9 }
 
 // Budget is an amount of each thing a budget bounds. In limits, 0 means
 // no limit.

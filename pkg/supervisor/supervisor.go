@@ -685,7 +685,7 @@ func (r *Run) Record() proto.RunRecord {
 func (r *Run) Charge(tokens int64, cost float64, execs int64) {
 	r.mu.Lock()
 	r.Tokens += tokens
-	r.Cost += cost
+	r.Cost = proto.AddCost(r.Cost, cost)
 	r.Execs += execs
 	r.mu.Unlock()
 }
