@@ -67,6 +67,13 @@ func main() {
 			Action:    tagCmd,
 		},
 		{
+			Name:      "push",
+			Usage:     "push the history of every agent, with its tags, to the git repository REMOTE (a backup)",
+			ArgsUsage: "REMOTE",
+			Flags:     []cli.Flag{cliutil.SocketFlag, cliutil.JSONFlag},
+			Action:    pushCmd,
+		},
+		{
 			Name:      "restore",
 			Usage:     "make the agent's state equal to REV's, as a new commit",
 			ArgsUsage: "REV",
@@ -291,6 +298,24 @@ func tagCmd(c *cli.Context) error {
 		return err
 	}
 	return printCommit(c, rec)
+}
+
+func pushCmd(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return cliutil.Usagef("push takes REMOTE: a git URL (ssh://host/path, file:///path, user@host:path) or a repository's path")
+	}
+	cl, err := cliutil.Connect(c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	rec, err := cl.VersionPush(c.Context, c.Args().First())
+	if err != nil {
+		return err
+	}
+	p := cliutil.NewPrinter(c, "REF", "COMMIT", "REMOTE", "WHAT")
+	p.Print(rec, rec.Ref, rec.Commit, rec.Remote, rec.Text)
+	return p.Flush()
 }
 
 func restoreCmd(c *cli.Context) error {

@@ -4,7 +4,7 @@ function __ox_agent_names
     ox-agents ls --json 2>/dev/null | string replace -rf '^.*"agent":"([^"]*)".*$' '$1'
 end
 
-set -l __ox_commit_cmds log show diff tag restore
+set -l __ox_commit_cmds log show diff tag push restore
 
 # __ox_commit_revs prints HEAD and the commits and tags that `ox-commit log`
 # lists for the agent named on the command line (or in OXIOS_AGENT), asking
@@ -79,6 +79,7 @@ complete -c ox-commit -n "not __fish_seen_subcommand_from $__ox_commit_cmds" -a 
 complete -c ox-commit -n "not __fish_seen_subcommand_from $__ox_commit_cmds" -a show -d 'Print one commit and the paths it changed'
 complete -c ox-commit -n "not __fish_seen_subcommand_from $__ox_commit_cmds" -a diff -d 'List the paths that differ from REV to REV2'
 complete -c ox-commit -n "not __fish_seen_subcommand_from $__ox_commit_cmds" -a tag -d 'Tag commit REV (default HEAD) as NAME'
+complete -c ox-commit -n "not __fish_seen_subcommand_from $__ox_commit_cmds" -a push -d "Push every agent's history to a git remote (a backup)"
 complete -c ox-commit -n "not __fish_seen_subcommand_from $__ox_commit_cmds" -a restore -d "Make the agent's state equal to REV's"
 
 complete -c ox-commit -n "__fish_seen_subcommand_from $__ox_commit_cmds" -l socket -r -F -d 'oxiosd socket PATH'

@@ -42,3 +42,10 @@ func (c *Client) FleetWitness(ctx context.Context, fn func(proto.WitnessRecord) 
 		return fn(rec)
 	})
 }
+
+// VersionPush pushes the versioned tree to the git remote (admin).
+func (c *Client) VersionPush(ctx context.Context, remote string) (proto.PushRecord, error) {
+	var rec proto.PushRecord
+	err := c.Call(ctx, proto.OpVersionPush, proto.PushArgs{Remote: remote}, &rec)
+	return rec, err
+}

@@ -162,15 +162,53 @@ func (f *Fleet) callOne(ctx context.Context, node string, cred callerCred, op st
 		return nil, err
 	}
 	id := nuid.Next()
-	cons, err := f.js.OrderedConsumer(ctx, streamReply, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subjReply + id}})
-	if err != nil {
-		return nil, proto.Errorf(proto.EHOSTUNREACH, "fleet: reading the records of a call: %v", err)
+	// The reader of the call's records; started again after the last
+	// record read when it stalls (its consumer was on a server lost).
+	type next struct {
+		m   jetstream.Msg
+		err error
 	}
-	msgs, err := cons.Messages()
-	if err != nil {
-		return nil, proto.Errorf(proto.EHOSTUNREACH, "fleet: reading the records of a call: %v", err)
+	ch := make(chan next)
+	var lastSeq uint64
+	var msgs jetstream.MessagesContext
+	read := func() error {
+		if msgs != nil {
+			msgs.Stop()
+		}
+		cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{subjReply + id}}
+		if lastSeq > 0 {
+			cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, lastSeq+1
+		}
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		cons, err := f.js.OrderedConsumer(cctx, streamReply, cfg)
+		if err != nil {
+			return proto.Errorf(proto.EHOSTUNREACH, "fleet: reading the records of a call: %v", err)
+		}
+		it, err := cons.Messages()
+		if err != nil {
+			return proto.Errorf(proto.EHOSTUNREACH, "fleet: reading the records of a call: %v", err)
+		}
+		msgs = it
+		go func() {
+			for {
+				m, err := it.Next()
+				if err != nil {
+					return // stopped, or broken: the quiet timer starts another
+				}
+				select {
+				case ch <- next{m, nil}:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+		return nil
 	}
-	defer msgs.Stop()
+	if err := read(); err != nil {
+		return nil, err
+	}
+	defer func() { msgs.Stop() }()
 	req, _ := json.Marshal(callMsg{ID: id, From: f.name, Op: op, Args: args, Cred: cred})
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	rep, err := f.nc.RequestWithContext(rctx, subjCall+node, req)
@@ -191,24 +229,6 @@ func (f *Fleet) callOne(ctx context.Context, node string, cred callerCred, op st
 		}
 	}()
 
-	type next struct {
-		m   jetstream.Msg
-		err error
-	}
-	ch := make(chan next)
-	go func() {
-		for {
-			m, err := msgs.Next()
-			select {
-			case ch <- next{m, err}:
-			case <-ctx.Done():
-				return
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
 	// Silence longer than this asks the node bucket whether the node is
 	// still there; the node beats every heartbeat during a call.
 	quiet := 4 * f.hb
@@ -226,6 +246,11 @@ func (f *Fleet) callOne(ctx context.Context, node string, cred callerCred, op st
 			// a row, and the node is taken for lost.
 			if f.ping(ctx, node) {
 				misses = 0
+				// The node is there but its records do not come: read
+				// them again from the last one seen.
+				if err := read(); err != nil {
+					f.log.Warn("fleet: reading a call's records again", "node", node, "err", err)
+				}
 			} else if misses++; misses >= 3 {
 				what := op
 				if run != "" {
@@ -235,14 +260,11 @@ func (f *Fleet) callOne(ctx context.Context, node string, cred callerCred, op st
 			}
 			timer.Reset(quiet)
 		case n := <-ch:
-			if n.err != nil {
-				if errors.Is(n.err, jetstream.ErrMsgIteratorClosed) {
-					return nil, ctx.Err()
+			if md, err := n.m.Metadata(); err == nil {
+				if md.Sequence.Stream <= lastSeq {
+					continue // read again after a restart
 				}
-				// The ordered consumer recreates itself on most errors;
-				// those it returns are worth a line and a retry.
-				f.log.Warn("fleet: reading a call's records", "node", node, "err", n.err)
-				continue
+				lastSeq = md.Sequence.Stream
 			}
 			timer.Reset(quiet)
 			var e envelope

@@ -194,6 +194,7 @@ func init() {
 		proto.OpFleetStatus:  {Serve: stream(true, (*Kernel).FleetStatus)},
 		proto.OpFleetCall:    {Serve: serveFleetCall},
 		proto.OpFleetWitness: {Serve: stream(true, (*Kernel).FleetWitness)},
+		proto.OpVersionPush:  {Mutates: true, Serve: unary(false, (*Kernel).VersionPush)},
 
 		// Recorded by the kernel itself, never called by a client.
 		proto.OpAgentCreate:  {Mutates: true, Dirties: dirtySys(sysPolicy)},

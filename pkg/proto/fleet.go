@@ -102,3 +102,27 @@ type WitnessHead struct {
 	Hash string    `json:"hash"`
 	Time time.Time `json:"time"`
 }
+
+// OpVersionPush pushes the versioned tree (every agent's history) to a git
+// remote: a backup, or the way a tree reaches another host.
+const OpVersionPush = "version.push"
+
+// RecordPush is the type of the record of a push.
+const RecordPush = "push"
+
+// PushArgs are the args of version.push: Remote is a git URL (ssh://,
+// git://, https://, file://, user@host:path) or the path of a repository.
+type PushArgs struct {
+	Remote string `json:"remote"`
+}
+
+// PushRecord is the "push" record: what the remote now has.
+type PushRecord struct {
+	Type   string `json:"type"` // always "push"
+	Remote string `json:"remote"`
+	Ref    string `json:"ref"`
+	Commit string `json:"commit"`
+	// UpToDate: the remote had it already.
+	UpToDate bool   `json:"up_to_date,omitempty"`
+	Text     string `json:"text"`
+}

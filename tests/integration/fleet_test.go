@@ -349,6 +349,31 @@ func TestFleet(t *testing.T) {
 		if r.code == 0 || !strings.Contains(r.stderr, "ENOTCONN") && !strings.Contains(r.stderr, "not in a fleet") {
 			t.Fatalf("ox-ps --fleet alone: exit %d %q", r.code, r.stderr)
 		}
+		// A backup of the history to a git remote (here a bare
+		// repository on disk), audited; a remote that is not one fails.
+		bare := filepath.Join(t.TempDir(), "backup.git")
+		if out, err := exec.Command("git", "init", "-q", "--bare", bare).CombinedOutput(); err != nil {
+			t.Fatalf("git init: %v %s", err, out)
+		}
+		d.ox("", "ox-state", "save", "-a", "ops", "k", "v")
+		if r := d.ox("", "ox-commit", "-a", "ops", "-m", "to back up"); r.code != 0 {
+			t.Fatalf("commit: %s", r.stderr)
+		}
+		r = d.ox("", "ox-commit", "push", "--json", bare)
+		var push struct{ Commit, Ref string }
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &push) != nil || push.Commit == "" {
+			t.Fatalf("ox-commit push: exit %d %q %q", r.code, r.stdout, r.stderr)
+		}
+		out, err := exec.Command("git", "--git-dir", bare, "log", "-1", "--format=%H %s", push.Ref).CombinedOutput()
+		if err != nil || !strings.HasPrefix(string(out), push.Commit) || !strings.Contains(string(out), "to back up") {
+			t.Fatalf("the backup does not hold the commit %s: %v %s", push.Commit, err, out)
+		}
+		if s := d.ox("", "ox-audit", "log", "--json", "--op", "version.push").stdout; !strings.Contains(s, bare) || !strings.Contains(s, `"result":"ok"`) {
+			t.Fatalf("the push is not audited:\n%s", s)
+		}
+		if r := d.ox("", "ox-commit", "push", filepath.Join(t.TempDir(), "nothing-here")); r.code != 1 || !strings.Contains(r.stderr, "EIO") {
+			t.Fatalf("a push to no repository: exit %d %q", r.code, r.stderr)
+		}
 		if _, err := os.Stat(filepath.Join(d.data, "fleet")); !os.IsNotExist(err) {
 			t.Fatalf("a daemon alone made %s/fleet: %v", d.data, err)
 		}
