@@ -145,6 +145,7 @@ func TestAdmissionPriority(t *testing.T) {
 // second run of a busy agent waits while another agent's starts; the
 // agent's policy (limits.runs) may bound it lower.
 func TestAdmissionPerAgent(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{config: "[runs]\nmax_per_agent = 2\n"})
 	a1 := spawnRec(t, d, "pa", 0, "sleep", "1000")
 	a2 := spawnRec(t, d, "pa", 0, "sleep", "1000")
@@ -245,6 +246,7 @@ func TestResourcesBusyRun(t *testing.T) {
 // fix (exit 1) for a daemon that is not there and a config that does not
 // parse.
 func TestStatus(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
 	good := filepath.Join(d.dir, "good.toml")
 	os.WriteFile(good, []byte("[runs]\nmax_concurrent = 4\n"), 0o600)

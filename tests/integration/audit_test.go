@@ -73,6 +73,7 @@ func (d *daemon) mustOx(t *testing.T, stdin, name string, args ...string) string
 }
 
 func TestAuditCLI(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
 	d.mustOx(t, "", "ox-state", "save", "-a", "ops", "notes/a", "one")
 	d.mustOx(t, "", "ox-state", "save", "-a", "ops", "notes/b", "two")
@@ -225,6 +226,7 @@ func writeSeg(t *testing.T, path string, lines []string) {
 // 1 naming the first entry that does not match, while the original
 // verifies.
 func TestAuditTamperingDetected(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
 	for i := 0; i < 10; i++ {
 		d.mustOx(t, "", "ox-state", "save", "-a", "ops", fmt.Sprintf("k%d", i), fmt.Sprintf("v%d", i))
@@ -293,6 +295,7 @@ func TestAuditTamperingDetected(t *testing.T) {
 // TestAuditTailFollow streams new entries as they are committed, in order,
 // and ends cleanly on SIGINT.
 func TestAuditTailFollow(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
 	d.mustOx(t, "", "ox-state", "save", "-a", "ops", "before", "x")
 	cmd := exec.Command(bin("ox-audit"), "tail", "-f", "-n", "1", "--op", "state.save")

@@ -176,6 +176,7 @@ var clientCommands = [][]string{
 // usage, 69 unreachable, 77 denied; 78 oxiosd's bad config) for the
 // commands that can give it.
 func TestExitCodes(t *testing.T) {
+	t.Parallel()
 	want := func(t *testing.T, r result, code int, stderr string, what string) {
 		t.Helper()
 		if r.code != code || !strings.Contains(r.stderr, stderr) {
@@ -378,6 +379,7 @@ func TestPipesOfRecords(t *testing.T) {
 // (not the client's default), does not pass another daemon's mount off as
 // this one's, and says when the policies folder does not exist.
 func TestStatusAsksTheDaemon(t *testing.T) {
+	t.Parallel()
 	dir := shortTempDir(t)
 	nopol := filepath.Join(dir, "no-policies")
 	d := startDaemon(t, daemonOpts{config: "policies = \"" + nopol + "\"\n[runs]\nmax_concurrent = 4\n"})

@@ -254,6 +254,7 @@ func TestCommitConsistentUnderSaves(t *testing.T) {
 // TestUncommittedSurviveRestart: changes acknowledged but not committed
 // are committed after a kill -9 and a restart.
 func TestUncommittedSurviveRestart(t *testing.T) {
+	t.Parallel()
 	needGit(t)
 	d := startDaemon(t, daemonOpts{})
 	d.mustOx(t, "", "ox-state", "save", "-a", "ops", "a", "1")

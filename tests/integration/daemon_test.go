@@ -16,6 +16,7 @@ import (
 )
 
 func TestSecondDaemonRefused(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
 	d.ox("", "ox-state", "save", "-a", "ops", "k", "v")
 	other := shortTempDir(t)
@@ -42,6 +43,7 @@ func TestSecondDaemonRefused(t *testing.T) {
 }
 
 func TestStaleSocketRemoved(t *testing.T) {
+	t.Parallel()
 	dir := shortTempDir(t)
 	sock := filepath.Join(dir, "oxiosd.sock")
 	// A socket file nobody listens on, as a crashed daemon leaves it.
@@ -114,6 +116,7 @@ func TestSocketActivation(t *testing.T) {
 // daemon's is refused unless the config grants it, and then only its
 // agents.
 func TestIdentity(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run a client as another uid")
 	}
@@ -163,6 +166,7 @@ func TestIdentity(t *testing.T) {
 // TestTTYOutput: a table on a terminal, JSON lines in a pipe (and with
 // --json on a terminal).
 func TestTTYOutput(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
 	d.ox("", "ox-state", "save", "-a", "ops", "notes/today.md", "hello")
 	onTTY := func(args ...string) string {
@@ -222,6 +226,7 @@ func openPTY(t *testing.T) (master, slave *os.File) {
 // TestShutdownFinishesInflight: SIGTERM while saves are in flight; every
 // save that was acknowledged is there after restart, and the daemon exits 0.
 func TestShutdownFinishesInflight(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
 	c := d.client(t)
 	acked := make(chan int, 10000)

@@ -52,8 +52,13 @@ var noAgentArgs = map[string]func(agent string) any{
 	"mcp.result": func(a string) any {
 		return map[string]any{"agent": a, "server": "s", "tool": "t", "call": 1, "digest": "d"}
 	},
-	"msg.list":         func(a string) any { return map[string]any{"agent": a} },
-	"approve.list":     func(a string) any { return map[string]any{"agent": a} },
+	"msg.list":      func(a string) any { return map[string]any{"agent": a} },
+	"approve.list":  func(a string) any { return map[string]any{"agent": a} },
+	"fleet.status":  func(string) any { return nil },
+	"fleet.witness": func(string) any { return nil },
+	"fleet.call": func(a string) any {
+		return map[string]any{"node": "elsewhere", "op": "run.ps", "args": map[string]any{"agent": a}}
+	},
 	"events.subscribe": nil, // follows until the client closes: it waits for an agent, creates none
 	"msg.recv":         nil, // waits for a message to the agent, like events.subscribe
 }
@@ -63,6 +68,7 @@ var noAgentArgs = map[string]func(agent string) any{
 // none may bring it into being, and each op the table declares Existing
 // answers ENOENT naming the agent and the command that creates one.
 func TestNoReadCreatesAgent(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
 	rc := d.raw(t)
 	agents := func() map[string]bool {

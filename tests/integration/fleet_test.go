@@ -144,6 +144,7 @@ func fleetRecords(t *testing.T, out string) []map[string]any {
 // TestFleet runs three oxiosd nodes on a three-server NATS cluster: one
 // cluster for every check, which go in the order that kills a server.
 func TestFleet(t *testing.T) {
+	t.Parallel()
 	nc := startNATS(t)
 	names := []string{"a", "b", "c"}
 	ds := map[string]*daemon{}

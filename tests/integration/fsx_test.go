@@ -210,6 +210,7 @@ func runFsx(t *testing.T, m *mounted, agent string, seed int64, ops int) {
 // TestFUSEFsx runs the mix with several seeds; OXIOS_FSX_OPS=20000 (make
 // torture) for the long run.
 func TestFUSEFsx(t *testing.T) {
+	t.Parallel()
 	ops := 1000
 	if s := os.Getenv("OXIOS_FSX_OPS"); s != "" {
 		n, err := strconv.Atoi(s)

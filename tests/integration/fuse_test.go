@@ -61,7 +61,7 @@ func startMounted(t *testing.T, o daemonOpts) *mounted {
 	fuseAvailable(t)
 	// Race-built binaries sleep a second before exiting by default: with
 	// a shell command per step, that is most of a test's time.
-	t.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
+	// (GORACE has atexit_sleep_ms=0: TestMain sets it.)
 	if o.dir == "" {
 		o.dir = shortTempDir(t)
 	}
@@ -189,6 +189,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // TestFUSETools: cat, ls -l, cp, mv, rm -r, find, grep -r, redirection and
 // append, on a real mount, checked against the socket both ways.
 func TestFUSETools(t *testing.T) {
+	t.Parallel()
 	m := startMounted(t, daemonOpts{})
 	if r := m.ox("", "ox-state", "save", "-a", "ops", "notes/today.md", "hello world\n"); r.code != 0 {
 		t.Fatalf("save: %+v", r)
@@ -296,6 +297,7 @@ func TestFUSETools(t *testing.T) {
 // the original) replaces the content whole: readers, through the mount or
 // the socket, see the old or the new content, never a mix or nothing.
 func TestFUSEEditorSave(t *testing.T) {
+	t.Parallel()
 	m := startMounted(t, daemonOpts{})
 	dir := filepath.Join(m.mnt, "agent", "ed", "state")
 	m.ox("", "ox-state", "save", "-a", "ed", "doc.txt", "version 0\n")
@@ -379,6 +381,7 @@ func TestFUSEEditorSave(t *testing.T) {
 // TestFUSEConcurrentWriters: socket clients and mount writers at once, on
 // keys of their own and on one shared key; afterwards both views agree.
 func TestFUSEConcurrentWriters(t *testing.T) {
+	t.Parallel()
 	m := startMounted(t, daemonOpts{})
 	dir := filepath.Join(m.mnt, "agent", "mix", "state")
 	m.ox("", "ox-state", "save", "-a", "mix", "shared", "start")
@@ -455,6 +458,7 @@ func TestFUSEConcurrentWriters(t *testing.T) {
 // through the mount and reads it back, through the mount and (after a
 // restart) from the store.
 func TestFUSELargeFile(t *testing.T) {
+	t.Parallel()
 	size := 48 << 20
 	if os.Getenv("OXIOS_TORTURE") != "" {
 		size = 256 << 20
@@ -513,6 +517,7 @@ func TestFUSELargeFile(t *testing.T) {
 // TestFUSEReadOnly: the read-only parts refuse writes with EROFS or
 // EACCES, never silently.
 func TestFUSEReadOnly(t *testing.T) {
+	t.Parallel()
 	m := startMounted(t, daemonOpts{})
 	m.ox("", "ox-state", "save", "-a", "ops", "k", "v")
 	for _, script := range []string{
@@ -550,6 +555,7 @@ func TestFUSEReadOnly(t *testing.T) {
 
 // TestFUSEAudit: /audit/head and /audit/log say what ox-audit says.
 func TestFUSEAudit(t *testing.T) {
+	t.Parallel()
 	m := startMounted(t, daemonOpts{})
 	for i := 0; i < 30; i++ {
 		m.ox("", "ox-state", "save", "-a", "ops", fmt.Sprintf("k%d", i), "v")
@@ -572,6 +578,7 @@ func TestFUSEAudit(t *testing.T) {
 // TestFUSEOtherUID: another uid gets nothing unless granted; granted, it
 // sees and changes only its agents.
 func TestFUSEOtherUID(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run as another uid")
 	}
@@ -649,6 +656,7 @@ func TestFUSEKill9StaleMount(t *testing.T) {
 
 // TestFUSENoMount: --no-mount says so in one line and the socket works.
 func TestFUSENoMount(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{args: []string{"--mount", "/nonexistent/oxios-mnt"}})
 	// The log reaches us through a pipe, maybe after READY.
 	eventually(t, "the --no-mount line", func() bool { return strings.Contains(d.stderr.String(), "oxiosd ready") })

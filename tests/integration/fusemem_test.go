@@ -23,6 +23,7 @@ func (m *mounted) memLs(t *testing.T, agent, kind string) []string {
 // remembering by writing a file (with and without front matter),
 // forgetting by rm, and what is refused.
 func TestFUSEMemory(t *testing.T) {
+	t.Parallel()
 	m := startMounted(t, daemonOpts{config: "[limits]\nmax_value = \"64KiB\"\n"})
 	one := parseMems(t, m.mustOx(t, "", "ox-remember", "-a", "ops", "--kind", "semantic", "--tag", "nginx", "disk full on /var, nginx stopped logging"))
 	id := one[0].ID
@@ -147,6 +148,7 @@ func TestFUSEMemory(t *testing.T) {
 // TestFUSEMemoryOtherUID: a uid granted some agents reads and writes
 // their memories, and not another agent's.
 func TestFUSEMemoryOtherUID(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run as another uid")
 	}

@@ -35,6 +35,7 @@ func canDropCaches(t *testing.T) {
 // queued save yet, and the next write was made on the old content (1 in
 // ~40). Echo 2 > drop_caches frees unused dentries and inodes: FORGET.
 func TestFUSEEvictionKeepsWrites(t *testing.T) {
+	t.Parallel()
 	canDropCaches(t)
 	m := startMounted(t, daemonOpts{})
 	m.ox("", "ox-state", "save", "-a", "ev", "seed", "x")
@@ -80,6 +81,7 @@ done`, perShell)
 // tail -f follows it (it polls fstat: a size of 0 made it say "file
 // truncated" and print nothing new).
 func TestFUSEAuditFollow(t *testing.T) {
+	t.Parallel()
 	m := startMounted(t, daemonOpts{})
 	for i := 0; i < 5; i++ {
 		m.ox("", "ox-state", "save", "-a", "tf", fmt.Sprintf("k%d", i), "v")
@@ -164,6 +166,7 @@ func statT(t *testing.T, p string) *syscall.Stat_t {
 // 0 is shown as 0, ctime moves with every change, and a folder's time
 // moves when a name comes or goes in it.
 func TestFUSEModesAndTimes(t *testing.T) {
+	t.Parallel()
 	m := startMounted(t, daemonOpts{})
 	dir := m.dir
 	st := filepath.Join(m.mnt, "agent/mt/state")
@@ -296,6 +299,7 @@ func TestFUSEModesAndTimes(t *testing.T) {
 // kernel let map only from Linux 6.6 with DIRECT_IO_ALLOW_MMAP; before,
 // ENODEV). What was written through the mapping is saved at close.
 func TestFUSEWritableMmap(t *testing.T) {
+	t.Parallel()
 	m := startMounted(t, daemonOpts{})
 	m.ox("", "ox-state", "save", "-a", "mm", "f", "hello world")
 	p := filepath.Join(m.mnt, "agent/mm/state/f")
@@ -339,6 +343,7 @@ func TestFUSEWritableMmap(t *testing.T) {
 // save had run. The mount now stops showing a save's content as soon as
 // it is durable (writeback.Queue.Shown).
 func TestFUSEStaleRead(t *testing.T) {
+	t.Parallel()
 	m := startMounted(t, daemonOpts{})
 	rounds := 30 // a round is 5 processes: seconds under -race on a busy machine
 	if os.Getenv("OXIOS_TORTURE") != "" {

@@ -64,6 +64,7 @@ func (rc *rawConn) call(op string, args any) (string, []json.RawMessage) {
 }
 
 func TestGateSocketMountParity(t *testing.T) {
+	t.Parallel()
 	m := startMounted(t, daemonOpts{config: "[limits]\nmax_value = \"4096\"\n"})
 	rc := m.raw(t)
 	state := func(agent string) string { return filepath.Join(m.mnt, "agent", agent, "state") }
@@ -269,6 +270,7 @@ func TestGateSocketMountParity(t *testing.T) {
 // TestGateSocketMountParityPolicy: a uid bound by an agent's policy meets
 // the same refusals over the socket and through the mount.
 func TestGateSocketMountParityPolicy(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run as another uid")
 	}
@@ -307,6 +309,7 @@ func TestGateSocketMountParityPolicy(t *testing.T) {
 // TestCheckAuditFails: the audit check every test ends with finds a
 // damaged log (a check that cannot fail would prove nothing).
 func TestCheckAuditFails(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
 	d.mustOx(t, "", "ox-state", "save", "-a", "ops", "k", "v")
 	d.mustOx(t, "", "ox-state", "save", "-a", "ops", "k", "w")

@@ -36,8 +36,8 @@ func TestMain(m *testing.M) {
 	binDir = dir
 	// A race-enabled binary sleeps a second at exit by default, to let
 	// reports flush; dozens of daemon and command exits add up.
-	if os.Getenv("GORACE") == "" {
-		os.Setenv("GORACE", "atexit_sleep_ms=0")
+	if g := os.Getenv("GORACE"); !strings.Contains(g, "atexit_sleep_ms") {
+		os.Setenv("GORACE", strings.TrimSpace(g+" atexit_sleep_ms=0"))
 	}
 	args := []string{"build", "-tags", "urfave_cli_no_docs", "-o", dir + "/"}
 	if raceEnabled {

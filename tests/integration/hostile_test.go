@@ -308,6 +308,7 @@ func TestDiskFull(t *testing.T) {
 // under the running daemon, saves are refused with a reason instead of
 // acknowledged and lost; put back, it takes them again.
 func TestDataDirVanishes(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
 	ctx := context.Background()
 	cl := d.client(t)
@@ -417,6 +418,7 @@ func TestRefusalFlood(t *testing.T) {
 // TestConnectionReset: a client whose connection is reset with its
 // request in flight exits 69 and says the request may have landed.
 func TestConnectionReset(t *testing.T) {
+	t.Parallel()
 	dir := shortTempDir(t)
 	sock := filepath.Join(dir, "fake.sock")
 	ln, err := net.Listen("unix", sock)

@@ -301,7 +301,11 @@ func TestLLMConfigRefusedVisible(t *testing.T) {
 
 // TestLLMByHand: ox-agent run by hand names its run (no "run":"").
 func TestLLMByHand(t *testing.T) {
+	t.Parallel()
 	d, s := llmDaemon(t, "", llmtest.Turn{Content: "by hand", Model: "served-model-q4"})
+	// By hand, the runner acts for an agent that exists (a run's spawn
+	// creates it; a model call does not).
+	d.mustOx(t, "", "ox-state", "save", "-a", "ops", "notes/x", "y")
 	r := run(t, []string{"OXIOS_SOCKET=" + d.sock, "OPENAI_BASE_URL=" + s.URL}, "", "ox-agent", "-a", "ops", "--no-memory", "hello")
 	if r.code != 0 {
 		t.Fatalf("%d %s %s", r.code, r.stdout, r.stderr)
@@ -320,6 +324,7 @@ func TestLLMByHand(t *testing.T) {
 // OXIOS_TEST_LLM_URL names one (a llama-server built from source, started
 // with --jinja, for example), and is skipped otherwise.
 func TestLLMRealServer(t *testing.T) {
+	t.Parallel()
 	url := os.Getenv("OXIOS_TEST_LLM_URL")
 	if url == "" {
 		t.Skip("no real model server: set OXIOS_TEST_LLM_URL (e.g. http://127.0.0.1:8080/v1 of llama-server --jinja) to run this")

@@ -107,6 +107,7 @@ func (s *mcpSession) resourceURIs(t *testing.T) []string {
 // are the agent's syscalls, its keys and memories resources, and a change
 // made by someone else reaches a subscribed client.
 func TestMCPServe(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
 	d.ox("", "ox-state", "save", "-a", "ops", "notes/before.md", "there before")
 	s := d.mcpConnect(t, "ops", nil)
@@ -263,6 +264,7 @@ func TestMCPServe(t *testing.T) {
 // it: a user granted web-* reaches web-1 under web-1's policy, and
 // neither ops nor a key its policy forbids.
 func TestMCPServeIdentity(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run ox-mcp as another uid")
 	}
@@ -297,6 +299,7 @@ func TestMCPServeIdentity(t *testing.T) {
 // TestMCPServeHTTP: streamable HTTP on a loopback port needs the bearer
 // token; a non-loopback address is refused; a Unix socket is 0600.
 func TestMCPServeHTTP(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
 	if r := d.ox("", "ox-mcp", "-a", "ops", "--http", "0.0.0.0:0"); r.code != 2 || !strings.Contains(r.stderr, "loopback") {
 		t.Fatalf("--http 0.0.0.0: %+v", r)

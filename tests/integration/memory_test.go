@@ -71,6 +71,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 func TestMemoryCLI(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
 	one := parseMems(t, d.mustOx(t, "", "ox-remember", "-a", "ops", "--tag", "nginx", "--importance", "0.8", "disk full on /var, nginx stopped writing access logs"))
 	if len(one) != 1 || one[0].Kind != "episodic" || len(one[0].ID) != 26 || strings.Join(one[0].Tags, ",") != "nginx" {
@@ -193,6 +194,7 @@ func TestMemoryBadInput(t *testing.T) {
 }
 
 func TestMemorySocket(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
 	cl := d.client(t)
 	ctx := context.Background()
@@ -226,6 +228,7 @@ func TestMemorySocket(t *testing.T) {
 }
 
 func TestMemoryTTL(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{config: "[memory]\nworking_ttl = \"2s\"\n"})
 	short := parseMems(t, d.mustOx(t, "", "ox-remember", "-a", "ops", "--kind", "working", "scratch note about the rollout"))
 	d.mustOx(t, "", "ox-remember", "-a", "ops", "--ttl", "1500ms", "another rollout scratch")

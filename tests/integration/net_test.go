@@ -61,6 +61,7 @@ func errCode(err error) string {
 // TestFetchDefaultPolicy: the default policy lists no host, so every fetch
 // is refused and audited with the rule, and nothing is reached.
 func TestFetchDefaultPolicy(t *testing.T) {
+	t.Parallel()
 	srv, hits := fetchTarget(t)
 	d := startDaemon(t, daemonOpts{})
 	c := d.client(t)

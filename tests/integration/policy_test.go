@@ -169,6 +169,7 @@ ox-remember --kind semantic fact >/dev/null
 }
 
 func TestPolicyMount(t *testing.T) {
+	t.Parallel()
 	m := startMounted(t, daemonOpts{})
 	if r := m.ox("", "ox-policy", "set", "-a", "ops", writePolicy(t, strictPolicy)); r.code != 0 {
 		t.Fatalf("set: %s", r.stderr)

@@ -269,6 +269,7 @@ func outsideFiles(t *testing.T, root string, allowed []string, marks ...string) 
 }
 
 func TestRedTeam(t *testing.T) {
+	t.Parallel()
 	t.Cleanup(func() { rt.report(t) })
 	t.Run("Keys", redTeamKeys)
 	t.Run("Agents", redTeamAgents)

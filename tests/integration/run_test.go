@@ -156,6 +156,7 @@ func TestRunProcessAttached(t *testing.T) {
 }
 
 func TestRunSignals(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
 	rec := spawnDetached(t, d, "ops", "sleep", "60")
 	ps := func() proto.RunRecord {
@@ -238,6 +239,7 @@ func TestRunSignals(t *testing.T) {
 // TestRunSurvivesClient: a run belongs to oxiosd, not to the ox-spawn
 // that started it.
 func TestRunSurvivesClient(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
 	cmd := exec.Command(bin("ox-spawn"), "-a", "ops", "--", "/bin/sh", "-c", "sleep 0.5; echo still here")
 	cmd.Env = append(os.Environ(), "OXIOS_SOCKET="+d.sock)
@@ -265,6 +267,7 @@ func TestRunSurvivesClient(t *testing.T) {
 // TestRunIdentity: a process of a run is that run's agent, over the
 // socket, and may act on no other.
 func TestRunIdentity(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
 	d.ox("", "ox-state", "save", "-a", "bank", "secret", "42")
 	script := `ox-state save notes/mine hello && ox-state load notes/mine && ox-state load -a bank secret; echo "other=$?"; ox-state save -a bank secret 0; echo "write=$?"; echo "agent=$OXIOS_AGENT run=$OXIOS_RUN"`
@@ -523,6 +526,7 @@ func TestRunLost(t *testing.T) {
 // TestRunIdentityMount: through the mount too, a run's processes are its
 // agent: they see and change their own agent's files and no other's.
 func TestRunIdentityMount(t *testing.T) {
+	t.Parallel()
 	m := startMounted(t, daemonOpts{})
 	m.ox("", "ox-state", "save", "-a", "bank", "secret", "42")
 	m.ox("", "ox-state", "save", "-a", "ops", "notes/a", "mine")

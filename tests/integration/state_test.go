@@ -40,6 +40,7 @@ func parseRecs(t *testing.T, out string) []stateRec {
 }
 
 func TestStateCLI(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
 
 	r := d.ox("", "ox-state", "save", "-a", "ops", "notes/today.md", "hello world")
@@ -104,6 +105,7 @@ func TestStateCLI(t *testing.T) {
 }
 
 func TestStateCLIErrors(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{config: "[limits]\nmax_value = \"1KiB\"\n"})
 	cases := []struct {
 		name string
@@ -145,6 +147,7 @@ func TestStateCLIErrors(t *testing.T) {
 }
 
 func TestUnreachable(t *testing.T) {
+	t.Parallel()
 	dir := shortTempDir(t)
 	r := run(t, []string{"OXIOS_SOCKET=" + filepath.Join(dir, "none.sock")}, "", "ox-state", "ls", "-a", "ops")
 	if r.code != 69 || !strings.Contains(r.stderr, "oxiosd") || !strings.Contains(r.stderr, "start it") {
@@ -154,6 +157,7 @@ func TestUnreachable(t *testing.T) {
 
 // TestPipe shows ox-state composing in a shell pipeline, as scripts use it.
 func TestPipe(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
 	for _, k := range []string{"a", "b", "c"} {
 		d.ox(k+"-value", "ox-state", "save", "-a", "ops", "k/"+k)

@@ -347,6 +347,7 @@ func TestAskPausesExec(t *testing.T) {
 // is refused with EACCES where the policy does not grant it (audited); a
 // pending approval is a file under /approvals until decided.
 func TestFUSEInboxApprovals(t *testing.T) {
+	t.Parallel()
 	m := startMounted(t, daemonOpts{})
 	for _, a := range []string{"alice", "bob", "eve"} {
 		m.mustOx(t, "", "ox-state", "save", "-a", a, "hello", a)
@@ -476,6 +477,7 @@ func TestFUSEInboxApprovals(t *testing.T) {
 // audited; a clean stop cancels the calls that wait instead of waiting
 // for them.
 func TestApprovalAcrossRestart(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
 	d.mustOx(t, "", "ox-state", "save", "-a", "ops", "x", "1")
 	d.mustOx(t, "", "ox-policy", "set", "-a", "ops", sectionPolicy(t, map[string]string{"ask": "exec = [\"wc\"]\ntimeout = \"10m\"\ndefault = \"deny\""}))
@@ -537,6 +539,7 @@ func TestApprovalAcrossRestart(t *testing.T) {
 // per batch; a fork copies the jobs disabled, and enabling one makes it
 // fire on the fork's messages.
 func TestScheduleOnMessages(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
 	d.mustOx(t, "", "ox-state", "save", "-a", "ops", "x", "1")
 	var old proto.MsgRecord // before the jobs: fires nothing
@@ -634,6 +637,7 @@ func TestScheduleOnMessages(t *testing.T) {
 // until an operator approves it, denies it, or it times out into the
 // default; a budget threshold asks once before the spending goes on.
 func TestAskPausesLLMToolCall(t *testing.T) {
+	t.Parallel()
 	wc := llmtest.Turn{ToolCalls: []llmtest.Call{call("exec", `{"argv":["wc","-c","/dev/null"]}`)}, PromptTokens: 10, CompletionTokens: 5}
 	d, s := llmDaemon(t, "",
 		wc, llmtest.Turn{Content: "approved run done"},

@@ -66,6 +66,7 @@ func wasmTools(t *testing.T, names ...string) string {
 func toolsConfig(dir string) string { return "[runs]\ntools = \"" + dir + "\"\n" }
 
 func TestWasmTools(t *testing.T) {
+	t.Parallel()
 	dir := wasmTools(t, "jsonq", "textstat", "hostile")
 	d := startDaemon(t, daemonOpts{config: toolsConfig(dir)})
 	createAgent(t, d, "ops") // a tool call does not create one
@@ -144,6 +145,7 @@ func TestWasmTools(t *testing.T) {
 // TestWasmHostile runs a hostile module under an allowed name (the
 // default policy allows jsonq): the sandbox, not the policy, must stop it.
 func TestWasmHostile(t *testing.T) {
+	t.Parallel()
 	dir := wasmTools(t, "jsonq=hostile")
 	d := startDaemon(t, daemonOpts{config: toolsConfig(dir)})
 	createAgent(t, d, "ops")

@@ -16,6 +16,7 @@ import (
 // TestPipelining sends many requests in one write and matches every reply
 // to its request by id.
 func TestPipelining(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
 	rc := d.raw(t)
 	const n = 200
@@ -59,6 +60,7 @@ func TestPipelining(t *testing.T) {
 // TestBadInput sends every kind of bad request; each gets an error naming
 // the problem, and the same connection keeps serving.
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{config: "[limits]\nmax_value = \"64KiB\"\n"})
 	rc := d.raw(t)
 	huge := `{"id":41,"op":"state.save","args":{"agent":"ops","key":"k","value":"` + strings.Repeat("x", 200<<10) + `"}}`
@@ -125,6 +127,7 @@ func TestBadInput(t *testing.T) {
 // TestConcurrentClients runs 64 clients, each on its own connection,
 // saving and loading at once.
 func TestConcurrentClients(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
 	const clients, ops = 64, 40
 	var wg sync.WaitGroup
@@ -166,6 +169,7 @@ func TestConcurrentClients(t *testing.T) {
 // calls pipeline on one connection and take turns reading it. Every call
 // must get its own reply, with no call left waiting.
 func TestSharedClientPipelining(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
 	c := d.client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
