@@ -148,7 +148,6 @@ func TestFUSEMemory(t *testing.T) {
 // TestFUSEMemoryOtherUID: a uid granted some agents reads and writes
 // their memories, and not another agent's.
 func TestFUSEMemoryOtherUID(t *testing.T) {
-	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run as another uid")
 	}

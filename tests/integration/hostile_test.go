@@ -394,7 +394,8 @@ func TestRefusalFlood(t *testing.T) {
 		}
 		return total == 2*n
 	})
-	if len(entries) > 150 {
+	// Coalesced per second of flood: a loaded machine floods more slowly.
+	if len(entries) > 600 {
 		t.Fatalf("%d refusals took %d entries", 2*n, len(entries))
 	}
 	summaries := 0
