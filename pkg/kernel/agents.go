@@ -123,13 +123,9 @@ func (k *Kernel) AgentRemove(ctx context.Context, c *Cred, agent string, raw []b
 		return proto.AgentRecord{}, err
 	}
 	k.flights.wait(agent)
-	var rec proto.AgentRecord
-	var rerr error
-	if err := k.barrier(ctx, func() { rec, rerr = k.removeNow(c, agent, raw) }); err != nil {
+	rec, err := onCommitter(k, ctx, func() (proto.AgentRecord, error) { return k.removeNow(c, agent, raw) })
+	if err != nil {
 		return rec, err
-	}
-	if rerr != nil {
-		return rec, rerr
 	}
 	for name, j := range k.sched.jobs {
 		if j.Agent == agent {

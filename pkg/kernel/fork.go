@@ -71,13 +71,7 @@ func (k *Kernel) Fork(ctx context.Context, c *Cred, a proto.ForkArgs, raw []byte
 	if a.Name == a.Agent {
 		return deny(proto.Errorf(proto.EEXIST, "a fork needs a new name, not %q itself", a.Agent))
 	}
-	var rec proto.ForkRecord
-	var ferr error
-	err := k.barrier(ctx, func() { rec, ferr = k.forkNow(c, a, raw) })
-	if err != nil {
-		return rec, err
-	}
-	return rec, ferr
+	return onCommitter(k, ctx, func() (proto.ForkRecord, error) { return k.forkNow(c, a, raw) })
 }
 
 func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecord, error) {

@@ -105,6 +105,17 @@ func (k *Kernel) barrier(ctx context.Context, fn func()) error {
 	return k.submit(ctx, &tx{barrier: fn}, true)
 }
 
+// onCommitter runs fn at a barrier on the committer goroutine and returns
+// its result: the barrier's own failure first, else fn's.
+func onCommitter[T any](k *Kernel, ctx context.Context, fn func() (T, error)) (T, error) {
+	var rec T
+	var ferr error
+	if err := k.barrier(ctx, func() { rec, ferr = fn() }); err != nil {
+		return rec, err
+	}
+	return rec, ferr
+}
+
 // rescan finds every difference between HEAD and the state by
 // hashing values: the dirty set when it was lost. Committer only.
 func (k *Kernel) rescan() error {
@@ -232,13 +243,7 @@ func (k *Kernel) Commit(ctx context.Context, c *Cred, a proto.CommitArgs, raw []
 	if strings.TrimSpace(a.Message) == "" {
 		a.Message = ""
 	}
-	var rec proto.CommitRecord
-	var cerr error
-	err := k.barrier(ctx, func() { rec, cerr = k.commitNow(c, a, raw) })
-	if err != nil {
-		return rec, err
-	}
-	return rec, cerr
+	return onCommitter(k, ctx, func() (proto.CommitRecord, error) { return k.commitNow(c, a, raw) })
 }
 
 // commitNow commits on the committer goroutine.
@@ -440,13 +445,7 @@ func (k *Kernel) CommitTag(ctx context.Context, c *Cred, a proto.CommitTagArgs, 
 	if rev == "" {
 		rev = "HEAD"
 	}
-	var rec proto.CommitRecord
-	var terr error
-	err := k.barrier(ctx, func() { rec, terr = k.tagNow(c, a.Name, rev, raw) })
-	if err != nil {
-		return rec, err
-	}
-	return rec, terr
+	return onCommitter(k, ctx, func() (proto.CommitRecord, error) { return k.tagNow(c, a.Name, rev, raw) })
 }
 
 // tagNow tags rev on the committer goroutine and audits it.
@@ -604,13 +603,7 @@ func (k *Kernel) CommitRestore(ctx context.Context, c *Cred, a proto.CommitResto
 	if err := k.versionScope(c, proto.OpCommitRestore, a.Agent, raw); err != nil {
 		return proto.CommitRecord{}, err
 	}
-	var rec proto.CommitRecord
-	var rerr error
-	err := k.barrier(ctx, func() { rec, rerr = k.restoreNow(c, a, raw) })
-	if err != nil {
-		return rec, err
-	}
-	return rec, rerr
+	return onCommitter(k, ctx, func() (proto.CommitRecord, error) { return k.restoreNow(c, a, raw) })
 }
 
 func (k *Kernel) restoreNow(c *Cred, a proto.CommitRestoreArgs, raw []byte) (proto.CommitRecord, error) {
