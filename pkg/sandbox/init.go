@@ -46,6 +46,11 @@ func Main() {
 	if err := build(&spec); err != nil {
 		fail(err)
 	}
+	for _, l := range spec.Rlimits {
+		if err := unix.Setrlimit(l.Resource, &unix.Rlimit{Cur: l.Max, Max: l.Max}); err != nil {
+			fail(fmt.Errorf("setting resource limit %d to %d: %w", l.Resource, l.Max, err))
+		}
+	}
 	if err := confine(&spec); err != nil {
 		fail(err)
 	}
@@ -196,7 +201,10 @@ func build(s *Spec) error {
 	if err := unix.Mount("", "/", "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
 		return fmt.Errorf("making / read-only: %w", err)
 	}
-	return unix.Sethostname([]byte("oxios"))
+	if err := unix.Sethostname([]byte("oxios")); err != nil {
+		return fmt.Errorf("sethostname: %w", err)
+	}
+	return nil
 }
 
 func underAny(p string, dirs []string) bool {

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -52,14 +53,25 @@ func (s *Store) applier() {
 				break
 			}
 			var freed int64
+			room := s.freeSpace()
 			for _, r := range q {
-				freed += s.apply(r)
+				freed += s.apply(r, &room)
 			}
 			s.qmu.Lock()
 			s.pending -= freed
 			s.busy = false
+			stuck := len(s.retry) > 0
+			if !stuck {
+				s.retryLogged = false
+			}
 			s.qcond.Broadcast()
 			s.qmu.Unlock()
+			if stuck {
+				// Try again by itself: space freed by a delete, or by
+				// someone else, lets the files be written and the
+				// journal checkpointed, without waiting for a commit.
+				s.retryTimer.Reset(retryDelay)
+			}
 		}
 		if err := s.checkpoint(false); err != nil {
 			slog.Error("state checkpoint failed", "err", err)
@@ -67,9 +79,38 @@ func (s *Store) applier() {
 	}
 }
 
+// retryDelay is how long changes whose files could not be written wait
+// before they are tried again.
+const retryDelay = time.Second
+
+// fileOverhead is what a file costs the file system beyond its bytes, at
+// most: an inode and a block of its folder, counted when deciding whether
+// a file still fits above the applier's floor.
+const fileOverhead = 4096
+
+// freeSpace is the free space of the data directory's file system, or -1
+// when it cannot be read (then files are written without the floor's
+// check and a full disk shows as a failed write).
+func (s *Store) freeSpace() int64 {
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(int(s.j.f.Fd()), &fs); err != nil {
+		return -1
+	}
+	return int64(fs.Bavail) * fs.Bsize
+}
+
+// floor is the free space the applier leaves alone: half of DiskReserve,
+// which the journal's records of deletes, the audit log and a checkpoint
+// draw on. A file that would go below it is not written (the change stays
+// in the journal and the overlay, and is tried again), so a start on a
+// nearly full disk, or a flood of saves, never takes the last bytes the
+// daemon needs to run.
+func (s *Store) floor() int64 { return s.opts.DiskReserve / 2 }
+
 // apply materializes one queued change and returns the overlay bytes it
-// released (see overlayCost).
-func (s *Store) apply(r ref) int64 {
+// released (see overlayCost). room is the free space left for files in
+// this batch (see freeSpace), taken from as files are written.
+func (s *Store) apply(r ref, room *int64) int64 {
 	a := r.a
 	a.mu.RLock()
 	e := a.keys[r.key]
@@ -84,20 +125,34 @@ func (s *Store) apply(r ref) int64 {
 
 	switch {
 	case write:
-		err := s.writeFile(a.name, r.key, value, mod)
+		var err error
+		if need := int64(len(value)) + fileOverhead; *room >= 0 && *room-need < s.floor() {
+			err = fmt.Errorf("%d bytes free, the file needs %d and %d are kept for the journal and the audit log: %w",
+				*room, need, s.floor(), unix.ENOSPC)
+		} else {
+			if *room >= 0 {
+				*room -= need
+			}
+			err = s.writeFile(a.name, r.key, value, mod)
+		}
 		if err != nil {
 			// The value stays in the overlay (readers are right) and the
 			// journal keeps it durable: no checkpoint recycles the journal
 			// until the write is retried and succeeds (see checkpoint).
-			slog.Error("state: writing key to work tree", "agent", a.name, "key", r.key, "err", err)
+			// The change keeps its cost in pending until then.
 			s.qmu.Lock()
+			if !s.retryLogged {
+				s.retryLogged = true
+				slog.Error("state: writing key to work tree (tried again every second; later failures are not logged until one succeeds)", "agent", a.name, "key", r.key, "err", err)
+			}
 			s.retry = append(s.retry, r)
 			s.retryErr = err
 			s.qmu.Unlock()
+			return 0
 		}
 		freed := int64(overlayPerChange)
 		a.mu.Lock()
-		if cur := a.keys[r.key]; cur == e && err == nil {
+		if cur := a.keys[r.key]; cur == e {
 			freed += int64(cap(value))
 			e.ver &^= pendBit
 			e.val = nil

@@ -145,13 +145,17 @@ type Store struct {
 	queue    []ref
 	retry    []ref // changes whose file writes failed: queued again at checkpoints
 	retryErr error // why the last of them failed
-	pending  int64 // overlay bytes (see overlayCost)
-	busy     bool  // applier is working on a taken slice
-	closed   bool
-	kick     chan struct{}
-	done     chan struct{}
-	failed   error // sticky journal failure
-	opened   bool  // Open succeeded: Close may save the key snapshot
+	// retryLogged: the failure of a retried write was logged; cleared
+	// when none is left, so a full disk logs once, not every second.
+	retryLogged bool
+	retryTimer  *time.Timer // queues the retry list again (see applier)
+	pending     int64       // overlay bytes (see overlayCost)
+	busy        bool        // applier is working on a taken slice
+	closed      bool
+	kick        chan struct{}
+	done        chan struct{}
+	failed      error // sticky journal failure
+	opened      bool  // Open succeeded: Close may save the key snapshot
 
 	indexFrom string      // how Open loaded the index: "snapshot" or "walk"
 	metaDirty atomic.Bool // the keys' metadata changed since DATA/index/meta was written
@@ -242,6 +246,11 @@ func Open(data string, opts Options) (*Store, error) {
 		s.kickApplier()
 	})
 	s.timer.Stop()
+	s.retryTimer = time.AfterFunc(time.Hour, func() {
+		s.requeueFailed()
+		s.kickApplier()
+	})
+	s.retryTimer.Stop()
 	// Temp files of a crashed run are garbage: their renames never happened.
 	if err := os.RemoveAll(s.tmp); err != nil {
 		return nil, err
@@ -320,10 +329,17 @@ func (s *Store) recover() error {
 		s.qmu.Lock()
 		need := s.pending
 		s.qmu.Unlock()
-		var fs unix.Statfs_t
-		unix.Statfs(s.data, &fs)
-		return proto.Errorf(proto.ENOSPC, "state: the file system of %s is full: the journal holds %d bytes of changes to write to their files and %d bytes are free; free some space and start again (%v)",
-			s.data, need, int64(fs.Bavail)*fs.Bsize, err)
+		free := s.freeSpace()
+		if free < s.floor() {
+			return proto.Errorf(proto.ENOSPC, "state: the file system of %s is full: %d bytes are free and oxiosd needs %d to start (half of limits.disk_reserve); the journal holds %d bytes of changes to write to their files once there is room; free some space and start again (%v)",
+				s.data, free, s.floor(), need, err)
+		}
+		// The journal keeps what could not be written to its file and the
+		// overlay serves it: start, serve reads, refuse writes until the
+		// applier's retries have written it (see writable).
+		slog.Warn("state: the disk is too full to write the journal's changes to their files; they are served from memory and written once space is freed, and writes are refused until then",
+			"pending_bytes", need, "free_bytes", free, "err", err)
+		return nil
 	}
 	return err
 }
@@ -729,6 +745,7 @@ func (s *Store) Close() error {
 		}
 	}
 	s.timer.Stop()
+	s.retryTimer.Stop()
 	s.qmu.Lock()
 	s.closed = true
 	s.qcond.Broadcast()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -79,11 +80,20 @@ func Exec(ctx context.Context, s ExecSpec) (ExecResult, error) {
 	cmd := exec.CommandContext(ctx, s.Argv[0], s.Argv[1:]...)
 	cmd.Env, cmd.Dir = s.Env, s.Dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var group *Group
+	if s.Cgroups != nil {
+		// A group failing to be made leaves the rlimits: they still bind.
+		group, _ = s.Cgroups.New("exec-"+strconv.FormatUint(execSeq.Add(1), 10), s.Limits)
+	}
+	defer func() { group.Remove() }()
 	var statusR *os.File
+	var shimLimits Limits // what the sandbox's shim sets on itself
 	if s.Sandbox != nil {
 		sb := *s.Sandbox
 		sb.GID = sb.UID
 		sb.Argv, sb.Env = s.Argv, s.Env
+		shimLimits = group.rlimits(s.Limits)
+		sb.Rlimits = shimLimits.sandboxRlimits()
 		if sb.Dir == "" {
 			sb.Dir = s.Dir
 		}
@@ -111,12 +121,6 @@ func Exec(ctx context.Context, s ExecSpec) (ExecResult, error) {
 	out, errb := &capped{max: s.Cap}, &capped{max: s.Cap}
 	cmd.Stdout, cmd.Stderr = out, errb
 	start := time.Now()
-	var group *Group
-	if s.Cgroups != nil {
-		// A group failing to be made leaves the rlimits: they still bind.
-		group, _ = s.Cgroups.New("exec-"+strconv.FormatUint(execSeq.Add(1), 10), s.Limits)
-	}
-	defer group.Remove()
 	startCmd := func(attr *syscall.SysProcAttr) error {
 		cmd.SysProcAttr = attr
 		return cmd.Start()
@@ -134,10 +138,14 @@ func Exec(ctx context.Context, s ExecSpec) (ExecResult, error) {
 	if len(cmd.ExtraFiles) > 0 {
 		cmd.ExtraFiles[0].Close()
 	}
-	if err := SetLimits(cmd.Process.Pid, group.rlimits(s.Limits)); err != nil {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		cmd.Wait()
-		return ExecResult{}, err
+	if l := group.rlimits(s.Limits); statusR == nil || l != shimLimits {
+		// Unsandboxed, or the group was lost at the start: set from here
+		// what the shim did not set itself.
+		if err := SetLimits(cmd.Process.Pid, l); err != nil {
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			cmd.Wait()
+			return ExecResult{}, fmt.Errorf("setting resource limits: %w", err)
+		}
 	}
 	err = cmd.Wait()
 	res := ExecResult{Stdout: out.buf.Bytes(), Stderr: errb.buf.Bytes(), Truncated: out.over || errb.over, Duration: time.Since(start)}

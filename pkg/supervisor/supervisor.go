@@ -129,21 +129,22 @@ type Run struct {
 	s    *Supervisor
 	spec Spec
 
-	mu      sync.Mutex
-	rec     proto.RunRecord
-	logf    *os.File
-	size    int64         // bytes of records in logf
-	sum     hash.Hash     // blake3 of the log's bytes, as written
-	changed chan struct{} // closed (and replaced) when a record is added
-	done    chan struct{} // closed once the exit record is in the log
-	cmd     *exec.Cmd
-	group   *Group    // its cgroup, or nil
-	uid     uint32    // its sandbox's uid, or 0 when it runs unsandboxed
-	status  *os.File  // read end of the sandbox's status pipe
-	report  string    // the shim's report, read before its time (it failed to start the command)
-	sock    io.Closer // its own socket
-	wall    *time.Timer
-	reason  string // why the supervisor ended it, for the exit record
+	mu            sync.Mutex
+	rec           proto.RunRecord
+	logf          *os.File
+	size          int64         // bytes of records in logf
+	sum           hash.Hash     // blake3 of the log's bytes, as written
+	changed       chan struct{} // closed (and replaced) when a record is added
+	done          chan struct{} // closed once the exit record is in the log
+	cmd           *exec.Cmd
+	group         *Group    // its cgroup, or nil
+	uid           uint32    // its sandbox's uid, or 0 when it runs unsandboxed
+	sandboxLimits Limits    // the rlimits its sandbox's shim sets on itself
+	status        *os.File  // read end of the sandbox's status pipe
+	report        string    // the shim's report, read before its time (it failed to start the command)
+	sock          io.Closer // its own socket
+	wall          *time.Timer
+	reason        string // why the supervisor ended it, for the exit record
 	// Usage charged to this run by the kernel.
 	Tokens int64
 	Cost   float64
@@ -201,9 +202,18 @@ func (s *Supervisor) Start(spec Spec) (*Run, error) {
 	// Its own process group: signals reach the whole run, and the
 	// terminal's Ctrl-C does not reach it behind the supervisor's back.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// The group is made outside the lock, which the start itself holds (a
+	// child's first request waits for its run to be known), and before
+	// the sandbox's spec, which carries the rlimits beside it.
+	if s.Cgroups != nil {
+		if r.group, err = s.Cgroups.New(spec.ID, spec.Limits); err != nil {
+			s.log.Warn("run cgroup", "run", spec.ID, "err", err)
+		}
+	}
 	var statusW *os.File
 	if spec.Sandbox != nil {
 		if statusW, err = r.sandboxed(cmd); err != nil {
+			r.group.Remove()
 			r.abandon()
 			return nil, err
 		}
@@ -216,24 +226,19 @@ func (s *Supervisor) Start(spec Spec) (*Run, error) {
 	// grandchild that keeps them open.
 	outR, outW, err := os.Pipe()
 	if err != nil {
+		r.group.Remove()
 		r.abandon()
 		return nil, err
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
+		r.group.Remove()
 		outR.Close()
 		outW.Close()
 		r.abandon()
 		return nil, err
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
-	// The group is made outside the lock, which the start itself holds (a
-	// child's first request waits for its run to be known).
-	if s.Cgroups != nil {
-		if r.group, err = s.Cgroups.New(spec.ID, spec.Limits); err != nil {
-			s.log.Warn("run cgroup", "run", spec.ID, "err", err)
-		}
-	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -251,7 +256,9 @@ func (s *Supervisor) Start(spec Spec) (*Run, error) {
 	}
 	err = r.group.Start(start, cmd.SysProcAttr, spec.Limits)
 	if errors.Is(err, errJoin) {
-		// The group is no use: the rlimits still bind.
+		// The group is no use: the rlimits still bind (a sandbox's are
+		// those of the group's absence too: its spec is encoded; the
+		// prlimit below sets the ones the group stood for).
 		s.log.Warn("run cgroup", "run", spec.ID, "err", err)
 		r.group.Remove()
 		r.group = nil
@@ -275,8 +282,12 @@ func (s *Supervisor) Start(spec Spec) (*Run, error) {
 	clear(s.who)
 	s.live.Add(1)
 	s.mu.Unlock()
-	if err := SetLimits(r.rec.PID, r.group.rlimits(spec.Limits)); err != nil {
-		s.log.Warn("run limits", "run", spec.ID, "err", err)
+	if l := r.group.rlimits(spec.Limits); r.status == nil || l != r.sandboxLimits {
+		// Unsandboxed, or a sandbox whose group was lost at the start:
+		// set from here what the shim did not set itself.
+		if err := SetLimits(r.rec.PID, l); err != nil {
+			s.log.Warn("run limits", "run", spec.ID, "err", err)
+		}
 	}
 	if r.status != nil {
 		// The run is there once its command is: a signal sent to it
@@ -331,6 +342,8 @@ func (r *Run) sandboxed(cmd *exec.Cmd) (*os.File, error) {
 	r.uid = s.uids.acquire(r)
 	sb.UID, sb.GID = r.uid, r.uid
 	sb.Argv, sb.Env = r.spec.Argv, r.spec.Env
+	r.sandboxLimits = r.group.rlimits(r.spec.Limits)
+	sb.Rlimits = r.sandboxLimits.sandboxRlimits()
 	if sb.Dir == "" {
 		sb.Dir = r.spec.Dir
 	}
@@ -990,19 +1003,53 @@ func (s *Supervisor) removeFiles(id string) {
 
 // SetLimits applies l to the process pid.
 func SetLimits(pid int, l Limits) error {
+	return errors.Join(setLimits(l, func(res int, lim *unix.Rlimit) error {
+		if err := unix.Prlimit(pid, res, lim, nil); err != nil {
+			return fmt.Errorf("%s: %w", rlimitName(res), err)
+		}
+		return nil
+	})...)
+}
+
+// sandboxRlimits are l as a sandbox's shim sets them on itself.
+func (l Limits) sandboxRlimits() []sandbox.Rlimit {
+	var out []sandbox.Rlimit
+	setLimits(l, func(res int, lim *unix.Rlimit) error {
+		out = append(out, sandbox.Rlimit{Resource: res, Max: lim.Max})
+		return nil
+	})
+	return out
+}
+
+func rlimitName(res int) string {
+	switch res {
+	case unix.RLIMIT_AS:
+		return "RLIMIT_AS"
+	case unix.RLIMIT_CPU:
+		return "RLIMIT_CPU"
+	case unix.RLIMIT_NPROC:
+		return "RLIMIT_NPROC"
+	case unix.RLIMIT_NOFILE:
+		return "RLIMIT_NOFILE"
+	}
+	return fmt.Sprint("rlimit ", res)
+}
+
+// setLimits calls set with each limit of l that is set.
+func setLimits(l Limits, set func(res int, lim *unix.Rlimit) error) []error {
 	var errs []error
-	set := func(res int, v uint64) {
+	add := func(res int, v uint64) {
 		if v == 0 {
 			return
 		}
 		lim := unix.Rlimit{Cur: v, Max: v}
-		if err := unix.Prlimit(pid, res, &lim, nil); err != nil {
+		if err := set(res, &lim); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	set(unix.RLIMIT_AS, l.Memory)
-	set(unix.RLIMIT_CPU, l.CPU)
-	set(unix.RLIMIT_NPROC, l.Processes)
-	set(unix.RLIMIT_NOFILE, l.OpenFiles)
-	return errors.Join(errs...)
+	add(unix.RLIMIT_AS, l.Memory)
+	add(unix.RLIMIT_CPU, l.CPU)
+	add(unix.RLIMIT_NPROC, l.Processes)
+	add(unix.RLIMIT_NOFILE, l.OpenFiles)
+	return errs
 }

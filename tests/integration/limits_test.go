@@ -114,3 +114,31 @@ func memoryBomb(t *testing.T, d *daemon) (denied, audited bool) {
 	}
 	return denied, audited
 }
+
+// TestLimitsFromTheStart: a sandboxed exec or run has its policy's
+// rlimits from its first instruction, and never fails to get them. They
+// were set from outside with prlimit once the sandbox's shim had started:
+// a daemon without CAP_SYS_RESOURCE (root in a container) got EPERM
+// whenever the shim had already changed to the agent's uid, which failed
+// the exec ("operation not permitted") and left a run without limits;
+// and a command could run before its limits were set.
+func TestLimitsFromTheStart(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	d.mustOx(t, "", "ox-state", "save", "-a", "lim", "x", "1")
+	d.mustOx(t, "", "ox-policy", "set", "-a", "lim", limitsPolicy(t, "memory = \"0\"\ncpu = \"0\"\nprocesses = 0\nopen_files = 123"))
+	want := regexp.MustCompile(`Max open files\s+123\s+123\s`)
+	for i := range 8 {
+		out := d.mustOx(t, "", "ox-exec", "-a", "lim", "--", "cat", "/proc/self/limits")
+		if !want.MatchString(out) {
+			t.Fatalf("exec %d: the command's limits are not the policy's open_files = 123:\n%s", i, out)
+		}
+		out = d.mustOx(t, "", "ox-spawn", "-a", "lim", "--", "cat", "/proc/self/limits")
+		if !want.MatchString(out) {
+			t.Fatalf("run %d: the command's limits are not the policy's open_files = 123:\n%s", i, out)
+		}
+	}
+	if strings.Contains(d.stderr.String(), "run limits") {
+		t.Fatalf("a run's limits were not set:\n%s", d.stderr.String())
+	}
+}
