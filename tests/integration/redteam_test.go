@@ -669,6 +669,10 @@ func redTeamWasm(t *testing.T) {
 	dir := wasmTools(t, "jsonq=hostile")
 	d := startDaemon(t, daemonOpts{config: toolsConfig(dir)})
 	createAgent(t, d, "ops") // a tool call does not create one
+	// The policy's tools.timeout caps what a call asks for: 3m lets the
+	// allocation below ask for 2m (under make test's load it took more
+	// than the default 10s before the memory limit bit).
+	d.mustOx(t, "", "ox-policy", "set", "-a", "ops", sectionPolicy(t, map[string]string{"tools": "allow = [\"jsonq\", \"textstat\"]\nmemory = \"64MiB\"\ntimeout = \"3m\""}))
 	c := d.client(t)
 	tool := func(timeout string, args ...string) (proto.ToolRecord, string) {
 		rec, err := toolRun(c, proto.ToolRunArgs{Agent: "ops", Tool: "jsonq", Args: args, Timeout: timeout})
