@@ -417,7 +417,14 @@ func (n *memNew) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uin
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.done {
-		return nil, 0, syscall.ENOENT // remembered meanwhile: the name is gone
+		// Remembered, sent or refused meanwhile: the name is gone. The
+		// kernel still holds its entry (a timeout of a nanosecond lasts a
+		// jiffy), so an open(O_CREAT) of the same name right after the
+		// close comes here instead of to Create. ESTALE makes it look the
+		// path up again and retry once (LOOKUP_REVAL): the lookup finds
+		// no such file, so a create makes a new one and a plain open gets
+		// ENOENT, as a stale name should.
+		return nil, 0, syscall.ESTALE
 	}
 	h := &memHandle{n: n, cred: c}
 	if flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0 {

@@ -184,3 +184,37 @@ func TestFUSEMemoryOtherUID(t *testing.T) {
 		t.Fatalf("ops's memories after the refusals: %+v", got)
 	}
 }
+
+// TestFUSESameNameAgain: a file written into a memory kind's folder or an
+// inbox is taken at close and its name is gone, yet the kernel keeps the
+// name's entry for a jiffy; a second write of the same name right after
+// reached the old node's open and failed with ENOENT ("Directory
+// nonexistent" from dash), about one time in two in a tight loop. Each
+// write must reach the daemon: remembered, sent, or refused for its
+// content.
+func TestFUSESameNameAgain(t *testing.T) {
+	t.Parallel()
+	m := startMounted(t, daemonOpts{})
+	m.mustOx(t, "", "ox-state", "save", "-a", "ops", "hello", "x")
+	m.sh(t, `for i in $(seq 1 20); do printf 'note %s\n' $i > agent/ops/mem/working/n.md || exit 1; done`)
+	if n := strings.TrimSpace(m.sh(t, "ls agent/ops/mem/working | wc -l")); n != "20" {
+		t.Fatalf("20 writes of working/n.md made %s memories", n)
+	}
+	// A refused message: each write is refused for its front matter
+	// (EINVAL at close, which cat reports), none for a stale name.
+	for i := range 10 {
+		r := sh(t, m.mnt, `printf -- '---
+subject: x
+---
+hi
+' | cat > agent/ops/inbox/bad.md`, nil)
+		if r.code == 0 || !strings.Contains(r.stderr, "Invalid argument") {
+			t.Fatalf("write %d of a refused message: %+v", i, r)
+		}
+	}
+	// A sent one, again and again under one name: each is a message.
+	m.sh(t, `for i in $(seq 1 10); do echo "note $i" > agent/ops/inbox/new.md || exit 1; done`)
+	if n := strings.TrimSpace(m.sh(t, "ls agent/ops/inbox | wc -l")); n != "10" {
+		t.Fatalf("10 writes of inbox/new.md sent %s messages", n)
+	}
+}
