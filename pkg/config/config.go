@@ -46,6 +46,10 @@ type Config struct {
 	File string `toml:"-"`
 }
 
+// DefaultMaxBuffered is limits.max_buffered when the config leaves it out
+// and no request line may be longer.
+const DefaultMaxBuffered = 64 << 20
+
 // Limits bound what one request may carry, and what clients may hold of
 // the daemon (issue 18).
 type Limits struct {
@@ -199,7 +203,7 @@ func Default() Config {
 		Socket:   p.Socket,
 		Mount:    p.Mount,
 		LogLevel: "info",
-		Limits: Limits{MaxValue: proto.DefaultMaxValue, MaxBuffered: 64 << 20,
+		Limits: Limits{MaxValue: proto.DefaultMaxValue,
 			MaxConns: 4096, MaxConnsPerUID: 1024,
 			HelloTimeout: Duration(10 * time.Second), LineTimeout: Duration(30 * time.Second), IdleTimeout: Duration(time.Hour)},
 		Memory:   Memory{WorkingTTL: "24h", EmbeddingsModel: "text-embedding-3-small", EmbeddingsKeyEnv: "OPENAI_API_KEY"},
@@ -275,9 +279,6 @@ func (c *Config) parse(b []byte, file string) error {
 	if c.Limits.MaxValue == 0 {
 		c.Limits.MaxValue = def.Limits.MaxValue
 	}
-	if c.Limits.MaxBuffered == 0 {
-		c.Limits.MaxBuffered = def.Limits.MaxBuffered
-	}
 	if c.Limits.MaxConns == 0 {
 		c.Limits.MaxConns = def.Limits.MaxConns
 	}
@@ -315,8 +316,16 @@ func (c *Config) resolve() error {
 	if c.Limits.MaxLine < 4096 {
 		return fmt.Errorf("config: limits.max_line %d is below the 4096-byte minimum", c.Limits.MaxLine)
 	}
+	if c.Limits.MaxBuffered == 0 {
+		// 64 MiB, or one line of the largest size if that is more: a
+		// value of max_value must be able to arrive.
+		c.Limits.MaxBuffered = max(DefaultMaxBuffered, c.Limits.MaxLine)
+	}
 	if c.Limits.MaxBuffered < 1<<20 {
 		return fmt.Errorf("config: limits.max_buffered %d is below the 1MiB minimum", c.Limits.MaxBuffered)
+	}
+	if c.Limits.MaxBuffered < c.Limits.MaxLine {
+		return fmt.Errorf("config: limits.max_buffered %d is below limits.max_line %d: a request line of the largest size (a value of limits.max_value) could never be read; raise max_buffered, or leave it out (\"\") to derive it", c.Limits.MaxBuffered, c.Limits.MaxLine)
 	}
 	if c.Limits.DiskReserve < 0 {
 		return fmt.Errorf("config: limits.disk_reserve may not be negative")

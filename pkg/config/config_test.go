@@ -1,0 +1,45 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func load(t *testing.T, text string) (Config, error) {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "oxios.toml")
+	if err := os.WriteFile(f, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return Load(f, true)
+}
+
+// TestMaxBuffered: left out, limits.max_buffered is 64 MiB or one line of
+// the largest size, so a value of max_value can always arrive (with
+// max_value = 300MiB it was 64 MiB, and every save of a large value
+// waited line_timeout for memory it could never get); set below max_line,
+// the config is refused with both named.
+func TestMaxBuffered(t *testing.T) {
+	c, err := Load("", false)
+	if err != nil || c.Limits.MaxBuffered != DefaultMaxBuffered || c.Limits.MaxBuffered < c.Limits.MaxLine {
+		t.Fatalf("defaults: max_buffered %d, max_line %d, %v", c.Limits.MaxBuffered, c.Limits.MaxLine, err)
+	}
+	c, err = load(t, "[limits]\nmax_value = \"300MiB\"\n")
+	if err != nil || c.Limits.MaxBuffered != c.Limits.MaxLine || c.Limits.MaxLine < 400<<20 {
+		t.Fatalf("max_value 300MiB: max_buffered %d, max_line %d, %v", c.Limits.MaxBuffered, c.Limits.MaxLine, err)
+	}
+	c, err = load(t, "[limits]\nmax_buffered = \"128MiB\"\n")
+	if err != nil || c.Limits.MaxBuffered != 128<<20 {
+		t.Fatalf("max_buffered 128MiB: %d, %v", c.Limits.MaxBuffered, err)
+	}
+	_, err = load(t, "[limits]\nmax_value = \"300MiB\"\nmax_buffered = \"64MiB\"\n")
+	if err == nil || !strings.Contains(err.Error(), "max_buffered") || !strings.Contains(err.Error(), "max_line") {
+		t.Fatalf("max_buffered below max_line: %v", err)
+	}
+	// The shipped config file loads as the defaults do.
+	if c, err := Load("../../share/oxios.toml", true); err != nil || c.Limits.MaxBuffered != DefaultMaxBuffered {
+		t.Fatalf("share/oxios.toml: max_buffered %d, %v", c.Limits.MaxBuffered, err)
+	}
+}
