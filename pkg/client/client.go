@@ -289,8 +289,34 @@ func (c *Client) setWaiting(cl *call, on bool) {
 	c.mu.Unlock()
 }
 
-// start sends a request and returns its call.
+// notSentError is a write that failed before the socket took a byte of
+// it: the daemon cannot have read any of the request.
+type notSentError struct{ err error }
+
+func (e *notSentError) Error() string { return e.err.Error() }
+func (e *notSentError) Unwrap() error { return e.err }
+
+// start sends a request and returns its call. A request that could not be
+// sent at all, on a connection that had no other call in flight, went
+// nowhere (the daemon had closed the connection: to make room at
+// limits.max_conns_per_uid for a newer one, at idle_timeout, or by a
+// restart): it is sent once more on a new connection, so a client idle for
+// less than the second revive waits for does not fail for nothing.
 func (c *Client) start(op string, args any) (*call, uint64, error) {
+	cl, id, err := c.start1(op, args)
+	var ns *notSentError
+	if err != nil && errors.As(err, &ns) {
+		c.mu.Lock()
+		alone := len(c.pending) == 0
+		c.mu.Unlock()
+		if alone {
+			return c.start1(op, args)
+		}
+	}
+	return cl, id, err
+}
+
+func (c *Client) start1(op string, args any) (*call, uint64, error) {
 	var raw []byte
 	var err error
 	if !handEncoded(args) {
@@ -344,7 +370,7 @@ func (c *Client) start(op string, args any) (*call, uint64, error) {
 			delete(c.pending, id)
 		}
 		c.mu.Unlock()
-		return nil, 0, fmt.Errorf("%w: sending %s: %v", ErrUnreachable, op, err)
+		return nil, 0, fmt.Errorf("%w: sending %s: %w", ErrUnreachable, op, err)
 	}
 	return cl, id, nil
 }
@@ -412,7 +438,10 @@ func (c *Client) flush() error {
 		buf := c.out
 		c.out = c.spare[:0]
 		c.wmu.Unlock()
-		_, err := c.nc.Write(buf)
+		n, err := c.nc.Write(buf)
+		if err != nil && n == 0 {
+			err = &notSentError{err}
+		}
 		c.wmu.Lock()
 		if cap(buf) <= 1<<20 {
 			c.spare = buf[:0] // keep small buffers, not a big value's
