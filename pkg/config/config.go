@@ -324,9 +324,6 @@ func (c *Config) resolve() error {
 	if c.Limits.MaxBuffered < 1<<20 {
 		return fmt.Errorf("config: limits.max_buffered %d is below the 1MiB minimum", c.Limits.MaxBuffered)
 	}
-	if c.Limits.MaxBuffered < c.Limits.MaxLine {
-		return fmt.Errorf("config: limits.max_buffered %d is below limits.max_line %d: a request line of the largest size (a value of limits.max_value) could never be read; raise max_buffered, or leave it out (\"\") to derive it", c.Limits.MaxBuffered, c.Limits.MaxLine)
-	}
 	if c.Limits.DiskReserve < 0 {
 		return fmt.Errorf("config: limits.disk_reserve may not be negative")
 	}
