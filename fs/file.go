@@ -91,10 +91,13 @@ type fileNode struct {
 	moving    []byte
 	hasMoving bool
 
-	local    bool   // made through the mount; no save has committed it
-	gone     bool   // unlinked through the mount: it has no key
-	replaced bool   // a rename through the mount put another file at its key
-	renamed  string // the key a rename gave it, until the tree shows it
+	local    bool // made through the mount; no save has committed it
+	gone     bool // unlinked through the mount: it has no key
+	replaced bool // a rename through the mount put another file at its key
+	// replacedKey is that key: an open that reaches the node once it is
+	// out of the tree reads what is there now (see openRead).
+	replacedKey string
+	renamed     string // the key a rename gave it, until the tree shows it
 	// unwritten: emptied by create or O_TRUNC and not written since.
 	// deferred: closed so, with its save left to the release (see sync).
 	unwritten bool
@@ -373,6 +376,23 @@ func (n *fileNode) openRead(ctx context.Context, h *handle) (fusefs.FileHandle, 
 	replaced := n.replaced
 	shown, hasShown := n.q.Shown()
 	switch {
+	case !ok && replaced && n.replacedKey != "":
+		// Replaced by a rename and out of the tree already: the kernel
+		// resolved the name before the rename and retries an ESTALE only
+		// once, which a run of renames (an editor saving again and again)
+		// can also lose. What is at the key now is the newer file: read
+		// that, around the page cache.
+		key = n.replacedKey
+		n.mu.Unlock()
+		file, data, rec, err := n.fs.k.StateOpen(ctx, h.cred, n.agent, key)
+		if err != nil {
+			return nil, 0, errno(err)
+		}
+		h.file, h.data, h.size = file, data, rec.Size
+		if file != nil {
+			h.fd = int(file.Fd())
+		}
+		return h, ro | fuse.FOPEN_DIRECT_IO, 0
 	case !ok:
 		n.mu.Unlock()
 		return nil, 0, syscall.ESTALE
@@ -791,9 +811,9 @@ func (n *fileNode) markGone(gone bool) {
 // markReplaced records that a rename through the mount put another file
 // at the node's key: readers that had it open keep reading, its writers'
 // closes save nothing.
-func (n *fileNode) markReplaced(replaced bool) {
+func (n *fileNode) markReplaced(replaced bool, key string) {
 	n.mu.Lock()
-	n.replaced = replaced
+	n.replaced, n.replacedKey = replaced, key
 	if replaced {
 		n.dirty, n.deferred = false, false
 	}

@@ -564,7 +564,7 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent fusefs.Inod
 // at its close.
 func (d *dirNode) renameFile(ctx context.Context, c *kernel.Cred, src *fileNode, oldKey string, oldStored bool, dst *fileNode, newKey string, newStored bool) syscall.Errno {
 	if dst != nil && dst != src {
-		dst.markReplaced(true)
+		dst.markReplaced(true, newKey)
 	}
 	var waits []kernel.Pending
 	var moving []byte
@@ -604,7 +604,7 @@ func (d *dirNode) renameFile(ctx context.Context, c *kernel.Cred, src *fileNode,
 				src.mu.Unlock()
 			}
 			if dst != nil && dst != src {
-				dst.markReplaced(false)
+				dst.markReplaced(false, "")
 			}
 			return errno(err)
 		}
