@@ -384,13 +384,8 @@ func (n *fileNode) openRead(ctx context.Context, h *handle) (fusefs.FileHandle, 
 		// that, around the page cache.
 		key = n.replacedKey
 		n.mu.Unlock()
-		file, data, rec, err := n.fs.k.StateOpen(ctx, h.cred, n.agent, key)
-		if err != nil {
-			return nil, 0, errno(err)
-		}
-		h.file, h.data, h.size = file, data, rec.Size
-		if file != nil {
-			h.fd = int(file.Fd())
+		if _, e := h.openStored(ctx, key); e != 0 {
+			return nil, 0, e
 		}
 		return h, ro | fuse.FOPEN_DIRECT_IO, 0
 	case !ok:
@@ -412,13 +407,9 @@ func (n *fileNode) openRead(ctx context.Context, h *handle) (fusefs.FileHandle, 
 	}
 	n.mu.Unlock()
 
-	file, data, rec, err := n.fs.k.StateOpen(ctx, h.cred, n.agent, key)
-	if err != nil {
-		return nil, 0, errno(err)
-	}
-	h.file, h.data, h.size = file, data, rec.Size
-	if file != nil {
-		h.fd = int(file.Fd())
+	rec, e := h.openStored(ctx, key)
+	if e != 0 {
+		return nil, 0, e
 	}
 	h.ver = version{rec.Modified.UnixNano(), rec.Size}
 
@@ -461,7 +452,7 @@ func (n *fileNode) openRead(ctx context.Context, h *handle) (fusefs.FileHandle, 
 	}
 	n.readers[h.ver]++
 	h.cached = true
-	if file == nil || !n.fs.passthrough || rec.Size < passthroughAbove {
+	if h.file == nil || !n.fs.passthrough || rec.Size < passthroughAbove {
 		return h, flags, 0
 	}
 	switch {
@@ -472,6 +463,20 @@ func (n *fileNode) openRead(ctx context.Context, h *handle) (fusefs.FileHandle, 
 	n.ptOpen++
 	h.pt = true
 	return &ptHandle{h}, flags, 0
+}
+
+// openStored opens what the store holds at key for the handle's reads.
+func (h *handle) openStored(ctx context.Context, key string) (proto.StateRecord, syscall.Errno) {
+	n := h.n
+	file, data, rec, err := n.fs.k.StateOpen(ctx, h.cred, n.agent, key)
+	if err != nil {
+		return rec, errno(err)
+	}
+	h.file, h.data, h.size = file, data, rec.Size
+	if file != nil {
+		h.fd = int(file.Fd())
+	}
+	return rec, 0
 }
 
 // loadLocked makes the working copy exist.

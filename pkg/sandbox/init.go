@@ -46,13 +46,16 @@ func Main() {
 	if err := build(&spec); err != nil {
 		fail(err)
 	}
+	if err := confine(&spec); err != nil {
+		fail(err)
+	}
+	// The limits last, right before the command that inherits them: the
+	// shim's own work is done (a small address space would bind its Go
+	// runtime too), and lowering a limit needs no privilege.
 	for _, l := range spec.Rlimits {
 		if err := unix.Setrlimit(l.Resource, &unix.Rlimit{Cur: l.Max, Max: l.Max}); err != nil {
 			fail(fmt.Errorf("setting resource limit %d to %d: %w", l.Resource, l.Max, err))
 		}
-	}
-	if err := confine(&spec); err != nil {
-		fail(err)
 	}
 	select {
 	case s := <-sigs:

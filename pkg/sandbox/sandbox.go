@@ -75,8 +75,8 @@ type Spec struct {
 	// them and the policy lets runs start with less).
 	NoLandlock bool `json:"no_landlock,omitempty"`
 	NoSeccomp  bool `json:"no_seccomp,omitempty"`
-	// Rlimits are set by the shim on itself while it is still root, so
-	// that the command inherits them. Set from outside (prlimit) they
+	// Rlimits are set by the shim on itself before it starts the
+	// command, which inherits them. Set from outside (prlimit) they
 	// would race the shim's change of uid: once it runs as the agent's
 	// uid, only a daemon with CAP_SYS_RESOURCE may limit it, and a root
 	// without it (a container's) got EPERM whenever the shim was faster.

@@ -92,11 +92,21 @@ const fileOverhead = 4096
 // when it cannot be read (then files are written without the floor's
 // check and a full disk shows as a failed write).
 func (s *Store) freeSpace() int64 {
-	var fs unix.Statfs_t
-	if err := unix.Fstatfs(int(s.j.f.Fd()), &fs); err != nil {
+	free, err := s.free()
+	if err != nil {
 		return -1
 	}
-	return int64(fs.Bavail) * fs.Bsize
+	return free
+}
+
+// free is the free space of the journal's file system, for an
+// unprivileged writer.
+func (s *Store) free() (int64, error) {
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(int(s.j.f.Fd()), &fs); err != nil {
+		return 0, err
+	}
+	return int64(fs.Bavail) * fs.Bsize, nil
 }
 
 // floor is the free space the applier leaves alone: half of DiskReserve,

@@ -35,8 +35,8 @@ func (s *Store) writable(n int64, small bool) error {
 	if st.Nlink == 0 || unix.Stat(s.j.path, &cur) != nil || cur.Ino != st.Ino || cur.Dev != st.Dev {
 		return proto.Errorf(proto.EIO, "the data directory %s was removed or replaced while oxiosd runs: writes are refused, since they would be lost; put it back, or restart oxiosd to start over on what is there", s.data)
 	}
-	var fs unix.Statfs_t
-	if err := unix.Fstatfs(fd, &fs); err != nil {
+	free, err := s.free()
+	if err != nil {
 		return fmt.Errorf("state: journal: %w", err)
 	}
 	s.qmu.Lock()
@@ -50,7 +50,7 @@ func (s *Store) writable(n int64, small bool) error {
 	if grow := s.j.pos + n - s.j.alloc; grow > 0 {
 		need += grow + s.j.chunk
 	}
-	if free := int64(fs.Bavail) * fs.Bsize; free < need {
+	if free < need {
 		return proto.Errorf(proto.ENOSPC, "disk full: %s has %d bytes free, this write needs %d and oxiosd keeps %d in reserve (limits.disk_reserve); writes are refused until space is freed (deleting keys frees it), reads are served", s.data, free, need-reserve, reserve)
 	}
 	return nil

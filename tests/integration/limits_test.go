@@ -165,6 +165,11 @@ func TestLimitsFromTheStart(t *testing.T) {
 			t.Fatalf("run %d: the command's limits are not the policy's open_files = 123:\n%s", i, out)
 		}
 	}
+	// From inside, the run cannot raise them (soft and hard alike, and
+	// no privilege left to raise a hard limit).
+	if out := d.mustOx(t, "", "ox-spawn", "-a", "lim", "--", "/bin/sh", "-c", "ulimit -n 4096 && echo raised; ulimit -n"); strings.Contains(out, `"text":"raised"`) || !strings.Contains(out, `"text":"123"`) {
+		t.Fatalf("a run raised its open_files limit:\n%s", out)
+	}
 	if strings.Contains(d.stderr.String(), "run limits") {
 		t.Fatalf("a run's limits were not set:\n%s", d.stderr.String())
 	}
