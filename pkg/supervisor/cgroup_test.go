@@ -189,3 +189,58 @@ func procsNow(g *Group) uint64 {
 	}
 	return 0
 }
+
+// TestAttributeQuiet: a run's process that left its tree is found by its
+// group while the run lives; once no run or exec is left, Attribute
+// reads nothing of /proc (the mount asks on every request) and a process
+// is nobody's run. Execs leave the count as they found it.
+func TestAttributeQuiet(t *testing.T) {
+	cg := cgroupsOrSkip(t)
+	s := newSup(t, t.TempDir())
+	s.Cgroups = cg
+	defer s.Close()
+	if !cg.quiet() {
+		t.Fatal("held before any run")
+	}
+	res, err := Exec(t.Context(), ExecSpec{Cgroups: cg, Argv: []string{"/bin/true"}, Env: []string{"PATH=/usr/bin:/bin"}, Dir: t.TempDir(), Cap: 1 << 10, Timeout: 10 * time.Second})
+	if err != nil || res.Status != 0 {
+		t.Fatalf("exec: %+v %v", res, err)
+	}
+	if _, err := Exec(t.Context(), ExecSpec{Cgroups: cg, Argv: []string{"/nonexistent"}, Dir: t.TempDir(), Cap: 1 << 10}); err == nil {
+		t.Fatal("exec of /nonexistent succeeded")
+	}
+	if !cg.quiet() {
+		t.Fatalf("execs left %d held", cg.held.Load())
+	}
+	// A double fork: the escapee's parent is gone, so no walk of its
+	// ancestry finds the run.
+	r := startSpec(t, s, Spec{ID: "quiet", Argv: []string{"/bin/sh", "-c", "(setsid sleep 33.7 &) ; sleep 60"}})
+	deadline := time.Now().Add(5 * time.Second)
+	for len(alive("sleep", "33.7")) == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	esc := alive("sleep", "33.7")
+	if len(esc) != 1 {
+		t.Fatalf("escapee: %v", esc)
+	}
+	if cg.quiet() {
+		t.Fatal("quiet while a run lives")
+	}
+	got, err := s.Attribute(0, int32(esc[0]))
+	if err != nil || got != r {
+		t.Fatalf("escapee %d attributed to %v, %v; want run %s", esc[0], got, err, r.rec.ID)
+	}
+	if err := r.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-r.Done()
+	for !cg.quiet() && time.Now().Before(deadline.Add(5*time.Second)) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !cg.quiet() {
+		t.Fatalf("still %d held after the run ended", cg.held.Load())
+	}
+	if got, err := s.Attribute(0, int32(os.Getpid())); got != nil || err != nil {
+		t.Fatalf("a process outside any run: %v, %v", got, err)
+	}
+}
