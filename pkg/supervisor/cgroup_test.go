@@ -63,24 +63,42 @@ func TestCgroupProcessLimit(t *testing.T) {
 	s.Cgroups = cg
 	defer s.Close()
 	const limit = 8
-	r, err := s.Start(Spec{ID: "bomb", Agent: "a", Dir: filepath.Join(t.TempDir(), "w"), Env: []string{"PATH=/usr/bin:/bin"},
+	// The bomb is a child shell (a shell dies of the fork refused it);
+	// the leader then waits, with builtins only, for the test to have
+	// looked at the group: a leader that exited at once could end the
+	// run before the first look.
+	dir := filepath.Join(t.TempDir(), "w")
+	r, err := s.Start(Spec{ID: "bomb", Agent: "a", Dir: dir, Env: []string{"PATH=/usr/bin:/bin"},
 		Limits: Limits{Processes: limit},
-		Argv: []string{"/bin/sh", "-c", `for i in $(seq 40); do sleep 31.7 & done
-setsid sleep 31.7 &
+		Argv: []string{"/bin/sh", "-c", `setsid sleep 31.7 &
+/bin/sh -c 'for i in $(seq 40); do sleep 31.7 & done'
+while [ ! -e go ]; do :; done
 exit 0`}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	peak := uint64(0)
-	for done := false; !done; {
-		select {
-		case <-r.Done():
-			done = true
-		case <-time.After(5 * time.Millisecond):
-			if p := procsNow(r.group); p > peak {
-				peak = p
-			}
+	deadline := time.Now().Add(10 * time.Second)
+	for r.group.Hits().Forks == 0 && time.Now().Before(deadline) {
+		if p := procsNow(r.group); p > peak {
+			peak = p
 		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	// A few more looks: the group must stay at its limit.
+	for i := 0; i < 20; i++ {
+		if p := procsNow(r.group); p > peak {
+			peak = p
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-r.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the run did not end")
 	}
 	if peak == 0 || peak > limit {
 		t.Fatalf("processes in the run's group peaked at %d, limit %d", peak, limit)
