@@ -16,7 +16,10 @@ import (
 	"time"
 
 	"github.com/oxios/oxios/pkg/audit"
+	"github.com/oxios/oxios/pkg/expiry"
+	"github.com/oxios/oxios/pkg/memindex"
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/recall"
 	"github.com/oxios/oxios/pkg/state"
 	"github.com/oxios/oxios/pkg/version"
 )
@@ -108,14 +111,29 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 	} else if t == "" {
 		return fail(proto.Errorf(proto.ENOENT, "agent %q has nothing committed at %s: nothing to fork", a.Agent, rev))
 	}
-	files, err := k.ver.repo.Files(point, src)
+	// At the state now the live store copies the agent (see
+	// state.Fork): only the files the fork starts with changed are
+	// listed, its budget and its schedules. At an older commit every
+	// file is copied from git.
+	cow := a.Rev == ""
+	list := src
+	if cow {
+		list = src + state.SpaceSys + "/"
+	}
+	files, err := k.ver.repo.Files(point, list)
 	if err != nil {
 		return fail(err)
 	}
 	now := time.Now().UTC()
 	// The live copy, and what the fork's second commit changes against
 	// the graft: the budget used reset, the schedules left out.
-	var batch []*tx
+	short := point[:12]
+	fe := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpAgentFork, Target: tgt + " at " + point, Args: audit.ArgsDigest(raw)},
+		event: EventAgentForked, agent: a.Name, data: map[string]string{"from": a.Agent, "point": point}}
+	if cow {
+		fe.fork = &state.Fork{From: a.Agent, To: a.Name, Skip: map[string][]string{state.SpaceSys: {sysSchedules + "/"}}}
+	}
+	batch := []*tx{fe}
 	var after []version.PathChange
 	type item struct{ space, key, blob string }
 	var items []item
@@ -124,8 +142,12 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 		if !ok {
 			continue
 		}
-		if space == state.SpaceSys && strings.HasPrefix(key, sysSchedules+"/") {
+		job := space == state.SpaceSys && strings.HasPrefix(key, sysSchedules+"/")
+		if job {
 			after = append(after, version.PathChange{Path: spacePath(space, a.Name, key), Action: version.Deleted})
+		}
+		if cow && !job && (space != state.SpaceSys || key != sysBudget) {
+			continue
 		}
 		items = append(items, item{space, key, blob})
 	}
@@ -142,7 +164,7 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 			defer wg.Done()
 			for i := w; i < len(items); i += workers {
 				it := items[i]
-				if a.Rev == "" {
+				if cow {
 					if v, _, err := k.state.Load(state.Ref(it.space, a.Agent), it.key); err == nil {
 						vals[i] = v
 						continue
@@ -182,15 +204,14 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 		}
 		batch = append(batch, &tx{change: &state.Change{Agent: a.Name, Space: it.space, Key: it.key, Value: val}})
 	}
-	short := point[:12]
-	fe := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpAgentFork, Target: tgt + " at " + point, Args: audit.ArgsDigest(raw)},
-		event: EventAgentForked, agent: a.Name, data: map[string]string{"from": a.Agent, "point": point}}
-	batch = append(batch, fe)
 	k.commit(batch)
 	for _, t := range batch {
 		if t.err != nil {
 			return proto.ForkRecord{}, versionError(fmt.Errorf("forking %s: %w", a.Agent, t.err))
 		}
+	}
+	if cow {
+		k.forkMemories(a.Name)
 	}
 	k.policyChanged(a.Name)
 	k.sched.mu.Lock()
@@ -262,7 +283,11 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 	if dirty, err := k.ver.paths.Under(agentPrefix(a.Name)); err == nil {
 		k.ver.paths.Clean(dirty)
 	}
-	n := len(batch) - 1
+	n := 0
+	for _, sp := range agentSpaces {
+		m, _ := k.state.Keys(state.Ref(sp, a.Name))
+		n += m
+	}
 	rec := proto.ForkRecord{
 		Type: proto.RecordFork, Agent: a.Name, From: a.Agent, Point: point, Commit: cm.Hash, Files: n,
 		AuditSeq: fe.entry.Seq, Time: now.Format(time.RFC3339),
@@ -513,4 +538,30 @@ func (k *Kernel) forkJob(val []byte, fork string) *jobFile {
 	j.LastDue, j.LastFired, j.LastRun, j.LastMsg = nil, nil, "", ""
 	j.Created = time.Now().UTC().Truncate(time.Second)
 	return &j
+}
+
+// forkMemories builds the recall index of a fork the live store copied
+// (see state.Fork), from its memory files, with their expiries.
+// Committer only.
+func (k *Kernel) forkMemories(agent string) {
+	if n, _ := k.state.Keys(state.Ref(state.SpaceMem, agent)); n == 0 {
+		return
+	}
+	k.memmu.Lock()
+	err := k.rebuildIndex(agent)
+	m := k.mems[agent]
+	k.memmu.Unlock()
+	if err != nil {
+		k.log.Error("recall index of a fork not built; it is rebuilt at the next start", "agent", agent, "err", err)
+		return
+	}
+	m.seq = k.auditSeq
+	var es []expiry.Item
+	m.ix.Each(func(in recall.Info) bool {
+		if mt, _ := memindex.MetaOf(in); mt.Expires != 0 {
+			es = append(es, expiry.Item{At: mt.Expires, Agent: agent, ID: strings.Clone(in.ID)})
+		}
+		return true
+	})
+	k.ttl.Add(es...)
 }
