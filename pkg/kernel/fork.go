@@ -95,9 +95,16 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 	rev := a.Rev
 	if rev == "" {
 		// The state now: what is uncommitted of the agent is committed
-		// first, so the fork point is a commit like any other.
-		if _, err := k.commitNow(c, proto.CommitArgs{Agent: a.Agent, Message: fmt.Sprintf("Commit the state of %s to fork it as %s", a.Agent, a.Name)}, raw); err != nil {
+		// first, so the fork point is a commit like any other (when
+		// nothing is, that commit would be empty: it is not made).
+		dirty, err := k.ver.paths.Under(agentPrefix(a.Agent))
+		if err != nil {
 			return fail(err)
+		}
+		if len(dirty) > 0 {
+			if _, err := k.commitNow(c, proto.CommitArgs{Agent: a.Agent, Message: fmt.Sprintf("Commit the state of %s to fork it as %s", a.Agent, a.Name)}, raw); err != nil {
+				return fail(err)
+			}
 		}
 		rev = "HEAD"
 	}
