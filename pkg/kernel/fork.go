@@ -29,9 +29,11 @@ import (
 // agent's folder points at the tree object of the old one, so the fork
 // commit writes the folders on the path agents/NAME and nothing else,
 // whatever the agent holds, and both share the history up to the fork
-// point (a trailer of the fork commit names it). The live store gets the
-// files too, as one batch of changes behind one journal sync (its files
-// are written in the background like any other change). The budget used
+// point (a trailer of the fork commit names it). The live store copies
+// the agent at the state now with one record whatever it holds (see
+// state.Fork: the copy shares the values, and its files are linked in the
+// background); a fork at an older commit writes the files read from git
+// as one batch of changes. The budget used
 // starts again at zero; schedules are copied disabled (a fork that woke
 // up on its own clock would act twice for one job), each as FORK.JOB (job
 // names are unique across agents): ox-schedule enable FORK.JOB once it
