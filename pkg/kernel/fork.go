@@ -16,7 +16,10 @@ import (
 	"time"
 
 	"github.com/oxios/oxios/pkg/audit"
+	"github.com/oxios/oxios/pkg/expiry"
+	"github.com/oxios/oxios/pkg/memindex"
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/recall"
 	"github.com/oxios/oxios/pkg/state"
 	"github.com/oxios/oxios/pkg/version"
 )
@@ -26,9 +29,11 @@ import (
 // agent's folder points at the tree object of the old one, so the fork
 // commit writes the folders on the path agents/NAME and nothing else,
 // whatever the agent holds, and both share the history up to the fork
-// point (a trailer of the fork commit names it). The live store gets the
-// files too, as one batch of changes behind one journal sync (its files
-// are written in the background like any other change). The budget used
+// point (a trailer of the fork commit names it). The live store copies
+// the agent at the state now with one record whatever it holds (see
+// state.Fork: the copy shares the values, and its files are linked in the
+// background); a fork at an older commit writes the files read from git
+// as one batch of changes. The budget used
 // starts again at zero; schedules are copied disabled (a fork that woke
 // up on its own clock would act twice for one job), each as FORK.JOB (job
 // names are unique across agents): ox-schedule enable FORK.JOB once it
@@ -92,9 +97,16 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 	rev := a.Rev
 	if rev == "" {
 		// The state now: what is uncommitted of the agent is committed
-		// first, so the fork point is a commit like any other.
-		if _, err := k.commitNow(c, proto.CommitArgs{Agent: a.Agent, Message: fmt.Sprintf("Commit the state of %s to fork it as %s", a.Agent, a.Name)}, raw); err != nil {
+		// first, so the fork point is a commit like any other (when
+		// nothing is, that commit would be empty: it is not made).
+		dirty, err := k.ver.paths.Under(agentPrefix(a.Agent))
+		if err != nil {
 			return fail(err)
+		}
+		if len(dirty) > 0 {
+			if _, err := k.commitNow(c, proto.CommitArgs{Agent: a.Agent, Message: fmt.Sprintf("Commit the state of %s to fork it as %s", a.Agent, a.Name)}, raw); err != nil {
+				return fail(err)
+			}
 		}
 		rev = "HEAD"
 	}
@@ -108,14 +120,29 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 	} else if t == "" {
 		return fail(proto.Errorf(proto.ENOENT, "agent %q has nothing committed at %s: nothing to fork", a.Agent, rev))
 	}
-	files, err := k.ver.repo.Files(point, src)
+	// At the state now the live store copies the agent (see
+	// state.Fork): only the files the fork starts with changed are
+	// listed, its budget and its schedules. At an older commit every
+	// file is copied from git.
+	cow := a.Rev == ""
+	list := src
+	if cow {
+		list = src + state.SpaceSys + "/"
+	}
+	files, err := k.ver.repo.Files(point, list)
 	if err != nil {
 		return fail(err)
 	}
 	now := time.Now().UTC()
 	// The live copy, and what the fork's second commit changes against
 	// the graft: the budget used reset, the schedules left out.
-	var batch []*tx
+	short := point[:12]
+	fe := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpAgentFork, Target: tgt + " at " + point, Args: audit.ArgsDigest(raw)},
+		event: EventAgentForked, agent: a.Name, data: map[string]string{"from": a.Agent, "point": point}}
+	if cow {
+		fe.fork = &state.Fork{From: a.Agent, To: a.Name, Skip: map[string][]string{state.SpaceSys: {sysSchedules + "/"}}}
+	}
+	batch := []*tx{fe}
 	var after []version.PathChange
 	type item struct{ space, key, blob string }
 	var items []item
@@ -124,8 +151,12 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 		if !ok {
 			continue
 		}
-		if space == state.SpaceSys && strings.HasPrefix(key, sysSchedules+"/") {
+		job := space == state.SpaceSys && strings.HasPrefix(key, sysSchedules+"/")
+		if job {
 			after = append(after, version.PathChange{Path: spacePath(space, a.Name, key), Action: version.Deleted})
+		}
+		if cow && !job && (space != state.SpaceSys || key != sysBudget) {
+			continue
 		}
 		items = append(items, item{space, key, blob})
 	}
@@ -142,7 +173,7 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 			defer wg.Done()
 			for i := w; i < len(items); i += workers {
 				it := items[i]
-				if a.Rev == "" {
+				if cow {
 					if v, _, err := k.state.Load(state.Ref(it.space, a.Agent), it.key); err == nil {
 						vals[i] = v
 						continue
@@ -182,15 +213,14 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 		}
 		batch = append(batch, &tx{change: &state.Change{Agent: a.Name, Space: it.space, Key: it.key, Value: val}})
 	}
-	short := point[:12]
-	fe := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpAgentFork, Target: tgt + " at " + point, Args: audit.ArgsDigest(raw)},
-		event: EventAgentForked, agent: a.Name, data: map[string]string{"from": a.Agent, "point": point}}
-	batch = append(batch, fe)
 	k.commit(batch)
 	for _, t := range batch {
 		if t.err != nil {
 			return proto.ForkRecord{}, versionError(fmt.Errorf("forking %s: %w", a.Agent, t.err))
 		}
+	}
+	if cow {
+		k.forkMemories(a.Name)
 	}
 	k.policyChanged(a.Name)
 	k.sched.mu.Lock()
@@ -262,7 +292,11 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 	if dirty, err := k.ver.paths.Under(agentPrefix(a.Name)); err == nil {
 		k.ver.paths.Clean(dirty)
 	}
-	n := len(batch) - 1
+	n := 0
+	for _, sp := range agentSpaces {
+		m, _ := k.state.Keys(state.Ref(sp, a.Name))
+		n += m
+	}
 	rec := proto.ForkRecord{
 		Type: proto.RecordFork, Agent: a.Name, From: a.Agent, Point: point, Commit: cm.Hash, Files: n,
 		AuditSeq: fe.entry.Seq, Time: now.Format(time.RFC3339),
@@ -513,4 +547,30 @@ func (k *Kernel) forkJob(val []byte, fork string) *jobFile {
 	j.LastDue, j.LastFired, j.LastRun, j.LastMsg = nil, nil, "", ""
 	j.Created = time.Now().UTC().Truncate(time.Second)
 	return &j
+}
+
+// forkMemories builds the recall index of a fork the live store copied
+// (see state.Fork), from its memory files, with their expiries.
+// Committer only.
+func (k *Kernel) forkMemories(agent string) {
+	if n, _ := k.state.Keys(state.Ref(state.SpaceMem, agent)); n == 0 {
+		return
+	}
+	k.memmu.Lock()
+	err := k.rebuildIndex(agent)
+	m := k.mems[agent]
+	k.memmu.Unlock()
+	if err != nil {
+		k.log.Error("recall index of a fork not built; it is rebuilt at the next start", "agent", agent, "err", err)
+		return
+	}
+	m.seq = k.auditSeq
+	var es []expiry.Item
+	m.ix.Each(func(in recall.Info) bool {
+		if mt, _ := memindex.MetaOf(in); mt.Expires != 0 {
+			es = append(es, expiry.Item{At: mt.Expires, Agent: agent, ID: strings.Clone(in.ID)})
+		}
+		return true
+	})
+	k.ttl.Add(es...)
 }
