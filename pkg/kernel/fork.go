@@ -213,9 +213,43 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 		}
 		batch = append(batch, &tx{change: &state.Change{Agent: a.Name, Space: it.space, Key: it.key, Value: val}})
 	}
+	// The graft and the live copy are made side by side: both sync to
+	// disk, neither needs the other. The commits' trailers name the audit
+	// log as it is before the fork's own entry, as a commit's do (all it
+	// holds was recorded up to there). A crash between the two leaves
+	// either the live copy without its commit (the fork's entry, replayed,
+	// has the next commit compare everything with HEAD) or the commit
+	// without the live copy (NAME exists with no files: ox-fork rm NAME).
+	if err := k.audit.Sync(); err != nil {
+		return fail(err)
+	}
+	seq, hash := k.audit.Head()
+	trailers := []version.Trailer{
+		{Key: TrailerForkOf, Value: a.Agent},
+		{Key: TrailerForkPoint, Value: point},
+		{Key: TrailerAuditSeq, Value: strconv.FormatUint(seq, 10)},
+		{Key: TrailerAuditHash, Value: hash},
+	}
+	type gitResult struct {
+		cm  version.Commit
+		err error
+	}
+	gitDone := make(chan gitResult, 1)
+	go func() {
+		cm, err := k.forkCommits(c, a, point, src, after, trailers, now)
+		gitDone <- gitResult{cm, err}
+	}()
 	k.commit(batch)
+	g := <-gitDone
 	for _, t := range batch {
 		if t.err != nil {
+			if g.err == nil {
+				// The graft stands alone: taken back, so that the name is
+				// free again.
+				if err := k.unfork(c, a.Name, trailers[2:], now); err != nil {
+					k.log.Error("fork: taking back the graft of a fork whose live copy failed", "fork", a.Name, "err", err)
+				}
+			}
 			return proto.ForkRecord{}, versionError(fmt.Errorf("forking %s: %w", a.Agent, t.err))
 		}
 	}
@@ -230,64 +264,13 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 		}
 	}
 	k.sched.mu.Unlock()
-
-	// Git: the graft, then the changes against it.
-	if err := k.audit.Sync(); err != nil {
-		return proto.ForkRecord{}, versionError(err)
+	if g.err != nil {
+		// The live copy stands without its commit: the next commit
+		// compares everything with HEAD and records it.
+		k.ver.paths.Lost()
+		return proto.ForkRecord{}, versionError(g.err)
 	}
-	seq, hash := k.audit.Head()
-	trailers := []version.Trailer{
-		{Key: TrailerForkOf, Value: a.Agent},
-		{Key: TrailerForkPoint, Value: point},
-		{Key: TrailerAuditSeq, Value: strconv.FormatUint(seq, 10)},
-		{Key: TrailerAuditHash, Value: hash},
-	}
-	gtx, err := k.ver.repo.Begin()
-	if err != nil {
-		return proto.ForkRecord{}, versionError(err)
-	}
-	if err := gtx.Graft("agents/"+a.Name, point, strings.TrimSuffix(src, "/")); err != nil {
-		gtx.Abort()
-		return proto.ForkRecord{}, versionError(err)
-	}
-	cm, err := gtx.Commit(version.CommitOptions{
-		Message:   fmt.Sprintf("Fork %s at %s as %s", a.Agent, short, a.Name),
-		Trailers:  trailers,
-		Author:    k.signature(c, now),
-		Committer: version.Signature{Name: "oxiosd", Email: "oxiosd@localhost", When: now},
-	})
-	if err != nil {
-		return proto.ForkRecord{}, versionError(err)
-	}
-	if len(after) > 0 {
-		tx2, err := k.ver.repo.Begin()
-		if err != nil {
-			return proto.ForkRecord{}, versionError(err)
-		}
-		for _, ch := range after {
-			if ch.Action == version.Deleted {
-				err = tx2.Delete(ch.Path)
-			} else {
-				err = tx2.Put(ch.Path, []byte(ch.To))
-			}
-			if err != nil {
-				tx2.Abort()
-				return proto.ForkRecord{}, versionError(err)
-			}
-		}
-		c2, err := tx2.Commit(version.CommitOptions{
-			Message:   fmt.Sprintf("Start %s with no budget used and its schedules disabled", a.Name),
-			Trailers:  trailers[2:],
-			Author:    k.signature(c, now),
-			Committer: version.Signature{Name: "oxiosd", Email: "oxiosd@localhost", When: now},
-		})
-		if err != nil && !errors.Is(err, version.ErrNothingToCommit) {
-			return proto.ForkRecord{}, versionError(err)
-		}
-		if err == nil {
-			cm = c2
-		}
-	}
+	cm := g.cm
 	// The live state of the fork and its tree in HEAD are equal now.
 	if dirty, err := k.ver.paths.Under(agentPrefix(a.Name)); err == nil {
 		k.ver.paths.Clean(dirty)
@@ -303,6 +286,76 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 		Text: fmt.Sprintf("forked %s at %s as %s (%d files)", a.Agent, short, a.Name, n),
 	}
 	return rec, nil
+}
+
+// forkCommits makes the fork's commits: the graft of src at point as
+// agents/NAME, then the changes after against it (the budget used reset,
+// the schedules disabled), if any. It returns the last commit.
+func (k *Kernel) forkCommits(c *Cred, a proto.ForkArgs, point, src string, after []version.PathChange, trailers []version.Trailer, now time.Time) (version.Commit, error) {
+	gtx, err := k.ver.repo.Begin()
+	if err != nil {
+		return version.Commit{}, err
+	}
+	if err := gtx.Graft("agents/"+a.Name, point, strings.TrimSuffix(src, "/")); err != nil {
+		gtx.Abort()
+		return version.Commit{}, err
+	}
+	cm, err := gtx.Commit(version.CommitOptions{
+		Message:   fmt.Sprintf("Fork %s at %s as %s", a.Agent, point[:12], a.Name),
+		Trailers:  trailers,
+		Author:    k.signature(c, now),
+		Committer: version.Signature{Name: "oxiosd", Email: "oxiosd@localhost", When: now},
+	})
+	if err != nil || len(after) == 0 {
+		return cm, err
+	}
+	tx2, err := k.ver.repo.Begin()
+	if err != nil {
+		return cm, err
+	}
+	for _, ch := range after {
+		if ch.Action == version.Deleted {
+			err = tx2.Delete(ch.Path)
+		} else {
+			err = tx2.Put(ch.Path, []byte(ch.To))
+		}
+		if err != nil {
+			tx2.Abort()
+			return cm, err
+		}
+	}
+	c2, err := tx2.Commit(version.CommitOptions{
+		Message:   fmt.Sprintf("Start %s with no budget used and its schedules disabled", a.Name),
+		Trailers:  trailers[2:],
+		Author:    k.signature(c, now),
+		Committer: version.Signature{Name: "oxiosd", Email: "oxiosd@localhost", When: now},
+	})
+	switch {
+	case errors.Is(err, version.ErrNothingToCommit):
+		return cm, nil
+	case err != nil:
+		return cm, err
+	}
+	return c2, nil
+}
+
+// unfork takes back the graft of a fork whose live copy failed.
+func (k *Kernel) unfork(c *Cred, name string, trailers []version.Trailer, now time.Time) error {
+	tx, err := k.ver.repo.Begin()
+	if err != nil {
+		return err
+	}
+	if err := tx.DeleteTree("agents/" + name); err != nil {
+		tx.Abort()
+		return err
+	}
+	_, err = tx.Commit(version.CommitOptions{
+		Message:   fmt.Sprintf("Take back the fork %s: its live copy failed", name),
+		Trailers:  trailers,
+		Author:    k.signature(c, now),
+		Committer: version.Signature{Name: "oxiosd", Email: "oxiosd@localhost", When: now},
+	})
+	return err
 }
 
 // forkPoint finds the commit agent was forked at and the agent it was
