@@ -158,6 +158,7 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 	k.root, k.stopRoot = context.WithCancel(context.Background())
 	k.refusals = audit.NewCoalescer(func(e *audit.Entry) { k.submit(k.record(), &tx{entry: e}, false) })
 	k.ttl = expiry.New(k.expire)
+	k.openScheduler()
 	if cfg.Memory.EmbeddingsURL != "" {
 		k.emb = embed.New(cfg.Memory.EmbeddingsURL, cfg.Memory.EmbeddingsModel, cfg.Memory.EmbeddingsKeyEnv)
 	}
