@@ -102,13 +102,10 @@ type Kernel struct {
 	refusals *audit.Coalescer
 
 	flights flights // the mount's saves queued and not durable yet
-	// Memory: a recall index per agent (memory.go, memindex.go).
-	memmu   sync.RWMutex
-	mems    map[string]*memIndex
-	memwg   sync.WaitGroup // background index saves
-	memSave sync.Mutex     // one index save at a time
-	ttl     *expiry.Timer  // the memories' TTLs (memory.go)
-	emb     *embed.OpenAI
+	// Memory: a recall index per agent (memory.go).
+	mem *memindex.Set
+	ttl *expiry.Timer // the memories' TTLs (memory.go)
+	emb *embed.Signal // nil: no endpoint
 	// Runs (run.go, exec.go, budget.go).
 	sup     *supervisor.Supervisor
 	budgets *budget.Ledger
@@ -119,10 +116,7 @@ type Kernel struct {
 	started time.Time
 	sched   schedState // schedules (schedule.go)
 	box     boxState   // the sandbox of runs and execs (sandbox.go)
-	// indexes: the saved recall indexes, decoding while the store
-	// opens (memindex.go).
-	indexes *memindex.Files
-	talk    talk // inboxes and approvals (msg.go, approve.go)
+	talk    talk       // inboxes and approvals (msg.go, approve.go)
 }
 
 // New opens the data directory and starts the committer.
@@ -149,7 +143,6 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 		txc:     make(chan *tx, 4096),
 		stopped: make(chan struct{}),
 		fatal:   make(chan error, 1),
-		mems:    map[string]*memIndex{},
 	}
 	k.budgets = budget.NewLedger(func(agent string) ([]byte, error) {
 		v, _, err := k.state.Load(state.Ref(state.SpaceSys, agent), sysBudget)
@@ -159,14 +152,14 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 	k.refusals = audit.NewCoalescer(func(e *audit.Entry) { k.submit(k.record(), &tx{entry: e}, false) })
 	k.ttl = expiry.New(k.expire)
 	k.openScheduler()
-	if cfg.Memory.EmbeddingsURL != "" {
-		k.emb = embed.New(cfg.Memory.EmbeddingsURL, cfg.Memory.EmbeddingsModel, cfg.Memory.EmbeddingsKeyEnv)
-	}
+	k.emb = embed.NewSignal(cfg.Memory.EmbeddingsURL, cfg.Memory.EmbeddingsModel, cfg.Memory.EmbeddingsKeyEnv, log)
 	k.auditSeq, _ = alog.Head()
 	replayed := k.auditSeq
 	// Versioning first: replaying the journal marks uncommitted paths.
-	k.indexes = memindex.NewFiles(filepath.Join(cfg.Data, "index", "recall"))
-	k.indexes.Prefetch()
+	// The saved recall indexes decode while the store opens.
+	indexes := memindex.NewFiles(filepath.Join(cfg.Data, "index", "recall"))
+	indexes.Prefetch()
+	k.mem = memindex.NewSet(indexes, log)
 	if err := k.openVersioning(); err != nil {
 		alog.Close()
 		return nil, err
@@ -264,7 +257,7 @@ func (k *Kernel) Close() error {
 	k.txmu.Unlock()
 	k.ttl.Stop()
 	<-k.stopped
-	k.saveIndexes()
+	k.mem.SaveAll()
 	k.closeTalk()
 	err := k.state.Close()
 	if verr := k.ver.repo.Close(); err == nil {
