@@ -36,8 +36,8 @@ type talk struct {
 	budgetMu    sync.Mutex
 	budgetAsked map[string]bool
 	// left: requests a crash left pending, resolved at start.
-	left   []approval.Request
-	keepMu sync.Mutex
+	left []approval.Request
+	keep *approval.Keeper
 }
 
 // openTalk opens the inboxes; called by New.
