@@ -38,7 +38,9 @@ import (
 	"github.com/oxios/oxios/pkg/bus"
 	"github.com/oxios/oxios/pkg/config"
 	"github.com/oxios/oxios/pkg/expiry"
+	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/reload"
 	"github.com/oxios/oxios/pkg/state"
 	"github.com/oxios/oxios/pkg/supervisor"
 )
@@ -109,8 +111,8 @@ type Kernel struct {
 	// Runs (run.go, exec.go, budget.go).
 	sup     *supervisor.Supervisor
 	budgets *budget.Ledger
-	pol     policyCache
-	live    liveState
+	pol     policy.Cache
+	live    reload.Live
 	tools   toolbox                // WASM tools (tool.go)
 	adm     *admit.Queue[spawnReq] // the run queue (admit.go)
 	started time.Time
@@ -148,6 +150,10 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 		v, _, err := k.state.Load(state.Ref(state.SpaceSys, agent), sysBudget)
 		return v, err
 	}, log)
+	k.pol.Load = func(agent string) (*policy.Policy, error) {
+		p, _, err := k.loadPolicy(agent)
+		return p, err
+	}
 	k.root, k.stopRoot = context.WithCancel(context.Background())
 	k.refusals = audit.NewCoalescer(func(e *audit.Entry) { k.submit(k.record(), &tx{entry: e}, false) })
 	k.ttl = expiry.New(k.expire)
