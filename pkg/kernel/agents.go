@@ -57,7 +57,7 @@ func (k *Kernel) liveRuns(agent string) int {
 			n++
 		}
 	}
-	for _, rec := range k.queuedRecords() {
+	for _, rec := range k.adm.Records() {
 		if rec.Agent == agent {
 			n++
 		}

@@ -32,7 +32,6 @@ import (
 	"github.com/oxios/oxios/pkg/embed"
 	"github.com/oxios/oxios/pkg/memindex"
 
-	"github.com/oxios/oxios/pkg/admit"
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/budget"
 	"github.com/oxios/oxios/pkg/bus"
@@ -41,6 +40,7 @@ import (
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/reload"
+	"github.com/oxios/oxios/pkg/runq"
 	"github.com/oxios/oxios/pkg/state"
 	"github.com/oxios/oxios/pkg/supervisor"
 )
@@ -113,8 +113,8 @@ type Kernel struct {
 	budgets *budget.Ledger
 	pol     policy.Cache
 	live    reload.Live
-	tools   toolbox                // WASM tools (tool.go)
-	adm     *admit.Queue[spawnReq] // the run queue (admit.go)
+	tools   toolbox     // WASM tools (tool.go)
+	adm     *runq.Queue // the run queue (admit.go)
 	started time.Time
 	sched   schedState // schedules (schedule.go)
 	box     boxState   // the sandbox of runs and execs (sandbox.go)
@@ -249,7 +249,7 @@ func (k *Kernel) Close() error {
 	// No new firing; then the runs: their ends are audited, through the
 	// committer; queued runs never start.
 	k.stopScheduler()
-	k.closeAdmission()
+	k.adm.Close()
 	k.sup.Close()
 	k.closeTools()
 	k.refusals.Flush()
