@@ -44,8 +44,11 @@ func newQueue(t *testing.T, max int, startErr error) (*Queue, *supervisor.Superv
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	q := New(ctx, max, func() string { return "" }, sup, audit.Actor{UID: 1}, log, Hooks{
-		Queued:  func(ctx context.Context, p *Pending, r *proto.RunRecord) error { rec.add("queued " + p.ID); return nil },
-		Started: func(ctx context.Context, p *Pending, r *proto.RunRecord) error { rec.add("started " + p.ID); return startErr },
+		Queued: func(ctx context.Context, p *Pending, r *proto.RunRecord) error { rec.add("queued " + p.ID); return nil },
+		Started: func(ctx context.Context, p *Pending, r *proto.RunRecord) error {
+			rec.add("started " + p.ID)
+			return startErr
+		},
 		Ended: func(p *Pending, r *proto.RunRecord, what string, who audit.Actor) {
 			rec.add("ended " + p.ID + " " + what)
 		},
