@@ -4,9 +4,9 @@
 // policy's default decides. The syscall that asked waits in Wait; the
 // kernel audits each request and each decision and publishes them.
 //
-// Requests live in memory, and the kernel keeps a copy of each pending one
+// Requests live in memory, and a Keeper keeps a copy of each pending one
 // on disk (OnChange) so that one left pending by a crash is resolved at the
-// next start (Restore). Decided requests are kept for listing, the most
+// next start (Restore); Record is a request as the wire has it. Decided requests are kept for listing, the most
 // recent MaxDecided of them.
 package approval
 

@@ -57,7 +57,7 @@ func (k *Kernel) liveRuns(agent string) int {
 			n++
 		}
 	}
-	for _, rec := range k.queuedRecords() {
+	for _, rec := range k.adm.Records() {
 		if rec.Agent == agent {
 			n++
 		}
@@ -127,12 +127,7 @@ func (k *Kernel) AgentRemove(ctx context.Context, c *Cred, agent string, raw []b
 	if err != nil {
 		return rec, err
 	}
-	for name, j := range k.sched.jobs {
-		if j.Agent == agent {
-			delete(k.sched.jobs, name)
-			k.sched.s.Remove(name)
-		}
-	}
+	k.sched.t.RemoveAgent(agent)
 	k.policyChanged(agent)
 	k.budgets.Forget(agent)
 	k.removeInbox(agent)

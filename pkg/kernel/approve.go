@@ -2,19 +2,14 @@ package kernel
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/oxios/oxios/pkg/approval"
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/bus"
-	"github.com/oxios/oxios/pkg/durable"
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
 )
@@ -32,21 +27,7 @@ const (
 	EventApprovalDecided   = "approval.decided"
 )
 
-func approvalRecord(r approval.Request) proto.ApprovalRecord {
-	rec := proto.ApprovalRecord{Type: proto.RecordApproval, ID: r.ID, Agent: r.Agent, Run: r.Run, Op: r.Op, What: r.What,
-		Rule: r.Rule, Why: r.Why, Time: r.Time, Expire: r.Expire, Default: r.Default, State: r.State,
-		DecidedBy: r.DecidedBy, Reason: r.Reason, Decided: r.Decided}
-	switch r.State {
-	case approval.Pending:
-		rec.Text = fmt.Sprintf("%s: %s waits for approval: %s (%s); ox-approve yes %s, or no; %s at %s", r.ID, r.Agent, r.Why, r.Rule, r.ID, r.Default, r.Expire.Format(time.RFC3339))
-	default:
-		rec.Text = fmt.Sprintf("%s: %s %s by %s", r.ID, r.What, r.State, r.DecidedBy)
-		if r.Reason != "" {
-			rec.Text += ": " + r.Reason
-		}
-	}
-	return rec
-}
+func approvalRecord(r approval.Request) proto.ApprovalRecord { return approval.Record(r) }
 
 // ask waits for an operator's decision on what an ask rule of p held
 // back; nil means approved. what says what the call would do.
@@ -92,75 +73,15 @@ func (k *Kernel) ask(ctx context.Context, c *Cred, agent, op, what string, p *po
 	return proto.Errorf(proto.EPERM, "%s: %s was not approved (%s; approval %s, policy rule %s)", agent, a.Reason, why, got.ID, a.Rule)
 }
 
-// Pending requests are kept on disk, DATA/approvals/ID.json, from the ask
-// until the decision. A request still there at start was pending when the
-// daemon died (kill -9, a crash): the call that waited for it died with
-// the daemon's connections, so nothing would go on if someone approved it
-// now. It is resolved, at start, into the policy's default, as its
-// timeout would have, decided by "oxiosd restart" and audited
-// (approve.decide): a request left pending would invite an operator to
-// approve what nothing will do, and no request ends without a decision on
-// the log. A clean stop cancels the waiting calls (StopAsking) instead.
-
-func (k *Kernel) approvalsDir() string { return filepath.Join(k.cfg.Data, "approvals") }
-
 // openApprovals reads the requests a crash left pending and makes the
-// registry keep pending requests on disk.
+// registry keep pending requests on disk (approval.Keeper).
 func (k *Kernel) openApprovals() error {
-	dir := k.approvalsDir()
-	if err := durable.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("approvals: %w", err)
-	}
-	ents, err := os.ReadDir(dir)
+	kp, left, err := approval.Keep(k.talk.approvals, filepath.Join(k.cfg.Data, "approvals"), k.log)
 	if err != nil {
-		return fmt.Errorf("approvals: %w", err)
+		return err
 	}
-	now := time.Now().UTC()
-	for _, e := range ents {
-		if !strings.HasSuffix(e.Name(), ".json") {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		var r approval.Request
-		if err == nil {
-			err = json.Unmarshal(b, &r)
-		}
-		if err != nil || r.ID+".json" != e.Name() {
-			k.log.Warn("approvals: a pending request's file does not read; left alone", "file", e.Name(), "err", err)
-			continue
-		}
-		r.State, r.DecidedBy, r.Decided = r.Default, "oxiosd restart", now
-		r.Reason = "oxiosd stopped before a decision (the call that asked ended with it); the policy's ask.default decides"
-		k.talk.approvals.Restore(r)
-		k.talk.left = append(k.talk.left, r)
-	}
-	k.talk.approvals.OnChange = k.keepApproval
+	k.talk.keep, k.talk.left = kp, left
 	return nil
-}
-
-// keepApproval writes a new pending request to disk and removes a
-// decided one's file.
-func (k *Kernel) keepApproval(r approval.Request) {
-	path := filepath.Join(k.approvalsDir(), r.ID+".json")
-	// A decision may overtake the write of its request: under the lock, a
-	// request decided meanwhile is not written.
-	k.talk.keepMu.Lock()
-	defer k.talk.keepMu.Unlock()
-	var err error
-	if r.State == approval.Pending {
-		if cur, gerr := k.talk.approvals.Get(r.ID); gerr == nil && cur.State != approval.Pending {
-			return
-		}
-		var b []byte
-		if b, err = json.Marshal(r); err == nil {
-			err = durable.WriteFile(path, path+".tmp", b, 0o600)
-		}
-	} else if err = durable.Remove(path); errors.Is(err, fs.ErrNotExist) {
-		err = nil
-	}
-	if err != nil {
-		k.log.Warn("approvals: keeping a request on disk", "id", r.ID, "err", err)
-	}
 }
 
 // resolveLeftApprovals audits the decisions openApprovals made, then
@@ -177,7 +98,7 @@ func (k *Kernel) resolveLeftApprovals() {
 			continue
 		}
 		k.log.Info("approval left pending by the last stop resolved into the policy's default", "id", r.ID, "agent", r.Agent, "state", r.State)
-		k.keepApproval(r)
+		k.talk.keep.Write(r)
 	}
 	k.talk.left = nil
 }

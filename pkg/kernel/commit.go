@@ -10,6 +10,7 @@ import (
 
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/bus"
+	"github.com/oxios/oxios/pkg/memindex"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/state"
 )
@@ -34,7 +35,7 @@ type tx struct {
 	// gets its own err; the parent only waits. mem is a memory's analysed
 	// document, so the committer only inserts it into the recall index.
 	subs []*tx
-	mem  *memDoc
+	mem  *memindex.Doc
 	// barrier, when set, is the whole tx: the committer runs it alone,
 	// after every tx queued before it and before any queued after it, so
 	// it sees (and may change) the state at one point in time. It may call

@@ -16,10 +16,7 @@ import (
 	"time"
 
 	"github.com/oxios/oxios/pkg/audit"
-	"github.com/oxios/oxios/pkg/expiry"
-	"github.com/oxios/oxios/pkg/memindex"
 	"github.com/oxios/oxios/pkg/proto"
-	"github.com/oxios/oxios/pkg/recall"
 	"github.com/oxios/oxios/pkg/state"
 	"github.com/oxios/oxios/pkg/version"
 )
@@ -609,21 +606,10 @@ func (k *Kernel) forkMemories(agent string) {
 	if n, _ := k.state.Keys(state.Ref(state.SpaceMem, agent)); n == 0 {
 		return
 	}
-	k.memmu.Lock()
-	err := k.rebuildIndex(agent)
-	m := k.mems[agent]
-	k.memmu.Unlock()
+	es, err := k.mem.Rebuild(agent, k.memSource(), k.auditSeq)
 	if err != nil {
 		k.log.Error("recall index of a fork not built; it is rebuilt at the next start", "agent", agent, "err", err)
 		return
 	}
-	m.seq = k.auditSeq
-	var es []expiry.Item
-	m.ix.Each(func(in recall.Info) bool {
-		if mt, _ := memindex.MetaOf(in); mt.Expires != 0 {
-			es = append(es, expiry.Item{At: mt.Expires, Agent: agent, ID: strings.Clone(in.ID)})
-		}
-		return true
-	})
 	k.ttl.Add(es...)
 }

@@ -32,13 +32,15 @@ import (
 	"github.com/oxios/oxios/pkg/embed"
 	"github.com/oxios/oxios/pkg/memindex"
 
-	"github.com/oxios/oxios/pkg/admit"
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/budget"
 	"github.com/oxios/oxios/pkg/bus"
 	"github.com/oxios/oxios/pkg/config"
 	"github.com/oxios/oxios/pkg/expiry"
+	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/reload"
+	"github.com/oxios/oxios/pkg/runq"
 	"github.com/oxios/oxios/pkg/state"
 	"github.com/oxios/oxios/pkg/supervisor"
 )
@@ -102,27 +104,21 @@ type Kernel struct {
 	refusals *audit.Coalescer
 
 	flights flights // the mount's saves queued and not durable yet
-	// Memory: a recall index per agent (memory.go, memindex.go).
-	memmu   sync.RWMutex
-	mems    map[string]*memIndex
-	memwg   sync.WaitGroup // background index saves
-	memSave sync.Mutex     // one index save at a time
-	ttl     *expiry.Timer  // the memories' TTLs (memory.go)
-	emb     *embed.OpenAI
+	// Memory: a recall index per agent (memory.go).
+	mem *memindex.Set
+	ttl *expiry.Timer // the memories' TTLs (memory.go)
+	emb *embed.Signal // nil: no endpoint
 	// Runs (run.go, exec.go, budget.go).
 	sup     *supervisor.Supervisor
 	budgets *budget.Ledger
-	pol     policyCache
-	live    liveState
-	tools   toolbox                // WASM tools (tool.go)
-	adm     *admit.Queue[spawnReq] // the run queue (admit.go)
+	pol     policy.Cache
+	live    reload.Live
+	tools   toolbox     // WASM tools (tool.go)
+	adm     *runq.Queue // the run queue (admit.go)
 	started time.Time
 	sched   schedState // schedules (schedule.go)
 	box     boxState   // the sandbox of runs and execs (sandbox.go)
-	// indexes: the saved recall indexes, decoding while the store
-	// opens (memindex.go).
-	indexes *memindex.Files
-	talk    talk // inboxes and approvals (msg.go, approve.go)
+	talk    talk       // inboxes and approvals (msg.go, approve.go)
 }
 
 // New opens the data directory and starts the committer.
@@ -149,23 +145,27 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 		txc:     make(chan *tx, 4096),
 		stopped: make(chan struct{}),
 		fatal:   make(chan error, 1),
-		mems:    map[string]*memIndex{},
 	}
 	k.budgets = budget.NewLedger(func(agent string) ([]byte, error) {
 		v, _, err := k.state.Load(state.Ref(state.SpaceSys, agent), sysBudget)
 		return v, err
 	}, log)
+	k.pol.Load = func(agent string) (*policy.Policy, error) {
+		p, _, err := k.loadPolicy(agent)
+		return p, err
+	}
 	k.root, k.stopRoot = context.WithCancel(context.Background())
 	k.refusals = audit.NewCoalescer(func(e *audit.Entry) { k.submit(k.record(), &tx{entry: e}, false) })
 	k.ttl = expiry.New(k.expire)
-	if cfg.Memory.EmbeddingsURL != "" {
-		k.emb = embed.New(cfg.Memory.EmbeddingsURL, cfg.Memory.EmbeddingsModel, cfg.Memory.EmbeddingsKeyEnv)
-	}
+	k.openScheduler()
+	k.emb = embed.NewSignal(cfg.Memory.EmbeddingsURL, cfg.Memory.EmbeddingsModel, cfg.Memory.EmbeddingsKeyEnv, log)
 	k.auditSeq, _ = alog.Head()
 	replayed := k.auditSeq
 	// Versioning first: replaying the journal marks uncommitted paths.
-	k.indexes = memindex.NewFiles(filepath.Join(cfg.Data, "index", "recall"))
-	k.indexes.Prefetch()
+	// The saved recall indexes decode while the store opens.
+	indexes := memindex.NewFiles(filepath.Join(cfg.Data, "index", "recall"))
+	indexes.Prefetch()
+	k.mem = memindex.NewSet(indexes, log)
 	if err := k.openVersioning(); err != nil {
 		alog.Close()
 		return nil, err
@@ -249,7 +249,7 @@ func (k *Kernel) Close() error {
 	// No new firing; then the runs: their ends are audited, through the
 	// committer; queued runs never start.
 	k.stopScheduler()
-	k.closeAdmission()
+	k.adm.Close()
 	k.sup.Close()
 	k.closeTools()
 	k.refusals.Flush()
@@ -263,7 +263,7 @@ func (k *Kernel) Close() error {
 	k.txmu.Unlock()
 	k.ttl.Stop()
 	<-k.stopped
-	k.saveIndexes()
+	k.mem.SaveAll()
 	k.closeTalk()
 	err := k.state.Close()
 	if verr := k.ver.repo.Close(); err == nil {

@@ -14,11 +14,9 @@ import (
 	"github.com/oxios/oxios/pkg/memindex"
 
 	"github.com/oxios/oxios/pkg/audit"
-	"github.com/oxios/oxios/pkg/expiry"
 	"github.com/oxios/oxios/pkg/memory"
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
-	"github.com/oxios/oxios/pkg/recall"
 	"github.com/oxios/oxios/pkg/state"
 )
 
@@ -30,109 +28,20 @@ import (
 // start by re-reading just those files). A request's memories go into one
 // tx with sub-transactions, so they commit in one group commit.
 //
-// Each agent has a recall.Index in memory, updated by the committer right
-// after a batch is durable (memPublish), before any reply: a recall after
-// a remember's reply sees it. See memindex.go for persistence.
-
-// memDoc is a memory ready for the committer: analysed, with its metadata
-// (in the recall document's Aux, see memindex.Aux).
-type memDoc struct {
-	prep    recall.Prepared
-	expires int64 // unix nanos, 0 = never
-}
-
-// memIndex is one agent's recall index. The metadata recall filters on
-// is kept in the index with each memory (recall.Doc.Aux), so that adds,
-// deletes and filters see both at once and no second map by id is needed.
-type memIndex struct {
-	agent string
-	ix    *recall.Index
-	seq   uint64 // audit seq the index covers (committer only)
-	dirty int    // changes since the last save (committer only)
-	saved bool   // loaded from or written to its file
-}
-
-// memLookup returns the metadata of agent's memory id.
-func (k *Kernel) memLookup(agent, id string) (memindex.Meta, bool) {
-	m := k.memIdx(agent, false)
-	if m == nil {
-		return memindex.Meta{}, false
-	}
-	in, ok := m.ix.Lookup(id)
-	if !ok {
-		return memindex.Meta{}, false
-	}
-	return memindex.MetaOf(in)
-}
-
-// memIdx returns agent's index, creating it when create is set.
-func (k *Kernel) memIdx(agent string, create bool) *memIndex {
-	k.memmu.RLock()
-	m := k.mems[agent]
-	k.memmu.RUnlock()
-	if m != nil || !create {
-		return m
-	}
-	k.memmu.Lock()
-	defer k.memmu.Unlock()
-	if m = k.mems[agent]; m == nil {
-		m = &memIndex{agent: agent, ix: recall.New(recall.DefaultParams)}
-		k.mems[agent] = m
-	}
-	return m
-}
-
-// memDocOf is the memDoc of a memory whose file is size bytes.
-func memDocOf(m *memory.Memory, size int, vec []float32) *memDoc {
-	d := &memDoc{prep: recall.Prepare(memindex.DocOf(m, size, vec))}
-	if !m.Expires.IsZero() {
-		d.expires = m.Expires.UnixNano()
-	}
-	return d
-}
+// The recall indexes are pkg/memindex's Set, updated by the committer
+// right after a batch is durable (memPublish), before any reply: a recall
+// after a remember's reply sees it.
 
 // memPublish applies a durable batch's memory changes to the recall
 // indexes and the expiry heap. Committer only.
 func (k *Kernel) memPublish(batch []*tx) {
-	type upd struct {
-		m    *memIndex
-		adds []recall.Prepared
-		exps []int64
-		dels []string
-	}
-	var order []*upd
-	byAgent := map[string]*upd{}
+	var chs []memindex.Change
 	one := func(t *tx) {
 		ch := t.change
 		if ch == nil || t.err != nil || ch.Space != state.SpaceMem {
 			return
 		}
-		_, id, ok := memory.SplitKey(ch.Key)
-		if !ok {
-			return
-		}
-		u := byAgent[ch.Agent]
-		if u == nil {
-			u = &upd{m: k.memIdx(ch.Agent, true)}
-			byAgent[ch.Agent] = u
-			order = append(order, u)
-		}
-		if ch.Delete {
-			u.dels = append(u.dels, id)
-			return
-		}
-		d := t.mem
-		if d == nil {
-			// A restore: the file as it was committed.
-			mm, err := memory.Parse(ch.Value)
-			if err != nil {
-				k.log.Warn("memory file does not parse; not indexed", "agent", ch.Agent, "key", ch.Key, "err", err)
-				return
-			}
-			d = memDocOf(mm, len(ch.Value), nil)
-		}
-		u.adds = append(u.adds, d.prep)
-		u.exps = append(u.exps, d.expires)
+		chs = append(chs, memindex.Change{Agent: ch.Agent, Key: ch.Key, Delete: ch.Delete, Value: ch.Value, Doc: t.mem})
 	}
 	for _, t := range batch {
 		if t.subs == nil {
@@ -142,50 +51,52 @@ func (k *Kernel) memPublish(batch []*tx) {
 			one(s)
 		}
 	}
-	if len(order) == 0 {
-		return
+	if len(chs) > 0 {
+		k.ttl.Add(k.mem.Apply(chs, k.auditSeq)...)
 	}
-	var expiries []expiry.Item
-	for _, u := range order {
-		m := u.m
-		// Deletes first: a restore may move a memory to another kind.
-		for _, id := range u.dels {
-			m.ix.Delete(id)
-		}
-		if len(u.adds) > 0 {
-			for i, at := range u.exps {
-				if at != 0 {
-					expiries = append(expiries, expiry.Item{At: at, Agent: m.agent, ID: u.adds[i].ID()})
-				}
-			}
-			if err := m.ix.AddPrepared(u.adds); err != nil {
-				k.log.Error("recall index add failed", "agent", m.agent, "err", err)
-			}
-		}
-		m.seq = k.auditSeq
-		m.dirty += len(u.adds) + len(u.dels)
-		if m.dirty >= memSaveEvery {
-			m.dirty = 0
-			k.saveIndexAsync(m)
-		}
-	}
-	k.ttl.Add(expiries...)
 }
 
-// memSaveEvery is how many changes an index takes before it is saved in
-// the background (besides at shutdown), so a crash replays at most that
-// many files at the next start.
-const memSaveEvery = 200000
-
-// memRecord is the record of a memory.
-func memRecord(agent string, m *memory.Memory) proto.MemoryRecord {
-	r := proto.MemoryRecord{Type: proto.RecordMemory, ID: m.ID, Agent: agent, Kind: m.Kind, Text: m.Text,
-		Tags: m.Tags, Source: m.Source, Created: m.Created, Importance: m.Importance}
-	if !m.Expires.IsZero() {
-		e := m.Expires
-		r.Expires = &e
+// loadIndexes makes every agent's recall index ready and arms the
+// memories' expiries, before the committer starts.
+func (k *Kernel) loadIndexes() error {
+	var agents []string
+	for _, ref := range k.state.Refs() {
+		if sp, a := state.SplitRef(ref); sp == state.SpaceMem {
+			agents = append(agents, a)
+		}
 	}
-	return r
+	src := k.memSource()
+	src.Agents = agents
+	es, err := k.mem.Load(src)
+	if err != nil {
+		return err
+	}
+	k.ttl.Reset(es)
+	return nil
+}
+
+// memSource reads the memory files and the audit log for the recall
+// indexes (Agents left to the caller).
+func (k *Kernel) memSource() memindex.Source {
+	return memindex.Source{
+		Keys: func(agent string) []string {
+			recs, _ := k.state.List(state.Ref(state.SpaceMem, agent), "") // an error: no memories
+			keys := make([]string, len(recs))
+			for i, r := range recs {
+				keys[i] = r.Key
+			}
+			return keys
+		},
+		Read: func(agent, key string) ([]byte, error) {
+			v, _, err := k.state.Load(state.Ref(state.SpaceMem, agent), key)
+			return v, err
+		},
+		Head: k.auditSeq,
+		Scan: func(from uint64, fn func(line []byte) error) error {
+			k.audit.Publish(k.auditSeq)
+			return k.audit.ScanLines(from, fn)
+		},
+	}
 }
 
 // MemRemember stores a batch of memories of one agent, durably, in one
@@ -206,7 +117,7 @@ func (k *Kernel) MemRemember(ctx context.Context, c *Cred, a proto.MemRememberAr
 	mems := make([]*memory.Memory, n)
 	files := make([][]byte, n)
 	for i, in := range a.Memories {
-		m, err := k.newMemory(in, now)
+		m, err := memory.FromInput(in, now, k.cfg.Memory.TTL())
 		if err == nil && len(m.Text) > int(k.cfg.Limits.MaxValue)-512 {
 			err = proto.Errorf(proto.E2BIG, "text is %d bytes, more than limits.max_value allows", len(m.Text))
 		}
@@ -225,7 +136,7 @@ func (k *Kernel) MemRemember(ctx context.Context, c *Cred, a proto.MemRememberAr
 		mems[i], files[i] = m, m.Encode()
 	}
 	if err := k.permit(c, a.Agent, proto.OpMemRemember, a.Agent, raw, func(p *policy.Policy) error {
-		count := k.memCount(a.Agent) + int64(n)
+		count := k.mem.Count(a.Agent) + int64(n)
 		for _, m := range mems {
 			if err := p.CheckMemory(m.Kind, count); err != nil {
 				return err
@@ -235,7 +146,11 @@ func (k *Kernel) MemRemember(ctx context.Context, c *Cred, a proto.MemRememberAr
 	}); err != nil {
 		return proto.MemRememberResult{}, err
 	}
-	vecs := k.embedDocs(ctx, mems)
+	texts := make([]string, len(mems))
+	for i, m := range mems {
+		texts[i] = m.Text
+	}
+	vecs := k.emb.Docs(ctx, texts)
 	t := &tx{subs: make([]*tx, n)}
 	for i, m := range mems {
 		var vec []float32
@@ -246,7 +161,7 @@ func (k *Kernel) MemRemember(ctx context.Context, c *Cred, a proto.MemRememberAr
 		t.subs[i] = &tx{
 			change: &state.Change{Agent: a.Agent, Space: state.SpaceMem, Key: key, Value: files[i]},
 			entry:  &audit.Entry{Actor: actor(c), Op: proto.OpMemRemember, Target: target(a.Agent, key), Args: audit.ArgsDigest(files[i])},
-			mem:    memDocOf(m, len(files[i]), vec),
+			mem:    memindex.NewDoc(m, len(files[i]), vec),
 		}
 	}
 	if err := k.submit(ctx, t, true); err != nil {
@@ -257,53 +172,11 @@ func (k *Kernel) MemRemember(ctx context.Context, c *Cred, a proto.MemRememberAr
 		if s.err != nil {
 			return proto.MemRememberResult{}, s.err
 		}
-		r := memRecord(a.Agent, mems[i])
+		r := mems[i].Record(a.Agent)
 		r.Text = ""
 		res.Memories[i] = r
 	}
 	return res, nil
-}
-
-// newMemory checks an input and makes the memory.
-func (k *Kernel) newMemory(in proto.MemoryInput, now time.Time) (*memory.Memory, error) {
-	m := &memory.Memory{Kind: in.Kind, Tags: in.Tags, Source: in.Source, Importance: in.Importance, Text: in.Text, Created: now}
-	if m.Kind == "" {
-		m.Kind = memory.Episodic
-	}
-	if !utf8.ValidString(in.Text) {
-		return nil, proto.Errorf(proto.EINVAL, "text is not valid UTF-8")
-	}
-	if strings.TrimSpace(in.Text) == "" {
-		return nil, proto.Errorf(proto.EINVAL, "text is empty")
-	}
-	if len(m.Tags) > 0 {
-		tags := append([]string(nil), m.Tags...)
-		sort.Strings(tags)
-		m.Tags = tags[:0]
-		for i, tg := range tags {
-			if i == 0 || tg != tags[i-1] {
-				m.Tags = append(m.Tags, tg)
-			}
-		}
-	}
-	ttl := time.Duration(-1)
-	if in.TTL != "" {
-		d, err := time.ParseDuration(in.TTL)
-		if err != nil || d < 0 {
-			return nil, proto.Errorf(proto.EINVAL, "ttl %q: want a duration such as 90m or 24h", in.TTL)
-		}
-		ttl = d
-	} else if m.Kind == memory.Working {
-		ttl = k.cfg.Memory.TTL()
-	}
-	if ttl > 0 {
-		m.Expires = now.Add(ttl)
-	}
-	m.ID = memory.NewID(now)
-	if err := m.Check(); err != nil {
-		return nil, proto.Errorf(proto.EINVAL, "%v", err)
-	}
-	return m, nil
 }
 
 // readMemory reads a memory's file.
@@ -328,12 +201,7 @@ func (k *Kernel) MemRecall(ctx context.Context, c *Cred, a proto.MemRecallArgs, 
 			k.auditDenied(c, proto.OpMemRecall, "*", raw, err.Code)
 			return err
 		}
-		k.memmu.RLock()
-		for name := range k.mems {
-			agents = append(agents, name)
-		}
-		k.memmu.RUnlock()
-		sort.Strings(agents)
+		agents = k.mem.Agents()
 	} else {
 		if err := k.gate(call{op: proto.OpMemRecall, c: c, agent: a.Agent, raw: raw}); err != nil {
 			return err
@@ -369,61 +237,38 @@ func (k *Kernel) MemRecall(ctx context.Context, c *Cred, a proto.MemRecallArgs, 
 	if err != nil {
 		return err
 	}
-	qvec := k.embedQuery(ctx, a.Query)
-	type hit struct {
-		agent string
-		h     recall.Hit
-	}
-	var all []hit
+	qvec := k.emb.Query(ctx, a.Query)
 	// The memories read for the proximity signal, kept for the reply.
 	read := map[string]*memory.Memory{}
-	for _, agent := range agents {
-		m := k.memIdx(agent, false)
-		if m == nil {
-			continue
+	all, err := k.mem.Search(agents, a.Query, kk, qvec, f, func(agent, id string) (string, bool) {
+		mm, ok := k.memoryOf(agent, id)
+		if ok {
+			read[agent+"/"+id] = mm
 		}
-		opt := recall.Options{K: kk, QueryVector: qvec}
-		opt.Text = func(id string) (string, bool) {
-			mm, ok := k.memoryOf(agent, id)
-			if ok {
-				read[agent+"/"+id] = mm
-			}
-			return mm.Text, ok
-		}
-		if f.Any() {
-			opt.Filter = f.MatchInfo
-		}
-		hits, err := m.ix.Search(a.Query, opt)
-		if errors.Is(err, recall.ErrEmptyQuery) {
-			return proto.Errorf(proto.EINVAL, "recall: the query %.40q has no searchable words", a.Query)
-		}
-		if err != nil {
-			return ioError(err)
-		}
-		for _, h := range hits {
-			all = append(all, hit{agent, h})
-		}
+		return mm.Text, ok
+	})
+	if err != nil {
+		return ioError(err)
 	}
-	sort.SliceStable(all, func(i, j int) bool { return all[i].h.Score > all[j].h.Score })
 	sent := 0
 	for _, x := range all {
 		if sent == kk {
 			break
 		}
-		if x.h.Score < a.MinScore {
+		if x.Score < a.MinScore {
 			break
 		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		mm, ok := read[x.agent+"/"+x.h.ID]
+		mm, ok := read[x.Agent+"/"+x.ID]
 		if !ok {
-			if mm, ok = k.memoryOf(x.agent, x.h.ID); !ok {
+			if mm, ok = k.memoryOf(x.Agent, x.ID); !ok {
 				continue
 			}
 		}
-		rec := memRecord(x.agent, mm)
-		rec.Score = x.h.Score
+		rec := mm.Record(x.Agent)
+		rec.Score = x.Score
 		if err := emit(&rec); err != nil {
 			return err
 		}
@@ -435,7 +280,7 @@ func (k *Kernel) MemRecall(ctx context.Context, c *Cred, a proto.MemRecallArgs, 
 // memoryOf reads a memory the index knows: an empty memory and false if
 // it is gone or unreadable.
 func (k *Kernel) memoryOf(agent, id string) (*memory.Memory, bool) {
-	mt, ok := k.memLookup(agent, id)
+	mt, ok := k.mem.Lookup(agent, id)
 	if !ok {
 		return &memory.Memory{}, false
 	}
@@ -459,7 +304,7 @@ func (k *Kernel) MemList(ctx context.Context, c *Cred, a proto.MemListArgs, raw 
 		return err
 	}
 	kindOK := k.kindsOf(c, a.Agent)
-	for _, id := range k.memSelect(a.Agent, f) {
+	for _, id := range k.mem.Select(a.Agent, f) {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -467,39 +312,12 @@ func (k *Kernel) MemList(ctx context.Context, c *Cred, a proto.MemListArgs, raw 
 		if !ok || kindOK != nil && !kindOK(mm.Kind) {
 			continue
 		}
-		rec := memRecord(a.Agent, mm)
+		rec := mm.Record(a.Agent)
 		if err := emit(&rec); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// memSelect lists the ids of agent's memories that match f, sorted (ids
-// sort by creation time).
-func (k *Kernel) memSelect(agent string, f memindex.Filter) []string {
-	m := k.memIdx(agent, false)
-	if m == nil {
-		return nil
-	}
-	var ids []string
-	m.ix.Each(func(in recall.Info) bool {
-		if f.MatchInfo(in) {
-			ids = append(ids, in.ID)
-		}
-		return true
-	})
-	sort.Strings(ids)
-	return ids
-}
-
-// MemKind returns the kind of a memory of agent, if it exists.
-func (k *Kernel) memKind(agent, id string) (string, bool) {
-	mt, ok := k.memLookup(agent, id)
-	if !ok {
-		return "", false
-	}
-	return memory.Kinds[mt.Kind], true
 }
 
 // MemForget forgets memories of an agent by id, by tag and/or by age, in
@@ -523,7 +341,7 @@ func (k *Kernel) MemForget(ctx context.Context, c *Cred, a proto.MemForgetArgs, 
 			}
 		}
 		for _, id := range a.IDs {
-			mt, ok := k.memLookup(a.Agent, id)
+			mt, ok := k.mem.Lookup(a.Agent, id)
 			if !ok {
 				return nil, proto.Errorf(proto.ENOENT, "%s: no memory %s; nothing was forgotten", a.Agent, id)
 			}
@@ -532,11 +350,11 @@ func (k *Kernel) MemForget(ctx context.Context, c *Cred, a proto.MemForgetArgs, 
 			}
 		}
 	} else {
-		ids = k.memSelect(a.Agent, f)
+		ids = k.mem.Select(a.Agent, f)
 	}
 	if kindOK := k.kindsOf(c, a.Agent); kindOK != nil {
 		for _, id := range ids {
-			if kind, _ := k.memKind(a.Agent, id); !kindOK(kind) {
+			if kind, _ := k.mem.Kind(a.Agent, id); !kindOK(kind) {
 				if err := k.mayRecall(c, proto.OpMemForget, a.Agent, kind, raw); err != nil {
 					return nil, err
 				}
@@ -555,7 +373,7 @@ func (k *Kernel) forget(ctx context.Context, who audit.Actor, agent string, ids 
 	t := &tx{}
 	recs := make([]proto.MemoryRecord, 0, len(ids))
 	for _, id := range ids {
-		mt, ok := k.memLookup(agent, id)
+		mt, ok := k.mem.Lookup(agent, id)
 		if !ok {
 			continue
 		}
@@ -594,7 +412,7 @@ func (k *Kernel) MemRead(ctx context.Context, c *Cred, agent, kind, id string) (
 	if err := k.gate(call{op: proto.OpMemList, c: c, agent: agent}); err != nil {
 		return nil, err
 	}
-	if got, ok := k.memKind(agent, id); !ok || got != kind {
+	if got, ok := k.mem.Kind(agent, id); !ok || got != kind {
 		return nil, proto.Errorf(proto.ENOENT, "%s: no %s memory %s", agent, kind, id)
 	}
 	if err := k.mayRecall(c, proto.OpMemList, agent, kind, nil); err != nil {
@@ -613,29 +431,7 @@ func (k *Kernel) MemIDs(c *Cred, agent, kind string) ([]string, []int64) {
 	if k.authorize(c, agent) != nil {
 		return nil, nil
 	}
-	m := k.memIdx(agent, false)
-	if m == nil {
-		return nil, nil
-	}
-	ki := memindex.KindIndex(kind)
-	type idSize struct {
-		id   string
-		size int64
-	}
-	var all []idSize
-	m.ix.Each(func(in recall.Info) bool {
-		if mt, ok := memindex.MetaOf(in); ok && mt.Kind == ki {
-			all = append(all, idSize{in.ID, int64(mt.Size)})
-		}
-		return true
-	})
-	sort.Slice(all, func(i, j int) bool { return all[i].id < all[j].id })
-	ids := make([]string, len(all))
-	sizes := make([]int64, len(all))
-	for i, x := range all {
-		ids[i], sizes[i] = x.id, x.size
-	}
-	return ids, sizes
+	return k.mem.IDs(agent, kind)
 }
 
 // MemStat returns the file size of agent's memory id of kind (for the
@@ -645,7 +441,7 @@ func (k *Kernel) MemStat(c *Cred, agent, kind, id string) (int64, error) {
 	if err := k.authorize(c, agent); err != nil {
 		return 0, err
 	}
-	mt, ok := k.memLookup(agent, id)
+	mt, ok := k.mem.Lookup(agent, id)
 	if !ok || memory.Kinds[mt.Kind] != kind {
 		return 0, proto.Errorf(proto.ENOENT, "%s: no %s memory %s", agent, kind, id)
 	}
@@ -662,15 +458,11 @@ func (k *Kernel) expire(now int64, due map[string][]string) {
 	}
 	sort.Strings(agents)
 	for _, agent := range agents {
-		m := k.memIdx(agent, false)
-		if m == nil {
-			continue
-		}
 		var ids []string
 		for _, id := range due[agent] {
 			// A memory forgotten or replaced meanwhile has no (or another)
 			// expiry: only what is still due goes.
-			if mt, ok := k.memLookup(agent, id); ok && mt.Expires != 0 && mt.Expires <= now {
+			if mt, ok := k.mem.Lookup(agent, id); ok && mt.Expires != 0 && mt.Expires <= now {
 				ids = append(ids, id)
 			}
 		}
@@ -682,15 +474,6 @@ func (k *Kernel) expire(now int64, due map[string][]string) {
 			k.log.Error("expiring memories failed", "agent", agent, "err", err)
 		}
 	}
-}
-
-// memCount is how many memories agent holds.
-func (k *Kernel) memCount(agent string) int64 {
-	m := k.memIdx(agent, false)
-	if m == nil {
-		return 0
-	}
-	return int64(m.ix.Len())
 }
 
 // mayRecall asks agent's policy whether c may use memories of kind ("":

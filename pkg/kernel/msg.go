@@ -36,8 +36,8 @@ type talk struct {
 	budgetMu    sync.Mutex
 	budgetAsked map[string]bool
 	// left: requests a crash left pending, resolved at start.
-	left   []approval.Request
-	keepMu sync.Mutex
+	left []approval.Request
+	keep *approval.Keeper
 }
 
 // openTalk opens the inboxes; called by New.
@@ -269,11 +269,8 @@ func (k *Kernel) MsgIDs(c *Cred, agent string) []string {
 // msgArrived wakes what waits for agent's messages besides receivers:
 // the schedules that fire on messages (schedule.go).
 func (k *Kernel) msgArrived(agent, id string) {
-	k.sched.mu.Lock()
-	on := k.sched.s != nil
-	k.sched.mu.Unlock()
-	if on {
-		go k.fireMsgJobs(agent)
+	if k.sched.t.Running() {
+		go k.sched.t.FireMsgs(agent)
 	}
 }
 

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"syscall"
 
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/policy"
+	"github.com/oxios/oxios/pkg/policy/judge"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/state"
 )
@@ -22,32 +22,8 @@ import (
 // memory (it is root's tree); exec, tools and the network are always
 // checked, as they act as the agent. Only the admin changes a policy.
 
-// policyCache holds the parsed policies.
-type policyCache struct {
-	mu sync.RWMutex
-	m  map[string]*policy.Policy
-}
-
-// policyOf returns agent's policy.
-func (k *Kernel) policyOf(agent string) (*policy.Policy, error) {
-	k.pol.mu.RLock()
-	p := k.pol.m[agent]
-	k.pol.mu.RUnlock()
-	if p != nil {
-		return p, nil
-	}
-	p, _, err := k.loadPolicy(agent)
-	if err != nil {
-		return nil, err
-	}
-	k.pol.mu.Lock()
-	if k.pol.m == nil {
-		k.pol.m = map[string]*policy.Policy{}
-	}
-	k.pol.m[agent] = p
-	k.pol.mu.Unlock()
-	return p, nil
-}
+// policyOf returns agent's policy, parsed once (k.pol).
+func (k *Kernel) policyOf(agent string) (*policy.Policy, error) { return k.pol.Get(agent) }
 
 // loadPolicy reads and parses agent's policy file; text is nil for the
 // default policy.
@@ -69,9 +45,7 @@ func (k *Kernel) loadPolicy(agent string) (*policy.Policy, []byte, error) {
 
 // policyChanged drops agent's parsed policy after its file changed.
 func (k *Kernel) policyChanged(agent string) {
-	k.pol.mu.Lock()
-	delete(k.pol.m, agent)
-	k.pol.mu.Unlock()
+	k.pol.Drop(agent)
 }
 
 // permit is the policy half of the authorize step. For a caller bound by
@@ -219,27 +193,12 @@ func (k *Kernel) PolicyCheck(ctx context.Context, c *Cred, a proto.PolicyCheckAr
 		return proto.PolicyCheckRecord{}, err
 	}
 	rec := proto.PolicyCheckRecord{Type: proto.RecordPolicyCheck, Agent: a.Agent, Op: a.Op, Args: a.Args}
-	rule, derr := k.judge(p, a.Agent, a.Op, a.Args)
+	rule, derr := judge.Judge(p, k.state.Usage, a.Agent, a.Op, a.Args)
 	if derr != nil {
 		return rec, derr
 	}
-	fill(&rec, rule)
+	judge.Fill(&rec, rule)
 	return rec, nil
-}
-
-func fill(rec *proto.PolicyCheckRecord, rule *policy.Denied) {
-	rec.Allowed = rule == nil
-	if asks(rule) {
-		rec.Ask, rec.Rule, rec.Reason = true, rule.Rule, rule.Reason
-		rec.Text = fmt.Sprintf("%s %s: asks an operator first (%s): %s", rec.Op, strings.Join(rec.Args, " "), rule.Rule, rule.Reason)
-		return
-	}
-	if rule != nil {
-		rec.Rule, rec.Reason = rule.Rule, rule.Reason
-		rec.Text = fmt.Sprintf("%s %s: refused by %s: %s", rec.Op, strings.Join(rec.Args, " "), rule.Rule, rule.Reason)
-	} else {
-		rec.Text = fmt.Sprintf("%s %s: allowed", rec.Op, strings.Join(rec.Args, " "))
-	}
 }
 
 // proposed returns the policy to judge with: text, or agent's own.
@@ -247,81 +206,5 @@ func (k *Kernel) proposed(agent, text string) (*policy.Policy, error) {
 	if text == "" {
 		return k.policyOf(agent)
 	}
-	p, err := policy.Parse([]byte(text))
-	if err != nil {
-		return nil, proto.Errorf(proto.EINVAL, "the proposed policy: %v", err)
-	}
-	return p, nil
-}
-
-// judge asks p about one op, the way the syscalls do. A nil *Denied is
-// allowed; an error means the op or its args are not understood.
-func (k *Kernel) judge(p *policy.Policy, agent, op string, args []string) (*policy.Denied, error) {
-	arg := func(i int) string {
-		if i < len(args) {
-			return args[i]
-		}
-		return ""
-	}
-	var err error
-	switch op {
-	case proto.OpStateLoad, proto.OpStateList, "read":
-		err = p.CheckStateRead(arg(0))
-	case proto.OpStateSave, proto.OpStateDelete, "write":
-		total, size := k.state.Usage(agent, arg(0))
-		err = p.CheckStateWrite(arg(0), total-size)
-	case proto.OpMemRemember, proto.OpMemRecall, proto.OpMemForget, "memory":
-		err = p.CheckMemory(arg(0), 0)
-	case proto.OpExec:
-		if len(args) == 0 {
-			return nil, proto.Errorf(proto.EINVAL, "exec: give the command")
-		}
-		if len(args) == 1 {
-			_, err = p.CheckExec(nil, args[0])
-		} else {
-			_, err = p.CheckExec(args, "")
-		}
-	case "tool.run", "tool":
-		err = p.CheckTool(arg(0))
-	case "net.fetch", "fetch":
-		err = p.CheckHost(hostOf(arg(0)))
-	default:
-		return nil, proto.Errorf(proto.EINVAL, "op %q: want state.load, state.save, state.delete, state.list, mem.remember, exec, tool.run or net.fetch", op)
-	}
-	var d *policy.Denied
-	if errors.As(err, &d) {
-		return d, nil
-	}
-	if a := policy.AsAsked(err); a != nil {
-		// An ask rule: reported as a rule of its own (ask.*), which
-		// callers tell from a refusal by its name.
-		return &policy.Denied{Rule: a.Rule, Reason: a.Reason}, nil
-	}
-	if err != nil {
-		return nil, proto.Errorf(proto.EINVAL, "%v", err)
-	}
-	return nil, nil
-}
-
-// asks reports whether a verdict of judge is an ask rule's.
-func asks(d *policy.Denied) bool { return d != nil && strings.HasPrefix(d.Rule, "ask.") }
-
-// hostOf returns the host of a URL (or the argument itself).
-func hostOf(u string) string {
-	if _, rest, ok := strings.Cut(u, "://"); ok {
-		u = rest
-	}
-	u, _, _ = strings.Cut(u, "/")
-	if i := strings.LastIndexByte(u, '@'); i >= 0 {
-		u = u[i+1:]
-	}
-	if strings.HasPrefix(u, "[") {
-		if i := strings.IndexByte(u, ']'); i > 0 {
-			return u[:i+1]
-		}
-	}
-	if h, _, ok := strings.Cut(u, ":"); ok {
-		return h
-	}
-	return u
+	return judge.Proposed(text)
 }

@@ -48,7 +48,7 @@ func TestRootContext(t *testing.T) {
 	if _, started := k.sup.Get(second.ID); started {
 		t.Fatal("a queued run started after the root context was done")
 	}
-	if k.queued(second.ID) == nil {
+	if k.adm.Lookup(second.ID) == nil {
 		t.Fatal("the queued run left the queue")
 	}
 	if err := k.Close(); err != nil {

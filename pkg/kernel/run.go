@@ -16,6 +16,7 @@ import (
 	"github.com/oxios/oxios/pkg/budget"
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/runq"
 	"github.com/oxios/oxios/pkg/runspec"
 	"github.com/oxios/oxios/pkg/sandbox"
 	"github.com/oxios/oxios/pkg/state"
@@ -220,7 +221,7 @@ func (k *Kernel) spawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw []by
 	if llm {
 		spec.Task = a.Task
 	}
-	rec, r, err := k.admit(ctx, c, spec, a.Priority, k.agentLimit(pol.Limits.Runs), raw)
+	rec, r, err := k.adm.Admit(ctx, spec, actor(c), a.Priority, k.agentLimit(pol.Limits.Runs), raw)
 	if err != nil {
 		var pe *proto.Error
 		if errors.As(err, &pe) && pe.Code != proto.ESHUTDOWN {
@@ -231,7 +232,7 @@ func (k *Kernel) spawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw []by
 	if r != nil {
 		return rec, r, nil
 	}
-	return rec, k.queuedRun(rec), nil
+	return rec, k.adm.Follow(rec), nil
 }
 
 // runExited records a run's end: on the audit log (the target holds its
@@ -298,12 +299,12 @@ func (k *Kernel) RunAttach(ctx context.Context, c *Cred, id string, raw []byte, 
 	}
 	skip := 0
 	if p != nil {
-		rec := record(p)
+		rec := runq.Record(p)
 		b, _ := json.Marshal(&rec)
 		if err := emit(b); err != nil {
 			return err
 		}
-		if r, err = k.settled(ctx, p); err != nil && r == nil {
+		if r, err = runq.Settled(ctx, p); err != nil && r == nil {
 			var pe *proto.Error
 			if errors.As(err, &pe) && pe.Code == proto.ESRCH {
 				return nil
@@ -347,7 +348,7 @@ func (k *Kernel) RunWait(ctx context.Context, c *Cred, ids []string, raw []byte,
 	for _, w := range runs {
 		go func() {
 			if w.p != nil {
-				w.r, w.err = k.settled(ctx, w.p)
+				w.r, w.err = runq.Settled(ctx, w.p)
 				if w.r == nil {
 					if ctx.Err() == nil {
 						exited <- w
@@ -407,16 +408,16 @@ func (k *Kernel) RunKill(ctx context.Context, c *Cred, a proto.KillArgs, raw []b
 		var rec proto.RunRecord
 		switch {
 		case p != nil:
-			r, serr = k.killQueued(ctx, c, p, sig)
+			r, serr = k.adm.Kill(ctx, actor(c), p, sig)
 			switch {
 			case serr != nil:
 			case r != nil:
 				serr = r.Signal(sig)
 				rec = r.Record()
-			case p.Item.run != nil:
-				rec = p.Item.run.Record()
+			case runq.Became(p) != nil:
+				rec = runq.Became(p).Record()
 			default:
-				rec = record(p)
+				rec = runq.Record(p)
 			}
 		default:
 			serr = r.Signal(sig)
@@ -476,7 +477,7 @@ func (k *Kernel) runRecords(c *Cred, a proto.PsArgs) []proto.RunRecord {
 		}
 		out = append(out, rec)
 	}
-	for _, rec := range k.queuedRecords() {
+	for _, rec := range k.adm.Records() {
 		if (a.Agent != "" && rec.Agent != a.Agent) || k.authorize(c, rec.Agent) != nil {
 			continue
 		}

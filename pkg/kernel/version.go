@@ -1,17 +1,12 @@
 package kernel
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/oxios/oxios/pkg/audit"
@@ -36,8 +31,8 @@ import (
 
 // Audit trailer keys of commit messages.
 const (
-	TrailerAuditSeq  = "Oxios-Audit-Seq"
-	TrailerAuditHash = "Oxios-Audit-Hash"
+	TrailerAuditSeq  = version.TrailerAuditSeq
+	TrailerAuditHash = version.TrailerAuditHash
 )
 
 type versioning struct {
@@ -47,31 +42,9 @@ type versioning struct {
 
 func statePath(agent, key string) string { return "agents/" + agent + "/state/" + key }
 
-// spacePath is the tree path of key in a space of agent: its state or
-// its memories (agents/<agent>/mem/<kind>/<id>.md).
-func spacePath(space, agent, key string) string {
-	if space == "" {
-		space = state.SpaceState
-	}
-	return "agents/" + agent + "/" + space + "/" + key
-}
+func spacePath(space, agent, key string) string { return version.SpacePath(space, agent, key) }
 
-// splitSpacePath is spacePath's inverse, for the spaces the store keeps.
-func splitSpacePath(p string) (space, agent, key string, ok bool) {
-	rest, found := strings.CutPrefix(p, "agents/")
-	if !found {
-		return "", "", "", false
-	}
-	agent, rest, found = strings.Cut(rest, "/")
-	if !found || agent == "" {
-		return "", "", "", false
-	}
-	space, key, found = strings.Cut(rest, "/")
-	if !found || key == "" || (space != state.SpaceState && space != state.SpaceMem && space != state.SpaceSys) {
-		return "", "", "", false
-	}
-	return space, agent, key, true
-}
+func splitSpacePath(p string) (space, agent, key string, ok bool) { return version.SplitSpacePath(p) }
 
 func (k *Kernel) openVersioning() error {
 	repo, err := version.Open(filepath.Join(k.cfg.Data, "repo"))
@@ -119,55 +92,20 @@ func onCommitter[T any](k *Kernel, ctx context.Context, fn func() (T, error)) (T
 // rescan finds every difference between HEAD and the state by
 // hashing values: the dirty set when it was lost. Committer only.
 func (k *Kernel) rescan() error {
-	v := k.ver
-	if !v.paths.NeedRescan() {
+	if !k.ver.paths.NeedRescan() {
 		return nil
 	}
-	head := map[string]string{}
-	if h, err := v.repo.Head(); err != nil {
+	dirty, err := k.ver.repo.Rescan(k.state)
+	if err != nil {
 		return err
-	} else if h != "" {
-		if head, err = v.repo.Files(h, "agents/"); err != nil {
-			return err
-		}
-	}
-	var dirty []string
-	for _, ref := range k.state.Refs() {
-		recs, err := k.state.List(ref, "")
-		if err != nil {
-			continue
-		}
-		space, a := state.SplitRef(ref)
-		for _, r := range recs {
-			p := spacePath(space, a, r.Key)
-			val, _, err := k.state.Load(ref, r.Key)
-			if err != nil {
-				return err
-			}
-			if head[p] != version.BlobHash(val) {
-				dirty = append(dirty, p)
-			}
-			delete(head, p)
-		}
-	}
-	for p := range head {
-		if _, _, _, ok := splitSpacePath(p); ok {
-			dirty = append(dirty, p)
-		}
 	}
 	k.markDirty(dirty...)
-	v.paths.Rescanned()
+	k.ver.paths.Rescanned()
 	k.log.Info("compared the state with HEAD", "uncommitted", len(dirty))
 	return nil
 }
 
-// agentPrefix is the tree prefix of one agent, or of all.
-func agentPrefix(agent string) string {
-	if agent == "" {
-		return "agents/"
-	}
-	return "agents/" + agent + "/"
-}
+func agentPrefix(agent string) string { return version.AgentPrefix(agent) }
 
 // versionScope checks who may act on the versions of agent ("" = all:
 // the admin's).
@@ -186,46 +124,12 @@ func (k *Kernel) versionScope(c *Cred, op, agent string, raw []byte) *proto.Erro
 	return nil
 }
 
-// versionError maps a versioning error to the wire.
-func versionError(err error) error {
-	var pe *proto.Error
-	switch {
-	case errors.As(err, &pe):
-		return pe
-	case errors.Is(err, version.ErrUnknownRevision):
-		return proto.Errorf(proto.ENOENT, "%v", err)
-	case errors.Is(err, version.ErrAmbiguous), errors.Is(err, version.ErrBadName):
-		return proto.Errorf(proto.EINVAL, "%v", err)
-	case errors.Is(err, version.ErrExists):
-		return proto.Errorf(proto.EEXIST, "%v", err)
-	}
-	return proto.Errorf(proto.EIO, "versioning: %v", err)
-}
+func versionError(err error) error { return version.WireError(err) }
 
-var userNames sync.Map // uid -> name
-
-func userName(uid uint32) string {
-	if n, ok := userNames.Load(uid); ok {
-		return n.(string)
-	}
-	name := "uid" + strconv.FormatUint(uint64(uid), 10)
-	if u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10)); err == nil && u.Username != "" {
-		name = u.Username
-	}
-	userNames.Store(uid, name)
-	return name
-}
+func userName(uid uint32) string { return version.UserName(uid) }
 
 func (k *Kernel) signature(c *Cred, when time.Time) version.Signature {
-	host, _ := os.Hostname()
-	if host == "" {
-		host = "localhost"
-	}
-	name := userName(c.UID)
-	if c.Agent != "" {
-		name = c.Agent + " (" + name + ")"
-	}
-	return version.Signature{Name: name, Email: userName(c.UID) + "@" + host, When: when}
+	return version.Author(c.UID, c.Agent, when)
 }
 
 // Commit records the uncommitted changes of one agent (or all) as a
@@ -274,25 +178,9 @@ func (k *Kernel) commitNow(c *Cred, a proto.CommitArgs, raw []byte) (proto.Commi
 	if err != nil {
 		return fail(err)
 	}
-	for _, p := range paths {
-		space, agent, key, ok := splitSpacePath(p)
-		if !ok {
-			continue
-		}
-		val, _, lerr := k.state.Load(state.Ref(space, agent), key)
-		var pe *proto.Error
-		switch {
-		case lerr == nil:
-			err = tx.Put(p, val)
-		case errors.As(lerr, &pe) && (pe.Code == proto.ENOENT || pe.Code == proto.EISDIR):
-			err = tx.Delete(p)
-		default:
-			err = lerr
-		}
-		if err != nil {
-			tx.Abort()
-			return fail(err)
-		}
+	if err := version.Stage(tx, k.state, paths); err != nil {
+		tx.Abort()
+		return fail(err)
 	}
 	now := time.Now().UTC()
 	msg := a.Message
@@ -349,30 +237,7 @@ func (k *Kernel) commitAudit(c *Cred, op, target string, raw []byte, result, eve
 	return t.entry.Seq, t.err
 }
 
-func commitRecord(cm version.Commit) proto.CommitRecord {
-	rec := proto.CommitRecord{
-		Type: proto.RecordCommit, Commit: cm.Hash, Parent: cm.Parent,
-		Time: cm.Time.UTC().Format(time.RFC3339), Author: cm.Author.Name,
-		Message: cm.Message, Changed: make([]proto.PathChange, 0, len(cm.Changed)),
-	}
-	for _, ch := range cm.Changed {
-		rec.Changed = append(rec.Changed, proto.PathChange{Path: ch.Path, Action: ch.Action})
-	}
-	var h proto.AuditHead
-	for _, t := range cm.Trailers {
-		switch t.Key {
-		case TrailerAuditSeq:
-			h.Seq, _ = strconv.ParseUint(t.Value, 10, 64)
-		case TrailerAuditHash:
-			h.Hash = t.Value
-		}
-	}
-	if h.Hash != "" {
-		h.Type = proto.RecordAuditHead
-		rec.AuditHead = &h
-	}
-	return rec
-}
+func commitRecord(cm version.Commit) proto.CommitRecord { return version.Record(cm) }
 
 // CommitLog emits the commits that changed agent (or anything), newest
 // first.
@@ -425,15 +290,8 @@ func (k *Kernel) CommitShow(ctx context.Context, c *Cred, a proto.CommitShowArgs
 	return rec, nil
 }
 
-// onlyUnder keeps the changes below prefix.
 func onlyUnder(chs []proto.PathChange, prefix string) []proto.PathChange {
-	kept := chs[:0]
-	for _, ch := range chs {
-		if strings.HasPrefix(ch.Path, prefix) {
-			kept = append(kept, ch)
-		}
-	}
-	return kept
+	return version.OnlyUnder(chs, prefix)
 }
 
 // CommitTag names a commit.
@@ -470,33 +328,11 @@ func (k *Kernel) tagNow(c *Cred, name, rev string, raw []byte) (proto.CommitReco
 // currentFiles is the blob hash of every state file below prefix as the
 // state is now, committed or not. Committer only.
 func (k *Kernel) currentFiles(prefix string) (map[string]string, error) {
-	files := map[string]string{}
-	head, err := k.ver.repo.Head()
-	if err != nil {
-		return nil, err
-	}
-	if head != "" {
-		if files, err = k.ver.repo.Files("HEAD", prefix); err != nil {
-			return nil, err
-		}
-	}
 	dirty, err := k.ver.paths.Under(prefix)
 	if err != nil {
 		return nil, err
 	}
-	for _, p := range dirty {
-		space, agent, key, ok := splitSpacePath(p)
-		if !ok {
-			continue
-		}
-		val, _, err := k.state.Load(state.Ref(space, agent), key)
-		if err != nil {
-			delete(files, p)
-			continue
-		}
-		files[p] = version.BlobHash(val)
-	}
-	return files, nil
+	return k.ver.repo.LiveFiles(k.state, prefix, dirty)
 }
 
 // CommitDiff emits the paths that differ between two commits, or between
@@ -564,33 +400,10 @@ func (k *Kernel) CommitDiff(ctx context.Context, c *Cred, a proto.CommitDiffArgs
 // patch renders one change as a unified diff; live reads the new side
 // from the state.
 func (k *Kernel) patch(ch version.PathChange, live bool) (string, error) {
-	read := func(hash string) ([]byte, error) {
-		if hash == "" {
-			return nil, nil
-		}
-		return k.ver.repo.ReadBlob(hash)
+	if live {
+		return k.ver.repo.Patch(ch, k.state)
 	}
-	from, err := read(ch.From)
-	if err != nil {
-		return "", err
-	}
-	var to []byte
-	if live && ch.To != "" {
-		space, agent, key, _ := splitSpacePath(ch.Path)
-		to, _, err = k.state.Load(state.Ref(space, agent), key)
-	} else {
-		to, err = read(ch.To)
-	}
-	if err != nil {
-		return "", err
-	}
-	var b bytes.Buffer
-	w := bufio.NewWriter(&b)
-	if err := version.Unified(w, ch.Path, from, to, ch.From != "", ch.To != ""); err != nil {
-		return "", err
-	}
-	w.Flush()
-	return b.String(), nil
+	return k.ver.repo.Patch(ch, nil)
 }
 
 // CommitRestore makes the state of an agent equal to a commit's, as new

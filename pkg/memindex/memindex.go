@@ -5,9 +5,11 @@
 // them; Write and Decode are the index's file (DATA/index/recall/AGENT),
 // checked by a CRC so that a damaged file is rebuilt rather than believed;
 // Files is the folder of those files (saved durably, decoded ahead while
-// the daemon opens), Rebuild makes an index from the memory files. The
-// kernel owns the indexes and when they change; this package owns what
-// they hold and how they are kept.
+// the daemon opens), Rebuild makes an index from the memory files; Set
+// is every agent's index in memory (lookups, selection, search), applied
+// the memory changes of each durable batch, saved, and loaded or caught
+// up at start. The kernel decides when they change (its committer calls
+// Apply); this package owns what they hold and how they are kept.
 package memindex
 
 import (

@@ -2,7 +2,8 @@
 // robfig/cron, evaluated here with cron's rules for daylight saving time)
 // and one goroutine that sleeps on one timer until the next job is due.
 // It knows nothing of runs, files or the audit log: the kernel gives it
-// the jobs and a Fire hook that starts a run (see pkg/kernel/schedule.go).
+// the jobs and a Fire hook that starts a run (see pkg/sched/jobs, which
+// owns the job files and what a firing records).
 package sched
 
 import (

@@ -18,6 +18,13 @@
 // Readers (Log, Show, Files, ReadBlob, Resolve, Head, Tags) run from any
 // goroutine, also during a commit.
 //
+// The live tree (live.go) is how the state maps onto the tree
+// (SpacePath, SplitSpacePath) and the walks that compare the two:
+// Rescan (every path where the state differs from HEAD), Stage (a
+// commit's paths as the state has them), LiveFiles and Patch (diffs
+// against the state), Record (a commit as the wire has it). The kernel
+// runs them on its committer goroutine, where no change lands meanwhile.
+//
 // # Why not go-git's worktree
 //
 // A commit through a work tree and an index (git add -A, or go-git's

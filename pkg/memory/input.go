@@ -1,0 +1,65 @@
+package memory
+
+import (
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+// FromInput checks a memory as a remember gives it and makes the memory,
+// created now: its tags sorted without repeats, its expiry from its ttl
+// (working memories without one live workingTTL, if positive), a new id.
+func FromInput(in proto.MemoryInput, now time.Time, workingTTL time.Duration) (*Memory, error) {
+	m := &Memory{Kind: in.Kind, Tags: in.Tags, Source: in.Source, Importance: in.Importance, Text: in.Text, Created: now}
+	if m.Kind == "" {
+		m.Kind = Episodic
+	}
+	if !utf8.ValidString(in.Text) {
+		return nil, proto.Errorf(proto.EINVAL, "text is not valid UTF-8")
+	}
+	if strings.TrimSpace(in.Text) == "" {
+		return nil, proto.Errorf(proto.EINVAL, "text is empty")
+	}
+	if len(m.Tags) > 0 {
+		tags := append([]string(nil), m.Tags...)
+		sort.Strings(tags)
+		m.Tags = tags[:0]
+		for i, tg := range tags {
+			if i == 0 || tg != tags[i-1] {
+				m.Tags = append(m.Tags, tg)
+			}
+		}
+	}
+	ttl := time.Duration(-1)
+	if in.TTL != "" {
+		d, err := time.ParseDuration(in.TTL)
+		if err != nil || d < 0 {
+			return nil, proto.Errorf(proto.EINVAL, "ttl %q: want a duration such as 90m or 24h", in.TTL)
+		}
+		ttl = d
+	} else if m.Kind == Working {
+		ttl = workingTTL
+	}
+	if ttl > 0 {
+		m.Expires = now.Add(ttl)
+	}
+	m.ID = NewID(now)
+	if err := m.Check(); err != nil {
+		return nil, proto.Errorf(proto.EINVAL, "%v", err)
+	}
+	return m, nil
+}
+
+// Record is m's record, as agent's.
+func (m *Memory) Record(agent string) proto.MemoryRecord {
+	r := proto.MemoryRecord{Type: proto.RecordMemory, ID: m.ID, Agent: agent, Kind: m.Kind, Text: m.Text,
+		Tags: m.Tags, Source: m.Source, Created: m.Created, Importance: m.Importance}
+	if !m.Expires.IsZero() {
+		e := m.Expires
+		r.Expires = &e
+	}
+	return r
+}

@@ -1,0 +1,165 @@
+package runq
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/oxios/oxios/pkg/audit"
+	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/supervisor"
+)
+
+type recorded struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (r *recorded) add(s string) {
+	r.mu.Lock()
+	r.events = append(r.events, s)
+	r.mu.Unlock()
+}
+
+func (r *recorded) all() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.events...)
+}
+
+func newQueue(t *testing.T, max int, startErr error) (*Queue, *supervisor.Supervisor, *recorded) {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	sup, err := supervisor.New(filepath.Join(t.TempDir(), "runs"), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorded{}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	q := New(ctx, max, func() string { return "" }, sup, audit.Actor{UID: 1}, log, Hooks{
+		Queued: func(ctx context.Context, p *Pending, r *proto.RunRecord) error { rec.add("queued " + p.ID); return nil },
+		Started: func(ctx context.Context, p *Pending, r *proto.RunRecord) error {
+			rec.add("started " + p.ID)
+			return startErr
+		},
+		Ended: func(p *Pending, r *proto.RunRecord, what string, who audit.Actor) {
+			rec.add("ended " + p.ID + " " + what)
+		},
+	})
+	sup.OnExit = func(r *supervisor.Run) { q.Release(r.Agent()) }
+	t.Cleanup(sup.Close)
+	return q, sup, rec
+}
+
+func spec(t *testing.T, id string, argv ...string) supervisor.Spec {
+	return supervisor.Spec{ID: id, Agent: "a", Argv: argv, Dir: filepath.Join(t.TempDir(), id), Env: []string{"PATH=/usr/bin:/bin"}, Command: argv}
+}
+
+func TestQueueKillAndClose(t *testing.T) {
+	q, _, rec := newQueue(t, 1, nil)
+	ctx := context.Background()
+	_, first, err := q.Admit(ctx, spec(t, "r1", "/bin/sleep", "30"), audit.Actor{}, 0, 0, nil)
+	if err != nil || first == nil {
+		t.Fatalf("first: %v %v", first, err)
+	}
+	qrec, r, err := q.Admit(ctx, spec(t, "r2", "/bin/sleep", "30"), audit.Actor{}, 5, 0, nil)
+	if err != nil || r != nil || qrec.State != proto.RunQueued || qrec.Text != "r2 /bin/sleep 30: queued (priority 5)" {
+		t.Fatalf("second: %+v %v %v", qrec, r, err)
+	}
+	_, _, err = q.Admit(ctx, spec(t, "r3", "/bin/sleep", "30"), audit.Actor{}, 0, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if recs := q.Records(); len(recs) != 2 || recs[0].ID != "r2" || recs[1].ID != "r3" {
+		t.Fatalf("queue order: %+v", recs)
+	}
+	if running, queued := q.State(); running != 1 || queued != 2 {
+		t.Fatalf("state: %d %d", running, queued)
+	}
+	p := q.Lookup("r2")
+	f := q.Follow(qrec)
+	// STOP leaves it queued; TERM ends it there.
+	if r, err := q.Kill(ctx, audit.Actor{}, p, syscall.SIGSTOP); r != nil || err != nil || q.Lookup("r2") != p {
+		t.Fatalf("STOP: %v %v", r, err)
+	}
+	if r, err := q.Kill(ctx, audit.Actor{}, p, syscall.SIGTERM); r != nil || err != nil || q.Lookup("r2") != nil {
+		t.Fatalf("TERM: %v %v", r, err)
+	}
+	// It ended in the queue with a log of its own: that is what it became.
+	if r, err := Settled(ctx, p); err != nil || r == nil {
+		t.Fatalf("settled after kill: %v %v", r, err)
+	}
+	if b := Became(p); b == nil || b.Record().Status == nil || *b.Record().Status != 128+int(syscall.SIGTERM) {
+		t.Fatalf("the killed run's log: %+v", b)
+	}
+	select {
+	case <-f.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the follower of a run killed in the queue never ended")
+	}
+	p3 := q.Lookup("r3")
+	q.Close()
+	if r, err := Settled(ctx, p3); err != nil || *r.Record().Status != 255 {
+		t.Fatalf("settled after close: %v %v", r, err)
+	}
+	want := []string{"started r1", "queued r2", "queued r3", "ended r2 signal TERM", "ended r3 exit 255"}
+	if got := rec.all(); len(got) != len(want) {
+		t.Fatalf("hooks: %q, want %q", got, want)
+	} else {
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("hooks: %q, want %q", got, want)
+			}
+		}
+	}
+	first.End("test over")
+	<-first.Done()
+}
+
+func TestQueueStartsWhenSlotFrees(t *testing.T) {
+	q, sup, rec := newQueue(t, 1, nil)
+	ctx := context.Background()
+	_, first, err := q.Admit(ctx, spec(t, "r1", "/bin/sleep", "30"), audit.Actor{}, 0, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qrec, _, err := q.Admit(ctx, spec(t, "r2", "/bin/true"), audit.Actor{}, 0, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := q.Follow(qrec)
+	first.End("make room")
+	if p := q.Lookup("r2"); p != nil {
+		if r, err := Settled(ctx, p); err != nil || r == nil {
+			t.Fatalf("r2 did not start: %v", err)
+		}
+	} else if _, ok := sup.Get("r2"); !ok {
+		t.Fatal("r2 is neither queued nor started")
+	}
+	select {
+	case <-f.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("r2 never ended")
+	}
+	if got := f.Record(); got.State == proto.RunQueued {
+		t.Fatalf("record after the end: %+v", got)
+	}
+	if got := rec.all(); len(got) != 3 || got[2] != "started r2" {
+		t.Fatalf("hooks: %q", got)
+	}
+}
+
+func TestQueueUnrecordedStartIsKilled(t *testing.T) {
+	q, _, _ := newQueue(t, 0, errors.New("log full"))
+	_, r, err := q.Admit(context.Background(), spec(t, "r1", "/bin/sleep", "30"), audit.Actor{}, 0, 0, nil)
+	if err == nil || r != nil {
+		t.Fatalf("a run whose start was not recorded was admitted: %v %v", r, err)
+	}
+}

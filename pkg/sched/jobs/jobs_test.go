@@ -1,0 +1,67 @@
+package jobs
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/state"
+)
+
+func code(err error) string {
+	var pe *proto.Error
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}
+
+func TestNewChecksTheArgs(t *testing.T) {
+	ok := func([]string) error { return nil }
+	now := time.Date(2026, 1, 2, 3, 4, 5, 600, time.UTC)
+	for _, c := range []struct {
+		name string
+		a    proto.ScheduleAddArgs
+		code string
+	}{
+		{"no name", proto.ScheduleAddArgs{Agent: "a", Schedule: "@daily", Task: "x"}, proto.EINVAL},
+		{"bad overlap", proto.ScheduleAddArgs{Name: "j", Agent: "a", Schedule: "@daily", Task: "x", Overlap: "often"}, proto.EINVAL},
+		{"bad schedule", proto.ScheduleAddArgs{Name: "j", Agent: "a", Schedule: "61 * * * *", Task: "x"}, proto.EINVAL},
+		{"message with tz", proto.ScheduleAddArgs{Name: "j", Agent: "a", Schedule: "@message", TZ: "UTC", Task: "x"}, proto.EINVAL},
+		{"nothing to run", proto.ScheduleAddArgs{Name: "j", Agent: "a", Schedule: "@daily"}, proto.EINVAL},
+		{"both", proto.ScheduleAddArgs{Name: "j", Agent: "a", Schedule: "@daily", Task: "x", Command: []string{"true"}}, proto.EINVAL},
+	} {
+		if _, err := New(c.a, 0, now, ok); code(err) != c.code {
+			t.Errorf("%s: got %v, want %s", c.name, err, c.code)
+		}
+	}
+	refuse := func([]string) error { return proto.Errorf(proto.ENOEXEC, "no") }
+	if _, err := New(proto.ScheduleAddArgs{Name: "j", Agent: "a", Schedule: "@daily", Task: "x"}, 0, now, refuse); code(err) != proto.ENOEXEC {
+		t.Errorf("runnable's refusal: got %v", err)
+	}
+	j, err := New(proto.ScheduleAddArgs{Name: "j", Agent: "a", Schedule: " @daily ", Task: "x"}, 7, now, ok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Overlap != "skip" || j.CreatedBy != 7 || !j.Created.Equal(now.Truncate(time.Second)) || j.OnMsg() {
+		t.Errorf("job: %+v", j)
+	}
+	ch := j.Change()
+	if ch.Space != state.SpaceSys || ch.Key != "schedules/j.json" || ch.Agent != "a" || !strings.HasSuffix(string(ch.Value), "}\n") {
+		t.Errorf("change: %+v", ch)
+	}
+	var back File
+	if err := json.Unmarshal(ch.Value, &back); err != nil || back.Name != "j" {
+		t.Errorf("file does not read back: %v %+v", err, back)
+	}
+}
+
+func TestCheckNameSaysJob(t *testing.T) {
+	err := CheckName("no/slash")
+	if err == nil || !strings.Contains(err.Message, "job name") {
+		t.Errorf("got %v", err)
+	}
+}
