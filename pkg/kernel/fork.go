@@ -210,16 +210,13 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 		}
 		batch = append(batch, &tx{change: &state.Change{Agent: a.Name, Space: it.space, Key: it.key, Value: val}})
 	}
-	// The graft and the live copy are made side by side: both sync to
-	// disk, neither needs the other. The commits' trailers name the audit
+	// The graft (after the audit log's sync) and the live copy are made
+	// side by side: both sync to disk, neither needs the other. The commits' trailers name the audit
 	// log as it is before the fork's own entry, as a commit's do (all it
 	// holds was recorded up to there). A crash between the two leaves
 	// either the live copy without its commit (the fork's entry, replayed,
 	// has the next commit compare everything with HEAD) or the commit
 	// without the live copy (NAME exists with no files: ox-fork rm NAME).
-	if err := k.audit.Sync(); err != nil {
-		return fail(err)
-	}
 	seq, hash := k.audit.Head()
 	trailers := []version.Trailer{
 		{Key: TrailerForkOf, Value: a.Agent},
@@ -233,6 +230,13 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 	}
 	gitDone := make(chan gitResult, 1)
 	go func() {
+		// The head the trailers name is durable in the log before a
+		// commit names it (the fork's own entry, appended meanwhile,
+		// may be synced with it).
+		if err := k.audit.Sync(); err != nil {
+			gitDone <- gitResult{err: err}
+			return
+		}
 		cm, err := k.forkCommits(c, a, point, src, after, trailers, now)
 		gitDone <- gitResult{cm, err}
 	}()
