@@ -288,7 +288,16 @@ func (j *journal) replay(fn func(*record) error) error {
 			break
 		}
 		rec, gen, err := decodeRecord(p)
-		if err != nil || gen != j.gen {
+		if gen != j.gen {
+			break
+		}
+		if errors.Is(err, errUnknownKind) {
+			// Intact, of this generation, and of a kind this oxiosd does
+			// not know: written by a newer one. Stopping here would drop
+			// every acknowledged change after it.
+			return fmt.Errorf("journal record at offset %d: %w (written by a newer oxiosd?); start that version, or move the data directory aside", pos, err)
+		}
+		if err != nil {
 			break
 		}
 		if err := fn(rec); err != nil {
@@ -302,13 +311,16 @@ func (j *journal) replay(fn func(*record) error) error {
 
 var errShortRecord = errors.New("journal: short record")
 
+// errUnknownKind is an intact record of a kind this version does not know.
+var errUnknownKind = errors.New("journal: unknown record kind")
+
 func decodeRecord(p []byte) (*record, uint64, error) {
 	gen := binary.LittleEndian.Uint64(p)
 	p = p[8:]
 	rec := &record{kind: p[0], ver: binary.LittleEndian.Uint64(p[1:]),
 		mod: time.Unix(0, int64(binary.LittleEndian.Uint64(p[9:]))).UTC()}
 	if rec.kind != recSave && rec.kind != recDelete && rec.kind != recAux && rec.kind != recSaveMeta && rec.kind != recFork {
-		return nil, gen, fmt.Errorf("journal: unknown record kind %d", rec.kind)
+		return nil, gen, fmt.Errorf("%w %d", errUnknownKind, rec.kind)
 	}
 	p = p[17:]
 	field := func(lenBytes int) ([]byte, bool) {

@@ -2,8 +2,10 @@ package state
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -391,5 +393,53 @@ func TestApplierThreadIsNiced(t *testing.T) {
 			t.Fatalf("the applier's thread outlives the store: %d threads at nice %d, %d before", niceThreads(t), applierNice, before)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestUnknownRecordKindRefused: an intact record of a kind this version
+// does not know (a newer oxiosd's) stops the start with a reason; it is
+// not taken for a torn tail, which would drop the acknowledged changes
+// after it.
+func TestUnknownRecordKindRefused(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit(t, s, save("a", "k1", "one"))
+	commit(t, s, save("a", "k2", "two"))
+	s.Flush()
+	crash := t.TempDir()
+	copyTree(t, dir, crash)
+	s.Close()
+	// The first record becomes kind 99, its checksum made right again.
+	f, err := os.OpenFile(filepath.Join(crash, "journal", "wal"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var hdr [recHeader]byte
+	if _, err := f.ReadAt(hdr[:], journalHeader); err != nil {
+		t.Fatal(err)
+	}
+	p := make([]byte, binary.LittleEndian.Uint32(hdr[:4]))
+	if _, err := f.ReadAt(p, journalHeader+recHeader); err != nil {
+		t.Fatal(err)
+	}
+	if p[8] != recSave && p[8] != recSaveMeta {
+		t.Fatalf("first record is of kind %d, not a save", p[8])
+	}
+	p[8] = 99
+	binary.LittleEndian.PutUint32(hdr[4:], crc32.Checksum(p, castagnoli))
+	f.WriteAt(hdr[:], journalHeader)
+	f.WriteAt(p, journalHeader+recHeader)
+
+	s2, err := Open(crash, Options{})
+	if err == nil {
+		s2.Close()
+		t.Fatal("a journal with a record of an unknown kind was opened")
+	}
+	if !strings.Contains(err.Error(), "unknown record kind 99") || !strings.Contains(err.Error(), "newer oxiosd") {
+		t.Errorf("error %q does not name the kind and the cause", err)
 	}
 }
