@@ -43,6 +43,8 @@ type tx struct {
 	barrier func()
 	// flight: queued by the mount without waiting (see flights).
 	flight bool
+	// fork, when set, is staged before the change: see fork.go.
+	fork *state.Fork
 }
 
 // maxBatch bounds a batch so one sync does not hold many megabytes of
@@ -143,6 +145,11 @@ func (k *Kernel) commit(batch []*tx) {
 	var dirty []string
 	now := time.Now().UTC()
 	stage := func(t *tx) {
+		if t.fork != nil {
+			if perr := b.AddFork(t.fork); perr != nil {
+				t.err = perr
+			}
+		}
 		if t.change != nil {
 			if perr := b.Add(t.change); perr != nil {
 				t.err = perr

@@ -26,9 +26,11 @@ import (
 // agent's folder points at the tree object of the old one, so the fork
 // commit writes the folders on the path agents/NAME and nothing else,
 // whatever the agent holds, and both share the history up to the fork
-// point (a trailer of the fork commit names it). The live store gets the
-// files too, as one batch of changes behind one journal sync (its files
-// are written in the background like any other change). The budget used
+// point (a trailer of the fork commit names it). The live store copies
+// the agent at the state now with one record whatever it holds (see
+// state.Fork: the copy shares the values, and its files are linked in the
+// background); a fork at an older commit writes the files read from git
+// as one batch of changes. The budget used
 // starts again at zero; schedules are copied disabled (a fork that woke
 // up on its own clock would act twice for one job), each as FORK.JOB (job
 // names are unique across agents): ox-schedule enable FORK.JOB once it
@@ -92,9 +94,16 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 	rev := a.Rev
 	if rev == "" {
 		// The state now: what is uncommitted of the agent is committed
-		// first, so the fork point is a commit like any other.
-		if _, err := k.commitNow(c, proto.CommitArgs{Agent: a.Agent, Message: fmt.Sprintf("Commit the state of %s to fork it as %s", a.Agent, a.Name)}, raw); err != nil {
+		// first, so the fork point is a commit like any other (when
+		// nothing is, that commit would be empty: it is not made).
+		dirty, err := k.ver.paths.Under(agentPrefix(a.Agent))
+		if err != nil {
 			return fail(err)
+		}
+		if len(dirty) > 0 {
+			if _, err := k.commitNow(c, proto.CommitArgs{Agent: a.Agent, Message: fmt.Sprintf("Commit the state of %s to fork it as %s", a.Agent, a.Name)}, raw); err != nil {
+				return fail(err)
+			}
 		}
 		rev = "HEAD"
 	}
@@ -108,14 +117,29 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 	} else if t == "" {
 		return fail(proto.Errorf(proto.ENOENT, "agent %q has nothing committed at %s: nothing to fork", a.Agent, rev))
 	}
-	files, err := k.ver.repo.Files(point, src)
+	// At the state now the live store copies the agent (see
+	// state.Fork): only the files the fork starts with changed are
+	// listed, its budget and its schedules. At an older commit every
+	// file is copied from git.
+	cow := a.Rev == ""
+	list := src
+	if cow {
+		list = src + state.SpaceSys + "/"
+	}
+	files, err := k.ver.repo.Files(point, list)
 	if err != nil {
 		return fail(err)
 	}
 	now := time.Now().UTC()
 	// The live copy, and what the fork's second commit changes against
 	// the graft: the budget used reset, the schedules left out.
-	var batch []*tx
+	short := point[:12]
+	fe := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpAgentFork, Target: tgt + " at " + point, Args: audit.ArgsDigest(raw)},
+		event: EventAgentForked, agent: a.Name, data: map[string]string{"from": a.Agent, "point": point}}
+	if cow {
+		fe.fork = &state.Fork{From: a.Agent, To: a.Name, Skip: map[string][]string{state.SpaceSys: {sysSchedules + "/"}}}
+	}
+	batch := []*tx{fe}
 	var after []version.PathChange
 	type item struct{ space, key, blob string }
 	var items []item
@@ -124,8 +148,12 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 		if !ok {
 			continue
 		}
-		if space == state.SpaceSys && strings.HasPrefix(key, sysSchedules+"/") {
+		job := space == state.SpaceSys && strings.HasPrefix(key, sysSchedules+"/")
+		if job {
 			after = append(after, version.PathChange{Path: spacePath(space, a.Name, key), Action: version.Deleted})
+		}
+		if cow && !job && (space != state.SpaceSys || key != sysBudget) {
+			continue
 		}
 		items = append(items, item{space, key, blob})
 	}
@@ -142,7 +170,7 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 			defer wg.Done()
 			for i := w; i < len(items); i += workers {
 				it := items[i]
-				if a.Rev == "" {
+				if cow {
 					if v, _, err := k.state.Load(state.Ref(it.space, a.Agent), it.key); err == nil {
 						vals[i] = v
 						continue
@@ -182,15 +210,48 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 		}
 		batch = append(batch, &tx{change: &state.Change{Agent: a.Name, Space: it.space, Key: it.key, Value: val}})
 	}
-	short := point[:12]
-	fe := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpAgentFork, Target: tgt + " at " + point, Args: audit.ArgsDigest(raw)},
-		event: EventAgentForked, agent: a.Name, data: map[string]string{"from": a.Agent, "point": point}}
-	batch = append(batch, fe)
+	// The graft and the live copy are made side by side: both sync to
+	// disk, neither needs the other. The commits' trailers name the audit
+	// log as it is before the fork's own entry, as a commit's do (all it
+	// holds was recorded up to there). A crash between the two leaves
+	// either the live copy without its commit (the fork's entry, replayed,
+	// has the next commit compare everything with HEAD) or the commit
+	// without the live copy (NAME exists with no files: ox-fork rm NAME).
+	if err := k.audit.Sync(); err != nil {
+		return fail(err)
+	}
+	seq, hash := k.audit.Head()
+	trailers := []version.Trailer{
+		{Key: TrailerForkOf, Value: a.Agent},
+		{Key: TrailerForkPoint, Value: point},
+		{Key: TrailerAuditSeq, Value: strconv.FormatUint(seq, 10)},
+		{Key: TrailerAuditHash, Value: hash},
+	}
+	type gitResult struct {
+		cm  version.Commit
+		err error
+	}
+	gitDone := make(chan gitResult, 1)
+	go func() {
+		cm, err := k.forkCommits(c, a, point, src, after, trailers, now)
+		gitDone <- gitResult{cm, err}
+	}()
 	k.commit(batch)
+	g := <-gitDone
 	for _, t := range batch {
 		if t.err != nil {
+			if g.err == nil {
+				// The graft stands alone: taken back, so that the name is
+				// free again.
+				if err := k.unfork(c, a.Name, trailers[2:], now); err != nil {
+					k.log.Error("fork: taking back the graft of a fork whose live copy failed", "fork", a.Name, "err", err)
+				}
+			}
 			return proto.ForkRecord{}, versionError(fmt.Errorf("forking %s: %w", a.Agent, t.err))
 		}
+	}
+	if cow {
+		k.forkMemories(a.Name)
 	}
 	k.policyChanged(a.Name)
 	k.sched.mu.Lock()
@@ -200,75 +261,98 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 		}
 	}
 	k.sched.mu.Unlock()
-
-	// Git: the graft, then the changes against it.
-	if err := k.audit.Sync(); err != nil {
-		return proto.ForkRecord{}, versionError(err)
+	if g.err != nil {
+		// The live copy stands without its commit: the next commit
+		// compares everything with HEAD and records it.
+		k.ver.paths.Lost()
+		return proto.ForkRecord{}, versionError(g.err)
 	}
-	seq, hash := k.audit.Head()
-	trailers := []version.Trailer{
-		{Key: TrailerForkOf, Value: a.Agent},
-		{Key: TrailerForkPoint, Value: point},
-		{Key: TrailerAuditSeq, Value: strconv.FormatUint(seq, 10)},
-		{Key: TrailerAuditHash, Value: hash},
-	}
-	gtx, err := k.ver.repo.Begin()
-	if err != nil {
-		return proto.ForkRecord{}, versionError(err)
-	}
-	if err := gtx.Graft("agents/"+a.Name, point, strings.TrimSuffix(src, "/")); err != nil {
-		gtx.Abort()
-		return proto.ForkRecord{}, versionError(err)
-	}
-	cm, err := gtx.Commit(version.CommitOptions{
-		Message:   fmt.Sprintf("Fork %s at %s as %s", a.Agent, short, a.Name),
-		Trailers:  trailers,
-		Author:    k.signature(c, now),
-		Committer: version.Signature{Name: "oxiosd", Email: "oxiosd@localhost", When: now},
-	})
-	if err != nil {
-		return proto.ForkRecord{}, versionError(err)
-	}
-	if len(after) > 0 {
-		tx2, err := k.ver.repo.Begin()
-		if err != nil {
-			return proto.ForkRecord{}, versionError(err)
-		}
-		for _, ch := range after {
-			if ch.Action == version.Deleted {
-				err = tx2.Delete(ch.Path)
-			} else {
-				err = tx2.Put(ch.Path, []byte(ch.To))
-			}
-			if err != nil {
-				tx2.Abort()
-				return proto.ForkRecord{}, versionError(err)
-			}
-		}
-		c2, err := tx2.Commit(version.CommitOptions{
-			Message:   fmt.Sprintf("Start %s with no budget used and its schedules disabled", a.Name),
-			Trailers:  trailers[2:],
-			Author:    k.signature(c, now),
-			Committer: version.Signature{Name: "oxiosd", Email: "oxiosd@localhost", When: now},
-		})
-		if err != nil && !errors.Is(err, version.ErrNothingToCommit) {
-			return proto.ForkRecord{}, versionError(err)
-		}
-		if err == nil {
-			cm = c2
-		}
-	}
+	cm := g.cm
 	// The live state of the fork and its tree in HEAD are equal now.
 	if dirty, err := k.ver.paths.Under(agentPrefix(a.Name)); err == nil {
 		k.ver.paths.Clean(dirty)
 	}
-	n := len(batch) - 1
+	n := 0
+	for _, sp := range agentSpaces {
+		m, _ := k.state.Keys(state.Ref(sp, a.Name))
+		n += m
+	}
 	rec := proto.ForkRecord{
 		Type: proto.RecordFork, Agent: a.Name, From: a.Agent, Point: point, Commit: cm.Hash, Files: n,
 		AuditSeq: fe.entry.Seq, Time: now.Format(time.RFC3339),
 		Text: fmt.Sprintf("forked %s at %s as %s (%d files)", a.Agent, short, a.Name, n),
 	}
 	return rec, nil
+}
+
+// forkCommits makes the fork's commits: the graft of src at point as
+// agents/NAME, then the changes after against it (the budget used reset,
+// the schedules disabled), if any. It returns the last commit.
+func (k *Kernel) forkCommits(c *Cred, a proto.ForkArgs, point, src string, after []version.PathChange, trailers []version.Trailer, now time.Time) (version.Commit, error) {
+	gtx, err := k.ver.repo.Begin()
+	if err != nil {
+		return version.Commit{}, err
+	}
+	if err := gtx.Graft("agents/"+a.Name, point, strings.TrimSuffix(src, "/")); err != nil {
+		gtx.Abort()
+		return version.Commit{}, err
+	}
+	cm, err := gtx.Commit(version.CommitOptions{
+		Message:   fmt.Sprintf("Fork %s at %s as %s", a.Agent, point[:12], a.Name),
+		Trailers:  trailers,
+		Author:    k.signature(c, now),
+		Committer: version.Signature{Name: "oxiosd", Email: "oxiosd@localhost", When: now},
+	})
+	if err != nil || len(after) == 0 {
+		return cm, err
+	}
+	tx2, err := k.ver.repo.Begin()
+	if err != nil {
+		return cm, err
+	}
+	for _, ch := range after {
+		if ch.Action == version.Deleted {
+			err = tx2.Delete(ch.Path)
+		} else {
+			err = tx2.Put(ch.Path, []byte(ch.To))
+		}
+		if err != nil {
+			tx2.Abort()
+			return cm, err
+		}
+	}
+	c2, err := tx2.Commit(version.CommitOptions{
+		Message:   fmt.Sprintf("Start %s with no budget used and its schedules disabled", a.Name),
+		Trailers:  trailers[2:],
+		Author:    k.signature(c, now),
+		Committer: version.Signature{Name: "oxiosd", Email: "oxiosd@localhost", When: now},
+	})
+	switch {
+	case errors.Is(err, version.ErrNothingToCommit):
+		return cm, nil
+	case err != nil:
+		return cm, err
+	}
+	return c2, nil
+}
+
+// unfork takes back the graft of a fork whose live copy failed.
+func (k *Kernel) unfork(c *Cred, name string, trailers []version.Trailer, now time.Time) error {
+	tx, err := k.ver.repo.Begin()
+	if err != nil {
+		return err
+	}
+	if err := tx.DeleteTree("agents/" + name); err != nil {
+		tx.Abort()
+		return err
+	}
+	_, err = tx.Commit(version.CommitOptions{
+		Message:   fmt.Sprintf("Take back the fork %s: its live copy failed", name),
+		Trailers:  trailers,
+		Author:    k.signature(c, now),
+		Committer: version.Signature{Name: "oxiosd", Email: "oxiosd@localhost", When: now},
+	})
+	return err
 }
 
 // forkPoint finds the commit agent was forked at and the agent it was
@@ -513,4 +597,19 @@ func (k *Kernel) forkJob(val []byte, fork string) *jobFile {
 	j.LastDue, j.LastFired, j.LastRun, j.LastMsg = nil, nil, "", ""
 	j.Created = time.Now().UTC().Truncate(time.Second)
 	return &j
+}
+
+// forkMemories builds the recall index of a fork the live store copied
+// (see state.Fork), from its memory files, with their expiries.
+// Committer only.
+func (k *Kernel) forkMemories(agent string) {
+	if n, _ := k.state.Keys(state.Ref(state.SpaceMem, agent)); n == 0 {
+		return
+	}
+	es, err := k.mem.Rebuild(agent, k.memSource(), k.auditSeq)
+	if err != nil {
+		k.log.Error("recall index of a fork not built; it is rebuilt at the next start", "agent", agent, "err", err)
+		return
+	}
+	k.ttl.Add(es...)
 }

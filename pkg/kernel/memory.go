@@ -65,8 +65,20 @@ func (k *Kernel) loadIndexes() error {
 			agents = append(agents, a)
 		}
 	}
-	es, err := k.mem.Load(memindex.Source{
-		Agents: agents,
+	src := k.memSource()
+	src.Agents = agents
+	es, err := k.mem.Load(src)
+	if err != nil {
+		return err
+	}
+	k.ttl.Reset(es)
+	return nil
+}
+
+// memSource reads the memory files and the audit log for the recall
+// indexes (Agents left to the caller).
+func (k *Kernel) memSource() memindex.Source {
+	return memindex.Source{
 		Keys: func(agent string) []string {
 			recs, _ := k.state.List(state.Ref(state.SpaceMem, agent), "") // an error: no memories
 			keys := make([]string, len(recs))
@@ -84,12 +96,7 @@ func (k *Kernel) loadIndexes() error {
 			k.audit.Publish(k.auditSeq)
 			return k.audit.ScanLines(from, fn)
 		},
-	})
-	if err != nil {
-		return err
 	}
-	k.ttl.Reset(es)
-	return nil
 }
 
 // MemRemember stores a batch of memories of one agent, durably, in one

@@ -495,3 +495,25 @@ func (s *Set) rebuild(agent string, src Source) error {
 	s.ix[agent] = &agentIndex{agent: agent, ix: ix, dirty: n + 1}
 	return nil
 }
+
+// Rebuild builds agent's index from its memory files (a fork's, whose
+// files the live store copied), stamped as covering the audit log up to
+// seq, and returns the expiries of its memories. Committer only.
+func (s *Set) Rebuild(agent string, src Source, seq uint64) ([]expiry.Item, error) {
+	s.mu.Lock()
+	err := s.rebuild(agent, src)
+	m := s.ix[agent]
+	s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	m.seq = seq
+	var es []expiry.Item
+	m.ix.Each(func(in recall.Info) bool {
+		if mt, _ := MetaOf(in); mt.Expires != 0 {
+			es = append(es, expiry.Item{At: mt.Expires, Agent: agent, ID: strings.Clone(in.ID)})
+		}
+		return true
+	})
+	return es, nil
+}

@@ -122,18 +122,80 @@ func (s *Store) floor() int64 { return s.opts.DiskReserve / 2 }
 // this batch (see freeSpace), taken from as files are written.
 func (s *Store) apply(r ref, room *int64) int64 {
 	a := r.a
+	if r.key == "" {
+		// The end of a fork's files: its links are made durable before
+		// any later change of its origin's files is (see fork.go).
+		if s.linked > 0 {
+			if err := s.syncfs(); err != nil {
+				slog.Error("state: syncing a fork's links", "agent", a.name, "err", err)
+			} else {
+				s.linked = 0
+			}
+		}
+		return overlayPerChange
+	}
 	a.mu.RLock()
 	e := a.keys[r.key]
 	var value []byte
-	write := e != nil && e.version() == r.ver && e.pending()
+	current := e != nil && e.version() == r.ver
+	write := current && e.pending()
+	link := current && e.linked()
 	var mod int64
-	if write {
-		value, mod = e.val, e.mod
+	var origin *agent
+	if write || link {
+		value, mod, origin = e.val, e.mod, a.origin
 	}
 	tomb := !write && e == nil && a.tombs[r.key] == r.ver
 	a.mu.RUnlock()
 
+	fk := fileKey{a, r.key}
+	if !link {
+		// The key changed since its link failed: nothing needs the
+		// origin's file any more.
+		s.release(fk)
+	}
+	if (write || tomb) && s.held[fk] > 0 {
+		// A fork's link to this file failed: the file stays as it is
+		// until the link is made, tried again first.
+		s.qmu.Lock()
+		s.retry = append(s.retry, r)
+		s.qmu.Unlock()
+		return 0
+	}
+
 	switch {
+	case link:
+		var err error
+		if *room >= 0 && *room-fileOverhead < s.floor() {
+			err = fmt.Errorf("%d bytes free, a link needs up to %d and %d are kept for the journal and the audit log: %w",
+				*room, fileOverhead, s.floor(), unix.ENOSPC)
+		} else {
+			if *room >= 0 {
+				*room -= fileOverhead
+			}
+			err = s.linkFile(origin.name, a.name, r.key, mod)
+		}
+		if err != nil {
+			s.qmu.Lock()
+			if !s.retryLogged {
+				s.retryLogged = true
+				slog.Error("state: linking a fork's key to its origin's file (tried again every second; later failures are not logged until one succeeds)", "agent", a.name, "key", r.key, "err", err)
+			}
+			s.retry = append(s.retry, r)
+			s.retryErr = err
+			s.qmu.Unlock()
+			s.hold(fk, fileKey{origin, r.key})
+			return 0
+		}
+		s.linked++
+		s.release(fk)
+		a.mu.Lock()
+		if cur := a.keys[r.key]; cur == e && e.linked() {
+			e.ver &^= linkBit
+			a.unlinked()
+		}
+		a.mu.Unlock()
+		return overlayPerChange
 	case write:
 		var err error
 		if need := int64(len(value)) + fileOverhead; *room >= 0 && *room-need < s.floor() {
@@ -192,7 +254,6 @@ func (s *Store) apply(r ref, room *int64) int64 {
 // Anything in the way is stale (the index says which keys exist, and no
 // key can be both a value and a folder): it is removed.
 func (s *Store) writeFile(agentName, key string, value []byte, mod int64) error {
-	dst := s.path(agentName, key)
 	tmp := filepath.Join(s.tmp, strconv.FormatUint(s.tmpN.Add(1), 36))
 	fd, err := unix.Open(tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o644)
 	if err != nil {
@@ -214,6 +275,14 @@ func (s *Store) writeFile(agentName, key string, value []byte, mod int64) error 
 		os.Remove(tmp)
 		return err
 	}
+	return s.place(tmp, agentName, key)
+}
+
+// place renames the temp file tmp to the key's path, making its folders
+// and removing what is in the way.
+func (s *Store) place(tmp, agentName, key string) error {
+	dst := s.path(agentName, key)
+	var err error
 	for try := 0; ; try++ {
 		err = os.Rename(tmp, dst)
 		if err == nil || try == 3 {
@@ -275,4 +344,14 @@ func (s *Store) removeFile(agentName, key string) error {
 		}
 	}
 	return nil
+}
+
+// syncfs makes everything written to the data's file system durable.
+func (s *Store) syncfs() error {
+	fd, err := unix.Open(s.data, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return unix.Syncfs(fd)
 }

@@ -254,6 +254,9 @@ func (b *Batch) Publish() {
 
 // publishRecord applies one journal record to the index and queues it.
 func (s *Store) publishRecord(r *record) error {
+	if r.kind == recFork {
+		return s.publishFork(r)
+	}
 	s.mu.Lock()
 	a := s.agentLocked(r.agent)
 	s.mu.Unlock()
@@ -263,6 +266,9 @@ func (s *Store) publishRecord(r *record) error {
 		s.cache.Add(-int64(len(old.cached())))
 	} else if old != nil && old.pending() {
 		released = int64(cap(old.val))
+	}
+	if old := a.keys[r.key]; old != nil && old.linked() {
+		a.unlinked()
 	}
 	_, had := a.keys[r.key]
 	if r.kind == recDelete {
@@ -281,9 +287,16 @@ func (s *Store) publishRecord(r *record) error {
 	if metaChanged {
 		s.metaDirty.Store(true)
 	}
+	s.enqueue(overlayCost(r.value)-released, ref{a: a, key: r.key, ver: r.ver})
+	return nil
+}
+
+// enqueue queues refs for the applier, with cost more bytes of overlay
+// (see overlayCost).
+func (s *Store) enqueue(cost int64, refs ...ref) {
 	s.qmu.Lock()
-	s.queue = append(s.queue, ref{a: a, key: r.key, ver: r.ver})
-	s.pending += overlayCost(r.value) - released
+	s.queue = append(s.queue, refs...)
+	s.pending += cost
 	now := len(s.queue) >= applyBatch || s.pending >= s.opts.MaxPendingBytes/2
 	switch {
 	case now || s.closed:
@@ -302,7 +315,6 @@ func (s *Store) publishRecord(r *record) error {
 	if now {
 		s.kickApplier()
 	}
-	return nil
 }
 
 // kickApplier wakes the applier now.

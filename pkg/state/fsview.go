@@ -48,7 +48,13 @@ func (s *Store) Open(agentName, key string) (*os.File, []byte, proto.StateRecord
 	// The entry is current and its value is in its file. Opening under
 	// the agent's read lock pins that: a newer value must be published
 	// (under the write lock) before the applier may rename it into place.
-	fd, err := unix.Open(s.path(agentName, key), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	// A fork's linked entry: the origin's file, not replaced before the
+	// link is made (see fork.go).
+	path := s.path(agentName, key)
+	if e.linked() {
+		path = s.path(a.origin.name, key)
+	}
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	a.mu.RUnlock()
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOTDIR) {
@@ -56,5 +62,5 @@ func (s *Store) Open(agentName, key string) (*os.File, []byte, proto.StateRecord
 		}
 		return nil, nil, rec, proto.Errorf(proto.EIO, "%s: opening %q: %v", agentName, key, err)
 	}
-	return os.NewFile(uintptr(fd), s.path(agentName, key)), nil, rec, nil
+	return os.NewFile(uintptr(fd), path), nil, rec, nil
 }

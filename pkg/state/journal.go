@@ -48,6 +48,10 @@ const (
 	// its own: the payload of recSave then mode u32 | ctime unix-nanos i64.
 	recSaveMeta = 4
 	metaFixed   = 4 + 8
+	// recFork makes the tree key a copy of the tree agent as it is at
+	// this point of the journal, less the keys under the prefixes value
+	// lists (one a line); see fork.go.
+	recFork = 5
 
 	journalMagic  = "OXJOURN1"
 	journalHeader = 4096
@@ -81,6 +85,9 @@ type record struct {
 	// the key's) and the change's own time (mod is the value's).
 	mode  uint32
 	ctime int64
+	// Kind recFork, when published as it is made (not replayed): the
+	// clone of the origin's index (see AddFork).
+	clone chan *forkCopy
 }
 
 // ctimeOr is the time of the change itself.
@@ -300,7 +307,7 @@ func decodeRecord(p []byte) (*record, uint64, error) {
 	p = p[8:]
 	rec := &record{kind: p[0], ver: binary.LittleEndian.Uint64(p[1:]),
 		mod: time.Unix(0, int64(binary.LittleEndian.Uint64(p[9:]))).UTC()}
-	if rec.kind != recSave && rec.kind != recDelete && rec.kind != recAux && rec.kind != recSaveMeta {
+	if rec.kind != recSave && rec.kind != recDelete && rec.kind != recAux && rec.kind != recSaveMeta && rec.kind != recFork {
 		return nil, gen, fmt.Errorf("journal: unknown record kind %d", rec.kind)
 	}
 	p = p[17:]

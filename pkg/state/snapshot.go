@@ -155,7 +155,7 @@ func (s *Store) encodeSnapshot(gen uint64) ([]byte, error) {
 			return nil, fmt.Errorf("%s: %d deleted keys are still in the work tree", ref, len(a.tombs))
 		}
 		for k, e := range a.keys {
-			if e.pending() {
+			if e.pending() || e.linked() {
 				a.mu.RUnlock()
 				return nil, fmt.Errorf("%s: %q is not in its file yet", ref, k)
 			}

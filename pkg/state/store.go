@@ -29,6 +29,7 @@ package state
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -149,13 +150,19 @@ type Store struct {
 	// when none is left, so a full disk logs once, not every second.
 	retryLogged bool
 	retryTimer  *time.Timer // queues the retry list again (see applier)
-	pending     int64       // overlay bytes (see overlayCost)
-	busy        bool        // applier is working on a taken slice
-	closed      bool
-	kick        chan struct{}
-	done        chan struct{}
-	failed      error // sticky journal failure
-	opened      bool  // Open succeeded: Close may save the key snapshot
+	// holds: a fork's key whose link failed -> the origin's key it
+	// links to; held: how many holds each such origin key has. linked:
+	// links made since the applier last synced. Applier only (fork.go).
+	holds   map[fileKey]fileKey
+	held    map[fileKey]int
+	linked  int
+	pending int64 // overlay bytes (see overlayCost)
+	busy    bool  // applier is working on a taken slice
+	closed  bool
+	kick    chan struct{}
+	done    chan struct{}
+	failed  error // sticky journal failure
+	opened  bool  // Open succeeded: Close may save the key snapshot
 
 	indexFrom string      // how Open loaded the index: "snapshot" or "walk"
 	metaDirty atomic.Bool // the keys' metadata changed since DATA/index/meta was written
@@ -175,6 +182,11 @@ type agent struct {
 	// meta and folders: see meta.go.
 	meta    map[string]keyMeta
 	folders map[string]int64
+	// origin is the agent whose files hold the values of this one's
+	// linked entries (a fork's, until the applier has linked them into
+	// its own tree; see fork.go); links counts those entries.
+	origin *agent
+	links  int
 }
 
 // entry is one key of the index. There is one per key (a million for an
@@ -191,11 +203,17 @@ type entry struct {
 }
 
 // pendBit marks an entry whose value is pending (versions count changes
-// and never come near it).
-const pendBit = 1 << 63
+// and never come near it). linkBit marks an entry of a fork whose value
+// is in its agent's origin's file, not yet linked into its own (see
+// fork.go).
+const (
+	pendBit = 1 << 63
+	linkBit = 1 << 62
+)
 
 func (e *entry) pending() bool   { return e.ver&pendBit != 0 }
-func (e *entry) version() uint64 { return e.ver &^ pendBit }
+func (e *entry) linked() bool    { return e.ver&linkBit != 0 }
+func (e *entry) version() uint64 { return e.ver &^ (pendBit | linkBit) }
 
 // cached is the entry's cached value, if it has one.
 func (e *entry) cached() []byte {
@@ -584,13 +602,26 @@ func (s *Store) Load(agentName, key string) ([]byte, proto.StateRecord, error) {
 	rec.Size, rec.Modified = e.size, e.modTime()
 	a.fillMeta(key, &rec)
 	v, ok := e.val, e.pending() || e.val != nil
+	var f *os.File
+	var err error
+	if !ok && e.linked() {
+		// The origin's file holds the value until the applier has linked
+		// it into this tree, and is not replaced before: opened under the
+		// lock, it is the right one.
+		f, err = os.Open(s.path(a.origin.name, key))
+	}
 	a.mu.RUnlock()
 	if ok {
 		return v, rec, nil
 	}
 	// Not pending means the file holds this value or a newer one (renames
 	// are atomic), or the key was deleted since we looked.
-	v, err := os.ReadFile(s.path(agentName, key))
+	if f != nil {
+		v, err = io.ReadAll(f)
+		f.Close()
+	} else if err == nil {
+		v, err = os.ReadFile(s.path(agentName, key))
+	}
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOTDIR) {
 			return nil, rec, proto.Errorf(proto.ENOENT, "%s: no key %q", agentName, key)

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -32,7 +33,31 @@ type Cgroups struct {
 	// v1: per controller, the parent of the groups and oxiosd's own group
 	// (where the starting thread goes back to).
 	v1 []v1ctl
+	// held counts the runs and execs started (or starting) under c
+	// whose processes may still be around, in a group of c or in a
+	// sandbox's pid namespace. While it is 0 no process can be in either,
+	// and Attribute does not read /proc for every caller.
+	held atomic.Int64
 }
+
+// hold counts a run or exec that is starting; release(g) counts it gone
+// once its group g (nil: none) is removed. A group that could not be
+// removed (a process held on past SIGKILL) keeps the count: its
+// processes are still to be attributed.
+func (c *Cgroups) hold() {
+	if c != nil {
+		c.held.Add(1)
+	}
+}
+
+func (c *Cgroups) release(g *Group) {
+	if c != nil && (g == nil || !g.stuck) {
+		c.held.Add(-1)
+	}
+}
+
+// quiet reports whether no run or exec of c may have a process left.
+func (c *Cgroups) quiet() bool { return c.held.Load() == 0 }
 
 type v1ctl struct {
 	name, parent, home string
@@ -59,6 +84,8 @@ type Group struct {
 	memory bool
 	// limited: a process limit is set (else no fork can be refused).
 	limited bool
+	// stuck: Remove could not remove the group.
+	stuck bool
 }
 
 // OpenCgroups finds where oxiosd may make groups, and makes the parent
@@ -387,11 +414,16 @@ func (g *Group) Remove() {
 		g.Kill(syscall.SIGKILL)
 		unix.Nanosleep(&unix.Timespec{Nsec: 2e6}, nil)
 	}
+	rm := func(dir string) {
+		if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+			g.stuck = true
+		}
+	}
 	if g.v2 != "" {
-		os.Remove(g.v2)
+		rm(g.v2)
 	}
 	for _, j := range g.v1 {
-		os.Remove(j.dir)
+		rm(j.dir)
 	}
 }
 

@@ -63,24 +63,42 @@ func TestCgroupProcessLimit(t *testing.T) {
 	s.Cgroups = cg
 	defer s.Close()
 	const limit = 8
-	r, err := s.Start(Spec{ID: "bomb", Agent: "a", Dir: filepath.Join(t.TempDir(), "w"), Env: []string{"PATH=/usr/bin:/bin"},
+	// The bomb is a child shell (a shell dies of the fork refused it);
+	// the leader then waits, with builtins only, for the test to have
+	// looked at the group: a leader that exited at once could end the
+	// run before the first look.
+	dir := filepath.Join(t.TempDir(), "w")
+	r, err := s.Start(Spec{ID: "bomb", Agent: "a", Dir: dir, Env: []string{"PATH=/usr/bin:/bin"},
 		Limits: Limits{Processes: limit},
-		Argv: []string{"/bin/sh", "-c", `for i in $(seq 40); do sleep 31.7 & done
-setsid sleep 31.7 &
+		Argv: []string{"/bin/sh", "-c", `setsid sleep 31.7 &
+/bin/sh -c 'for i in $(seq 40); do sleep 31.7 & done'
+while [ ! -e go ]; do :; done
 exit 0`}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	peak := uint64(0)
-	for done := false; !done; {
-		select {
-		case <-r.Done():
-			done = true
-		case <-time.After(5 * time.Millisecond):
-			if p := procsNow(r.group); p > peak {
-				peak = p
-			}
+	deadline := time.Now().Add(10 * time.Second)
+	for r.group.Hits().Forks == 0 && time.Now().Before(deadline) {
+		if p := procsNow(r.group); p > peak {
+			peak = p
 		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	// A few more looks: the group must stay at its limit.
+	for i := 0; i < 20; i++ {
+		if p := procsNow(r.group); p > peak {
+			peak = p
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-r.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the run did not end")
 	}
 	if peak == 0 || peak > limit {
 		t.Fatalf("processes in the run's group peaked at %d, limit %d", peak, limit)
@@ -188,4 +206,59 @@ func procsNow(g *Group) uint64 {
 		}
 	}
 	return 0
+}
+
+// TestAttributeQuiet: a run's process that left its tree is found by its
+// group while the run lives; once no run or exec is left, Attribute
+// reads nothing of /proc (the mount asks on every request) and a process
+// is nobody's run. Execs leave the count as they found it.
+func TestAttributeQuiet(t *testing.T) {
+	cg := cgroupsOrSkip(t)
+	s := newSup(t, t.TempDir())
+	s.Cgroups = cg
+	defer s.Close()
+	if !cg.quiet() {
+		t.Fatal("held before any run")
+	}
+	res, err := Exec(t.Context(), ExecSpec{Cgroups: cg, Argv: []string{"/bin/true"}, Env: []string{"PATH=/usr/bin:/bin"}, Dir: t.TempDir(), Cap: 1 << 10, Timeout: 10 * time.Second})
+	if err != nil || res.Status != 0 {
+		t.Fatalf("exec: %+v %v", res, err)
+	}
+	if _, err := Exec(t.Context(), ExecSpec{Cgroups: cg, Argv: []string{"/nonexistent"}, Dir: t.TempDir(), Cap: 1 << 10}); err == nil {
+		t.Fatal("exec of /nonexistent succeeded")
+	}
+	if !cg.quiet() {
+		t.Fatalf("execs left %d held", cg.held.Load())
+	}
+	// A double fork: the escapee's parent is gone, so no walk of its
+	// ancestry finds the run.
+	r := startSpec(t, s, Spec{ID: "quiet", Argv: []string{"/bin/sh", "-c", "(setsid sleep 33.7 &) ; sleep 60"}})
+	deadline := time.Now().Add(5 * time.Second)
+	for len(alive("sleep", "33.7")) == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	esc := alive("sleep", "33.7")
+	if len(esc) != 1 {
+		t.Fatalf("escapee: %v", esc)
+	}
+	if cg.quiet() {
+		t.Fatal("quiet while a run lives")
+	}
+	got, err := s.Attribute(0, int32(esc[0]))
+	if err != nil || got != r {
+		t.Fatalf("escapee %d attributed to %v, %v; want run %s", esc[0], got, err, r.rec.ID)
+	}
+	if err := r.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-r.Done()
+	for !cg.quiet() && time.Now().Before(deadline.Add(5*time.Second)) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !cg.quiet() {
+		t.Fatalf("still %d held after the run ended", cg.held.Load())
+	}
+	if got, err := s.Attribute(0, int32(os.Getpid())); got != nil || err != nil {
+		t.Fatalf("a process outside any run: %v, %v", got, err)
+	}
 }

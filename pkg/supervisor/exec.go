@@ -81,11 +81,15 @@ func Exec(ctx context.Context, s ExecSpec) (ExecResult, error) {
 	cmd.Env, cmd.Dir = s.Env, s.Dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var group *Group
+	s.Cgroups.hold()
 	if s.Cgroups != nil {
 		// A group failing to be made leaves the rlimits: they still bind.
 		group, _ = s.Cgroups.New("exec-"+strconv.FormatUint(execSeq.Add(1), 10), s.Limits)
 	}
-	defer func() { group.Remove() }()
+	defer func() {
+		group.Remove()
+		s.Cgroups.release(group)
+	}()
 	var statusR *os.File
 	var shimLimits Limits // what the sandbox's shim sets on itself
 	if s.Sandbox != nil {

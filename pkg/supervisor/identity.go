@@ -2,12 +2,12 @@ package supervisor
 
 import (
 	"bytes"
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/sandbox"
@@ -93,6 +93,12 @@ func (s *Supervisor) Attribute(uid uint32, pid int32) (*Run, error) {
 	if r, ok := s.RunOf(pid); ok {
 		return r, nil
 	}
+	if s.Cgroups != nil && s.Cgroups.quiet() {
+		// No run or exec has a process that could be here: none is in
+		// a group of ours, nor in a sandbox's pid namespace (which dies
+		// with its shim, and every shim is some run's or exec's).
+		return nil, nil
+	}
 	if s.Cgroups != nil {
 		if id, ours := s.Cgroups.GroupOf(int(pid)); ours {
 			if r, ok := s.Get(id); ok {
@@ -118,31 +124,45 @@ var selfPidNS = func() string {
 
 // otherPidNS reports whether pid is in a pid namespace other than
 // oxiosd's (a process of an ancestor namespace has no pid here at all).
+// It runs for a caller of the mount's every request while a run lives:
+// one readlink into a buffer on the stack.
 func otherPidNS(pid int) bool {
-	l, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid")
-	return err == nil && selfPidNS != "" && l != selfPidNS
+	var lb [64]byte
+	n, err := unix.Readlink("/proc/"+strconv.Itoa(pid)+"/ns/pid", lb[:])
+	return err == nil && selfPidNS != "" && string(lb[:n]) != selfPidNS
 }
 
-// GroupOf returns the name of the group of c that pid is in, if any.
+// GroupOf returns the name of the group of c that pid is in, if any. Like
+// otherPidNS it reads /proc into the stack: open, read, close.
 func (c *Cgroups) GroupOf(pid int) (string, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/cgroup", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return "", false
 	}
-	name := "/" + c.parentName() + "/"
-	for _, line := range bytes.Split(b, []byte("\n")) {
-		_, p, ok := strings.Cut(string(line), ":")
-		if !ok {
+	var buf [4096]byte
+	n := 0
+	for n < len(buf) {
+		m, err := unix.Read(fd, buf[n:])
+		if err == unix.EINTR {
 			continue
 		}
-		_, p, _ = strings.Cut(p, ":")
-		if i := strings.Index(p, name); i >= 0 {
-			id, _, _ := strings.Cut(p[i+len(name):], "/")
-			return id, id != ""
+		if err != nil || m <= 0 {
+			break
 		}
+		n += m
+	}
+	unix.Close(fd)
+	// Each line is ID:CONTROLLERS:PATH; ours are below /oxios.PID/.
+	if i := bytes.Index(buf[:n], parentGroup); i >= 0 {
+		rest := buf[i+len(parentGroup) : n]
+		if j := bytes.IndexAny(rest, "/\n"); j >= 0 {
+			rest = rest[:j]
+		}
+		return string(rest), len(rest) > 0
 	}
 	return "", false
 }
 
-// parentName is the name of the group the run groups are made in.
-func (c *Cgroups) parentName() string { return "oxios." + strconv.Itoa(os.Getpid()) }
+// parentGroup is how the group the run groups are made in (named after
+// oxiosd's pid) shows in /proc/PID/cgroup.
+var parentGroup = []byte("/oxios." + strconv.Itoa(os.Getpid()) + "/")

@@ -205,6 +205,7 @@ func (s *Supervisor) Start(spec Spec) (*Run, error) {
 	// The group is made outside the lock, which the start itself holds (a
 	// child's first request waits for its run to be known), and before
 	// the sandbox's spec, which carries the rlimits beside it.
+	s.Cgroups.hold()
 	if s.Cgroups != nil {
 		if r.group, err = s.Cgroups.New(spec.ID, spec.Limits); err != nil {
 			s.log.Warn("run cgroup", "run", spec.ID, "err", err)
@@ -329,6 +330,7 @@ func (r *Run) abandon() {
 	os.Remove(name)
 	os.RemoveAll(r.spec.Dir)
 	r.unsandbox()
+	r.s.Cgroups.release(r.group)
 }
 
 // sandboxed makes cmd start the run in its sandbox: a uid of its own,
@@ -465,6 +467,7 @@ func (r *Run) wait(outR, errR *os.File, readers *sync.WaitGroup) {
 	// ends with it.
 	hits := r.group.Hits()
 	r.group.Remove()
+	s.Cgroups.release(r.group)
 	// A grandchild may still hold the pipes: the run has ended when its
 	// leader has, so what it wrote so far is read and then no more.
 	drained := make(chan struct{})

@@ -1,0 +1,329 @@
+package state
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+// Forks. A fork makes an agent's trees a copy of another's at one point
+// of the journal, for the cost of one small record whatever the agent
+// holds: the journal records which trees are copied (recFork), not their
+// values. On publication the fork's index is a clone of the origin's:
+// a value in memory (pending or cached) is shared (values are never
+// modified); a value in the origin's file is a linked entry, read from
+// that file, which the applier then hard-links into the fork's tree.
+//
+// What makes that right is the applier's order: it works in publication
+// order, so the fork's links are made before any later change of the
+// origin replaces or removes the origin's file. A link that fails is
+// tried again later, and until it succeeds the origin's changes of that
+// key wait too (see holds). After the last link of a fork the applier
+// syncs the file system, so that even a crash of the machine cannot keep
+// a later change of the origin's file without the fork's link to the
+// value before it.
+//
+// Replay is the same clone, at the same point of the journal, of the
+// index as replay has rebuilt it so far. A key the fork already has in
+// its tree was linked or written before the crash (the fork did not
+// exist before its record, and what it changed since is replayed after
+// it) and is kept; any other key is cloned from the origin, whose file
+// cannot yet have been replaced.
+
+// Fork is a copy of the trees (state, memories, sys) of one agent as
+// another, new agent, staged into a Batch.
+type Fork struct {
+	From, To string
+	// Skip lists, per space, key prefixes left out of the copy
+	// ("schedules/").
+	Skip map[string][]string
+}
+
+// AddFork accepts f into the batch: To must have no key, From some. The
+// copy is of From as it is when the batch is published; changes of To
+// staged after it in the batch apply to the copy.
+func (b *Batch) AddFork(f *Fork) *proto.Error {
+	if err := proto.CheckAgent(f.From); err != nil {
+		return err
+	}
+	if err := proto.CheckAgent(f.To); err != nil {
+		return err
+	}
+	if f.From == f.To {
+		return proto.Errorf(proto.EINVAL, "a fork of %q needs another name", f.From)
+	}
+	s := b.s
+	var spaces []string
+	flush := false
+	for _, sp := range Spaces {
+		if n, _ := s.Keys(Ref(sp, f.To)); n > 0 {
+			return proto.Errorf(proto.EEXIST, "agent %q exists", f.To)
+		}
+		a := s.agent(Ref(sp, f.From))
+		if a == nil {
+			continue
+		}
+		a.mu.RLock()
+		n, links := len(a.keys), a.links
+		a.mu.RUnlock()
+		if n > 0 {
+			spaces = append(spaces, sp)
+			flush = flush || links > 0
+		}
+	}
+	if len(spaces) == 0 {
+		return proto.Errorf(proto.ENOENT, "agent %q has nothing to fork", f.From)
+	}
+	if flush {
+		// From is itself a fork whose files are not all linked yet: let
+		// the applier link them, so the new fork links to From's files.
+		s.Flush()
+	}
+	now := time.Now().UTC()
+	for _, sp := range spaces {
+		r := &record{kind: recFork, ver: s.seq.Add(1), mod: now, agent: Ref(sp, f.From), key: Ref(sp, f.To),
+			value: []byte(strings.Join(f.Skip[sp], "\n"))}
+		// What a failed link left in the origin's origin: read now.
+		vals, err := s.linkedValues(s.agent(r.agent))
+		if err != nil {
+			return proto.Errorf(proto.EIO, "forking %s: %v", f.From, err)
+		}
+		// The clone of the index is made while the journal is written
+		// and synced: nothing changes From before the batch is published
+		// but the applier, which only writes what From holds to its files.
+		r.clone = make(chan *forkCopy, 1)
+		go func(src *agent) { r.clone <- cloneTree(src, forkSkip(r), nil, vals, r.ver) }(s.agent(r.agent))
+		b.changes = append(b.changes, &Change{Agent: f.To, Space: sp, rec: r,
+			Record: proto.StateRecord{Type: proto.RecordState, Agent: f.To, Modified: now, Changed: now}})
+	}
+	return nil
+}
+
+// linkedValues reads the values of a's linked entries that are not in
+// memory. Holding a's lock pins each origin's file (see fork.go).
+func (s *Store) linkedValues(a *agent) (map[string][]byte, error) {
+	vals := map[string][]byte{}
+	if a == nil {
+		return vals, nil
+	}
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	if a.links == 0 {
+		return vals, nil
+	}
+	for key, e := range a.keys {
+		if e.linked() && e.val == nil {
+			v, err := os.ReadFile(s.path(a.origin.name, key))
+			if err != nil {
+				return nil, err
+			}
+			vals[key] = v
+		}
+	}
+	return vals, nil
+}
+
+// forkCopy is the index of a fork, cloned from its origin's.
+type forkCopy struct {
+	keys  map[string]*entry
+	dirs  map[string]int
+	meta  map[string]keyMeta
+	bytes int64
+	links int
+	refs  []ref // the keys for the applier, their agent not yet set
+	cost  int64 // overlay bytes of the values shared
+	cache int64 // bytes of cached values shared
+}
+
+// cloneTree clones src's index (less the keys under skip, and those in
+// have: a fork's own files at replay) for the fork record ver. vals are
+// the values of src's linked entries that are not in memory.
+func cloneTree(src *agent, skip []string, have map[string]*entry, vals map[string][]byte, ver uint64) *forkCopy {
+	src.mu.RLock()
+	defer src.mu.RUnlock()
+	fc := &forkCopy{keys: make(map[string]*entry, len(src.keys)), refs: make([]ref, 0, len(src.keys)+1)}
+	// Its folders are the origin's, less those of the keys left out.
+	fc.dirs = maps.Clone(src.dirs)
+	drop := func(key string) {
+		forEachParent(key, func(dir string) {
+			if fc.dirs[dir]--; fc.dirs[dir] == 0 {
+				delete(fc.dirs, dir)
+			}
+		})
+	}
+	ents := make([]entry, len(src.keys)) // one allocation for all
+	for key, e := range src.keys {
+		if _, ok := have[key]; ok || slices.ContainsFunc(skip, func(p string) bool { return strings.HasPrefix(key, p) }) {
+			drop(key)
+			continue
+		}
+		ne := &ents[len(fc.refs)]
+		ne.size, ne.mod = e.size, e.mod
+		switch {
+		case e.pending() || e.linked():
+			v := e.val
+			if v == nil {
+				if v = vals[key]; v == nil {
+					v = []byte{}
+				}
+			}
+			ne.ver, ne.val = ver|pendBit, v
+			fc.cost += int64(cap(v))
+		default:
+			// In src's file, perhaps cached too (then shared).
+			ne.ver, ne.val = ver|linkBit, e.val
+			fc.cache += int64(len(e.val))
+			fc.links++
+		}
+		fc.keys[key] = ne
+		fc.bytes += ne.size
+		if m, ok := src.meta[key]; ok {
+			if fc.meta == nil {
+				fc.meta = map[string]keyMeta{}
+			}
+			fc.meta[key] = m
+		}
+		fc.refs = append(fc.refs, ref{key: key, ver: ver})
+	}
+	return fc
+}
+
+// publishFork makes the fork r records (see above) and queues its files
+// for the applier. At run time its index was cloned while the journal
+// was written and synced (see AddFork); at replay it is cloned now.
+func (s *Store) publishFork(r *record) error {
+	s.mu.Lock()
+	src := s.agents[r.agent]
+	dst := s.agentLocked(r.key)
+	s.mu.Unlock()
+	if src == nil {
+		return nil
+	}
+	var fc *forkCopy
+	if r.clone != nil {
+		fc = <-r.clone
+	} else {
+		// Replay: src may be a fork replayed before, not linked yet.
+		vals, err := s.linkedValues(src)
+		if err != nil {
+			return fmt.Errorf("state: fork of %s as %s: %w", r.agent, r.key, err)
+		}
+		dst.mu.RLock()
+		have := maps.Clone(dst.keys)
+		dst.mu.RUnlock()
+		fc = cloneTree(src, forkSkip(r), have, vals, r.ver)
+	}
+	dst.mu.Lock()
+	if len(dst.keys) == 0 {
+		dst.keys, dst.dirs, dst.bytes = fc.keys, fc.dirs, fc.bytes
+	} else {
+		for key, e := range fc.keys {
+			dst.addKey(key, e)
+		}
+	}
+	for key := range dst.tombs {
+		if _, ok := fc.keys[key]; ok {
+			delete(dst.tombs, key)
+		}
+	}
+	for key, m := range fc.meta {
+		if dst.meta == nil {
+			dst.meta = map[string]keyMeta{}
+		}
+		dst.meta[key] = m
+	}
+	if dst.links += fc.links; dst.links > 0 {
+		dst.origin = src
+	}
+	dst.mu.Unlock()
+	s.cache.Add(fc.cache)
+	if len(fc.meta) > 0 {
+		s.metaDirty.Store(true)
+	}
+	refs := fc.refs
+	for i := range refs {
+		refs[i].a = dst
+	}
+	// The fork's end (key ""): see apply.
+	refs = append(refs, ref{a: dst, ver: r.ver})
+	s.enqueue(fc.cost+overlayPerChange*int64(len(refs)), refs...)
+	return nil
+}
+
+// forkSkip is the list of prefixes a fork record leaves out.
+func forkSkip(r *record) []string {
+	if len(r.value) == 0 {
+		return nil
+	}
+	return strings.Split(string(r.value), "\n")
+}
+
+// unlinked counts one linked entry less. Called with a.mu held.
+func (a *agent) unlinked() {
+	if a.links--; a.links == 0 {
+		a.origin = nil
+	}
+}
+
+// fileKey names a key's file by its agent's entry in the index.
+type fileKey struct {
+	a   *agent
+	key string
+}
+
+// hold notes that the link of fork's key from origin failed: the
+// origin's changes of that key wait until the link is made (or the
+// fork's key changed). Applier only.
+func (s *Store) hold(fork, origin fileKey) {
+	if _, ok := s.holds[fork]; ok {
+		return
+	}
+	if s.holds == nil {
+		s.holds, s.held = map[fileKey]fileKey{}, map[fileKey]int{}
+	}
+	s.holds[fork] = origin
+	s.held[origin]++
+}
+
+// release ends the hold of fork's key, if it has one. Applier only.
+func (s *Store) release(fork fileKey) {
+	origin, ok := s.holds[fork]
+	if !ok {
+		return
+	}
+	delete(s.holds, fork)
+	if s.held[origin]--; s.held[origin] == 0 {
+		delete(s.held, origin)
+	}
+}
+
+// linkFile makes the key's file in the tree to the file of the same key
+// in the tree from (a hard link: the two trees share the file until
+// either changes, which replaces it), or a copy where a link cannot be
+// made.
+func (s *Store) linkFile(from, to, key string, mod int64) error {
+	src := s.path(from, key)
+	tmp := filepath.Join(s.tmp, strconv.FormatUint(s.tmpN.Add(1), 36))
+	if err := os.Link(src, tmp); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return err
+		}
+		// Too many links to one file, or a file system without them.
+		v, rerr := os.ReadFile(src)
+		if rerr != nil {
+			return rerr
+		}
+		return s.writeFile(to, key, v, mod)
+	}
+	return s.place(tmp, to, key)
+}

@@ -1,0 +1,215 @@
+package state
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func fork(t *testing.T, s *Store, f *Fork, changes ...*Change) {
+	t.Helper()
+	b := s.Begin()
+	if err := b.AddFork(f); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range changes {
+		if err := b.Add(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Write(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Sync(); err != nil {
+		b.Abort(err)
+		t.Fatal(err)
+	}
+	b.Publish()
+}
+
+// big is a value too large for the cache: read from its file.
+func big(tag string) string { return tag + strings.Repeat(".", cacheMaxValue) }
+
+func wantValues(t *testing.T, s *Store, agent string, want map[string]string) {
+	t.Helper()
+	recs, err := s.List(agent, "")
+	if err != nil && len(want) > 0 {
+		t.Fatalf("%s: %v", agent, err)
+	}
+	if len(recs) != len(want) {
+		keys := []string{}
+		for _, r := range recs {
+			keys = append(keys, r.Key)
+		}
+		t.Errorf("%s has keys %v, want %d", agent, keys, len(want))
+	}
+	for k, w := range want {
+		v, _, err := s.Load(agent, k)
+		if err != nil || string(v) != w {
+			t.Errorf("%s/%s = %.20q %v, want %.20q", agent, k, v, err, w)
+		}
+	}
+}
+
+func wantFiles(t *testing.T, dir, agent string, want map[string]string) {
+	t.Helper()
+	for k, w := range want {
+		b, err := os.ReadFile(filepath.Join(dir, "repo", "agents", agent, "state", k))
+		if err != nil || string(b) != w {
+			t.Errorf("file of %s/%s = %.20q %v, want %.20q", agent, k, b, err, w)
+		}
+	}
+}
+
+// A fork is a copy of the origin at its point: values in files (cached
+// or not), values not yet in their files, skipped prefixes left out;
+// later changes of either side do not show in the other, in memory, in
+// the files, and after a crash at any point.
+func TestForkCopyOnWrite(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := map[string]string{"small": "s0", "d/big": big("b0"), "d/e/k": "k0"}
+	var cs []*Change
+	for k, v := range src {
+		cs = append(cs, save("a", k, v))
+	}
+	commit(t, s, cs...)
+	commit(t, s, save("a", "sched/job", "j"), &Change{Agent: "a", Space: SpaceMem, Key: "m/1", Value: []byte("mem")})
+	s.Flush()
+	// Pending at the fork: in memory only.
+	commit(t, s, save("a", "pend", "p0"), save("a", "small", "s1"))
+	src["pend"], src["small"] = "p0", "s1"
+	fork(t, s, &Fork{From: "a", To: "b", Skip: map[string][]string{SpaceState: {"sched/"}}}, save("b", "extra", "x"))
+	want := map[string]string{"extra": "x"}
+	for k, v := range src {
+		want[k] = v
+	}
+	wantValues(t, s, "b", want)
+	if v, _, err := s.Load(Ref(SpaceMem, "b"), "m/1"); err != nil || string(v) != "mem" {
+		t.Errorf("b's memory = %q %v", v, err)
+	}
+	// A crash before the applier linked anything.
+	crash1 := t.TempDir()
+	copyTree(t, dir, crash1)
+
+	// Later changes, each on one side.
+	commit(t, s, save("a", "d/big", big("b1")), del("a", "d/e/k"), save("b", "small", "s2"), del("b", "pend"))
+	srcNow := map[string]string{"small": "s1", "d/big": big("b1"), "pend": "p0", "sched/job": "j"}
+	forkNow := map[string]string{"small": "s2", "d/big": big("b0"), "d/e/k": "k0", "extra": "x"}
+	wantValues(t, s, "a", srcNow)
+	wantValues(t, s, "b", forkNow)
+	s.Flush()
+	wantValues(t, s, "a", srcNow)
+	wantValues(t, s, "b", forkNow)
+	wantFiles(t, dir, "a", srcNow)
+	wantFiles(t, dir, "b", forkNow)
+	// A crash once everything is in the files.
+	crash2 := t.TempDir()
+	copyTree(t, dir, crash2)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, c := range []struct {
+		dir       string
+		src, fork map[string]string
+	}{{crash1, src, want}, {crash2, srcNow, forkNow}, {dir, srcNow, forkNow}} {
+		s, err := Open(c.dir, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srcAll := map[string]string{"sched/job": "j"}
+		for k, v := range c.src {
+			srcAll[k] = v
+		}
+		wantValues(t, s, "a", srcAll)
+		wantValues(t, s, "b", c.fork)
+		s.Flush()
+		wantFiles(t, c.dir, "b", c.fork)
+		s.Close()
+	}
+}
+
+// A fork of a fork whose files are not linked yet, and its replay.
+func TestForkOfFork(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	var cs []*Change
+	for i := range 50 {
+		k, v := fmt.Sprintf("k%02d", i), fmt.Sprint("v", i)
+		if i%10 == 0 {
+			v = big(v)
+		}
+		want[k] = v
+		cs = append(cs, save("a", k, v))
+	}
+	commit(t, s, cs...)
+	s.Flush()
+	fork(t, s, &Fork{From: "a", To: "b"})
+	crash := t.TempDir()
+	copyTree(t, dir, crash)
+	fork(t, s, &Fork{From: "b", To: "c"})
+	commit(t, s, save("a", "k00", "new"), save("b", "k10", "new"))
+	wantValues(t, s, "c", want)
+	s.Close()
+
+	// The crash copy: b's record replayed; fork c from it before its
+	// links are made, then crash again.
+	s, err = Open(crash, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantValues(t, s, "b", want)
+	s.Close()
+}
+
+// A fork needs a new name and an origin with keys.
+func TestForkRefused(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	commit(t, s, save("a", "k", "v"), save("b", "k", "v"))
+	for _, f := range []*Fork{{From: "a", To: "b"}, {From: "none", To: "c"}, {From: "a", To: "a"}} {
+		if err := s.Begin().AddFork(f); err == nil {
+			t.Errorf("fork %s as %s accepted", f.From, f.To)
+		}
+	}
+}
+
+// BenchmarkFork10k times a fork of an agent of 10,000 keys in files:
+// the journal record, its sync and the clone of the index.
+func BenchmarkFork10k(b *testing.B) {
+	s, err := Open(b.TempDir(), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	bt := s.Begin()
+	for i := range 10000 {
+		bt.Add(&Change{Agent: "a", Key: fmt.Sprintf("d%03d/k%05d.md", i%300, i), Value: []byte(strings.Repeat("fork bench state ", 12))})
+	}
+	bt.Write()
+	bt.Sync()
+	bt.Publish()
+	s.Flush()
+	for i := 0; b.Loop(); i++ {
+		bt := s.Begin()
+		if err := bt.AddFork(&Fork{From: "a", To: fmt.Sprint("f", i)}); err != nil {
+			b.Fatal(err)
+		}
+		bt.Write()
+		bt.Sync()
+		bt.Publish()
+	}
+}

@@ -1,0 +1,204 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/oxios/oxios/pkg/client"
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+// forkSource saves n keys of agent (one value too large for the store's
+// cache), waits until they are in their files, then saves a few more
+// that are not yet when the fork comes: the fork copies both kinds.
+func forkSource(t *testing.T, d *daemon, c *client.Client, agent string, n int) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	want := map[string]string{}
+	for i := range n {
+		k, v := fmt.Sprintf("d%02d/k%03d", i%7, i), fmt.Sprint("value ", i)
+		if i == 0 {
+			v = strings.Repeat("big ", 3000)
+		}
+		if _, err := c.StateSave(ctx, agent, k, []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+		want[k] = v
+	}
+	d.mustOx(t, "", "ox-remember", "-a", agent, "the deploy key lives in vault")
+	time.Sleep(2500 * time.Millisecond) // the applier's delay: in files now
+	for i := range 3 {
+		k := fmt.Sprintf("late/k%d", i)
+		if _, err := c.StateSave(ctx, agent, k, []byte(k)); err != nil {
+			t.Fatal(err)
+		}
+		want[k] = k
+	}
+	return want
+}
+
+func wantState(t *testing.T, c *client.Client, agent string, want map[string]string) {
+	t.Helper()
+	got := map[string]string{}
+	err := c.StateList(context.Background(), agent, "", func(r proto.StateRecord) error {
+		v, _, err := c.StateLoad(context.Background(), agent, r.Key)
+		if err != nil {
+			return err
+		}
+		got[r.Key] = string(v)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("%s: %v", agent, err)
+	}
+	if len(got) != len(want) {
+		t.Errorf("%s has %d keys, want %d", agent, len(got), len(want))
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s/%s = %.30q, want %.30q", agent, k, got[k], w)
+		}
+	}
+}
+
+// TestForkKill9 kills oxiosd with SIGKILL as soon as a fork returns,
+// before the fork's files are in its tree: after the restart the fork
+// has every value of its origin at the fork point, its memory too, and
+// stays apart from the origin.
+func TestForkKill9(t *testing.T) {
+	t.Parallel()
+	dir := shortTempDir(t)
+	d := startDaemon(t, daemonOpts{dir: dir})
+	c := d.client(t)
+	ctx := context.Background()
+	want := forkSource(t, d, c, "orig", 60)
+	if _, err := c.Fork(ctx, proto.ForkArgs{Agent: "orig", Name: "copy"}); err != nil {
+		t.Fatal(err)
+	}
+	// Acknowledged after the fork: a change of each side.
+	if _, err := c.StateSave(ctx, "orig", "d01/k001", []byte("orig after")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.StateSave(ctx, "copy", "d02/k002", []byte("copy after")); err != nil {
+		t.Fatal(err)
+	}
+	d.kill9()
+
+	d = startDaemon(t, daemonOpts{dir: dir})
+	c = d.client(t)
+	orig, fork := map[string]string{}, map[string]string{}
+	for k, v := range want {
+		orig[k], fork[k] = v, v
+	}
+	orig["d01/k001"], fork["d02/k002"] = "orig after", "copy after"
+	wantState(t, c, "orig", orig)
+	wantState(t, c, "copy", fork)
+	if r := d.mustOx(t, "", "ox-recall", "-a", "copy", "deploy key"); !strings.Contains(r, "vault") {
+		t.Errorf("copy's memory after the restart: %q", r)
+	}
+	// Once the applier has linked the fork's files, a change of the
+	// origin's file does not reach the fork's, in memory or on disk.
+	time.Sleep(2500 * time.Millisecond)
+	if _, err := c.StateSave(ctx, "orig", "d03/k003", []byte("orig later")); err != nil {
+		t.Fatal(err)
+	}
+	orig["d03/k003"] = "orig later"
+	wantState(t, c, "copy", fork)
+	d.stop()
+	for k, v := range fork {
+		b, err := os.ReadFile(filepath.Join(dir, "data", "repo", "agents", "copy", "state", k))
+		if err != nil || string(b) != v {
+			t.Errorf("copy's file %s = %.30q %v, want %.30q", k, b, err, v)
+		}
+	}
+	d = startDaemon(t, daemonOpts{dir: dir})
+	c = d.client(t)
+	wantState(t, c, "orig", orig)
+	wantState(t, c, "copy", fork)
+}
+
+// TestForkIsolation changes the origin and the fork after a fork, before
+// and after the fork's files are linked, and removes the fork: neither
+// side sees the other's changes, in memory, after a restart, or on disk.
+func TestForkIsolation(t *testing.T) {
+	t.Parallel()
+	dir := shortTempDir(t)
+	d := startDaemon(t, daemonOpts{dir: dir})
+	c := d.client(t)
+	ctx := context.Background()
+	want := forkSource(t, d, c, "orig", 40)
+	rec, err := c.Fork(ctx, proto.ForkArgs{Agent: "orig", Name: "copy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Files < len(want) {
+		t.Errorf("fork record counts %d files, want at least %d", rec.Files, len(want))
+	}
+	orig, fork := map[string]string{}, map[string]string{}
+	for k, v := range want {
+		orig[k], fork[k] = v, v
+	}
+	step := func(agent, key, v string) {
+		t.Helper()
+		m := orig
+		if agent == "copy" {
+			m = fork
+		}
+		if v == "" {
+			if _, err := c.StateDelete(ctx, agent, key); err != nil {
+				t.Fatal(err)
+			}
+			delete(m, key)
+			return
+		}
+		if _, err := c.StateSave(ctx, agent, key, []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+		m[key] = v
+	}
+	// Before the links are made.
+	step("orig", "d00/k000", "orig 1")
+	step("orig", "d01/k001", "")
+	step("copy", "d02/k002", "copy 1")
+	step("copy", "late/k0", "")
+	wantState(t, c, "orig", orig)
+	wantState(t, c, "copy", fork)
+	// After.
+	time.Sleep(2500 * time.Millisecond)
+	step("orig", "d03/k003", "orig 2")
+	step("copy", "d04/k004", "copy 2")
+	step("copy", "d05/k005", "")
+	step("orig", "late/k1", "")
+	wantState(t, c, "orig", orig)
+	wantState(t, c, "copy", fork)
+
+	d.stop()
+	for agent, m := range map[string]map[string]string{"orig": orig, "copy": fork} {
+		for k, v := range m {
+			b, err := os.ReadFile(filepath.Join(dir, "data", "repo", "agents", agent, "state", k))
+			if err != nil || string(b) != v {
+				t.Errorf("%s's file %s = %.30q %v, want %.30q", agent, k, b, err, v)
+			}
+		}
+	}
+	d = startDaemon(t, daemonOpts{dir: dir})
+	c = d.client(t)
+	wantState(t, c, "orig", orig)
+	wantState(t, c, "copy", fork)
+
+	// The fork goes; the origin stays, and the name can be forked again.
+	d.mustOx(t, "", "ox-fork", "rm", "copy")
+	if r := d.ox("", "ox-state", "ls", "-a", "copy", "--json"); len(records(t, r.stdout)) != 0 {
+		t.Errorf("copy after rm: %s", r.stdout)
+	}
+	wantState(t, c, "orig", orig)
+	if _, err := c.Fork(ctx, proto.ForkArgs{Agent: "orig", Name: "copy"}); err != nil {
+		t.Fatal(err)
+	}
+	wantState(t, c, "copy", orig)
+}
