@@ -52,14 +52,10 @@ func ExecEnv(agent, home string) []string {
 // the outcome its audit entry names (" => status N", or the timeout,
 // with the limits it ran into).
 func ExecRecord(agent, run string, argv []string, res supervisor.ExecResult, timeout time.Duration) (proto.ExecRecord, string) {
-	h := blake3.New(32, nil)
-	h.Write(res.Stdout)
-	h.Write(res.Stderr)
-	digest := hex.EncodeToString(h.Sum(nil))
 	rec := proto.ExecRecord{
 		Type: proto.RecordExec, Agent: agent, Run: run, Argv: argv, Status: res.Status, Signal: res.Signal,
 		TimedOut: res.TimedOut, Stdout: strings.ToValidUTF8(string(res.Stdout), "\uFFFD"), Stderr: strings.ToValidUTF8(string(res.Stderr), "\uFFFD"),
-		Truncated: res.Truncated, Limits: res.Limits, Digest: digest, Duration: res.Duration.Seconds(),
+		Truncated: res.Truncated, Limits: res.Limits, Digest: outputDigest(res.Stdout, res.Stderr), Duration: res.Duration.Seconds(),
 	}
 	outcome := fmt.Sprintf(" => status %d", res.Status)
 	if res.TimedOut {
@@ -69,4 +65,13 @@ func ExecRecord(agent, run string, argv []string, res supervisor.ExecResult, tim
 		outcome += " (" + res.Limits + ")"
 	}
 	return rec, outcome
+}
+
+// outputDigest is the BLAKE3 digest of an exec's or a tool call's
+// output, stdout then stderr, that its record and audit entry name.
+func outputDigest(stdout, stderr []byte) string {
+	h := blake3.New(32, nil)
+	h.Write(stdout)
+	h.Write(stderr)
+	return hex.EncodeToString(h.Sum(nil))
 }

@@ -49,3 +49,7 @@ func TestExecRecord(t *testing.T) {
 		t.Fatal(outcome)
 	}
 }
+
+func supervisorResult(stdout []byte) supervisor.ExecResult {
+	return supervisor.ExecResult{Stdout: stdout}
+}
