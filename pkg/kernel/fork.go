@@ -155,7 +155,7 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 	if err != nil {
 		return fail(err)
 	}
-	var jobs []*jobFile
+	var copies []*jobFile
 	for i, it := range items {
 		val := vals[i]
 		if it.Space == state.SpaceSys && strings.HasPrefix(it.Key, sysSchedules+"/") {
@@ -166,7 +166,7 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 			ch := j.change()
 			after = append(after, version.PathChange{Path: spacePath(it.Space, a.Name, ch.Key), Action: version.Modified, To: string(ch.Value)})
 			batch = append(batch, &tx{change: ch})
-			jobs = append(jobs, j)
+			copies = append(copies, j)
 			continue
 		}
 		if it.Space == state.SpaceSys && it.Key == sysBudget {
@@ -223,7 +223,7 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 	}
 	k.policyChanged(a.Name)
 	k.sched.mu.Lock()
-	for _, j := range jobs {
+	for _, j := range copies {
 		if _, dup := k.sched.jobs[j.Name]; !dup && k.sched.jobs != nil {
 			k.sched.jobs[j.Name] = j
 		}
