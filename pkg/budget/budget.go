@@ -150,3 +150,19 @@ func plus(m float64, unit string) string {
 	}
 	return " + " + num(m, unit) + " asked"
 }
+
+// ForkFile is val, a budget file, for a fork: its limits kept, its use
+// starting again at zero at now. ok is false when val does not read (the
+// fork then starts with val as it is).
+func ForkFile(val []byte, now time.Time) (nv []byte, ok bool) {
+	var b File
+	if json.Unmarshal(val, &b) != nil {
+		return val, false
+	}
+	b.Used, b.Since = proto.Budget{}, now
+	nv, err := json.Marshal(&b)
+	if err != nil {
+		return val, false
+	}
+	return nv, true
+}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
@@ -70,5 +71,17 @@ func TestLedger(t *testing.T) {
 	l.Limits("old", p)
 	if loads != n+1 {
 		t.Error("a forgotten agent's file is not read again")
+	}
+}
+
+func TestForkFile(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	nv, ok := ForkFile([]byte(`{"limit":{"tokens":5},"used":{"tokens":3},"since":"2025-01-01T00:00:00Z"}`), now)
+	var b File
+	if !ok || json.Unmarshal(nv, &b) != nil || b.Used != (proto.Budget{}) || !b.Since.Equal(now) || b.Limit == nil || b.Limit.Tokens != 5 {
+		t.Fatalf("%s %v", nv, ok)
+	}
+	if v, ok := ForkFile([]byte("{"), now); ok || string(v) != "{" {
+		t.Fatalf("%s %v", v, ok)
 	}
 }

@@ -8,6 +8,7 @@
 package bus
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -175,4 +176,41 @@ func (s *Sub) Close() {
 	}
 	b.subs.Store(&subs)
 	b.mu.Unlock()
+}
+
+// Follow hands the subscription's events to emit as they come, in
+// order, skipping those recorded at or before seq skip (a replay from the
+// audit log already had them), and each loss to lost. Before each wait it
+// calls flush, so that what was emitted reaches the reader. It returns
+// nil when ctx ends (the reader stopped: the normal end), else the first
+// error of flush, emit or lost.
+func (s *Sub) Follow(ctx context.Context, skip uint64, flush func() error, emit func(*Event) error, lost func(n uint64) error) error {
+	var evs []Event
+	for {
+		if err := flush(); err != nil {
+			return err
+		}
+		select {
+		case <-s.Ready():
+		case <-ctx.Done():
+			return nil
+		}
+		var n uint64
+		evs, n = s.Take(evs[:0])
+		for i := range evs {
+			ev := &evs[i]
+			if ev.Seq != 0 && ev.Seq <= skip {
+				continue
+			}
+			if err := emit(ev); err != nil {
+				return err
+			}
+		}
+		clear(evs)
+		if n > 0 {
+			if err := lost(n); err != nil {
+				return err
+			}
+		}
+	}
 }

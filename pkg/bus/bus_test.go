@@ -1,6 +1,8 @@
 package bus
 
 import (
+	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -131,5 +133,32 @@ func TestEncodedOnce(t *testing.T) {
 	}
 	if calls != 1 || got[0] != "state.changed k" || got[1] != got[0] || got[2] != got[0] {
 		t.Fatalf("encoded %d times: %q", calls, got)
+	}
+}
+
+func TestFollow(t *testing.T) {
+	b := New()
+	s := b.Subscribe(2, nil)
+	defer s.Close()
+	b.Publish(Event{Name: "old", Seq: 1}, Event{Name: "new", Seq: 2}, Event{Name: "x", Seq: 3}, Event{Name: "y", Seq: 4})
+	ctx, cancel := context.WithCancel(context.Background())
+	var got []string
+	var lost uint64
+	flushes := 0
+	err := s.Follow(ctx, 1, func() error { flushes++; return nil }, func(ev *Event) error {
+		got = append(got, ev.Name)
+		return nil
+	}, func(n uint64) error {
+		lost += n
+		cancel()
+		return nil
+	})
+	if err != nil || len(got) != 1 || got[0] != "new" || lost != 2 || flushes != 2 {
+		t.Fatal(got, lost, flushes, err)
+	}
+	boom := errors.New("boom")
+	b.Publish(Event{Name: "z"})
+	if err := s.Follow(context.Background(), 0, func() error { return nil }, func(*Event) error { return boom }, nil); err != boom {
+		t.Fatal(err)
 	}
 }

@@ -1,7 +1,8 @@
 // Package inbox keeps the agents' messages: per agent, an ordered,
 // durable inbox of records (from, to, time, text, an optional reply-to and
 // attached records), and which of them were received. The kernel decides
-// who may send to whom and audits; this package only stores.
+// who may send to whom and audits; this package stores and delivers
+// (Recv: a receive, following or waiting for more).
 //
 // Each agent's inbox is one append-only file, DATA/inbox/<agent>.jsonl: a
 // line per message ({"msg":{...}}) and per acknowledgement ({"ack":"ID"}),

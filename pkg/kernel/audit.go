@@ -170,46 +170,14 @@ func (k *Kernel) AuditExport(ctx context.Context, c *Cred, emit func(line []byte
 	if err := k.audit.Sync(); err != nil {
 		return ioError(err)
 	}
-	w := &lineSplitter{ctx: ctx, emit: emit}
+	w := &audit.Lines{Ctx: ctx, Emit: emit}
 	if err := k.audit.Export(w); err != nil {
 		return ioError(err)
 	}
-	if len(w.part) > 0 {
+	if len(w.Partial) > 0 {
 		return proto.Errorf(proto.EIO, "audit export ended without a newline")
 	}
 	return nil
-}
-
-// lineSplitter hands each complete line written to it to emit.
-type lineSplitter struct {
-	ctx  context.Context
-	emit func([]byte) error
-	part []byte
-}
-
-func (w *lineSplitter) Write(p []byte) (int, error) {
-	n := len(p)
-	for len(p) > 0 {
-		i := bytes.IndexByte(p, '\n')
-		if i < 0 {
-			w.part = append(w.part, p...)
-			break
-		}
-		line := p[:i]
-		if len(w.part) > 0 {
-			w.part = append(w.part, line...)
-			line = w.part
-		}
-		if err := w.ctx.Err(); err != nil {
-			return 0, err
-		}
-		if err := w.emit(line); err != nil {
-			return 0, err
-		}
-		w.part = w.part[:0]
-		p = p[i+1:]
-	}
-	return n, nil
 }
 
 // AuditScan calls fn with each entry line c may see from seq from on (the

@@ -2,7 +2,6 @@ package kernel
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/oxios/oxios/pkg/audit"
@@ -18,9 +17,6 @@ import (
 // admin set others with ox-budget; what was used is kept in the agent's
 // sys/budget.json, changed by the same group commit as the audit entry of
 // the charge, so a crash loses neither or both.
-
-// budgetFile is an agent's sys/budget.json (fork.go resets a copy's).
-type budgetFile = budget.File
 
 // budgetChange is the change that stores an agent's budget file value.
 func budgetChange(agent string, value []byte) *state.Change {
@@ -41,20 +37,15 @@ func (k *Kernel) submitBudget(ctx context.Context, agent string, t *tx) func(val
 // budgetRecord builds the "budget" record of agent, and of run r when
 // given.
 func (k *Kernel) budgetRecord(agent string, p *policy.Policy, r *supervisor.Run) proto.BudgetRecord {
-	lim, run, used := k.budgets.Limits(agent, p)
-	rec := proto.BudgetRecord{Type: proto.RecordBudget, Agent: agent, Limit: lim, RunLimit: run, Used: used}
-	rec.Since = k.budgets.Since(agent)
-	rec.Text = fmt.Sprintf("%s: %d tokens, cost %.4g, %s wall, %d execs used", agent, used.Tokens, used.Cost, time.Duration(used.Wall*float64(time.Second)).Round(time.Second), used.Execs)
-	if r != nil {
-		u := runUsed(r)
-		rec.Run, rec.RunUsed = r.ID(), &u
-	}
-	return rec
+	return k.budgets.Record(agent, p, budgetRun(r))
 }
 
-func runUsed(r *supervisor.Run) proto.Budget {
-	tokens, cost, execs, wall := r.Usage()
-	return proto.Budget{Tokens: tokens, Cost: cost, Wall: wall.Seconds(), Execs: execs}
+// budgetRun is r as its budget sees it: nil when r is.
+func budgetRun(r *supervisor.Run) budget.Run {
+	if r == nil {
+		return nil
+	}
+	return r
 }
 
 // callerRun is c's run when it is a run of agent.
@@ -69,14 +60,9 @@ func (k *Kernel) callerRun(c *Cred, agent string) *supervisor.Run {
 // checkBudget returns an EDQUOT error when spending more would take agent
 // (or the caller's run) past a limit.
 func (k *Kernel) checkBudget(c *Cred, agent string, p *policy.Policy, more proto.Budget) *proto.Error {
-	lim, runLim, used := k.budgets.Limits(agent, p)
-	if why := budget.Over(used, more, lim, false); why != "" {
-		return proto.Errorf(proto.EDQUOT, "agent %q is over its budget: %s (ox-budget show -a %s)", agent, why, agent)
-	}
-	if r := k.callerRun(c, agent); r != nil {
-		if why := budget.Over(runUsed(r), more, runLim, false); why != "" {
-			return proto.Errorf(proto.EDQUOT, "run %s is over its budget: %s", r.ID(), why)
-		}
+	used, qerr := k.budgets.Check(agent, p, budgetRun(k.callerRun(c, agent)), more)
+	if qerr != nil {
+		return qerr
 	}
 	return k.askBudget(c, agent, p, used)
 }
@@ -126,21 +112,11 @@ func (k *Kernel) BudgetSet(ctx context.Context, c *Cred, a proto.BudgetSetArgs, 
 	if err != nil {
 		return proto.BudgetRecord{}, err
 	}
-	for _, b := range []*proto.Budget{a.Limit, a.RunLimit} {
-		if b != nil && (b.Tokens < 0 || b.Cost < 0 || b.Wall < 0 || b.Execs < 0) {
-			return proto.BudgetRecord{}, proto.Errorf(proto.EINVAL, "budget limits may not be negative")
-		}
+	set, qerr := budget.SetLimits(a.Limit, a.RunLimit)
+	if qerr != nil {
+		return proto.BudgetRecord{}, qerr
 	}
-	return k.budgetChangeOp(ctx, c, proto.OpBudgetSet, a.Agent, raw, p, func(b *budget.File) {
-		if a.Limit != nil {
-			l := *a.Limit
-			b.Limit = &l
-		}
-		if a.RunLimit != nil {
-			l := *a.RunLimit
-			b.RunLimit = &l
-		}
-	})
+	return k.budgetChangeOp(ctx, c, proto.OpBudgetSet, a.Agent, raw, p, set)
 }
 
 // BudgetReset zeroes what agent has used (admin only).
@@ -149,10 +125,7 @@ func (k *Kernel) BudgetReset(ctx context.Context, c *Cred, agent string, raw []b
 	if err != nil {
 		return proto.BudgetRecord{}, err
 	}
-	return k.budgetChangeOp(ctx, c, proto.OpBudgetReset, agent, raw, p, func(b *budget.File) {
-		b.Used = proto.Budget{}
-		b.Since = time.Now().UTC()
-	})
+	return k.budgetChangeOp(ctx, c, proto.OpBudgetReset, agent, raw, p, budget.Reset)
 }
 
 func (k *Kernel) budgetChangeOp(ctx context.Context, c *Cred, op, agent string, raw []byte, p *policy.Policy, fn func(*budget.File)) (proto.BudgetRecord, error) {
@@ -200,27 +173,10 @@ func (k *Kernel) BudgetCharge(ctx context.Context, c *Cred, a proto.BudgetCharge
 	if a.PromptTokens < 0 || a.CompletionTokens < 0 {
 		return proto.BudgetRecord{}, proto.Errorf(proto.EINVAL, "token counts may not be negative")
 	}
-	d := proto.Budget{
-		Tokens: a.PromptTokens + a.CompletionTokens,
-		Cost:   (float64(a.PromptTokens)*k.liveCfg().LLM.PromptPrice + float64(a.CompletionTokens)*k.liveCfg().LLM.CompletionPrice) / 1e6,
-	}
+	llm := k.liveCfg().LLM
+	d := budget.Price(a.PromptTokens, a.CompletionTokens, llm.PromptPrice, llm.CompletionPrice)
 	r := k.callerRun(c, a.Agent)
-	lim, runLim, used := k.budgets.Limits(a.Agent, p)
-	var qerr *proto.Error
-	// A charge was spent, not asked for: the message says what is used
-	// with it.
-	spent := func(u proto.Budget) proto.Budget {
-		u.Tokens += d.Tokens
-		u.Cost = proto.AddCost(u.Cost, d.Cost)
-		return u
-	}
-	if why := budget.Over(spent(used), proto.Budget{}, lim, false); why != "" {
-		qerr = proto.Errorf(proto.EDQUOT, "agent %q is over its budget: %s (ox-budget show -a %s)", a.Agent, why, a.Agent)
-	} else if r != nil {
-		if why := budget.Over(spent(runUsed(r)), proto.Budget{}, runLim, false); why != "" {
-			qerr = proto.Errorf(proto.EDQUOT, "run %s is over its budget: %s", r.ID(), why)
-		}
-	}
+	qerr := k.budgets.OverAfter(a.Agent, p, budgetRun(r), d)
 	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpBudgetCharge, Target: a.Agent + ":" + sysBudget, Args: audit.ArgsDigest(raw), Result: "ok"}}
 	if qerr != nil {
 		t.entry.Result = qerr.Code

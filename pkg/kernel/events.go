@@ -113,45 +113,22 @@ func (k *Kernel) Events(ctx context.Context, c *Cred, a proto.EventsArgs, raw []
 			return ioError(err)
 		}
 	}
-	var evs []bus.Event
-	for {
-		if err := flush(); err != nil {
+	return sub.Follow(ctx, replayed, flush, func(ev *bus.Event) error {
+		// Every subscriber gets the same record of a live event: it is
+		// encoded once, for all of them.
+		b, err := ev.Encoded(func() ([]byte, error) {
+			return encodeRecord(&proto.EventRecord{
+				Type: proto.RecordEvent, Event: ev.Name, Seq: ev.Seq, Time: audit.FormatTime(ev.Time),
+				Agent: ev.Agent, Key: ev.Key, Op: ev.Op, Result: ev.Result, Deleted: ev.Deleted, Data: ev.Data,
+			})
+		})
+		if err != nil {
 			return err
 		}
-		select {
-		case <-sub.Ready():
-		case <-ctx.Done():
-			return nil // the client stopped: the normal end
-		}
-		var lost uint64
-		evs, lost = sub.Take(evs[:0])
-		for i := range evs {
-			ev := &evs[i]
-			if ev.Seq != 0 && ev.Seq <= replayed {
-				continue
-			}
-			// Every subscriber gets the same record of a live event: it is
-			// encoded once, for all of them.
-			b, err := ev.Encoded(func() ([]byte, error) {
-				return encodeRecord(&proto.EventRecord{
-					Type: proto.RecordEvent, Event: ev.Name, Seq: ev.Seq, Time: audit.FormatTime(ev.Time),
-					Agent: ev.Agent, Key: ev.Key, Op: ev.Op, Result: ev.Result, Deleted: ev.Deleted, Data: ev.Data,
-				})
-			})
-			if err != nil {
-				return err
-			}
-			if err := emit(json.RawMessage(b)); err != nil {
-				return err
-			}
-		}
-		clear(evs)
-		if lost > 0 {
-			if err := emit(&proto.LostRecord{Type: proto.RecordLost, Count: lost}); err != nil {
-				return err
-			}
-		}
-	}
+		return emit(json.RawMessage(b))
+	}, func(lost uint64) error {
+		return emit(&proto.LostRecord{Type: proto.RecordLost, Count: lost})
+	})
 }
 
 // encodeRecord encodes a record as the server does its replies (no HTML

@@ -2,16 +2,11 @@ package kernel
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 	"unicode/utf8"
-
-	"lukechampine.com/blake3"
 
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/policy"
@@ -80,15 +75,9 @@ func (k *Kernel) Exec(ctx context.Context, c *Cred, a proto.ExecArgs, raw []byte
 		}
 		return proto.ExecRecord{}, proto.Errorf(proto.EINVAL, "%v", cerr)
 	}
-	timeout := p.Exec.Timeout.D()
-	if a.Timeout != "" {
-		t, err := time.ParseDuration(a.Timeout)
-		if err != nil || t <= 0 {
-			return proto.ExecRecord{}, proto.Errorf(proto.EINVAL, "timeout %q: want a duration such as 10s", a.Timeout)
-		}
-		if timeout == 0 || t < timeout {
-			timeout = t
-		}
+	timeout, terr := runspec.ExecTimeout(p, a.Timeout)
+	if terr != nil {
+		return proto.ExecRecord{}, terr
 	}
 	if qerr := k.checkBudget(c, a.Agent, p, proto.Budget{Execs: 1}); qerr != nil {
 		return deny(qerr, execTarget(a.Agent, cmd.Argv, "", " [budget]"))
@@ -105,10 +94,6 @@ func (k *Kernel) Exec(ctx context.Context, c *Cred, a proto.ExecArgs, raw []byte
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return proto.ExecRecord{}, ioError(err)
-	}
-	capBytes := int(p.Exec.OutputCap)
-	if capBytes <= 0 {
-		capBytes = 1 << 20
 	}
 	sb, serr := k.sandboxFor(a.Agent, p, dir, false, false)
 	if serr != nil {
@@ -132,30 +117,15 @@ func (k *Kernel) Exec(ctx context.Context, c *Cred, a proto.ExecArgs, raw []byte
 		home = sandbox.WorkDir
 	}
 	res, err := supervisor.Exec(ctx, supervisor.ExecSpec{
-		Argv: argv, Dir: dir, Stdin: []byte(a.Stdin), Timeout: timeout, Cap: capBytes, Limits: runspec.Limits(p), Cgroups: k.sup.Cgroups,
-		Env: []string{"PATH=" + runspec.Path(), "HOME=" + home, "LANG=C.UTF-8", "OXIOS_AGENT=" + a.Agent}, Sandbox: sb,
+		Argv: argv, Dir: dir, Stdin: []byte(a.Stdin), Timeout: timeout, Cap: runspec.ExecCap(p), Limits: runspec.Limits(p), Cgroups: k.sup.Cgroups,
+		Env: runspec.ExecEnv(a.Agent, home), Sandbox: sb,
 	})
 	if err != nil {
 		return deny(proto.Errorf(proto.ENOENT, "exec %s: %v", cmd.Argv[0], err), execTarget(a.Agent, cmd.Argv, "", ""))
 	}
-	h := blake3.New(32, nil)
-	h.Write(res.Stdout)
-	h.Write(res.Stderr)
-	digest := hex.EncodeToString(h.Sum(nil))
-	rec := proto.ExecRecord{
-		Type: proto.RecordExec, Agent: a.Agent, Run: c.Run, Argv: cmd.Argv, Status: res.Status, Signal: res.Signal,
-		TimedOut: res.TimedOut, Stdout: strings.ToValidUTF8(string(res.Stdout), "\uFFFD"), Stderr: strings.ToValidUTF8(string(res.Stderr), "\uFFFD"),
-		Truncated: res.Truncated, Limits: res.Limits, Digest: digest, Duration: res.Duration.Seconds(),
-	}
-	outcome := fmt.Sprintf(" => status %d", res.Status)
-	if res.TimedOut {
-		outcome = fmt.Sprintf(" => timed out after %s", timeout)
-	}
-	if res.Limits != "" {
-		outcome += " (" + res.Limits + ")"
-	}
+	rec, outcome := runspec.ExecRecord(a.Agent, c.Run, cmd.Argv, res, timeout)
 	rec.Text = strings.TrimPrefix(execTarget("", cmd.Argv, "", outcome), ":exec ")
-	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpExec, Target: execTarget(a.Agent, cmd.Argv, "", outcome+" output "+digest[:16]), Args: audit.ArgsDigest(raw), Result: "ok"}, data: &rec}
+	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpExec, Target: execTarget(a.Agent, cmd.Argv, "", outcome+" output "+rec.Digest[:16]), Args: audit.ArgsDigest(raw), Result: "ok"}, data: &rec}
 	if err := k.commitExec(ctx, a.Agent, run, t); err != nil {
 		return proto.ExecRecord{}, err
 	}

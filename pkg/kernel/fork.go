@@ -1,22 +1,15 @@
 package kernel
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"maps"
-	"runtime"
-	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/oxios/oxios/pkg/audit"
+	"github.com/oxios/oxios/pkg/budget"
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/sched/jobs"
 	"github.com/oxios/oxios/pkg/state"
 	"github.com/oxios/oxios/pkg/version"
 )
@@ -38,8 +31,8 @@ import (
 
 // Trailers of a fork commit.
 const (
-	TrailerForkOf    = "Oxios-Fork-Of"
-	TrailerForkPoint = "Oxios-Fork-Point"
+	TrailerForkOf    = version.TrailerForkOf
+	TrailerForkPoint = version.TrailerForkPoint
 )
 
 // agentExists reports whether agent has any file, live or committed.
@@ -141,8 +134,7 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 	}
 	batch := []*tx{fe}
 	var after []version.PathChange
-	type item struct{ space, key, blob string }
-	var items []item
+	var items []version.ForkFile
 	for p, blob := range files {
 		space, _, key, ok := splitSpacePath(p)
 		if !ok {
@@ -155,75 +147,48 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 		if cow && !job && (space != state.SpaceSys || key != sysBudget) {
 			continue
 		}
-		items = append(items, item{space, key, blob})
+		items = append(items, version.ForkFile{Space: space, Key: key, Blob: blob})
 	}
-	// The values: at the state now, from the store (the agent was just
-	// committed, so its values are HEAD's, most of them in memory); at an
-	// older commit, from git, read in parallel.
-	vals := make([][]byte, len(items))
-	errs := make([]error, len(items))
-	var wg sync.WaitGroup
-	workers := runtime.GOMAXPROCS(0)
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < len(items); i += workers {
-				it := items[i]
-				if cow {
-					if v, _, err := k.state.Load(state.Ref(it.space, a.Agent), it.key); err == nil {
-						vals[i] = v
-						continue
-					}
-				}
-				vals[i], errs[i] = k.ver.repo.ReadBlob(it.blob)
-			}
-		}()
+	// The values: at the state now, from the store; at an older commit,
+	// from git.
+	vals, err := k.ver.repo.ReadFork(k.state, a.Agent, items, cow)
+	if err != nil {
+		return fail(err)
 	}
-	wg.Wait()
-	var jobs []*jobFile
+	var copies []*jobFile
 	for i, it := range items {
-		if errs[i] != nil {
-			return fail(errs[i])
-		}
 		val := vals[i]
-		if it.space == state.SpaceSys && strings.HasPrefix(it.key, sysSchedules+"/") {
+		if it.Space == state.SpaceSys && strings.HasPrefix(it.Key, sysSchedules+"/") {
 			j := k.forkJob(val, a.Name)
 			if j == nil {
 				continue
 			}
 			ch := j.change()
-			after = append(after, version.PathChange{Path: spacePath(it.space, a.Name, ch.Key), Action: version.Modified, To: string(ch.Value)})
+			after = append(after, version.PathChange{Path: spacePath(it.Space, a.Name, ch.Key), Action: version.Modified, To: string(ch.Value)})
 			batch = append(batch, &tx{change: ch})
-			jobs = append(jobs, j)
+			copies = append(copies, j)
 			continue
 		}
-		if it.space == state.SpaceSys && it.key == sysBudget {
-			var b budgetFile
-			if json.Unmarshal(val, &b) == nil {
-				b.Used, b.Since = proto.Budget{}, now
-				if nv, err := json.Marshal(&b); err == nil {
-					val = nv
-					after = append(after, version.PathChange{Path: spacePath(it.space, a.Name, it.key), Action: version.Modified, To: string(nv)})
-				}
+		if it.Space == state.SpaceSys && it.Key == sysBudget {
+			var ok bool
+			if val, ok = budget.ForkFile(val, now); ok {
+				after = append(after, version.PathChange{Path: spacePath(it.Space, a.Name, it.Key), Action: version.Modified, To: string(val)})
 			}
 		}
-		batch = append(batch, &tx{change: &state.Change{Agent: a.Name, Space: it.space, Key: it.key, Value: val}})
+		batch = append(batch, &tx{change: &state.Change{Agent: a.Name, Space: it.Space, Key: it.Key, Value: val}})
 	}
 	// The graft (after the audit log's sync) and the live copy are made
-	// side by side: both sync to disk, neither needs the other. The commits' trailers name the audit
-	// log as it is before the fork's own entry, as a commit's do (all it
-	// holds was recorded up to there). A crash between the two leaves
+	// side by side: both sync to disk, neither needs the other. The
+	// commits' trailers name the audit log as it is before the fork's own
+	// entry, as a commit's do (all it holds was recorded up to there). A crash between the two leaves
 	// either the live copy without its commit (the fork's entry, replayed,
 	// has the next commit compare everything with HEAD) or the commit
 	// without the live copy (NAME exists with no files: ox-fork rm NAME).
 	seq, hash := k.audit.Head()
-	trailers := []version.Trailer{
+	trailers := append([]version.Trailer{
 		{Key: TrailerForkOf, Value: a.Agent},
 		{Key: TrailerForkPoint, Value: point},
-		{Key: TrailerAuditSeq, Value: strconv.FormatUint(seq, 10)},
-		{Key: TrailerAuditHash, Value: hash},
-	}
+	}, version.AuditTrailers(seq, hash)...)
 	type gitResult struct {
 		cm  version.Commit
 		err error
@@ -237,7 +202,10 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 			gitDone <- gitResult{err: err}
 			return
 		}
-		cm, err := k.forkCommits(c, a, point, src, after, trailers, now)
+		cm, err := k.ver.repo.Fork(version.ForkOptions{
+			From: a.Agent, Name: a.Name, Point: point, After: after,
+			Trailers: trailers, Author: k.signature(c, now), When: now,
+		})
 		gitDone <- gitResult{cm, err}
 	}()
 	k.commit(batch)
@@ -247,7 +215,7 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 			if g.err == nil {
 				// The graft stands alone: taken back, so that the name is
 				// free again.
-				if err := k.unfork(c, a.Name, trailers[2:], now); err != nil {
+				if err := k.ver.repo.Unfork(a.Name, trailers[2:], k.signature(c, now), now); err != nil {
 					k.log.Error("fork: taking back the graft of a fork whose live copy failed", "fork", a.Name, "err", err)
 				}
 			}
@@ -259,7 +227,7 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 	}
 	k.policyChanged(a.Name)
 	k.sched.mu.Lock()
-	for _, j := range jobs {
+	for _, j := range copies {
 		if _, dup := k.sched.jobs[j.Name]; !dup && k.sched.jobs != nil {
 			k.sched.jobs[j.Name] = j
 		}
@@ -289,105 +257,6 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 	return rec, nil
 }
 
-// forkCommits makes the fork's commits: the graft of src at point as
-// agents/NAME, then the changes after against it (the budget used reset,
-// the schedules disabled), if any. It returns the last commit.
-func (k *Kernel) forkCommits(c *Cred, a proto.ForkArgs, point, src string, after []version.PathChange, trailers []version.Trailer, now time.Time) (version.Commit, error) {
-	gtx, err := k.ver.repo.Begin()
-	if err != nil {
-		return version.Commit{}, err
-	}
-	if err := gtx.Graft("agents/"+a.Name, point, strings.TrimSuffix(src, "/")); err != nil {
-		gtx.Abort()
-		return version.Commit{}, err
-	}
-	cm, err := gtx.Commit(version.CommitOptions{
-		Message:   fmt.Sprintf("Fork %s at %s as %s", a.Agent, point[:12], a.Name),
-		Trailers:  trailers,
-		Author:    k.signature(c, now),
-		Committer: version.Signature{Name: "oxiosd", Email: "oxiosd@localhost", When: now},
-	})
-	if err != nil || len(after) == 0 {
-		return cm, err
-	}
-	tx2, err := k.ver.repo.Begin()
-	if err != nil {
-		return cm, err
-	}
-	for _, ch := range after {
-		if ch.Action == version.Deleted {
-			err = tx2.Delete(ch.Path)
-		} else {
-			err = tx2.Put(ch.Path, []byte(ch.To))
-		}
-		if err != nil {
-			tx2.Abort()
-			return cm, err
-		}
-	}
-	c2, err := tx2.Commit(version.CommitOptions{
-		Message:   fmt.Sprintf("Start %s with no budget used and its schedules disabled", a.Name),
-		Trailers:  trailers[2:],
-		Author:    k.signature(c, now),
-		Committer: version.Signature{Name: "oxiosd", Email: "oxiosd@localhost", When: now},
-	})
-	switch {
-	case errors.Is(err, version.ErrNothingToCommit):
-		return cm, nil
-	case err != nil:
-		return cm, err
-	}
-	return c2, nil
-}
-
-// unfork takes back the graft of a fork whose live copy failed.
-func (k *Kernel) unfork(c *Cred, name string, trailers []version.Trailer, now time.Time) error {
-	tx, err := k.ver.repo.Begin()
-	if err != nil {
-		return err
-	}
-	if err := tx.DeleteTree("agents/" + name); err != nil {
-		tx.Abort()
-		return err
-	}
-	_, err = tx.Commit(version.CommitOptions{
-		Message:   fmt.Sprintf("Take back the fork %s: its live copy failed", name),
-		Trailers:  trailers,
-		Author:    k.signature(c, now),
-		Committer: version.Signature{Name: "oxiosd", Email: "oxiosd@localhost", When: now},
-	})
-	return err
-}
-
-// forkPoint finds the commit agent was forked at and the agent it was
-// forked from, walking agent's history to its fork commit.
-func (k *Kernel) forkPoint(agent string) (from, point string, err error) {
-	stop := errors.New("found")
-	err = k.ver.repo.Log("HEAD", "agents/"+agent, 0, func(cm version.Commit) error {
-		var of, at string
-		for _, t := range cm.Trailers {
-			switch t.Key {
-			case TrailerForkOf:
-				of = t.Value
-			case TrailerForkPoint:
-				at = t.Value
-			}
-		}
-		if of != "" && at != "" {
-			from, point = of, at
-			return stop
-		}
-		return nil
-	})
-	if errors.Is(err, stop) {
-		return from, point, nil
-	}
-	if err != nil {
-		return "", "", err
-	}
-	return "", "", proto.Errorf(proto.ENOENT, "agent %q is not a fork; give the agent to compare with (ox-fork diff %s OTHER)", agent, agent)
-}
-
 // AgentDiff emits the files that differ between a.Other (or a.Agent's
 // fork point) and a.Agent, live state included. The committed trees are
 // compared first, skipping what both share, then the uncommitted paths of
@@ -408,84 +277,7 @@ func (k *Kernel) AgentDiff(ctx context.Context, c *Cred, a proto.AgentDiffArgs, 
 		if derr = k.rescan(); derr != nil {
 			return
 		}
-		head, err := k.ver.repo.Head()
-		if err != nil {
-			derr = err
-			return
-		}
-		fromAgent, fromRev, live := a.Other, "HEAD", true
-		if a.Other == "" {
-			if head == "" {
-				derr = proto.Errorf(proto.ENOENT, "agent %q is not a fork", a.Agent)
-				return
-			}
-			if fromAgent, fromRev, err = k.forkPoint(a.Agent); err != nil {
-				derr = err
-				return
-			}
-			live = false
-		}
-		changes := map[string]version.PathChange{}
-		if head != "" {
-			cs, err := k.ver.repo.DiffFolders(fromRev, "agents/"+fromAgent, "HEAD", "agents/"+a.Agent)
-			if err != nil {
-				derr = err
-				return
-			}
-			for _, ch := range cs {
-				changes[ch.Path] = ch
-			}
-		}
-		// The uncommitted paths of either side, compared as they are now.
-		rels := map[string]bool{}
-		sides := []string{a.Agent}
-		if live {
-			sides = append(sides, fromAgent)
-		}
-		for _, ag := range sides {
-			ps, err := k.ver.paths.Under(agentPrefix(ag))
-			if err != nil {
-				derr = err
-				return
-			}
-			for _, p := range ps {
-				rels[strings.TrimPrefix(p, agentPrefix(ag))] = true
-			}
-		}
-		for rel := range rels {
-			fh, err := k.blobOf(fromRev, fromAgent, rel, live, head != "")
-			if err != nil {
-				derr = err
-				return
-			}
-			th, err := k.blobOf("HEAD", a.Agent, rel, true, head != "")
-			if err != nil {
-				derr = err
-				return
-			}
-			ch := version.PathChange{Path: rel, From: fh, To: th, Action: version.Modified}
-			switch {
-			case fh == th:
-				delete(changes, rel)
-				continue
-			case fh == "":
-				ch.Action = version.Added
-			case th == "":
-				ch.Action = version.Deleted
-			}
-			changes[rel] = ch
-		}
-		for _, rel := range sortedKeys(changes) {
-			ch := changes[rel]
-			d := proto.DiffRecord{Type: proto.RecordDiff, Path: rel, Action: ch.Action}
-			if a.Patch {
-				if d.Patch, err = k.agentPatch(ch, fromAgent, a.Agent, fromRev, live); err != nil {
-					derr = err
-					return
-				}
-			}
-			out = append(out, d)
-		}
+		out, derr = k.ver.repo.AgentDiff(k.state, k.ver.paths.Under, a.Agent, a.Other, a.Patch)
 	}
 	if err := k.barrier(ctx, run); err != nil {
 		return err
@@ -500,69 +292,6 @@ func (k *Kernel) AgentDiff(ctx context.Context, c *Cred, a proto.AgentDiffArgs, 
 	}
 	return nil
 }
-
-// blobOf is the blob hash of agent's file rel ("state/KEY"...): live from
-// the store when live and uncommitted, else from rev. "" if none.
-func (k *Kernel) blobOf(rev, agent, rel string, live, committed bool) (string, error) {
-	v, ok, err := k.contentOf(rev, agent, rel, live, committed)
-	if err != nil || !ok {
-		return "", err
-	}
-	return version.BlobHash(v), nil
-}
-
-func (k *Kernel) contentOf(rev, agent, rel string, live, committed bool) ([]byte, bool, error) {
-	p := agentPrefix(agent) + rel
-	if live {
-		space, _, key, ok := splitSpacePath(p)
-		if !ok {
-			return nil, false, nil
-		}
-		v, _, err := k.state.Load(state.Ref(space, agent), key)
-		if err == nil {
-			return v, true, nil
-		}
-		var pe *proto.Error
-		if errors.As(err, &pe) && (pe.Code == proto.ENOENT || pe.Code == proto.EISDIR) {
-			return nil, false, nil
-		}
-		return nil, false, err
-	}
-	if !committed {
-		return nil, false, nil
-	}
-	files, err := k.ver.repo.Files(rev, p)
-	if err != nil {
-		return nil, false, err
-	}
-	h, ok := files[p]
-	if !ok {
-		return nil, false, nil
-	}
-	v, err := k.ver.repo.ReadBlob(h)
-	return v, err == nil, err
-}
-
-// agentPatch renders one change between two agents as a unified diff.
-func (k *Kernel) agentPatch(ch version.PathChange, fromAgent, toAgent, fromRev string, live bool) (string, error) {
-	from, fok, err := k.contentOf(fromRev, fromAgent, ch.Path, live, true)
-	if err != nil {
-		return "", err
-	}
-	to, tok, err := k.contentOf("HEAD", toAgent, ch.Path, true, true)
-	if err != nil {
-		return "", err
-	}
-	var b bytes.Buffer
-	w := bufio.NewWriter(&b)
-	if err := version.Unified(w, ch.Path, from, to, fok, tok); err != nil {
-		return "", err
-	}
-	w.Flush()
-	return b.String(), nil
-}
-
-func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
 // Events of forks.
 const (
@@ -579,28 +308,15 @@ func (k *Kernel) forkReplayed(op, result string) {
 	}
 }
 
-// forkJob is the disabled copy, for fork, of the job in val: named
-// FORK.JOB, its history cleared. nil when the file does not read or the
-// name is too long or taken (the copy is then left out).
+// forkJob is the disabled copy, for fork, of the job in val (see
+// jobs.ForkCopy); nil when left out.
 func (k *Kernel) forkJob(val []byte, fork string) *jobFile {
-	var j jobFile
-	if json.Unmarshal(val, &j) != nil {
-		return nil
-	}
-	name := fork + "." + j.Name
-	if checkJobName(name) != nil {
-		return nil
-	}
-	k.sched.mu.Lock()
-	_, taken := k.sched.jobs[name]
-	k.sched.mu.Unlock()
-	if taken {
-		return nil
-	}
-	j.Name, j.Agent, j.Disabled = name, fork, true
-	j.LastDue, j.LastFired, j.LastRun, j.LastMsg = nil, nil, "", ""
-	j.Created = time.Now().UTC().Truncate(time.Second)
-	return &j
+	return (*jobFile)(jobs.ForkCopy(val, fork, func(name string) bool {
+		k.sched.mu.Lock()
+		defer k.sched.mu.Unlock()
+		_, taken := k.sched.jobs[name]
+		return taken
+	}))
 }
 
 // forkMemories builds the recall index of a fork the live store copied

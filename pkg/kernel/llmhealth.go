@@ -15,33 +15,12 @@ import (
 // when the endpoint is down one run probes it and the others wait; and
 // why a config file was refused, for ox-spawn and ox-status to say.
 
-// maxBreakers bounds the endpoints the daemon keeps a breaker for (a run
-// by hand may name its own).
-const maxBreakers = 32
-
-// llmHealth is the kernel's part: breakers by endpoint, the refusal.
+// llmHealth is the kernel's part: the breakers by endpoint
+// (llm.Breakers), and why the config file was refused.
 type llmHealth struct {
+	breakers llm.Breakers
 	mu       sync.Mutex
-	breakers map[string]*llm.Breaker
 	refused  string
-}
-
-// breaker returns the breaker of endpoint, made on first use.
-func (h *llmHealth) breaker(endpoint string, lease time.Duration) *llm.Breaker {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if b, ok := h.breakers[endpoint]; ok {
-		return b
-	}
-	if h.breakers == nil || len(h.breakers) >= maxBreakers {
-		// Forgetting all is simple and safe: a new breaker is closed.
-		h.breakers = map[string]*llm.Breaker{}
-	}
-	d := llm.DefaultConfig(endpoint, "", "")
-	b := llm.NewBreaker(d.Threshold, d.Cooldown, d.MaxCooldown)
-	b.ProbeLease = lease
-	h.breakers[endpoint] = b
-	return b
 }
 
 // configRefused notes why a config file was refused ("" once one loads).
@@ -67,13 +46,7 @@ func (k *Kernel) LLMState() string {
 	if url == "" {
 		return ""
 	}
-	k.llmh.mu.Lock()
-	b, ok := k.llmh.breakers[url]
-	k.llmh.mu.Unlock()
-	if !ok {
-		return llm.Closed.String()
-	}
-	return b.State().String()
+	return k.llmh.breakers.State(url).String()
 }
 
 // LLMGate is llm.gate: may a model call go now, or how did one go.
@@ -88,7 +61,7 @@ func (k *Kernel) LLMGate(ctx context.Context, c *Cred, a proto.LLMGateArgs, raw 
 	if d, err := time.ParseDuration(k.liveCfg().LLM.Timeout); err == nil && d > 0 {
 		lease = d
 	}
-	b := k.llmh.breaker(a.Endpoint, lease)
+	b := k.llmh.breakers.Get(a.Endpoint, lease)
 	rec := proto.LLMGateRecord{Type: proto.RecordLLMGate, Endpoint: a.Endpoint, ConfigError: k.ConfigRefused()}
 	now := time.Now()
 	switch a.Outcome {

@@ -3,13 +3,10 @@ package kernel
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"slices"
 	"sort"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/oxios/oxios/pkg/memindex"
 
@@ -113,27 +110,9 @@ func (k *Kernel) MemRemember(ctx context.Context, c *Cred, a proto.MemRememberAr
 	if n > proto.MaxRememberBatch {
 		return proto.MemRememberResult{}, proto.Errorf(proto.E2BIG, "mem.remember: %d memories in one request, more than %d", n, proto.MaxRememberBatch)
 	}
-	now := time.Now().UTC()
-	mems := make([]*memory.Memory, n)
-	files := make([][]byte, n)
-	for i, in := range a.Memories {
-		m, err := memory.FromInput(in, now, k.cfg.Memory.TTL())
-		if err == nil && len(m.Text) > int(k.cfg.Limits.MaxValue)-512 {
-			err = proto.Errorf(proto.E2BIG, "text is %d bytes, more than limits.max_value allows", len(m.Text))
-		}
-		if err != nil {
-			var pe *proto.Error
-			code := proto.EINVAL
-			if errors.As(err, &pe) {
-				code = pe.Code
-			}
-			where := ""
-			if n > 1 {
-				where = fmt.Sprintf("memory %d of %d: ", i+1, n)
-			}
-			return proto.MemRememberResult{}, proto.Errorf(code, "%s: %s%v; nothing was remembered", a.Agent, where, strings.TrimSuffix(err.Error(), " ("+code+")"))
-		}
-		mems[i], files[i] = m, m.Encode()
+	mems, files, err := memory.FromInputs(a.Agent, a.Memories, time.Now().UTC(), k.cfg.Memory.TTL(), int64(k.cfg.Limits.MaxValue))
+	if err != nil {
+		return proto.MemRememberResult{}, err
 	}
 	if err := k.permit(c, a.Agent, proto.OpMemRemember, a.Agent, raw, func(p *policy.Policy) error {
 		count := k.mem.Count(a.Agent) + int64(n)
@@ -179,19 +158,6 @@ func (k *Kernel) MemRemember(ctx context.Context, c *Cred, a proto.MemRememberAr
 	return res, nil
 }
 
-// readMemory reads a memory's file.
-func (k *Kernel) readMemory(agent, kind, id string) (*memory.Memory, error) {
-	v, _, err := k.state.Load(state.Ref(state.SpaceMem, agent), kind+"/"+id+".md")
-	if err != nil {
-		return nil, err
-	}
-	m, perr := memory.Parse(v)
-	if perr != nil {
-		return nil, proto.Errorf(proto.EIO, "%s: memory %s: %v", agent, id, perr)
-	}
-	return m, nil
-}
-
 // MemRecall emits the best memories for a query, best first.
 func (k *Kernel) MemRecall(ctx context.Context, c *Cred, a proto.MemRecallArgs, raw []byte, emit func(*proto.MemoryRecord) error) error {
 	var agents []string
@@ -220,75 +186,32 @@ func (k *Kernel) MemRecall(ctx context.Context, c *Cred, a proto.MemRecallArgs, 
 		}
 		agents = []string{a.Agent}
 	}
-	if strings.TrimSpace(a.Query) == "" {
-		return proto.Errorf(proto.EINVAL, "recall: the query is empty")
-	}
-	if !utf8.ValidString(a.Query) {
-		return proto.Errorf(proto.EINVAL, "recall: the query is not valid UTF-8")
-	}
-	if a.K < 0 || a.K > 10000 {
-		return proto.Errorf(proto.EINVAL, "recall: k %d out of range (1 to 10000)", a.K)
-	}
-	kk := a.K
-	if kk == 0 {
-		kk = 10
+	kk, err := memindex.RecallK(a.Query, a.K)
+	if err != nil {
+		return err
 	}
 	f, err := memindex.NewFilter(a.Kind, a.Tags, a.Since, time.Time{})
 	if err != nil {
 		return err
 	}
 	qvec := k.emb.Query(ctx, a.Query)
-	// The memories read for the proximity signal, kept for the reply.
-	read := map[string]*memory.Memory{}
-	all, err := k.mem.Search(agents, a.Query, kk, qvec, f, func(agent, id string) (string, bool) {
-		mm, ok := k.memoryOf(agent, id)
-		if ok {
-			read[agent+"/"+id] = mm
-		}
-		return mm.Text, ok
-	})
-	if err != nil {
-		return ioError(err)
+	err = k.mem.Recall(ctx, agents, a.Query, kk, a.MinScore, qvec, f, k.readMem, emit)
+	if se, ok := err.(*memindex.SearchError); ok {
+		return ioError(se.Err)
 	}
-	sent := 0
-	for _, x := range all {
-		if sent == kk {
-			break
-		}
-		if x.Score < a.MinScore {
-			break
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		mm, ok := read[x.Agent+"/"+x.ID]
-		if !ok {
-			if mm, ok = k.memoryOf(x.Agent, x.ID); !ok {
-				continue
-			}
-		}
-		rec := mm.Record(x.Agent)
-		rec.Score = x.Score
-		if err := emit(&rec); err != nil {
-			return err
-		}
-		sent++
-	}
-	return nil
+	return err
+}
+
+// readMem reads agent's memory file key.
+func (k *Kernel) readMem(agent, key string) ([]byte, error) {
+	v, _, err := k.state.Load(state.Ref(state.SpaceMem, agent), key)
+	return v, err
 }
 
 // memoryOf reads a memory the index knows: an empty memory and false if
 // it is gone or unreadable.
 func (k *Kernel) memoryOf(agent, id string) (*memory.Memory, bool) {
-	mt, ok := k.mem.Lookup(agent, id)
-	if !ok {
-		return &memory.Memory{}, false
-	}
-	mm, err := k.readMemory(agent, memory.Kinds[mt.Kind], id)
-	if err != nil {
-		return &memory.Memory{}, false
-	}
-	return mm, true
+	return k.mem.Memory(agent, id, k.readMem)
 }
 
 // MemList emits the memories of an agent that match, oldest first.
@@ -371,21 +294,13 @@ func (k *Kernel) forget(ctx context.Context, who audit.Actor, agent string, ids 
 		return nil, nil
 	}
 	t := &tx{}
-	recs := make([]proto.MemoryRecord, 0, len(ids))
-	for _, id := range ids {
-		mt, ok := k.mem.Lookup(agent, id)
-		if !ok {
-			continue
-		}
-		kind := memory.Kinds[mt.Kind]
-		key := kind + "/" + id + ".md"
+	var recs []proto.MemoryRecord
+	for _, fm := range k.mem.Forgettable(agent, ids) {
 		t.subs = append(t.subs, &tx{
-			change: &state.Change{Agent: agent, Space: state.SpaceMem, Key: key, Delete: true},
-			entry:  &audit.Entry{Actor: who, Op: proto.OpMemForget, Target: target(agent, key), Args: digest},
+			change: &state.Change{Agent: agent, Space: state.SpaceMem, Key: fm.Key, Delete: true},
+			entry:  &audit.Entry{Actor: who, Op: proto.OpMemForget, Target: target(agent, fm.Key), Args: digest},
 		})
-		rec := proto.MemoryRecord{Type: proto.RecordMemory, ID: id, Agent: agent, Kind: kind, Forgotten: true,
-			Created: time.Unix(0, mt.Created).UTC(), Tags: mt.Tags(), Importance: float64(mt.Importance)}
-		recs = append(recs, rec)
+		recs = append(recs, fm.Record)
 	}
 	if len(t.subs) == 0 {
 		return nil, nil
@@ -458,14 +373,7 @@ func (k *Kernel) expire(now int64, due map[string][]string) {
 	}
 	sort.Strings(agents)
 	for _, agent := range agents {
-		var ids []string
-		for _, id := range due[agent] {
-			// A memory forgotten or replaced meanwhile has no (or another)
-			// expiry: only what is still due goes.
-			if mt, ok := k.mem.Lookup(agent, id); ok && mt.Expires != 0 && mt.Expires <= now {
-				ids = append(ids, id)
-			}
-		}
+		ids := k.mem.StillDue(agent, due[agent], now)
 		if _, err := k.forget(k.root, who, agent, ids, audit.ArgsDigest([]byte("ttl"))); err != nil {
 			var pe *proto.Error
 			if errors.As(err, &pe) && pe.Code == proto.ESHUTDOWN {

@@ -204,41 +204,15 @@ func (k *Kernel) MsgRecv(ctx context.Context, c *Cred, a proto.MsgListArgs, raw 
 	if a.Max < 0 {
 		return proto.Errorf(proto.EINVAL, "max must not be negative")
 	}
-	after, n := a.After, 0
-	for {
-		ms := k.talk.inbox.List(a.Agent, after, true)
-		for _, m := range ms {
-			rec := msgRecord(m)
-			if err := emit(&rec); err != nil {
-				return err
-			}
-			if !a.Peek {
-				if err := k.talk.inbox.Ack(a.Agent, m.ID); err != nil {
-					return ioError(err)
-				}
-			}
-			after = m.ID
-			n++
-			if a.Max > 0 && n >= a.Max {
-				return nil
-			}
-		}
-		if !a.Follow && (n > 0 || wait == 0) {
-			return nil
-		}
-		wctx := ctx
-		if !a.Follow {
-			var cancel context.CancelFunc
-			wctx, cancel = context.WithTimeout(ctx, wait)
-			defer cancel()
-		}
-		if err := k.talk.inbox.Wait(wctx, a.Agent, after, true); err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return nil // the wait ran out: no message
-		}
+	o := inbox.RecvOptions{After: a.After, Max: a.Max, Peek: a.Peek, Follow: a.Follow, Wait: wait}
+	err := k.talk.inbox.Recv(ctx, a.Agent, o, func(m inbox.Message) error {
+		rec := msgRecord(m)
+		return emit(&rec)
+	})
+	if ae, ok := err.(*inbox.AckError); ok {
+		return ioError(ae.Err)
 	}
+	return err
 }
 
 // MsgRead returns one message of agent's inbox (the mount's files).

@@ -18,7 +18,6 @@ import (
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/runq"
 	"github.com/oxios/oxios/pkg/runspec"
-	"github.com/oxios/oxios/pkg/sandbox"
 	"github.com/oxios/oxios/pkg/state"
 	"github.com/oxios/oxios/pkg/supervisor"
 )
@@ -130,44 +129,16 @@ func (k *Kernel) spawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw []by
 		k.auditDenied(c, proto.OpRunSpawn, a.Agent, raw, err.Code)
 		return none, nil, err
 	}
-	if len(a.Command) == 0 && strings.TrimSpace(a.Task) == "" {
-		return none, nil, proto.Errorf(proto.EINVAL, "nothing to run: give a task (an LLM run) or a command after --")
+	if err := runspec.CheckSpawn(a); err != nil {
+		return none, nil, err
 	}
-	if len(a.Command) > 0 && a.Task != "" {
-		return none, nil, proto.Errorf(proto.EINVAL, "give a task or a command, not both")
-	}
-	for _, e := range a.Env {
-		name, _, ok := strings.Cut(e, "=")
-		if !ok || name == "" || strings.ContainsAny(name, " \t\n\x00") {
-			return none, nil, proto.Errorf(proto.EINVAL, "env %q: want NAME=VALUE", e)
-		}
-		if strings.HasPrefix(name, "OXIOS_") {
-			return none, nil, proto.Errorf(proto.EINVAL, "env %q: OXIOS_ variables are set by oxiosd", e)
-		}
-	}
-	var argv []string
 	llm := len(a.Command) == 0
-	if llm {
-		if k.liveCfg().LLM.BaseURL == "" {
-			return fail(proto.Errorf(proto.ENOEXEC, "no model endpoint is configured for LLM runs: set base_url in the [llm] section of oxios.toml (for example https://api.openai.com/v1, or http://localhost:11434/v1 for ollama) and restart oxiosd; `ox-spawn -a %s -- COMMAND` runs a command without one", a.Agent))
+	argv, aerr, refused := runspec.Argv(a, k.liveCfg().LLM, k.cfg.Runs.Runner)
+	if aerr != nil {
+		if refused {
+			return fail(aerr)
 		}
-		runner, err := runspec.Runner(k.cfg.Runs.Runner)
-		if err != nil {
-			return fail(ioError(err))
-		}
-		var perr *proto.Error
-		if argv, perr = runspec.RunnerArgv(runner, a); perr != nil {
-			return none, nil, perr
-		}
-	} else {
-		if a.LLM != nil {
-			return none, nil, proto.Errorf(proto.EINVAL, "the options of an LLM run (system, persona, continue...) are not for a command")
-		}
-		prog, err := runspec.LookPath(a.Command[0])
-		if err != nil {
-			return fail(ioError(err))
-		}
-		argv = append([]string{prog}, a.Command[1:]...)
+		return none, nil, aerr
 	}
 	if err := k.ensureAgent(ctx, c, a.Agent); err != nil {
 		return none, nil, err
@@ -182,25 +153,15 @@ func (k *Kernel) spawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw []by
 	}
 	id := k.newRunID()
 	dir := filepath.Join(k.cfg.Data, "work", a.Agent, id)
-	env := []string{
-		"PATH=" + runspec.Path(), "HOME=" + dir, "LANG=C.UTF-8",
-		"OXIOS_AGENT=" + a.Agent, "OXIOS_RUN=" + id, "OXIOS_SOCKET=" + k.cfg.Socket,
-	}
-	if !k.cfg.NoMount {
-		env = append(env, "OXIOS_MNT="+k.cfg.Mount)
-	}
 	model := a.Model
-	if llm {
-		if model == "" {
-			model = k.liveCfg().LLM.Model
-		}
-		env = append(env, runspec.RunnerEnv(k.liveCfg().LLM, model)...)
-		if key := os.Getenv(k.liveCfg().LLM.KeyEnv); key != "" {
-			env = append(env, "OXIOS_LLM_KEY="+key)
-		}
+	if llm && model == "" {
+		model = k.liveCfg().LLM.Model
 	}
-	env = append(env, sysEnv...)
-	env = append(env, a.Env...)
+	var key string
+	if llm {
+		key = os.Getenv(k.liveCfg().LLM.KeyEnv)
+	}
+	env := runspec.Env(a, id, dir, k.where(), k.liveCfg().LLM, model, key, sysEnv)
 	spec := supervisor.Spec{
 		ID: id, Agent: a.Agent, Argv: argv, Env: env, Dir: dir, Stdin: []byte(a.Input),
 		Limits: runspec.Limits(pol), Command: a.Command, Model: model, Records: llm,
@@ -212,11 +173,7 @@ func (k *Kernel) spawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw []by
 	}
 	if sb != nil {
 		spec.Sandbox, spec.SocketAt = sb, k.cfg.Socket
-		for i, e := range spec.Env {
-			if strings.HasPrefix(e, "HOME=") {
-				spec.Env[i] = "HOME=" + sandbox.WorkDir
-			}
-		}
+		runspec.SandboxHome(spec.Env)
 	}
 	if llm {
 		spec.Task = a.Task

@@ -7,6 +7,7 @@ import (
 
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/runspec"
 	"github.com/oxios/oxios/pkg/sandbox"
 )
 
@@ -45,49 +46,18 @@ func (k *Kernel) SetRunListener(listen func(path string, uid uint32) (io.Closer,
 	k.sup.Listen = listen
 }
 
-// sandboxFor is the sandbox of a run (run) or an exec of agent under
-// policy p, with its workspace dir; nil when the policy says none. llm:
-// the LLM runner, which keeps the network to reach its model (its tools
-// are execs and syscalls of their own, each checked and confined).
-func (k *Kernel) sandboxFor(agent string, p *policy.Policy, dir string, llm, run bool) (*sandbox.Spec, *proto.Error) {
-	sp := p.Sandbox
-	if sp.Isolation == policy.IsolationNone {
-		return nil, nil
+// where is where oxiosd serves runs.
+func (k *Kernel) where() runspec.Where {
+	w := runspec.Where{Socket: k.cfg.Socket}
+	if !k.cfg.NoMount {
+		w.Mount = k.cfg.Mount
 	}
-	f := k.box.feat
-	if sp.Isolation == policy.IsolationFull && (!f.Namespaces || !f.Seccomp) {
-		return nil, proto.Errorf(proto.EPERM, "agent %q may start only in the full sandbox ([sandbox] isolation = \"full\" of its policy), and this machine lacks: %s (ox-status shows what oxiosd found; a policy with isolation = \"available\" starts runs with less)",
-			agent, strings.Join(f.Missing, "; "))
-	}
-	if !f.Namespaces {
-		return nil, nil // "available", and nothing is
-	}
-	spec := &sandbox.Spec{
-		Root: k.box.root, Net: llm || sp.Network,
-		NoSeccomp: !f.Seccomp, NoLandlock: f.Landlock == 0,
-		Binds: []sandbox.Bind{{Src: dir, Path: sandbox.WorkDir, RW: true}}, Dir: sandbox.WorkDir,
-	}
-	for _, list := range []struct {
-		paths []string
-		rw    bool
-	}{{sp.ReadOnly, false}, {sp.ReadWrite, true}} {
-		for _, path := range list.paths {
-			if overlaps(path, k.cfg.Data) || overlaps(path, k.cfg.Socket) || (!k.cfg.NoMount && overlaps(path, k.cfg.Mount)) {
-				return nil, proto.Errorf(proto.EPERM, "sandbox path %s of agent %q's policy would show oxiosd's own files (its data, socket or mount): refused", path, agent)
-			}
-			spec.Binds = append(spec.Binds, sandbox.Bind{Path: path, RW: list.rw, Optional: true})
-		}
-	}
-	if run && !k.cfg.NoMount {
-		// Only its own agent's folder of the mount.
-		spec.Binds = append(spec.Binds, sandbox.Bind{Path: filepath.Join(k.cfg.Mount, "agent", agent), RW: true, Optional: true, Mkdir: true})
-	}
-	return spec, nil
+	return w
 }
 
-// overlaps reports whether one of a and b is the other or inside it.
-func overlaps(a, b string) bool {
-	a, b = filepath.Clean(a), filepath.Clean(b)
-	in := func(x, y string) bool { return x == y || strings.HasPrefix(x, y+"/") || y == "/" }
-	return in(a, b) || in(b, a)
+// sandboxFor is the sandbox of a run (run) or an exec of agent under
+// policy p, with its workspace dir (runspec.Sandbox).
+func (k *Kernel) sandboxFor(agent string, p *policy.Policy, dir string, llm, run bool) (*sandbox.Spec, *proto.Error) {
+	w := k.where()
+	return runspec.Sandbox(runspec.Host{Features: k.box.feat, Root: k.box.root, Data: k.cfg.Data, Socket: w.Socket, Mount: w.Mount}, agent, p, dir, llm, run)
 }

@@ -2,20 +2,15 @@ package kernel
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
-	"time"
-
-	"lukechampine.com/blake3"
 
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/runspec"
 	"github.com/oxios/oxios/pkg/wasm"
 )
 
@@ -79,16 +74,9 @@ func (k *Kernel) ToolRun(ctx context.Context, c *Cred, a proto.ToolRunArgs, raw 
 		}
 		return proto.ToolRecord{}, proto.Errorf(proto.EINVAL, "%v", terr)
 	}
-	timeout := p.Tools.Timeout.D()
-	if timeout <= 0 {
-		timeout = wasm.DefaultTimeout
-	}
-	if a.Timeout != "" {
-		t, err := time.ParseDuration(a.Timeout)
-		if err != nil || t <= 0 {
-			return proto.ToolRecord{}, proto.Errorf(proto.EINVAL, "timeout %q: want a duration such as 10s", a.Timeout)
-		}
-		timeout = min(timeout, t)
+	timeout, verr := runspec.ToolTimeout(p, a.Timeout)
+	if verr != nil {
+		return proto.ToolRecord{}, verr
 	}
 	if qerr := k.checkBudget(c, a.Agent, p, proto.Budget{Execs: 1}); qerr != nil {
 		return deny(qerr, toolTarget(a.Agent, a.Tool, " [budget]"))
@@ -101,12 +89,7 @@ func (k *Kernel) ToolRun(ctx context.Context, c *Cred, a proto.ToolRunArgs, raw 
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return proto.ToolRecord{}, ioError(err)
 	}
-	res, err := k.toolRunner().Run(ctx, wasm.Spec{
-		Tool: a.Tool, Args: a.Args, Stdin: []byte(a.Input),
-		Mounts: []wasm.Mount{{Host: dir, Guest: wasm.GuestWork}},
-		Env:    []string{"HOME=" + wasm.GuestWork, "PWD=" + wasm.GuestWork, "LANG=C.UTF-8", "OXIOS_AGENT=" + a.Agent},
-		Memory: int64(p.Tools.Memory), Timeout: timeout, Cap: int(p.Exec.OutputCap),
-	})
+	res, err := k.toolRunner().Run(ctx, runspec.ToolSpec(a.Agent, a.Tool, a.Args, a.Input, dir, p, timeout))
 	if errors.Is(err, wasm.ErrNoTool) {
 		return deny(proto.Errorf(proto.ENOENT, "no tool %s in %s", a.Tool, k.toolRunner().Dir()), toolTarget(a.Agent, a.Tool, ""))
 	}
@@ -116,23 +99,7 @@ func (k *Kernel) ToolRun(ctx context.Context, c *Cred, a proto.ToolRunArgs, raw 
 	if res.Compile > 0 {
 		k.log.Info("wasm tool compiled", "tool", a.Tool, "seconds", res.Compile.Seconds())
 	}
-	h := blake3.New(32, nil)
-	h.Write(res.Stdout)
-	h.Write(res.Stderr)
-	digest := hex.EncodeToString(h.Sum(nil))
-	rec := proto.ToolRecord{
-		Type: proto.RecordTool, Agent: a.Agent, Run: c.Run, Tool: a.Tool, Status: res.Status, TimedOut: res.TimedOut, Trap: res.Trap,
-		Stdout: strings.ToValidUTF8(string(res.Stdout), "\uFFFD"), Stderr: strings.ToValidUTF8(string(res.Stderr), "\uFFFD"),
-		Truncated: res.Truncated, Duration: res.Duration.Seconds(), Compile: res.Compile.Seconds(), Digest: digest,
-	}
-	outcome := fmt.Sprintf(" => status %d", res.Status)
-	switch {
-	case res.TimedOut:
-		outcome = fmt.Sprintf(" => timed out after %s", timeout)
-	case res.Trap != "":
-		outcome = " => trapped"
-	}
-	rec.Text = a.Tool + outcome
+	rec, outcome := runspec.ToolRecord(a.Agent, c.Run, a.Tool, res, timeout)
 	// What the sandbox refused is on the log as refusals, beside the
 	// call's own entry: each path the tool reached for outside its
 	// workspace, and a call stopped at its time limit.
@@ -142,7 +109,7 @@ func (k *Kernel) ToolRun(ctx context.Context, c *Cred, a proto.ToolRunArgs, raw 
 	if res.TimedOut {
 		k.auditDenied(c, proto.OpToolRun, toolTarget(a.Agent, a.Tool, outcome+" [tools.timeout]"), raw, proto.ETIMEDOUT)
 	}
-	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpToolRun, Target: toolTarget(a.Agent, a.Tool, outcome+" output "+digest[:16]), Args: audit.ArgsDigest(raw), Result: "ok"}, data: &rec}
+	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpToolRun, Target: toolTarget(a.Agent, a.Tool, outcome+" output "+rec.Digest[:16]), Args: audit.ArgsDigest(raw), Result: "ok"}, data: &rec}
 	if err := k.commitExec(ctx, a.Agent, run, t); err != nil {
 		return proto.ToolRecord{}, err
 	}

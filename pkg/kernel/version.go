@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -174,32 +173,10 @@ func (k *Kernel) commitNow(c *Cred, a proto.CommitArgs, raw []byte) (proto.Commi
 		return fail(err)
 	}
 	seq, hash := k.audit.Head()
-	tx, err := k.ver.repo.Begin()
-	if err != nil {
-		return fail(err)
-	}
-	if err := version.Stage(tx, k.state, paths); err != nil {
-		tx.Abort()
-		return fail(err)
-	}
 	now := time.Now().UTC()
-	msg := a.Message
-	if msg == "" {
-		what := "every agent"
-		if a.Agent != "" {
-			what = a.Agent
-		}
-		msg = fmt.Sprintf("Commit the state of %s", what)
-	}
-	cm, err := tx.Commit(version.CommitOptions{
-		Message: msg,
-		Trailers: []version.Trailer{
-			{Key: TrailerAuditSeq, Value: strconv.FormatUint(seq, 10)},
-			{Key: TrailerAuditHash, Value: hash},
-		},
-		Author:    k.signature(c, now),
-		Committer: version.Signature{Name: "oxiosd", Email: "oxiosd@localhost", When: now},
-		Tag:       a.Tag,
+	cm, err := k.ver.repo.Save(k.state, paths, version.SaveOptions{
+		Agent: a.Agent, Message: a.Message, Trailers: version.AuditTrailers(seq, hash),
+		Author: k.signature(c, now), When: now, Tag: a.Tag,
 	})
 	if errors.Is(err, version.ErrNothingToCommit) {
 		// The paths were saved back to what HEAD holds: nothing to do, and
@@ -441,35 +418,16 @@ func (k *Kernel) restoreNow(c *Cred, a proto.CommitRestoreArgs, raw []byte) (pro
 	if err != nil {
 		return fail(err)
 	}
-	// Deletes first, then saves: a key that becomes a folder (or the
-	// reverse) is removed before its replacement is written.
-	var dels, saves []*tx
-	target := a.Agent + ":" + hash
-	for _, ch := range version.DiffFiles(have, want) {
-		space, _, key, ok := splitSpacePath(ch.Path)
-		// The kernel's own files (policy, budget used) are not the
-		// agent's to roll back.
-		if !ok || space == state.SpaceSys {
-			continue
-		}
-		saveOp, delOp := proto.OpStateSave, proto.OpStateDelete
-		if space == state.SpaceMem {
-			saveOp, delOp = proto.OpMemRemember, proto.OpMemForget
-		}
-		entry := &audit.Entry{Actor: actor(c), Target: a.Agent + ":" + key, Args: audit.ArgsDigest([]byte(target))}
-		if ch.Action == "deleted" {
-			entry.Op = delOp
-			dels = append(dels, &tx{change: &state.Change{Agent: a.Agent, Space: space, Key: key, Delete: true}, entry: entry})
-			continue
-		}
-		val, err := k.ver.repo.ReadBlob(ch.To)
-		if err != nil {
-			return fail(err)
-		}
-		entry.Op = saveOp
-		saves = append(saves, &tx{change: &state.Change{Agent: a.Agent, Space: space, Key: key, Value: val}, entry: entry})
+	plan, err := k.ver.repo.RestorePlan(have, want)
+	if err != nil {
+		return fail(err)
 	}
-	batch := append(dels, saves...)
+	target := a.Agent + ":" + hash
+	batch := make([]*tx, len(plan))
+	for i, ch := range plan {
+		entry := &audit.Entry{Actor: actor(c), Op: ch.Op, Target: a.Agent + ":" + ch.Key, Args: audit.ArgsDigest([]byte(target))}
+		batch[i] = &tx{change: &state.Change{Agent: a.Agent, Space: ch.Space, Key: ch.Key, Value: ch.Value, Delete: ch.Delete}, entry: entry}
+	}
 	if len(batch) > 0 {
 		k.commit(batch)
 		for _, t := range batch {
@@ -488,14 +446,7 @@ func (k *Kernel) restoreNow(c *Cred, a proto.CommitRestoreArgs, raw []byte) (pro
 	if err == nil && rec.AuditSeq == 0 && len(batch) > 0 {
 		// Uncommitted changes were undone and the state is HEAD's again:
 		// no commit, but the record says what the restore changed.
-		rec.Message = fmt.Sprintf("restored %d keys of %s to %s; the state equals HEAD, nothing to commit", len(batch), a.Agent, a.Rev)
-		for _, t := range batch {
-			action := "modified"
-			if t.change.Delete {
-				action = "deleted"
-			}
-			rec.Changed = append(rec.Changed, proto.PathChange{Path: spacePath(t.change.Space, a.Agent, t.change.Key), Action: action})
-		}
+		version.RestoredRecord(&rec, a.Agent, a.Rev, plan)
 		rec.AuditSeq = batch[len(batch)-1].entry.Seq
 	}
 	return rec, err

@@ -1,6 +1,8 @@
 package memory
 
 import (
+	"errors"
+	"fmt"
 	"sort"
 	"strings"
 	"time"
@@ -62,4 +64,34 @@ func (m *Memory) Record(agent string) proto.MemoryRecord {
 		r.Expires = &e
 	}
 	return r
+}
+
+// FromInputs is FromInput of each memory of a remember of agent, with
+// its file: all or none. A memory whose text leaves its file more than
+// maxValue bytes is E2BIG; the error names the memory by its position
+// when there are several, and says nothing was remembered.
+func FromInputs(agent string, ins []proto.MemoryInput, now time.Time, workingTTL time.Duration, maxValue int64) ([]*Memory, [][]byte, error) {
+	n := len(ins)
+	mems := make([]*Memory, n)
+	files := make([][]byte, n)
+	for i, in := range ins {
+		m, err := FromInput(in, now, workingTTL)
+		if err == nil && len(m.Text) > int(maxValue)-512 {
+			err = proto.Errorf(proto.E2BIG, "text is %d bytes, more than limits.max_value allows", len(m.Text))
+		}
+		if err != nil {
+			var pe *proto.Error
+			code := proto.EINVAL
+			if errors.As(err, &pe) {
+				code = pe.Code
+			}
+			where := ""
+			if n > 1 {
+				where = fmt.Sprintf("memory %d of %d: ", i+1, n)
+			}
+			return nil, nil, proto.Errorf(code, "%s: %s%v; nothing was remembered", agent, where, strings.TrimSuffix(err.Error(), " ("+code+")"))
+		}
+		mems[i], files[i] = m, m.Encode()
+	}
+	return mems, files, nil
 }

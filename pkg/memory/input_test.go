@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -26,5 +27,21 @@ func TestFromInput(t *testing.T) {
 	}
 	if r := m.Record("a"); r.Agent != "a" || r.Expires == nil || r.Type != proto.RecordMemory {
 		t.Errorf("record: %+v", r)
+	}
+}
+
+func TestFromInputsAllOrNone(t *testing.T) {
+	now := time.Now().UTC()
+	ms, files, err := FromInputs("a", []proto.MemoryInput{{Text: "one"}, {Text: "two", Kind: Working}}, now, time.Hour, 1<<20)
+	if err != nil || len(ms) != 2 || len(files) != 2 || ms[1].Kind != Working || string(files[0]) != string(ms[0].Encode()) {
+		t.Fatal(ms, err)
+	}
+	_, _, err = FromInputs("a", []proto.MemoryInput{{Text: "one"}, {Text: "two", Kind: "nope"}}, now, time.Hour, 1<<20)
+	if err == nil || !strings.Contains(err.Error(), "a: memory 2 of 2: ") || !strings.Contains(err.Error(), "nothing was remembered") {
+		t.Fatal(err)
+	}
+	_, _, err = FromInputs("a", []proto.MemoryInput{{Text: strings.Repeat("x", 600)}}, now, time.Hour, 1024)
+	if pe, ok := err.(*proto.Error); !ok || pe.Code != proto.E2BIG || strings.Contains(pe.Message, "memory 1 of") {
+		t.Fatal(err)
 	}
 }

@@ -1,7 +1,9 @@
-// Package runspec is what a run or an exec is started with, besides what
-// the kernel decides: the command line and environment of the LLM runner
-// (ox-agent), the PATH of runs and how a command is found in it, and the
-// process limits of a policy.
+// Package runspec is what a run, an exec or a WASM tool call is started
+// with, besides what the kernel decides: the command line and environment
+// of the LLM runner (ox-agent), the PATH of runs and how a command is
+// found in it, the process limits of a policy, an exec's or a tool
+// call's timeout, output cap and environment; and the record of what an
+// exec or a tool call ended with.
 package runspec
 
 import (

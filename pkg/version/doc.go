@@ -24,6 +24,10 @@
 // commit's paths as the state has them), LiveFiles and Patch (diffs
 // against the state), Record (a commit as the wire has it). The kernel
 // runs them on its committer goroutine, where no change lands meanwhile.
+// So it does what is built on them: Save (a commit of the live state,
+// the audit head in its trailers) and RestorePlan (what a restore
+// changes) in snapshot.go; Fork, Unfork, ForkPoint and AgentDiff (a
+// fork's commits, its point, two agents compared) in fork.go.
 //
 // # Why not go-git's worktree
 //

@@ -704,3 +704,21 @@ func ioError(err error) *proto.Error {
 	}
 	return proto.Errorf(proto.EIO, "%v", err)
 }
+
+// ForkCopy is the disabled copy, for the fork named fork, of the job in
+// val: named FORK.JOB, its history cleared. nil when the file does not
+// read or the name is too long or taken (the copy is then left out).
+func ForkCopy(val []byte, fork string, taken func(name string) bool) *File {
+	var j File
+	if json.Unmarshal(val, &j) != nil {
+		return nil
+	}
+	name := fork + "." + j.Name
+	if CheckName(name) != nil || taken(name) {
+		return nil
+	}
+	j.Name, j.Agent, j.Disabled = name, fork, true
+	j.LastDue, j.LastFired, j.LastRun, j.LastMsg = nil, nil, "", ""
+	j.Created = time.Now().UTC().Truncate(time.Second)
+	return &j
+}

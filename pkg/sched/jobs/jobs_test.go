@@ -65,3 +65,22 @@ func TestCheckNameSaysJob(t *testing.T) {
 		t.Errorf("got %v", err)
 	}
 }
+
+func TestForkCopyIsDisabledAndRenamed(t *testing.T) {
+	now := time.Now().UTC()
+	j := &File{Name: "daily", Agent: "a", Schedule: "@daily", Overlap: "skip", LastDue: &now, LastFired: &now, LastRun: "r1", LastMsg: "m1"}
+	val, _ := json.Marshal(j)
+	c := ForkCopy(val, "b", func(string) bool { return false })
+	if c == nil || c.Name != "b.daily" || c.Agent != "b" || !c.Disabled || c.LastDue != nil || c.LastFired != nil || c.LastRun != "" || c.LastMsg != "" || c.Schedule != "@daily" {
+		t.Fatalf("%+v", c)
+	}
+	if c := ForkCopy(val, "b", func(name string) bool { return name == "b.daily" }); c != nil {
+		t.Fatalf("a taken name: %+v", c)
+	}
+	if c := ForkCopy([]byte("{"), "b", func(string) bool { return false }); c != nil {
+		t.Fatalf("unreadable: %+v", c)
+	}
+	if c := ForkCopy(val, strings.Repeat("x", 200), func(string) bool { return false }); c != nil {
+		t.Fatalf("too long: %+v", c)
+	}
+}

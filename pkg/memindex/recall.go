@@ -1,0 +1,140 @@
+package memindex
+
+import (
+	"context"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/oxios/oxios/pkg/memory"
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+// Reading memories the indexes know, for the kernel's memory syscalls:
+// a recall's best memories with their files, and the records of the
+// memories a forget deletes.
+
+// Reader reads agent's memory file key of the mem space.
+type Reader func(agent, key string) ([]byte, error)
+
+// Memory reads memory id of agent as the index knows it: an empty memory
+// and false if it is gone or unreadable.
+func (s *Set) Memory(agent, id string, read Reader) (*memory.Memory, bool) {
+	mt, ok := s.Lookup(agent, id)
+	if !ok {
+		return &memory.Memory{}, false
+	}
+	v, err := read(agent, memory.Kinds[mt.Kind]+"/"+id+".md")
+	if err != nil {
+		return &memory.Memory{}, false
+	}
+	m, err := memory.Parse(v)
+	if err != nil {
+		return &memory.Memory{}, false
+	}
+	return m, true
+}
+
+// RecallK checks a recall's query and k, and returns k (0: 10).
+func RecallK(query string, k int) (int, error) {
+	if strings.TrimSpace(query) == "" {
+		return 0, proto.Errorf(proto.EINVAL, "recall: the query is empty")
+	}
+	if !utf8.ValidString(query) {
+		return 0, proto.Errorf(proto.EINVAL, "recall: the query is not valid UTF-8")
+	}
+	if k < 0 || k > 10000 {
+		return 0, proto.Errorf(proto.EINVAL, "recall: k %d out of range (1 to 10000)", k)
+	}
+	if k == 0 {
+		k = 10
+	}
+	return k, nil
+}
+
+// SearchError is Recall's failure to search.
+type SearchError struct{ Err error }
+
+func (e *SearchError) Error() string { return e.Err.Error() }
+func (e *SearchError) Unwrap() error { return e.Err }
+
+// Recall emits the k best memories of agents for query (qvec: its
+// embedding, or nil; f: which memories) scoring at least minScore, best
+// first, each read with read. It returns emit's error, ctx's when ctx
+// ends, or a *SearchError when the search itself failed.
+func (s *Set) Recall(ctx context.Context, agents []string, query string, k int, minScore float64, qvec []float32, f Filter, read Reader, emit func(*proto.MemoryRecord) error) error {
+	// The memories read for the proximity signal, kept for the reply.
+	got := map[string]*memory.Memory{}
+	all, serr := s.Search(agents, query, k, qvec, f, func(agent, id string) (string, bool) {
+		mm, ok := s.Memory(agent, id, read)
+		if ok {
+			got[agent+"/"+id] = mm
+		}
+		return mm.Text, ok
+	})
+	if serr != nil {
+		return &SearchError{serr}
+	}
+	sent := 0
+	for _, x := range all {
+		if sent == k {
+			break
+		}
+		if x.Score < minScore {
+			break
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		mm, ok := got[x.Agent+"/"+x.ID]
+		if !ok {
+			if mm, ok = s.Memory(x.Agent, x.ID, read); !ok {
+				continue
+			}
+		}
+		rec := mm.Record(x.Agent)
+		rec.Score = x.Score
+		if err := emit(&rec); err != nil {
+			return err
+		}
+		sent++
+	}
+	return nil
+}
+
+// Forgotten is a memory a forget deletes: its key in the mem space and
+// its record (without text).
+type Forgotten struct {
+	Key    string
+	Record proto.MemoryRecord
+}
+
+// Forgettable is what forgetting ids of agent deletes: the memories the
+// index knows (one already gone is skipped, not an error).
+func (s *Set) Forgettable(agent string, ids []string) []Forgotten {
+	var out []Forgotten
+	for _, id := range ids {
+		mt, ok := s.Lookup(agent, id)
+		if !ok {
+			continue
+		}
+		kind := memory.Kinds[mt.Kind]
+		out = append(out, Forgotten{Key: kind + "/" + id + ".md", Record: proto.MemoryRecord{
+			Type: proto.RecordMemory, ID: id, Agent: agent, Kind: kind, Forgotten: true,
+			Created: time.Unix(0, mt.Created).UTC(), Tags: mt.Tags(), Importance: float64(mt.Importance),
+		}})
+	}
+	return out
+}
+
+// StillDue is which of ids of agent are still due to expire at now (a
+// memory forgotten or replaced meanwhile has no, or another, expiry).
+func (s *Set) StillDue(agent string, ids []string, now int64) []string {
+	var due []string
+	for _, id := range ids {
+		if mt, ok := s.Lookup(agent, id); ok && mt.Expires != 0 && mt.Expires <= now {
+			due = append(due, id)
+		}
+	}
+	return due
+}

@@ -1,0 +1,82 @@
+package memindex
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/oxios/oxios/pkg/memory"
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+func TestRecallReadsAndForgettable(t *testing.T) {
+	s := NewSet(NewFiles(t.TempDir()), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	now := time.Now().UTC()
+	m1 := &memory.Memory{ID: memory.NewID(now), Kind: memory.Episodic, Text: "the disk of nginx is full", Created: now}
+	m2 := &memory.Memory{ID: memory.NewID(now.Add(time.Millisecond)), Kind: memory.Working, Text: "nginx restart later", Created: now, Expires: now.Add(time.Hour)}
+	files := map[string][]byte{m1.Key(): m1.Encode(), m2.Key(): m2.Encode()}
+	s.Apply([]Change{{Agent: "a", Key: m1.Key(), Value: files[m1.Key()]}, {Agent: "a", Key: m2.Key(), Value: files[m2.Key()]}}, 1)
+	read := func(agent, key string) ([]byte, error) {
+		if v, ok := files[key]; ok && agent == "a" {
+			return v, nil
+		}
+		return nil, proto.Errorf(proto.ENOENT, "no %s", key)
+	}
+	if m, ok := s.Memory("a", m1.ID, read); !ok || m.Text != m1.Text {
+		t.Fatal(m, ok)
+	}
+	if _, ok := s.Memory("a", "m-none", read); ok {
+		t.Fatal("a memory the index does not know")
+	}
+
+	var got []proto.MemoryRecord
+	emit := func(r *proto.MemoryRecord) error { got = append(got, *r); return nil }
+	if err := s.Recall(context.Background(), []string{"a"}, "nginx disk", 1, 0, nil, Filter{kind: -1}, read, emit); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].ID != m1.ID || got[0].Score <= 0 || got[0].Text != m1.Text {
+		t.Fatalf("%+v", got)
+	}
+	// A memory whose file is gone is left out.
+	delete(files, m1.Key())
+	got = nil
+	if err := s.Recall(context.Background(), []string{"a"}, "nginx disk", 10, 0, nil, Filter{kind: -1}, read, emit); err != nil || len(got) != 1 || got[0].ID != m2.ID {
+		t.Fatalf("%+v %v", got, err)
+	}
+	var se *SearchError
+	if err := s.Recall(context.Background(), []string{"a"}, "  ", 10, 0, nil, Filter{kind: -1}, read, emit); !errors.As(err, &se) {
+		t.Fatal(err)
+	}
+	boom := errors.New("boom")
+	if err := s.Recall(context.Background(), []string{"a"}, "nginx", 10, 0, nil, Filter{kind: -1}, read, func(*proto.MemoryRecord) error { return boom }); err != boom {
+		t.Fatal(err)
+	}
+
+	fs := s.Forgettable("a", []string{m2.ID, "m-none"})
+	if len(fs) != 1 || fs[0].Key != m2.Key() || !fs[0].Record.Forgotten || fs[0].Record.Kind != memory.Working {
+		t.Fatalf("%+v", fs)
+	}
+	if ids := s.StillDue("a", []string{m1.ID, m2.ID}, now.Add(2*time.Hour).UnixNano()); len(ids) != 1 || ids[0] != m2.ID {
+		t.Fatal(ids)
+	}
+	if ids := s.StillDue("a", []string{m2.ID}, now.UnixNano()); len(ids) != 0 {
+		t.Fatal(ids)
+	}
+}
+
+func TestRecallK(t *testing.T) {
+	if k, err := RecallK("q", 0); err != nil || k != 10 {
+		t.Fatal(k, err)
+	}
+	for _, c := range []struct {
+		q string
+		k int
+	}{{" ", 1}, {"\xff", 1}, {"q", -1}, {"q", 10001}} {
+		if _, err := RecallK(c.q, c.k); err == nil {
+			t.Errorf("%q %d", c.q, c.k)
+		}
+	}
+}

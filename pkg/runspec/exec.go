@@ -1,0 +1,77 @@
+package runspec
+
+import (
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+
+	"lukechampine.com/blake3"
+
+	"github.com/oxios/oxios/pkg/policy"
+	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/supervisor"
+)
+
+// What an exec is started with besides its sandbox (its timeout, its
+// output cap, its environment), and the record of what it ended with.
+
+// ExecTimeout is an exec's timeout: the policy's, or the one asked
+// ("": none; a duration such as 10s) when it is shorter.
+func ExecTimeout(p *policy.Policy, asked string) (time.Duration, *proto.Error) {
+	timeout := p.Exec.Timeout.D()
+	if asked != "" {
+		t, err := time.ParseDuration(asked)
+		if err != nil || t <= 0 {
+			return 0, proto.Errorf(proto.EINVAL, "timeout %q: want a duration such as 10s", asked)
+		}
+		if timeout == 0 || t < timeout {
+			timeout = t
+		}
+	}
+	return timeout, nil
+}
+
+// ExecCap is how many bytes of each output an exec keeps (the policy's
+// exec output cap, 1 MiB by default).
+func ExecCap(p *policy.Policy) int {
+	capBytes := int(p.Exec.OutputCap)
+	if capBytes <= 0 {
+		capBytes = 1 << 20
+	}
+	return capBytes
+}
+
+// ExecEnv is the environment of an exec of agent, HOME being home.
+func ExecEnv(agent, home string) []string {
+	return []string{"PATH=" + Path(), "HOME=" + home, "LANG=C.UTF-8", "OXIOS_AGENT=" + agent}
+}
+
+// ExecRecord is the record of an exec of argv for agent (run: the
+// caller's run, "" if none) that ended with res, without its text, and
+// the outcome its audit entry names (" => status N", or the timeout,
+// with the limits it ran into).
+func ExecRecord(agent, run string, argv []string, res supervisor.ExecResult, timeout time.Duration) (proto.ExecRecord, string) {
+	rec := proto.ExecRecord{
+		Type: proto.RecordExec, Agent: agent, Run: run, Argv: argv, Status: res.Status, Signal: res.Signal,
+		TimedOut: res.TimedOut, Stdout: strings.ToValidUTF8(string(res.Stdout), "\uFFFD"), Stderr: strings.ToValidUTF8(string(res.Stderr), "\uFFFD"),
+		Truncated: res.Truncated, Limits: res.Limits, Digest: outputDigest(res.Stdout, res.Stderr), Duration: res.Duration.Seconds(),
+	}
+	outcome := fmt.Sprintf(" => status %d", res.Status)
+	if res.TimedOut {
+		outcome = fmt.Sprintf(" => timed out after %s", timeout)
+	}
+	if res.Limits != "" {
+		outcome += " (" + res.Limits + ")"
+	}
+	return rec, outcome
+}
+
+// outputDigest is the BLAKE3 digest of an exec's or a tool call's
+// output, stdout then stderr, that its record and audit entry name.
+func outputDigest(stdout, stderr []byte) string {
+	h := blake3.New(32, nil)
+	h.Write(stdout)
+	h.Write(stderr)
+	return hex.EncodeToString(h.Sum(nil))
+}

@@ -1,0 +1,166 @@
+package runspec
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+
+	"github.com/oxios/oxios/pkg/config"
+	"github.com/oxios/oxios/pkg/policy"
+	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/sandbox"
+)
+
+// CheckSpawn checks what a spawn asks to run: a task (an LLM run) or a
+// command, not both, and variables NAME=VALUE that are not oxiosd's.
+func CheckSpawn(a proto.SpawnArgs) *proto.Error {
+	if len(a.Command) == 0 && strings.TrimSpace(a.Task) == "" {
+		return proto.Errorf(proto.EINVAL, "nothing to run: give a task (an LLM run) or a command after --")
+	}
+	if len(a.Command) > 0 && a.Task != "" {
+		return proto.Errorf(proto.EINVAL, "give a task or a command, not both")
+	}
+	for _, e := range a.Env {
+		name, _, ok := strings.Cut(e, "=")
+		if !ok || name == "" || strings.ContainsAny(name, " \t\n\x00") {
+			return proto.Errorf(proto.EINVAL, "env %q: want NAME=VALUE", e)
+		}
+		if strings.HasPrefix(name, "OXIOS_") {
+			return proto.Errorf(proto.EINVAL, "env %q: OXIOS_ variables are set by oxiosd", e)
+		}
+	}
+	return nil
+}
+
+// Argv is the command line of the spawn a: the LLM runner (runner, as
+// configured in [runs]) with a's task when a has no command, under the
+// live [llm] section l; else a's command found in PATH. A refusal the
+// kernel audits (no model endpoint, no runner, no such command) has
+// refused set; args that do not make sense are not audited.
+func Argv(a proto.SpawnArgs, l config.LLM, runner string) (argv []string, err *proto.Error, refused bool) {
+	if len(a.Command) == 0 {
+		if l.BaseURL == "" {
+			return nil, proto.Errorf(proto.ENOEXEC, "no model endpoint is configured for LLM runs: set base_url in the [llm] section of oxios.toml (for example https://api.openai.com/v1, or http://localhost:11434/v1 for ollama) and restart oxiosd; `ox-spawn -a %s -- COMMAND` runs a command without one", a.Agent), true
+		}
+		prog, rerr := Runner(runner)
+		if rerr != nil {
+			return nil, ioError(rerr), true
+		}
+		argv, err = RunnerArgv(prog, a)
+		return argv, err, false
+	}
+	if a.LLM != nil {
+		return nil, proto.Errorf(proto.EINVAL, "the options of an LLM run (system, persona, continue...) are not for a command"), false
+	}
+	prog, lerr := LookPath(a.Command[0])
+	if lerr != nil {
+		return nil, ioError(lerr), true
+	}
+	return append([]string{prog}, a.Command[1:]...), nil, false
+}
+
+// ioError is err as the wire's EIO, unless it is a wire error.
+func ioError(err error) *proto.Error {
+	var pe *proto.Error
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return proto.Errorf(proto.EIO, "%v", err)
+}
+
+// Where is where oxiosd serves a run: its socket, and its mount ("" when
+// it has none).
+type Where struct {
+	Socket string
+	Mount  string
+}
+
+// Env is the environment of run id of the spawn a, working in dir: PATH,
+// HOME, the OXIOS_ variables (for an LLM run, with model, the [llm]
+// section l and its key, key), then sysEnv (oxiosd's own additions, such
+// as a scheduled run's OXIOS_SCHEDULE), then a's own.
+func Env(a proto.SpawnArgs, id, dir string, w Where, l config.LLM, model, key string, sysEnv []string) []string {
+	env := []string{
+		"PATH=" + Path(), "HOME=" + dir, "LANG=C.UTF-8",
+		"OXIOS_AGENT=" + a.Agent, "OXIOS_RUN=" + id, "OXIOS_SOCKET=" + w.Socket,
+	}
+	if w.Mount != "" {
+		env = append(env, "OXIOS_MNT="+w.Mount)
+	}
+	if len(a.Command) == 0 {
+		env = append(env, RunnerEnv(l, model)...)
+		if key != "" {
+			env = append(env, "OXIOS_LLM_KEY="+key)
+		}
+	}
+	env = append(env, sysEnv...)
+	return append(env, a.Env...)
+}
+
+// SandboxHome points HOME of env at the sandbox's work folder, where a
+// sandboxed run's workspace is.
+func SandboxHome(env []string) {
+	for i, e := range env {
+		if strings.HasPrefix(e, "HOME=") {
+			env[i] = "HOME=" + sandbox.WorkDir
+		}
+	}
+}
+
+// Host is what a sandbox is made on: the features this machine offers,
+// the sandbox's root, and oxiosd's own files, which no sandbox shows
+// (data, socket, and mount when Mount is not "").
+type Host struct {
+	Features sandbox.Features
+	Root     string
+	Data     string
+	Socket   string
+	Mount    string
+}
+
+// Sandbox is the sandbox of a run (run) or an exec of agent under
+// policy p, with its workspace dir; nil when the policy says none. llm:
+// the LLM runner, which keeps the network to reach its model (its tools
+// are execs and syscalls of their own, each checked and confined).
+func Sandbox(h Host, agent string, p *policy.Policy, dir string, llm, run bool) (*sandbox.Spec, *proto.Error) {
+	sp := p.Sandbox
+	if sp.Isolation == policy.IsolationNone {
+		return nil, nil
+	}
+	f := h.Features
+	if sp.Isolation == policy.IsolationFull && (!f.Namespaces || !f.Seccomp) {
+		return nil, proto.Errorf(proto.EPERM, "agent %q may start only in the full sandbox ([sandbox] isolation = \"full\" of its policy), and this machine lacks: %s (ox-status shows what oxiosd found; a policy with isolation = \"available\" starts runs with less)",
+			agent, strings.Join(f.Missing, "; "))
+	}
+	if !f.Namespaces {
+		return nil, nil // "available", and nothing is
+	}
+	spec := &sandbox.Spec{
+		Root: h.Root, Net: llm || sp.Network,
+		NoSeccomp: !f.Seccomp, NoLandlock: f.Landlock == 0,
+		Binds: []sandbox.Bind{{Src: dir, Path: sandbox.WorkDir, RW: true}}, Dir: sandbox.WorkDir,
+	}
+	for _, list := range []struct {
+		paths []string
+		rw    bool
+	}{{sp.ReadOnly, false}, {sp.ReadWrite, true}} {
+		for _, path := range list.paths {
+			if overlaps(path, h.Data) || overlaps(path, h.Socket) || (h.Mount != "" && overlaps(path, h.Mount)) {
+				return nil, proto.Errorf(proto.EPERM, "sandbox path %s of agent %q's policy would show oxiosd's own files (its data, socket or mount): refused", path, agent)
+			}
+			spec.Binds = append(spec.Binds, sandbox.Bind{Path: path, RW: list.rw, Optional: true})
+		}
+	}
+	if run && h.Mount != "" {
+		// Only its own agent's folder of the mount.
+		spec.Binds = append(spec.Binds, sandbox.Bind{Path: filepath.Join(h.Mount, "agent", agent), RW: true, Optional: true, Mkdir: true})
+	}
+	return spec, nil
+}
+
+// overlaps reports whether one of a and b is the other or inside it.
+func overlaps(a, b string) bool {
+	a, b = filepath.Clean(a), filepath.Clean(b)
+	in := func(x, y string) bool { return x == y || strings.HasPrefix(x, y+"/") || y == "/" }
+	return in(a, b) || in(b, a)
+}

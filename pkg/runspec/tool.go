@@ -1,0 +1,64 @@
+package runspec
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/oxios/oxios/pkg/policy"
+	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/wasm"
+)
+
+// What a WASM tool call is started with, and the record of what it
+// ended with.
+
+// ToolTimeout is a tool call's timeout: the policy's tools.timeout
+// (wasm.DefaultTimeout when unset), or the one asked ("": none; a
+// duration such as 10s) when it is shorter.
+func ToolTimeout(p *policy.Policy, asked string) (time.Duration, *proto.Error) {
+	timeout := p.Tools.Timeout.D()
+	if timeout <= 0 {
+		timeout = wasm.DefaultTimeout
+	}
+	if asked != "" {
+		t, err := time.ParseDuration(asked)
+		if err != nil || t <= 0 {
+			return 0, proto.Errorf(proto.EINVAL, "timeout %q: want a duration such as 10s", asked)
+		}
+		timeout = min(timeout, t)
+	}
+	return timeout, nil
+}
+
+// ToolSpec is a call of tool for agent under policy p: the workspace
+// dir at wasm.GuestWork and nothing else of the host, p's tools.memory
+// and exec.output_cap.
+func ToolSpec(agent, tool string, args []string, input, dir string, p *policy.Policy, timeout time.Duration) wasm.Spec {
+	return wasm.Spec{
+		Tool: tool, Args: args, Stdin: []byte(input),
+		Mounts: []wasm.Mount{{Host: dir, Guest: wasm.GuestWork}},
+		Env:    []string{"HOME=" + wasm.GuestWork, "PWD=" + wasm.GuestWork, "LANG=C.UTF-8", "OXIOS_AGENT=" + agent},
+		Memory: int64(p.Tools.Memory), Timeout: timeout, Cap: int(p.Exec.OutputCap),
+	}
+}
+
+// ToolRecord is the record of a call of tool for agent (run: the
+// caller's run, "" if none) that ended with res, and the outcome its
+// audit entry names (" => status N", the timeout, or a trap).
+func ToolRecord(agent, run, tool string, res wasm.Result, timeout time.Duration) (proto.ToolRecord, string) {
+	rec := proto.ToolRecord{
+		Type: proto.RecordTool, Agent: agent, Run: run, Tool: tool, Status: res.Status, TimedOut: res.TimedOut, Trap: res.Trap,
+		Stdout: strings.ToValidUTF8(string(res.Stdout), "\uFFFD"), Stderr: strings.ToValidUTF8(string(res.Stderr), "\uFFFD"),
+		Truncated: res.Truncated, Duration: res.Duration.Seconds(), Compile: res.Compile.Seconds(), Digest: outputDigest(res.Stdout, res.Stderr),
+	}
+	outcome := fmt.Sprintf(" => status %d", res.Status)
+	switch {
+	case res.TimedOut:
+		outcome = fmt.Sprintf(" => timed out after %s", timeout)
+	case res.Trap != "":
+		outcome = " => trapped"
+	}
+	rec.Text = tool + outcome
+	return rec, outcome
+}

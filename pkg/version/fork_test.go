@@ -1,0 +1,69 @@
+package version
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+func TestForkGraftsAndFindsItsPoint(t *testing.T) {
+	r := open(t)
+	point := change(t, r, map[string][]byte{"agents/a/state/k": []byte("v\n"), "agents/a/sys/budget.json": []byte("{}")}, "one").Hash
+	trailers := append([]Trailer{{Key: TrailerForkOf, Value: "a"}, {Key: TrailerForkPoint, Value: point}}, AuditTrailers(3, "h")...)
+	after := []PathChange{{Path: "agents/b/sys/budget.json", Action: Modified, To: `{"used":{}}`}}
+	cm, err := r.Fork(ForkOptions{From: "a", Name: "b", Point: point, After: after, Trailers: trailers, Author: opts("").Author, When: testTime})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(cm.Message, "Start b with no budget used") || len(cm.Trailers) != 2 {
+		t.Fatalf("%+v", cm)
+	}
+	fs := mustFiles(t, r, "HEAD", "agents/b/")
+	if fs["agents/b/state/k"] != BlobHash([]byte("v\n")) || fs["agents/b/sys/budget.json"] != BlobHash([]byte(`{"used":{}}`)) {
+		t.Fatal(fs)
+	}
+	if from, at, err := r.ForkPoint("b"); err != nil || from != "a" || at != point {
+		t.Fatal(from, at, err)
+	}
+	if _, _, err := r.ForkPoint("a"); err == nil || err.(*proto.Error).Code != proto.ENOENT {
+		t.Fatal(err)
+	}
+	vals, err := r.ReadFork(memStore{"agents/a/state/k": []byte("live")}, "a",
+		[]ForkFile{{Space: "state", Key: "k", Blob: fs["agents/b/state/k"]}, {Space: "sys", Key: "budget.json", Blob: BlobHash([]byte("{}"))}}, true)
+	if err != nil || string(vals[0]) != "live" || string(vals[1]) != "{}" {
+		t.Fatal(vals, err)
+	}
+
+	// b against its fork point, then against a with a live change.
+	change(t, r, map[string][]byte{"agents/b/state/k2": []byte("new\n")}, "two")
+	bLive := memStore{"agents/b/state/k": []byte("v\n"), "agents/b/state/k2": []byte("new\n"), "agents/b/sys/budget.json": []byte(`{"used":{}}`)}
+	recs, err := r.AgentDiff(bLive, func(string) ([]string, error) { return nil, nil }, "b", "", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 2 || recs[0].Path != "state/k2" || recs[0].Action != Added || !strings.Contains(recs[0].Patch, "+new") || recs[1].Path != "sys/budget.json" || recs[1].Action != Modified {
+		t.Fatalf("%+v", recs)
+	}
+	live := memStore{"agents/a/state/k": []byte("v\n"), "agents/b/state/k": []byte("v\n"), "agents/b/state/k2": []byte("new\n"), "agents/a/state/k2": []byte("new\n")}
+	under := func(prefix string) ([]string, error) {
+		if prefix == "agents/a/" {
+			return []string{"agents/a/state/k2"}, nil
+		}
+		return nil, nil
+	}
+	recs, err = r.AgentDiff(live, under, "b", "a", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 || recs[0].Path != "sys/budget.json" {
+		t.Fatalf("%+v", recs)
+	}
+
+	if err := r.Unfork("b", trailers[2:], opts("").Author, testTime); err != nil {
+		t.Fatal(err)
+	}
+	if fs := mustFiles(t, r, "HEAD", "agents/b/"); len(fs) != 0 {
+		t.Fatal(fs)
+	}
+}
