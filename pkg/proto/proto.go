@@ -28,6 +28,7 @@ package proto
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 )
 
@@ -80,6 +81,19 @@ func (e *Error) Error() string { return e.Message + " (" + e.Code + ")" }
 // Errorf builds an *Error with a formatted message.
 func Errorf(code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Result is the audit result of err: "ok" for nil, the errno name of
+// an *Error, else EIO.
+func Result(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	var pe *Error
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return EIO
 }
 
 // Error codes used on the wire. They are errno names so that scripts and

@@ -527,7 +527,7 @@ func (t *Table) fire(f sched.Firing) (sched.Run, error) {
 	if r != nil {
 		id = r.ID()
 	}
-	t.recordFiring(t.daemon(cp.Agent), f, id, errCode(err))
+	t.recordFiring(t.daemon(cp.Agent), f, id, proto.Result(err))
 	if err != nil {
 		t.h.Log.Warn("scheduled run not started", "job", f.Job, "agent", cp.Agent, "err", err)
 		return nil, err
@@ -675,25 +675,13 @@ func (t *Table) fireMsg(j *File, id string, n int) sched.Run {
 	if r != nil {
 		runID = r.ID()
 	}
-	t.recordFiring(t.daemon(j.Agent), sched.Firing{Job: j.Name, Due: time.Now(), Msg: id}, runID, errCode(err))
+	t.recordFiring(t.daemon(j.Agent), sched.Firing{Job: j.Name, Due: time.Now(), Msg: id}, runID, proto.Result(err))
 	j.LastMsg = id
 	if err != nil {
 		t.h.Log.Warn("run on a message not started", "job", j.Name, "agent", j.Agent, "msg", id, "err", err)
 		return nil
 	}
 	return r
-}
-
-// errCode is the audit result for err.
-func errCode(err error) string {
-	if err == nil {
-		return "ok"
-	}
-	var pe *proto.Error
-	if errors.As(err, &pe) {
-		return pe.Code
-	}
-	return proto.EIO
 }
 
 // ioError is err as the wire has it: EIO unless it is a proto error.
