@@ -596,6 +596,16 @@ func (l *Log) Head() (seq uint64, hash string) {
 	return l.dur.Seq, l.dur.Hash
 }
 
+// Last returns the last appended entry's seq and hash, durable here or
+// not: what a commit trailer names when the caller syncs the log (Sync)
+// before the commit is made, and nothing is appended between the two
+// but entries that come after it.
+func (l *Log) Last() (seq uint64, hash string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.seq, hex.EncodeToString(l.hash[:])
+}
+
 // Publish lets Scan see, and Changed announce, the appended entries up to
 // seq before a Sync makes them durable here: the caller vouches that they
 // are durable by other means (the kernel's journal holds them, and replays

@@ -184,7 +184,9 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 	// either the live copy without its commit (the fork's entry, replayed,
 	// has the next commit compare everything with HEAD) or the commit
 	// without the live copy (NAME exists with no files: ox-fork rm NAME).
-	seq, hash := k.audit.Head()
+	// The log as it is now, before the fork's entry: synced below
+	// before any commit names it.
+	seq, hash := k.audit.Last()
 	trailers := append([]version.Trailer{
 		{Key: TrailerForkOf, Value: a.Agent},
 		{Key: TrailerForkPoint, Value: point},

@@ -46,6 +46,10 @@ type Batch struct {
 	start   int64
 	bytes   int64
 	values  int64 // bytes of the values saved
+	// copies: bytes of values a fork copies that the applier must write
+	// as files of their own (its origin's pending values): files, not
+	// journal records.
+	copies int64
 }
 
 type akey struct{ agent, key string }
@@ -192,7 +196,7 @@ func (b *Batch) Write() error {
 		s.jmu.Unlock()
 		return s.failed
 	}
-	if err := s.writable(b.bytes, b.values == 0); err != nil {
+	if err := s.writable(b.bytes, b.copies, b.values == 0 && b.copies == 0); err != nil {
 		s.jmu.Unlock()
 		return err
 	}

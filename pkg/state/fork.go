@@ -64,6 +64,7 @@ func (b *Batch) AddFork(f *Fork) *proto.Error {
 	}
 	s := b.s
 	var spaces []string
+	var copies int64
 	flush := false
 	for _, sp := range Spaces {
 		if n, _ := s.Keys(Ref(sp, f.To)); n > 0 {
@@ -75,6 +76,13 @@ func (b *Batch) AddFork(f *Fork) *proto.Error {
 		}
 		a.mu.RLock()
 		n, links := len(a.keys), a.links
+		// The fork's copies of values not in a file of From's are files
+		// the applier must write: the batch needs room for them.
+		for _, e := range a.keys {
+			if e.pending() || e.linked() {
+				copies += e.size
+			}
+		}
 		a.mu.RUnlock()
 		if n > 0 {
 			spaces = append(spaces, sp)
@@ -84,6 +92,7 @@ func (b *Batch) AddFork(f *Fork) *proto.Error {
 	if len(spaces) == 0 {
 		return proto.Errorf(proto.ENOENT, "agent %q has nothing to fork", f.From)
 	}
+	b.copies += copies
 	if flush {
 		// From is itself a fork whose files are not all linked yet: let
 		// the applier link them, so the new fork links to From's files.

@@ -23,10 +23,14 @@ import (
 //     writes resume by themselves once space is freed.
 //
 // A batch that saves no value (deletes, the kernel's own records) may use
-// half of the reserve: deleting is how space is freed.
+// half of the reserve, and needs no room for what the applier has yet to
+// write: deleting is how space is freed, and a delete refused for work
+// already accepted (which someone else's files may have left no room for)
+// would leave no way out. files are bytes the batch adds to that work
+// outside the journal (a fork's copies of pending values).
 //
 // Three system calls, a few microseconds, once per group commit.
-func (s *Store) writable(n int64, small bool) error {
+func (s *Store) writable(n, files int64, small bool) error {
 	fd := int(s.j.f.Fd())
 	var st, cur unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
@@ -45,8 +49,9 @@ func (s *Store) writable(n int64, small bool) error {
 	reserve := s.opts.DiskReserve
 	if small {
 		reserve /= 2
+		pending = 0
 	}
-	need := 2*n + pending + reserve
+	need := 2*n + files + pending + reserve
 	if grow := s.j.pos + n - s.j.alloc; grow > 0 {
 		need += grow + s.j.chunk
 	}
