@@ -321,7 +321,6 @@ func (k *Kernel) CommitDiff(ctx context.Context, c *Cred, a proto.CommitDiffArgs
 	if a.From == "" {
 		return proto.Errorf(proto.EINVAL, "diff needs a revision to compare from")
 	}
-	prefix := agentPrefix(a.Agent)
 	var out []proto.DiffRecord
 	var derr error
 	// Against the live state the diff is a barrier: it must see one point
@@ -330,31 +329,7 @@ func (k *Kernel) CommitDiff(ctx context.Context, c *Cred, a proto.CommitDiffArgs
 		if derr = k.rescan(); derr != nil {
 			return
 		}
-		from, err := k.ver.repo.Files(a.From, prefix)
-		if err != nil {
-			derr = err
-			return
-		}
-		var to map[string]string
-		if a.To != "" {
-			to, err = k.ver.repo.Files(a.To, prefix)
-		} else {
-			to, err = k.currentFiles(prefix)
-		}
-		if err != nil {
-			derr = err
-			return
-		}
-		for _, ch := range version.DiffFiles(from, to) {
-			d := proto.DiffRecord{Type: proto.RecordDiff, Path: ch.Path, Action: ch.Action}
-			if a.Patch {
-				if d.Patch, err = k.patch(ch, a.To == ""); err != nil {
-					derr = err
-					return
-				}
-			}
-			out = append(out, d)
-		}
+		out, derr = k.ver.repo.Diff(k.state, k.ver.paths.Under, a.From, a.To, agentPrefix(a.Agent), a.Patch)
 	}
 	if a.To == "" {
 		if err := k.barrier(ctx, run); err != nil {
@@ -372,15 +347,6 @@ func (k *Kernel) CommitDiff(ctx context.Context, c *Cred, a proto.CommitDiffArgs
 		}
 	}
 	return nil
-}
-
-// patch renders one change as a unified diff; live reads the new side
-// from the state.
-func (k *Kernel) patch(ch version.PathChange, live bool) (string, error) {
-	if live {
-		return k.ver.repo.Patch(ch, k.state)
-	}
-	return k.ver.repo.Patch(ch, nil)
 }
 
 // CommitRestore makes the state of an agent equal to a commit's, as new

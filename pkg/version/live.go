@@ -166,6 +166,44 @@ func (r *Repo) LiveFiles(st Store, prefix string, dirty []string) (map[string]st
 	return files, nil
 }
 
+// Diff is the files below prefix that differ between the commits from
+// and to, or, with to "", between from and the state as it is now (under
+// lists the uncommitted paths below a prefix). With patch each record
+// carries its unified diff, its new side read from st when live.
+func (r *Repo) Diff(st Store, under func(prefix string) ([]string, error), from, to, prefix string, patch bool) ([]proto.DiffRecord, error) {
+	ff, err := r.Files(from, prefix)
+	if err != nil {
+		return nil, err
+	}
+	var tf map[string]string
+	if to != "" {
+		tf, err = r.Files(to, prefix)
+	} else {
+		var dirty []string
+		if dirty, err = under(prefix); err == nil {
+			tf, err = r.LiveFiles(st, prefix, dirty)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	var newSide Store // nil: the new side is read from history
+	if to == "" {
+		newSide = st
+	}
+	var out []proto.DiffRecord
+	for _, ch := range DiffFiles(ff, tf) {
+		d := proto.DiffRecord{Type: proto.RecordDiff, Path: ch.Path, Action: ch.Action}
+		if patch {
+			if d.Patch, err = r.Patch(ch, newSide); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
 // Patch renders one change as a unified diff; with st, the new side is
 // read from the live state.
 func (r *Repo) Patch(ch PathChange, st Store) (string, error) {

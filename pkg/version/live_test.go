@@ -1,6 +1,7 @@
 package version
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/oxios/oxios/pkg/proto"
@@ -40,5 +41,38 @@ func TestRecordReadsTheAuditTrailers(t *testing.T) {
 	rec := Record(Commit{Hash: "h", Trailers: []Trailer{{Key: TrailerAuditSeq, Value: "12"}, {Key: TrailerAuditHash, Value: "abc"}}})
 	if rec.AuditHead == nil || rec.AuditHead.Seq != 12 || rec.AuditHead.Hash != "abc" || rec.Changed == nil {
 		t.Fatalf("%+v", rec)
+	}
+}
+
+func TestDiffBetweenCommitsAndAgainstTheLiveState(t *testing.T) {
+	r := open(t)
+	one := change(t, r, map[string][]byte{"agents/a/state/k": []byte("v\n"), "agents/a/state/gone": []byte("x\n"), "agents/b/state/k": []byte("b\n")}, "one").Hash
+	two := change(t, r, map[string][]byte{"agents/a/state/k": []byte("w\n"), "agents/a/state/gone": nil}, "two").Hash
+	recs, err := r.Diff(nil, nil, one, two, "agents/a/", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 2 || recs[0].Path != "agents/a/state/gone" || recs[0].Action != Deleted || recs[1].Action != Modified ||
+		recs[0].Type != proto.RecordDiff || !strings.Contains(recs[1].Patch, "+w") {
+		t.Fatalf("between commits: %+v", recs)
+	}
+	// Live: the uncommitted paths are read from the state, the new side
+	// of a patch too.
+	live := memStore{"agents/a/state/k": []byte("w\n"), "agents/a/state/new": []byte("n\n")}
+	under := func(prefix string) ([]string, error) {
+		if prefix != "agents/a/" {
+			t.Fatalf("under %q", prefix)
+		}
+		return []string{"agents/a/state/new"}, nil
+	}
+	recs, err = r.Diff(live, under, two, "", "agents/a/", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 || recs[0].Path != "agents/a/state/new" || recs[0].Action != Added || !strings.Contains(recs[0].Patch, "+n") {
+		t.Fatalf("against the live state: %+v", recs)
+	}
+	if _, err := r.Diff(nil, nil, "nosuch", two, "", false); !isErr(err, ErrUnknownRevision) {
+		t.Fatalf("unknown revision: %v", err)
 	}
 }
