@@ -38,7 +38,7 @@ func (k *Kernel) ask(ctx context.Context, c *Cred, agent, op, what string, p *po
 	if c.Agent != agent {
 		run = ""
 	}
-	req := k.talk.approvals.Ask(approval.Request{Agent: agent, Run: run, Op: op, What: clipTarget(what, maxTarget), Rule: a.Rule, Why: a.Reason, Default: def}, p.AskTimeout())
+	req := k.talk.approvals.Ask(approval.Request{Agent: agent, Run: run, Op: op, What: audit.Clip(what, audit.MaxTarget), Rule: a.Rule, Why: a.Reason, Default: def}, p.AskTimeout())
 	rec := approval.Record(req)
 	k.submit(ctx, &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpApproveAsk,
 		Target: fmt.Sprintf("%s:%s %s %s [%s]", agent, req.ID, op, req.What, a.Rule), Result: "ok"},
@@ -210,7 +210,7 @@ func (k *Kernel) ApproveDecide(ctx context.Context, c *Cred, a proto.ApproveDeci
 	}
 	tgt = got.Target()
 	if got.Reason != "" {
-		tgt += ": " + clipTarget(got.Reason, 200)
+		tgt += ": " + audit.Clip(got.Reason, 200)
 	}
 	rec := approval.Record(got)
 	if err := k.submit(ctx, &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpApproveDecide, Target: tgt, Args: audit.ArgsDigest(raw), Result: "ok"},

@@ -19,7 +19,7 @@ import (
 
 // mcpTarget is the target of an MCP call's audit entries.
 func mcpTarget(agent, server, tool, outcome string) string {
-	return agent + ":mcp " + clipTarget(server, 32) + "/" + clipTarget(tool, 128) + outcome
+	return agent + ":mcp " + audit.Clip(server, 32) + "/" + audit.Clip(tool, 128) + outcome
 }
 
 // MCPServers returns the MCP servers of agent's policy.

@@ -8,6 +8,7 @@ import (
 
 	"lukechampine.com/blake3"
 
+	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/supervisor"
@@ -74,4 +75,14 @@ func outputDigest(stdout, stderr []byte) string {
 	h.Write(stdout)
 	h.Write(stderr)
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// ExecTarget is the target of an exec's audit entry: the agent, the
+// command (argv, else the command line), and what came of it.
+func ExecTarget(agent string, argv []string, cmd, outcome string) string {
+	what := cmd
+	if len(argv) > 0 {
+		what = policy.Quote(argv)
+	}
+	return agent + ":exec " + audit.Clip(what, audit.MaxTarget) + outcome
 }

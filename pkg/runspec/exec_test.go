@@ -53,3 +53,15 @@ func TestExecRecord(t *testing.T) {
 func supervisorResult(stdout []byte) supervisor.ExecResult {
 	return supervisor.ExecResult{Stdout: stdout}
 }
+
+func TestExecAndToolTargets(t *testing.T) {
+	if got := ExecTarget("a", []string{"echo", "hi there"}, "", " => exit 0"); got != `a:exec echo "hi there" => exit 0` {
+		t.Fatal(got)
+	}
+	if got := ExecTarget("a", nil, "ls | wc", ""); got != "a:exec ls | wc" {
+		t.Fatal(got)
+	}
+	if got := ToolTarget("a", "grep\xff", " [tools.allow]"); got != "a:tool grep? [tools.allow]" {
+		t.Fatal(got)
+	}
+}
