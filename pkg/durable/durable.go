@@ -95,3 +95,22 @@ func MkdirAll(dir string, perm fs.FileMode) error {
 	}
 	return SyncDir(parent)
 }
+
+// Probe reports whether a file can be written and synced in dir now: it
+// makes dir if need be, writes a file there, syncs and removes it.
+func Probe(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, "status-")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write([]byte("ok\n"))
+	if serr := f.Sync(); err == nil {
+		err = serr
+	}
+	f.Close()
+	os.Remove(f.Name())
+	return err
+}
