@@ -343,15 +343,7 @@ func (k *Kernel) runRecords(c *Cred, a proto.PsArgs) []proto.RunRecord {
 		}
 		runs = append(runs, r)
 	}
-	use := k.sup.Sample(runs)
-	out := make([]proto.RunRecord, 0, len(runs))
-	for _, r := range runs {
-		rec := r.Record()
-		if u, ok := use[rec.ID]; ok {
-			rec.CPU, rec.RSS, rec.FDs, rec.Procs = u.CPU, u.RSS, u.FDs, u.Procs
-		}
-		out = append(out, rec)
-	}
+	out := k.sup.Records(runs)
 	for _, rec := range k.adm.Records() {
 		if (a.Agent != "" && rec.Agent != a.Agent) || k.authorize(c, rec.Agent) != nil {
 			continue
