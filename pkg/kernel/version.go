@@ -236,16 +236,7 @@ func (k *Kernel) CommitLog(ctx context.Context, c *Cred, a proto.CommitLogArgs, 
 	if head == "" && a.Rev == "" {
 		return nil // no commits yet: an empty history
 	}
-	err = k.ver.repo.Log(rev, agentPrefix(a.Agent), a.N, func(cm version.Commit) error {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		rec := commitRecord(cm)
-		rec.Changed = onlyUnder(rec.Changed, agentPrefix(a.Agent))
-		rec.Tags = k.ver.repo.TagsAt(cm.Hash)
-		return emit(&rec)
-	})
-	if err != nil {
+	if err := k.ver.repo.Records(ctx, rev, agentPrefix(a.Agent), a.N, emit); err != nil {
 		return versionError(err)
 	}
 	return nil
@@ -257,18 +248,11 @@ func (k *Kernel) CommitShow(ctx context.Context, c *Cred, a proto.CommitShowArgs
 	if err := k.versionScope(c, proto.OpCommitShow, a.Agent, raw); err != nil {
 		return proto.CommitRecord{}, err
 	}
-	cm, err := k.ver.repo.Show(a.Rev)
+	rec, err := k.ver.repo.ShowRecord(a.Rev, agentPrefix(a.Agent))
 	if err != nil {
 		return proto.CommitRecord{}, versionError(err)
 	}
-	rec := commitRecord(cm)
-	rec.Changed = onlyUnder(rec.Changed, agentPrefix(a.Agent))
-	rec.Tags = k.ver.repo.TagsAt(cm.Hash)
 	return rec, nil
-}
-
-func onlyUnder(chs []proto.PathChange, prefix string) []proto.PathChange {
-	return version.OnlyUnder(chs, prefix)
 }
 
 // CommitTag names a commit.

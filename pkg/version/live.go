@@ -3,6 +3,7 @@ package version
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"os/user"
@@ -202,6 +203,34 @@ func (r *Repo) Diff(st Store, under func(prefix string) ([]string, error), from,
 		out = append(out, d)
 	}
 	return out, nil
+}
+
+// Records emits the records of the commits of rev that changed prefix
+// (anything with ""), newest first, at most n (0: all), each with its
+// changed paths under prefix and its tags; it stops once ctx ends.
+func (r *Repo) Records(ctx context.Context, rev, prefix string, n int, emit func(*proto.CommitRecord) error) error {
+	return r.Log(rev, prefix, n, func(cm Commit) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rec := Record(cm)
+		rec.Changed = OnlyUnder(rec.Changed, prefix)
+		rec.Tags = r.TagsAt(cm.Hash)
+		return emit(&rec)
+	})
+}
+
+// ShowRecord is the record of commit rev with its changed paths under
+// prefix and its tags.
+func (r *Repo) ShowRecord(rev, prefix string) (proto.CommitRecord, error) {
+	cm, err := r.Show(rev)
+	if err != nil {
+		return proto.CommitRecord{}, err
+	}
+	rec := Record(cm)
+	rec.Changed = OnlyUnder(rec.Changed, prefix)
+	rec.Tags = r.TagsAt(cm.Hash)
+	return rec, nil
 }
 
 // Patch renders one change as a unified diff; with st, the new side is
