@@ -3,8 +3,6 @@ package kernel
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/oxios/oxios/pkg/audit"
@@ -60,11 +58,8 @@ func (k *Kernel) Exec(ctx context.Context, c *Cred, a proto.ExecArgs, raw []byte
 	}
 	argv := append([]string{prog}, cmd.Argv[1:]...)
 	run := k.callerRun(c, a.Agent)
-	dir := filepath.Join(k.cfg.Data, "work", a.Agent, "exec")
-	if run != nil {
-		dir = run.Spec().Dir
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	dir, err := runspec.Workspace(k.cfg.Data, a.Agent, run)
+	if err != nil {
 		return proto.ExecRecord{}, ioError(err)
 	}
 	sb, serr := k.sandboxFor(a.Agent, p, dir, false, false)

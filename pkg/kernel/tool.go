@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"path/filepath"
 	"sync"
 
 	"github.com/oxios/oxios/pkg/audit"
@@ -77,11 +76,8 @@ func (k *Kernel) ToolRun(ctx context.Context, c *Cred, a proto.ToolRunArgs, raw 
 		return deny(qerr, runspec.ToolTarget(a.Agent, a.Tool, " [budget]"))
 	}
 	run := k.callerRun(c, a.Agent)
-	dir := filepath.Join(k.cfg.Data, "work", a.Agent, "exec")
-	if run != nil {
-		dir = run.Spec().Dir
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	dir, err := runspec.Workspace(k.cfg.Data, a.Agent, run)
+	if err != nil {
 		return proto.ToolRecord{}, ioError(err)
 	}
 	res, err := k.toolRunner().Run(ctx, runspec.ToolSpec(a.Agent, a.Tool, a.Args, a.Input, dir, p, timeout))

@@ -3,6 +3,8 @@ package runspec
 import (
 	"encoding/hex"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -85,4 +87,15 @@ func ExecTarget(agent string, argv []string, cmd, outcome string) string {
 		what = policy.Quote(argv)
 	}
 	return agent + ":exec " + audit.Clip(what, audit.MaxTarget) + outcome
+}
+
+// Workspace makes and returns the folder an exec or a WASM tool call of
+// agent works in: the workspace of run, the caller, or else the agent's
+// DATA/work/AGENT/exec.
+func Workspace(data, agent string, run *supervisor.Run) (string, error) {
+	dir := filepath.Join(data, "work", agent, "exec")
+	if run != nil {
+		dir = run.Spec().Dir
+	}
+	return dir, os.MkdirAll(dir, 0o700)
 }
