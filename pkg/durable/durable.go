@@ -1,4 +1,5 @@
-// Package durable makes changes to files and folders survive a crash.
+// Package durable makes changes to files and folders survive a crash,
+// and tells whether a folder takes such a write now (Probe).
 //
 // A write is durable once its data and the folder entry that names it
 // are on disk: the file needs an fsync before it is renamed into place
