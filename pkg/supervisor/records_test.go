@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"testing"
+	"time"
 )
 
 func TestRecordsSampleTheLiveRuns(t *testing.T) {
@@ -22,4 +23,24 @@ func TestRecordsSampleTheLiveRuns(t *testing.T) {
 	}
 	live.End("test over")
 	<-live.Done()
+}
+
+func TestEndUnlessDone(t *testing.T) {
+	s := newSup(t, t.TempDir())
+	defer s.Close()
+	r := start(t, s, "r1", "/bin/sleep", "30")
+	r.EndUnlessDone("over budget: test")
+	select {
+	case <-r.Done():
+		t.Fatal("ended before its grace")
+	case <-time.After(Grace / 2):
+	}
+	select {
+	case <-r.Done():
+	case <-time.After(2*Grace + 5*time.Second):
+		t.Fatal("not ended after its grace")
+	}
+	if rec := r.Record(); rec.Error != "over budget: test" {
+		t.Fatalf("%+v", rec)
+	}
 }
