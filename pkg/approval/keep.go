@@ -109,3 +109,27 @@ func Record(r Request) proto.ApprovalRecord {
 	}
 	return rec
 }
+
+// By is who decided r as its audit entry names them: "oxiosd" when no
+// one did (the call that asked went away).
+func (r *Request) By() string {
+	if r.DecidedBy == "" {
+		return "oxiosd"
+	}
+	return r.DecidedBy
+}
+
+// Target is the audit target of r's decision: "AGENT:ID STATE by WHO".
+func (r *Request) Target() string {
+	return fmt.Sprintf("%s:%s %s by %s", r.Agent, r.ID, r.State, r.By())
+}
+
+// Refusal is the error of the call that asked for r once r was not
+// approved: who decided, why, and the ask rule that asked.
+func (r *Request) Refusal() *proto.Error {
+	why := r.State + " by " + r.By()
+	if r.Reason != "" {
+		why += ": " + r.Reason
+	}
+	return proto.Errorf(proto.EPERM, "%s: %s was not approved (%s; approval %s, policy rule %s)", r.Agent, r.Why, why, r.ID, r.Rule)
+}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/oxios/oxios/pkg/proto"
 )
 
 func TestKeeperResolvesWhatACrashLeft(t *testing.T) {
@@ -32,5 +34,20 @@ func TestKeeperResolvesWhatACrashLeft(t *testing.T) {
 	kp.Write(left[0])
 	if _, err := os.Stat(filepath.Join(dir, r.ID+".json")); !os.IsNotExist(err) {
 		t.Errorf("decided request's file stays: %v", err)
+	}
+}
+
+func TestTargetAndRefusal(t *testing.T) {
+	r := Request{ID: "a7", Agent: "ops", Why: "exec needs an operator", Rule: "ask.exec", State: Cancelled}
+	if got := r.Target(); got != "ops:a7 cancelled by oxiosd" {
+		t.Fatal(got)
+	}
+	r.State, r.DecidedBy, r.Reason = Denied, "uid=0 (root)", "not now"
+	if got := r.Target(); got != "ops:a7 denied by uid=0 (root)" {
+		t.Fatal(got)
+	}
+	err := r.Refusal()
+	if err.Code != proto.EPERM || err.Message != "ops: exec needs an operator was not approved (denied by uid=0 (root): not now; approval a7, policy rule ask.exec)" {
+		t.Fatalf("%+v", err)
 	}
 }

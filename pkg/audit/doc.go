@@ -67,4 +67,10 @@
 // fdatasync (or a failed write that cannot be cut back) the Log refuses
 // further work with [ErrBroken]: what reached the disk is unknown, so the
 // daemon must restart, and Open recovers.
+//
+// # Reading
+//
+// [Log.Read] serves an audit.log call: the entries a [Filter] selects and
+// the caller may see, the last N of them, then, following, each group as
+// it is published. What a caller may see is the kernel's to judge.
 package audit

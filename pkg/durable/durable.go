@@ -1,4 +1,5 @@
-// Package durable makes changes to files and folders survive a crash.
+// Package durable makes changes to files and folders survive a crash,
+// and tells whether a folder takes such a write now (Probe).
 //
 // A write is durable once its data and the folder entry that names it
 // are on disk: the file needs an fsync before it is renamed into place
@@ -94,4 +95,23 @@ func MkdirAll(dir string, perm fs.FileMode) error {
 		return err
 	}
 	return SyncDir(parent)
+}
+
+// Probe reports whether a file can be written and synced in dir now: it
+// makes dir if need be, writes a file there, syncs and removes it.
+func Probe(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, "status-")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write([]byte("ok\n"))
+	if serr := f.Sync(); err == nil {
+		err = serr
+	}
+	f.Close()
+	os.Remove(f.Name())
+	return err
 }

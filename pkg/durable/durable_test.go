@@ -136,3 +136,20 @@ func TestWriteWith(t *testing.T) {
 		t.Fatalf("the temp file is left: %v", err)
 	}
 }
+
+func TestProbe(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "tmp")
+	if err := Probe(dir); err != nil {
+		t.Fatal(err)
+	}
+	if ents, err := os.ReadDir(dir); err != nil || len(ents) != 0 {
+		t.Fatalf("the probe left %v (%v)", ents, err)
+	}
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := Probe(filepath.Join(file, "tmp")); err == nil {
+		t.Fatal("a folder that cannot be made was probed writable")
+	}
+}

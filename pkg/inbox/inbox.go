@@ -2,7 +2,9 @@
 // durable inbox of records (from, to, time, text, an optional reply-to and
 // attached records), and which of them were received. The kernel decides
 // who may send to whom and audits; this package stores and delivers
-// (Recv: a receive, following or waiting for more).
+// (Recv: a receive, following or waiting for more), and says how a
+// message looks on the wire (Record, Records for msg.list, RecvArgs for
+// msg.recv) and in an audit target (Target).
 //
 // Each agent's inbox is one append-only file, DATA/inbox/<agent>.jsonl: a
 // line per message ({"msg":{...}}) and per acknowledgement ({"ack":"ID"}),

@@ -27,8 +27,6 @@ const (
 	EventApprovalDecided   = "approval.decided"
 )
 
-func approvalRecord(r approval.Request) proto.ApprovalRecord { return approval.Record(r) }
-
 // ask waits for an operator's decision on what an ask rule of p held
 // back; nil means approved. what says what the call would do.
 func (k *Kernel) ask(ctx context.Context, c *Cred, agent, op, what string, p *policy.Policy, a *policy.Asked) *proto.Error {
@@ -40,8 +38,8 @@ func (k *Kernel) ask(ctx context.Context, c *Cred, agent, op, what string, p *po
 	if c.Agent != agent {
 		run = ""
 	}
-	req := k.talk.approvals.Ask(approval.Request{Agent: agent, Run: run, Op: op, What: clipTarget(what, maxTarget), Rule: a.Rule, Why: a.Reason, Default: def}, p.AskTimeout())
-	rec := approvalRecord(req)
+	req := k.talk.approvals.Ask(approval.Request{Agent: agent, Run: run, Op: op, What: audit.Clip(what, audit.MaxTarget), Rule: a.Rule, Why: a.Reason, Default: def}, p.AskTimeout())
+	rec := approval.Record(req)
 	k.submit(ctx, &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpApproveAsk,
 		Target: fmt.Sprintf("%s:%s %s %s [%s]", agent, req.ID, op, req.What, a.Rule), Result: "ok"},
 		agent: agent, key: req.ID, data: &rec}, true)
@@ -54,23 +52,19 @@ func (k *Kernel) ask(ctx context.Context, c *Cred, agent, op, what string, p *po
 	}
 	if got.DecidedBy == "timeout" || got.State == approval.Cancelled {
 		// No operator decided: the kernel records the outcome.
-		rec := approvalRecord(got)
+		rec := approval.Record(got)
 		k.submit(context.Background(), &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpApproveDecide,
-			Target: fmt.Sprintf("%s:%s %s by %s", agent, got.ID, got.State, orKernel(got.DecidedBy)), Result: "ok"},
+			Target: got.Target(), Result: "ok"},
 			agent: agent, key: got.ID, data: &rec}, true)
 	}
 	if r := k.callerRun(c, agent); r != nil {
-		rec := approvalRecord(got)
+		rec := approval.Record(got)
 		r.Emit(&rec)
 	}
 	if got.Allowed() {
 		return nil
 	}
-	why := got.State + " by " + orKernel(got.DecidedBy)
-	if got.Reason != "" {
-		why += ": " + got.Reason
-	}
-	return proto.Errorf(proto.EPERM, "%s: %s was not approved (%s; approval %s, policy rule %s)", agent, a.Reason, why, got.ID, a.Rule)
+	return got.Refusal()
 }
 
 // openApprovals reads the requests a crash left pending and makes the
@@ -89,9 +83,9 @@ func (k *Kernel) openApprovals() error {
 func (k *Kernel) resolveLeftApprovals() {
 	self := &Cred{UID: k.uid, PID: int32(os.Getpid())}
 	for _, r := range k.talk.left {
-		rec := approvalRecord(r)
+		rec := approval.Record(r)
 		err := k.submit(context.Background(), &tx{entry: &audit.Entry{Actor: actor(self), Op: proto.OpApproveDecide,
-			Target: fmt.Sprintf("%s:%s %s by %s", r.Agent, r.ID, r.State, r.DecidedBy), Result: "ok"},
+			Target: r.Target(), Result: "ok"},
 			event: EventApprovalDecided, agent: r.Agent, key: r.ID, data: &rec}, true)
 		if err != nil {
 			k.log.Warn("approvals: auditing a request left pending", "id", r.ID, "err", err)
@@ -108,13 +102,6 @@ func (k *Kernel) resolveLeftApprovals() {
 // calls that wait for a decision).
 func (k *Kernel) StopAsking() {
 	k.talk.approvals.CancelAll("oxiosd is stopping")
-}
-
-func orKernel(by string) string {
-	if by == "" {
-		return "oxiosd"
-	}
-	return by
 }
 
 // askBudget asks once per daemon life when agent's spending passed a
@@ -174,7 +161,7 @@ func (k *Kernel) ApproveList(ctx context.Context, c *Cred, a proto.ApproveListAr
 		if !visible(r.Agent) {
 			continue
 		}
-		rec := approvalRecord(r)
+		rec := approval.Record(r)
 		if err := emit(&rec); err != nil {
 			return err
 		}
@@ -182,24 +169,14 @@ func (k *Kernel) ApproveList(ctx context.Context, c *Cred, a proto.ApproveListAr
 	if !a.Follow {
 		return nil
 	}
-	var evs []bus.Event
-	for {
-		select {
-		case <-ctx.Done():
+	none := func() error { return nil }
+	return sub.Follow(ctx, 0, none, func(ev *bus.Event) error {
+		rec, ok := ev.Data.(*proto.ApprovalRecord)
+		if !ok || !visible(rec.Agent) {
 			return nil
-		case <-sub.Ready():
-			evs, _ = sub.Take(evs[:0])
-			for _, ev := range evs {
-				rec, ok := ev.Data.(*proto.ApprovalRecord)
-				if !ok || !visible(rec.Agent) {
-					continue
-				}
-				if err := emit(rec); err != nil {
-					return err
-				}
-			}
 		}
-	}
+		return emit(rec)
+	}, func(uint64) error { return nil })
 }
 
 // ApproveDecide approves or denies a pending request. Only the admin, or
@@ -231,11 +208,11 @@ func (k *Kernel) ApproveDecide(ctx context.Context, c *Cred, a proto.ApproveDeci
 	if err != nil {
 		return deny(proto.Errorf(proto.EEXIST, "%v", err))
 	}
-	tgt = fmt.Sprintf("%s:%s %s by %s", r.Agent, a.ID, got.State, by)
+	tgt = got.Target()
 	if got.Reason != "" {
-		tgt += ": " + clipTarget(got.Reason, 200)
+		tgt += ": " + audit.Clip(got.Reason, 200)
 	}
-	rec := approvalRecord(got)
+	rec := approval.Record(got)
 	if err := k.submit(ctx, &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpApproveDecide, Target: tgt, Args: audit.ArgsDigest(raw), Result: "ok"},
 		agent: r.Agent, key: got.ID, data: &rec}, true); err != nil {
 		return proto.ApprovalRecord{}, err
@@ -265,5 +242,5 @@ func (k *Kernel) ApprovalRead(c *Cred, id string) (proto.ApprovalRecord, error) 
 	if err := k.gate(call{op: proto.OpApproveList, c: c, agent: r.Agent, target: r.Agent + ":" + id}); err != nil {
 		return proto.ApprovalRecord{}, err
 	}
-	return approvalRecord(r), nil
+	return approval.Record(r), nil
 }

@@ -42,71 +42,11 @@ func (k *Kernel) AuditLog(ctx context.Context, c *Cred, a proto.AuditLogArgs, ra
 			return err
 		}
 	}
-	match, perr := audit.Filter(&a)
-	if perr != nil {
-		return perr
+	err := k.audit.Read(ctx, &a, func(in *audit.Info) bool { return k.auditVisible(c, in) }, emit, flush)
+	if se, ok := err.(*audit.ScanError); ok {
+		return ioError(se.Err)
 	}
-	var err error
-	want := func(line []byte) bool {
-		in, ok := audit.Peek(line)
-		return ok && match(&in) && k.auditVisible(c, &in)
-	}
-	// The last N: a ring of copies, emitted once the scan ends.
-	var ring [][]byte
-	next := 0
-	scan := func(from uint64) (uint64, error) {
-		last := from - 1
-		err := k.audit.ScanLines(from, func(line []byte) error {
-			last = audit.LineSeq(line)
-			if !want(line) {
-				return nil
-			}
-			if a.N > 0 && ring != nil {
-				if len(ring) < a.N {
-					ring = append(ring, bytes.Clone(line))
-				} else {
-					ring[next] = append(ring[next][:0], line...)
-					next = (next + 1) % a.N
-				}
-				return nil
-			}
-			return emit(line)
-		})
-		return last, err
-	}
-	if a.N > 0 {
-		ring = make([][]byte, 0, min(a.N, 1024))
-	}
-	changed := k.audit.Changed()
-	var last uint64
-	if a.OnlyNew {
-		last = k.audit.Published()
-	} else if last, err = scan(max(a.SinceSeq, 1)); err != nil {
-		return ioError(err)
-	}
-	for i := range ring {
-		if err := emit(ring[(next+i)%len(ring)]); err != nil {
-			return err
-		}
-	}
-	ring = nil
-	for a.Follow {
-		if flush != nil {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return nil // the client stopped following: a normal end
-		}
-		changed = k.audit.Changed()
-		if last, err = scan(last + 1); err != nil {
-			return ioError(err)
-		}
-	}
-	return nil
+	return err
 }
 
 // AuditShow returns the line of entry seq.

@@ -2,7 +2,6 @@ package kernel
 
 import (
 	"context"
-	"time"
 
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/budget"
@@ -71,18 +70,9 @@ func (k *Kernel) checkBudget(c *Cred, agent string, p *policy.Policy, more proto
 // not end itself within the grace period (the runner ends with a record
 // saying why; a process that ignores the refusal is stopped).
 func (k *Kernel) endOverBudget(r *supervisor.Run, why string) {
-	if r == nil {
-		return
+	if r != nil {
+		r.EndUnlessDone("over budget: " + why)
 	}
-	go func() {
-		t := time.NewTimer(supervisor.Grace)
-		defer t.Stop()
-		select {
-		case <-r.Done():
-		case <-t.C:
-			r.End("over budget: " + why)
-		}
-	}()
 }
 
 func (k *Kernel) budgetAgent(c *Cred, op, agent string, raw []byte, admin bool) (*policy.Policy, error) {

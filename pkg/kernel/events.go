@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"path"
 	"strings"
 
 	"github.com/oxios/oxios/pkg/audit"
@@ -55,26 +54,12 @@ func (k *Kernel) Events(ctx context.Context, c *Cred, a proto.EventsArgs, raw []
 			return err
 		}
 	}
-	for _, t := range a.Types {
-		if _, err := path.Match(t, ""); err != nil || t == "" {
-			return proto.Errorf(proto.EINVAL, "event type %q is not a name or a glob", t)
-		}
+	if err := a.CheckTypes(); err != nil {
+		return err
 	}
 	want := func(name, agent string) bool {
-		if a.Agent != "" && agent != a.Agent {
+		if !a.Selects(name, agent) {
 			return false
-		}
-		if len(a.Types) > 0 {
-			hit := false
-			for _, t := range a.Types {
-				if ok, _ := path.Match(t, name); ok {
-					hit = true
-					break
-				}
-			}
-			if !hit {
-				return false
-			}
 		}
 		if c.Admin {
 			return true

@@ -3,10 +3,7 @@ package kernel
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/policy"
@@ -15,33 +12,6 @@ import (
 	"github.com/oxios/oxios/pkg/sandbox"
 	"github.com/oxios/oxios/pkg/supervisor"
 )
-
-// maxTarget bounds the command line an exec's audit entry names.
-const maxTarget = 256
-
-// clipTarget makes s fit an audit entry's target: valid UTF-8, at most
-// max bytes, cut at a rune.
-func clipTarget(s string, max int) string {
-	s = strings.ToValidUTF8(s, "?")
-	if len(s) > max {
-		cut := max
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "..."
-	}
-	return s
-}
-
-// execTarget is the target of an exec's audit entry: the agent, the
-// command, and what came of it.
-func execTarget(agent string, argv []string, cmd, outcome string) string {
-	what := cmd
-	if len(argv) > 0 {
-		what = policy.Quote(argv)
-	}
-	return agent + ":exec " + clipTarget(what, maxTarget) + outcome
-}
 
 // Exec runs a command for a.Agent under its policy: the program must be
 // on the policy's exec.allow list, shell metacharacters need exec.shell,
@@ -54,7 +24,7 @@ func (k *Kernel) Exec(ctx context.Context, c *Cred, a proto.ExecArgs, raw []byte
 		k.auditDenied(c, proto.OpExec, target, raw, err.Code)
 		return proto.ExecRecord{}, err
 	}
-	if err := k.gate(call{op: proto.OpExec, c: c, agent: a.Agent, raw: raw, target: execTarget(a.Agent, a.Argv, a.Command, "")}); err != nil {
+	if err := k.gate(call{op: proto.OpExec, c: c, agent: a.Agent, raw: raw, target: runspec.ExecTarget(a.Agent, a.Argv, a.Command, "")}); err != nil {
 		return proto.ExecRecord{}, err
 	}
 	p, err := k.policyOf(a.Agent)
@@ -64,14 +34,14 @@ func (k *Kernel) Exec(ctx context.Context, c *Cred, a proto.ExecArgs, raw []byte
 	cmd, cerr := p.CheckExec(a.Argv, a.Command)
 	if ask := policy.AsAsked(cerr); ask != nil {
 		if perr := k.ask(ctx, c, a.Agent, proto.OpExec, policy.Quote(cmd.Argv), p, ask); perr != nil {
-			return deny(perr, execTarget(a.Agent, cmd.Argv, "", " ["+ask.Rule+"]"))
+			return deny(perr, runspec.ExecTarget(a.Agent, cmd.Argv, "", " ["+ask.Rule+"]"))
 		}
 		cerr = nil
 	}
 	if cerr != nil {
 		var d *policy.Denied
 		if errors.As(cerr, &d) {
-			return deny(proto.Errorf(proto.EPERM, "exec refused: %s (policy rule %s)", d.Reason, d.Rule), execTarget(a.Agent, a.Argv, a.Command, " ["+d.Rule+"]"))
+			return deny(proto.Errorf(proto.EPERM, "exec refused: %s (policy rule %s)", d.Reason, d.Rule), runspec.ExecTarget(a.Agent, a.Argv, a.Command, " ["+d.Rule+"]"))
 		}
 		return proto.ExecRecord{}, proto.Errorf(proto.EINVAL, "%v", cerr)
 	}
@@ -80,24 +50,21 @@ func (k *Kernel) Exec(ctx context.Context, c *Cred, a proto.ExecArgs, raw []byte
 		return proto.ExecRecord{}, terr
 	}
 	if qerr := k.checkBudget(c, a.Agent, p, proto.Budget{Execs: 1}); qerr != nil {
-		return deny(qerr, execTarget(a.Agent, cmd.Argv, "", " [budget]"))
+		return deny(qerr, runspec.ExecTarget(a.Agent, cmd.Argv, "", " [budget]"))
 	}
 	prog, err := runspec.LookPath(cmd.Argv[0])
 	if err != nil {
-		return deny(ioError(err), execTarget(a.Agent, cmd.Argv, "", ""))
+		return deny(ioError(err), runspec.ExecTarget(a.Agent, cmd.Argv, "", ""))
 	}
 	argv := append([]string{prog}, cmd.Argv[1:]...)
 	run := k.callerRun(c, a.Agent)
-	dir := filepath.Join(k.cfg.Data, "work", a.Agent, "exec")
-	if run != nil {
-		dir = run.Spec().Dir
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	dir, err := runspec.Workspace(k.cfg.Data, a.Agent, run)
+	if err != nil {
 		return proto.ExecRecord{}, ioError(err)
 	}
 	sb, serr := k.sandboxFor(a.Agent, p, dir, false, false)
 	if serr != nil {
-		return deny(serr, execTarget(a.Agent, cmd.Argv, "", " [sandbox.isolation]"))
+		return deny(serr, runspec.ExecTarget(a.Agent, cmd.Argv, "", " [sandbox.isolation]"))
 	}
 	if sb != nil {
 		// An exec of a run is in the run's uid (it writes the run's
@@ -121,11 +88,11 @@ func (k *Kernel) Exec(ctx context.Context, c *Cred, a proto.ExecArgs, raw []byte
 		Env: runspec.ExecEnv(a.Agent, home), Sandbox: sb,
 	})
 	if err != nil {
-		return deny(proto.Errorf(proto.ENOENT, "exec %s: %v", cmd.Argv[0], err), execTarget(a.Agent, cmd.Argv, "", ""))
+		return deny(proto.Errorf(proto.ENOENT, "exec %s: %v", cmd.Argv[0], err), runspec.ExecTarget(a.Agent, cmd.Argv, "", ""))
 	}
 	rec, outcome := runspec.ExecRecord(a.Agent, c.Run, cmd.Argv, res, timeout)
-	rec.Text = strings.TrimPrefix(execTarget("", cmd.Argv, "", outcome), ":exec ")
-	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpExec, Target: execTarget(a.Agent, cmd.Argv, "", outcome+" output "+rec.Digest[:16]), Args: audit.ArgsDigest(raw), Result: "ok"}, data: &rec}
+	rec.Text = strings.TrimPrefix(runspec.ExecTarget("", cmd.Argv, "", outcome), ":exec ")
+	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpExec, Target: runspec.ExecTarget(a.Agent, cmd.Argv, "", outcome+" output "+rec.Digest[:16]), Args: audit.ArgsDigest(raw), Result: "ok"}, data: &rec}
 	if err := k.commitExec(ctx, a.Agent, run, t); err != nil {
 		return proto.ExecRecord{}, err
 	}

@@ -3,15 +3,9 @@ package kernel
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"strings"
-
-	"github.com/go-git/go-git/v5"
-	gitconfig "github.com/go-git/go-git/v5/config"
-	"github.com/go-git/go-git/v5/plumbing"
 
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/version"
 )
 
 // Fleet is what the kernel asks of the fleet it joined (pkg/fleet, issue
@@ -101,61 +95,22 @@ func serveFleetCall(k *Kernel, ctx context.Context, c *Cred, r *Request) (json.R
 }
 
 // VersionPush pushes the branch of the versioned tree, with its tags, to
-// a git remote (go-git: ssh, git, http(s), file). The push is audited,
-// with the remote as its target; credentials come from the daemon's
-// environment (an ssh agent, ~/.ssh of its user), never from the caller.
+// a git remote (version.Repo.Push). The push is audited, with the remote
+// as its target; credentials come from the daemon's environment (an ssh
+// agent, ~/.ssh of its user), never from the caller.
 func (k *Kernel) VersionPush(ctx context.Context, c *Cred, a proto.PushArgs, raw []byte) (proto.PushRecord, error) {
 	if err := k.requireAdmin(c, proto.OpVersionPush); err != nil {
 		return proto.PushRecord{}, err
 	}
-	if a.Remote == "" || strings.HasPrefix(a.Remote, "-") || proto.CheckText([]byte(a.Remote)) != nil {
-		return proto.PushRecord{}, proto.Errorf(proto.EINVAL, "version.push: remote %q: want a git URL (ssh://host/path, file:///path, user@host:path) or a repository's path", a.Remote)
+	if err := version.CheckRemote(a.Remote); err != nil {
+		return proto.PushRecord{}, err
 	}
 	target := "*:" + a.Remote
-	rec, err := k.push(ctx, a.Remote)
+	rec, err := k.ver.repo.Push(ctx, a.Remote)
 	if err != nil {
 		k.commitAudit(c, proto.OpVersionPush, target, raw, errCode(err), "", nil)
 		return rec, err
 	}
 	_, err = k.commitAudit(c, proto.OpVersionPush, target+" "+rec.Commit, raw, "ok", "", nil)
 	return rec, err
-}
-
-func (k *Kernel) push(ctx context.Context, remote string) (proto.PushRecord, error) {
-	rec := proto.PushRecord{Type: proto.RecordPush, Remote: remote}
-	var err error
-	// A commit may land between the listing of packs and the ref read
-	// (the committer writes packs go-git did not list): once more.
-	for try := 0; try < 2; try++ {
-		var r *git.Repository
-		r, err = git.PlainOpen(k.ver.repo.Dir())
-		if err != nil {
-			return rec, ioError(err)
-		}
-		var head *plumbing.Reference
-		head, err = r.Head()
-		if err != nil {
-			return rec, proto.Errorf(proto.ENOENT, "version.push: nothing committed yet (ox-commit first): %v", err)
-		}
-		rec.Ref, rec.Commit = head.Name().String(), head.Hash().String()
-		spec := gitconfig.RefSpec("+" + rec.Ref + ":" + rec.Ref)
-		// An anonymous remote: nothing is written to the repository's
-		// config (Repository.Push wants a named one).
-		rem := git.NewRemote(r.Storer, &gitconfig.RemoteConfig{Name: "push", URLs: []string{remote}})
-		err = rem.PushContext(ctx, &git.PushOptions{RemoteName: "push", RefSpecs: []gitconfig.RefSpec{spec, "+refs/tags/*:refs/tags/*"}})
-		if errors.Is(err, git.NoErrAlreadyUpToDate) {
-			rec.UpToDate, err = true, nil
-		}
-		if err == nil {
-			break
-		}
-	}
-	if err != nil {
-		return rec, proto.Errorf(proto.EIO, "version.push to %s: %v", remote, err)
-	}
-	rec.Text = fmt.Sprintf("%s %.12s pushed to %s", rec.Ref, rec.Commit, remote)
-	if rec.UpToDate {
-		rec.Text = fmt.Sprintf("%s %.12s: %s has it already", rec.Ref, rec.Commit, remote)
-	}
-	return rec, nil
 }

@@ -3,11 +3,12 @@
 // and each goes through one gate (gate.go): validate -> authorize ->
 // policy -> do -> audit (refusals too) -> publish. The socket server and
 // the FUSE view call these syscalls and nothing below them; the
-// subsystems (state, audit, version with its commits, restores and
-// forks, uncommitted, memory, memindex, recall, expiry, budget, inbox,
-// bus, netfetch, the supervisor, runq, runspec, sched/jobs,
-// policy/judge, reload...) are packages of their own that do not know
-// about each other: the kernel passes what they need.
+// subsystems (state, audit with its reads and targets, version with its
+// commits, restores, diffs, forks and pushes, uncommitted, memory,
+// memindex, recall, expiry, budget, inbox, approval, bus, netfetch, llm's
+// breakers, the supervisor, runq with its waits and attaches, runspec,
+// sched/jobs, policy/judge, reload...) are packages of their own that do
+// not know about each other: the kernel passes what they need.
 //
 // Changes are group-committed: a mutating syscall hands a transaction to
 // the committer goroutine, which takes every transaction queued at that

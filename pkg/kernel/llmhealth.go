@@ -2,7 +2,6 @@ package kernel
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
@@ -54,42 +53,16 @@ func (k *Kernel) LLMGate(ctx context.Context, c *Cred, a proto.LLMGateArgs, raw 
 	if err := k.gate(call{op: proto.OpLLMGate, c: c, agent: a.Agent, raw: raw}); err != nil {
 		return proto.LLMGateRecord{}, err
 	}
-	if a.Endpoint == "" || len(a.Endpoint) > 2048 {
-		return proto.LLMGateRecord{}, proto.Errorf(proto.EINVAL, "endpoint: want the base URL of the model endpoint (at most 2048 bytes)")
-	}
 	lease := 10 * time.Minute
 	if d, err := time.ParseDuration(k.liveCfg().LLM.Timeout); err == nil && d > 0 {
 		lease = d
 	}
-	b := k.llmh.breakers.Get(a.Endpoint, lease)
-	rec := proto.LLMGateRecord{Type: proto.RecordLLMGate, Endpoint: a.Endpoint, ConfigError: k.ConfigRefused()}
-	now := time.Now()
-	switch a.Outcome {
-	case "":
-		wait, ok := b.Allow(now)
-		if !ok {
-			rec.Wait = max(wait, time.Millisecond).Seconds()
-		} else {
-			rec.Probe = b.State() == llm.HalfOpen
-		}
-	case "ok", "failed":
-		// A report moves the breaker of every run: only a run of the
-		// agent (its runner) or the admin may make one.
-		if !c.Admin && c.Run == "" {
-			return proto.LLMGateRecord{}, proto.Errorf(proto.EPERM, "only an agent's run reports how its model calls went")
-		}
-		if a.Outcome == "ok" && b.Success() {
-			rec.Changed = llm.Closed.String()
-		} else if a.Outcome == "failed" && b.Failure(now) {
-			rec.Changed = llm.Open.String()
-		}
-	default:
-		return proto.LLMGateRecord{}, proto.Errorf(proto.EINVAL, "outcome %q: want \"\" (ask), ok or failed", a.Outcome)
+	// A report moves the breaker of every run: only a run of the agent
+	// (its runner) or the admin may make one.
+	rec, err := k.llmh.breakers.Gate(a, lease, c.Admin || c.Run != "", time.Now())
+	if err != nil {
+		return proto.LLMGateRecord{}, err
 	}
-	rec.State = b.State().String()
-	rec.Text = fmt.Sprintf("%s: circuit %s", a.Endpoint, rec.State)
-	if rec.Wait > 0 {
-		rec.Text += fmt.Sprintf(", next call in %.1fs", rec.Wait)
-	}
+	rec.ConfigError = k.ConfigRefused()
 	return rec, nil
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"regexp"
-	"time"
 
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/policy"
@@ -19,12 +17,9 @@ import (
 // digest of its arguments and then its outcome with the digest of its
 // result.
 
-// defaultMCPTimeout bounds one MCP call when the policy says nothing.
-const defaultMCPTimeout = 30 * time.Second
-
 // mcpTarget is the target of an MCP call's audit entries.
 func mcpTarget(agent, server, tool, outcome string) string {
-	return agent + ":mcp " + clipTarget(server, 32) + "/" + clipTarget(tool, 128) + outcome
+	return agent + ":mcp " + audit.Clip(server, 32) + "/" + audit.Clip(tool, 128) + outcome
 }
 
 // MCPServers returns the MCP servers of agent's policy.
@@ -36,15 +31,7 @@ func (k *Kernel) MCPServers(ctx context.Context, c *Cred, a proto.MCPServersArgs
 	if err != nil {
 		return proto.MCPServersResult{}, ioError(err)
 	}
-	res := proto.MCPServersResult{Servers: []proto.MCPServerInfo{}}
-	for _, s := range p.MCP.Servers {
-		t := s.Timeout.D()
-		if t <= 0 {
-			t = defaultMCPTimeout
-		}
-		res.Servers = append(res.Servers, proto.MCPServerInfo{Name: s.Name, Command: s.Command, URL: s.URL, Env: s.Env, Allow: s.Allow, Timeout: t.Seconds()})
-	}
-	return res, nil
+	return p.MCPServers(), nil
 }
 
 // MCPCall authorizes one MCP tool call for a.Agent: the policy must list
@@ -57,11 +44,8 @@ func (k *Kernel) MCPCall(ctx context.Context, c *Cred, a proto.MCPCallArgs, raw 
 	if err := k.gate(call{op: proto.OpMCPCall, c: c, agent: a.Agent, target: tgt, raw: raw}); err != nil {
 		return proto.MCPCallRecord{}, err
 	}
-	if err := policy.CheckMCPName(a.Server); err != nil {
-		return proto.MCPCallRecord{}, proto.Errorf(proto.EINVAL, "%v", err)
-	}
-	if a.Tool == "" || len(a.Tool) > 128 {
-		return proto.MCPCallRecord{}, proto.Errorf(proto.EINVAL, "tool name %.20q: want 1 to 128 bytes", a.Tool)
+	if err := policy.CheckMCPCall(a.Server, a.Tool); err != nil {
+		return proto.MCPCallRecord{}, err
 	}
 	var srv *policy.MCPServer
 	if err := k.enforce(c, a.Agent, proto.OpMCPCall, tgt, raw, func(p *policy.Policy) error {
@@ -79,10 +63,7 @@ func (k *Kernel) MCPCall(ctx context.Context, c *Cred, a proto.MCPCallArgs, raw 
 		k.auditDenied(c, proto.OpMCPCall, tgt+" [budget]", raw, qerr.Code)
 		return proto.MCPCallRecord{}, qerr
 	}
-	timeout := srv.Timeout.D()
-	if timeout <= 0 {
-		timeout = defaultMCPTimeout
-	}
+	timeout := srv.CallTimeout()
 	rec := proto.MCPCallRecord{Type: proto.RecordMCPCall, Agent: a.Agent, Run: c.Run, Server: a.Server, Tool: a.Tool, Timeout: timeout.Seconds()}
 	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpMCPCall, Target: tgt, Args: audit.ArgsDigest(raw), Result: "ok"}, data: &rec}
 	if err := k.commitExec(ctx, a.Agent, k.callerRun(c, a.Agent), t); err != nil {
@@ -93,8 +74,6 @@ func (k *Kernel) MCPCall(ctx context.Context, c *Cred, a proto.MCPCallArgs, raw 
 	return rec, nil
 }
 
-var hexDigest = regexp.MustCompile(`^[0-9a-f]{64}$`)
-
 // MCPResult audits how an authorized MCP call ended: its result's digest
 // and, when it failed, the errno name saying how.
 func (k *Kernel) MCPResult(ctx context.Context, c *Cred, a proto.MCPResultArgs, raw []byte) error {
@@ -104,19 +83,9 @@ func (k *Kernel) MCPResult(ctx context.Context, c *Cred, a proto.MCPResultArgs, 
 	if err := policy.CheckMCPName(a.Server); err != nil {
 		return proto.Errorf(proto.EINVAL, "%v", err)
 	}
-	if a.Tool == "" || len(a.Tool) > 128 || a.Call == 0 {
-		return proto.Errorf(proto.EINVAL, "mcp.result names the tool and the call (the seq mcp.call returned)")
-	}
-	if !hexDigest.MatchString(a.Digest) {
-		return proto.Errorf(proto.EINVAL, "digest %.20q: want the hex BLAKE3-256 of the result", a.Digest)
-	}
-	result := "ok"
-	switch a.Error {
-	case "":
-	case proto.ETIMEDOUT, proto.EIO, proto.EPROTO, "EPIPE", proto.ECANCELED:
-		result = a.Error
-	default:
-		return proto.Errorf(proto.EINVAL, "error %.20q: want ETIMEDOUT, EPIPE, EIO, EPROTO or ECANCELED", a.Error)
+	result, perr := a.Result()
+	if perr != nil {
+		return perr
 	}
 	outcome := fmt.Sprintf(" call %d => %s result %s", a.Call, result, a.Digest[:16])
 	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpMCPResult, Target: mcpTarget(a.Agent, a.Server, a.Tool, outcome), Args: audit.ArgsDigest(raw), Result: result}}

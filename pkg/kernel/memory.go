@@ -387,15 +387,7 @@ func (k *Kernel) expire(now int64, due map[string][]string) {
 // mayRecall asks agent's policy whether c may use memories of kind ("":
 // any kind it is given).
 func (k *Kernel) mayRecall(c *Cred, op, agent, kind string, raw []byte) *proto.Error {
-	return k.permit(c, agent, op, agent, raw, func(p *policy.Policy) error {
-		if kind == "" {
-			if len(p.Memory.Kinds) == 0 {
-				return p.CheckMemory("working", 0) // names the rule
-			}
-			return nil
-		}
-		return p.CheckMemory(kind, 0)
-	})
+	return k.permit(c, agent, op, agent, raw, func(p *policy.Policy) error { return p.CheckRecall(kind) })
 }
 
 // kindsOf returns, for a caller bound by agent's policy, which kinds it

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/oxios/oxios/pkg/approval"
 	"github.com/oxios/oxios/pkg/audit"
@@ -58,23 +57,18 @@ func (k *Kernel) closeTalk() {
 	}
 }
 
-func msgRecord(m inbox.Message) proto.MsgRecord {
-	return proto.MsgRecord{Type: proto.RecordMsg, ID: m.ID, Agent: m.To, From: m.From, Sender: m.Sender, Time: m.Time,
-		Text: m.Text, ReplyTo: m.ReplyTo, Records: m.Records, Read: m.Read}
-}
-
 // MsgSend puts a message into a.To's inbox.
 func (k *Kernel) MsgSend(ctx context.Context, c *Cred, a proto.MsgSendArgs, raw []byte) (proto.MsgRecord, error) {
 	from := a.From
 	if c.Agent != "" {
 		if from != "" && from != c.Agent {
 			err := proto.Errorf(proto.EPERM, "run %s of agent %q may not send as %q", c.Run, c.Agent, from)
-			k.auditDenied(c, proto.OpMsgSend, msgTarget(a.To, from, ""), raw, err.Code)
+			k.auditDenied(c, proto.OpMsgSend, inbox.Target(a.To, from, ""), raw, err.Code)
 			return proto.MsgRecord{}, err
 		}
 		from = c.Agent
 	}
-	tgt := msgTarget(a.To, from, "")
+	tgt := inbox.Target(a.To, from, "")
 	deny := func(err *proto.Error, rule string) (proto.MsgRecord, error) {
 		t := tgt
 		if rule != "" {
@@ -127,25 +121,14 @@ func (k *Kernel) MsgSend(ctx context.Context, c *Cred, a proto.MsgSendArgs, raw 
 	if err != nil {
 		return deny(proto.Errorf(proto.EINVAL, "%v", err), "")
 	}
-	rec := msgRecord(m)
-	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpMsgSend, Target: msgTarget(a.To, from, m.ID), Args: audit.ArgsDigest(raw), Result: "ok"},
+	rec := m.Record()
+	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpMsgSend, Target: inbox.Target(a.To, from, m.ID), Args: audit.ArgsDigest(raw), Result: "ok"},
 		event: EventMsgSent, agent: a.To, key: m.ID, data: &rec}
 	if err := k.submit(ctx, t, true); err != nil {
 		return proto.MsgRecord{}, err
 	}
 	k.msgArrived(a.To, m.ID)
 	return rec, nil
-}
-
-func msgTarget(to, from, id string) string {
-	if from == "" {
-		from = "operator"
-	}
-	t := to + ":msg from " + from
-	if id != "" {
-		t += " " + id
-	}
-	return t
 }
 
 func denied(err error) *policy.Denied {
@@ -166,23 +149,7 @@ func (k *Kernel) MsgList(ctx context.Context, c *Cred, a proto.MsgListArgs, raw 
 	if err := k.msgScope(c, proto.OpMsgList, a.Agent, raw); err != nil {
 		return err
 	}
-	if a.After != "" {
-		if err := inbox.CheckID(a.After); err != nil {
-			return proto.Errorf(proto.EINVAL, "after: %v", err)
-		}
-	}
-	n := 0
-	for _, m := range k.talk.inbox.List(a.Agent, a.After, a.Unread) {
-		if a.Max > 0 && n >= a.Max {
-			break
-		}
-		rec := msgRecord(m)
-		if err := emit(&rec); err != nil {
-			return err
-		}
-		n++
-	}
-	return nil
+	return k.talk.inbox.Records(a, emit)
 }
 
 // MsgRecv emits a.Agent's unread messages and marks each read once it
@@ -193,20 +160,12 @@ func (k *Kernel) MsgRecv(ctx context.Context, c *Cred, a proto.MsgListArgs, raw 
 	if err := k.msgScope(c, proto.OpMsgRecv, a.Agent, raw); err != nil {
 		return err
 	}
-	var wait time.Duration
-	if a.Wait != "" {
-		d, err := time.ParseDuration(a.Wait)
-		if err != nil || d < 0 {
-			return proto.Errorf(proto.EINVAL, "wait %q: want a duration such as 30s", a.Wait)
-		}
-		wait = d
+	o, perr := inbox.RecvArgs(a)
+	if perr != nil {
+		return perr
 	}
-	if a.Max < 0 {
-		return proto.Errorf(proto.EINVAL, "max must not be negative")
-	}
-	o := inbox.RecvOptions{After: a.After, Max: a.Max, Peek: a.Peek, Follow: a.Follow, Wait: wait}
 	err := k.talk.inbox.Recv(ctx, a.Agent, o, func(m inbox.Message) error {
-		rec := msgRecord(m)
+		rec := m.Record()
 		return emit(&rec)
 	})
 	if ae, ok := err.(*inbox.AckError); ok {
@@ -224,7 +183,7 @@ func (k *Kernel) MsgRead(c *Cred, agent, id string) (proto.MsgRecord, error) {
 	if err != nil {
 		return proto.MsgRecord{}, proto.Errorf(proto.ENOENT, "%v", err)
 	}
-	return msgRecord(m), nil
+	return m.Record(), nil
 }
 
 // MsgIDs lists the ids of agent's messages (the mount's listing).

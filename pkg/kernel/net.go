@@ -3,7 +3,6 @@ package kernel
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/url"
 	"strings"
 
@@ -12,16 +11,6 @@ import (
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
 )
-
-// fetchTarget is the target of a fetch's audit entry: the agent, the URL
-// (and the method unless GET), and what came of it.
-func fetchTarget(agent, method, rawURL, outcome string) string {
-	what := clipTarget(rawURL, maxTarget)
-	if method != "" && method != proto.MethodGet {
-		what = method + " " + what
-	}
-	return agent + ":fetch " + what + outcome
-}
 
 // NetFetch makes an HTTP request for a.Agent under its policy's [net]:
 // the URL must be http or https without user info, its host (and the
@@ -33,15 +22,12 @@ func fetchTarget(agent, method, rawURL, outcome string) string {
 // Each fetch is audited with its URL, status, size and body digest; each
 // refusal with the rule that refused it.
 func (k *Kernel) NetFetch(ctx context.Context, c *Cred, a proto.FetchArgs, raw []byte) (proto.FetchRecord, error) {
-	method := strings.ToUpper(a.Method)
-	if method == "" {
-		method = proto.MethodGet
-	}
+	method := netfetch.Method(a.Method)
 	deny := func(err *proto.Error, target string) (proto.FetchRecord, error) {
 		k.auditDenied(c, proto.OpNetFetch, target, raw, err.Code)
 		return proto.FetchRecord{}, err
 	}
-	if err := k.gate(call{op: proto.OpNetFetch, c: c, agent: a.Agent, raw: raw, target: fetchTarget(a.Agent, method, a.URL, "")}); err != nil {
+	if err := k.gate(call{op: proto.OpNetFetch, c: c, agent: a.Agent, raw: raw, target: netfetch.Target(a.Agent, method, a.URL, "")}); err != nil {
 		return proto.FetchRecord{}, err
 	}
 	p, err := k.policyOf(a.Agent)
@@ -51,7 +37,7 @@ func (k *Kernel) NetFetch(ctx context.Context, c *Cred, a proto.FetchArgs, raw [
 	if u, uerr := url.Parse(a.URL); uerr == nil && u.Hostname() != "" {
 		if ask := policy.AsAsked(p.CheckHostAsk(u.Hostname())); ask != nil {
 			if perr := k.ask(ctx, c, a.Agent, proto.OpNetFetch, method+" "+a.URL, p, ask); perr != nil {
-				return deny(perr, fetchTarget(a.Agent, method, a.URL, " ["+ask.Rule+"]"))
+				return deny(perr, netfetch.Target(a.Agent, method, a.URL, " ["+ask.Rule+"]"))
 			}
 			// Approved: this fetch runs as if the ask rules allowed.
 			p = p.Granting()
@@ -61,28 +47,22 @@ func (k *Kernel) NetFetch(ctx context.Context, c *Cred, a proto.FetchArgs, raw [
 	if ferr != nil {
 		var d *policy.Denied
 		if errors.As(ferr, &d) {
-			return deny(proto.Errorf(proto.EPERM, "fetch refused: %s (policy rule %s)", d.Reason, d.Rule), fetchTarget(a.Agent, method, a.URL, " ["+d.Rule+"]"))
+			return deny(proto.Errorf(proto.EPERM, "fetch refused: %s (policy rule %s)", d.Reason, d.Rule), netfetch.Target(a.Agent, method, a.URL, " ["+d.Rule+"]"))
 		}
 		var pe *proto.Error
 		if errors.As(ferr, &pe) && pe.Code == proto.EINVAL {
 			return proto.FetchRecord{}, pe
 		}
 		pe = netfetch.Error(ferr)
-		return deny(pe, fetchTarget(a.Agent, method, a.URL, " => "+pe.Code))
+		return deny(pe, netfetch.Target(a.Agent, method, a.URL, " => "+pe.Code))
 	}
 	rec.Type, rec.Agent, rec.Run = proto.RecordFetch, a.Agent, c.Run
-	outcome := fmt.Sprintf(" => status %d bytes %d", rec.Status, rec.Bytes)
-	if rec.Truncated {
-		outcome += " (truncated)"
-	}
-	if rec.FinalURL != rec.URL {
-		outcome += " from " + clipTarget(rec.FinalURL, maxTarget)
-	}
-	rec.Text = strings.TrimPrefix(fetchTarget("", method, a.URL, outcome), ":fetch ")
+	outcome := netfetch.Outcome(&rec)
+	rec.Text = strings.TrimPrefix(netfetch.Target("", method, a.URL, outcome), ":fetch ")
 	// Subscribers get the record without the body.
 	ev := rec
 	ev.Body, ev.Encoding = "", ""
-	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpNetFetch, Target: fetchTarget(a.Agent, method, a.URL, outcome+" body "+rec.Digest[:16]), Args: audit.ArgsDigest(raw), Result: "ok"}, data: &ev}
+	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpNetFetch, Target: netfetch.Target(a.Agent, method, a.URL, outcome+" body "+rec.Digest[:16]), Args: audit.ArgsDigest(raw), Result: "ok"}, data: &ev}
 	if err := k.submit(ctx, t, true); err != nil {
 		return proto.FetchRecord{}, err
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/oxios/oxios/pkg/admit"
+	"github.com/oxios/oxios/pkg/durable"
 	"github.com/oxios/oxios/pkg/proto"
 )
 
@@ -51,23 +52,10 @@ func (k *Kernel) Status(ctx context.Context, c *Cred) proto.DaemonRecord {
 	if !k.cfg.NoMount {
 		rec.Mount = k.cfg.Mount
 	}
-	dir := filepath.Join(k.cfg.Data, "tmp")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		rec.DataError = err.Error()
-	} else if f, err := os.CreateTemp(dir, "status-"); err != nil {
+	if err := durable.Probe(filepath.Join(k.cfg.Data, "tmp")); err != nil {
 		rec.DataError = err.Error()
 	} else {
-		_, err := f.Write([]byte("ok\n"))
-		if serr := f.Sync(); err == nil {
-			err = serr
-		}
-		f.Close()
-		os.Remove(f.Name())
-		if err != nil {
-			rec.DataError = err.Error()
-		} else {
-			rec.DataWritable = true
-		}
+		rec.DataWritable = true
 	}
 	if !c.Admin {
 		// Paths are the admin's business; a granted user learns the version.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base32"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -254,31 +253,7 @@ func (k *Kernel) RunAttach(ctx context.Context, c *Cred, id string, raw []byte, 
 	if err != nil {
 		return err
 	}
-	skip := 0
-	if p != nil {
-		rec := runq.Record(p)
-		b, _ := json.Marshal(&rec)
-		if err := emit(b); err != nil {
-			return err
-		}
-		if r, err = runq.Settled(ctx, p); err != nil && r == nil {
-			var pe *proto.Error
-			if errors.As(err, &pe) && pe.Code == proto.ESRCH {
-				return nil
-			}
-			return err
-		}
-		if r.Record().PID == 0 {
-			skip = 1 // ended in the queue: its log starts with the record sent
-		}
-	}
-	return r.Follow(ctx, func(b []byte) error {
-		if skip > 0 {
-			skip--
-			return nil
-		}
-		return emit(b)
-	})
+	return runq.Attach(ctx, r, p, emit)
 }
 
 // RunWait calls emit with the exit record of each run, in the order they
@@ -288,61 +263,15 @@ func (k *Kernel) RunWait(ctx context.Context, c *Cred, ids []string, raw []byte,
 	if len(ids) == 0 {
 		return proto.Errorf(proto.EINVAL, "no runs to wait for")
 	}
-	type waited struct {
-		r   *supervisor.Run
-		p   *pending
-		err error
-	}
-	runs := make([]waited, len(ids))
+	runs := make([]runq.Waited, len(ids))
 	for i, id := range ids {
 		r, p, err := k.lookup(c, proto.OpRunWait, id, raw)
 		if err != nil {
 			return err
 		}
-		runs[i] = waited{r: r, p: p}
+		runs[i] = runq.Waited{Run: r, Pending: p}
 	}
-	exited := make(chan waited, len(runs))
-	for _, w := range runs {
-		go func() {
-			if w.p != nil {
-				w.r, w.err = runq.Settled(ctx, w.p)
-				if w.r == nil {
-					if ctx.Err() == nil {
-						exited <- w
-					}
-					return
-				}
-			}
-			select {
-			case <-w.r.Done():
-				exited <- w
-			case <-ctx.Done():
-			}
-		}()
-	}
-	for range runs {
-		select {
-		case w := <-exited:
-			if w.r == nil {
-				return w.err
-			}
-			rec := w.r.Record()
-			ex := proto.ExitRecord{Type: proto.RecordExit, Run: rec.ID, Agent: rec.Agent, Signal: rec.Signal, Error: rec.Error, Limits: rec.Limits}
-			if rec.Status != nil {
-				ex.Status = *rec.Status
-			}
-			if rec.Ended != nil {
-				ex.Time = *rec.Ended
-			}
-			ex.Text = rec.Text
-			if err := emit(&ex); err != nil {
-				return err
-			}
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return nil
+	return runq.Wait(ctx, runs, emit)
 }
 
 // RunKill sends a signal to each run's process group; emit gets each
@@ -363,20 +292,9 @@ func (k *Kernel) RunKill(ctx context.Context, c *Cred, a proto.KillArgs, raw []b
 		}
 		var serr error
 		var rec proto.RunRecord
-		switch {
-		case p != nil:
-			r, serr = k.adm.Kill(ctx, actor(c), p, sig)
-			switch {
-			case serr != nil:
-			case r != nil:
-				serr = r.Signal(sig)
-				rec = r.Record()
-			case runq.Became(p) != nil:
-				rec = runq.Became(p).Record()
-			default:
-				rec = runq.Record(p)
-			}
-		default:
+		if p != nil {
+			rec, serr = k.adm.Signal(ctx, actor(c), p, sig)
+		} else {
 			serr = r.Signal(sig)
 			rec = r.Record()
 		}
@@ -425,15 +343,7 @@ func (k *Kernel) runRecords(c *Cred, a proto.PsArgs) []proto.RunRecord {
 		}
 		runs = append(runs, r)
 	}
-	use := k.sup.Sample(runs)
-	out := make([]proto.RunRecord, 0, len(runs))
-	for _, r := range runs {
-		rec := r.Record()
-		if u, ok := use[rec.ID]; ok {
-			rec.CPU, rec.RSS, rec.FDs, rec.Procs = u.CPU, u.RSS, u.FDs, u.Procs
-		}
-		out = append(out, rec)
-	}
+	out := k.sup.Records(runs)
 	for _, rec := range k.adm.Records() {
 		if (a.Agent != "" && rec.Agent != a.Agent) || k.authorize(c, rec.Agent) != nil {
 			continue

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"path/filepath"
 	"sync"
 
 	"github.com/oxios/oxios/pkg/audit"
@@ -34,11 +33,6 @@ func (k *Kernel) closeTools() {
 	}
 }
 
-// toolTarget is the target of a tool.run's audit entry.
-func toolTarget(agent, tool, outcome string) string {
-	return agent + ":tool " + clipTarget(tool, 64) + outcome
-}
-
 // ToolRun runs a WASM tool for a.Agent under its policy: the tool must be
 // on tools.allow; it sees the run's (or the agent's) workspace at /work
 // and nothing else of the host, no network; the policy's tools.memory and
@@ -50,7 +44,7 @@ func (k *Kernel) ToolRun(ctx context.Context, c *Cred, a proto.ToolRunArgs, raw 
 		k.auditDenied(c, proto.OpToolRun, target, raw, err.Code)
 		return proto.ToolRecord{}, err
 	}
-	if err := k.gate(call{op: proto.OpToolRun, c: c, agent: a.Agent, raw: raw, target: toolTarget(a.Agent, a.Tool, "")}); err != nil {
+	if err := k.gate(call{op: proto.OpToolRun, c: c, agent: a.Agent, raw: raw, target: runspec.ToolTarget(a.Agent, a.Tool, "")}); err != nil {
 		return proto.ToolRecord{}, err
 	}
 	if !wasm.ValidName(a.Tool) {
@@ -63,14 +57,14 @@ func (k *Kernel) ToolRun(ctx context.Context, c *Cred, a proto.ToolRunArgs, raw 
 	terr := p.CheckTool(a.Tool)
 	if ask := policy.AsAsked(terr); ask != nil {
 		if perr := k.ask(ctx, c, a.Agent, proto.OpToolRun, a.Tool, p, ask); perr != nil {
-			return deny(perr, toolTarget(a.Agent, a.Tool, " ["+ask.Rule+"]"))
+			return deny(perr, runspec.ToolTarget(a.Agent, a.Tool, " ["+ask.Rule+"]"))
 		}
 		terr = nil
 	}
 	if terr != nil {
 		var d *policy.Denied
 		if errors.As(terr, &d) {
-			return deny(proto.Errorf(proto.EPERM, "tool %s refused: %s (policy rule %s)", a.Tool, d.Reason, d.Rule), toolTarget(a.Agent, a.Tool, " ["+d.Rule+"]"))
+			return deny(proto.Errorf(proto.EPERM, "tool %s refused: %s (policy rule %s)", a.Tool, d.Reason, d.Rule), runspec.ToolTarget(a.Agent, a.Tool, " ["+d.Rule+"]"))
 		}
 		return proto.ToolRecord{}, proto.Errorf(proto.EINVAL, "%v", terr)
 	}
@@ -79,22 +73,19 @@ func (k *Kernel) ToolRun(ctx context.Context, c *Cred, a proto.ToolRunArgs, raw 
 		return proto.ToolRecord{}, verr
 	}
 	if qerr := k.checkBudget(c, a.Agent, p, proto.Budget{Execs: 1}); qerr != nil {
-		return deny(qerr, toolTarget(a.Agent, a.Tool, " [budget]"))
+		return deny(qerr, runspec.ToolTarget(a.Agent, a.Tool, " [budget]"))
 	}
 	run := k.callerRun(c, a.Agent)
-	dir := filepath.Join(k.cfg.Data, "work", a.Agent, "exec")
-	if run != nil {
-		dir = run.Spec().Dir
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	dir, err := runspec.Workspace(k.cfg.Data, a.Agent, run)
+	if err != nil {
 		return proto.ToolRecord{}, ioError(err)
 	}
 	res, err := k.toolRunner().Run(ctx, runspec.ToolSpec(a.Agent, a.Tool, a.Args, a.Input, dir, p, timeout))
 	if errors.Is(err, wasm.ErrNoTool) {
-		return deny(proto.Errorf(proto.ENOENT, "no tool %s in %s", a.Tool, k.toolRunner().Dir()), toolTarget(a.Agent, a.Tool, ""))
+		return deny(proto.Errorf(proto.ENOENT, "no tool %s in %s", a.Tool, k.toolRunner().Dir()), runspec.ToolTarget(a.Agent, a.Tool, ""))
 	}
 	if err != nil {
-		return deny(proto.Errorf(proto.ENOEXEC, "%v", err), toolTarget(a.Agent, a.Tool, ""))
+		return deny(proto.Errorf(proto.ENOEXEC, "%v", err), runspec.ToolTarget(a.Agent, a.Tool, ""))
 	}
 	if res.Compile > 0 {
 		k.log.Info("wasm tool compiled", "tool", a.Tool, "seconds", res.Compile.Seconds())
@@ -104,12 +95,12 @@ func (k *Kernel) ToolRun(ctx context.Context, c *Cred, a proto.ToolRunArgs, raw 
 	// call's own entry: each path the tool reached for outside its
 	// workspace, and a call stopped at its time limit.
 	for _, p := range res.Refused {
-		k.auditDenied(c, proto.OpToolRun, toolTarget(a.Agent, a.Tool, " [sandbox] "+p), raw, proto.EPERM)
+		k.auditDenied(c, proto.OpToolRun, runspec.ToolTarget(a.Agent, a.Tool, " [sandbox] "+p), raw, proto.EPERM)
 	}
 	if res.TimedOut {
-		k.auditDenied(c, proto.OpToolRun, toolTarget(a.Agent, a.Tool, outcome+" [tools.timeout]"), raw, proto.ETIMEDOUT)
+		k.auditDenied(c, proto.OpToolRun, runspec.ToolTarget(a.Agent, a.Tool, outcome+" [tools.timeout]"), raw, proto.ETIMEDOUT)
 	}
-	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpToolRun, Target: toolTarget(a.Agent, a.Tool, outcome+" output "+rec.Digest[:16]), Args: audit.ArgsDigest(raw), Result: "ok"}, data: &rec}
+	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpToolRun, Target: runspec.ToolTarget(a.Agent, a.Tool, outcome+" output "+rec.Digest[:16]), Args: audit.ArgsDigest(raw), Result: "ok"}, data: &rec}
 	if err := k.commitExec(ctx, a.Agent, run, t); err != nil {
 		return proto.ToolRecord{}, err
 	}

@@ -236,16 +236,7 @@ func (k *Kernel) CommitLog(ctx context.Context, c *Cred, a proto.CommitLogArgs, 
 	if head == "" && a.Rev == "" {
 		return nil // no commits yet: an empty history
 	}
-	err = k.ver.repo.Log(rev, agentPrefix(a.Agent), a.N, func(cm version.Commit) error {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		rec := commitRecord(cm)
-		rec.Changed = onlyUnder(rec.Changed, agentPrefix(a.Agent))
-		rec.Tags = k.ver.repo.TagsAt(cm.Hash)
-		return emit(&rec)
-	})
-	if err != nil {
+	if err := k.ver.repo.Records(ctx, rev, agentPrefix(a.Agent), a.N, emit); err != nil {
 		return versionError(err)
 	}
 	return nil
@@ -257,18 +248,11 @@ func (k *Kernel) CommitShow(ctx context.Context, c *Cred, a proto.CommitShowArgs
 	if err := k.versionScope(c, proto.OpCommitShow, a.Agent, raw); err != nil {
 		return proto.CommitRecord{}, err
 	}
-	cm, err := k.ver.repo.Show(a.Rev)
+	rec, err := k.ver.repo.ShowRecord(a.Rev, agentPrefix(a.Agent))
 	if err != nil {
 		return proto.CommitRecord{}, versionError(err)
 	}
-	rec := commitRecord(cm)
-	rec.Changed = onlyUnder(rec.Changed, agentPrefix(a.Agent))
-	rec.Tags = k.ver.repo.TagsAt(cm.Hash)
 	return rec, nil
-}
-
-func onlyUnder(chs []proto.PathChange, prefix string) []proto.PathChange {
-	return version.OnlyUnder(chs, prefix)
 }
 
 // CommitTag names a commit.
@@ -321,7 +305,6 @@ func (k *Kernel) CommitDiff(ctx context.Context, c *Cred, a proto.CommitDiffArgs
 	if a.From == "" {
 		return proto.Errorf(proto.EINVAL, "diff needs a revision to compare from")
 	}
-	prefix := agentPrefix(a.Agent)
 	var out []proto.DiffRecord
 	var derr error
 	// Against the live state the diff is a barrier: it must see one point
@@ -330,31 +313,7 @@ func (k *Kernel) CommitDiff(ctx context.Context, c *Cred, a proto.CommitDiffArgs
 		if derr = k.rescan(); derr != nil {
 			return
 		}
-		from, err := k.ver.repo.Files(a.From, prefix)
-		if err != nil {
-			derr = err
-			return
-		}
-		var to map[string]string
-		if a.To != "" {
-			to, err = k.ver.repo.Files(a.To, prefix)
-		} else {
-			to, err = k.currentFiles(prefix)
-		}
-		if err != nil {
-			derr = err
-			return
-		}
-		for _, ch := range version.DiffFiles(from, to) {
-			d := proto.DiffRecord{Type: proto.RecordDiff, Path: ch.Path, Action: ch.Action}
-			if a.Patch {
-				if d.Patch, err = k.patch(ch, a.To == ""); err != nil {
-					derr = err
-					return
-				}
-			}
-			out = append(out, d)
-		}
+		out, derr = k.ver.repo.Diff(k.state, k.ver.paths.Under, a.From, a.To, agentPrefix(a.Agent), a.Patch)
 	}
 	if a.To == "" {
 		if err := k.barrier(ctx, run); err != nil {
@@ -372,15 +331,6 @@ func (k *Kernel) CommitDiff(ctx context.Context, c *Cred, a proto.CommitDiffArgs
 		}
 	}
 	return nil
-}
-
-// patch renders one change as a unified diff; live reads the new side
-// from the state.
-func (k *Kernel) patch(ch version.PathChange, live bool) (string, error) {
-	if live {
-		return k.ver.repo.Patch(ch, k.state)
-	}
-	return k.ver.repo.Patch(ch, nil)
 }
 
 // CommitRestore makes the state of an agent equal to a commit's, as new

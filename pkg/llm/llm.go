@@ -3,7 +3,8 @@
 // turn at a time, failed attempts retried with exponential backoff (or
 // when the endpoint's Retry-After says), errors classified so that a
 // request the endpoint refuses is not sent again, and a circuit breaker so
-// that a dead endpoint is not hammered.
+// that a dead endpoint is not hammered. The daemon keeps one breaker per
+// endpoint for every run (Breakers), and answers llm.gate with it (Gate).
 //
 // Two clocks bound an attempt: the first-token timeout (the longest wait
 // for the first token and between two tokens) makes a hung server fail

@@ -3,7 +3,8 @@
 // every address a host resolves to checked, and the connection made to
 // the very address checked, so a DNS answer that changes between check and
 // use cannot slip in; the body capped and the whole fetch bounded in
-// time. The kernel audits and publishes; this package only fetches.
+// time. The kernel audits and publishes; this package fetches, and says
+// how a fetch is named on the audit log (Method, Target, Outcome).
 package netfetch
 
 import (

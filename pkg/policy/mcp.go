@@ -5,6 +5,9 @@ import (
 	"net/url"
 	"path"
 	"strings"
+	"time"
+
+	"github.com/oxios/oxios/pkg/proto"
 )
 
 // MCP lists the MCP servers an agent's LLM runs may use, and which of
@@ -102,4 +105,37 @@ func (p *Policy) CheckMCP(server, tool string) (*MCPServer, error) {
 		return nil, &Denied{Rule: "mcp.allow", Reason: fmt.Sprintf("tool %q of MCP server %s is not on its allow list", tool, server)}
 	}
 	return nil, &Denied{Rule: "mcp.servers", Reason: fmt.Sprintf("no MCP server %q in the policy", server)}
+}
+
+// DefaultMCPTimeout bounds one MCP call when the policy says nothing.
+const DefaultMCPTimeout = 30 * time.Second
+
+// CallTimeout bounds one call of a tool of s: its timeout, or
+// DefaultMCPTimeout.
+func (s *MCPServer) CallTimeout() time.Duration {
+	if t := s.Timeout.D(); t > 0 {
+		return t
+	}
+	return DefaultMCPTimeout
+}
+
+// MCPServers is p's [[mcp.servers]] as mcp.servers answers them.
+func (p *Policy) MCPServers() proto.MCPServersResult {
+	res := proto.MCPServersResult{Servers: []proto.MCPServerInfo{}}
+	for i := range p.MCP.Servers {
+		s := &p.MCP.Servers[i]
+		res.Servers = append(res.Servers, proto.MCPServerInfo{Name: s.Name, Command: s.Command, URL: s.URL, Env: s.Env, Allow: s.Allow, Timeout: s.CallTimeout().Seconds()})
+	}
+	return res
+}
+
+// CheckMCPCall checks the server and tool an mcp.call names.
+func CheckMCPCall(server, tool string) *proto.Error {
+	if err := CheckMCPName(server); err != nil {
+		return proto.Errorf(proto.EINVAL, "%v", err)
+	}
+	if tool == "" || len(tool) > 128 {
+		return proto.Errorf(proto.EINVAL, "tool name %.20q: want 1 to 128 bytes", tool)
+	}
+	return nil
 }

@@ -39,3 +39,27 @@ func TestMCPPolicy(t *testing.T) {
 		}
 	}
 }
+
+func TestMCPServersTimeoutsAndCallChecks(t *testing.T) {
+	p, err := Parse([]byte("[[mcp.servers]]\nname = \"files\"\ncommand = [\"mcp-files\"]\nallow = [\"read_*\"]\ntimeout = \"5s\"\n\n[[mcp.servers]]\nname = \"web\"\nurl = \"https://mcp.example.com/mcp\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := p.MCPServers()
+	if len(res.Servers) != 2 || res.Servers[0].Timeout != 5 || res.Servers[0].Allow[0] != "read_*" || res.Servers[1].Timeout != DefaultMCPTimeout.Seconds() || res.Servers[1].URL == "" {
+		t.Fatalf("%+v", res)
+	}
+	empty, _ := Parse(nil)
+	if res := empty.MCPServers(); res.Servers == nil || len(res.Servers) != 0 {
+		t.Fatalf("no servers is an empty list, not null: %+v", res)
+	}
+	if err := CheckMCPCall("files", "read_file"); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckMCPCall("A_b", "x"); err == nil || err.Code != "EINVAL" || !strings.Contains(err.Message, "not allowed") {
+		t.Fatal(err)
+	}
+	if err := CheckMCPCall("files", strings.Repeat("x", 129)); err == nil || !strings.Contains(err.Message, "want 1 to 128 bytes") {
+		t.Fatal(err)
+	}
+}

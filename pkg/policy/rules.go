@@ -124,6 +124,18 @@ func (p *Policy) CheckMemory(kind string, count int64) error {
 	return nil
 }
 
+// CheckRecall: may the agent use (recall, list, forget) memories of kind?
+// "" asks for any kind it is given, which needs one on memory.kinds.
+func (p *Policy) CheckRecall(kind string) error {
+	if kind == "" {
+		if len(p.Memory.Kinds) == 0 {
+			return p.CheckMemory("working", 0) // names the rule
+		}
+		return nil
+	}
+	return p.CheckMemory(kind, 0)
+}
+
 // CheckTool: may the agent run WASM tool name?
 func (p *Policy) CheckTool(name string) error {
 	if err := p.CheckToolAsk(name); err != nil {

@@ -53,8 +53,17 @@ func TestStateAndMemoryRules(t *testing.T) {
 	if err := p.CheckMemory("episodic", 3); !errors.As(err, &d) || d.Rule != "memory.quota" {
 		t.Errorf("memory quota: %v", err)
 	}
+	if err := p.CheckRecall("semantic"); !errors.As(err, &d) || d.Rule != "memory.kinds" {
+		t.Errorf("recall of a kind not given: %v", err)
+	}
+	if p.CheckRecall("episodic") != nil || p.CheckRecall("") != nil {
+		t.Error("recall of a kind given, or of any given, refused")
+	}
 	// Left out: nothing granted.
 	empty, _ := Parse(nil)
+	if err := empty.CheckRecall(""); !errors.As(err, &d) || d.Rule != "memory.kinds" {
+		t.Errorf("recall of any kind with none given: %v", err)
+	}
 	if empty.CheckStateRead("a") == nil || empty.CheckStateWrite("a", 1) == nil || empty.CheckMemory("working", 1) == nil ||
 		empty.CheckTool("jsonq") == nil || empty.CheckHost("example.org") == nil {
 		t.Error("an empty policy grants something")

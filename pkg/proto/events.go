@@ -1,5 +1,7 @@
 package proto
 
+import "path"
+
 // OpEvents streams what happens in the kernel (events.subscribe).
 const OpEvents = "events.subscribe"
 
@@ -45,4 +47,31 @@ type EventRecord struct {
 type LostRecord struct {
 	Type  string `json:"type"` // always "lost"
 	Count uint64 `json:"count"`
+}
+
+// CheckTypes checks that each of a.Types is an event name or a glob.
+func (a *EventsArgs) CheckTypes() *Error {
+	for _, t := range a.Types {
+		if _, err := path.Match(t, ""); err != nil || t == "" {
+			return Errorf(EINVAL, "event type %q is not a name or a glob", t)
+		}
+	}
+	return nil
+}
+
+// Selects reports whether a selects the event name of agent: of a.Agent
+// (when given), and named by one of a.Types (when any).
+func (a *EventsArgs) Selects(name, agent string) bool {
+	if a.Agent != "" && agent != a.Agent {
+		return false
+	}
+	if len(a.Types) == 0 {
+		return true
+	}
+	for _, t := range a.Types {
+		if ok, _ := path.Match(t, name); ok {
+			return true
+		}
+	}
+	return false
 }

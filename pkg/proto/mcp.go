@@ -1,6 +1,9 @@
 package proto
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"regexp"
+)
 
 // Ops of the MCP servers an LLM run uses (issue 23). The run talks to
 // the servers itself; the kernel says which it may use, authorizes and
@@ -75,4 +78,25 @@ type MCPResultArgs struct {
 	Digest   string  `json:"digest"`
 	Error    string  `json:"error,omitempty"`
 	Duration float64 `json:"duration"` // seconds
+}
+
+var hexDigest = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// Result checks a's tool, call, digest and error (its server's name is
+// the policy's to check) and returns the result its audit entry has: "ok",
+// or the errno name of how the call failed.
+func (a *MCPResultArgs) Result() (string, *Error) {
+	if a.Tool == "" || len(a.Tool) > 128 || a.Call == 0 {
+		return "", Errorf(EINVAL, "mcp.result names the tool and the call (the seq mcp.call returned)")
+	}
+	if !hexDigest.MatchString(a.Digest) {
+		return "", Errorf(EINVAL, "digest %.20q: want the hex BLAKE3-256 of the result", a.Digest)
+	}
+	switch a.Error {
+	case "":
+		return "ok", nil
+	case ETIMEDOUT, EIO, EPROTO, "EPIPE", ECANCELED:
+		return a.Error, nil
+	}
+	return "", Errorf(EINVAL, "error %.20q: want ETIMEDOUT, EPIPE, EIO, EPROTO or ECANCELED", a.Error)
 }

@@ -3,7 +3,9 @@
 // slot comes, ending it in the queue (killed there, failed to start,
 // oxiosd stopping) with the log and exit record a run would have, the
 // record of a queued run, waiting until one has left the queue, and
-// following one to its end. The queue's order and limits are package
+// following one to its end; attaching to a run queued or not, waiting
+// for runs' exits in the order they come, and signalling a queued run
+// (wait.go). The queue's order and limits are package
 // admit's; starting and reaping processes is the supervisor's; the audit
 // entries of a queueing, a start and an end are the kernel's, made
 // through Hooks, so that a run that is not on the audit log never runs.

@@ -3,11 +3,14 @@ package runspec
 import (
 	"encoding/hex"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"lukechampine.com/blake3"
 
+	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/supervisor"
@@ -74,4 +77,25 @@ func outputDigest(stdout, stderr []byte) string {
 	h.Write(stdout)
 	h.Write(stderr)
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// ExecTarget is the target of an exec's audit entry: the agent, the
+// command (argv, else the command line), and what came of it.
+func ExecTarget(agent string, argv []string, cmd, outcome string) string {
+	what := cmd
+	if len(argv) > 0 {
+		what = policy.Quote(argv)
+	}
+	return agent + ":exec " + audit.Clip(what, audit.MaxTarget) + outcome
+}
+
+// Workspace makes and returns the folder an exec or a WASM tool call of
+// agent works in: the workspace of run, the caller, or else the agent's
+// DATA/work/AGENT/exec.
+func Workspace(data, agent string, run *supervisor.Run) (string, error) {
+	dir := filepath.Join(data, "work", agent, "exec")
+	if run != nil {
+		dir = run.Spec().Dir
+	}
+	return dir, os.MkdirAll(dir, 0o700)
 }

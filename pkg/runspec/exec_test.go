@@ -1,6 +1,8 @@
 package runspec
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -52,4 +54,27 @@ func TestExecRecord(t *testing.T) {
 
 func supervisorResult(stdout []byte) supervisor.ExecResult {
 	return supervisor.ExecResult{Stdout: stdout}
+}
+
+func TestExecAndToolTargets(t *testing.T) {
+	if got := ExecTarget("a", []string{"echo", "hi there"}, "", " => exit 0"); got != `a:exec echo "hi there" => exit 0` {
+		t.Fatal(got)
+	}
+	if got := ExecTarget("a", nil, "ls | wc", ""); got != "a:exec ls | wc" {
+		t.Fatal(got)
+	}
+	if got := ToolTarget("a", "grep\xff", " [tools.allow]"); got != "a:tool grep? [tools.allow]" {
+		t.Fatal(got)
+	}
+}
+
+func TestWorkspace(t *testing.T) {
+	data := t.TempDir()
+	dir, err := Workspace(data, "a", nil)
+	if err != nil || dir != filepath.Join(data, "work", "a", "exec") {
+		t.Fatal(dir, err)
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("%v %v", fi, err)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/wasm"
@@ -61,4 +62,9 @@ func ToolRecord(agent, run, tool string, res wasm.Result, timeout time.Duration)
 	}
 	rec.Text = tool + outcome
 	return rec, outcome
+}
+
+// ToolTarget is the target of a tool.run's audit entry.
+func ToolTarget(agent, tool, outcome string) string {
+	return agent + ":tool " + audit.Clip(tool, 64) + outcome
 }

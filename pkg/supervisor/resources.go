@@ -3,6 +3,8 @@ package supervisor
 import (
 	"os"
 	"strconv"
+
+	"github.com/oxios/oxios/pkg/proto"
 )
 
 // Usage is what a run's processes use at one moment: the sums over the
@@ -13,6 +15,21 @@ type Usage struct {
 	RSS   int64   // bytes
 	FDs   int     // open file descriptors
 	Procs int
+}
+
+// Records returns the record of each of runs, with the usage of those
+// still running sampled now (Sample).
+func (s *Supervisor) Records(runs []*Run) []proto.RunRecord {
+	use := s.Sample(runs)
+	out := make([]proto.RunRecord, 0, len(runs))
+	for _, r := range runs {
+		rec := r.Record()
+		if u, ok := use[rec.ID]; ok {
+			rec.CPU, rec.RSS, rec.FDs, rec.Procs = u.CPU, u.RSS, u.FDs, u.Procs
+		}
+		out = append(out, rec)
+	}
+	return out
 }
 
 // Sample reads /proc once and returns the usage of each run of runs that

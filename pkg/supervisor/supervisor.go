@@ -592,6 +592,21 @@ func (r *Run) End(reason string) {
 	}
 }
 
+// EndUnlessDone gives the run Grace to end by itself (a runner told why
+// ends with a record saying so), then ends it (End) with reason. It
+// returns at once.
+func (r *Run) EndUnlessDone(reason string) {
+	go func() {
+		t := time.NewTimer(Grace)
+		defer t.Stop()
+		select {
+		case <-r.done:
+		case <-t.C:
+			r.End(reason)
+		}
+	}()
+}
+
 // Signal sends sig to the run's process group.
 func (r *Run) Signal(sig syscall.Signal) error {
 	select {

@@ -22,12 +22,15 @@
 // (SpacePath, SplitSpacePath) and the walks that compare the two:
 // Rescan (every path where the state differs from HEAD), Stage (a
 // commit's paths as the state has them), LiveFiles and Patch (diffs
-// against the state), Record (a commit as the wire has it). The kernel
-// runs them on its committer goroutine, where no change lands meanwhile.
-// So it does what is built on them: Save (a commit of the live state,
-// the audit head in its trailers) and RestorePlan (what a restore
-// changes) in snapshot.go; Fork, Unfork, ForkPoint and AgentDiff (a
-// fork's commits, its point, two agents compared) in fork.go.
+// against the state), Diff (two commits, or a commit and the state,
+// compared), Record, Records and ShowRecord (a commit, a log, as the wire
+// has them). The kernel runs them on its committer goroutine, where no
+// change lands meanwhile. So it does what is built on them: Save (a
+// commit of the live state, the audit head in its trailers) and
+// RestorePlan (what a restore changes) in snapshot.go; Fork, Unfork,
+// ForkPoint and AgentDiff (a fork's commits, its point, two agents
+// compared) in fork.go. Push (push.go) sends the branch and its tags to
+// a git remote.
 //
 // # Why not go-git's worktree
 //

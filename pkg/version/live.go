@@ -3,6 +3,7 @@ package version
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"os/user"
@@ -164,6 +165,72 @@ func (r *Repo) LiveFiles(st Store, prefix string, dirty []string) (map[string]st
 		files[p] = BlobHash(val)
 	}
 	return files, nil
+}
+
+// Diff is the files below prefix that differ between the commits from
+// and to, or, with to "", between from and the state as it is now (under
+// lists the uncommitted paths below a prefix). With patch each record
+// carries its unified diff, its new side read from st when live.
+func (r *Repo) Diff(st Store, under func(prefix string) ([]string, error), from, to, prefix string, patch bool) ([]proto.DiffRecord, error) {
+	ff, err := r.Files(from, prefix)
+	if err != nil {
+		return nil, err
+	}
+	var tf map[string]string
+	if to != "" {
+		tf, err = r.Files(to, prefix)
+	} else {
+		var dirty []string
+		if dirty, err = under(prefix); err == nil {
+			tf, err = r.LiveFiles(st, prefix, dirty)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	var newSide Store // nil: the new side is read from history
+	if to == "" {
+		newSide = st
+	}
+	var out []proto.DiffRecord
+	for _, ch := range DiffFiles(ff, tf) {
+		d := proto.DiffRecord{Type: proto.RecordDiff, Path: ch.Path, Action: ch.Action}
+		if patch {
+			if d.Patch, err = r.Patch(ch, newSide); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// Records emits the records of the commits of rev that changed prefix
+// (anything with ""), newest first, at most n (0: all), each with its
+// changed paths under prefix and its tags; it stops once ctx ends.
+func (r *Repo) Records(ctx context.Context, rev, prefix string, n int, emit func(*proto.CommitRecord) error) error {
+	return r.Log(rev, prefix, n, func(cm Commit) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rec := Record(cm)
+		rec.Changed = OnlyUnder(rec.Changed, prefix)
+		rec.Tags = r.TagsAt(cm.Hash)
+		return emit(&rec)
+	})
+}
+
+// ShowRecord is the record of commit rev with its changed paths under
+// prefix and its tags.
+func (r *Repo) ShowRecord(rev, prefix string) (proto.CommitRecord, error) {
+	cm, err := r.Show(rev)
+	if err != nil {
+		return proto.CommitRecord{}, err
+	}
+	rec := Record(cm)
+	rec.Changed = OnlyUnder(rec.Changed, prefix)
+	rec.Tags = r.TagsAt(cm.Hash)
+	return rec, nil
 }
 
 // Patch renders one change as a unified diff; with st, the new side is
