@@ -140,7 +140,7 @@ func (k *Kernel) removeNow(c *Cred, agent string, raw []byte) (proto.AgentRecord
 	rec := k.agentRecord(agent)
 	rec.Removed = true
 	fail := func(err error) (proto.AgentRecord, error) {
-		k.commitAudit(c, proto.OpAgentRemove, agent, raw, errCode(err), "", nil)
+		k.commitAudit(c, proto.OpAgentRemove, agent, raw, proto.Result(err), "", nil)
 		return proto.AgentRecord{}, err
 	}
 	before, err := k.commitNow(c, proto.CommitArgs{Agent: agent, Message: fmt.Sprintf("Agent %s as it was before its removal", agent)}, raw)

@@ -48,7 +48,7 @@ func (k *Kernel) ask(ctx context.Context, c *Cred, agent, op, what string, p *po
 	}
 	got, err := k.talk.approvals.Wait(ctx, req.ID)
 	if err != nil {
-		return ioError(err)
+		return proto.AsError(err)
 	}
 	if got.DecidedBy == "timeout" || got.State == approval.Cancelled {
 		// No operator decided: the kernel records the outcome.

@@ -44,7 +44,7 @@ func (k *Kernel) AuditLog(ctx context.Context, c *Cred, a proto.AuditLogArgs, ra
 	}
 	err := k.audit.Read(ctx, &a, func(in *audit.Info) bool { return k.auditVisible(c, in) }, emit, flush)
 	if se, ok := err.(*audit.ScanError); ok {
-		return ioError(se.Err)
+		return proto.AsError(se.Err)
 	}
 	return err
 }
@@ -60,7 +60,7 @@ func (k *Kernel) AuditShow(ctx context.Context, c *Cred, seq uint64) ([]byte, er
 		return io.EOF
 	})
 	if err != nil && err != io.EOF {
-		return nil, ioError(err)
+		return nil, proto.AsError(err)
 	}
 	if out == nil || audit.LineSeq(out) != seq {
 		return nil, proto.Errorf(proto.ENOENT, "no audit entry %d (the log ends at %d)", seq, k.audit.Published())
@@ -80,7 +80,7 @@ func (k *Kernel) AuditHead(ctx context.Context, c *Cred) (proto.AuditHead, error
 		return proto.AuditHead{}, err
 	}
 	if err := k.audit.Sync(); err != nil {
-		return proto.AuditHead{}, ioError(err)
+		return proto.AuditHead{}, proto.AsError(err)
 	}
 	seq, hash := k.audit.Head()
 	return proto.AuditHead{Type: proto.RecordAuditHead, Seq: seq, Hash: hash}, nil
@@ -92,11 +92,11 @@ func (k *Kernel) AuditVerify(ctx context.Context, c *Cred) (proto.AuditVerify, e
 		return proto.AuditVerify{}, err
 	}
 	if err := k.audit.Sync(); err != nil {
-		return proto.AuditVerify{}, ioError(err)
+		return proto.AuditVerify{}, proto.AsError(err)
 	}
 	rep, err := k.audit.Verify()
 	if err != nil {
-		return proto.AuditVerify{}, ioError(err)
+		return proto.AuditVerify{}, proto.AsError(err)
 	}
 	return rep.Record("oxiosd"), nil
 }
@@ -108,11 +108,11 @@ func (k *Kernel) AuditExport(ctx context.Context, c *Cred, emit func(line []byte
 		return err
 	}
 	if err := k.audit.Sync(); err != nil {
-		return ioError(err)
+		return proto.AsError(err)
 	}
 	w := &audit.Lines{Ctx: ctx, Emit: emit}
 	if err := k.audit.Export(w); err != nil {
-		return ioError(err)
+		return proto.AsError(err)
 	}
 	if len(w.Partial) > 0 {
 		return proto.Errorf(proto.EIO, "audit export ended without a newline")

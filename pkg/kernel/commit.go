@@ -162,7 +162,7 @@ func (k *Kernel) commit(batch []*tx) {
 		}
 		if e := t.entry; e != nil {
 			if e.Result == "" {
-				e.Result = errCode(t.err)
+				e.Result = proto.Result(t.err)
 			}
 			e.Time = now
 			e.Seq = k.auditSeq + uint64(len(entries)) + 1

@@ -95,7 +95,7 @@ func (k *Kernel) Events(ctx context.Context, c *Cred, a proto.EventsArgs, raw []
 			})
 		})
 		if err != nil {
-			return ioError(err)
+			return proto.AsError(err)
 		}
 	}
 	return sub.Follow(ctx, replayed, flush, func(ev *bus.Event) error {

@@ -54,13 +54,13 @@ func (k *Kernel) Exec(ctx context.Context, c *Cred, a proto.ExecArgs, raw []byte
 	}
 	prog, err := runspec.LookPath(cmd.Argv[0])
 	if err != nil {
-		return deny(ioError(err), runspec.ExecTarget(a.Agent, cmd.Argv, "", ""))
+		return deny(proto.AsError(err), runspec.ExecTarget(a.Agent, cmd.Argv, "", ""))
 	}
 	argv := append([]string{prog}, cmd.Argv[1:]...)
 	run := k.callerRun(c, a.Agent)
 	dir, err := runspec.Workspace(k.cfg.Data, a.Agent, run)
 	if err != nil {
-		return proto.ExecRecord{}, ioError(err)
+		return proto.ExecRecord{}, proto.AsError(err)
 	}
 	sb, serr := k.sandboxFor(a.Agent, p, dir, false, false)
 	if serr != nil {
@@ -75,7 +75,7 @@ func (k *Kernel) Exec(ctx context.Context, c *Cred, a proto.ExecArgs, raw []byte
 			sb.UID = k.sup.AcquireUID()
 			defer k.sup.ReleaseUID(sb.UID)
 			if err := sandbox.Chown(dir, sb.UID); err != nil {
-				return proto.ExecRecord{}, ioError(err)
+				return proto.ExecRecord{}, proto.AsError(err)
 			}
 		}
 	}

@@ -108,7 +108,7 @@ func (k *Kernel) VersionPush(ctx context.Context, c *Cred, a proto.PushArgs, raw
 	target := "*:" + a.Remote
 	rec, err := k.ver.repo.Push(ctx, a.Remote)
 	if err != nil {
-		k.commitAudit(c, proto.OpVersionPush, target, raw, errCode(err), "", nil)
+		k.commitAudit(c, proto.OpVersionPush, target, raw, proto.Result(err), "", nil)
 		return rec, err
 	}
 	_, err = k.commitAudit(c, proto.OpVersionPush, target+" "+rec.Commit, raw, "ok", "", nil)

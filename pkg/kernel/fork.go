@@ -73,7 +73,7 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 	tgt := a.Name + ":fork " + a.Agent
 	fail := func(err error) (proto.ForkRecord, error) {
 		err = versionError(err)
-		k.commitAudit(c, proto.OpAgentFork, tgt, raw, errCode(err), "", nil)
+		k.commitAudit(c, proto.OpAgentFork, tgt, raw, proto.Result(err), "", nil)
 		return proto.ForkRecord{}, err
 	}
 	if exists, err := k.agentExists(a.Name); err != nil {

@@ -159,7 +159,7 @@ func (k *Kernel) StateOpen(ctx context.Context, c *Cred, agent, key string) (*os
 	k.flights.waitKey(agent, key)
 	f, v, rec, err := k.state.Open(agent, key)
 	if err != nil {
-		return nil, nil, rec, ioError(err)
+		return nil, nil, rec, proto.AsError(err)
 	}
 	return f, v, rec, nil
 }

@@ -22,7 +22,6 @@ package kernel
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -350,18 +349,6 @@ func actor(c *Cred) audit.Actor {
 	return audit.Actor{UID: c.UID, PID: c.PID, Agent: c.Agent, Run: c.Run}
 }
 
-// errCode is the audit result for err.
-func errCode(err error) string {
-	if err == nil {
-		return "ok"
-	}
-	var pe *proto.Error
-	if errors.As(err, &pe) {
-		return pe.Code
-	}
-	return proto.EIO
-}
-
 // auditDenied records a refusal. Refusals are committed like changes so
 // the log holds every denial, but the caller does not wait for them.
 func (k *Kernel) auditDenied(c *Cred, op, target string, args []byte, code string) {
@@ -377,13 +364,4 @@ func (k *Kernel) auditDenied(c *Cred, op, target string, args []byte, code strin
 // symlink(2) or link(2) (package fs).
 func (k *Kernel) Refused(c *Cred, op, target string, raw []byte, code string) {
 	k.auditDenied(c, op, strings.ToValidUTF8(target, "?"), raw, code)
-}
-
-// Errors from the storage layer reach clients as EIO with the cause.
-func ioError(err error) *proto.Error {
-	var pe *proto.Error
-	if errors.As(err, &pe) {
-		return pe
-	}
-	return proto.Errorf(proto.EIO, "%v", err)
 }

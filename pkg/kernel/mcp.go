@@ -29,7 +29,7 @@ func (k *Kernel) MCPServers(ctx context.Context, c *Cred, a proto.MCPServersArgs
 	}
 	p, err := k.policyOf(a.Agent)
 	if err != nil {
-		return proto.MCPServersResult{}, ioError(err)
+		return proto.MCPServersResult{}, proto.AsError(err)
 	}
 	return p.MCPServers(), nil
 }
@@ -57,7 +57,7 @@ func (k *Kernel) MCPCall(ctx context.Context, c *Cred, a proto.MCPCallArgs, raw 
 	}
 	p, err := k.policyOf(a.Agent)
 	if err != nil {
-		return proto.MCPCallRecord{}, ioError(err)
+		return proto.MCPCallRecord{}, proto.AsError(err)
 	}
 	if qerr := k.checkBudget(c, a.Agent, p, proto.Budget{Execs: 1}); qerr != nil {
 		k.auditDenied(c, proto.OpMCPCall, tgt+" [budget]", raw, qerr.Code)

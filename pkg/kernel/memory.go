@@ -197,7 +197,7 @@ func (k *Kernel) MemRecall(ctx context.Context, c *Cred, a proto.MemRecallArgs, 
 	qvec := k.emb.Query(ctx, a.Query)
 	err = k.mem.Recall(ctx, agents, a.Query, kk, a.MinScore, qvec, f, k.readMem, emit)
 	if se, ok := err.(*memindex.SearchError); ok {
-		return ioError(se.Err)
+		return proto.AsError(se.Err)
 	}
 	return err
 }
@@ -335,7 +335,7 @@ func (k *Kernel) MemRead(ctx context.Context, c *Cred, agent, kind, id string) (
 	}
 	v, _, err := k.state.Load(state.Ref(state.SpaceMem, agent), kind+"/"+id+".md")
 	if err != nil {
-		return nil, ioError(err)
+		return nil, proto.AsError(err)
 	}
 	return v, nil
 }

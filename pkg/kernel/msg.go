@@ -91,7 +91,7 @@ func (k *Kernel) MsgSend(ctx context.Context, c *Cred, a proto.MsgSendArgs, raw 
 		return deny(proto.Errorf(proto.EINVAL, "a message needs text or attached records"), "")
 	}
 	if ok, err := k.agentExists(a.To); err != nil {
-		return proto.MsgRecord{}, ioError(err)
+		return proto.MsgRecord{}, proto.AsError(err)
 	} else if !ok {
 		return deny(proto.Errorf(proto.ENOENT, "no agent %q to send to (ox-spawn -a %s creates it)", a.To, a.To), "")
 	}
@@ -169,7 +169,7 @@ func (k *Kernel) MsgRecv(ctx context.Context, c *Cred, a proto.MsgListArgs, raw 
 		return emit(&rec)
 	})
 	if ae, ok := err.(*inbox.AckError); ok {
-		return ioError(ae.Err)
+		return proto.AsError(ae.Err)
 	}
 	return err
 }

@@ -34,7 +34,7 @@ func (k *Kernel) loadPolicy(agent string) (*policy.Policy, []byte, error) {
 		if errors.As(err, &pe) && pe.Code == proto.ENOENT {
 			return policy.Default(), nil, nil
 		}
-		return nil, nil, ioError(err)
+		return nil, nil, proto.AsError(err)
 	}
 	p, perr := policy.Parse(b)
 	if perr != nil {
@@ -63,7 +63,7 @@ func (k *Kernel) permit(c *Cred, agent, op, tgt string, raw []byte, check func(*
 func (k *Kernel) enforce(c *Cred, agent, op, tgt string, raw []byte, check func(*policy.Policy) error) *proto.Error {
 	p, err := k.policyOf(agent)
 	if err != nil {
-		return ioError(err)
+		return proto.AsError(err)
 	}
 	cerr := check(p)
 	if cerr == nil {

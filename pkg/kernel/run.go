@@ -302,7 +302,7 @@ func (k *Kernel) RunKill(ctx context.Context, c *Cred, a proto.KillArgs, raw []b
 		if agent == "" {
 			agent = p.Agent
 		}
-		t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpRunKill, Target: agent + ":" + id + " SIG" + supervisor.SignalName(sig), Args: audit.ArgsDigest(raw), Result: errCode(serr)}}
+		t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpRunKill, Target: agent + ":" + id + " SIG" + supervisor.SignalName(sig), Args: audit.ArgsDigest(raw), Result: proto.Result(serr)}}
 		if err := k.submit(ctx, t, true); err != nil {
 			return err
 		}

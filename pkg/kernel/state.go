@@ -54,7 +54,7 @@ func (k *Kernel) StateLoad(ctx context.Context, c *Cred, a proto.StateArgs, raw 
 	k.flights.wait(a.Agent)
 	v, rec, err := k.state.Load(a.Agent, a.Key)
 	if err != nil {
-		return nil, rec, ioError(err)
+		return nil, rec, proto.AsError(err)
 	}
 	return v, rec, nil
 }
@@ -67,7 +67,7 @@ func (k *Kernel) StateList(ctx context.Context, c *Cred, a proto.StateListArgs, 
 	k.flights.wait(a.Agent)
 	recs, err := k.state.List(a.Agent, a.Prefix)
 	if err != nil {
-		return ioError(err)
+		return proto.AsError(err)
 	}
 	readable := k.readable(c, a.Agent)
 	for i := range recs {
@@ -95,7 +95,7 @@ func (k *Kernel) StateStat(ctx context.Context, c *Cred, agent, key string) (pro
 	k.flights.waitKey(agent, key)
 	rec, err := k.state.Stat(agent, key)
 	if err != nil {
-		return rec, ioError(err)
+		return rec, proto.AsError(err)
 	}
 	return rec, nil
 }

@@ -315,7 +315,7 @@ func refusedUnary[A, R any](what string, m func(*Kernel, context.Context, *Cred,
 				Agent string `json:"agent"`
 			}
 			json.Unmarshal(r.Args, &who)
-			k.Refused(c, r.Op, fmt.Sprintf("%.64s:%s [args]", who.Agent, what), r.Args, errCode(err))
+			k.Refused(c, r.Op, fmt.Sprintf("%.64s:%s [args]", who.Agent, what), r.Args, proto.Result(err))
 			return nil, err
 		}
 		rec, err := m(k, ctx, c, a, r.Args)

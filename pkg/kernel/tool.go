@@ -78,7 +78,7 @@ func (k *Kernel) ToolRun(ctx context.Context, c *Cred, a proto.ToolRunArgs, raw 
 	run := k.callerRun(c, a.Agent)
 	dir, err := runspec.Workspace(k.cfg.Data, a.Agent, run)
 	if err != nil {
-		return proto.ToolRecord{}, ioError(err)
+		return proto.ToolRecord{}, proto.AsError(err)
 	}
 	res, err := k.toolRunner().Run(ctx, runspec.ToolSpec(a.Agent, a.Tool, a.Args, a.Input, dir, p, timeout))
 	if errors.Is(err, wasm.ErrNoTool) {

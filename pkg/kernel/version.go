@@ -157,7 +157,7 @@ func (k *Kernel) commitNow(c *Cred, a proto.CommitArgs, raw []byte) (proto.Commi
 	}
 	fail := func(err error) (proto.CommitRecord, error) {
 		err = versionError(err)
-		k.commitAudit(c, proto.OpCommit, target, raw, errCode(err), "", nil)
+		k.commitAudit(c, proto.OpCommit, target, raw, proto.Result(err), "", nil)
 		return proto.CommitRecord{}, err
 	}
 	if err := k.rescan(); err != nil {
@@ -272,7 +272,7 @@ func (k *Kernel) tagNow(c *Cred, name, rev string, raw []byte) (proto.CommitReco
 	hash, err := k.ver.repo.Tag(name, rev)
 	if err != nil {
 		err = versionError(err)
-		k.commitAudit(c, proto.OpCommitTag, "*:"+name, raw, errCode(err), "", nil)
+		k.commitAudit(c, proto.OpCommitTag, "*:"+name, raw, proto.Result(err), "", nil)
 		return proto.CommitRecord{}, err
 	}
 	cm, err := k.ver.repo.Show(hash)
@@ -349,7 +349,7 @@ func (k *Kernel) CommitRestore(ctx context.Context, c *Cred, a proto.CommitResto
 func (k *Kernel) restoreNow(c *Cred, a proto.CommitRestoreArgs, raw []byte) (proto.CommitRecord, error) {
 	fail := func(err error) (proto.CommitRecord, error) {
 		err = versionError(err)
-		k.commitAudit(c, proto.OpCommitRestore, a.Agent+":"+a.Rev, raw, errCode(err), "", nil)
+		k.commitAudit(c, proto.OpCommitRestore, a.Agent+":"+a.Rev, raw, proto.Result(err), "", nil)
 		return proto.CommitRecord{}, err
 	}
 	hash, err := k.ver.repo.Resolve(a.Rev)

@@ -96,6 +96,16 @@ func Result(err error) string {
 	return EIO
 }
 
+// AsError is err as the wire has it: err itself when it is an *Error
+// (or wraps one), else EIO with err's words.
+func AsError(err error) *Error {
+	var pe *Error
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return Errorf(EIO, "%v", err)
+}
+
 // Error codes used on the wire. They are errno names so that scripts and
 // the FUSE layer can map them without a table of our own.
 const (

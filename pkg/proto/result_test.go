@@ -21,3 +21,13 @@ func TestResult(t *testing.T) {
 		}
 	}
 }
+
+func TestAsError(t *testing.T) {
+	pe := Errorf(ENOSPC, "disk full")
+	if got := AsError(fmt.Errorf("writing: %w", pe)); got != pe {
+		t.Errorf("AsError of a wrapped *Error = %v, want it unwrapped", got)
+	}
+	if got := AsError(errors.New("read failed")); got.Code != EIO || got.Message != "read failed" {
+		t.Errorf("AsError of a plain error = %+v, want EIO with its words", got)
+	}
+}

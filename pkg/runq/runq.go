@@ -13,7 +13,6 @@ package runq
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -73,15 +72,6 @@ func New(ctx context.Context, max int, overload func() string, sup *supervisor.S
 	return q
 }
 
-// ioError is err as the wire's EIO, unless it is a wire error.
-func ioError(err error) *proto.Error {
-	var pe *proto.Error
-	if errors.As(err, &pe) {
-		return pe
-	}
-	return proto.Errorf(proto.EIO, "%v", err)
-}
-
 // Admit starts spec now if it fits, or queues it. It returns the run
 // record, and the run when it started. An error of the queue's closing
 // is ESHUTDOWN.
@@ -130,7 +120,7 @@ func (q *Queue) start(ctx context.Context, p *Pending) (*supervisor.Run, error) 
 	r, err := q.sup.Start(p.Item.Spec)
 	if err != nil {
 		q.Release(p.Agent)
-		return nil, ioError(err)
+		return nil, proto.AsError(err)
 	}
 	rec := r.Record()
 	rec.Priority = p.Prio

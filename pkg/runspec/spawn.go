@@ -1,7 +1,6 @@
 package runspec
 
 import (
-	"errors"
 	"path/filepath"
 	"strings"
 
@@ -44,7 +43,7 @@ func Argv(a proto.SpawnArgs, l config.LLM, runner string) (argv []string, err *p
 		}
 		prog, rerr := Runner(runner)
 		if rerr != nil {
-			return nil, ioError(rerr), true
+			return nil, proto.AsError(rerr), true
 		}
 		argv, err = RunnerArgv(prog, a)
 		return argv, err, false
@@ -54,18 +53,9 @@ func Argv(a proto.SpawnArgs, l config.LLM, runner string) (argv []string, err *p
 	}
 	prog, lerr := LookPath(a.Command[0])
 	if lerr != nil {
-		return nil, ioError(lerr), true
+		return nil, proto.AsError(lerr), true
 	}
 	return append([]string{prog}, a.Command[1:]...), nil, false
-}
-
-// ioError is err as the wire's EIO, unless it is a wire error.
-func ioError(err error) *proto.Error {
-	var pe *proto.Error
-	if errors.As(err, &pe) {
-		return pe
-	}
-	return proto.Errorf(proto.EIO, "%v", err)
 }
 
 // Where is where oxiosd serves a run: its socket, and its mount ("" when

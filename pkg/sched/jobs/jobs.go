@@ -356,7 +356,7 @@ func (t *Table) Add(ctx context.Context, who audit.Actor, j *File, raw []byte) (
 	}
 	t.jobs.Put(j)
 	if err := t.arm(j); err != nil {
-		return proto.JobRecord{}, ioError(err)
+		return proto.JobRecord{}, proto.AsError(err)
 	}
 	return t.record(j), nil
 }
@@ -421,7 +421,7 @@ func (t *Table) Enable(ctx context.Context, who audit.Actor, a proto.ScheduleEna
 	if a.Disable {
 		t.s.Remove(j.Name)
 	} else if err := t.arm(j); err != nil {
-		return proto.JobRecord{}, ioError(err)
+		return proto.JobRecord{}, proto.AsError(err)
 	}
 	return t.record(j), nil
 }
@@ -682,15 +682,6 @@ func (t *Table) fireMsg(j *File, id string, n int) sched.Run {
 		return nil
 	}
 	return r
-}
-
-// ioError is err as the wire has it: EIO unless it is a proto error.
-func ioError(err error) *proto.Error {
-	var pe *proto.Error
-	if errors.As(err, &pe) {
-		return pe
-	}
-	return proto.Errorf(proto.EIO, "%v", err)
 }
 
 // ForkCopy is the disabled copy, for the fork named fork, of the job in
