@@ -179,13 +179,13 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 	}
 	// The graft (after the audit log's sync) and the live copy are made
 	// side by side: both sync to disk, neither needs the other. The
-	// commits' trailers name the audit log as it is before the fork's own
-	// entry, as a commit's do (all it holds was recorded up to there). A crash between the two leaves
-	// either the live copy without its commit (the fork's entry, replayed,
-	// has the next commit compare everything with HEAD) or the commit
-	// without the live copy (NAME exists with no files: ox-fork rm NAME).
-	// The log as it is now, before the fork's entry: synced below
-	// before any commit names it.
+	// commits' trailers name the audit log as it is now, before the fork's
+	// own entry, as a commit's do (all it holds was recorded up to there);
+	// the sync makes that head durable before a commit names it. A crash
+	// between the two leaves either the live copy without its commit (the
+	// fork's entry, replayed, has the next commit compare everything with
+	// HEAD) or the commit without the live copy (NAME exists with no files:
+	// ox-fork rm NAME).
 	seq, hash := k.audit.Last()
 	trailers := append([]version.Trailer{
 		{Key: TrailerForkOf, Value: a.Agent},
@@ -214,9 +214,9 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 	g := <-gitDone
 	for _, t := range batch {
 		if t.err != nil {
-			if g.err == nil {
-				// The graft stands alone: taken back, so that the name is
-				// free again.
+			if g.cm.Hash != "" {
+				// The graft stands alone (its second commit may have
+				// failed too): taken back, so that the name is free again.
 				if err := k.ver.repo.Unfork(a.Name, trailers[2:], k.signature(c, now), now); err != nil {
 					k.log.Error("fork: taking back the graft of a fork whose live copy failed", "fork", a.Name, "err", err)
 				}

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -123,13 +125,8 @@ func (s *Set) Count(agent string) int64 {
 // Agents are the agents with an index, sorted.
 func (s *Set) Agents() []string {
 	s.mu.RLock()
-	agents := make([]string, 0, len(s.ix))
-	for name := range s.ix {
-		agents = append(agents, name)
-	}
-	s.mu.RUnlock()
-	sort.Strings(agents)
-	return agents
+	defer s.mu.RUnlock()
+	return slices.Sorted(maps.Keys(s.ix))
 }
 
 // Select lists the ids of agent's memories that match f, sorted (ids
@@ -484,30 +481,40 @@ func (s *Set) catchUp(from map[string]uint64, src Source) error {
 
 // rebuild builds agent's index from its memory files.
 func (s *Set) rebuild(agent string, src Source) error {
+	m, err := s.build(agent, src)
+	if err == nil {
+		s.ix[agent] = m
+	}
+	return err
+}
+
+// build reads agent's memory files into a new index.
+func (s *Set) build(agent string, src Source) (*agentIndex, error) {
 	ix, n, err := Rebuild(src.Keys(agent), func(key string) ([]byte, error) {
 		return src.Read(agent, key)
 	}, func(key string, err error) {
 		s.log.Warn("memory file does not parse; not indexed", "agent", agent, "key", key, "err", err)
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	s.ix[agent] = &agentIndex{agent: agent, ix: ix, dirty: n + 1}
-	return nil
+	return &agentIndex{agent: agent, ix: ix, dirty: n + 1}, nil
 }
 
 // Rebuild builds agent's index from its memory files (a fork's, whose
 // files the live store copied), stamped as covering the audit log up to
 // seq, and returns the expiries of its memories. Committer only.
+// The files are read without the set's lock: recalls of other agents go
+// on meanwhile.
 func (s *Set) Rebuild(agent string, src Source, seq uint64) ([]expiry.Item, error) {
-	s.mu.Lock()
-	err := s.rebuild(agent, src)
-	m := s.ix[agent]
-	s.mu.Unlock()
+	m, err := s.build(agent, src)
 	if err != nil {
 		return nil, err
 	}
 	m.seq = seq
+	s.mu.Lock()
+	s.ix[agent] = m
+	s.mu.Unlock()
 	var es []expiry.Item
 	m.ix.Each(func(in recall.Info) bool {
 		if mt, _ := MetaOf(in); mt.Expires != 0 {

@@ -22,17 +22,23 @@ import (
 // ExecTimeout is an exec's timeout: the policy's, or the one asked
 // ("": none; a duration such as 10s) when it is shorter.
 func ExecTimeout(p *policy.Policy, asked string) (time.Duration, *proto.Error) {
-	timeout := p.Exec.Timeout.D()
-	if asked != "" {
-		t, err := time.ParseDuration(asked)
-		if err != nil || t <= 0 {
-			return 0, proto.Errorf(proto.EINVAL, "timeout %q: want a duration such as 10s", asked)
-		}
-		if timeout == 0 || t < timeout {
-			timeout = t
-		}
+	return shorter(p.Exec.Timeout.D(), asked)
+}
+
+// shorter is limit (0: none), or the timeout asked ("": none; a duration
+// such as 10s) when it is shorter.
+func shorter(limit time.Duration, asked string) (time.Duration, *proto.Error) {
+	if asked == "" {
+		return limit, nil
 	}
-	return timeout, nil
+	t, err := time.ParseDuration(asked)
+	if err != nil || t <= 0 {
+		return 0, proto.Errorf(proto.EINVAL, "timeout %q: want a duration such as 10s", asked)
+	}
+	if limit == 0 || t < limit {
+		return t, nil
+	}
+	return limit, nil
 }
 
 // ExecCap is how many bytes of each output an exec keeps (the policy's

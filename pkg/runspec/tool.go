@@ -22,14 +22,7 @@ func ToolTimeout(p *policy.Policy, asked string) (time.Duration, *proto.Error) {
 	if timeout <= 0 {
 		timeout = wasm.DefaultTimeout
 	}
-	if asked != "" {
-		t, err := time.ParseDuration(asked)
-		if err != nil || t <= 0 {
-			return 0, proto.Errorf(proto.EINVAL, "timeout %q: want a duration such as 10s", asked)
-		}
-		timeout = min(timeout, t)
-	}
-	return timeout, nil
+	return shorter(timeout, asked)
 }
 
 // ToolSpec is a call of tool for agent under policy p: the workspace

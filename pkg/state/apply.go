@@ -165,25 +165,12 @@ func (s *Store) apply(r ref, room *int64) int64 {
 
 	switch {
 	case link:
-		var err error
-		if *room >= 0 && *room-fileOverhead < s.floor() {
-			err = fmt.Errorf("%d bytes free, a link needs up to %d and %d are kept for the journal and the audit log: %w",
-				*room, fileOverhead, s.floor(), unix.ENOSPC)
-		} else {
-			if *room >= 0 {
-				*room -= fileOverhead
-			}
+		err := s.takeRoom(room, fileOverhead, "a link")
+		if err == nil {
 			err = s.linkFile(origin.name, a.name, r.key, mod)
 		}
 		if err != nil {
-			s.qmu.Lock()
-			if !s.retryLogged {
-				s.retryLogged = true
-				slog.Error("state: linking a fork's key to its origin's file (tried again every second; later failures are not logged until one succeeds)", "agent", a.name, "key", r.key, "err", err)
-			}
-			s.retry = append(s.retry, r)
-			s.retryErr = err
-			s.qmu.Unlock()
+			s.retryLater(r, "linking a fork's key to its origin's file", err)
 			s.hold(fk, fileKey{origin, r.key})
 			return 0
 		}
@@ -197,14 +184,8 @@ func (s *Store) apply(r ref, room *int64) int64 {
 		a.mu.Unlock()
 		return overlayPerChange
 	case write:
-		var err error
-		if need := int64(len(value)) + fileOverhead; *room >= 0 && *room-need < s.floor() {
-			err = fmt.Errorf("%d bytes free, the file needs %d and %d are kept for the journal and the audit log: %w",
-				*room, need, s.floor(), unix.ENOSPC)
-		} else {
-			if *room >= 0 {
-				*room -= need
-			}
+		err := s.takeRoom(room, int64(len(value))+fileOverhead, "the file")
+		if err == nil {
 			err = s.writeFile(a.name, r.key, value, mod)
 		}
 		if err != nil {
@@ -212,14 +193,7 @@ func (s *Store) apply(r ref, room *int64) int64 {
 			// journal keeps it durable: no checkpoint recycles the journal
 			// until the write is retried and succeeds (see checkpoint).
 			// The change keeps its cost in pending until then.
-			s.qmu.Lock()
-			if !s.retryLogged {
-				s.retryLogged = true
-				slog.Error("state: writing key to work tree (tried again every second; later failures are not logged until one succeeds)", "agent", a.name, "key", r.key, "err", err)
-			}
-			s.retry = append(s.retry, r)
-			s.retryErr = err
-			s.qmu.Unlock()
+			s.retryLater(r, "writing key to work tree", err)
 			return 0
 		}
 		freed := int64(overlayPerChange)
@@ -247,6 +221,34 @@ func (s *Store) apply(r ref, room *int64) int64 {
 		a.mu.Unlock()
 	}
 	return overlayPerChange
+}
+
+// takeRoom takes need bytes of room (the free space at the start of the
+// applier's round, -1 when unknown) for what, or says why not: it would go
+// below the floor.
+func (s *Store) takeRoom(room *int64, need int64, what string) error {
+	if *room < 0 {
+		return nil
+	}
+	if *room-need < s.floor() {
+		return fmt.Errorf("%d bytes free, %s needs up to %d and %d are kept for the journal and the audit log: %w",
+			*room, what, need, s.floor(), unix.ENOSPC)
+	}
+	*room -= need
+	return nil
+}
+
+// retryLater queues r again for the next retry round after err (doing
+// what failed); a streak of failures is logged once.
+func (s *Store) retryLater(r ref, doing string, err error) {
+	s.qmu.Lock()
+	if !s.retryLogged {
+		s.retryLogged = true
+		slog.Error("state: "+doing+" (tried again every second; later failures are not logged until one succeeds)", "agent", r.a.name, "key", r.key, "err", err)
+	}
+	s.retry = append(s.retry, r)
+	s.retryErr = err
+	s.qmu.Unlock()
 }
 
 // writeFile puts value at the key's path: temp file, write, rename. It

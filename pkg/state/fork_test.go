@@ -10,23 +10,9 @@ import (
 
 func fork(t *testing.T, s *Store, f *Fork, changes ...*Change) {
 	t.Helper()
-	b := s.Begin()
-	if err := b.AddFork(f); err != nil {
+	if err := write(t, s, f, changes...); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range changes {
-		if err := b.Add(c); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := b.Write(); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Sync(); err != nil {
-		b.Abort(err)
-		t.Fatal(err)
-	}
-	b.Publish()
 }
 
 // big is a value too large for the cache: read from its file.

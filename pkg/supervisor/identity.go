@@ -74,6 +74,13 @@ func (s *Supervisor) ReleaseUID(uid uint32) { s.uids.release(uid) }
 // A peer in a sandbox's uid, in a cgroup of this daemon or in another pid
 // namespace that is no live run's is refused (an error): it is a leftover
 // of a run or an exec, never the admin. (nil, nil): not a run's.
+//
+// The mount asks on every request, so /proc is read only while a run or
+// exec may have a process left (Cgroups.quiet): with none, no process is
+// in a group of ours or in a sandbox's pid namespace (which dies with its
+// shim, and every shim is some run's or exec's), and a process of another
+// pid namespace is not this daemon's leftover: it is taken by its uid,
+// like any other.
 func (s *Supervisor) Attribute(uid uint32, pid int32) (*Run, error) {
 	if sandbox.IsSandboxUID(uid) {
 		r, ok := s.uids.run(uid)
@@ -93,13 +100,10 @@ func (s *Supervisor) Attribute(uid uint32, pid int32) (*Run, error) {
 	if r, ok := s.RunOf(pid); ok {
 		return r, nil
 	}
-	if s.Cgroups != nil && s.Cgroups.quiet() {
-		// No run or exec has a process that could be here: none is in
-		// a group of ours, nor in a sandbox's pid namespace (which dies
-		// with its shim, and every shim is some run's or exec's).
-		return nil, nil
-	}
 	if s.Cgroups != nil {
+		if s.Cgroups.quiet() {
+			return nil, nil
+		}
 		if id, ours := s.Cgroups.GroupOf(int(pid)); ours {
 			if r, ok := s.Get(id); ok {
 				select {
