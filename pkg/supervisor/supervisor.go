@@ -88,7 +88,8 @@ const (
 type Supervisor struct {
 	dir string // DATA/runs: <id>.jsonl, the records of each run
 	log *slog.Logger
-	// OnExit is called once per run, after its exit record is in its log.
+	// OnExit is called once per run, after its exit record is in its log
+	// and before Done is closed.
 	OnExit func(*Run)
 	// Keep is how many ended runs are kept (records and logs).
 	Keep int
@@ -534,13 +535,16 @@ func (r *Run) wait(outR, errR *os.File, readers *sync.WaitGroup) {
 	prune := s.pruneLocked()
 	s.mu.Unlock()
 	r.logf.Close()
-	close(r.done)
 	for _, id := range prune {
 		s.removeFiles(id)
 	}
+	// OnExit before done: whoever waited for the run finds its exit
+	// recorded and its slot given back (ox-wait r1; ox-spawn ... must
+	// not queue behind r1).
 	if s.OnExit != nil {
 		s.OnExit(r)
 	}
+	close(r.done)
 }
 
 func exitText(ex *proto.ExitRecord) string {

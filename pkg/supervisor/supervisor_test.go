@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -72,6 +73,23 @@ func TestOutputAndExit(t *testing.T) {
 	}
 	if _, err := os.Stat(r.Spec().Dir); !os.IsNotExist(err) {
 		t.Fatalf("workspace not removed at exit: %v", err)
+	}
+}
+
+// OnExit has run by the time Done is closed: a waiter finds the exit
+// accounted for (the kernel's slot given back, the exit audited).
+func TestOnExitBeforeDone(t *testing.T) {
+	s := newSup(t, t.TempDir())
+	defer s.Close()
+	var exited atomic.Bool
+	s.OnExit = func(r *Run) {
+		time.Sleep(50 * time.Millisecond) // a slow audit write
+		exited.Store(true)
+	}
+	r := start(t, s, "r1", "/bin/true")
+	<-r.Done()
+	if !exited.Load() {
+		t.Fatal("Done closed before OnExit returned")
 	}
 }
 
