@@ -597,9 +597,9 @@ func (l *Log) Head() (seq uint64, hash string) {
 }
 
 // Last returns the last appended entry's seq and hash, durable here or
-// not: what a commit trailer names when the caller syncs the log (Sync)
-// before the commit is made, and nothing is appended between the two
-// but entries that come after it.
+// not: what a commit trailer names when the caller either syncs the log
+// (Sync) first or, like the kernel, appends only entries that are
+// durable elsewhere (see Publish).
 func (l *Log) Last() (seq uint64, hash string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -37,19 +37,33 @@ func SyncDir(dir string) error {
 // fsyncs the folder. On error tmp is removed and path is as it was, or
 // (if only the folder's fsync failed) replaced but maybe not durably.
 func WriteFile(path, tmp string, data []byte, perm fs.FileMode) error {
-	return WriteWith(path, tmp, perm, func(f *os.File) error {
+	st, err := Stage(path, tmp, data, perm)
+	if err != nil {
+		return err
+	}
+	return st.Place()
+}
+
+// Staged is a file written and fsynced under a temporary name, not yet
+// in place. Staging lets a caller fsync several files at once (their
+// fsyncs overlap instead of queueing) and still choose the order in
+// which they become visible: Place each in turn.
+type Staged struct{ path, tmp string }
+
+// Stage writes data to tmp, a name in path's folder, and fsyncs it.
+func Stage(path, tmp string, data []byte, perm fs.FileMode) (*Staged, error) {
+	return StageWith(path, tmp, perm, func(f *os.File) error {
 		_, err := f.Write(data)
 		return err
 	})
 }
 
-// WriteWith is WriteFile for content that write streams into tmp, opened
-// for reading and writing (write may seek back, to fill in a length), so
-// that a large file need not be held in memory first.
-func WriteWith(path, tmp string, perm fs.FileMode, write func(f *os.File) error) error {
+// StageWith is Stage for content that write streams into tmp (see
+// WriteWith).
+func StageWith(path, tmp string, perm fs.FileMode, write func(f *os.File) error) (*Staged, error) {
 	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, perm)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	err = write(f)
 	if err == nil {
@@ -58,14 +72,35 @@ func WriteWith(path, tmp string, perm fs.FileMode, write func(f *os.File) error)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
 	if err != nil {
 		os.Remove(tmp)
+		return nil, err
+	}
+	return &Staged{path: path, tmp: tmp}, nil
+}
+
+// Place renames the staged file over its path and fsyncs the folder. On
+// error the temporary file is removed, as by Drop.
+func (s *Staged) Place() error {
+	if err := os.Rename(s.tmp, s.path); err != nil {
+		os.Remove(s.tmp)
 		return err
 	}
-	return SyncDir(filepath.Dir(path))
+	return SyncDir(filepath.Dir(s.path))
+}
+
+// Drop removes the staged file: it is not placed.
+func (s *Staged) Drop() { os.Remove(s.tmp) }
+
+// WriteWith is WriteFile for content that write streams into tmp, opened
+// for reading and writing (write may seek back, to fill in a length), so
+// that a large file need not be held in memory first.
+func WriteWith(path, tmp string, perm fs.FileMode, write func(f *os.File) error) error {
+	st, err := StageWith(path, tmp, perm, write)
+	if err != nil {
+		return err
+	}
+	return st.Place()
 }
 
 // Remove removes path, if it exists, and makes that durable.

@@ -30,6 +30,45 @@ func TestWriteFileReplaces(t *testing.T) {
 	}
 }
 
+// A staged file is synced under its temp name and not in place until
+// Place; Drop leaves path as it was.
+func TestStage(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ref")
+	if err := os.WriteFile(path, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st, err := Stage(path, path+".lock", []byte("new"), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "old" {
+		t.Fatalf("staged content visible before Place: %q", b)
+	}
+	if b, _ := os.ReadFile(path + ".lock"); string(b) != "new" {
+		t.Fatalf("staged file holds %q", b)
+	}
+	st.Drop()
+	if _, err := os.Stat(path + ".lock"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("Drop left the temp file: %v", err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "old" {
+		t.Fatalf("Drop changed path: %q", b)
+	}
+	if st, err = Stage(path, path+".lock", []byte("new"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Place(); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "new" {
+		t.Fatalf("after Place path holds %q", b)
+	}
+	if _, err := os.Stat(path + ".lock"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("Place left the temp file: %v", err)
+	}
+}
+
 // A failed rename (path is a folder that is not empty) leaves path as it
 // was and no temp file.
 func TestWriteFileFailureLeavesNoTemp(t *testing.T) {

@@ -177,16 +177,15 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 		}
 		batch = append(batch, &tx{change: &state.Change{Agent: a.Name, Space: it.Space, Key: it.Key, Value: val}})
 	}
-	// The graft (after the audit log's sync) and the live copy are made
-	// side by side: both sync to disk, neither needs the other. The
-	// commits' trailers name the audit log as it is now, before the fork's
-	// own entry, as a commit's do (all it holds was recorded up to there);
-	// the sync makes that head durable before a commit names it. A crash
+	// The graft and the live copy are made side by side: both sync to
+	// disk, neither needs the other. The commits' trailers name the audit
+	// log as it is now, before the fork's own entry, as a commit's do
+	// (all it holds was recorded up to there; see auditHead). A crash
 	// between the two leaves either the live copy without its commit (the
 	// fork's entry, replayed, has the next commit compare everything with
 	// HEAD) or the commit without the live copy (NAME exists with no files:
 	// ox-fork rm NAME).
-	seq, hash := k.audit.Last()
+	seq, hash := k.auditHead()
 	trailers := append([]version.Trailer{
 		{Key: TrailerForkOf, Value: a.Agent},
 		{Key: TrailerForkPoint, Value: point},
@@ -197,13 +196,6 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 	}
 	gitDone := make(chan gitResult, 1)
 	go func() {
-		// The head the trailers name is durable in the log before a
-		// commit names it (the fork's own entry, appended meanwhile,
-		// may be synced with it).
-		if err := k.audit.Sync(); err != nil {
-			gitDone <- gitResult{err: err}
-			return
-		}
 		cm, err := k.ver.repo.Fork(version.ForkOptions{
 			From: a.Agent, Name: a.Name, Point: point, After: after,
 			Trailers: trailers, Author: k.signature(c, now), When: now,

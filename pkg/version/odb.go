@@ -651,23 +651,32 @@ func (pw *packWriter) finish() (p *pack, err error) {
 	if _, err := pw.f.Write(sum); err != nil {
 		return nil, fmt.Errorf("write pack: %w", err)
 	}
-	if err := pw.f.Sync(); err != nil {
-		return nil, fmt.Errorf("fsync pack: %w", err)
-	}
+	// The pack and its index are fsynced side by side: neither is
+	// visible before both are renamed, so their order does not matter,
+	// and overlapping fsyncs cost about one.
+	packSynced := make(chan error, 1)
+	go func() { packSynced <- pw.f.Sync() }()
 	idx := buildIdx(pw.entries, sum)
 	itmp, err := os.CreateTemp(pw.dir, "tmp_idx_")
-	if err != nil {
-		return nil, err
-	}
-	_, err = itmp.Write(idx)
 	if err == nil {
-		err = itmp.Sync()
+		_, err = itmp.Write(idx)
+		if err == nil {
+			err = itmp.Sync()
+		}
+		if cerr := itmp.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			os.Remove(itmp.Name())
+		}
 	}
-	if cerr := itmp.Close(); err == nil {
-		err = cerr
+	if perr := <-packSynced; perr != nil {
+		if itmp != nil && err == nil {
+			os.Remove(itmp.Name())
+		}
+		return nil, fmt.Errorf("fsync pack: %w", perr)
 	}
 	if err != nil {
-		os.Remove(itmp.Name())
 		return nil, fmt.Errorf("write pack index: %w", err)
 	}
 	base := filepath.Join(pw.dir, "pack-"+hex.EncodeToString(sum))

@@ -94,11 +94,31 @@ func (r *Repo) packedRefs() (map[string]packedRef, error) {
 // for the temp file, so git waits for us rather than racing), fsynced,
 // renamed over the ref, the folder fsynced.
 func (r *Repo) writeRef(name string, id oid) error {
+	st, err := r.stageRef(name, id)
+	if err != nil {
+		return err
+	}
+	return r.placeRef(name, st)
+}
+
+// stageRef writes and fsyncs the lock file of ref name pointing at id,
+// not yet renamed over the ref: a commit stages its branch while its
+// pack is synced, so the two fsyncs overlap, and places it after.
+func (r *Repo) stageRef(name string, id oid) (*durable.Staged, error) {
 	path := filepath.Join(r.gitDir, filepath.FromSlash(name))
 	if err := durable.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("ref %s: %w", name, err)
+		return nil, fmt.Errorf("ref %s: %w", name, err)
 	}
-	if err := durable.WriteFile(path, path+".lock", []byte(id.String()+"\n"), 0o644); err != nil {
+	st, err := durable.Stage(path, path+".lock", []byte(id.String()+"\n"), 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("ref %s: %w", name, err)
+	}
+	return st, nil
+}
+
+// placeRef renames the staged lock file of ref name over it.
+func (r *Repo) placeRef(name string, st *durable.Staged) error {
+	if err := st.Place(); err != nil {
 		return fmt.Errorf("ref %s: %w", name, err)
 	}
 	return nil

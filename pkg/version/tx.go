@@ -2,6 +2,7 @@ package version
 
 import (
 	"fmt"
+	"github.com/oxios/oxios/pkg/durable"
 	"log/slog"
 	"slices"
 	"strings"
@@ -227,14 +228,34 @@ func (tx *Tx) Commit(o CommitOptions) (Commit, error) {
 	id := hashObject(objCommit, data)
 	objs.add(objCommit, id, data)
 
-	if err := r.db.writePack(objs.list); err != nil {
-		return Commit{}, fmt.Errorf("commit: write objects: %w", err)
-	}
+	// The branch's lock file is written and fsynced while the pack is:
+	// the fsyncs overlap. It is renamed over the branch only once the
+	// pack is in place, so the branch never names objects a crash lost.
 	r.refMu.Lock()
-	err = r.writeRef(r.branch, id)
+	staged := make(chan error, 1)
+	var ref *durable.Staged
+	go func() {
+		var err error
+		ref, err = r.stageRef(r.branch, id)
+		staged <- err
+	}()
+	err = r.db.writePack(objs.list)
+	if serr := <-staged; err == nil && serr != nil {
+		err = fmt.Errorf("commit: %w", serr)
+	} else if err != nil {
+		err = fmt.Errorf("commit: write objects: %w", err)
+	}
+	if err == nil {
+		err = r.placeRef(r.branch, ref)
+		if err != nil {
+			err = fmt.Errorf("commit: %w", err)
+		}
+	} else if ref != nil {
+		ref.Drop()
+	}
 	r.refMu.Unlock()
 	if err != nil {
-		return Commit{}, fmt.Errorf("commit: %w", err)
+		return Commit{}, err
 	}
 	r.root, r.rootFor = newRoot, id
 
