@@ -90,10 +90,12 @@
 // # Durability
 //
 // A commit is durable when Commit returns. The order: the pack and its
-// index are written to temp files in objects/pack, fsynced, renamed into
-// place (pack first: readers find packs by their index), and the folder
-// fsynced; only then is the branch ref replaced (refs/heads/main.lock,
-// fsync, rename, fsync of the folder). A crash at any point leaves the
+// index are written to temp files in objects/pack and the branch's new
+// value to refs/heads/main.lock, the three fsynced side by side (three
+// serial fsyncs cost a commit of 10 files about 2 ms here); the pack and
+// index are renamed into place (pack first: readers find packs by their
+// index) and the folder fsynced; only then is the lock file renamed over
+// the branch and its folder fsynced. A crash at any point leaves the
 // branch naming the old commit or the new one, with all its objects, and
 // at worst unreferenced objects or temp files, which Open removes. A
 // merge of packs writes and syncs the merged pack before deleting the
