@@ -26,6 +26,7 @@ import (
 	"github.com/oxios/oxios/pkg/kernel"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/sandbox"
+	"github.com/oxios/oxios/pkg/serve"
 	"github.com/oxios/oxios/pkg/server"
 )
 
@@ -242,7 +243,7 @@ func joinFleet(ctx context.Context, cfg config.Config, k *kernel.Kernel, log *sl
 	if !cfg.Fleet.On() {
 		return nil, nil
 	}
-	f, err := fleet.Join(ctx, cfg.Fleet, fleet.Options{Kernel: k, Data: cfg.Data, Server: "oxiosd/" + version, Log: log})
+	f, err := fleet.Join(ctx, cfg.Fleet, fleet.Options{Kernel: serve.Fleet{Kernel: k}, Data: cfg.Data, Server: "oxiosd/" + version, Log: log})
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/oxios/oxios/pkg/kernel"
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/serve"
 )
 
 // callMsg is a call as it goes to a node.
@@ -461,4 +462,4 @@ func (f *Fleet) runCall(cm callMsg) {
 	out.done(res, err)
 }
 
-var _ kernel.Out = (*replyOut)(nil)
+var _ serve.Out = (*replyOut)(nil)

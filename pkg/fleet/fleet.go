@@ -25,6 +25,7 @@ import (
 	"github.com/oxios/oxios/pkg/config"
 	"github.com/oxios/oxios/pkg/kernel"
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/serve"
 )
 
 // Names in NATS. One fleet per NATS account.
@@ -46,7 +47,7 @@ type Kernel interface {
 	AuditShow(ctx context.Context, c *kernel.Cred, seq uint64) ([]byte, error)
 	Resources(ctx context.Context, c *kernel.Cred, a proto.ResourcesArgs, raw []byte) (proto.ResourcesRecord, error)
 	Events(ctx context.Context, c *kernel.Cred, a proto.EventsArgs, raw []byte, emit func(rec any) error, flush func() error) error
-	ServeFleet(ctx context.Context, c *kernel.Cred, op string, args json.RawMessage, out kernel.Out) (json.RawMessage, error)
+	ServeFleet(ctx context.Context, c *kernel.Cred, op string, args json.RawMessage, out serve.Out) (json.RawMessage, error)
 }
 
 // admin is the node itself, as it reads its own audit head.

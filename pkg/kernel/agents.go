@@ -2,7 +2,6 @@ package kernel
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -187,32 +186,4 @@ func (k *Kernel) removeNow(c *Cred, agent string, raw []byte) (proto.AgentRecord
 	rec.Runs = 0
 	rec.Describe()
 	return rec, nil
-}
-
-func serveAgentList(k *Kernel, ctx context.Context, c *Cred, r *Request) (json.RawMessage, error) {
-	return nil, k.AgentList(ctx, c, items[proto.AgentRecord](r.Out))
-}
-
-func serveAgentShow(k *Kernel, ctx context.Context, c *Cred, r *Request) (json.RawMessage, error) {
-	a, err := decode[proto.AgentArgs](false, r)
-	if err != nil {
-		return nil, err
-	}
-	rec, err := k.AgentShow(ctx, c, a.Agent, r.Args)
-	if err != nil {
-		return nil, err
-	}
-	return encodeRecord(&rec)
-}
-
-func serveAgentRemove(k *Kernel, ctx context.Context, c *Cred, r *Request) (json.RawMessage, error) {
-	a, err := decode[proto.AgentArgs](false, r)
-	if err != nil {
-		return nil, err
-	}
-	rec, err := k.AgentRemove(ctx, c, a.Agent, r.Args)
-	if err != nil {
-		return nil, err
-	}
-	return encodeRecord(&rec)
 }

@@ -1,7 +1,6 @@
 package kernel
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"strings"
@@ -102,7 +101,7 @@ func (k *Kernel) Events(ctx context.Context, c *Cred, a proto.EventsArgs, raw []
 		// Every subscriber gets the same record of a live event: it is
 		// encoded once, for all of them.
 		b, err := ev.Encoded(func() ([]byte, error) {
-			return encodeRecord(&proto.EventRecord{
+			return proto.Marshal(&proto.EventRecord{
 				Type: proto.RecordEvent, Event: ev.Name, Seq: ev.Seq, Time: audit.FormatTime(ev.Time),
 				Agent: ev.Agent, Key: ev.Key, Op: ev.Op, Result: ev.Result, Deleted: ev.Deleted, Data: ev.Data,
 			})
@@ -114,16 +113,4 @@ func (k *Kernel) Events(ctx context.Context, c *Cred, a proto.EventsArgs, raw []
 	}, func(lost uint64) error {
 		return emit(&proto.LostRecord{Type: proto.RecordLost, Count: lost})
 	})
-}
-
-// encodeRecord encodes a record as the server does its replies (no HTML
-// escaping), so a record encoded here reads the same.
-func encodeRecord(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
 }

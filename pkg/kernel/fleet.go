@@ -75,25 +75,6 @@ func (k *Kernel) FleetWitness(ctx context.Context, c *Cred, _ struct{}, _ []byte
 	return k.fleet.Witness(ctx, emit)
 }
 
-// ServeFleet runs a call a peer carried here, as the socket server runs
-// one: the op's own checks, policy and audit apply to c.
-func (k *Kernel) ServeFleet(ctx context.Context, c *Cred, op string, args json.RawMessage, out Out) (json.RawMessage, error) {
-	sc := syscalls[op]
-	if !proto.FleetCallable[op] || sc == nil || sc.Serve == nil {
-		return nil, proto.Errorf(proto.EINVAL, "fleet.call: op %q does not go to other nodes", op)
-	}
-	return sc.Serve(k, ctx, c, &Request{Op: op, Args: args, Out: out})
-}
-
-func serveFleetCall(k *Kernel, ctx context.Context, c *Cred, r *Request) (json.RawMessage, error) {
-	var a proto.FleetCallArgs
-	if err := proto.DecodeArgs(r.Op, r.Args, &a); err != nil {
-		return nil, err
-	}
-	// A followed call (events, attach) lasts until the client goes.
-	return k.FleetCall(r.Out.Follow(), c, a, r.Args, flushed(r.Out))
-}
-
 // VersionPush pushes the branch of the versioned tree, with its tags, to
 // a git remote (version.Repo.Push). The push is audited, with the remote
 // as its target; credentials come from the daemon's environment (an ssh

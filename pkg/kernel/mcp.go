@@ -2,7 +2,6 @@ package kernel
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/oxios/oxios/pkg/audit"
@@ -90,27 +89,4 @@ func (k *Kernel) MCPResult(ctx context.Context, c *Cred, a proto.MCPResultArgs, 
 	outcome := fmt.Sprintf(" call %d => %s result %s", a.Call, result, a.Digest[:16])
 	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpMCPResult, Target: mcpTarget(a.Agent, a.Server, a.Tool, outcome), Args: audit.ArgsDigest(raw), Result: result}}
 	return k.submit(ctx, t, true)
-}
-
-func serveMCPServers(k *Kernel, ctx context.Context, c *Cred, r *Request) (json.RawMessage, error) {
-	a, err := decode[proto.MCPServersArgs](false, r)
-	if err != nil {
-		return nil, err
-	}
-	res, err := k.MCPServers(ctx, c, a)
-	if err != nil {
-		return nil, err
-	}
-	return encodeRecord(&res)
-}
-
-func serveMCPResult(k *Kernel, ctx context.Context, c *Cred, r *Request) (json.RawMessage, error) {
-	a, err := decode[proto.MCPResultArgs](false, r)
-	if err != nil {
-		return nil, err
-	}
-	if err := k.MCPResult(ctx, c, a, r.Args); err != nil {
-		return nil, err
-	}
-	return json.RawMessage(`{}`), nil
 }

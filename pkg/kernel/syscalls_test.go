@@ -70,7 +70,7 @@ func TestSyscallTable(t *testing.T) {
 		if sc.Inline && sc.Mutates {
 			t.Errorf("%s waits for a commit: it cannot run inline on the reading goroutine", sc.Op)
 		}
-		if sc.Key != keyNone && sc.Serve == nil {
+		if sc.Key != keyNone && sc.Recorded {
 			t.Errorf("%s checks a key but is not served", sc.Op)
 		}
 	}

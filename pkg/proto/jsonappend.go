@@ -2,6 +2,7 @@ package proto
 
 import (
 	"bytes"
+	"encoding/json"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -152,4 +153,17 @@ func ParseStateRecord(b []byte, r *StateRecord) bool {
 		r.Deleted = true
 	}
 	return string(p) == "}"
+}
+
+// Marshal encodes a record as oxiosd's replies and every ox-* command
+// have it: json.Marshal without HTML escaping (values are data: `<`
+// stays `<` for jq, and for size), with no newline.
+func Marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
 }

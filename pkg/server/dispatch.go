@@ -10,61 +10,56 @@ import (
 	"runtime/debug"
 	"strconv"
 
-	"github.com/oxios/oxios/pkg/kernel"
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/serve"
 )
 
-// The ops served are those the kernel's syscall table gives a Serve
-// (kernel.Lookup): the server has no list of its own. Inline syscalls are
-// quick and never block (loads, hello): they run on the reading goroutine,
-// which keeps a sequential client at one goroutine hop per request. The
-// others (anything that waits for a commit, or streams) run on their own
+// The ops served are those pkg/serve adapts, which are those of the
+// kernel's syscall table that a front end may call (serve.Lookup): the
+// server has no list of its own. Inline syscalls are quick and never
+// block (loads, hello): they run on the reading goroutine, which keeps a
+// sequential client at one goroutine hop per request. The others
+// (anything that waits for a commit, or streams) run on their own
 // goroutine so pipelined requests behind them proceed and group-commit
 // together.
-func served(op string) *kernel.Syscall {
-	if sc := kernel.Lookup(op); sc != nil && sc.Serve != nil {
-		return sc
-	}
-	return nil
-}
 
 // decodeRequest parses one request line into req and returns its
 // syscall. The error names the problem; req holds what could be read
 // (its id) even then.
-func decodeRequest(line []byte, req *proto.Request) (*kernel.Syscall, *proto.Error) {
+func decodeRequest(line []byte, req *proto.Request) (serve.Handler, *proto.Error) {
 	if r, ok := fastRequest(line); ok {
-		if sc := served(r.Op); sc != nil {
+		if h, ok := serve.Lookup(r.Op); ok {
 			*req = r
-			return sc, nil
+			return h, nil
 		}
 	}
 	*req = proto.Request{}
 	if perr := proto.CheckText(line); perr != nil {
-		return nil, perr
+		return serve.Handler{}, perr
 	}
 	if err := json.Unmarshal(line, req); err != nil {
 		*req = proto.Request{}
 		var ute *json.UnmarshalTypeError
 		if errors.As(err, &ute) && ute.Field == "" {
-			return nil, proto.Errorf(proto.EBADMSG, "request line is not a JSON object (got %s)", ute.Value)
+			return serve.Handler{}, proto.Errorf(proto.EBADMSG, "request line is not a JSON object (got %s)", ute.Value)
 		}
 		if errors.As(err, &ute) {
-			return nil, proto.Errorf(proto.EBADMSG, "bad request: field %q must be a %s, not %s", ute.Field, typeName(ute.Field), ute.Value)
+			return serve.Handler{}, proto.Errorf(proto.EBADMSG, "bad request: field %q must be a %s, not %s", ute.Field, typeName(ute.Field), ute.Value)
 		}
-		return nil, proto.Errorf(proto.EBADMSG, "request line is not a JSON object: %v", err)
+		return serve.Handler{}, proto.Errorf(proto.EBADMSG, "request line is not a JSON object: %v", err)
 	}
 	if perr := proto.CheckFields(line, nil); perr != nil {
 		req.ID = 0 // the reply takes the first "id", not the last
-		return nil, perr
+		return serve.Handler{}, perr
 	}
 	if req.Op == "" {
-		return nil, proto.Errorf(proto.EBADMSG, "request has no \"op\"")
+		return serve.Handler{}, proto.Errorf(proto.EBADMSG, "request has no \"op\"")
 	}
-	sc := served(req.Op)
-	if sc == nil {
-		return nil, proto.Errorf(proto.ENOSYS, "unknown op %q", req.Op)
+	h, ok := serve.Lookup(req.Op)
+	if !ok {
+		return serve.Handler{}, proto.Errorf(proto.ENOSYS, "unknown op %q", req.Op)
 	}
-	return sc, nil
+	return h, nil
 }
 
 func typeName(field string) string {
@@ -87,7 +82,7 @@ func (c *conn) dispatch(ctx context.Context, line []byte, held int64, r *bufio.R
 	// The inline call is the connection's own (one at a time, on this
 	// goroutine): no allocation for the request or its Out.
 	ic := &c.icall
-	sc, perr := decodeRequest(line, &ic.req)
+	h, perr := decodeRequest(line, &ic.req)
 	if perr != nil {
 		c.s.buffered.give(held)
 		id := ic.req.ID
@@ -98,8 +93,8 @@ func (c *conn) dispatch(ctx context.Context, line []byte, held int64, r *bufio.R
 		c.flushIf(r)
 		return
 	}
-	if sc.Inline {
-		res, err := c.call(ctx, sc, ic)
+	if h.Inline {
+		res, err := c.call(ctx, h.Serve, ic)
 		c.s.buffered.give(held)
 		c.reply(ic.req.ID, res, err)
 		ic.req.Args = nil
@@ -117,7 +112,7 @@ func (c *conn) dispatch(ctx context.Context, line []byte, held int64, r *bufio.R
 	c.nflight.Add(1)
 	go func() {
 		defer func() { c.nflight.Add(-1); <-c.sem; c.inflight.Done() }()
-		res, err := c.call(ctx, sc, &call{c: c, req: req})
+		res, err := c.call(ctx, h.Serve, &call{c: c, req: req})
 		c.s.buffered.give(held)
 		c.wmu.Lock()
 		c.writeReply(req.ID, res, err)
@@ -129,22 +124,22 @@ func (c *conn) dispatch(ctx context.Context, line []byte, held int64, r *bufio.R
 // call runs a handler. A panic is a bug, but one request's bug must not take
 // the kernel down with every other client: it is logged with its stack and
 // answered with EIO.
-func (c *conn) call(ctx context.Context, sc *kernel.Syscall, r *call) (res []byte, err error) {
+func (c *conn) call(ctx context.Context, serveFn serve.Func, r *call) (res []byte, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			c.s.log.Error("panic serving request", "op", r.req.Op, "panic", p, "stack", string(debug.Stack()))
 			res, err = nil, proto.Errorf(proto.EIO, "internal error serving %s (logged by oxiosd)", r.req.Op)
 		}
 	}()
-	r.Request = kernel.Request{Op: r.req.Op, Args: r.req.Args, Out: r}
-	return sc.Serve(c.s.k, ctx, c.cred, &r.Request)
+	r.Request = serve.Request{Op: r.req.Op, Args: r.req.Args, Out: r}
+	return serveFn(c.s.k, ctx, c.cred, &r.Request)
 }
 
-// call is one request in flight: the request, the kernel.Request of it,
+// call is one request in flight: the request, the serve.Request of it,
 // and its Out, where its items go (one allocation for all, or none for
 // the connection's inline call).
 type call struct {
-	kernel.Request
+	serve.Request
 	c   *conn
 	req proto.Request
 }
@@ -229,13 +224,11 @@ func marshal(v any) ([]byte, error) {
 	if raw, ok := v.(json.RawMessage); ok {
 		return raw, nil // encoded already (an event shared by subscribers)
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	b, err := proto.Marshal(v)
+	if err != nil {
 		return nil, fmt.Errorf("encoding reply: %w", err)
 	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
+	return b, nil
 }
 
 // peekID recovers the id of a request line that could not be decoded, so

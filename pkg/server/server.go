@@ -1,8 +1,8 @@
 // Package server serves the kernel's syscalls over a Unix socket as JSON
 // lines (the protocol of package proto). It owns connections and framing
-// only: each request becomes one call of the kernel's syscall table
-// (kernel.Lookup), which decodes the args and runs the call through the
-// gate. The server has no list of ops and no checks of its own.
+// only: each request becomes one call of a syscall through its adapter
+// (serve.Lookup), which decodes the args and calls the kernel, whose gate
+// runs the call. The server has no list of ops and no checks of its own.
 package server
 
 import (

@@ -97,7 +97,7 @@ func TestNoReadCreatesAgent(t *testing.T) {
 	sort.Slice(all, func(i, j int) bool { return all[i].Op < all[j].Op })
 	tried := 0
 	for _, sc := range all {
-		if sc.Serve == nil || (sc.Mutates && !sc.Existing) {
+		if sc.Recorded || (sc.Mutates && !sc.Existing) {
 			continue // recorded by the kernel only, or a write that creates
 		}
 		mk, ok := noAgentArgs[sc.Op]

@@ -1,0 +1,349 @@
+package serve
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/oxios/oxios/pkg/kernel"
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+// The syscalls whose wire shape is their own: fast paths for the state
+// ops, streams with a reply, raw log lines, and calls that follow.
+
+func hello(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {
+	var a proto.HelloArgs
+	if err := proto.DecodeOptionalArgs(r.Op, r.Args, &a); err != nil {
+		return nil, err
+	}
+	if a.Proto != 0 && a.Proto != proto.Version {
+		return nil, proto.Errorf(proto.EPROTO, "client speaks protocol %d, oxiosd speaks %d", a.Proto, proto.Version)
+	}
+	h := k.Hello(c)
+	return proto.Marshal(&h)
+}
+
+func stateSave(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {
+	var a proto.StateSaveArgs
+	if err := proto.DecodeSaveArgs(r.Args, &a); err != nil {
+		return nil, err
+	}
+	rec, err := k.StateSave(ctx, c, a, r.Args)
+	if err != nil {
+		return nil, err
+	}
+	return proto.AppendStateRecord(nil, &rec), nil
+}
+
+func stateDelete(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {
+	var a proto.StateArgs
+	if err := proto.DecodeStateArgs(r.Op, r.Args, &a); err != nil {
+		return nil, err
+	}
+	rec, err := k.StateDelete(ctx, c, a, r.Args)
+	if err != nil {
+		return nil, err
+	}
+	return proto.AppendStateRecord(nil, &rec), nil
+}
+
+func stateLoad(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {
+	var a proto.StateArgs
+	if err := proto.DecodeStateArgs(r.Op, r.Args, &a); err != nil {
+		return nil, err
+	}
+	v, rec, err := k.StateLoad(ctx, c, a, r.Args)
+	if err != nil {
+		return nil, err
+	}
+	val, enc := proto.EncodeValue(v)
+	rec.Value, rec.Encoding = &val, enc
+	return proto.AppendStateRecord(make([]byte, 0, 160+len(val)), &rec), nil
+}
+
+func stateList(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {
+	var a proto.StateListArgs
+	if err := proto.DecodeArgs(r.Op, r.Args, &a); err != nil {
+		return nil, err
+	}
+	var buf []byte
+	return nil, k.StateList(ctx, c, a, r.Args, func(rec *proto.StateRecord) error {
+		buf = proto.AppendStateRecord(buf[:0], rec)
+		return r.Out.Item(buf)
+	})
+}
+
+// memForget streams the forgotten memories' records: forget is one
+// commit, and its result may be long (--before).
+func memForget(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {
+	var a proto.MemForgetArgs
+	if err := proto.DecodeArgs(r.Op, r.Args, &a); err != nil {
+		return nil, err
+	}
+	recs, err := k.MemForget(ctx, c, a, r.Args)
+	send := items[proto.MemoryRecord](r.Out)
+	for i := range recs {
+		if serr := send(&recs[i]); serr != nil {
+			return nil, serr
+		}
+	}
+	return nil, err
+}
+
+func auditLog(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {
+	var a proto.AuditLogArgs
+	if err := proto.DecodeOptionalArgs(r.Op, r.Args, &a); err != nil {
+		return nil, err
+	}
+	if a.Follow {
+		ctx = r.Out.Follow()
+	}
+	// Entries already are JSON: each line is sent as the item itself. A
+	// follower gets each batch as it comes, not when a buffer fills.
+	return nil, k.AuditLog(ctx, c, a, r.Args, r.Out.Item, flusher(r.Out))
+}
+
+func flusher(out Out) func() error {
+	return func() error {
+		out.Flush()
+		return nil
+	}
+}
+
+func auditShow(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {
+	var a proto.AuditShowArgs
+	if err := proto.DecodeArgs(r.Op, r.Args, &a); err != nil {
+		return nil, err
+	}
+	return k.AuditShow(ctx, c, a.Seq)
+}
+
+func auditHead(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {
+	h, err := k.AuditHead(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return proto.Marshal(&h)
+}
+
+func auditVerify(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {
+	v, err := k.AuditVerify(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return proto.Marshal(&v)
+}
+
+func auditExport(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {
+	return nil, k.AuditExport(ctx, c, r.Out.Item)
+}
+
+// events streams events until the client closes its side of the
+// connection or the daemon stops; each record is flushed as it comes.
+func events(k *kernel.Kernel, _ context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {
+	var a proto.EventsArgs
+	if err := proto.DecodeOptionalArgs(r.Op, r.Args, &a); err != nil {
+		return nil, err
+	}
+	return nil, k.Events(r.Out.Follow(), c, a, r.Args, func(rec any) error {
+		if b, ok := rec.(json.RawMessage); ok {
+			return r.Out.Item(b) // encoded once for every subscriber
+		}
+		b, err := proto.Marshal(rec)
+		if err != nil {
+			return err
+		}
+		return r.Out.Item(b)
+	}, flusher(r.Out))
+}
+
+func policyShow(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {
+	var a proto.BudgetArgs
+	if err := proto.DecodeArgs(r.Op, r.Args, &a); err != nil {
+		return nil, err
+	}
+	rec, err := k.PolicyShow(ctx, c, a.Agent, r.Args)
+	if err != nil {
+		return nil, err
+	}
+	return proto.Marshal(&rec)
+}
+
+// policyTest streams the actions judged otherwise; the reply counts.
+func policyTest(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {
+	var a proto.PolicyTestArgs
+	if err := proto.DecodeArgs(r.Op, r.Args, &a); err != nil {
+		return nil, err
+	}
+	res, err := k.PolicyTest(ctx, c, a, r.Args, items[proto.PolicyTestRecord](r.Out))
+	if err != nil {
+		return nil, err
+	}
+	return proto.Marshal(&res)
+}
+
+func status(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {
+	rec := k.Status(ctx, c)
+	return proto.Marshal(&rec)
+}
+
+// runSpawn starts a run. Attached, it streams the run's records until
+// its exit record (or until the client goes away: the run goes on).
+func runSpawn(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {
+	var a proto.SpawnArgs
+	if err := proto.DecodeArgs(r.Op, r.Args, &a); err != nil {
+		return nil, err
+	}
+	rec, err := k.RunSpawn(ctx, c, a, r.Args)
+	if err != nil {
+		return nil, err
+	}
+	if !a.Attach {
+		return proto.Marshal(&rec)
+	}
+	return nil, k.RunAttach(r.Out.Follow(), c, rec.ID, r.Args, flushed(r.Out))
+}
+
+func runAttach(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {
+	var a proto.AttachArgs
+	if err := proto.DecodeArgs(r.Op, r.Args, &a); err != nil {
+		return nil, err
+	}
+	return nil, k.RunAttach(r.Out.Follow(), c, a.Run, r.Args, flushed(r.Out))
+}
+
+func runWait(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {
+	var a proto.RunsArgs
+	if err := proto.DecodeArgs(r.Op, r.Args, &a); err != nil {
+		return nil, err
+	}
+	send := flushed(r.Out)
+	return nil, k.RunWait(r.Out.Follow(), c, a.Runs, r.Args, func(rec *proto.ExitRecord) error {
+		b, err := proto.Marshal(rec)
+		if err != nil {
+			return err
+		}
+		return send(b)
+	})
+}
+
+func budgetShow(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {
+	var a proto.BudgetArgs
+	if err := proto.DecodeArgs(r.Op, r.Args, &a); err != nil {
+		return nil, err
+	}
+	rec, err := k.BudgetShow(ctx, c, a.Agent, r.Args)
+	if err != nil {
+		return nil, err
+	}
+	return proto.Marshal(&rec)
+}
+
+func budgetReset(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {
+	var a proto.BudgetArgs
+	if err := proto.DecodeArgs(r.Op, r.Args, &a); err != nil {
+		return nil, err
+	}
+	rec, err := k.BudgetReset(ctx, c, a.Agent, r.Args)
+	if err != nil {
+		return nil, err
+	}
+	return proto.Marshal(&rec)
+}
+
+// followed sends each record as an item and, when the call follows,
+// flushes it at once: a follower reads each as it comes.
+func followed[R any](out Out, follow bool) func(*R) error {
+	send := items[R](out)
+	return func(rec *R) error {
+		if err := send(rec); err != nil {
+			return err
+		}
+		if follow {
+			out.Flush()
+		}
+		return nil
+	}
+}
+
+func msgRecv(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {
+	var a proto.MsgListArgs
+	if err := proto.DecodeArgs(r.Op, r.Args, &a); err != nil {
+		return nil, err
+	}
+	if a.Follow || a.Wait != "" {
+		ctx = r.Out.Follow()
+	}
+	return nil, k.MsgRecv(ctx, c, a, r.Args, followed[proto.MsgRecord](r.Out, a.Follow))
+}
+
+func approveList(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {
+	var a proto.ApproveListArgs
+	if err := proto.DecodeOptionalArgs(r.Op, r.Args, &a); err != nil {
+		return nil, err
+	}
+	if a.Follow {
+		ctx = r.Out.Follow()
+	}
+	return nil, k.ApproveList(ctx, c, a, r.Args, followed[proto.ApprovalRecord](r.Out, a.Follow))
+}
+
+func agentList(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {
+	return nil, k.AgentList(ctx, c, items[proto.AgentRecord](r.Out))
+}
+
+func agentShow(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {
+	a, err := decode[proto.AgentArgs](false, r)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := k.AgentShow(ctx, c, a.Agent, r.Args)
+	if err != nil {
+		return nil, err
+	}
+	return proto.Marshal(&rec)
+}
+
+func agentRemove(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {
+	a, err := decode[proto.AgentArgs](false, r)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := k.AgentRemove(ctx, c, a.Agent, r.Args)
+	if err != nil {
+		return nil, err
+	}
+	return proto.Marshal(&rec)
+}
+
+func mcpServers(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {
+	a, err := decode[proto.MCPServersArgs](false, r)
+	if err != nil {
+		return nil, err
+	}
+	res, err := k.MCPServers(ctx, c, a)
+	if err != nil {
+		return nil, err
+	}
+	return proto.Marshal(&res)
+}
+
+func mcpResult(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {
+	a, err := decode[proto.MCPResultArgs](false, r)
+	if err != nil {
+		return nil, err
+	}
+	if err := k.MCPResult(ctx, c, a, r.Args); err != nil {
+		return nil, err
+	}
+	return json.RawMessage(`{}`), nil
+}
+
+func fleetCall(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {
+	var a proto.FleetCallArgs
+	if err := proto.DecodeArgs(r.Op, r.Args, &a); err != nil {
+		return nil, err
+	}
+	// A followed call (events, attach) lasts until the client goes.
+	return k.FleetCall(r.Out.Follow(), c, a, r.Args, flushed(r.Out))
+}
