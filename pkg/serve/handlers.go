@@ -157,18 +157,6 @@ func events(k *kernel.Kernel, _ context.Context, c *kernel.Cred, r *Request) (js
 	}, flusher(r.Out))
 }
 
-func policyShow(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {
-	var a proto.BudgetArgs
-	if err := proto.DecodeArgs(r.Op, r.Args, &a); err != nil {
-		return nil, err
-	}
-	rec, err := k.PolicyShow(ctx, c, a.Agent, r.Args)
-	if err != nil {
-		return nil, err
-	}
-	return proto.Marshal(&rec)
-}
-
 // policyTest streams the actions judged otherwise; the reply counts.
 func policyTest(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {
 	var a proto.PolicyTestArgs
@@ -227,30 +215,6 @@ func runWait(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) 
 	})
 }
 
-func budgetShow(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {
-	var a proto.BudgetArgs
-	if err := proto.DecodeArgs(r.Op, r.Args, &a); err != nil {
-		return nil, err
-	}
-	rec, err := k.BudgetShow(ctx, c, a.Agent, r.Args)
-	if err != nil {
-		return nil, err
-	}
-	return proto.Marshal(&rec)
-}
-
-func budgetReset(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {
-	var a proto.BudgetArgs
-	if err := proto.DecodeArgs(r.Op, r.Args, &a); err != nil {
-		return nil, err
-	}
-	rec, err := k.BudgetReset(ctx, c, a.Agent, r.Args)
-	if err != nil {
-		return nil, err
-	}
-	return proto.Marshal(&rec)
-}
-
 // followed sends each record as an item and, when the call follows,
 // flushes it at once: a follower reads each as it comes.
 func followed[R any](out Out, follow bool) func(*R) error {
@@ -290,30 +254,6 @@ func approveList(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Reque
 
 func agentList(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {
 	return nil, k.AgentList(ctx, c, items[proto.AgentRecord](r.Out))
-}
-
-func agentShow(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {
-	a, err := decode[proto.AgentArgs](false, r)
-	if err != nil {
-		return nil, err
-	}
-	rec, err := k.AgentShow(ctx, c, a.Agent, r.Args)
-	if err != nil {
-		return nil, err
-	}
-	return proto.Marshal(&rec)
-}
-
-func agentRemove(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {
-	a, err := decode[proto.AgentArgs](false, r)
-	if err != nil {
-		return nil, err
-	}
-	rec, err := k.AgentRemove(ctx, c, a.Agent, r.Args)
-	if err != nil {
-		return nil, err
-	}
-	return proto.Marshal(&rec)
 }
 
 func mcpServers(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {

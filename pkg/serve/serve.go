@@ -101,7 +101,7 @@ var handlers = map[string]Func{
 	proto.OpAuditVerify:    auditVerify,
 	proto.OpAuditExport:    auditExport,
 	proto.OpEvents:         events,
-	proto.OpPolicyShow:     policyShow,
+	proto.OpPolicyShow:     ofAgent((*kernel.Kernel).PolicyShow),
 	proto.OpPolicySet:      unary(false, (*kernel.Kernel).PolicySet),
 	proto.OpPolicyCheck:    unary(false, (*kernel.Kernel).PolicyCheck),
 	proto.OpPolicyTest:     policyTest,
@@ -116,9 +116,9 @@ var handlers = map[string]Func{
 	proto.OpNetFetch:       refusedUnary("fetch", (*kernel.Kernel).NetFetch),
 	proto.OpToolRun:        refusedUnary("tool", (*kernel.Kernel).ToolRun),
 	proto.OpToolList:       stream(false, (*kernel.Kernel).ToolList),
-	proto.OpBudgetShow:     budgetShow,
+	proto.OpBudgetShow:     ofAgent((*kernel.Kernel).BudgetShow),
 	proto.OpBudgetSet:      unary(false, (*kernel.Kernel).BudgetSet),
-	proto.OpBudgetReset:    budgetReset,
+	proto.OpBudgetReset:    ofAgent((*kernel.Kernel).BudgetReset),
 	proto.OpBudgetCheck:    unary(false, (*kernel.Kernel).BudgetCheck),
 	proto.OpBudgetCharge:   unary(false, (*kernel.Kernel).BudgetCharge),
 	proto.OpScheduleAdd:    unary(false, (*kernel.Kernel).ScheduleAdd),
@@ -131,8 +131,8 @@ var handlers = map[string]Func{
 	proto.OpMCPCall:        refusedUnary("mcp", (*kernel.Kernel).MCPCall),
 	proto.OpMCPResult:      mcpResult,
 	proto.OpAgentList:      agentList,
-	proto.OpAgentShow:      agentShow,
-	proto.OpAgentRemove:    agentRemove,
+	proto.OpAgentShow:      ofAgent((*kernel.Kernel).AgentShow),
+	proto.OpAgentRemove:    ofAgent((*kernel.Kernel).AgentRemove),
 	proto.OpAgentFork:      unary(false, (*kernel.Kernel).Fork),
 	proto.OpAgentDiff:      stream(false, (*kernel.Kernel).AgentDiff),
 	proto.OpMsgSend:        unary(false, (*kernel.Kernel).MsgSend),
@@ -181,9 +181,9 @@ func unary[A, R any](optional bool, m func(*kernel.Kernel, context.Context, *ker
 // fetch): args that do not decode, an exec that brings an "env" say, are
 // an attempt the log must show, not only a malformed line.
 func refusedUnary[A, R any](what string, m func(*kernel.Kernel, context.Context, *kernel.Cred, A, []byte) (R, error)) Func {
+	call := unary(false, m)
 	return func(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {
-		a, err := decode[A](false, r)
-		if err != nil {
+		if _, err := decode[A](false, r); err != nil {
 			var who struct {
 				Agent string `json:"agent"`
 			}
@@ -191,7 +191,18 @@ func refusedUnary[A, R any](what string, m func(*kernel.Kernel, context.Context,
 			k.Refused(c, r.Op, fmt.Sprintf("%.64s:%s [args]", who.Agent, what), r.Args, proto.Result(err))
 			return nil, err
 		}
-		rec, err := m(k, ctx, c, a, r.Args)
+		return call(k, ctx, c, r)
+	}
+}
+
+// ofAgent is unary for a syscall whose only arg is the agent.
+func ofAgent[R any](m func(*kernel.Kernel, context.Context, *kernel.Cred, string, []byte) (R, error)) Func {
+	return func(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {
+		a, err := decode[proto.AgentArgs](false, r)
+		if err != nil {
+			return nil, err
+		}
+		rec, err := m(k, ctx, c, a.Agent, r.Args)
 		if err != nil {
 			return nil, err
 		}
