@@ -116,7 +116,7 @@ func (k *Kernel) committer() {
 				break drain
 			}
 		}
-		k.commit(batch)
+		k.apply(batch)
 		for _, t := range batch {
 			if t.done != nil {
 				close(t.done)
@@ -125,6 +125,9 @@ func (k *Kernel) committer() {
 				k.flights.land(t)
 			}
 		}
+		// The replies go first: waking every subscriber before the
+		// callers put their replies behind the fan-out's writes.
+		k.publish(batch)
 		clear(batch)
 		if barrier != nil {
 			runBarrier(barrier)
@@ -133,13 +136,22 @@ func (k *Kernel) committer() {
 	}
 }
 
-// commit makes a batch durable with one fdatasync: the state changes and
+// commit is apply and then the events of the batch, for the committer's
+// own batches (a fork, a commit's entry): their callers are the
+// committer, and answer after.
+func (k *Kernel) commit(batch []*tx) {
+	k.apply(batch)
+	k.publish(batch)
+}
+
+// apply makes a batch durable with one fdatasync: the state changes and
 // the audit entries that record them go into the journal, which is synced;
 // then the entries are appended to the audit log (its segments are synced
 // at checkpoints: until then the journal holds them) and the changes are
-// published. On failure every transaction of the batch fails and nothing
-// of it is visible, in the audit log or in the state, now or after replay.
-func (k *Kernel) commit(batch []*tx) {
+// made visible. On failure every transaction of the batch fails and
+// nothing of it is visible, in the audit log or in the state, now or
+// after replay. The bus hears of the batch from publish, after.
+func (k *Kernel) apply(batch []*tx) {
 	b := k.state.Begin()
 	entries := make([]*audit.Entry, 0, len(batch))
 	var dirty []string
@@ -229,7 +241,6 @@ func (k *Kernel) commit(batch []*tx) {
 	b.Publish()
 	k.audit.Publish(k.auditSeq)
 	k.memPublish(batch)
-	k.publish(batch)
 }
 
 // publish tells the bus what a durable batch did.
