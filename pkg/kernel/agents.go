@@ -122,7 +122,7 @@ func (k *Kernel) AgentRemove(ctx context.Context, c *Cred, agent string, raw []b
 		k.auditDenied(c, op, agent, raw, err.Code)
 		return proto.AgentRecord{}, err
 	}
-	k.flights.wait(agent)
+	k.flights.Wait(agent)
 	rec, err := onCommitter(k, ctx, func() (proto.AgentRecord, error) { return k.removeNow(c, agent, raw) })
 	if err != nil {
 		return rec, err
