@@ -161,16 +161,22 @@ func (q *Queue) end(p *Pending, status int, sig, why string, who audit.Actor) *s
 	if err != nil {
 		q.log.Warn("queued run's log not written", "run", p.ID, "err", err)
 	}
-	what := "exit " + fmt.Sprint(status)
-	if sig != "" {
-		what = "signal " + sig
-	}
+	what := What(status, sig)
 	rec := Record(p)
 	if r != nil {
 		rec = r.Record()
 	}
 	q.hooks.Ended(p, &rec, what, who)
 	return r
+}
+
+// What is how a run.exit entry's target says a run ended: "exit N", or
+// "signal S" when a signal ended it.
+func What(status int, sig string) string {
+	if sig != "" {
+		return "signal " + sig
+	}
+	return "exit " + fmt.Sprint(status)
 }
 
 // Lookup returns the queued run id, if it is one.
