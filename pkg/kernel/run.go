@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/oxios/oxios/pkg/admit"
+	"github.com/oxios/oxios/pkg/agenttree"
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/budget"
 	"github.com/oxios/oxios/pkg/policy"
@@ -25,8 +26,8 @@ import (
 
 // The kernel's files of an agent, in its sys space.
 const (
-	sysPolicy = "policy.toml"
-	sysBudget = "budget.json"
+	sysPolicy = agenttree.Policy
+	sysBudget = agenttree.Budget
 )
 
 func targetAgent(target string) string {

@@ -236,6 +236,23 @@ func (q *Queue) Records() []proto.RunRecord {
 	return out
 }
 
+// Live counts agent's runs that have not ended: the supervisor's live
+// runs and the queued ones.
+func (q *Queue) Live(agent string) int {
+	n := 0
+	for _, r := range q.sup.Runs(false) {
+		if r.Agent() == agent {
+			n++
+		}
+	}
+	for _, p := range q.adm.Queued() {
+		if p.Agent == agent {
+			n++
+		}
+	}
+	return n
+}
+
 // Close ends the queued runs (oxiosd is stopping: they never started)
 // and stops the admitter.
 func (q *Queue) Close() {

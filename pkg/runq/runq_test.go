@@ -80,6 +80,9 @@ func TestQueueKillAndClose(t *testing.T) {
 	if recs := q.Records(); len(recs) != 2 || recs[0].ID != "r2" || recs[1].ID != "r3" {
 		t.Fatalf("queue order: %+v", recs)
 	}
+	if n := q.Live("a"); n != 3 {
+		t.Fatalf("a's live runs: %d, want the started one and the two queued", n)
+	}
 	if running, queued := q.State(); running != 1 || queued != 2 {
 		t.Fatalf("state: %d %d", running, queued)
 	}
