@@ -143,8 +143,5 @@ func (k *Kernel) readable(c *Cred, agent string) func(string) bool {
 	if err != nil {
 		return func(string) bool { return false }
 	}
-	if len(p.State.Read) == 1 && p.State.Read[0] == "**" {
-		return nil
-	}
-	return p.CanRead
+	return p.Readable()
 }

@@ -58,3 +58,12 @@ func Violation(p *Policy, d *Denied, agent, id string, r Offender) {
 		r.End("ended for a policy violation: " + d.Reason + " (policy rule " + d.Rule + ")")
 	}
 }
+
+// Readable returns which keys of its agent's state p lets it see in a
+// listing; nil means all (state.read is "**").
+func (p *Policy) Readable() func(key string) bool {
+	if len(p.State.Read) == 1 && p.State.Read[0] == "**" {
+		return nil
+	}
+	return p.CanRead
+}

@@ -76,3 +76,16 @@ func TestViolation(t *testing.T) {
 		}
 	}
 }
+
+func TestReadable(t *testing.T) {
+	p := Default()
+	p.State.Read = []string{"**"}
+	if p.Readable() != nil {
+		t.Fatal("state.read ** reads everything: no filter")
+	}
+	p.State.Read = []string{"pub/**"}
+	r := p.Readable()
+	if r == nil || !r("pub/x") || r("secret") {
+		t.Fatal("state.read pub/** shows pub/x only")
+	}
+}
