@@ -200,23 +200,14 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 		log.Info("audit entries restored from the journal", "entries", n, "head", k.auditSeq)
 	}
 	k.state = st
-	if err := k.loadIndexes(); err != nil {
-		st.Close()
-		k.ver.repo.Close()
-		alog.Close()
-		return nil, err
-	}
-	if err := k.openTalk(); err != nil {
-		st.Close()
-		k.ver.repo.Close()
-		alog.Close()
-		return nil, err
-	}
-	if err := k.openSupervisor(); err != nil {
-		st.Close()
-		k.ver.repo.Close()
-		alog.Close()
-		return nil, err
+	// What is open so far closes again when a later step fails.
+	for _, open := range []func() error{k.loadIndexes, k.openTalk, k.openSupervisor} {
+		if err := open(); err != nil {
+			st.Close()
+			k.ver.repo.Close()
+			alog.Close()
+			return nil, err
+		}
 	}
 	k.openAdmission(k.root)
 	k.started = time.Now().UTC()
