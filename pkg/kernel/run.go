@@ -255,18 +255,7 @@ func (k *Kernel) RunKill(ctx context.Context, c *Cred, a proto.KillArgs, raw []b
 		if err != nil {
 			return err
 		}
-		var serr error
-		var rec proto.RunRecord
-		if p != nil {
-			rec, serr = k.adm.Signal(ctx, actor(c), p, sig)
-		} else {
-			serr = r.Signal(sig)
-			rec = r.Record()
-		}
-		agent := rec.Agent
-		if agent == "" {
-			agent = p.Agent
-		}
+		rec, agent, serr := k.adm.SignalRun(ctx, actor(c), r, p, sig)
 		t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpRunKill, Target: agent + ":" + id + " SIG" + supervisor.SignalName(sig), Args: audit.ArgsDigest(raw), Result: proto.Result(serr)}}
 		if err := k.submit(ctx, t, true); err != nil {
 			return err

@@ -166,3 +166,31 @@ func TestQueueUnrecordedStartIsKilled(t *testing.T) {
 		t.Fatalf("a run whose start was not recorded was admitted: %v %v", r, err)
 	}
 }
+
+func TestSignalRun(t *testing.T) {
+	q, sup, _ := newQueue(t, 1, nil)
+	ctx := context.Background()
+	if _, _, err := q.Admit(ctx, spec(t, "r1", "/bin/sleep", "30"), audit.Actor{}, 0, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := q.Admit(ctx, spec(t, "r2", "/bin/sleep", "30"), audit.Actor{}, 0, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	rec, agent, err := q.SignalRun(ctx, audit.Actor{}, nil, q.Lookup("r2"), syscall.SIGTERM)
+	if err != nil || agent != "a" || rec.ID != "r2" || q.Lookup("r2") != nil {
+		t.Fatalf("the queued run: %+v %q %v", rec, agent, err)
+	}
+	r, ok := sup.Get("r1")
+	if !ok {
+		t.Fatal("r1 did not start")
+	}
+	rec, agent, err = q.SignalRun(ctx, audit.Actor{}, r, nil, syscall.SIGKILL)
+	if err != nil || agent != "a" || rec.ID != "r1" {
+		t.Fatalf("the started run: %+v %q %v", rec, agent, err)
+	}
+	select {
+	case <-r.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("r1 outlived SIGKILL")
+	}
+}
