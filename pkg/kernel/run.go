@@ -290,21 +290,9 @@ func (k *Kernel) RunPs(ctx context.Context, c *Cred, a proto.PsArgs, raw []byte,
 
 // runRecords are the records RunPs lists.
 func (k *Kernel) runRecords(c *Cred, a proto.PsArgs) []proto.RunRecord {
-	var runs []*supervisor.Run
-	for _, r := range k.sup.Runs(a.All) {
-		if (a.Agent != "" && r.Agent() != a.Agent) || k.authorize(c, r.Agent()) != nil {
-			continue
-		}
-		runs = append(runs, r)
-	}
-	out := k.sup.Records(runs)
-	for _, rec := range k.adm.Records() {
-		if (a.Agent != "" && rec.Agent != a.Agent) || k.authorize(c, rec.Agent) != nil {
-			continue
-		}
-		out = append(out, rec)
-	}
-	return out
+	return k.adm.Ps(a.All, func(agent string) bool {
+		return (a.Agent == "" || agent == a.Agent) && k.authorize(c, agent) == nil
+	})
 }
 
 // RunsLive is the number of runs not yet exited (for status and tests).

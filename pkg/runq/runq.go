@@ -236,6 +236,25 @@ func (q *Queue) Records() []proto.RunRecord {
 	return out
 }
 
+// Ps is the records of the runs keep keeps (by their agent): the live
+// ones, with their usage sampled now, then the queued ones in the order
+// they will start, and with all the ended ones kept too.
+func (q *Queue) Ps(all bool, keep func(agent string) bool) []proto.RunRecord {
+	var runs []*supervisor.Run
+	for _, r := range q.sup.Runs(all) {
+		if keep(r.Agent()) {
+			runs = append(runs, r)
+		}
+	}
+	out := q.sup.Records(runs)
+	for _, rec := range q.Records() {
+		if keep(rec.Agent) {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
 // Live counts agent's runs that have not ended: the supervisor's live
 // runs and the queued ones.
 func (q *Queue) Live(agent string) int {

@@ -80,6 +80,12 @@ func TestQueueKillAndClose(t *testing.T) {
 	if recs := q.Records(); len(recs) != 2 || recs[0].ID != "r2" || recs[1].ID != "r3" {
 		t.Fatalf("queue order: %+v", recs)
 	}
+	if recs := q.Ps(false, func(agent string) bool { return agent == "a" }); len(recs) != 3 || recs[0].ID != "r1" || recs[1].ID != "r2" {
+		t.Fatalf("ps: %+v", recs)
+	}
+	if recs := q.Ps(false, func(string) bool { return false }); len(recs) != 0 {
+		t.Fatalf("ps of none: %+v", recs)
+	}
 	if n := q.Live("a"); n != 3 {
 		t.Fatalf("a's live runs: %d, want the started one and the two queued", n)
 	}
