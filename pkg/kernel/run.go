@@ -35,18 +35,6 @@ func targetAgent(target string) string {
 	return a
 }
 
-// runResolver is the supervisor as the kernel's RunResolver: a process
-// in a run's tree is that run's agent.
-type runResolver struct{ s *supervisor.Supervisor }
-
-func (r runResolver) Attribute(uid uint32, pid int32) (string, string, error) {
-	run, err := r.s.Attribute(uid, pid)
-	if err != nil || run == nil {
-		return "", "", err
-	}
-	return run.Agent(), run.ID(), nil
-}
-
 func (k *Kernel) openSupervisor() error {
 	s, err := supervisor.New(filepath.Join(k.cfg.Data, "runs"), k.log)
 	if err != nil {
@@ -64,7 +52,7 @@ func (k *Kernel) openSupervisor() error {
 		}
 	}
 	k.sup = s
-	k.runs = runResolver{s}
+	k.runs = supervisor.Resolver{S: s}
 	k.openSandbox()
 	return nil
 }
