@@ -73,4 +73,5 @@
 // [Log.Read] serves an audit.log call: the entries a [Filter] selects and
 // the caller may see, the last N of them, then, following, each group as
 // it is published. What a caller may see is the kernel's to judge.
+// [Log.Line] serves audit.show (one entry), [Log.ExportLines] audit.export.
 package audit

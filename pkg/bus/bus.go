@@ -5,6 +5,8 @@
 // and when it is full the events that do not fit are counted as lost and
 // reported with the next Take, so a slow reader can say so and recover
 // (for instance by rereading the audit log) while the kernel goes on.
+// An event's record (Event.Record) reads the same as the one replayed
+// from the audit log for a subscriber that catches up (Replayed).
 package bus
 
 import (

@@ -44,15 +44,6 @@ func (k *Kernel) openAdmission(ctx context.Context) {
 	})
 }
 
-// agentLimit is the lower of max_per_agent and the policy's limits.runs.
-func (k *Kernel) agentLimit(polRuns int) int {
-	n := k.cfg.Runs.MaxPerAgent
-	if polRuns > 0 && (n == 0 || polRuns < n) {
-		n = polRuns
-	}
-	return n
-}
-
 // release gives back the slot of a run of agent that ended (or did not
 // start).
 func (k *Kernel) release(agent string) { k.adm.Release(agent) }

@@ -3,66 +3,29 @@ package kernel
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 
+	"github.com/oxios/oxios/pkg/agenttree"
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/state"
 )
 
-// agentSpaces are the trees of an agent, in the order a removal deletes
-// them: what it holds, then the kernel's own files of it.
-var agentSpaces = []string{state.SpaceState, state.SpaceMem, state.SpaceSys}
+// agentSpaces are the trees of an agent (agenttree.Spaces).
+var agentSpaces = agenttree.Spaces
 
 // AgentExists reports whether agent exists: some tree of it (state,
 // memories, the kernel's files: policy, budget, jobs) holds a key. A
 // removed agent's trees are empty.
-func (k *Kernel) AgentExists(agent string) bool {
-	for _, sp := range agentSpaces {
-		if n, _ := k.state.Keys(state.Ref(sp, agent)); n > 0 {
-			return true
-		}
-	}
-	return false
-}
+func (k *Kernel) AgentExists(agent string) bool { return agenttree.Exists(k.state, agent) }
 
 // agentRecord describes agent as it is now.
 func (k *Kernel) agentRecord(agent string) proto.AgentRecord {
-	rec := proto.AgentRecord{Type: proto.RecordAgent, Agent: agent, Policy: "default"}
-	rec.Keys, rec.Size = k.state.Keys(state.Ref(state.SpaceState, agent))
-	rec.Memories, _ = k.state.Keys(state.Ref(state.SpaceMem, agent))
-	if sys, err := k.state.List(state.Ref(state.SpaceSys, agent), ""); err == nil {
-		for _, r := range sys {
-			switch {
-			case r.Key == sysPolicy:
-				rec.Policy = "own"
-			case r.Key == sysBudget:
-				rec.Budget = true
-			case strings.HasPrefix(r.Key, sysSchedules+"/"):
-				rec.Jobs = append(rec.Jobs, strings.TrimSuffix(strings.TrimPrefix(r.Key, sysSchedules+"/"), ".json"))
-			}
-		}
-	}
-	rec.Runs = k.liveRuns(agent)
-	return rec
+	return agenttree.Record(k.state, agent, k.liveRuns(agent))
 }
 
 // liveRuns counts agent's runs that have not ended, queued ones too.
-func (k *Kernel) liveRuns(agent string) int {
-	n := 0
-	for _, r := range k.sup.Runs(false) {
-		if r.Agent() == agent {
-			n++
-		}
-	}
-	for _, rec := range k.adm.Records() {
-		if rec.Agent == agent {
-			n++
-		}
-	}
-	return n
-}
+func (k *Kernel) liveRuns(agent string) int { return k.adm.Live(agent) }
 
 // AgentList returns, sorted, the agents that exist and that c may act on.
 func (k *Kernel) AgentList(ctx context.Context, c *Cred, emit func(*proto.AgentRecord) error) error {
@@ -121,7 +84,7 @@ func (k *Kernel) AgentRemove(ctx context.Context, c *Cred, agent string, raw []b
 		k.auditDenied(c, op, agent, raw, err.Code)
 		return proto.AgentRecord{}, err
 	}
-	k.flights.wait(agent)
+	k.flights.Wait(agent)
 	rec, err := onCommitter(k, ctx, func() (proto.AgentRecord, error) { return k.removeNow(c, agent, raw) })
 	if err != nil {
 		return rec, err
@@ -150,24 +113,9 @@ func (k *Kernel) removeNow(c *Cred, agent string, raw []byte) (proto.AgentRecord
 	who := actor(c)
 	digest := audit.ArgsDigest(raw)
 	t := &tx{}
-	for _, sp := range agentSpaces {
-		keys, err := k.state.List(state.Ref(sp, agent), "")
-		if err != nil {
-			continue // no tree of this space
-		}
-		sort.Slice(keys, func(i, j int) bool { return keys[i].Key < keys[j].Key })
-		for _, r := range keys {
-			// Each key its entry, under the op that deletes such a key, so
-			// that the log (and crash replay) names every path that went.
-			e := &audit.Entry{Actor: who, Op: proto.OpStateDelete, Target: target(agent, r.Key), Args: digest}
-			switch sp {
-			case state.SpaceMem:
-				e.Op = proto.OpMemForget
-			case state.SpaceSys:
-				e.Op, e.Target = proto.OpAgentRemove, target(agent, sp+"/"+r.Key)
-			}
-			t.subs = append(t.subs, &tx{change: &state.Change{Agent: agent, Space: sp, Key: r.Key, Delete: true}, entry: e})
-		}
+	for _, d := range agenttree.Removal(k.state, agent) {
+		e := &audit.Entry{Actor: who, Op: d.Op, Target: d.Target, Args: digest}
+		t.subs = append(t.subs, &tx{change: &state.Change{Agent: agent, Space: d.Space, Key: d.Key, Delete: true}, entry: e})
 	}
 	// The target "NAME:" (no key) names the agent the same way to a live
 	// subscriber and to one replaying the log.

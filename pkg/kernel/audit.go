@@ -1,9 +1,7 @@
 package kernel
 
 import (
-	"bytes"
 	"context"
-	"io"
 
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/proto"
@@ -54,15 +52,11 @@ func (k *Kernel) AuditShow(ctx context.Context, c *Cred, seq uint64) ([]byte, er
 	if seq == 0 {
 		return nil, proto.Errorf(proto.EINVAL, "audit entries are numbered from 1")
 	}
-	var out []byte
-	err := k.audit.ScanLines(seq, func(line []byte) error {
-		out = bytes.Clone(line)
-		return io.EOF
-	})
-	if err != nil && err != io.EOF {
+	out, err := k.audit.Line(seq)
+	if err != nil {
 		return nil, proto.AsError(err)
 	}
-	if out == nil || audit.LineSeq(out) != seq {
+	if out == nil {
 		return nil, proto.Errorf(proto.ENOENT, "no audit entry %d (the log ends at %d)", seq, k.audit.Published())
 	}
 	in, _ := audit.Peek(out)
@@ -107,15 +101,8 @@ func (k *Kernel) AuditExport(ctx context.Context, c *Cred, emit func(line []byte
 	if err := k.requireAdmin(c, proto.OpAuditExport); err != nil {
 		return err
 	}
-	if err := k.audit.Sync(); err != nil {
+	if err := k.audit.ExportLines(ctx, emit); err != nil {
 		return proto.AsError(err)
-	}
-	w := &audit.Lines{Ctx: ctx, Emit: emit}
-	if err := k.audit.Export(w); err != nil {
-		return proto.AsError(err)
-	}
-	if len(w.Partial) > 0 {
-		return proto.Errorf(proto.EIO, "audit export ended without a newline")
 	}
 	return nil
 }

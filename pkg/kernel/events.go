@@ -3,7 +3,6 @@ package kernel
 import (
 	"context"
 	"encoding/json"
-	"strings"
 
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/bus"
@@ -29,15 +28,8 @@ const (
 	EventExec           = "exec"
 )
 
-// targetAgentKey splits an entry's target "agent:key" into an agent (when
-// it names one) and the rest.
-func targetAgentKey(target string) (agent, key string) {
-	a, k, ok := strings.Cut(target, ":")
-	if !ok || proto.CheckAgent(a) != nil {
-		return "", target
-	}
-	return a, k
-}
+// targetAgentKey splits an entry's target "agent:key" (bus.SplitTarget).
+func targetAgentKey(target string) (agent, key string) { return bus.SplitTarget(target) }
 
 // eventQueue bounds a subscriber's queue: beyond it events are counted as
 // lost, and the kernel goes on.
@@ -79,19 +71,11 @@ func (k *Kernel) Events(ctx context.Context, c *Cred, a proto.EventsArgs, raw []
 				return nil
 			}
 			replayed = in.Seq
-			name := eventName(in.Op, in.Result)
-			agent, key := targetAgentKey(in.Target)
-			if agent == "" {
-				agent = in.Actor.Agent
-			}
-			if !want(name, agent) {
+			rec := bus.Replayed(&in, eventName(in.Op, in.Result))
+			if !want(rec.Event, rec.Agent) {
 				return nil
 			}
-			return emit(&proto.EventRecord{
-				Type: proto.RecordEvent, Event: name, Seq: in.Seq, Time: in.Time,
-				Agent: agent, Key: key, Op: in.Op, Result: in.Result,
-				Deleted: in.Op == proto.OpStateDelete || in.Op == proto.OpMemForget, Replay: true,
-			})
+			return emit(&rec)
 		})
 		if err != nil {
 			return proto.AsError(err)
@@ -101,10 +85,8 @@ func (k *Kernel) Events(ctx context.Context, c *Cred, a proto.EventsArgs, raw []
 		// Every subscriber gets the same record of a live event: it is
 		// encoded once, for all of them.
 		b, err := ev.Encoded(func() ([]byte, error) {
-			return proto.Marshal(&proto.EventRecord{
-				Type: proto.RecordEvent, Event: ev.Name, Seq: ev.Seq, Time: audit.FormatTime(ev.Time),
-				Agent: ev.Agent, Key: ev.Key, Op: ev.Op, Result: ev.Result, Deleted: ev.Deleted, Data: ev.Data,
-			})
+			rec := ev.Record()
+			return proto.Marshal(&rec)
 		})
 		if err != nil {
 			return err

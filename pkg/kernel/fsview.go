@@ -3,13 +3,12 @@ package kernel
 import (
 	"context"
 	"os"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/state"
+	"github.com/oxios/oxios/pkg/writeback"
 )
 
 // The syscalls of the mount (package fs). They are the state syscalls in
@@ -156,7 +155,7 @@ func (k *Kernel) StateOpen(ctx context.Context, c *Cred, agent, key string) (*os
 	if err := k.gate(readCall(c, agent, key, nil)); err != nil {
 		return nil, nil, proto.StateRecord{}, err
 	}
-	k.flights.waitKey(agent, key)
+	k.flights.WaitKey(agent, key)
 	f, v, rec, err := k.state.Open(agent, key)
 	if err != nil {
 		return nil, nil, rec, proto.AsError(err)
@@ -164,99 +163,10 @@ func (k *Kernel) StateOpen(ctx context.Context, c *Cred, agent, key string) (*os
 	return f, v, rec, nil
 }
 
-// flights are the changes the mount queued without waiting: a close(2)
-// returns once its save is queued, and a later state.load or state.list
-// of the same agent, from any client, must see it (a script's `echo x >
-// FILE; ox-state load KEY`). A read waits for the agent's last queued
-// change, which the committer makes durable after every change queued
-// before it: at most one group commit, and nothing at all when the mount
-// has nothing in flight.
-//
-// The mount's own lookups and opens wait too, but only for the key (or
-// folder) they name: once the kernel has evicted an inode, the mount no
-// longer holds the content it queued, and a lookup or open that read the
-// store before the save landed would see the old value, and a write on it
-// would lose the queued one (issue 25). Waiting per key keeps a burst of
-// creates of new keys from waiting for each other's saves.
-type flights struct {
-	n    atomic.Int64
-	mu   sync.Mutex
-	last map[string]*tx // per agent, the last queued change
-	// keys holds, per agent and key, the last queued change of the key,
-	// and per agent and folder (its prefix with a trailing slash) the
-	// last queued change below it.
-	keys map[flightKey]*tx
-}
+// flights are the mount's saves queued without waiting, which reads of
+// the same agent or key wait for (writeback.Flights).
+type flights struct{ writeback.Flights[*tx] }
 
-type flightKey struct{ agent, key string }
+func (f *flights) takeoff(t *tx) { f.Takeoff(t, t.change.Agent, t.change.Key, t.done) }
 
-// folders calls fn with each folder above key, as "a/", "a/b/", ...
-func folders(key string, fn func(string)) {
-	for i := 0; i < len(key); i++ {
-		if key[i] == '/' {
-			fn(key[:i+1])
-		}
-	}
-}
-
-func (f *flights) takeoff(t *tx) {
-	f.mu.Lock()
-	if f.last == nil {
-		f.last = make(map[string]*tx)
-		f.keys = make(map[flightKey]*tx)
-	}
-	a := t.change.Agent
-	f.last[a] = t
-	f.keys[flightKey{a, t.change.Key}] = t
-	folders(t.change.Key, func(p string) { f.keys[flightKey{a, p}] = t })
-	f.n.Add(1)
-	f.mu.Unlock()
-}
-
-func (f *flights) land(t *tx) {
-	f.mu.Lock()
-	a := t.change.Agent
-	if f.last[a] == t {
-		delete(f.last, a)
-	}
-	if k := (flightKey{a, t.change.Key}); f.keys[k] == t {
-		delete(f.keys, k)
-	}
-	folders(t.change.Key, func(p string) {
-		if k := (flightKey{a, p}); f.keys[k] == t {
-			delete(f.keys, k)
-		}
-	})
-	f.n.Add(-1)
-	f.mu.Unlock()
-}
-
-// wait returns once every change the mount queued for agent before the
-// call is durable (or failed).
-func (f *flights) wait(agent string) {
-	if f.n.Load() == 0 {
-		return
-	}
-	f.mu.Lock()
-	t := f.last[agent]
-	f.mu.Unlock()
-	if t != nil {
-		<-t.done
-	}
-}
-
-// waitKey returns once every change the mount queued for agent's key
-// (or, with a trailing slash, below that folder) before the call is
-// durable (or failed). Changes of one key commit in the order queued, so
-// the last one is enough.
-func (f *flights) waitKey(agent, key string) {
-	if f.n.Load() == 0 {
-		return
-	}
-	f.mu.Lock()
-	t := f.keys[flightKey{agent, key}]
-	f.mu.Unlock()
-	if t != nil {
-		<-t.done
-	}
-}
+func (f *flights) land(t *tx) { f.Land(t, t.change.Agent, t.change.Key) }

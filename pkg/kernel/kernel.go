@@ -3,12 +3,14 @@
 // and each goes through one gate (gate.go): validate -> authorize ->
 // policy -> do -> audit (refusals too) -> publish. The socket server and
 // the FUSE view call these syscalls and nothing below them; the
-// subsystems (state, audit with its reads and targets, version with its
-// commits, restores, diffs, forks and pushes, uncommitted, memory,
-// memindex, recall, expiry, budget, inbox, approval, bus, netfetch, llm's
-// breakers, the supervisor, runq with its waits and attaches, runspec,
-// sched/jobs, policy/judge, reload...) are packages of their own that do
-// not know about each other: the kernel passes what they need.
+// subsystems (state, agenttree, audit with its reads and targets, version
+// with its commits, restores, diffs, forks and pushes, uncommitted,
+// memory, memindex, recall, expiry, budget, inbox, approval, bus with its
+// event records, netfetch, llm's breakers, the supervisor, runq with its
+// waits and attaches, runspec, admit, sched/jobs, policy with its
+// violations and policy/judge, writeback's flights, reload...) are
+// packages of their own that do not know about each other: the kernel
+// passes what they need.
 //
 // Changes are group-committed: a mutating syscall hands a transaction to
 // the committer goroutine, which takes every transaction queued at that
@@ -198,23 +200,14 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 		log.Info("audit entries restored from the journal", "entries", n, "head", k.auditSeq)
 	}
 	k.state = st
-	if err := k.loadIndexes(); err != nil {
-		st.Close()
-		k.ver.repo.Close()
-		alog.Close()
-		return nil, err
-	}
-	if err := k.openTalk(); err != nil {
-		st.Close()
-		k.ver.repo.Close()
-		alog.Close()
-		return nil, err
-	}
-	if err := k.openSupervisor(); err != nil {
-		st.Close()
-		k.ver.repo.Close()
-		alog.Close()
-		return nil, err
+	// What is open so far closes again when a later step fails.
+	for _, open := range []func() error{k.loadIndexes, k.openTalk, k.openSupervisor} {
+		if err := open(); err != nil {
+			st.Close()
+			k.ver.repo.Close()
+			alog.Close()
+			return nil, err
+		}
 	}
 	k.openAdmission(k.root)
 	k.started = time.Now().UTC()

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"syscall"
 
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/policy"
@@ -28,19 +27,10 @@ func (k *Kernel) policyOf(agent string) (*policy.Policy, error) { return k.pol.G
 // loadPolicy reads and parses agent's policy file; text is nil for the
 // default policy.
 func (k *Kernel) loadPolicy(agent string) (*policy.Policy, []byte, error) {
-	b, _, err := k.state.Load(state.Ref(state.SpaceSys, agent), sysPolicy)
-	if err != nil {
-		var pe *proto.Error
-		if errors.As(err, &pe) && pe.Code == proto.ENOENT {
-			return policy.Default(), nil, nil
-		}
-		return nil, nil, proto.AsError(err)
-	}
-	p, perr := policy.Parse(b)
-	if perr != nil {
-		return nil, nil, proto.Errorf(proto.EIO, "agent %q: its policy file: %v", agent, perr)
-	}
-	return p, b, nil
+	return policy.Load(agent, func() ([]byte, error) {
+		b, _, err := k.state.Load(state.Ref(state.SpaceSys, agent), sysPolicy)
+		return b, err
+	})
 }
 
 // policyChanged drops agent's parsed policy after its file changed.
@@ -94,17 +84,8 @@ func (k *Kernel) violation(c *Cred, agent string, p *policy.Policy, d *policy.De
 	if c.Run == "" || c.Agent != agent || p.Signals.OnViolation == policy.ViolationDeny {
 		return
 	}
-	r, ok := k.sup.Get(c.Run)
-	if !ok {
-		return
-	}
-	switch p.Signals.OnViolation {
-	case policy.ViolationStop:
-		r.Emit(&proto.ErrorRecord{Type: proto.RecordError, Run: c.Run, Agent: agent, Code: proto.EPERM,
-			Text: "stopped (SIGSTOP) for a policy violation: " + d.Reason + " (policy rule " + d.Rule + "); ox-kill -s CONT or -s KILL " + c.Run})
-		r.Signal(syscall.SIGSTOP)
-	case policy.ViolationKill:
-		r.End("ended for a policy violation: " + d.Reason + " (policy rule " + d.Rule + ")")
+	if r, ok := k.sup.Get(c.Run); ok {
+		policy.Violation(p, d, agent, c.Run, r)
 	}
 }
 
@@ -114,12 +95,7 @@ func (k *Kernel) policyRecord(agent string) (proto.PolicyRecord, error) {
 	if err != nil {
 		return proto.PolicyRecord{}, err
 	}
-	rec := proto.PolicyRecord{Type: proto.RecordPolicy, Agent: agent, Source: "file"}
-	if text == nil {
-		text, rec.Source = policy.DefaultText(), "default"
-	}
-	rec.Text, rec.Digest = string(text), audit.ArgsDigest(text)
-	return rec, nil
+	return policy.Record(agent, text), nil
 }
 
 // PolicyShow returns agent's policy (the admin's, or the agent's own:

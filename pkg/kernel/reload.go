@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"reflect"
-	"strings"
 
 	"github.com/oxios/oxios/pkg/config"
 	"github.com/oxios/oxios/pkg/reload"
@@ -25,19 +23,7 @@ func (k *Kernel) liveCfg() *live { return k.live.Load(&k.cfg) }
 
 // Reload applies a new config: its live part at once, atomically; a
 // change to another part is logged as needing a restart.
-func (k *Kernel) Reload(cfg config.Config) {
-	old := k.liveCfg()
-	nl := k.live.Store(cfg)
-	if !reflect.DeepEqual(old.LLM, nl.LLM) {
-		k.log.Info("config reloaded: [llm]", "base_url", nl.LLM.BaseURL, "model", nl.LLM.Model)
-	}
-	if !reflect.DeepEqual(old.Access, nl.Access) {
-		k.log.Info("config reloaded: [access]")
-	}
-	if fixed := reload.Restart(k.cfg, cfg); len(fixed) > 0 {
-		k.log.Warn("config: these changes take effect at the next start of oxiosd", "keys", strings.Join(fixed, ", "))
-	}
-}
+func (k *Kernel) Reload(cfg config.Config) { k.live.Apply(k.log, k.cfg, cfg) }
 
 // ApplyPolicies applies every policy file of the policies folder that
 // differs from the agent's policy in force.

@@ -23,19 +23,7 @@ func (k *Kernel) Resources(ctx context.Context, c *Cred, a proto.ResourcesArgs, 
 			return proto.ResourcesRecord{}, err
 		}
 	}
-	rec := proto.ResourcesRecord{Type: proto.RecordResources, Time: time.Now().UTC(), Host: admit.ReadHost(), Admission: k.admissionState()}
-	rec.Host.Why = admit.Judge(&rec.Host, k.cfg.Runs.OverloadLoad, k.cfg.Runs.OverloadMemory)
-	rec.Host.Overloaded = rec.Host.Why != ""
-	rec.Runs = k.runRecords(c, proto.PsArgs{Agent: a.Agent})
-	var cpu float64
-	var rss int64
-	for _, r := range rec.Runs {
-		cpu += r.CPU
-		rss += r.RSS
-	}
-	rec.Text = fmt.Sprintf("%d running, %d queued; load %.2f on %d cores; runs: %.1fs CPU, %d MiB RSS",
-		rec.Admission.Running, rec.Admission.Queued, rec.Host.Load1, rec.Host.Cores, cpu, rss>>20)
-	return rec, nil
+	return admit.Resources(admit.ReadHost(), k.admissionState(), k.runRecords(c, proto.PsArgs{Agent: a.Agent}), k.cfg.Runs.OverloadLoad, k.cfg.Runs.OverloadMemory), nil
 }
 
 // Status describes the daemon for ox-status: what it runs with, and

@@ -2,15 +2,14 @@ package kernel
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base32"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
+	"github.com/oxios/oxios/pkg/admit"
+	"github.com/oxios/oxios/pkg/agenttree"
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/budget"
 	"github.com/oxios/oxios/pkg/policy"
@@ -27,25 +26,13 @@ import (
 
 // The kernel's files of an agent, in its sys space.
 const (
-	sysPolicy = "policy.toml"
-	sysBudget = "budget.json"
+	sysPolicy = agenttree.Policy
+	sysBudget = agenttree.Budget
 )
 
 func targetAgent(target string) string {
 	a, _, _ := strings.Cut(target, ":")
 	return a
-}
-
-// runResolver is the supervisor as the kernel's RunResolver: a process
-// in a run's tree is that run's agent.
-type runResolver struct{ s *supervisor.Supervisor }
-
-func (r runResolver) Attribute(uid uint32, pid int32) (string, string, error) {
-	run, err := r.s.Attribute(uid, pid)
-	if err != nil || run == nil {
-		return "", "", err
-	}
-	return run.Agent(), run.ID(), nil
 }
 
 func (k *Kernel) openSupervisor() error {
@@ -65,23 +52,14 @@ func (k *Kernel) openSupervisor() error {
 		}
 	}
 	k.sup = s
-	k.runs = runResolver{s}
+	k.runs = supervisor.Resolver{S: s}
 	k.openSandbox()
 	return nil
 }
 
-var runIDEnc = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
-
-// newRunID is "r" and 9 random base32 letters: short enough to type.
+// newRunID is a run id no run has (runspec.NewID).
 func (k *Kernel) newRunID() string {
-	for {
-		var b [6]byte
-		rand.Read(b[:])
-		id := "r" + runIDEnc.EncodeToString(b[:])[:9]
-		if _, taken := k.sup.Get(id); !taken {
-			return id
-		}
-	}
+	return runspec.NewID(func(id string) bool { _, taken := k.sup.Get(id); return taken })
 }
 
 // ensureAgent creates agent, with the default policy, if it has no
@@ -152,32 +130,13 @@ func (k *Kernel) spawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw []by
 	}
 	id := k.newRunID()
 	dir := filepath.Join(k.cfg.Data, "work", a.Agent, id)
-	model := a.Model
-	if llm && model == "" {
-		model = k.liveCfg().LLM.Model
-	}
-	var key string
-	if llm {
-		key = os.Getenv(k.liveCfg().LLM.KeyEnv)
-	}
-	env := runspec.Env(a, id, dir, k.where(), k.liveCfg().LLM, model, key, sysEnv)
-	spec := supervisor.Spec{
-		ID: id, Agent: a.Agent, Argv: argv, Env: env, Dir: dir, Stdin: []byte(a.Input),
-		Limits: runspec.Limits(pol), Command: a.Command, Model: model, Records: llm,
-		Wall: time.Duration(runLim.Wall * float64(time.Second)),
-	}
+	spec := runspec.Spec(a, runspec.Run{ID: id, Dir: dir, Argv: argv, Policy: pol, Wall: runLim.Wall, Where: k.where(), LLM: k.liveCfg().LLM, SysEnv: sysEnv})
 	sb, serr := k.sandboxFor(a.Agent, pol, dir, llm, true)
 	if serr != nil {
 		return fail(serr)
 	}
-	if sb != nil {
-		spec.Sandbox, spec.SocketAt = sb, k.cfg.Socket
-		runspec.SandboxHome(spec.Env)
-	}
-	if llm {
-		spec.Task = a.Task
-	}
-	rec, r, err := k.adm.Admit(ctx, spec, actor(c), a.Priority, k.agentLimit(pol.Limits.Runs), raw)
+	runspec.Box(&spec, sb, k.cfg.Socket)
+	rec, r, err := k.adm.Admit(ctx, spec, actor(c), a.Priority, admit.AgentLimit(k.cfg.Runs.MaxPerAgent, pol.Limits.Runs), raw)
 	if err != nil {
 		var pe *proto.Error
 		if errors.As(err, &pe) && pe.Code != proto.ESHUTDOWN {
@@ -195,18 +154,12 @@ func (k *Kernel) spawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw []by
 // status) with its wall time charged to the agent's budget.
 func (k *Kernel) runExited(r *supervisor.Run) {
 	rec := r.Record()
-	what := "exit " + fmt.Sprint(*rec.Status)
-	if rec.Signal != "" {
-		what = "signal " + rec.Signal
-	}
+	what := runq.What(*rec.Status, rec.Signal)
 	_, _, _, wall := r.Usage()
 	if rec.Limits != "" {
 		// The kernel refused the run's processes what its policy's
 		// [limits] do not grant: a denial like any other, on the log.
-		code := proto.EAGAIN
-		if !strings.Contains(rec.Limits, "fork") {
-			code = proto.ENOMEM
-		}
+		code := runspec.LimitErrno(rec.Limits)
 		lt := &tx{entry: &audit.Entry{Actor: audit.Actor{UID: k.uid, PID: int32(os.Getpid())}, Op: proto.OpRunLimit,
 			Target: rec.Agent + ":" + rec.ID + " " + rec.Limits + " [limits]", Result: code}}
 		if err := k.submit(k.record(), lt, false); err != nil {
@@ -290,18 +243,7 @@ func (k *Kernel) RunKill(ctx context.Context, c *Cred, a proto.KillArgs, raw []b
 		if err != nil {
 			return err
 		}
-		var serr error
-		var rec proto.RunRecord
-		if p != nil {
-			rec, serr = k.adm.Signal(ctx, actor(c), p, sig)
-		} else {
-			serr = r.Signal(sig)
-			rec = r.Record()
-		}
-		agent := rec.Agent
-		if agent == "" {
-			agent = p.Agent
-		}
+		rec, agent, serr := k.adm.SignalRun(ctx, actor(c), r, p, sig)
 		t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpRunKill, Target: agent + ":" + id + " SIG" + supervisor.SignalName(sig), Args: audit.ArgsDigest(raw), Result: proto.Result(serr)}}
 		if err := k.submit(ctx, t, true); err != nil {
 			return err
@@ -336,21 +278,9 @@ func (k *Kernel) RunPs(ctx context.Context, c *Cred, a proto.PsArgs, raw []byte,
 
 // runRecords are the records RunPs lists.
 func (k *Kernel) runRecords(c *Cred, a proto.PsArgs) []proto.RunRecord {
-	var runs []*supervisor.Run
-	for _, r := range k.sup.Runs(a.All) {
-		if (a.Agent != "" && r.Agent() != a.Agent) || k.authorize(c, r.Agent()) != nil {
-			continue
-		}
-		runs = append(runs, r)
-	}
-	out := k.sup.Records(runs)
-	for _, rec := range k.adm.Records() {
-		if (a.Agent != "" && rec.Agent != a.Agent) || k.authorize(c, rec.Agent) != nil {
-			continue
-		}
-		out = append(out, rec)
-	}
-	return out
+	return k.adm.Ps(a.All, func(agent string) bool {
+		return (a.Agent == "" || agent == a.Agent) && k.authorize(c, agent) == nil
+	})
 }
 
 // RunsLive is the number of runs not yet exited (for status and tests).

@@ -18,17 +18,11 @@ import (
 type boxState struct {
 	feat sandbox.Features
 	root string // DATA/sandbox: where the shims build their roots
-	err  error  // the root could not be made: no sandbox
 }
 
 func (k *Kernel) openSandbox() {
-	k.box.feat = sandbox.Probe()
 	k.box.root = filepath.Join(k.cfg.Data, "sandbox")
-	if err := sandbox.PrepareRoot(k.box.root); err != nil {
-		k.box.err = err
-		k.box.feat.Namespaces = false
-		k.box.feat.Missing = append(k.box.feat.Missing, "sandbox root: "+err.Error())
-	}
+	k.box.feat = sandbox.ProbeRoot(k.box.root)
 	if len(k.box.feat.Missing) > 0 {
 		k.log.Warn("the sandbox of runs lacks layers: a policy with [sandbox] isolation = \"full\" refuses runs that would need them",
 			"have", k.box.feat.String(), "missing", strings.Join(k.box.feat.Missing, "; "))

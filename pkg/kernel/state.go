@@ -51,7 +51,7 @@ func (k *Kernel) StateLoad(ctx context.Context, c *Cred, a proto.StateArgs, raw 
 	if err := k.gate(readCall(c, a.Agent, a.Key, raw)); err != nil {
 		return nil, proto.StateRecord{}, err
 	}
-	k.flights.wait(a.Agent)
+	k.flights.Wait(a.Agent)
 	v, rec, err := k.state.Load(a.Agent, a.Key)
 	if err != nil {
 		return nil, rec, proto.AsError(err)
@@ -64,7 +64,7 @@ func (k *Kernel) StateList(ctx context.Context, c *Cred, a proto.StateListArgs, 
 	if err := k.gate(call{op: proto.OpStateList, c: c, agent: a.Agent, key: a.Prefix, raw: raw, policy: askList}); err != nil {
 		return err
 	}
-	k.flights.wait(a.Agent)
+	k.flights.Wait(a.Agent)
 	recs, err := k.state.List(a.Agent, a.Prefix)
 	if err != nil {
 		return proto.AsError(err)
@@ -92,7 +92,7 @@ func (k *Kernel) StateStat(ctx context.Context, c *Cred, agent, key string) (pro
 	if r := k.readable(c, agent); r != nil && !r(key) {
 		return proto.StateRecord{}, proto.Errorf(proto.ENOENT, "%s: no key %q", agent, key)
 	}
-	k.flights.waitKey(agent, key)
+	k.flights.WaitKey(agent, key)
 	rec, err := k.state.Stat(agent, key)
 	if err != nil {
 		return rec, proto.AsError(err)
@@ -106,7 +106,7 @@ func (k *Kernel) IsStateFolder(c *Cred, agent, prefix string) bool {
 	if k.authorize(c, agent) != nil || proto.CheckPrefix(prefix) != nil || prefix == "" {
 		return false
 	}
-	k.flights.waitKey(agent, prefix+"/")
+	k.flights.WaitKey(agent, prefix+"/")
 	return k.state.IsFolder(agent, prefix)
 }
 
@@ -143,8 +143,5 @@ func (k *Kernel) readable(c *Cred, agent string) func(string) bool {
 	if err != nil {
 		return func(string) bool { return false }
 	}
-	if len(p.State.Read) == 1 && p.State.Read[0] == "**" {
-		return nil
-	}
-	return p.CanRead
+	return p.Readable()
 }

@@ -46,23 +46,13 @@ func spacePath(space, agent, key string) string { return version.SpacePath(space
 func splitSpacePath(p string) (space, agent, key string, ok bool) { return version.SplitSpacePath(p) }
 
 func (k *Kernel) openVersioning() error {
-	repo, err := version.Open(filepath.Join(k.cfg.Data, "repo"))
-	if err != nil {
-		return fmt.Errorf("versioning: %w", err)
-	}
-	head, err := repo.Head()
-	if err != nil {
-		repo.Close()
-		return fmt.Errorf("versioning: %w", err)
-	}
 	file := filepath.Join(k.cfg.Data, "index", "uncommitted")
-	paths, err := uncommitted.Open(file, head != "")
-	if paths == nil {
-		repo.Close()
+	repo, paths, warn, err := version.OpenWork(filepath.Join(k.cfg.Data, "repo"), file)
+	if err != nil {
 		return fmt.Errorf("versioning: %w", err)
 	}
-	if err != nil {
-		k.log.Warn("the list of uncommitted changes is unreadable; the next commit compares every key with HEAD", "file", file, "err", err)
+	if warn != nil {
+		k.log.Warn("the list of uncommitted changes is unreadable; the next commit compares every key with HEAD", "file", file, "err", warn)
 	}
 	k.ver = &versioning{repo: repo, paths: paths}
 	return nil
@@ -91,17 +81,11 @@ func onCommitter[T any](k *Kernel, ctx context.Context, fn func() (T, error)) (T
 // rescan finds every difference between HEAD and the state by
 // hashing values: the dirty set when it was lost. Committer only.
 func (k *Kernel) rescan() error {
-	if !k.ver.paths.NeedRescan() {
-		return nil
+	n, scanned, err := k.ver.repo.MarkChanged(k.state, k.ver.paths)
+	if scanned {
+		k.log.Info("compared the state with HEAD", "uncommitted", n)
 	}
-	dirty, err := k.ver.repo.Rescan(k.state)
-	if err != nil {
-		return err
-	}
-	k.markDirty(dirty...)
-	k.ver.paths.Rescanned()
-	k.log.Info("compared the state with HEAD", "uncommitted", len(dirty))
-	return nil
+	return err
 }
 
 func agentPrefix(agent string) string { return version.AgentPrefix(agent) }
@@ -192,7 +176,7 @@ func (k *Kernel) commitNow(c *Cred, a proto.CommitArgs, raw []byte) (proto.Commi
 			// The state is HEAD's: the tag names HEAD.
 			return k.tagNow(c, a.Tag, head, raw)
 		}
-		return proto.CommitRecord{Type: proto.RecordCommit, Commit: head, Time: now.Format(time.RFC3339Nano), Message: "nothing to commit", Changed: []proto.PathChange{}}, nil
+		return version.NothingRecord(head, now), nil
 	}
 	if err != nil {
 		return fail(err)
@@ -227,21 +211,7 @@ func (k *Kernel) CommitLog(ctx context.Context, c *Cred, a proto.CommitLogArgs, 
 	if err := k.versionScope(c, proto.OpCommitLog, a.Agent, raw); err != nil {
 		return err
 	}
-	if a.N < 0 {
-		return proto.Errorf(proto.EINVAL, "n must not be negative (got %d)", a.N)
-	}
-	rev := a.Rev
-	if rev == "" {
-		rev = "HEAD"
-	}
-	head, err := k.ver.repo.Head()
-	if err != nil {
-		return versionError(err)
-	}
-	if head == "" && a.Rev == "" {
-		return nil // no commits yet: an empty history
-	}
-	if err := k.ver.repo.Records(ctx, rev, agentPrefix(a.Agent), a.N, emit); err != nil {
+	if err := k.ver.repo.History(ctx, a.Rev, agentPrefix(a.Agent), a.N, emit); err != nil {
 		return versionError(err)
 	}
 	return nil
@@ -294,11 +264,7 @@ func (k *Kernel) tagNow(c *Cred, name, rev string, raw []byte) (proto.CommitReco
 // currentFiles is the blob hash of every state file below prefix as the
 // state is now, committed or not. Committer only.
 func (k *Kernel) currentFiles(prefix string) (map[string]string, error) {
-	dirty, err := k.ver.paths.Under(prefix)
-	if err != nil {
-		return nil, err
-	}
-	return k.ver.repo.LiveFiles(k.state, prefix, dirty)
+	return k.ver.repo.LiveFilesUnder(k.state, k.ver.paths, prefix)
 }
 
 // CommitDiff emits the paths that differ between two commits, or between
@@ -391,13 +357,9 @@ func (k *Kernel) restoreNow(c *Cred, a proto.CommitRestoreArgs, raw []byte) (pro
 			}
 		}
 	}
-	short := hash
-	if len(short) > 12 {
-		short = short[:12]
-	}
 	// The agent's state now equals the commit's: committing everything
 	// uncommitted of the agent makes its tree equal too.
-	rec, err := k.commitNow(c, proto.CommitArgs{Agent: a.Agent, Message: fmt.Sprintf("Restore the state of %s to %s (%s)", a.Agent, a.Rev, short)}, raw)
+	rec, err := k.commitNow(c, proto.CommitArgs{Agent: a.Agent, Message: version.RestoreMessage(a.Agent, a.Rev, hash)}, raw)
 	if err == nil && rec.AuditSeq == 0 && len(batch) > 0 {
 		// Uncommitted changes were undone and the state is HEAD's again:
 		// no commit, but the record says what the restore changed.

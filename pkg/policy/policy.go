@@ -2,7 +2,9 @@
 // questions the kernel's authorize step asks of it: may this agent exec
 // this command, what may it spend, under which limits do its runs run. It
 // decides and explains (by naming the rule); the kernel enforces and
-// audits.
+// audits. It also loads an agent's policy file (the default when it has
+// none), describes it as a record, and says what a violation does to the
+// run that made it (signals.on_violation).
 package policy
 
 import (

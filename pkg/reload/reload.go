@@ -2,7 +2,7 @@
 // and the policies folder (fsnotify, no polling) and telling the kernel
 // once a burst of changes settles (Watch), reading a policy file of the
 // folder (PolicyFile), and the live part of the config that a reload
-// swaps atomically (Live). It decides nothing: the kernel applies a
+// swaps atomically (Live, Apply). It decides nothing: the kernel applies a
 // config (its live part at once, the rest at the next start, see
 // Restart) and a policy (a syscall of its own, audited) whole or not at
 // all.

@@ -161,16 +161,22 @@ func (q *Queue) end(p *Pending, status int, sig, why string, who audit.Actor) *s
 	if err != nil {
 		q.log.Warn("queued run's log not written", "run", p.ID, "err", err)
 	}
-	what := "exit " + fmt.Sprint(status)
-	if sig != "" {
-		what = "signal " + sig
-	}
+	what := What(status, sig)
 	rec := Record(p)
 	if r != nil {
 		rec = r.Record()
 	}
 	q.hooks.Ended(p, &rec, what, who)
 	return r
+}
+
+// What is how a run.exit entry's target says a run ended: "exit N", or
+// "signal S" when a signal ended it.
+func What(status int, sig string) string {
+	if sig != "" {
+		return "signal " + sig
+	}
+	return "exit " + fmt.Sprint(status)
 }
 
 // Lookup returns the queued run id, if it is one.
@@ -228,6 +234,42 @@ func (q *Queue) Records() []proto.RunRecord {
 		out[i] = Record(p)
 	}
 	return out
+}
+
+// Ps is the records of the runs keep keeps (by their agent): the live
+// ones, with their usage sampled now, then the queued ones in the order
+// they will start, and with all the ended ones kept too.
+func (q *Queue) Ps(all bool, keep func(agent string) bool) []proto.RunRecord {
+	var runs []*supervisor.Run
+	for _, r := range q.sup.Runs(all) {
+		if keep(r.Agent()) {
+			runs = append(runs, r)
+		}
+	}
+	out := q.sup.Records(runs)
+	for _, rec := range q.Records() {
+		if keep(rec.Agent) {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// Live counts agent's runs that have not ended: the supervisor's live
+// runs and the queued ones.
+func (q *Queue) Live(agent string) int {
+	n := 0
+	for _, r := range q.sup.Runs(false) {
+		if r.Agent() == agent {
+			n++
+		}
+	}
+	for _, p := range q.adm.Queued() {
+		if p.Agent == agent {
+			n++
+		}
+	}
+	return n
 }
 
 // Close ends the queued runs (oxiosd is stopping: they never started)

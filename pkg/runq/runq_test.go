@@ -80,6 +80,15 @@ func TestQueueKillAndClose(t *testing.T) {
 	if recs := q.Records(); len(recs) != 2 || recs[0].ID != "r2" || recs[1].ID != "r3" {
 		t.Fatalf("queue order: %+v", recs)
 	}
+	if recs := q.Ps(false, func(agent string) bool { return agent == "a" }); len(recs) != 3 || recs[0].ID != "r1" || recs[1].ID != "r2" {
+		t.Fatalf("ps: %+v", recs)
+	}
+	if recs := q.Ps(false, func(string) bool { return false }); len(recs) != 0 {
+		t.Fatalf("ps of none: %+v", recs)
+	}
+	if n := q.Live("a"); n != 3 {
+		t.Fatalf("a's live runs: %d, want the started one and the two queued", n)
+	}
 	if running, queued := q.State(); running != 1 || queued != 2 {
 		t.Fatalf("state: %d %d", running, queued)
 	}
@@ -161,5 +170,33 @@ func TestQueueUnrecordedStartIsKilled(t *testing.T) {
 	_, r, err := q.Admit(context.Background(), spec(t, "r1", "/bin/sleep", "30"), audit.Actor{}, 0, 0, nil)
 	if err == nil || r != nil {
 		t.Fatalf("a run whose start was not recorded was admitted: %v %v", r, err)
+	}
+}
+
+func TestSignalRun(t *testing.T) {
+	q, sup, _ := newQueue(t, 1, nil)
+	ctx := context.Background()
+	if _, _, err := q.Admit(ctx, spec(t, "r1", "/bin/sleep", "30"), audit.Actor{}, 0, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := q.Admit(ctx, spec(t, "r2", "/bin/sleep", "30"), audit.Actor{}, 0, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	rec, agent, err := q.SignalRun(ctx, audit.Actor{}, nil, q.Lookup("r2"), syscall.SIGTERM)
+	if err != nil || agent != "a" || rec.ID != "r2" || q.Lookup("r2") != nil {
+		t.Fatalf("the queued run: %+v %q %v", rec, agent, err)
+	}
+	r, ok := sup.Get("r1")
+	if !ok {
+		t.Fatal("r1 did not start")
+	}
+	rec, agent, err = q.SignalRun(ctx, audit.Actor{}, r, nil, syscall.SIGKILL)
+	if err != nil || agent != "a" || rec.ID != "r1" {
+		t.Fatalf("the started run: %+v %q %v", rec, agent, err)
+	}
+	select {
+	case <-r.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("r1 outlived SIGKILL")
 	}
 }

@@ -121,3 +121,19 @@ func (q *Queue) Signal(ctx context.Context, who audit.Actor, p *Pending, sig sys
 	}
 	return Record(p), nil
 }
+
+// SignalRun is Signal for a run looked up as started (r) or queued (p,
+// when r is nil); it also returns the run's agent, which the record of
+// a queued run that failed to be killed does not hold.
+func (q *Queue) SignalRun(ctx context.Context, who audit.Actor, r *supervisor.Run, p *Pending, sig syscall.Signal) (proto.RunRecord, string, error) {
+	if p == nil {
+		err := r.Signal(sig)
+		rec := r.Record()
+		return rec, rec.Agent, err
+	}
+	rec, err := q.Signal(ctx, who, p, sig)
+	if rec.Agent == "" {
+		return rec, p.Agent, err
+	}
+	return rec, rec.Agent, err
+}

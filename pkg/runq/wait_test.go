@@ -80,3 +80,9 @@ func TestWaitAttachAndSignal(t *testing.T) {
 	r4.End("test over")
 	<-r4.Done()
 }
+
+func TestWhat(t *testing.T) {
+	if What(3, "") != "exit 3" || What(137, "KILL") != "signal KILL" {
+		t.Fatalf("what: %q %q", What(3, ""), What(137, "KILL"))
+	}
+}

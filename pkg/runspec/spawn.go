@@ -1,13 +1,18 @@
 package runspec
 
 import (
+	"crypto/rand"
+	"encoding/base32"
+	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/oxios/oxios/pkg/config"
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/sandbox"
+	"github.com/oxios/oxios/pkg/supervisor"
 )
 
 // CheckSpawn checks what a spawn asks to run: a task (an LLM run) or a
@@ -153,4 +158,77 @@ func overlaps(a, b string) bool {
 	a, b = filepath.Clean(a), filepath.Clean(b)
 	in := func(x, y string) bool { return x == y || strings.HasPrefix(x, y+"/") || y == "/" }
 	return in(a, b) || in(b, a)
+}
+
+// Run is what a spawn's run is made of besides its args: its id and
+// workspace dir, its command line, its agent's policy and the wall time
+// its budget leaves (seconds), where oxiosd serves it, the [llm] section
+// in force and oxiosd's own environment additions.
+type Run struct {
+	ID, Dir string
+	Argv    []string
+	Policy  *policy.Policy
+	Wall    float64
+	Where   Where
+	LLM     config.LLM
+	SysEnv  []string
+}
+
+// Spec is the supervisor's spec of the spawn a as run r: a command, or
+// the LLM runner with a.Task, the model (a's, else [llm]'s) and the
+// key of [llm] key_env from oxiosd's environment.
+func Spec(a proto.SpawnArgs, r Run) supervisor.Spec {
+	llm := len(a.Command) == 0
+	model := a.Model
+	if llm && model == "" {
+		model = r.LLM.Model
+	}
+	var key string
+	if llm {
+		key = os.Getenv(r.LLM.KeyEnv)
+	}
+	spec := supervisor.Spec{
+		ID: r.ID, Agent: a.Agent, Argv: r.Argv, Env: Env(a, r.ID, r.Dir, r.Where, r.LLM, model, key, r.SysEnv), Dir: r.Dir,
+		Stdin: []byte(a.Input), Limits: Limits(r.Policy), Command: a.Command, Model: model, Records: llm,
+		Wall: time.Duration(r.Wall * float64(time.Second)),
+	}
+	if llm {
+		spec.Task = a.Task
+	}
+	return spec
+}
+
+// Box puts spec's run in the sandbox sb (nil: none), which reaches
+// oxiosd at socket, with HOME at the sandbox's work folder.
+func Box(spec *supervisor.Spec, sb *sandbox.Spec, socket string) {
+	if sb == nil {
+		return
+	}
+	spec.Sandbox, spec.SocketAt = sb, socket
+	SandboxHome(spec.Env)
+}
+
+var runIDEnc = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// NewID is a new run id: "r" and 9 random base32 letters, short enough
+// to type, that taken does not know yet.
+func NewID(taken func(id string) bool) string {
+	for {
+		var b [6]byte
+		rand.Read(b[:])
+		id := "r" + runIDEnc.EncodeToString(b[:])[:9]
+		if !taken(id) {
+			return id
+		}
+	}
+}
+
+// LimitErrno is the errno of a run's processes refused what its policy's
+// [limits] do not grant (the supervisor's record names it, limits): a
+// fork refused is EAGAIN, memory ENOMEM.
+func LimitErrno(limits string) string {
+	if strings.Contains(limits, "fork") {
+		return proto.EAGAIN
+	}
+	return proto.ENOMEM
 }

@@ -170,3 +170,17 @@ func (c *Cgroups) GroupOf(pid int) (string, bool) {
 // parentGroup is how the group the run groups are made in (named after
 // oxiosd's pid) shows in /proc/PID/cgroup.
 var parentGroup = []byte("/oxios." + strconv.Itoa(os.Getpid()) + "/")
+
+// Resolver is the supervisor as the kernel resolves a peer: a process in
+// a run's tree is that run's agent (Attribute), named by the agent and
+// the run's id ("" when it is no run's).
+type Resolver struct{ S *Supervisor }
+
+// Attribute is Supervisor.Attribute by names.
+func (r Resolver) Attribute(uid uint32, pid int32) (agent, run string, err error) {
+	x, err := r.S.Attribute(uid, pid)
+	if err != nil || x == nil {
+		return "", "", err
+	}
+	return x.Agent(), x.ID(), nil
+}

@@ -159,3 +159,17 @@ func TestLostRun(t *testing.T) {
 		t.Fatalf("after a second restart: %d records", n)
 	}
 }
+
+func TestResolverNamesTheRun(t *testing.T) {
+	s := newSup(t, t.TempDir())
+	defer s.Close()
+	r := start(t, s, "r1", "/bin/sleep", "30")
+	defer r.End("test over")
+	agent, run, err := Resolver{s}.Attribute(uint32(os.Getuid()), int32(r.Record().PID))
+	if err != nil || agent != "a" || run != "r1" {
+		t.Fatalf("the run's process: %q %q %v", agent, run, err)
+	}
+	if agent, run, err := (Resolver{s}).Attribute(uint32(os.Getuid()), int32(os.Getpid())); agent != "" || run != "" || err != nil {
+		t.Fatalf("a process of no run: %q %q %v", agent, run, err)
+	}
+}

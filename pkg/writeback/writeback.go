@@ -2,7 +2,8 @@
 // FUSE and from the kernel: a file's working copy (Buffer), shared by the
 // handles that write it, and the saves of its closed content (Queue),
 // queued with the store in order and shown to readers until the store
-// has them.
+// has them; and, on the kernel's side, the saves in flight (Flights) that
+// a later read of the same agent or key waits for.
 //
 // A value in the store is whole, so writes cannot go to it one by one:
 // they collect in a Buffer, and a close hands the Buffer's content to a

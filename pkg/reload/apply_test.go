@@ -1,0 +1,35 @@
+package reload
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/oxios/oxios/pkg/config"
+)
+
+func TestApply(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	running := config.Config{Socket: "/s"}
+	running.LLM.Model = "m0"
+	var l Live
+	next := running
+	next.LLM.Model = "m1"
+	next.Socket = "/other"
+	l.Apply(log, running, next)
+	if got := l.Load(&running); got.LLM.Model != "m1" {
+		t.Fatalf("the live part is not in force: %+v", got)
+	}
+	out := buf.String()
+	if !strings.Contains(out, "config reloaded: [llm]") || !strings.Contains(out, "model=m1") || strings.Contains(out, "[access]") ||
+		!strings.Contains(out, `keys=socket`) {
+		t.Fatalf("log:\n%s", out)
+	}
+	buf.Reset()
+	l.Apply(log, running, next)
+	if out := buf.String(); strings.Contains(out, "config reloaded") {
+		t.Fatalf("nothing changed in the live part, yet:\n%s", out)
+	}
+}

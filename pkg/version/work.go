@@ -1,0 +1,98 @@
+package version
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/uncommitted"
+)
+
+// The repository as the kernel keeps it: beside it, the set of paths
+// changed since the last commit (package uncommitted), which says what
+// a commit must look at; and the records of what the kernel's commits,
+// logs and restores return.
+
+// OpenWork opens the repository in dir and the set of its uncommitted
+// paths saved in file. warn says the set was unreadable: it is then
+// unknown, and the first commit compares every key with HEAD.
+func OpenWork(dir, file string) (r *Repo, paths *uncommitted.Set, warn, err error) {
+	r, err = Open(dir)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	head, err := r.Head()
+	if err != nil {
+		r.Close()
+		return nil, nil, nil, err
+	}
+	paths, warn = uncommitted.Open(file, head != "")
+	if paths == nil {
+		r.Close()
+		return nil, nil, nil, warn
+	}
+	return r, paths, warn, nil
+}
+
+// MarkChanged marks in paths every difference between HEAD and st when
+// the set is unknown (Rescan). It returns how many it marked, and false
+// when the set was known and nothing was compared.
+func (r *Repo) MarkChanged(st Store, paths *uncommitted.Set) (n int, scanned bool, err error) {
+	if !paths.NeedRescan() {
+		return 0, false, nil
+	}
+	dirty, err := r.Rescan(st)
+	if err != nil {
+		return 0, false, err
+	}
+	paths.Mark(dirty...)
+	paths.Rescanned()
+	return len(dirty), true, nil
+}
+
+// LiveFilesUnder is LiveFiles with the dirty paths below prefix taken
+// from paths: the blob hash of every file below prefix as st holds it
+// now, committed or not.
+func (r *Repo) LiveFilesUnder(st Store, paths *uncommitted.Set, prefix string) (map[string]string, error) {
+	dirty, err := paths.Under(prefix)
+	if err != nil {
+		return nil, err
+	}
+	return r.LiveFiles(st, prefix, dirty)
+}
+
+// NothingRecord is the record of a commit that found nothing to commit:
+// HEAD (head) holds the state already.
+func NothingRecord(head string, when time.Time) proto.CommitRecord {
+	return proto.CommitRecord{Type: proto.RecordCommit, Commit: head, Time: when.Format(time.RFC3339Nano), Message: "nothing to commit", Changed: []proto.PathChange{}}
+}
+
+// History is Records from rev (HEAD when "") with n checked: a
+// repository without commits has an empty history, not an unknown HEAD.
+func (r *Repo) History(ctx context.Context, rev, prefix string, n int, emit func(*proto.CommitRecord) error) error {
+	if n < 0 {
+		return proto.Errorf(proto.EINVAL, "n must not be negative (got %d)", n)
+	}
+	head, err := r.Head()
+	if err != nil {
+		return err
+	}
+	if head == "" && rev == "" {
+		return nil
+	}
+	if rev == "" {
+		rev = "HEAD"
+	}
+	return r.Records(ctx, rev, prefix, n, emit)
+}
+
+// RestoreMessage is the message of the commit that restores agent to
+// rev, which resolved to hash.
+func RestoreMessage(agent, rev, hash string) string {
+	short := hash
+	if len(short) > 12 {
+		short = short[:12]
+	}
+	return fmt.Sprintf("Restore the state of %s to %s (%s)", agent, rev, short)
+}
