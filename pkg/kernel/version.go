@@ -279,19 +279,21 @@ func (k *Kernel) CommitDiff(ctx context.Context, c *Cred, a proto.CommitDiffArgs
 	var out []proto.DiffRecord
 	var derr error
 	// Against the live state the diff is a barrier: it must see one point
-	// in time. Between commits it reads history only.
-	run := func() {
-		if derr = k.rescan(); derr != nil {
-			return
-		}
+	// in time, and the set of uncommitted paths (the committer's) is read
+	// there. Between commits it reads history only.
+	diff := func() {
 		out, derr = k.ver.repo.Diff(k.state, k.ver.paths.Under, a.From, a.To, agentPrefix(a.Agent), a.Patch)
 	}
 	if a.To == "" {
-		if err := k.barrier(ctx, run); err != nil {
+		if err := k.barrier(ctx, func() {
+			if derr = k.rescan(); derr == nil {
+				diff()
+			}
+		}); err != nil {
 			return err
 		}
 	} else {
-		run()
+		diff()
 	}
 	if derr != nil {
 		return versionError(derr)
