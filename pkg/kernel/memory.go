@@ -3,9 +3,9 @@ package kernel
 import (
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/oxios/oxios/pkg/memindex"
@@ -104,11 +104,8 @@ func (k *Kernel) MemRemember(ctx context.Context, c *Cred, a proto.MemRememberAr
 		return proto.MemRememberResult{}, err
 	}
 	n := len(a.Memories)
-	if n == 0 {
-		return proto.MemRememberResult{}, proto.Errorf(proto.EINVAL, "mem.remember: no memories given")
-	}
-	if n > proto.MaxRememberBatch {
-		return proto.MemRememberResult{}, proto.Errorf(proto.E2BIG, "mem.remember: %d memories in one request, more than %d", n, proto.MaxRememberBatch)
+	if err := memory.CheckBatch(n); err != nil {
+		return proto.MemRememberResult{}, err
 	}
 	mems, files, err := memory.FromInputs(a.Agent, a.Memories, time.Now().UTC(), k.cfg.Memory.TTL(), int64(k.cfg.Limits.MaxValue))
 	if err != nil {
@@ -125,22 +122,14 @@ func (k *Kernel) MemRemember(ctx context.Context, c *Cred, a proto.MemRememberAr
 	}); err != nil {
 		return proto.MemRememberResult{}, err
 	}
-	texts := make([]string, len(mems))
-	for i, m := range mems {
-		texts[i] = m.Text
-	}
-	vecs := k.emb.Docs(ctx, texts)
+	docs := memindex.NewDocs(mems, files, k.emb.Docs(ctx, memory.Texts(mems)))
 	t := &tx{subs: make([]*tx, n)}
 	for i, m := range mems {
-		var vec []float32
-		if vecs != nil {
-			vec = vecs[i]
-		}
 		key := m.Key()
 		t.subs[i] = &tx{
 			change: &state.Change{Agent: a.Agent, Space: state.SpaceMem, Key: key, Value: files[i]},
 			entry:  &audit.Entry{Actor: actor(c), Op: proto.OpMemRemember, Target: target(a.Agent, key), Args: audit.ArgsDigest(files[i])},
-			mem:    memindex.NewDoc(m, len(files[i]), vec),
+			mem:    docs[i],
 		}
 	}
 	if err := k.submit(ctx, t, true); err != nil {
@@ -208,12 +197,6 @@ func (k *Kernel) readMem(agent, key string) ([]byte, error) {
 	return v, err
 }
 
-// memoryOf reads a memory the index knows: an empty memory and false if
-// it is gone or unreadable.
-func (k *Kernel) memoryOf(agent, id string) (*memory.Memory, bool) {
-	return k.mem.Memory(agent, id, k.readMem)
-}
-
 // MemList emits the memories of an agent that match, oldest first.
 func (k *Kernel) MemList(ctx context.Context, c *Cred, a proto.MemListArgs, raw []byte, emit func(*proto.MemoryRecord) error) error {
 	if err := k.gate(call{op: proto.OpMemList, c: c, agent: a.Agent, raw: raw}); err != nil {
@@ -226,21 +209,7 @@ func (k *Kernel) MemList(ctx context.Context, c *Cred, a proto.MemListArgs, raw 
 	if err != nil {
 		return err
 	}
-	kindOK := k.kindsOf(c, a.Agent)
-	for _, id := range k.mem.Select(a.Agent, f) {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		mm, ok := k.memoryOf(a.Agent, id)
-		if !ok || kindOK != nil && !kindOK(mm.Kind) {
-			continue
-		}
-		rec := mm.Record(a.Agent)
-		if err := emit(&rec); err != nil {
-			return err
-		}
-	}
-	return nil
+	return k.mem.List(ctx, a.Agent, f, k.kindsOf(c, a.Agent), k.readMem, emit)
 }
 
 // MemForget forgets memories of an agent by id, by tag and/or by age, in
@@ -249,31 +218,9 @@ func (k *Kernel) MemForget(ctx context.Context, c *Cred, a proto.MemForgetArgs, 
 	if err := k.gate(call{op: proto.OpMemForget, c: c, agent: a.Agent, raw: raw}); err != nil {
 		return nil, err
 	}
-	if len(a.IDs) == 0 && len(a.Tags) == 0 && a.Before.IsZero() {
-		return nil, proto.Errorf(proto.EINVAL, "forget: give ids, tags or a time to forget memories before")
-	}
-	f, err := memindex.NewFilter("", a.Tags, time.Time{}, a.Before)
+	ids, err := k.mem.ToForget(a.Agent, a)
 	if err != nil {
 		return nil, err
-	}
-	var ids []string
-	if len(a.IDs) > 0 {
-		for _, id := range a.IDs {
-			if err := memory.CheckID(id); err != nil {
-				return nil, proto.Errorf(proto.EINVAL, "forget: %v", err)
-			}
-		}
-		for _, id := range a.IDs {
-			mt, ok := k.mem.Lookup(a.Agent, id)
-			if !ok {
-				return nil, proto.Errorf(proto.ENOENT, "%s: no memory %s; nothing was forgotten", a.Agent, id)
-			}
-			if f.Match(&mt) {
-				ids = append(ids, id)
-			}
-		}
-	} else {
-		ids = k.mem.Select(a.Agent, f)
 	}
 	if kindOK := k.kindsOf(c, a.Agent); kindOK != nil {
 		for _, id := range ids {
@@ -327,8 +274,8 @@ func (k *Kernel) MemRead(ctx context.Context, c *Cred, agent, kind, id string) (
 	if err := k.gate(call{op: proto.OpMemList, c: c, agent: agent}); err != nil {
 		return nil, err
 	}
-	if got, ok := k.mem.Kind(agent, id); !ok || got != kind {
-		return nil, proto.Errorf(proto.ENOENT, "%s: no %s memory %s", agent, kind, id)
+	if _, err := k.mem.Stat(agent, kind, id); err != nil {
+		return nil, err
 	}
 	if err := k.mayRecall(c, proto.OpMemList, agent, kind, nil); err != nil {
 		return nil, err
@@ -356,23 +303,14 @@ func (k *Kernel) MemStat(c *Cred, agent, kind, id string) (int64, error) {
 	if err := k.authorize(c, agent); err != nil {
 		return 0, err
 	}
-	mt, ok := k.mem.Lookup(agent, id)
-	if !ok || memory.Kinds[mt.Kind] != kind {
-		return 0, proto.Errorf(proto.ENOENT, "%s: no %s memory %s", agent, kind, id)
-	}
-	return int64(mt.Size), nil
+	return k.mem.Stat(agent, kind, id)
 }
 
 // expire forgets every memory of due whose time has come, as the kernel
 // (the expiry timer calls it).
 func (k *Kernel) expire(now int64, due map[string][]string) {
 	who := audit.Actor{UID: k.uid, PID: int32(os.Getpid())}
-	agents := make([]string, 0, len(due))
-	for a := range due {
-		agents = append(agents, a)
-	}
-	sort.Strings(agents)
-	for _, agent := range agents {
+	for _, agent := range slices.Sorted(maps.Keys(due)) {
 		ids := k.mem.StillDue(agent, due[agent], now)
 		if _, err := k.forget(k.root, who, agent, ids, audit.ArgsDigest([]byte("ttl"))); err != nil {
 			var pe *proto.Error
@@ -400,8 +338,5 @@ func (k *Kernel) kindsOf(c *Cred, agent string) func(string) bool {
 	if err != nil {
 		return func(string) bool { return false }
 	}
-	if len(p.Memory.Kinds) >= len(memory.Kinds) {
-		return nil
-	}
-	return func(kind string) bool { return slices.Contains(p.Memory.Kinds, kind) }
+	return memindex.KindFilter(p.Memory.Kinds)
 }
