@@ -202,6 +202,18 @@ func (g *Registry) List(agent string, pending bool) []Request {
 	return out
 }
 
+// IDs are the ids of the pending requests of the agents visible
+// allows.
+func (g *Registry) IDs(visible func(agent string) bool) []string {
+	var ids []string
+	for _, r := range g.List("", true) {
+		if visible(r.Agent) {
+			ids = append(ids, r.ID)
+		}
+	}
+	return ids
+}
+
 // Restore adds a request decided while no registry held it (one left
 // pending by an earlier daemon), for listing; ids given later come after
 // its.

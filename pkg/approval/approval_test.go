@@ -21,6 +21,12 @@ func TestApproveDenyTimeoutCancel(t *testing.T) {
 	if l := g.List("", true); len(l) != 1 || l[0].ID != "a1" {
 		t.Fatalf("pending: %+v", l)
 	}
+	if ids := g.IDs(func(agent string) bool { return agent == "ops" }); len(ids) != 1 || ids[0] != "a1" {
+		t.Fatalf("ids: %v", ids)
+	}
+	if ids := g.IDs(func(string) bool { return false }); len(ids) != 0 {
+		t.Fatalf("ids of no agent: %v", ids)
+	}
 	res := make(chan Request)
 	go func() { got, _ := g.Wait(context.Background(), r.ID); res <- got }()
 	select {

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/durable"
 	"github.com/oxios/oxios/pkg/proto"
 )
@@ -122,6 +123,20 @@ func (r *Request) By() string {
 // Target is the audit target of r's decision: "AGENT:ID STATE by WHO".
 func (r *Request) Target() string {
 	return fmt.Sprintf("%s:%s %s by %s", r.Agent, r.ID, r.State, r.By())
+}
+
+// AskTarget is the audit target of the ask that registered r.
+func (r *Request) AskTarget() string {
+	return fmt.Sprintf("%s:%s %s %s [%s]", r.Agent, r.ID, r.Op, r.What, r.Rule)
+}
+
+// DecideTarget is the audit target of an operator's decision of r: as
+// Target, and the reason given (clipped).
+func (r *Request) DecideTarget() string {
+	if r.Reason == "" {
+		return r.Target()
+	}
+	return r.Target() + ": " + audit.Clip(r.Reason, 200)
 }
 
 // Refusal is the error of the call that asked for r once r was not

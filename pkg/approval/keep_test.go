@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,6 +45,18 @@ func TestTargetAndRefusal(t *testing.T) {
 	}
 	r.State, r.DecidedBy, r.Reason = Denied, "uid=0 (root)", "not now"
 	if got := r.Target(); got != "ops:a7 denied by uid=0 (root)" {
+		t.Fatal(got)
+	}
+	if got := r.DecideTarget(); got != "ops:a7 denied by uid=0 (root): not now" {
+		t.Fatal(got)
+	}
+	r.Reason = strings.Repeat("x", 300)
+	if got := r.DecideTarget(); got != "ops:a7 denied by uid=0 (root): "+strings.Repeat("x", 200)+"..." {
+		t.Fatal(got)
+	}
+	r.Reason = "not now"
+	r.Op, r.What = "exec", "rm -rf x"
+	if got := r.AskTarget(); got != "ops:a7 exec rm -rf x [ask.exec]" {
 		t.Fatal(got)
 	}
 	err := r.Refusal()

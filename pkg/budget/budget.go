@@ -166,3 +166,28 @@ func ForkFile(val []byte, now time.Time) (nv []byte, ok bool) {
 	}
 	return nv, true
 }
+
+// Asked is the agents whose spending past a threshold of their policy's
+// ask rules an operator approved: asked once per daemon life, not at
+// each call past it. The zero Asked is empty.
+type Asked struct {
+	mu sync.Mutex
+	m  map[string]bool
+}
+
+// Done reports whether agent's threshold was approved.
+func (a *Asked) Done(agent string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.m[agent]
+}
+
+// Approve notes that agent's threshold was approved.
+func (a *Asked) Approve(agent string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.m == nil {
+		a.m = map[string]bool{}
+	}
+	a.m[agent] = true
+}

@@ -85,3 +85,14 @@ func TestForkFile(t *testing.T) {
 		t.Fatalf("%s %v", v, ok)
 	}
 }
+
+func TestAsked(t *testing.T) {
+	var a Asked
+	if a.Done("ops") {
+		t.Fatal("the zero Asked holds an agent")
+	}
+	a.Approve("ops")
+	if !a.Done("ops") || a.Done("dev") {
+		t.Fatal("approved ops only")
+	}
+}

@@ -2,14 +2,13 @@ package kernel
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
-	"sync"
 
 	"github.com/oxios/oxios/pkg/approval"
 	"github.com/oxios/oxios/pkg/audit"
+	"github.com/oxios/oxios/pkg/budget"
 	"github.com/oxios/oxios/pkg/inbox"
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
@@ -30,10 +29,8 @@ const EventMsgSent = "msg.sent"
 type talk struct {
 	inbox     *inbox.Store
 	approvals *approval.Registry
-	// budgetAsked: agents whose budget threshold an operator approved
-	// (asked once per daemon life, not at each call past it).
-	budgetMu    sync.Mutex
-	budgetAsked map[string]bool
+	// budgetAsked: agents whose budget threshold an operator approved.
+	budgetAsked budget.Asked
 	// left: requests a crash left pending, resolved at start.
 	left []approval.Request
 	keep *approval.Keeper
@@ -47,7 +44,6 @@ func (k *Kernel) openTalk() error {
 	}
 	k.talk.inbox = ib
 	k.talk.approvals = approval.New(k.auditSeq)
-	k.talk.budgetAsked = map[string]bool{}
 	return k.openApprovals()
 }
 
@@ -100,15 +96,15 @@ func (k *Kernel) MsgSend(ctx context.Context, c *Cred, a proto.MsgSendArgs, raw 
 		if err != nil {
 			return proto.MsgRecord{}, err
 		}
-		if d := denied(sp.CheckSend(a.To)); d != nil {
-			return deny(proto.Errorf(proto.EPERM, "%s: %s (policy rule %s)", from, d.Reason, d.Rule), d.Rule)
+		if d := policy.AsDenied(sp.CheckSend(a.To)); d != nil {
+			return deny(proto.Errorf(proto.EPERM, "%s: %v", from, d), d.Rule)
 		}
 		rp, err := k.policyOf(a.To)
 		if err != nil {
 			return proto.MsgRecord{}, err
 		}
-		if d := denied(rp.CheckAccept(from)); d != nil {
-			return deny(proto.Errorf(proto.EPERM, "%s: %s (policy rule %s)", a.To, d.Reason, d.Rule), d.Rule)
+		if d := policy.AsDenied(rp.CheckAccept(from)); d != nil {
+			return deny(proto.Errorf(proto.EPERM, "%s: %v", a.To, d), d.Rule)
 		}
 	}
 	m := inbox.Message{From: from, To: a.To, Text: a.Text, ReplyTo: a.ReplyTo, Records: a.Records}
@@ -129,14 +125,6 @@ func (k *Kernel) MsgSend(ctx context.Context, c *Cred, a proto.MsgSendArgs, raw 
 	}
 	k.msgArrived(a.To, m.ID)
 	return rec, nil
-}
-
-func denied(err error) *policy.Denied {
-	var d *policy.Denied
-	if errors.As(err, &d) {
-		return d
-	}
-	return nil
 }
 
 // msgScope checks that c may read agent's inbox.
@@ -191,12 +179,7 @@ func (k *Kernel) MsgIDs(c *Cred, agent string) []string {
 	if k.authorize(c, agent) != nil {
 		return nil
 	}
-	ms := k.talk.inbox.List(agent, "", false)
-	ids := make([]string, len(ms))
-	for i, m := range ms {
-		ids[i] = m.ID
-	}
-	return ids
+	return k.talk.inbox.IDs(agent, "")
 }
 
 // msgArrived wakes what waits for agent's messages besides receivers:

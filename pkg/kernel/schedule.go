@@ -89,16 +89,9 @@ func (k *Kernel) openScheduler() {
 		},
 		Spawn:  k.spawnJob,
 		Status: k.runStatus,
-		MsgIDs: func(agent, after string) []string {
-			ms := k.talk.inbox.List(agent, after, false)
-			ids := make([]string, len(ms))
-			for i, m := range ms {
-				ids[i] = m.ID
-			}
-			return ids
-		},
-		Log: k.log,
-		UID: k.uid,
+		MsgIDs: func(agent, after string) []string { return k.talk.inbox.IDs(agent, after) },
+		Log:    k.log,
+		UID:    k.uid,
 	})
 }
 
