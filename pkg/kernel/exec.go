@@ -2,14 +2,12 @@ package kernel
 
 import (
 	"context"
-	"errors"
 	"strings"
 
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/runspec"
-	"github.com/oxios/oxios/pkg/sandbox"
 	"github.com/oxios/oxios/pkg/supervisor"
 )
 
@@ -39,9 +37,8 @@ func (k *Kernel) Exec(ctx context.Context, c *Cred, a proto.ExecArgs, raw []byte
 		cerr = nil
 	}
 	if cerr != nil {
-		var d *policy.Denied
-		if errors.As(cerr, &d) {
-			return deny(proto.Errorf(proto.EPERM, "exec refused: %s (policy rule %s)", d.Reason, d.Rule), runspec.ExecTarget(a.Agent, a.Argv, a.Command, " ["+d.Rule+"]"))
+		if d := policy.AsDenied(cerr); d != nil {
+			return deny(d.Refused("exec"), runspec.ExecTarget(a.Agent, a.Argv, a.Command, " ["+d.Rule+"]"))
 		}
 		return proto.ExecRecord{}, proto.Errorf(proto.EINVAL, "%v", cerr)
 	}
@@ -66,22 +63,10 @@ func (k *Kernel) Exec(ctx context.Context, c *Cred, a proto.ExecArgs, raw []byte
 	if serr != nil {
 		return deny(serr, runspec.ExecTarget(a.Agent, cmd.Argv, "", " [sandbox.isolation]"))
 	}
-	if sb != nil {
-		// An exec of a run is in the run's uid (it writes the run's
-		// workspace); any other has one of its own while it runs.
-		if run != nil && run.UID() != 0 {
-			sb.UID = run.UID()
-		} else {
-			sb.UID = k.sup.AcquireUID()
-			defer k.sup.ReleaseUID(sb.UID)
-			if err := sandbox.Chown(dir, sb.UID); err != nil {
-				return proto.ExecRecord{}, proto.AsError(err)
-			}
-		}
-	}
-	home := dir
-	if sb != nil {
-		home = sandbox.WorkDir
+	home, release, err := runspec.ExecUID(sb, run, k.sup, dir)
+	defer release()
+	if err != nil {
+		return proto.ExecRecord{}, proto.AsError(err)
 	}
 	res, err := supervisor.Exec(ctx, supervisor.ExecSpec{
 		Argv: argv, Dir: dir, Stdin: []byte(a.Stdin), Timeout: timeout, Cap: runspec.ExecCap(p), Limits: runspec.Limits(p), Cgroups: k.sup.Cgroups,
