@@ -2,8 +2,9 @@
 // with, besides what the kernel decides: the command line and environment
 // of the LLM runner (ox-agent), the PATH of runs and how a command is
 // found in it, the process limits of a policy, an exec's or a tool
-// call's workspace, timeout, output cap and environment; and the record
-// and the audit target of what an exec or a tool call ended with.
+// call's workspace, timeout, output cap and environment; the record and
+// the audit target of what an exec or a tool call ended with; and those
+// of the MCP calls of an LLM run.
 package runspec
 
 import (
