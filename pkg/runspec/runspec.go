@@ -53,6 +53,22 @@ func Path() string {
 	return p
 }
 
+// Runnable checks what a new job of a schedule runs: a command found as
+// a run would find it, or, with none, an LLM task, which needs a model
+// endpoint (baseURL, the [llm] base_url).
+func Runnable(command []string, baseURL string) error {
+	switch {
+	case len(command) == 0 && baseURL == "":
+		// Accepted, it would fail at every firing, seen only in the log.
+		return proto.Errorf(proto.ENOEXEC, "no model endpoint is configured for LLM runs, so an LLM job would fail at every firing: set base_url in the [llm] section of oxios.toml, or give a command after --")
+	case len(command) > 0:
+		if _, err := LookPath(command[0]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // LookPath finds prog as a run would: an absolute path as it is, a name
 // in Path.
 func LookPath(prog string) (string, error) {
