@@ -56,14 +56,8 @@ func (k *Kernel) memPublish(batch []*tx) {
 // loadIndexes makes every agent's recall index ready and arms the
 // memories' expiries, before the committer starts.
 func (k *Kernel) loadIndexes() error {
-	var agents []string
-	for _, ref := range k.state.Refs() {
-		if sp, a := state.SplitRef(ref); sp == state.SpaceMem {
-			agents = append(agents, a)
-		}
-	}
 	src := k.memSource()
-	src.Agents = agents
+	src.Agents = memindex.StoreAgents(k.state)
 	es, err := k.mem.Load(src)
 	if err != nil {
 		return err
@@ -75,25 +69,13 @@ func (k *Kernel) loadIndexes() error {
 // memSource reads the memory files and the audit log for the recall
 // indexes (Agents left to the caller).
 func (k *Kernel) memSource() memindex.Source {
-	return memindex.Source{
-		Keys: func(agent string) []string {
-			recs, _ := k.state.List(state.Ref(state.SpaceMem, agent), "") // an error: no memories
-			keys := make([]string, len(recs))
-			for i, r := range recs {
-				keys[i] = r.Key
-			}
-			return keys
-		},
-		Read: func(agent, key string) ([]byte, error) {
-			v, _, err := k.state.Load(state.Ref(state.SpaceMem, agent), key)
-			return v, err
-		},
-		Head: k.auditSeq,
-		Scan: func(from uint64, fn func(line []byte) error) error {
-			k.audit.Publish(k.auditSeq)
-			return k.audit.ScanLines(from, fn)
-		},
+	src := memindex.StoreSource(k.state)
+	src.Head = k.auditSeq
+	src.Scan = func(from uint64, fn func(line []byte) error) error {
+		k.audit.Publish(k.auditSeq)
+		return k.audit.ScanLines(from, fn)
 	}
+	return src
 }
 
 // MemRemember stores a batch of memories of one agent, durably, in one
@@ -184,17 +166,11 @@ func (k *Kernel) MemRecall(ctx context.Context, c *Cred, a proto.MemRecallArgs, 
 		return err
 	}
 	qvec := k.emb.Query(ctx, a.Query)
-	err = k.mem.Recall(ctx, agents, a.Query, kk, a.MinScore, qvec, f, k.readMem, emit)
+	err = k.mem.Recall(ctx, agents, a.Query, kk, a.MinScore, qvec, f, memindex.StoreReader(k.state), emit)
 	if se, ok := err.(*memindex.SearchError); ok {
 		return proto.AsError(se.Err)
 	}
 	return err
-}
-
-// readMem reads agent's memory file key.
-func (k *Kernel) readMem(agent, key string) ([]byte, error) {
-	v, _, err := k.state.Load(state.Ref(state.SpaceMem, agent), key)
-	return v, err
 }
 
 // MemList emits the memories of an agent that match, oldest first.
@@ -209,7 +185,7 @@ func (k *Kernel) MemList(ctx context.Context, c *Cred, a proto.MemListArgs, raw 
 	if err != nil {
 		return err
 	}
-	return k.mem.List(ctx, a.Agent, f, k.kindsOf(c, a.Agent), k.readMem, emit)
+	return k.mem.List(ctx, a.Agent, f, k.kindsOf(c, a.Agent), memindex.StoreReader(k.state), emit)
 }
 
 // MemForget forgets memories of an agent by id, by tag and/or by age, in
