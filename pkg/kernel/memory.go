@@ -146,15 +146,7 @@ func (k *Kernel) MemRecall(ctx context.Context, c *Cred, a proto.MemRecallArgs, 
 		if err := k.mayRecall(c, proto.OpMemRecall, a.Agent, a.Kind, raw); err != nil {
 			return err
 		}
-		if ok := k.kindsOf(c, a.Agent); ok != nil {
-			next := emit
-			emit = func(r *proto.MemoryRecord) error {
-				if !ok(r.Kind) {
-					return nil
-				}
-				return next(r)
-			}
-		}
+		emit = memindex.OfKinds(k.kindsOf(c, a.Agent), emit)
 		agents = []string{a.Agent}
 	}
 	kk, err := memindex.RecallK(a.Query, a.K)

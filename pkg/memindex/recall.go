@@ -203,6 +203,20 @@ func (s *Set) Stat(agent, kind, id string) (int64, error) {
 	return int64(mt.Size), nil
 }
 
+// OfKinds is emit for the records of the kinds ok allows only (ok nil:
+// emit itself).
+func OfKinds(ok func(kind string) bool, emit func(*proto.MemoryRecord) error) func(*proto.MemoryRecord) error {
+	if ok == nil {
+		return emit
+	}
+	return func(r *proto.MemoryRecord) error {
+		if !ok(r.Kind) {
+			return nil
+		}
+		return emit(r)
+	}
+}
+
 // KindFilter is which kinds of memory a policy's memory.kinds lets its
 // agent use, as a test; nil when it lets every kind.
 func KindFilter(kinds []string) func(kind string) bool {

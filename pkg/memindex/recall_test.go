@@ -111,6 +111,14 @@ func TestListToForgetStat(t *testing.T) {
 	if err := s.List(context.Background(), "a", Filter{kind: -1}, ok, read, emit); err != nil || len(got) != 1 || got[0] != "two" {
 		t.Fatal(got, err)
 	}
+	got = nil
+	only := OfKinds(ok, emit)
+	only(&proto.MemoryRecord{Kind: memory.Episodic, Text: "e"})
+	only(&proto.MemoryRecord{Kind: memory.Semantic, Text: "s"})
+	OfKinds(nil, emit)(&proto.MemoryRecord{Kind: memory.Episodic, Text: "all"})
+	if len(got) != 2 || got[0] != "s" || got[1] != "all" {
+		t.Fatal(got)
+	}
 	if KindFilter(memory.Kinds) != nil {
 		t.Fatal("every kind is no filter")
 	}
