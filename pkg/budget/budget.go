@@ -103,6 +103,18 @@ func (l *Ledger) Charge(agent string, d proto.Budget, commit func(value []byte) 
 	}, commit)
 }
 
+// ChargeRun is Charge, which also charges d to run r (nil: none) as the
+// change is committed, under the ledger's lock: the run's use and the
+// agent's move together.
+func (l *Ledger) ChargeRun(agent string, d proto.Budget, r Run, commit func(value []byte) error) error {
+	return l.Charge(agent, d, func(value []byte) error {
+		if r != nil {
+			r.Charge(d.Tokens, d.Cost, d.Execs)
+		}
+		return commit(value)
+	})
+}
+
 // Forget drops agent's file (the agent was removed).
 func (l *Ledger) Forget(agent string) {
 	l.mu.Lock()

@@ -88,13 +88,7 @@ func (k *Kernel) Exec(ctx context.Context, c *Cred, a proto.ExecArgs, raw []byte
 // one) and makes t, the exec's or tool call's audit entry, durable with
 // the charge.
 func (k *Kernel) commitExec(ctx context.Context, agent string, run *supervisor.Run, t *tx) error {
-	err := k.budgets.Charge(agent, proto.Budget{Execs: 1}, func(value []byte) error {
-		if run != nil {
-			run.Charge(0, 0, 1)
-		}
-		return k.submitBudget(ctx, agent, t)(value)
-	})
-	if err != nil {
+	if err := k.budgets.ChargeRun(agent, proto.Budget{Execs: 1}, budgetRun(run), k.submitBudget(ctx, agent, t)); err != nil {
 		return err
 	}
 	<-t.done
