@@ -6,8 +6,10 @@
 //
 // Requests live in memory, and a Keeper keeps a copy of each pending one
 // on disk (OnChange) so that one left pending by a crash is resolved at the
-// next start (Restore); Record is a request as the wire has it. Decided requests are kept for listing, the most
-// recent MaxDecided of them.
+// next start (Restore); Record is a request as the wire has it, FromAsk
+// the request of a policy's ask rule, AskTarget and DecideTarget how the
+// audit log names its ask and its decision. Decided requests are kept
+// for listing, the most recent MaxDecided of them.
 package approval
 
 import (

@@ -14,6 +14,7 @@ import (
 
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/durable"
+	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
 )
 
@@ -123,6 +124,18 @@ func (r *Request) By() string {
 // Target is the audit target of r's decision: "AGENT:ID STATE by WHO".
 func (r *Request) Target() string {
 	return fmt.Sprintf("%s:%s %s by %s", r.Agent, r.ID, r.State, r.By())
+}
+
+// FromAsk is the request of ask rule a of p, which holds back op of
+// agent, a call that would do what (clipped for the audit log); run is
+// the asking run, "" if the caller is not a run of agent. It waits for
+// p's ask.timeout, and then takes p's ask.default.
+func FromAsk(agent, run, op, what string, p *policy.Policy, a *policy.Asked) (Request, time.Duration) {
+	def := Denied
+	if p.AskAllows() {
+		def = Approved
+	}
+	return Request{Agent: agent, Run: run, Op: op, What: audit.Clip(what, audit.MaxTarget), Rule: a.Rule, Why: a.Reason, Default: def}, p.AskTimeout()
 }
 
 // AskTarget is the audit target of the ask that registered r.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
 )
 
@@ -62,5 +63,21 @@ func TestTargetAndRefusal(t *testing.T) {
 	err := r.Refusal()
 	if err.Code != proto.EPERM || err.Message != "ops: exec needs an operator was not approved (denied by uid=0 (root): not now; approval a7, policy rule ask.exec)" {
 		t.Fatalf("%+v", err)
+	}
+}
+
+func TestFromAsk(t *testing.T) {
+	p, err := policy.Parse([]byte("[ask]\nexec = [\"rm\"]\ntimeout = \"1m\"\ndefault = \"allow\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &policy.Asked{Rule: "ask.exec", Reason: "running rm"}
+	r, timeout := FromAsk("ops", "r1", "exec", "rm "+strings.Repeat("x", 600), p, a)
+	if timeout != time.Minute || r.Default != Approved || r.Agent != "ops" || r.Run != "r1" || r.Op != "exec" || r.Rule != "ask.exec" || r.Why != "running rm" || !strings.HasSuffix(r.What, "...") {
+		t.Fatalf("%v %+v", timeout, r)
+	}
+	p, _ = policy.Parse(nil)
+	if r, timeout := FromAsk("ops", "", "exec", "rm", p, a); r.Default != Denied || timeout != policy.DefaultAskTimeout || r.What != "rm" {
+		t.Fatalf("%v %+v", timeout, r)
 	}
 }

@@ -30,15 +30,11 @@ const (
 // ask waits for an operator's decision on what an ask rule of p held
 // back; nil means approved. what says what the call would do.
 func (k *Kernel) ask(ctx context.Context, c *Cred, agent, op, what string, p *policy.Policy, a *policy.Asked) *proto.Error {
-	def := approval.Denied
-	if p.AskAllows() {
-		def = approval.Approved
-	}
 	run := c.Run
 	if c.Agent != agent {
 		run = ""
 	}
-	req := k.talk.approvals.Ask(approval.Request{Agent: agent, Run: run, Op: op, What: audit.Clip(what, audit.MaxTarget), Rule: a.Rule, Why: a.Reason, Default: def}, p.AskTimeout())
+	req := k.talk.approvals.Ask(approval.FromAsk(agent, run, op, what, p, a))
 	rec := approval.Record(req)
 	k.submit(ctx, &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpApproveAsk,
 		Target: req.AskTarget(), Result: "ok"},
