@@ -65,11 +65,8 @@ func (k *Kernel) ToolRun(ctx context.Context, c *Cred, a proto.ToolRunArgs, raw 
 		return proto.ToolRecord{}, proto.AsError(err)
 	}
 	res, err := k.toolRunner().Run(ctx, runspec.ToolSpec(a.Agent, a.Tool, a.Args, a.Input, dir, p, timeout))
-	if errors.Is(err, wasm.ErrNoTool) {
-		return deny(proto.Errorf(proto.ENOENT, "no tool %s in %s", a.Tool, k.toolRunner().Dir()), runspec.ToolTarget(a.Agent, a.Tool, ""))
-	}
 	if err != nil {
-		return deny(proto.Errorf(proto.ENOEXEC, "%v", err), runspec.ToolTarget(a.Agent, a.Tool, ""))
+		return deny(runspec.ToolError(err, a.Tool, k.toolRunner().Dir()), runspec.ToolTarget(a.Agent, a.Tool, ""))
 	}
 	if res.Compile > 0 {
 		k.log.Info("wasm tool compiled", "tool", a.Tool, "seconds", res.Compile.Seconds())
@@ -105,9 +102,9 @@ func (k *Kernel) ToolList(ctx context.Context, c *Cred, a proto.ToolListArgs, ra
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return proto.Errorf(proto.EIO, "tools: %v", err)
 	}
-	for _, m := range ms {
-		rec := proto.ToolInfoRecord{Type: proto.RecordToolInfo, Name: m.Name, Description: m.Description, InputSchema: m.InputSchema, Allowed: p.CheckTool(m.Name) == nil}
-		if err := fn(&rec); err != nil {
+	recs := runspec.ToolInfos(ms, p)
+	for i := range recs {
+		if err := fn(&recs[i]); err != nil {
 			return err
 		}
 	}
