@@ -158,11 +158,7 @@ func (k *Kernel) MemRecall(ctx context.Context, c *Cred, a proto.MemRecallArgs, 
 		return err
 	}
 	qvec := k.emb.Query(ctx, a.Query)
-	err = k.mem.Recall(ctx, agents, a.Query, kk, a.MinScore, qvec, f, memindex.StoreReader(k.state), emit)
-	if se, ok := err.(*memindex.SearchError); ok {
-		return proto.AsError(se.Err)
-	}
-	return err
+	return k.mem.Recall(ctx, agents, a.Query, kk, a.MinScore, qvec, f, memindex.StoreReader(k.state), emit)
 }
 
 // MemList emits the memories of an agent that match, oldest first.

@@ -152,14 +152,10 @@ func (k *Kernel) MsgRecv(ctx context.Context, c *Cred, a proto.MsgListArgs, raw 
 	if perr != nil {
 		return perr
 	}
-	err := k.talk.inbox.Recv(ctx, a.Agent, o, func(m inbox.Message) error {
+	return k.talk.inbox.Recv(ctx, a.Agent, o, func(m inbox.Message) error {
 		rec := m.Record()
 		return emit(&rec)
 	})
-	if ae, ok := err.(*inbox.AckError); ok {
-		return proto.AsError(ae.Err)
-	}
-	return err
 }
 
 // MsgRead returns one message of agent's inbox (the mount's files).

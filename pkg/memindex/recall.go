@@ -53,16 +53,10 @@ func RecallK(query string, k int) (int, error) {
 	return k, nil
 }
 
-// SearchError is Recall's failure to search.
-type SearchError struct{ Err error }
-
-func (e *SearchError) Error() string { return e.Err.Error() }
-func (e *SearchError) Unwrap() error { return e.Err }
-
 // Recall emits the k best memories of agents for query (qvec: its
 // embedding, or nil; f: which memories) scoring at least minScore, best
 // first, each read with read. It returns emit's error, ctx's when ctx
-// ends, or a *SearchError when the search itself failed.
+// ends, or the wire's error of the search's failure.
 func (s *Set) Recall(ctx context.Context, agents []string, query string, k int, minScore float64, qvec []float32, f Filter, read Reader, emit func(*proto.MemoryRecord) error) error {
 	// The memories read for the proximity signal, kept for the reply.
 	got := map[string]*memory.Memory{}
@@ -74,7 +68,7 @@ func (s *Set) Recall(ctx context.Context, agents []string, query string, k int, 
 		return mm.Text, ok
 	})
 	if serr != nil {
-		return &SearchError{serr}
+		return proto.AsError(serr)
 	}
 	sent := 0
 	for _, x := range all {

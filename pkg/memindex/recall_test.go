@@ -46,8 +46,8 @@ func TestRecallReadsAndForgettable(t *testing.T) {
 	if err := s.Recall(context.Background(), []string{"a"}, "nginx disk", 10, 0, nil, Filter{kind: -1}, read, emit); err != nil || len(got) != 1 || got[0].ID != m2.ID {
 		t.Fatalf("%+v %v", got, err)
 	}
-	var se *SearchError
-	if err := s.Recall(context.Background(), []string{"a"}, "  ", 10, 0, nil, Filter{kind: -1}, read, emit); !errors.As(err, &se) {
+	var pe *proto.Error
+	if err := s.Recall(context.Background(), []string{"a"}, "  ", 10, 0, nil, Filter{kind: -1}, read, emit); !errors.As(err, &pe) {
 		t.Fatal(err)
 	}
 	boom := errors.New("boom")
