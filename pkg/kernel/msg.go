@@ -123,7 +123,9 @@ func (k *Kernel) MsgSend(ctx context.Context, c *Cred, a proto.MsgSendArgs, raw 
 	if err := k.submit(ctx, t, true); err != nil {
 		return proto.MsgRecord{}, err
 	}
-	k.msgArrived(a.To, m.ID)
+	// The schedules that fire on messages wake (receivers wait on the
+	// inbox).
+	k.sched.t.MsgArrived(a.To)
 	return rec, nil
 }
 
@@ -176,14 +178,6 @@ func (k *Kernel) MsgIDs(c *Cred, agent string) []string {
 		return nil
 	}
 	return k.talk.inbox.IDs(agent, "")
-}
-
-// msgArrived wakes what waits for agent's messages besides receivers:
-// the schedules that fire on messages (schedule.go).
-func (k *Kernel) msgArrived(agent, id string) {
-	if k.sched.t.Running() {
-		go k.sched.t.FireMsgs(agent)
-	}
 }
 
 // removeInbox drops the inbox of a removed agent.

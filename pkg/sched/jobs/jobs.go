@@ -640,6 +640,14 @@ func (t *Table) recordFiring(who audit.Actor, f sched.Firing, run, result string
 	}
 }
 
+// MsgArrived fires agent's message jobs, in the background, when a
+// message came for agent and the table runs.
+func (t *Table) MsgArrived(agent string) {
+	if t.Running() {
+		go t.FireMsgs(agent)
+	}
+}
+
 // FireMsgs fires agent's message jobs on the messages after the last
 // each fired on: a run per message (@message), or one run for all of
 // them while none of the job runs (@messages; the run's end looks

@@ -156,3 +156,40 @@ func TestStartLoadsTheStoresJobs(t *testing.T) {
 		t.Fatal(n, m.Len())
 	}
 }
+
+func TestMsgArrivedFiresOnlyWhenRunning(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	j, err := New(proto.ScheduleAddArgs{Name: "inbox", Agent: "m", Schedule: proto.ScheduleMessage, Task: "x"}, 0, now, func([]string) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := make(chan string, 4)
+	var mu sync.Mutex
+	tab := NewTable(&mu, Hooks{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), MsgIDs: func(agent, after string) []string {
+		asked <- agent
+		return nil
+	}})
+	tab.MsgArrived("m")
+	select {
+	case a := <-asked:
+		t.Fatalf("a table not started looked at %s's messages", a)
+	case <-time.After(20 * time.Millisecond):
+	}
+	mu.Lock()
+	err = tab.Start(sched.NewManualClock(now), ByName{}, store{state.Ref(state.SpaceSys, "m"): {j.Change().Key: j.Change().Value}})
+	mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tab.Stop()
+	<-asked // the catch-up at start
+	tab.MsgArrived("m")
+	select {
+	case a := <-asked:
+		if a != "m" {
+			t.Fatal(a)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a message did not fire the message job")
+	}
+}
