@@ -126,6 +126,18 @@ func (r *Request) Target() string {
 	return fmt.Sprintf("%s:%s %s by %s", r.Agent, r.ID, r.State, r.By())
 }
 
+// Records are the records of the requests of agent ("": every agent's)
+// that visible allows, the pending ones only if pending, as List.
+func (g *Registry) Records(agent string, pending bool, visible func(agent string) bool) []proto.ApprovalRecord {
+	var recs []proto.ApprovalRecord
+	for _, r := range g.List(agent, pending) {
+		if visible(r.Agent) {
+			recs = append(recs, Record(r))
+		}
+	}
+	return recs
+}
+
 // FromAsk is the request of ask rule a of p, which holds back op of
 // agent, a call that would do what (clipped for the audit log); run is
 // the asking run, "" if the caller is not a run of agent. It waits for

@@ -148,12 +148,9 @@ func (k *Kernel) ApproveList(ctx context.Context, c *Cred, a proto.ApproveListAr
 		sub = k.bus.Subscribe(1024, func(e *bus.Event) bool { return strings.HasPrefix(e.Name, "approval.") })
 		defer sub.Close()
 	}
-	for _, r := range k.talk.approvals.List(a.Agent, !a.All) {
-		if !visible(r.Agent) {
-			continue
-		}
-		rec := approval.Record(r)
-		if err := emit(&rec); err != nil {
+	recs := k.talk.approvals.Records(a.Agent, !a.All, visible)
+	for i := range recs {
+		if err := emit(&recs[i]); err != nil {
 			return err
 		}
 	}

@@ -88,9 +88,9 @@ func ExecEnv(agent, home string) []string {
 }
 
 // ExecRecord is the record of an exec of argv for agent (run: the
-// caller's run, "" if none) that ended with res, without its text, and
-// the outcome its audit entry names (" => status N", or the timeout,
-// with the limits it ran into).
+// caller's run, "" if none) that ended with res, its text the command
+// and the outcome, and that outcome, which its audit entry names too
+// (" => status N", or the timeout, with the limits it ran into).
 func ExecRecord(agent, run string, argv []string, res supervisor.ExecResult, timeout time.Duration) (proto.ExecRecord, string) {
 	rec := proto.ExecRecord{
 		Type: proto.RecordExec, Agent: agent, Run: run, Argv: argv, Status: res.Status, Signal: res.Signal,
@@ -104,6 +104,7 @@ func ExecRecord(agent, run string, argv []string, res supervisor.ExecResult, tim
 	if res.Limits != "" {
 		outcome += " (" + res.Limits + ")"
 	}
+	rec.Text = strings.TrimPrefix(ExecTarget("", argv, "", outcome), ":exec ")
 	return rec, outcome
 }
 

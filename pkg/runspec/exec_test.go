@@ -44,7 +44,7 @@ func TestExecTimeoutCapEnv(t *testing.T) {
 func TestExecRecord(t *testing.T) {
 	res := supervisor.ExecResult{Status: 1, Stdout: []byte("out\xff"), Stderr: []byte("err"), Limits: "memory", Duration: 2 * time.Second}
 	rec, outcome := ExecRecord("ops", "r1", []string{"ls"}, res, time.Second)
-	if outcome != " => status 1 (memory)" || rec.Stdout != "out\uFFFD" || len(rec.Digest) != 64 || rec.Run != "r1" || rec.Duration != 2 || rec.Type != proto.RecordExec {
+	if outcome != " => status 1 (memory)" || rec.Text != "ls => status 1 (memory)" || rec.Stdout != "out\uFFFD" || len(rec.Digest) != 64 || rec.Run != "r1" || rec.Duration != 2 || rec.Type != proto.RecordExec {
 		t.Fatalf("%q %+v", outcome, rec)
 	}
 	res.TimedOut, res.Limits = true, ""
