@@ -6,8 +6,10 @@
 //
 // Requests live in memory, and a Keeper keeps a copy of each pending one
 // on disk (OnChange) so that one left pending by a crash is resolved at the
-// next start (Restore); Record is a request as the wire has it. Decided requests are kept for listing, the most
-// recent MaxDecided of them.
+// next start (Restore); Record is a request as the wire has it, FromAsk
+// the request of a policy's ask rule, AskTarget and DecideTarget how the
+// audit log names its ask and its decision. Decided requests are kept
+// for listing, the most recent MaxDecided of them.
 package approval
 
 import (
@@ -200,6 +202,18 @@ func (g *Registry) List(agent string, pending bool) []Request {
 		return strings.Compare(a.ID, b.ID)
 	})
 	return out
+}
+
+// IDs are the ids of the pending requests of the agents visible
+// allows.
+func (g *Registry) IDs(visible func(agent string) bool) []string {
+	var ids []string
+	for _, r := range g.List("", true) {
+		if visible(r.Agent) {
+			ids = append(ids, r.ID)
+		}
+	}
+	return ids
 }
 
 // Restore adds a request decided while no registry held it (one left

@@ -21,6 +21,18 @@ func TestApproveDenyTimeoutCancel(t *testing.T) {
 	if l := g.List("", true); len(l) != 1 || l[0].ID != "a1" {
 		t.Fatalf("pending: %+v", l)
 	}
+	if ids := g.IDs(func(agent string) bool { return agent == "ops" }); len(ids) != 1 || ids[0] != "a1" {
+		t.Fatalf("ids: %v", ids)
+	}
+	if ids := g.IDs(func(string) bool { return false }); len(ids) != 0 {
+		t.Fatalf("ids of no agent: %v", ids)
+	}
+	if recs := g.Records("", true, func(agent string) bool { return agent == "ops" }); len(recs) != 1 || recs[0].ID != "a1" || recs[0].State != Pending {
+		t.Fatalf("records: %+v", recs)
+	}
+	if recs := g.Records("other", false, func(string) bool { return true }); len(recs) != 0 {
+		t.Fatalf("records of another agent: %+v", recs)
+	}
 	res := make(chan Request)
 	go func() { got, _ := g.Wait(context.Background(), r.ID); res <- got }()
 	select {

@@ -12,7 +12,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/durable"
+	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
 )
 
@@ -122,6 +124,44 @@ func (r *Request) By() string {
 // Target is the audit target of r's decision: "AGENT:ID STATE by WHO".
 func (r *Request) Target() string {
 	return fmt.Sprintf("%s:%s %s by %s", r.Agent, r.ID, r.State, r.By())
+}
+
+// Records are the records of the requests of agent ("": every agent's)
+// that visible allows, the pending ones only if pending, as List.
+func (g *Registry) Records(agent string, pending bool, visible func(agent string) bool) []proto.ApprovalRecord {
+	var recs []proto.ApprovalRecord
+	for _, r := range g.List(agent, pending) {
+		if visible(r.Agent) {
+			recs = append(recs, Record(r))
+		}
+	}
+	return recs
+}
+
+// FromAsk is the request of ask rule a of p, which holds back op of
+// agent, a call that would do what (clipped for the audit log); run is
+// the asking run, "" if the caller is not a run of agent. It waits for
+// p's ask.timeout, and then takes p's ask.default.
+func FromAsk(agent, run, op, what string, p *policy.Policy, a *policy.Asked) (Request, time.Duration) {
+	def := Denied
+	if p.AskAllows() {
+		def = Approved
+	}
+	return Request{Agent: agent, Run: run, Op: op, What: audit.Clip(what, audit.MaxTarget), Rule: a.Rule, Why: a.Reason, Default: def}, p.AskTimeout()
+}
+
+// AskTarget is the audit target of the ask that registered r.
+func (r *Request) AskTarget() string {
+	return fmt.Sprintf("%s:%s %s %s [%s]", r.Agent, r.ID, r.Op, r.What, r.Rule)
+}
+
+// DecideTarget is the audit target of an operator's decision of r: as
+// Target, and the reason given (clipped).
+func (r *Request) DecideTarget() string {
+	if r.Reason == "" {
+		return r.Target()
+	}
+	return r.Target() + ": " + audit.Clip(r.Reason, 200)
 }
 
 // Refusal is the error of the call that asked for r once r was not

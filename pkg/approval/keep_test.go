@@ -5,9 +5,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
 )
 
@@ -46,8 +48,36 @@ func TestTargetAndRefusal(t *testing.T) {
 	if got := r.Target(); got != "ops:a7 denied by uid=0 (root)" {
 		t.Fatal(got)
 	}
+	if got := r.DecideTarget(); got != "ops:a7 denied by uid=0 (root): not now" {
+		t.Fatal(got)
+	}
+	r.Reason = strings.Repeat("x", 300)
+	if got := r.DecideTarget(); got != "ops:a7 denied by uid=0 (root): "+strings.Repeat("x", 200)+"..." {
+		t.Fatal(got)
+	}
+	r.Reason = "not now"
+	r.Op, r.What = "exec", "rm -rf x"
+	if got := r.AskTarget(); got != "ops:a7 exec rm -rf x [ask.exec]" {
+		t.Fatal(got)
+	}
 	err := r.Refusal()
 	if err.Code != proto.EPERM || err.Message != "ops: exec needs an operator was not approved (denied by uid=0 (root): not now; approval a7, policy rule ask.exec)" {
 		t.Fatalf("%+v", err)
+	}
+}
+
+func TestFromAsk(t *testing.T) {
+	p, err := policy.Parse([]byte("[ask]\nexec = [\"rm\"]\ntimeout = \"1m\"\ndefault = \"allow\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &policy.Asked{Rule: "ask.exec", Reason: "running rm"}
+	r, timeout := FromAsk("ops", "r1", "exec", "rm "+strings.Repeat("x", 600), p, a)
+	if timeout != time.Minute || r.Default != Approved || r.Agent != "ops" || r.Run != "r1" || r.Op != "exec" || r.Rule != "ask.exec" || r.Why != "running rm" || !strings.HasSuffix(r.What, "...") {
+		t.Fatalf("%v %+v", timeout, r)
+	}
+	p, _ = policy.Parse(nil)
+	if r, timeout := FromAsk("ops", "", "exec", "rm", p, a); r.Default != Denied || timeout != policy.DefaultAskTimeout || r.What != "rm" {
+		t.Fatalf("%v %+v", timeout, r)
 	}
 }

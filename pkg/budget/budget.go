@@ -103,6 +103,18 @@ func (l *Ledger) Charge(agent string, d proto.Budget, commit func(value []byte) 
 	}, commit)
 }
 
+// ChargeRun is Charge, which also charges d to run r (nil: none) as the
+// change is committed, under the ledger's lock: the run's use and the
+// agent's move together.
+func (l *Ledger) ChargeRun(agent string, d proto.Budget, r Run, commit func(value []byte) error) error {
+	return l.Charge(agent, d, func(value []byte) error {
+		if r != nil {
+			r.Charge(d.Tokens, d.Cost, d.Execs)
+		}
+		return commit(value)
+	})
+}
+
 // Forget drops agent's file (the agent was removed).
 func (l *Ledger) Forget(agent string) {
 	l.mu.Lock()
@@ -165,4 +177,29 @@ func ForkFile(val []byte, now time.Time) (nv []byte, ok bool) {
 		return val, false
 	}
 	return nv, true
+}
+
+// Asked is the agents whose spending past a threshold of their policy's
+// ask rules an operator approved: asked once per daemon life, not at
+// each call past it. The zero Asked is empty.
+type Asked struct {
+	mu sync.Mutex
+	m  map[string]bool
+}
+
+// Done reports whether agent's threshold was approved.
+func (a *Asked) Done(agent string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.m[agent]
+}
+
+// Approve notes that agent's threshold was approved.
+func (a *Asked) Approve(agent string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.m == nil {
+		a.m = map[string]bool{}
+	}
+	a.m[agent] = true
 }

@@ -85,3 +85,50 @@ func TestForkFile(t *testing.T) {
 		t.Fatalf("%s %v", v, ok)
 	}
 }
+
+func TestAsked(t *testing.T) {
+	var a Asked
+	if a.Done("ops") {
+		t.Fatal("the zero Asked holds an agent")
+	}
+	a.Approve("ops")
+	if !a.Done("ops") || a.Done("dev") {
+		t.Fatal("approved ops only")
+	}
+}
+
+// chargedRun is a Run that keeps what it is charged.
+type chargedRun struct {
+	fakeRun
+	got proto.Budget
+}
+
+func (r *chargedRun) Charge(tokens int64, cost float64, execs int64) {
+	r.got.Tokens += tokens
+	r.got.Cost += cost
+	r.got.Execs += execs
+}
+
+func TestChargeRun(t *testing.T) {
+	stored := map[string][]byte{}
+	l := NewLedger(func(string) ([]byte, error) { return nil, errors.New("none") }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	r := &chargedRun{}
+	d := proto.Budget{Tokens: 7, Cost: 0.5, Execs: 1}
+	if err := l.ChargeRun("a", d, r, func(v []byte) error { stored["a"] = v; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	var f File
+	if err := json.Unmarshal(stored["a"], &f); err != nil || f.Used.Tokens != 7 || f.Used.Execs != 1 {
+		t.Fatalf("%s (%v)", stored["a"], err)
+	}
+	if r.got != d {
+		t.Fatalf("the run was charged %+v", r.got)
+	}
+	// No run: the agent alone.
+	if err := l.ChargeRun("a", proto.Budget{Execs: 1}, nil, func(v []byte) error { stored["a"] = v; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(stored["a"], &f); err != nil || f.Used.Execs != 2 || r.got.Execs != 1 {
+		t.Fatalf("%s (%v) %+v", stored["a"], err, r.got)
+	}
+}

@@ -17,6 +17,7 @@ import (
 type Run interface {
 	ID() string
 	Usage() (tokens int64, cost float64, execs int64, wall time.Duration)
+	Charge(tokens int64, cost float64, execs int64)
 }
 
 // RunUsed is what r used.

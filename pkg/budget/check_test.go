@@ -14,7 +14,8 @@ import (
 
 type fakeRun struct{ tokens int64 }
 
-func (r fakeRun) ID() string { return "r1" }
+func (r fakeRun) ID() string                   { return "r1" }
+func (r fakeRun) Charge(int64, float64, int64) {}
 func (r fakeRun) Usage() (int64, float64, int64, time.Duration) {
 	return r.tokens, 0, 0, 2 * time.Second
 }

@@ -286,6 +286,17 @@ func (s *Store) List(agent, after string, unread bool) []Message {
 	return out
 }
 
+// IDs are the ids of agent's messages after id after ("" for all),
+// oldest first.
+func (s *Store) IDs(agent, after string) []string {
+	ms := s.List(agent, after, false)
+	ids := make([]string, len(ms))
+	for i, m := range ms {
+		ids[i] = m.ID
+	}
+	return ids
+}
+
 // Get returns one message of agent's inbox.
 func (s *Store) Get(agent, id string) (Message, error) {
 	s.mu.Lock()

@@ -27,6 +27,15 @@ func TestSendListAckReopen(t *testing.T) {
 	if _, err := s.Send(Message{To: "a", Text: "to a"}); err != nil {
 		t.Fatal(err)
 	}
+	if ids := s.IDs("b", ""); len(ids) != 2 || ids[0] != m1.ID || ids[1] != m2.ID {
+		t.Fatal(ids)
+	}
+	if ids := s.IDs("b", m1.ID); len(ids) != 1 || ids[0] != m2.ID {
+		t.Fatal(ids)
+	}
+	if ids := s.IDs("nobody", ""); len(ids) != 0 {
+		t.Fatal(ids)
+	}
 	if !(m1.ID < m2.ID) || m1.Time.IsZero() {
 		t.Fatalf("ids %s %s", m1.ID, m2.ID)
 	}

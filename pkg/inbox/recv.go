@@ -3,6 +3,8 @@ package inbox
 import (
 	"context"
 	"time"
+
+	"github.com/oxios/oxios/pkg/proto"
 )
 
 // RecvOptions is how Recv receives.
@@ -17,15 +19,9 @@ type RecvOptions struct {
 	Wait   time.Duration
 }
 
-// AckError is Recv's failure to mark a message read.
-type AckError struct{ Err error }
-
-func (e *AckError) Error() string { return e.Err.Error() }
-func (e *AckError) Unwrap() error { return e.Err }
-
 // Recv hands agent's unread messages to emit, oldest first, and marks
 // each read once emit took it (unless o.Peek). It returns emit's error,
-// an *AckError, ctx's error when ctx ends while following or waiting for
+// the wire's error of a failure to mark one read, ctx's error when ctx ends while following or waiting for
 // a first message, or nil once done (o.Max received, nothing more to
 // take without o.Follow, or the wait ran out).
 func (s *Store) Recv(ctx context.Context, agent string, o RecvOptions, emit func(Message) error) error {
@@ -38,7 +34,7 @@ func (s *Store) Recv(ctx context.Context, agent string, o RecvOptions, emit func
 			}
 			if !o.Peek {
 				if err := s.Ack(agent, m.ID); err != nil {
-					return &AckError{err}
+					return proto.AsError(err)
 				}
 			}
 			after = m.ID

@@ -30,18 +30,14 @@ const (
 // ask waits for an operator's decision on what an ask rule of p held
 // back; nil means approved. what says what the call would do.
 func (k *Kernel) ask(ctx context.Context, c *Cred, agent, op, what string, p *policy.Policy, a *policy.Asked) *proto.Error {
-	def := approval.Denied
-	if p.AskAllows() {
-		def = approval.Approved
-	}
 	run := c.Run
 	if c.Agent != agent {
 		run = ""
 	}
-	req := k.talk.approvals.Ask(approval.Request{Agent: agent, Run: run, Op: op, What: audit.Clip(what, audit.MaxTarget), Rule: a.Rule, Why: a.Reason, Default: def}, p.AskTimeout())
+	req := k.talk.approvals.Ask(approval.FromAsk(agent, run, op, what, p, a))
 	rec := approval.Record(req)
 	k.submit(ctx, &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpApproveAsk,
-		Target: fmt.Sprintf("%s:%s %s %s [%s]", agent, req.ID, op, req.What, a.Rule), Result: "ok"},
+		Target: req.AskTarget(), Result: "ok"},
 		agent: agent, key: req.ID, data: &rec}, true)
 	if r := k.callerRun(c, agent); r != nil {
 		r.Emit(&rec)
@@ -111,18 +107,13 @@ func (k *Kernel) askBudget(c *Cred, agent string, p *policy.Policy, used proto.B
 	if a == nil {
 		return nil
 	}
-	k.talk.budgetMu.Lock()
-	done := k.talk.budgetAsked[agent]
-	k.talk.budgetMu.Unlock()
-	if done {
+	if k.talk.budgetAsked.Done(agent) {
 		return nil
 	}
 	if err := k.ask(context.Background(), c, agent, proto.OpBudgetCheck, "spend past "+a.Rule, p, a); err != nil {
 		return err
 	}
-	k.talk.budgetMu.Lock()
-	k.talk.budgetAsked[agent] = true
-	k.talk.budgetMu.Unlock()
+	k.talk.budgetAsked.Approve(agent)
 	return nil
 }
 
@@ -157,12 +148,9 @@ func (k *Kernel) ApproveList(ctx context.Context, c *Cred, a proto.ApproveListAr
 		sub = k.bus.Subscribe(1024, func(e *bus.Event) bool { return strings.HasPrefix(e.Name, "approval.") })
 		defer sub.Close()
 	}
-	for _, r := range k.talk.approvals.List(a.Agent, !a.All) {
-		if !visible(r.Agent) {
-			continue
-		}
-		rec := approval.Record(r)
-		if err := emit(&rec); err != nil {
+	recs := k.talk.approvals.Records(a.Agent, !a.All, visible)
+	for i := range recs {
+		if err := emit(&recs[i]); err != nil {
 			return err
 		}
 	}
@@ -208,12 +196,8 @@ func (k *Kernel) ApproveDecide(ctx context.Context, c *Cred, a proto.ApproveDeci
 	if err != nil {
 		return deny(proto.Errorf(proto.EEXIST, "%v", err))
 	}
-	tgt = got.Target()
-	if got.Reason != "" {
-		tgt += ": " + audit.Clip(got.Reason, 200)
-	}
 	rec := approval.Record(got)
-	if err := k.submit(ctx, &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpApproveDecide, Target: tgt, Args: audit.ArgsDigest(raw), Result: "ok"},
+	if err := k.submit(ctx, &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpApproveDecide, Target: got.DecideTarget(), Args: audit.ArgsDigest(raw), Result: "ok"},
 		agent: r.Agent, key: got.ID, data: &rec}, true); err != nil {
 		return proto.ApprovalRecord{}, err
 	}
@@ -223,13 +207,7 @@ func (k *Kernel) ApproveDecide(ctx context.Context, c *Cred, a proto.ApproveDeci
 // ApprovalIDs lists the ids of the pending requests c may see (the
 // mount's /approvals).
 func (k *Kernel) ApprovalIDs(c *Cred) []string {
-	var ids []string
-	for _, r := range k.talk.approvals.List("", true) {
-		if k.authorize(c, r.Agent) == nil {
-			ids = append(ids, r.ID)
-		}
-	}
-	return ids
+	return k.talk.approvals.IDs(func(agent string) bool { return k.authorize(c, agent) == nil })
 }
 
 // ApprovalRead returns request id, through the gate of approve.list on

@@ -171,12 +171,7 @@ func (k *Kernel) BudgetCharge(ctx context.Context, c *Cred, a proto.BudgetCharge
 	if qerr != nil {
 		t.entry.Result = qerr.Code
 	}
-	err = k.budgets.Charge(a.Agent, d, func(value []byte) error {
-		if r != nil {
-			r.Charge(d.Tokens, d.Cost, 0)
-		}
-		return k.submitBudget(ctx, a.Agent, t)(value)
-	})
+	err = k.budgets.ChargeRun(a.Agent, d, budgetRun(r), k.submitBudget(ctx, a.Agent, t))
 	if err == nil {
 		<-t.done
 		err = t.err

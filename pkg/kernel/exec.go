@@ -2,14 +2,11 @@ package kernel
 
 import (
 	"context"
-	"errors"
-	"strings"
 
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/runspec"
-	"github.com/oxios/oxios/pkg/sandbox"
 	"github.com/oxios/oxios/pkg/supervisor"
 )
 
@@ -39,9 +36,8 @@ func (k *Kernel) Exec(ctx context.Context, c *Cred, a proto.ExecArgs, raw []byte
 		cerr = nil
 	}
 	if cerr != nil {
-		var d *policy.Denied
-		if errors.As(cerr, &d) {
-			return deny(proto.Errorf(proto.EPERM, "exec refused: %s (policy rule %s)", d.Reason, d.Rule), runspec.ExecTarget(a.Agent, a.Argv, a.Command, " ["+d.Rule+"]"))
+		if d := policy.AsDenied(cerr); d != nil {
+			return deny(d.Refused("exec"), runspec.ExecTarget(a.Agent, a.Argv, a.Command, " ["+d.Rule+"]"))
 		}
 		return proto.ExecRecord{}, proto.Errorf(proto.EINVAL, "%v", cerr)
 	}
@@ -66,22 +62,10 @@ func (k *Kernel) Exec(ctx context.Context, c *Cred, a proto.ExecArgs, raw []byte
 	if serr != nil {
 		return deny(serr, runspec.ExecTarget(a.Agent, cmd.Argv, "", " [sandbox.isolation]"))
 	}
-	if sb != nil {
-		// An exec of a run is in the run's uid (it writes the run's
-		// workspace); any other has one of its own while it runs.
-		if run != nil && run.UID() != 0 {
-			sb.UID = run.UID()
-		} else {
-			sb.UID = k.sup.AcquireUID()
-			defer k.sup.ReleaseUID(sb.UID)
-			if err := sandbox.Chown(dir, sb.UID); err != nil {
-				return proto.ExecRecord{}, proto.AsError(err)
-			}
-		}
-	}
-	home := dir
-	if sb != nil {
-		home = sandbox.WorkDir
+	home, release, err := runspec.ExecUID(sb, run, k.sup, dir)
+	defer release()
+	if err != nil {
+		return proto.ExecRecord{}, proto.AsError(err)
 	}
 	res, err := supervisor.Exec(ctx, supervisor.ExecSpec{
 		Argv: argv, Dir: dir, Stdin: []byte(a.Stdin), Timeout: timeout, Cap: runspec.ExecCap(p), Limits: runspec.Limits(p), Cgroups: k.sup.Cgroups,
@@ -91,7 +75,6 @@ func (k *Kernel) Exec(ctx context.Context, c *Cred, a proto.ExecArgs, raw []byte
 		return deny(proto.Errorf(proto.ENOENT, "exec %s: %v", cmd.Argv[0], err), runspec.ExecTarget(a.Agent, cmd.Argv, "", ""))
 	}
 	rec, outcome := runspec.ExecRecord(a.Agent, c.Run, cmd.Argv, res, timeout)
-	rec.Text = strings.TrimPrefix(runspec.ExecTarget("", cmd.Argv, "", outcome), ":exec ")
 	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpExec, Target: runspec.ExecTarget(a.Agent, cmd.Argv, "", outcome+" output "+rec.Digest[:16]), Args: audit.ArgsDigest(raw), Result: "ok"}, data: &rec}
 	if err := k.commitExec(ctx, a.Agent, run, t); err != nil {
 		return proto.ExecRecord{}, err
@@ -103,13 +86,7 @@ func (k *Kernel) Exec(ctx context.Context, c *Cred, a proto.ExecArgs, raw []byte
 // one) and makes t, the exec's or tool call's audit entry, durable with
 // the charge.
 func (k *Kernel) commitExec(ctx context.Context, agent string, run *supervisor.Run, t *tx) error {
-	err := k.budgets.Charge(agent, proto.Budget{Execs: 1}, func(value []byte) error {
-		if run != nil {
-			run.Charge(0, 0, 1)
-		}
-		return k.submitBudget(ctx, agent, t)(value)
-	})
-	if err != nil {
+	if err := k.budgets.ChargeRun(agent, proto.Budget{Execs: 1}, budgetRun(run), k.submitBudget(ctx, agent, t)); err != nil {
 		return err
 	}
 	<-t.done

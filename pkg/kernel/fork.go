@@ -163,7 +163,7 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 			if j == nil {
 				continue
 			}
-			ch := j.change()
+			ch := j.Change()
 			after = append(after, version.PathChange{Path: spacePath(it.Space, a.Name, ch.Key), Action: version.Modified, To: string(ch.Value)})
 			batch = append(batch, &tx{change: ch})
 			copies = append(copies, j)

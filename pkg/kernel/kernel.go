@@ -47,6 +47,7 @@ import (
 	"github.com/oxios/oxios/pkg/runq"
 	"github.com/oxios/oxios/pkg/state"
 	"github.com/oxios/oxios/pkg/supervisor"
+	"github.com/oxios/oxios/pkg/wasm"
 )
 
 // Version is the daemon's version, set by the linker in cmd/oxiosd.
@@ -117,7 +118,7 @@ type Kernel struct {
 	budgets *budget.Ledger
 	pol     policy.Cache
 	live    reload.Live
-	tools   toolbox     // WASM tools (tool.go)
+	tools   wasm.Lazy   // WASM tools (tool.go)
 	adm     *runq.Queue // the run queue (admit.go)
 	started time.Time
 	sched   schedState // schedules (schedule.go)

@@ -53,13 +53,9 @@ func (k *Kernel) LLMGate(ctx context.Context, c *Cred, a proto.LLMGateArgs, raw 
 	if err := k.gate(call{op: proto.OpLLMGate, c: c, agent: a.Agent, raw: raw}); err != nil {
 		return proto.LLMGateRecord{}, err
 	}
-	lease := 10 * time.Minute
-	if d, err := time.ParseDuration(k.liveCfg().LLM.Timeout); err == nil && d > 0 {
-		lease = d
-	}
 	// A report moves the breaker of every run: only a run of the agent
 	// (its runner) or the admin may make one.
-	rec, err := k.llmh.breakers.Gate(a, lease, c.Admin || c.Run != "", time.Now())
+	rec, err := k.llmh.breakers.Gate(a, llm.Lease(k.liveCfg().LLM.Timeout), c.Admin || c.Run != "", time.Now())
 	if err != nil {
 		return proto.LLMGateRecord{}, err
 	}

@@ -2,11 +2,11 @@ package kernel
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/runspec"
 )
 
 // The MCP servers of an LLM run (issue 23). The run starts and talks to
@@ -15,11 +15,6 @@ import (
 // made, charges each to the exec budget, and audits the call with the
 // digest of its arguments and then its outcome with the digest of its
 // result.
-
-// mcpTarget is the target of an MCP call's audit entries.
-func mcpTarget(agent, server, tool, outcome string) string {
-	return agent + ":mcp " + audit.Clip(server, 32) + "/" + audit.Clip(tool, 128) + outcome
-}
 
 // MCPServers returns the MCP servers of agent's policy.
 func (k *Kernel) MCPServers(ctx context.Context, c *Cred, a proto.MCPServersArgs) (proto.MCPServersResult, error) {
@@ -39,7 +34,7 @@ func (k *Kernel) MCPServers(ctx context.Context, c *Cred, a proto.MCPServersArgs
 // audited with the digest of its arguments; a refusal with the rule that
 // refused it, and the policy's on_violation applied to the calling run.
 func (k *Kernel) MCPCall(ctx context.Context, c *Cred, a proto.MCPCallArgs, raw []byte) (proto.MCPCallRecord, error) {
-	tgt := mcpTarget(a.Agent, a.Server, a.Tool, "")
+	tgt := runspec.MCPTarget(a.Agent, a.Server, a.Tool, "")
 	if err := k.gate(call{op: proto.OpMCPCall, c: c, agent: a.Agent, target: tgt, raw: raw}); err != nil {
 		return proto.MCPCallRecord{}, err
 	}
@@ -62,31 +57,25 @@ func (k *Kernel) MCPCall(ctx context.Context, c *Cred, a proto.MCPCallArgs, raw 
 		k.auditDenied(c, proto.OpMCPCall, tgt+" [budget]", raw, qerr.Code)
 		return proto.MCPCallRecord{}, qerr
 	}
-	timeout := srv.CallTimeout()
-	rec := proto.MCPCallRecord{Type: proto.RecordMCPCall, Agent: a.Agent, Run: c.Run, Server: a.Server, Tool: a.Tool, Timeout: timeout.Seconds()}
+	rec := runspec.MCPRecord(a.Agent, c.Run, a.Server, a.Tool, srv.CallTimeout())
 	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpMCPCall, Target: tgt, Args: audit.ArgsDigest(raw), Result: "ok"}, data: &rec}
 	if err := k.commitExec(ctx, a.Agent, k.callerRun(c, a.Agent), t); err != nil {
 		return proto.MCPCallRecord{}, err
 	}
-	rec.Seq = t.entry.Seq
-	rec.Text = fmt.Sprintf("mcp %s/%s authorized (audit entry %d)", a.Server, a.Tool, rec.Seq)
+	runspec.MCPAuthorized(&rec, t.entry.Seq)
 	return rec, nil
 }
 
 // MCPResult audits how an authorized MCP call ended: its result's digest
 // and, when it failed, the errno name saying how.
 func (k *Kernel) MCPResult(ctx context.Context, c *Cred, a proto.MCPResultArgs, raw []byte) error {
-	if err := k.gate(call{op: proto.OpMCPResult, c: c, agent: a.Agent, target: mcpTarget(a.Agent, a.Server, a.Tool, ""), raw: raw}); err != nil {
+	if err := k.gate(call{op: proto.OpMCPResult, c: c, agent: a.Agent, target: runspec.MCPTarget(a.Agent, a.Server, a.Tool, ""), raw: raw}); err != nil {
 		return err
 	}
-	if err := policy.CheckMCPName(a.Server); err != nil {
-		return proto.Errorf(proto.EINVAL, "%v", err)
-	}
-	result, perr := a.Result()
+	result, perr := policy.CheckMCPResult(&a)
 	if perr != nil {
 		return perr
 	}
-	outcome := fmt.Sprintf(" call %d => %s result %s", a.Call, result, a.Digest[:16])
-	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpMCPResult, Target: mcpTarget(a.Agent, a.Server, a.Tool, outcome), Args: audit.ArgsDigest(raw), Result: result}}
+	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpMCPResult, Target: runspec.MCPResultTarget(&a, result), Args: audit.ArgsDigest(raw), Result: result}}
 	return k.submit(ctx, t, true)
 }

@@ -3,9 +3,9 @@ package kernel
 import (
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/oxios/oxios/pkg/memindex"
@@ -56,14 +56,8 @@ func (k *Kernel) memPublish(batch []*tx) {
 // loadIndexes makes every agent's recall index ready and arms the
 // memories' expiries, before the committer starts.
 func (k *Kernel) loadIndexes() error {
-	var agents []string
-	for _, ref := range k.state.Refs() {
-		if sp, a := state.SplitRef(ref); sp == state.SpaceMem {
-			agents = append(agents, a)
-		}
-	}
 	src := k.memSource()
-	src.Agents = agents
+	src.Agents = memindex.StoreAgents(k.state)
 	es, err := k.mem.Load(src)
 	if err != nil {
 		return err
@@ -75,25 +69,13 @@ func (k *Kernel) loadIndexes() error {
 // memSource reads the memory files and the audit log for the recall
 // indexes (Agents left to the caller).
 func (k *Kernel) memSource() memindex.Source {
-	return memindex.Source{
-		Keys: func(agent string) []string {
-			recs, _ := k.state.List(state.Ref(state.SpaceMem, agent), "") // an error: no memories
-			keys := make([]string, len(recs))
-			for i, r := range recs {
-				keys[i] = r.Key
-			}
-			return keys
-		},
-		Read: func(agent, key string) ([]byte, error) {
-			v, _, err := k.state.Load(state.Ref(state.SpaceMem, agent), key)
-			return v, err
-		},
-		Head: k.auditSeq,
-		Scan: func(from uint64, fn func(line []byte) error) error {
-			k.audit.Publish(k.auditSeq)
-			return k.audit.ScanLines(from, fn)
-		},
+	src := memindex.StoreSource(k.state)
+	src.Head = k.auditSeq
+	src.Scan = func(from uint64, fn func(line []byte) error) error {
+		k.audit.Publish(k.auditSeq)
+		return k.audit.ScanLines(from, fn)
 	}
+	return src
 }
 
 // MemRemember stores a batch of memories of one agent, durably, in one
@@ -104,11 +86,8 @@ func (k *Kernel) MemRemember(ctx context.Context, c *Cred, a proto.MemRememberAr
 		return proto.MemRememberResult{}, err
 	}
 	n := len(a.Memories)
-	if n == 0 {
-		return proto.MemRememberResult{}, proto.Errorf(proto.EINVAL, "mem.remember: no memories given")
-	}
-	if n > proto.MaxRememberBatch {
-		return proto.MemRememberResult{}, proto.Errorf(proto.E2BIG, "mem.remember: %d memories in one request, more than %d", n, proto.MaxRememberBatch)
+	if err := memory.CheckBatch(n); err != nil {
+		return proto.MemRememberResult{}, err
 	}
 	mems, files, err := memory.FromInputs(a.Agent, a.Memories, time.Now().UTC(), k.cfg.Memory.TTL(), int64(k.cfg.Limits.MaxValue))
 	if err != nil {
@@ -125,22 +104,14 @@ func (k *Kernel) MemRemember(ctx context.Context, c *Cred, a proto.MemRememberAr
 	}); err != nil {
 		return proto.MemRememberResult{}, err
 	}
-	texts := make([]string, len(mems))
-	for i, m := range mems {
-		texts[i] = m.Text
-	}
-	vecs := k.emb.Docs(ctx, texts)
+	docs := memindex.NewDocs(mems, files, k.emb.Docs(ctx, memory.Texts(mems)))
 	t := &tx{subs: make([]*tx, n)}
 	for i, m := range mems {
-		var vec []float32
-		if vecs != nil {
-			vec = vecs[i]
-		}
 		key := m.Key()
 		t.subs[i] = &tx{
 			change: &state.Change{Agent: a.Agent, Space: state.SpaceMem, Key: key, Value: files[i]},
 			entry:  &audit.Entry{Actor: actor(c), Op: proto.OpMemRemember, Target: target(a.Agent, key), Args: audit.ArgsDigest(files[i])},
-			mem:    memindex.NewDoc(m, len(files[i]), vec),
+			mem:    docs[i],
 		}
 	}
 	if err := k.submit(ctx, t, true); err != nil {
@@ -175,15 +146,7 @@ func (k *Kernel) MemRecall(ctx context.Context, c *Cred, a proto.MemRecallArgs, 
 		if err := k.mayRecall(c, proto.OpMemRecall, a.Agent, a.Kind, raw); err != nil {
 			return err
 		}
-		if ok := k.kindsOf(c, a.Agent); ok != nil {
-			next := emit
-			emit = func(r *proto.MemoryRecord) error {
-				if !ok(r.Kind) {
-					return nil
-				}
-				return next(r)
-			}
-		}
+		emit = memindex.OfKinds(k.kindsOf(c, a.Agent), emit)
 		agents = []string{a.Agent}
 	}
 	kk, err := memindex.RecallK(a.Query, a.K)
@@ -195,23 +158,7 @@ func (k *Kernel) MemRecall(ctx context.Context, c *Cred, a proto.MemRecallArgs, 
 		return err
 	}
 	qvec := k.emb.Query(ctx, a.Query)
-	err = k.mem.Recall(ctx, agents, a.Query, kk, a.MinScore, qvec, f, k.readMem, emit)
-	if se, ok := err.(*memindex.SearchError); ok {
-		return proto.AsError(se.Err)
-	}
-	return err
-}
-
-// readMem reads agent's memory file key.
-func (k *Kernel) readMem(agent, key string) ([]byte, error) {
-	v, _, err := k.state.Load(state.Ref(state.SpaceMem, agent), key)
-	return v, err
-}
-
-// memoryOf reads a memory the index knows: an empty memory and false if
-// it is gone or unreadable.
-func (k *Kernel) memoryOf(agent, id string) (*memory.Memory, bool) {
-	return k.mem.Memory(agent, id, k.readMem)
+	return k.mem.Recall(ctx, agents, a.Query, kk, a.MinScore, qvec, f, memindex.StoreReader(k.state), emit)
 }
 
 // MemList emits the memories of an agent that match, oldest first.
@@ -226,21 +173,7 @@ func (k *Kernel) MemList(ctx context.Context, c *Cred, a proto.MemListArgs, raw 
 	if err != nil {
 		return err
 	}
-	kindOK := k.kindsOf(c, a.Agent)
-	for _, id := range k.mem.Select(a.Agent, f) {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		mm, ok := k.memoryOf(a.Agent, id)
-		if !ok || kindOK != nil && !kindOK(mm.Kind) {
-			continue
-		}
-		rec := mm.Record(a.Agent)
-		if err := emit(&rec); err != nil {
-			return err
-		}
-	}
-	return nil
+	return k.mem.List(ctx, a.Agent, f, k.kindsOf(c, a.Agent), memindex.StoreReader(k.state), emit)
 }
 
 // MemForget forgets memories of an agent by id, by tag and/or by age, in
@@ -249,31 +182,9 @@ func (k *Kernel) MemForget(ctx context.Context, c *Cred, a proto.MemForgetArgs, 
 	if err := k.gate(call{op: proto.OpMemForget, c: c, agent: a.Agent, raw: raw}); err != nil {
 		return nil, err
 	}
-	if len(a.IDs) == 0 && len(a.Tags) == 0 && a.Before.IsZero() {
-		return nil, proto.Errorf(proto.EINVAL, "forget: give ids, tags or a time to forget memories before")
-	}
-	f, err := memindex.NewFilter("", a.Tags, time.Time{}, a.Before)
+	ids, err := k.mem.ToForget(a.Agent, a)
 	if err != nil {
 		return nil, err
-	}
-	var ids []string
-	if len(a.IDs) > 0 {
-		for _, id := range a.IDs {
-			if err := memory.CheckID(id); err != nil {
-				return nil, proto.Errorf(proto.EINVAL, "forget: %v", err)
-			}
-		}
-		for _, id := range a.IDs {
-			mt, ok := k.mem.Lookup(a.Agent, id)
-			if !ok {
-				return nil, proto.Errorf(proto.ENOENT, "%s: no memory %s; nothing was forgotten", a.Agent, id)
-			}
-			if f.Match(&mt) {
-				ids = append(ids, id)
-			}
-		}
-	} else {
-		ids = k.mem.Select(a.Agent, f)
 	}
 	if kindOK := k.kindsOf(c, a.Agent); kindOK != nil {
 		for _, id := range ids {
@@ -327,8 +238,8 @@ func (k *Kernel) MemRead(ctx context.Context, c *Cred, agent, kind, id string) (
 	if err := k.gate(call{op: proto.OpMemList, c: c, agent: agent}); err != nil {
 		return nil, err
 	}
-	if got, ok := k.mem.Kind(agent, id); !ok || got != kind {
-		return nil, proto.Errorf(proto.ENOENT, "%s: no %s memory %s", agent, kind, id)
+	if _, err := k.mem.Stat(agent, kind, id); err != nil {
+		return nil, err
 	}
 	if err := k.mayRecall(c, proto.OpMemList, agent, kind, nil); err != nil {
 		return nil, err
@@ -356,23 +267,14 @@ func (k *Kernel) MemStat(c *Cred, agent, kind, id string) (int64, error) {
 	if err := k.authorize(c, agent); err != nil {
 		return 0, err
 	}
-	mt, ok := k.mem.Lookup(agent, id)
-	if !ok || memory.Kinds[mt.Kind] != kind {
-		return 0, proto.Errorf(proto.ENOENT, "%s: no %s memory %s", agent, kind, id)
-	}
-	return int64(mt.Size), nil
+	return k.mem.Stat(agent, kind, id)
 }
 
 // expire forgets every memory of due whose time has come, as the kernel
 // (the expiry timer calls it).
 func (k *Kernel) expire(now int64, due map[string][]string) {
 	who := audit.Actor{UID: k.uid, PID: int32(os.Getpid())}
-	agents := make([]string, 0, len(due))
-	for a := range due {
-		agents = append(agents, a)
-	}
-	sort.Strings(agents)
-	for _, agent := range agents {
+	for _, agent := range slices.Sorted(maps.Keys(due)) {
 		ids := k.mem.StillDue(agent, due[agent], now)
 		if _, err := k.forget(k.root, who, agent, ids, audit.ArgsDigest([]byte("ttl"))); err != nil {
 			var pe *proto.Error
@@ -400,8 +302,5 @@ func (k *Kernel) kindsOf(c *Cred, agent string) func(string) bool {
 	if err != nil {
 		return func(string) bool { return false }
 	}
-	if len(p.Memory.Kinds) >= len(memory.Kinds) {
-		return nil
-	}
-	return func(kind string) bool { return slices.Contains(p.Memory.Kinds, kind) }
+	return memindex.KindFilter(p.Memory.Kinds)
 }

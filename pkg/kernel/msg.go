@@ -2,14 +2,13 @@ package kernel
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
-	"sync"
 
 	"github.com/oxios/oxios/pkg/approval"
 	"github.com/oxios/oxios/pkg/audit"
+	"github.com/oxios/oxios/pkg/budget"
 	"github.com/oxios/oxios/pkg/inbox"
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
@@ -30,10 +29,8 @@ const EventMsgSent = "msg.sent"
 type talk struct {
 	inbox     *inbox.Store
 	approvals *approval.Registry
-	// budgetAsked: agents whose budget threshold an operator approved
-	// (asked once per daemon life, not at each call past it).
-	budgetMu    sync.Mutex
-	budgetAsked map[string]bool
+	// budgetAsked: agents whose budget threshold an operator approved.
+	budgetAsked budget.Asked
 	// left: requests a crash left pending, resolved at start.
 	left []approval.Request
 	keep *approval.Keeper
@@ -47,7 +44,6 @@ func (k *Kernel) openTalk() error {
 	}
 	k.talk.inbox = ib
 	k.talk.approvals = approval.New(k.auditSeq)
-	k.talk.budgetAsked = map[string]bool{}
 	return k.openApprovals()
 }
 
@@ -100,15 +96,15 @@ func (k *Kernel) MsgSend(ctx context.Context, c *Cred, a proto.MsgSendArgs, raw 
 		if err != nil {
 			return proto.MsgRecord{}, err
 		}
-		if d := denied(sp.CheckSend(a.To)); d != nil {
-			return deny(proto.Errorf(proto.EPERM, "%s: %s (policy rule %s)", from, d.Reason, d.Rule), d.Rule)
+		if d := policy.AsDenied(sp.CheckSend(a.To)); d != nil {
+			return deny(proto.Errorf(proto.EPERM, "%s: %v", from, d), d.Rule)
 		}
 		rp, err := k.policyOf(a.To)
 		if err != nil {
 			return proto.MsgRecord{}, err
 		}
-		if d := denied(rp.CheckAccept(from)); d != nil {
-			return deny(proto.Errorf(proto.EPERM, "%s: %s (policy rule %s)", a.To, d.Reason, d.Rule), d.Rule)
+		if d := policy.AsDenied(rp.CheckAccept(from)); d != nil {
+			return deny(proto.Errorf(proto.EPERM, "%s: %v", a.To, d), d.Rule)
 		}
 	}
 	m := inbox.Message{From: from, To: a.To, Text: a.Text, ReplyTo: a.ReplyTo, Records: a.Records}
@@ -127,16 +123,10 @@ func (k *Kernel) MsgSend(ctx context.Context, c *Cred, a proto.MsgSendArgs, raw 
 	if err := k.submit(ctx, t, true); err != nil {
 		return proto.MsgRecord{}, err
 	}
-	k.msgArrived(a.To, m.ID)
+	// The schedules that fire on messages wake (receivers wait on the
+	// inbox).
+	k.sched.t.MsgArrived(a.To)
 	return rec, nil
-}
-
-func denied(err error) *policy.Denied {
-	var d *policy.Denied
-	if errors.As(err, &d) {
-		return d
-	}
-	return nil
 }
 
 // msgScope checks that c may read agent's inbox.
@@ -164,14 +154,10 @@ func (k *Kernel) MsgRecv(ctx context.Context, c *Cred, a proto.MsgListArgs, raw 
 	if perr != nil {
 		return perr
 	}
-	err := k.talk.inbox.Recv(ctx, a.Agent, o, func(m inbox.Message) error {
+	return k.talk.inbox.Recv(ctx, a.Agent, o, func(m inbox.Message) error {
 		rec := m.Record()
 		return emit(&rec)
 	})
-	if ae, ok := err.(*inbox.AckError); ok {
-		return proto.AsError(ae.Err)
-	}
-	return err
 }
 
 // MsgRead returns one message of agent's inbox (the mount's files).
@@ -191,20 +177,7 @@ func (k *Kernel) MsgIDs(c *Cred, agent string) []string {
 	if k.authorize(c, agent) != nil {
 		return nil
 	}
-	ms := k.talk.inbox.List(agent, "", false)
-	ids := make([]string, len(ms))
-	for i, m := range ms {
-		ids[i] = m.ID
-	}
-	return ids
-}
-
-// msgArrived wakes what waits for agent's messages besides receivers:
-// the schedules that fire on messages (schedule.go).
-func (k *Kernel) msgArrived(agent, id string) {
-	if k.sched.t.Running() {
-		go k.sched.t.FireMsgs(agent)
-	}
+	return k.talk.inbox.IDs(agent, "")
 }
 
 // removeInbox drops the inbox of a removed agent.

@@ -2,9 +2,7 @@ package kernel
 
 import (
 	"context"
-	"errors"
 	"net/url"
-	"strings"
 
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/netfetch"
@@ -45,24 +43,15 @@ func (k *Kernel) NetFetch(ctx context.Context, c *Cred, a proto.FetchArgs, raw [
 	}
 	rec, ferr := netfetch.Fetch(ctx, p, a, netfetch.SystemResolve)
 	if ferr != nil {
-		var d *policy.Denied
-		if errors.As(ferr, &d) {
-			return deny(proto.Errorf(proto.EPERM, "fetch refused: %s (policy rule %s)", d.Reason, d.Rule), netfetch.Target(a.Agent, method, a.URL, " ["+d.Rule+"]"))
-		}
-		var pe *proto.Error
-		if errors.As(ferr, &pe) && pe.Code == proto.EINVAL {
+		pe, outcome := netfetch.Failure(ferr)
+		if outcome == "" {
 			return proto.FetchRecord{}, pe
 		}
-		pe = netfetch.Error(ferr)
-		return deny(pe, netfetch.Target(a.Agent, method, a.URL, " => "+pe.Code))
+		return deny(pe, netfetch.Target(a.Agent, method, a.URL, outcome))
 	}
-	rec.Type, rec.Agent, rec.Run = proto.RecordFetch, a.Agent, c.Run
-	outcome := netfetch.Outcome(&rec)
-	rec.Text = strings.TrimPrefix(netfetch.Target("", method, a.URL, outcome), ":fetch ")
 	// Subscribers get the record without the body.
-	ev := rec
-	ev.Body, ev.Encoding = "", ""
-	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpNetFetch, Target: netfetch.Target(a.Agent, method, a.URL, outcome+" body "+rec.Digest[:16]), Args: audit.ArgsDigest(raw), Result: "ok"}, data: &ev}
+	ev, tgt := netfetch.Finish(&rec, a.Agent, c.Run, method, a.URL)
+	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpNetFetch, Target: tgt, Args: audit.ArgsDigest(raw), Result: "ok"}, data: &ev}
 	if err := k.submit(ctx, t, true); err != nil {
 		return proto.FetchRecord{}, err
 	}

@@ -80,9 +80,6 @@ func (k *Kernel) ensureAgent(ctx context.Context, c *Cred, agent string) error {
 	return err
 }
 
-// lookPath is runspec.LookPath (the schedules check a job's command).
-var lookPath = runspec.LookPath
-
 // RunSpawn starts a run of a.Agent: a.Command as a process, or the LLM
 // runner with a.Task. The agent is created with the default policy if it
 // does not exist. The start is durable on the audit log before the reply.

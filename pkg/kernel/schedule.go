@@ -9,6 +9,7 @@ import (
 
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/runspec"
 	"github.com/oxios/oxios/pkg/sched"
 	"github.com/oxios/oxios/pkg/sched/jobs"
 	"github.com/oxios/oxios/pkg/state"
@@ -27,32 +28,15 @@ func jobKey(name string) string { return jobs.Key(name) }
 const EventScheduleFired = "schedule.fired"
 
 // jobFile is a job's file.
-type jobFile jobs.File
-
-func (j *jobFile) change() *state.Change { return (*jobs.File)(j).Change() }
-
-// jobMap is the jobs by name (fork.go adds the jobs of a fork).
-type jobMap map[string]*jobFile
-
-func (m jobMap) Get(name string) *jobs.File { return (*jobs.File)(m[name]) }
-func (m jobMap) Put(j *jobs.File)           { m[j.Name] = (*jobFile)(j) }
-func (m jobMap) Delete(name string)         { delete(m, name) }
-func (m jobMap) Len() int                   { return len(m) }
-func (m jobMap) Each(fn func(*jobs.File)) {
-	for _, j := range m {
-		fn((*jobs.File)(j))
-	}
-}
+type jobFile = jobs.File
 
 // schedState is the kernel's side of the scheduler: the table's lock
-// and map, and the table.
+// and map (fork.go adds the jobs of a fork), and the table.
 type schedState struct {
 	mu   sync.Mutex
-	jobs jobMap
+	jobs jobs.ByName
 	t    *jobs.Table
 }
-
-func checkJobName(name string) *proto.Error { return jobs.CheckName(name) }
 
 // StartScheduler loads the jobs of every agent and starts firing them
 // (clock nil: the system clock). oxiosd calls it once the socket serves,
@@ -63,20 +47,8 @@ func (k *Kernel) StartScheduler(clock sched.Clock) error {
 	if k.sched.jobs != nil {
 		return errors.New("scheduler already started")
 	}
-	m := jobMap{}
-	list := func(agent string) ([]string, error) {
-		recs, err := k.state.List(state.Ref(state.SpaceSys, agent), sysSchedules)
-		keys := make([]string, len(recs))
-		for i, r := range recs {
-			keys[i] = r.Key
-		}
-		return keys, err
-	}
-	load := func(agent, key string) ([]byte, error) {
-		b, _, err := k.state.Load(state.Ref(state.SpaceSys, agent), key)
-		return b, err
-	}
-	err := k.sched.t.Start(clock, m, k.state.Agents(), list, load)
+	m := jobs.ByName{}
+	err := k.sched.t.Start(clock, m, k.state)
 	k.sched.jobs = m
 	return err
 }
@@ -89,16 +61,9 @@ func (k *Kernel) openScheduler() {
 		},
 		Spawn:  k.spawnJob,
 		Status: k.runStatus,
-		MsgIDs: func(agent, after string) []string {
-			ms := k.talk.inbox.List(agent, after, false)
-			ids := make([]string, len(ms))
-			for i, m := range ms {
-				ids[i] = m.ID
-			}
-			return ids
-		},
-		Log: k.log,
-		UID: k.uid,
+		MsgIDs: func(agent, after string) []string { return k.talk.inbox.IDs(agent, after) },
+		Log:    k.log,
+		UID:    k.uid,
 	})
 }
 
@@ -134,19 +99,10 @@ func (k *Kernel) jobGate(op string, c *Cred, name string, raw []byte) jobs.Gate 
 	}
 }
 
-// runnable checks what a new job runs: a command on the PATH, or a
-// model endpoint for an LLM task.
+// runnable checks what a new job runs (runspec.Runnable), with the
+// model endpoint configured now.
 func (k *Kernel) runnable(command []string) error {
-	switch {
-	case len(command) == 0 && k.liveCfg().LLM.BaseURL == "":
-		// Accepted, it would fail at every firing, seen only in the log.
-		return proto.Errorf(proto.ENOEXEC, "no model endpoint is configured for LLM runs, so an LLM job would fail at every firing: set base_url in the [llm] section of oxios.toml, or give a command after --")
-	case len(command) > 0:
-		if _, err := lookPath(command[0]); err != nil {
-			return err
-		}
-	}
-	return nil
+	return runspec.Runnable(command, k.liveCfg().LLM.BaseURL)
 }
 
 // ScheduleAdd adds a job: the caller must be able to act on its agent

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"sync"
 
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/policy"
@@ -13,25 +12,11 @@ import (
 	"github.com/oxios/oxios/pkg/wasm"
 )
 
-// toolbox is the kernel's WASM runner, made on first use: a daemon whose
-// agents run no tools compiles nothing.
-type toolbox struct {
-	once sync.Once
-	r    *wasm.Runner
-}
-
-func (k *Kernel) toolRunner() *wasm.Runner {
-	k.tools.once.Do(func() { k.tools.r = wasm.New(k.cfg.ToolsDir()) })
-	return k.tools.r
-}
+// toolRunner is the kernel's WASM runner, made on first use.
+func (k *Kernel) toolRunner() *wasm.Runner { return k.tools.Runner(k.cfg.ToolsDir()) }
 
 // closeTools ends the runner's runtimes and compiled modules.
-func (k *Kernel) closeTools() {
-	k.tools.once.Do(func() {}) // no runner after this
-	if k.tools.r != nil {
-		k.tools.r.Close(context.Background())
-	}
-}
+func (k *Kernel) closeTools() { k.tools.Close(context.Background()) }
 
 // ToolRun runs a WASM tool for a.Agent under its policy: the tool must be
 // on tools.allow; it sees the run's (or the agent's) workspace at /work
@@ -62,9 +47,8 @@ func (k *Kernel) ToolRun(ctx context.Context, c *Cred, a proto.ToolRunArgs, raw 
 		terr = nil
 	}
 	if terr != nil {
-		var d *policy.Denied
-		if errors.As(terr, &d) {
-			return deny(proto.Errorf(proto.EPERM, "tool %s refused: %s (policy rule %s)", a.Tool, d.Reason, d.Rule), runspec.ToolTarget(a.Agent, a.Tool, " ["+d.Rule+"]"))
+		if d := policy.AsDenied(terr); d != nil {
+			return deny(d.Refused("tool "+a.Tool), runspec.ToolTarget(a.Agent, a.Tool, " ["+d.Rule+"]"))
 		}
 		return proto.ToolRecord{}, proto.Errorf(proto.EINVAL, "%v", terr)
 	}
@@ -81,11 +65,8 @@ func (k *Kernel) ToolRun(ctx context.Context, c *Cred, a proto.ToolRunArgs, raw 
 		return proto.ToolRecord{}, proto.AsError(err)
 	}
 	res, err := k.toolRunner().Run(ctx, runspec.ToolSpec(a.Agent, a.Tool, a.Args, a.Input, dir, p, timeout))
-	if errors.Is(err, wasm.ErrNoTool) {
-		return deny(proto.Errorf(proto.ENOENT, "no tool %s in %s", a.Tool, k.toolRunner().Dir()), runspec.ToolTarget(a.Agent, a.Tool, ""))
-	}
 	if err != nil {
-		return deny(proto.Errorf(proto.ENOEXEC, "%v", err), runspec.ToolTarget(a.Agent, a.Tool, ""))
+		return deny(runspec.ToolError(err, a.Tool, k.toolRunner().Dir()), runspec.ToolTarget(a.Agent, a.Tool, ""))
 	}
 	if res.Compile > 0 {
 		k.log.Info("wasm tool compiled", "tool", a.Tool, "seconds", res.Compile.Seconds())
@@ -121,9 +102,9 @@ func (k *Kernel) ToolList(ctx context.Context, c *Cred, a proto.ToolListArgs, ra
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return proto.Errorf(proto.EIO, "tools: %v", err)
 	}
-	for _, m := range ms {
-		rec := proto.ToolInfoRecord{Type: proto.RecordToolInfo, Name: m.Name, Description: m.Description, InputSchema: m.InputSchema, Allowed: p.CheckTool(m.Name) == nil}
-		if err := fn(&rec); err != nil {
+	recs := runspec.ToolInfos(ms, p)
+	for i := range recs {
+		if err := fn(&recs[i]); err != nil {
 			return err
 		}
 	}

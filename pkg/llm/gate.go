@@ -7,6 +7,20 @@ import (
 	"github.com/oxios/oxios/pkg/proto"
 )
 
+// DefaultLease is the probe lease of a breaker when llm.timeout does
+// not say.
+const DefaultLease = 10 * time.Minute
+
+// Lease is the probe lease of a breaker made now: the configured
+// llm.timeout (a duration such as 5m), DefaultLease when it is unset or
+// not one.
+func Lease(timeout string) time.Duration {
+	if d, err := time.ParseDuration(timeout); err == nil && d > 0 {
+		return d
+	}
+	return DefaultLease
+}
+
 // Gate answers llm.gate for a.Endpoint with its breaker (lease: the
 // probe lease of a breaker made now): with no outcome, whether a model
 // call may go now or how long to wait (a half-open breaker's call is its

@@ -41,3 +41,11 @@ func TestGate(t *testing.T) {
 		}
 	}
 }
+
+func TestLease(t *testing.T) {
+	for in, want := range map[string]time.Duration{"": DefaultLease, "5m": 5 * time.Minute, "bad": DefaultLease, "-1s": DefaultLease, "0s": DefaultLease} {
+		if got := Lease(in); got != want {
+			t.Errorf("Lease(%q) = %v, want %v", in, got, want)
+		}
+	}
+}

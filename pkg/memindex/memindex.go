@@ -5,7 +5,8 @@
 // them; Write and Decode are the index's file (DATA/index/recall/AGENT),
 // checked by a CRC so that a damaged file is rebuilt rather than believed;
 // Files is the folder of those files (saved durably, decoded ahead while
-// the daemon opens), Rebuild makes an index from the memory files; Set
+// the daemon opens), Rebuild makes an index from the memory files (read
+// from the state store: StoreSource); Set
 // is every agent's index in memory (lookups, selection, search), applied
 // the memory changes of each durable batch, saved, and loaded or caught
 // up at start. The kernel decides when they change (its committer calls

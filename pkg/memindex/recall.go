@@ -2,6 +2,7 @@ package memindex
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -11,8 +12,8 @@ import (
 )
 
 // Reading memories the indexes know, for the kernel's memory syscalls:
-// a recall's best memories with their files, and the records of the
-// memories a forget deletes.
+// a recall's best memories with their files, a listing's, the memories
+// a forget picks and the records of those it deletes.
 
 // Reader reads agent's memory file key of the mem space.
 type Reader func(agent, key string) ([]byte, error)
@@ -52,16 +53,10 @@ func RecallK(query string, k int) (int, error) {
 	return k, nil
 }
 
-// SearchError is Recall's failure to search.
-type SearchError struct{ Err error }
-
-func (e *SearchError) Error() string { return e.Err.Error() }
-func (e *SearchError) Unwrap() error { return e.Err }
-
 // Recall emits the k best memories of agents for query (qvec: its
 // embedding, or nil; f: which memories) scoring at least minScore, best
 // first, each read with read. It returns emit's error, ctx's when ctx
-// ends, or a *SearchError when the search itself failed.
+// ends, or the wire's error of the search's failure.
 func (s *Set) Recall(ctx context.Context, agents []string, query string, k int, minScore float64, qvec []float32, f Filter, read Reader, emit func(*proto.MemoryRecord) error) error {
 	// The memories read for the proximity signal, kept for the reply.
 	got := map[string]*memory.Memory{}
@@ -73,7 +68,7 @@ func (s *Set) Recall(ctx context.Context, agents []string, query string, k int, 
 		return mm.Text, ok
 	})
 	if serr != nil {
-		return &SearchError{serr}
+		return proto.AsError(serr)
 	}
 	sent := 0
 	for _, x := range all {
@@ -137,4 +132,90 @@ func (s *Set) StillDue(agent string, ids []string, now int64) []string {
 		}
 	}
 	return due
+}
+
+// List emits the records of agent's memories that match f and whose kind
+// ok allows (nil: every kind), oldest first. A memory gone or unreadable
+// meanwhile is left out.
+func (s *Set) List(ctx context.Context, agent string, f Filter, ok func(kind string) bool, read Reader, emit func(*proto.MemoryRecord) error) error {
+	for _, id := range s.Select(agent, f) {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		m, found := s.Memory(agent, id, read)
+		if !found || ok != nil && !ok(m.Kind) {
+			continue
+		}
+		rec := m.Record(agent)
+		if err := emit(&rec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ToForget is which memories of agent a forget of a deletes: those of
+// a.IDs that match its tags and time, or without ids every one that
+// does. An id that is not one, or names no memory, fails the forget:
+// nothing is forgotten then.
+func (s *Set) ToForget(agent string, a proto.MemForgetArgs) ([]string, error) {
+	if len(a.IDs) == 0 && len(a.Tags) == 0 && a.Before.IsZero() {
+		return nil, proto.Errorf(proto.EINVAL, "forget: give ids, tags or a time to forget memories before")
+	}
+	f, err := NewFilter("", a.Tags, time.Time{}, a.Before)
+	if err != nil {
+		return nil, err
+	}
+	if len(a.IDs) == 0 {
+		return s.Select(agent, f), nil
+	}
+	for _, id := range a.IDs {
+		if err := memory.CheckID(id); err != nil {
+			return nil, proto.Errorf(proto.EINVAL, "forget: %v", err)
+		}
+	}
+	var ids []string
+	for _, id := range a.IDs {
+		mt, ok := s.Lookup(agent, id)
+		if !ok {
+			return nil, proto.Errorf(proto.ENOENT, "%s: no memory %s; nothing was forgotten", agent, id)
+		}
+		if f.Match(&mt) {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
+}
+
+// Stat is the file size of agent's memory id of kind; ENOENT if it has
+// none of that kind.
+func (s *Set) Stat(agent, kind, id string) (int64, error) {
+	mt, ok := s.Lookup(agent, id)
+	if !ok || memory.Kinds[mt.Kind] != kind {
+		return 0, proto.Errorf(proto.ENOENT, "%s: no %s memory %s", agent, kind, id)
+	}
+	return int64(mt.Size), nil
+}
+
+// OfKinds is emit for the records of the kinds ok allows only (ok nil:
+// emit itself).
+func OfKinds(ok func(kind string) bool, emit func(*proto.MemoryRecord) error) func(*proto.MemoryRecord) error {
+	if ok == nil {
+		return emit
+	}
+	return func(r *proto.MemoryRecord) error {
+		if !ok(r.Kind) {
+			return nil
+		}
+		return emit(r)
+	}
+}
+
+// KindFilter is which kinds of memory a policy's memory.kinds lets its
+// agent use, as a test; nil when it lets every kind.
+func KindFilter(kinds []string) func(kind string) bool {
+	if len(kinds) >= len(memory.Kinds) {
+		return nil
+	}
+	return func(kind string) bool { return slices.Contains(kinds, kind) }
 }

@@ -46,8 +46,8 @@ func TestRecallReadsAndForgettable(t *testing.T) {
 	if err := s.Recall(context.Background(), []string{"a"}, "nginx disk", 10, 0, nil, Filter{kind: -1}, read, emit); err != nil || len(got) != 1 || got[0].ID != m2.ID {
 		t.Fatalf("%+v %v", got, err)
 	}
-	var se *SearchError
-	if err := s.Recall(context.Background(), []string{"a"}, "  ", 10, 0, nil, Filter{kind: -1}, read, emit); !errors.As(err, &se) {
+	var pe *proto.Error
+	if err := s.Recall(context.Background(), []string{"a"}, "  ", 10, 0, nil, Filter{kind: -1}, read, emit); !errors.As(err, &pe) {
 		t.Fatal(err)
 	}
 	boom := errors.New("boom")
@@ -78,5 +78,83 @@ func TestRecallK(t *testing.T) {
 		if _, err := RecallK(c.q, c.k); err == nil {
 			t.Errorf("%q %d", c.q, c.k)
 		}
+	}
+}
+
+func TestListToForgetStat(t *testing.T) {
+	s := NewSet(NewFiles(t.TempDir()), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	now := time.Now().UTC()
+	m1 := &memory.Memory{ID: memory.NewID(now), Kind: memory.Episodic, Text: "one", Tags: []string{"x"}, Created: now}
+	m2 := &memory.Memory{ID: memory.NewID(now.Add(time.Millisecond)), Kind: memory.Semantic, Text: "two", Created: now}
+	mems := []*memory.Memory{m1, m2}
+	files := [][]byte{m1.Encode(), m2.Encode()}
+	docs := NewDocs(mems, files, nil)
+	if len(docs) != 2 || docs[0] == nil || docs[1].Expires != 0 {
+		t.Fatalf("%+v", docs)
+	}
+	byKey := map[string][]byte{m1.Key(): files[0], m2.Key(): files[1]}
+	s.Apply([]Change{{Agent: "a", Key: m1.Key(), Value: files[0]}, {Agent: "a", Key: m2.Key(), Value: files[1]}}, 1)
+	read := func(agent, key string) ([]byte, error) {
+		if v, ok := byKey[key]; ok {
+			return v, nil
+		}
+		return nil, proto.Errorf(proto.ENOENT, "no %s", key)
+	}
+
+	var got []string
+	emit := func(r *proto.MemoryRecord) error { got = append(got, r.Text); return nil }
+	if err := s.List(context.Background(), "a", Filter{kind: -1}, nil, read, emit); err != nil || len(got) != 2 || got[0] != "one" {
+		t.Fatal(got, err)
+	}
+	got = nil
+	ok := KindFilter([]string{memory.Semantic})
+	if err := s.List(context.Background(), "a", Filter{kind: -1}, ok, read, emit); err != nil || len(got) != 1 || got[0] != "two" {
+		t.Fatal(got, err)
+	}
+	got = nil
+	only := OfKinds(ok, emit)
+	only(&proto.MemoryRecord{Kind: memory.Episodic, Text: "e"})
+	only(&proto.MemoryRecord{Kind: memory.Semantic, Text: "s"})
+	OfKinds(nil, emit)(&proto.MemoryRecord{Kind: memory.Episodic, Text: "all"})
+	if len(got) != 2 || got[0] != "s" || got[1] != "all" {
+		t.Fatal(got)
+	}
+	if KindFilter(memory.Kinds) != nil {
+		t.Fatal("every kind is no filter")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.List(ctx, "a", Filter{kind: -1}, nil, read, emit); err != context.Canceled {
+		t.Fatal(err)
+	}
+
+	code := func(err error) string {
+		var pe *proto.Error
+		if errors.As(err, &pe) {
+			return pe.Code
+		}
+		return ""
+	}
+	if _, err := s.ToForget("a", proto.MemForgetArgs{}); code(err) != proto.EINVAL {
+		t.Fatal(err)
+	}
+	if ids, err := s.ToForget("a", proto.MemForgetArgs{Tags: []string{"x"}}); err != nil || len(ids) != 1 || ids[0] != m1.ID {
+		t.Fatal(ids, err)
+	}
+	if ids, err := s.ToForget("a", proto.MemForgetArgs{IDs: []string{m1.ID, m2.ID}, Tags: []string{"x"}}); err != nil || len(ids) != 1 || ids[0] != m1.ID {
+		t.Fatal(ids, err)
+	}
+	if _, err := s.ToForget("a", proto.MemForgetArgs{IDs: []string{"bad id"}}); code(err) != proto.EINVAL {
+		t.Fatal(err)
+	}
+	if _, err := s.ToForget("a", proto.MemForgetArgs{IDs: []string{m1.ID, memory.NewID(now.Add(time.Hour))}}); code(err) != proto.ENOENT {
+		t.Fatal(err)
+	}
+
+	if n, err := s.Stat("a", memory.Episodic, m1.ID); err != nil || n != int64(len(files[0])) {
+		t.Fatal(n, err)
+	}
+	if _, err := s.Stat("a", memory.Semantic, m1.ID); code(err) != proto.ENOENT {
+		t.Fatal(err)
 	}
 }

@@ -74,6 +74,20 @@ func NewDoc(m *memory.Memory, size int, vec []float32) *Doc {
 	return d
 }
 
+// NewDocs are the Docs of mems, whose files are files, with their
+// embeddings vecs (nil: none), in order.
+func NewDocs(mems []*memory.Memory, files [][]byte, vecs [][]float32) []*Doc {
+	docs := make([]*Doc, len(mems))
+	for i, m := range mems {
+		var vec []float32
+		if vecs != nil {
+			vec = vecs[i]
+		}
+		docs[i] = NewDoc(m, len(files[i]), vec)
+	}
+	return docs
+}
+
 // get returns agent's index, creating it when create is set.
 func (s *Set) get(agent string, create bool) *agentIndex {
 	s.mu.RLock()

@@ -66,6 +66,27 @@ func (m *Memory) Record(agent string) proto.MemoryRecord {
 	return r
 }
 
+// CheckBatch checks the size of a remember of n memories: one at least,
+// at most proto.MaxRememberBatch.
+func CheckBatch(n int) error {
+	if n == 0 {
+		return proto.Errorf(proto.EINVAL, "mem.remember: no memories given")
+	}
+	if n > proto.MaxRememberBatch {
+		return proto.Errorf(proto.E2BIG, "mem.remember: %d memories in one request, more than %d", n, proto.MaxRememberBatch)
+	}
+	return nil
+}
+
+// Texts are the texts of mems, in order (what is embedded).
+func Texts(mems []*Memory) []string {
+	texts := make([]string, len(mems))
+	for i, m := range mems {
+		texts[i] = m.Text
+	}
+	return texts
+}
+
 // FromInputs is FromInput of each memory of a remember of agent, with
 // its file: all or none. A memory whose text leaves its file more than
 // maxValue bytes is E2BIG; the error names the memory by its position

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -43,5 +44,18 @@ func TestFromInputsAllOrNone(t *testing.T) {
 	_, _, err = FromInputs("a", []proto.MemoryInput{{Text: strings.Repeat("x", 600)}}, now, time.Hour, 1024)
 	if pe, ok := err.(*proto.Error); !ok || pe.Code != proto.E2BIG || strings.Contains(pe.Message, "memory 1 of") {
 		t.Fatal(err)
+	}
+}
+
+func TestCheckBatchAndTexts(t *testing.T) {
+	for n, want := range map[int]string{0: proto.EINVAL, 1: "", proto.MaxRememberBatch: "", proto.MaxRememberBatch + 1: proto.E2BIG} {
+		err := CheckBatch(n)
+		var pe *proto.Error
+		if want == "" && err != nil || want != "" && (!errors.As(err, &pe) || pe.Code != want) {
+			t.Errorf("%d: %v, want %q", n, err, want)
+		}
+	}
+	if got := Texts([]*Memory{{Text: "a"}, {Text: "b"}}); len(got) != 2 || got[0] != "a" || got[1] != "b" {
+		t.Fatal(got)
 	}
 }

@@ -4,7 +4,8 @@
 // the very address checked, so a DNS answer that changes between check and
 // use cannot slip in; the body capped and the whole fetch bounded in
 // time. The kernel audits and publishes; this package fetches, and says
-// how a fetch is named on the audit log (Method, Target, Outcome).
+// how a fetch is named on the audit log (Method, Target, Outcome), what a
+// failed one answers (Failure) and the record of one that went (Finish).
 package netfetch
 
 import (

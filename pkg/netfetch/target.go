@@ -1,10 +1,12 @@
 package netfetch
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/oxios/oxios/pkg/audit"
+	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
 )
 
@@ -37,4 +39,31 @@ func Outcome(rec *proto.FetchRecord) string {
 		outcome += " from " + audit.Clip(rec.FinalURL, audit.MaxTarget)
 	}
 	return outcome
+}
+
+// Failure is what a failed Fetch answers: its error, and the outcome its
+// refusal is audited with: the rule of a policy's refusal, or how the
+// network failed. A bad request (EINVAL) is not audited: "".
+func Failure(err error) (*proto.Error, string) {
+	if d := policy.AsDenied(err); d != nil {
+		return d.Refused("fetch"), " [" + d.Rule + "]"
+	}
+	var pe *proto.Error
+	if errors.As(err, &pe) && pe.Code == proto.EINVAL {
+		return pe, ""
+	}
+	pe = Error(err)
+	return pe, " => " + pe.Code
+}
+
+// Finish makes rec, fetched by run of agent, a record: its type, whose
+// it is and its text; and returns the record subscribers get (without
+// the body) and the target of its audit entry.
+func Finish(rec *proto.FetchRecord, agent, run, method, rawURL string) (proto.FetchRecord, string) {
+	rec.Type, rec.Agent, rec.Run = proto.RecordFetch, agent, run
+	outcome := Outcome(rec)
+	rec.Text = strings.TrimPrefix(Target("", method, rawURL, outcome), ":fetch ")
+	ev := *rec
+	ev.Body, ev.Encoding = "", ""
+	return ev, Target(agent, method, rawURL, outcome+" body "+rec.Digest[:16])
 }

@@ -129,6 +129,16 @@ func (p *Policy) MCPServers() proto.MCPServersResult {
 	return res
 }
 
+// CheckMCPResult checks the server an mcp.result names and what it
+// reports, and returns the result its audit entry names (ok, or the
+// errno name of how the call failed).
+func CheckMCPResult(a *proto.MCPResultArgs) (string, *proto.Error) {
+	if err := CheckMCPName(a.Server); err != nil {
+		return "", proto.Errorf(proto.EINVAL, "%v", err)
+	}
+	return a.Result()
+}
+
 // CheckMCPCall checks the server and tool an mcp.call names.
 func CheckMCPCall(server, tool string) *proto.Error {
 	if err := CheckMCPName(server); err != nil {

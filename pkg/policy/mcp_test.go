@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/oxios/oxios/pkg/proto"
 )
 
 func TestMCPPolicy(t *testing.T) {
@@ -60,6 +62,21 @@ func TestMCPServersTimeoutsAndCallChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := CheckMCPCall("files", strings.Repeat("x", 129)); err == nil || !strings.Contains(err.Message, "want 1 to 128 bytes") {
+		t.Fatal(err)
+	}
+}
+
+func TestCheckMCPResult(t *testing.T) {
+	a := proto.MCPResultArgs{Agent: "ops", Server: "git", Tool: "status", Call: 3, Digest: strings.Repeat("ab", 32)}
+	if got, err := CheckMCPResult(&a); err != nil || got != "ok" {
+		t.Fatal(got, err)
+	}
+	a.Error = proto.ETIMEDOUT
+	if got, err := CheckMCPResult(&a); err != nil || got != proto.ETIMEDOUT {
+		t.Fatal(got, err)
+	}
+	a.Server = "bad name"
+	if _, err := CheckMCPResult(&a); err == nil || err.Code != proto.EINVAL {
 		t.Fatal(err)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/oxios/oxios/pkg/config"
+	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/share"
 )
 
@@ -325,6 +326,21 @@ type Denied struct {
 }
 
 func (d *Denied) Error() string { return d.Reason + " (policy rule " + d.Rule + ")" }
+
+// Refused is the EPERM error of a call d refused: what was refused, why,
+// and the rule.
+func (d *Denied) Refused(what string) *proto.Error {
+	return proto.Errorf(proto.EPERM, "%s refused: %s (policy rule %s)", what, d.Reason, d.Rule)
+}
+
+// AsDenied returns err as a *Denied, or nil.
+func AsDenied(err error) *Denied {
+	var d *Denied
+	if errors.As(err, &d) {
+		return d
+	}
+	return nil
+}
 
 // Command is a command the exec syscall may run, as decided by CheckExec.
 type Command struct {

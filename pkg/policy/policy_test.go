@@ -2,9 +2,12 @@ package policy
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/oxios/oxios/pkg/proto"
 )
 
 func TestDefault(t *testing.T) {
@@ -84,5 +87,16 @@ func TestCheckExec(t *testing.T) {
 	}
 	if _, err := p.CheckExec(nil, "rm -rf / | ls"); err == nil {
 		t.Fatal("a shell command must start with an allowed program")
+	}
+}
+
+func TestAsDeniedRefused(t *testing.T) {
+	d := &Denied{Rule: "exec.allow", Reason: "rm is not allowed"}
+	if AsDenied(fmt.Errorf("wrapped: %w", d)) != d || AsDenied(errors.New("other")) != nil || AsDenied(nil) != nil {
+		t.Fatal("AsDenied")
+	}
+	err := d.Refused("exec")
+	if err.Code != proto.EPERM || err.Message != "exec refused: rm is not allowed (policy rule exec.allow)" {
+		t.Fatalf("%+v", err)
 	}
 }

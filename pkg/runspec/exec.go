@@ -13,6 +13,7 @@ import (
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/sandbox"
 	"github.com/oxios/oxios/pkg/supervisor"
 )
 
@@ -41,6 +42,36 @@ func shorter(limit time.Duration, asked string) (time.Duration, *proto.Error) {
 	return limit, nil
 }
 
+// UIDs hands out the uids of the execs that are not a run's (the
+// supervisor's pool).
+type UIDs interface {
+	AcquireUID() uint32
+	ReleaseUID(uid uint32)
+}
+
+// ExecUID gives sb, an exec's sandbox (nil: none), the uid it runs in:
+// the run's when the caller is a run with one (the exec writes the run's
+// workspace), else one of its own from uids while it runs, to which its
+// workspace dir is given. It returns the exec's HOME, and release, which
+// gives the uid back (to be called even when err is not nil).
+func ExecUID(sb *sandbox.Spec, run *supervisor.Run, uids UIDs, dir string) (home string, release func(), err error) {
+	release = func() {}
+	if sb == nil {
+		return dir, release, nil
+	}
+	if run != nil && run.UID() != 0 {
+		sb.UID = run.UID()
+		return sandbox.WorkDir, release, nil
+	}
+	uid := uids.AcquireUID()
+	sb.UID = uid
+	release = func() { uids.ReleaseUID(uid) }
+	if err := sandbox.Chown(dir, uid); err != nil {
+		return "", release, err
+	}
+	return sandbox.WorkDir, release, nil
+}
+
 // ExecCap is how many bytes of each output an exec keeps (the policy's
 // exec output cap, 1 MiB by default).
 func ExecCap(p *policy.Policy) int {
@@ -57,9 +88,9 @@ func ExecEnv(agent, home string) []string {
 }
 
 // ExecRecord is the record of an exec of argv for agent (run: the
-// caller's run, "" if none) that ended with res, without its text, and
-// the outcome its audit entry names (" => status N", or the timeout,
-// with the limits it ran into).
+// caller's run, "" if none) that ended with res, its text the command
+// and the outcome, and that outcome, which its audit entry names too
+// (" => status N", or the timeout, with the limits it ran into).
 func ExecRecord(agent, run string, argv []string, res supervisor.ExecResult, timeout time.Duration) (proto.ExecRecord, string) {
 	rec := proto.ExecRecord{
 		Type: proto.RecordExec, Agent: agent, Run: run, Argv: argv, Status: res.Status, Signal: res.Signal,
@@ -73,6 +104,7 @@ func ExecRecord(agent, run string, argv []string, res supervisor.ExecResult, tim
 	if res.Limits != "" {
 		outcome += " (" + res.Limits + ")"
 	}
+	rec.Text = strings.TrimPrefix(ExecTarget("", argv, "", outcome), ":exec ")
 	return rec, outcome
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/sandbox"
 	"github.com/oxios/oxios/pkg/supervisor"
 )
 
@@ -43,7 +44,7 @@ func TestExecTimeoutCapEnv(t *testing.T) {
 func TestExecRecord(t *testing.T) {
 	res := supervisor.ExecResult{Status: 1, Stdout: []byte("out\xff"), Stderr: []byte("err"), Limits: "memory", Duration: 2 * time.Second}
 	rec, outcome := ExecRecord("ops", "r1", []string{"ls"}, res, time.Second)
-	if outcome != " => status 1 (memory)" || rec.Stdout != "out\uFFFD" || len(rec.Digest) != 64 || rec.Run != "r1" || rec.Duration != 2 || rec.Type != proto.RecordExec {
+	if outcome != " => status 1 (memory)" || rec.Text != "ls => status 1 (memory)" || rec.Stdout != "out\uFFFD" || len(rec.Digest) != 64 || rec.Run != "r1" || rec.Duration != 2 || rec.Type != proto.RecordExec {
 		t.Fatalf("%q %+v", outcome, rec)
 	}
 	res.TimedOut, res.Limits = true, ""
@@ -76,5 +77,50 @@ func TestWorkspace(t *testing.T) {
 	}
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
 		t.Fatalf("%v %v", fi, err)
+	}
+}
+
+// pool is a UIDs that hands out the test's own uid (which a workspace
+// may be given without privileges).
+type pool struct{ out []uint32 }
+
+func (p *pool) AcquireUID() uint32 {
+	uid := uint32(os.Getuid())
+	p.out = append(p.out, uid)
+	return uid
+}
+
+func (p *pool) ReleaseUID(uid uint32) {
+	for i, u := range p.out {
+		if u == uid {
+			p.out = append(p.out[:i], p.out[i+1:]...)
+			return
+		}
+	}
+}
+
+func TestExecUID(t *testing.T) {
+	dir := t.TempDir()
+	p := &pool{}
+	home, release, err := ExecUID(nil, nil, p, dir)
+	release()
+	if err != nil || home != dir || len(p.out) != 0 {
+		t.Fatal(home, err, p.out)
+	}
+	sb := &sandbox.Spec{}
+	home, release, err = ExecUID(sb, nil, p, dir)
+	if err != nil || home != sandbox.WorkDir || sb.UID != uint32(os.Getuid()) || len(p.out) != 1 {
+		t.Fatal(home, err, sb.UID, p.out)
+	}
+	release()
+	if len(p.out) != 0 {
+		t.Fatal("the uid was not given back", p.out)
+	}
+	// A workspace that cannot be given to the uid fails; the uid is
+	// given back all the same.
+	_, release, err = ExecUID(&sandbox.Spec{}, nil, p, filepath.Join(dir, "none"))
+	release()
+	if err == nil || len(p.out) != 0 {
+		t.Fatal(err, p.out)
 	}
 }

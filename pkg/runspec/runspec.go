@@ -2,8 +2,9 @@
 // with, besides what the kernel decides: the command line and environment
 // of the LLM runner (ox-agent), the PATH of runs and how a command is
 // found in it, the process limits of a policy, an exec's or a tool
-// call's workspace, timeout, output cap and environment; and the record
-// and the audit target of what an exec or a tool call ended with.
+// call's workspace, timeout, output cap and environment; the record and
+// the audit target of what an exec or a tool call ended with; and those
+// of the MCP calls of an LLM run.
 package runspec
 
 import (
@@ -50,6 +51,22 @@ func Path() string {
 		p = filepath.Dir(exe) + ":" + p
 	}
 	return p
+}
+
+// Runnable checks what a new job of a schedule runs: a command found as
+// a run would find it, or, with none, an LLM task, which needs a model
+// endpoint (baseURL, the [llm] base_url).
+func Runnable(command []string, baseURL string) error {
+	switch {
+	case len(command) == 0 && baseURL == "":
+		// Accepted, it would fail at every firing, seen only in the log.
+		return proto.Errorf(proto.ENOEXEC, "no model endpoint is configured for LLM runs, so an LLM job would fail at every firing: set base_url in the [llm] section of oxios.toml, or give a command after --")
+	case len(command) > 0:
+		if _, err := LookPath(command[0]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // LookPath finds prog as a run would: an absolute path as it is, a name

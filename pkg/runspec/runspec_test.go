@@ -51,3 +51,24 @@ func TestRunnerEnv(t *testing.T) {
 		t.Errorf("env %q", env)
 	}
 }
+
+func TestRunnable(t *testing.T) {
+	code := func(err error) string {
+		if pe, ok := err.(*proto.Error); ok {
+			return pe.Code
+		}
+		return ""
+	}
+	if err := Runnable(nil, ""); code(err) != proto.ENOEXEC {
+		t.Fatal(err)
+	}
+	if err := Runnable(nil, "http://127.0.0.1:1/v1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := Runnable([]string{"/bin/true"}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := Runnable([]string{"sub/prog"}, ""); code(err) != proto.EINVAL {
+		t.Fatal(err)
+	}
+}

@@ -1,6 +1,7 @@
 package runspec
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -60,4 +61,23 @@ func ToolRecord(agent, run, tool string, res wasm.Result, timeout time.Duration)
 // ToolTarget is the target of a tool.run's audit entry.
 func ToolTarget(agent, tool, outcome string) string {
 	return agent + ":tool " + audit.Clip(tool, 64) + outcome
+}
+
+// ToolError is the error of a tool call that did not run: ENOENT when
+// there is no such tool in dir, the tools folder, ENOEXEC otherwise.
+func ToolError(err error, tool, dir string) *proto.Error {
+	if errors.Is(err, wasm.ErrNoTool) {
+		return proto.Errorf(proto.ENOENT, "no tool %s in %s", tool, dir)
+	}
+	return proto.Errorf(proto.ENOEXEC, "%v", err)
+}
+
+// ToolInfos are the records of the tools in ms, saying whether p lets
+// its agent run each.
+func ToolInfos(ms []wasm.Manifest, p *policy.Policy) []proto.ToolInfoRecord {
+	recs := make([]proto.ToolInfoRecord, len(ms))
+	for i, m := range ms {
+		recs[i] = proto.ToolInfoRecord{Type: proto.RecordToolInfo, Name: m.Name, Description: m.Description, InputSchema: m.InputSchema, Allowed: p.CheckTool(m.Name) == nil}
+	}
+	return recs
 }

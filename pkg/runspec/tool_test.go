@@ -1,6 +1,8 @@
 package runspec
 
 import (
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -39,5 +41,22 @@ func TestToolTimeoutSpecRecord(t *testing.T) {
 	}
 	if e, _ := ExecRecord("ops", "", nil, supervisorResult([]byte("x")), 0); e.Digest != rec.Digest {
 		t.Fatal("an exec's and a tool call's digest of the same output differ")
+	}
+}
+
+func TestToolErrorAndInfos(t *testing.T) {
+	if e := ToolError(fmt.Errorf("open: %w", wasm.ErrNoTool), "grep", "/tools"); e.Code != proto.ENOENT || e.Message != "no tool grep in /tools" {
+		t.Fatal(e)
+	}
+	if e := ToolError(errors.New("bad module"), "grep", "/tools"); e.Code != proto.ENOEXEC || e.Message != "bad module" {
+		t.Fatal(e)
+	}
+	p, err := policy.Parse([]byte("[tools]\nallow = [\"grep\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := ToolInfos([]wasm.Manifest{{Name: "grep", Description: "finds"}, {Name: "rm"}}, p)
+	if len(recs) != 2 || recs[0].Type != proto.RecordToolInfo || !recs[0].Allowed || recs[0].Description != "finds" || recs[1].Allowed {
+		t.Fatalf("%+v", recs)
 	}
 }

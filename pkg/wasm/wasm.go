@@ -136,6 +136,29 @@ func New(dir string) *Runner {
 // Dir is the tools folder.
 func (r *Runner) Dir() string { return r.dir }
 
+// Lazy is a Runner made on first use: a daemon whose agents run no tools
+// compiles nothing. The zero Lazy has none yet.
+type Lazy struct {
+	once sync.Once
+	r    *Runner
+}
+
+// Runner is the runner of the tools in dir, made at the first call (dir
+// of later calls is not looked at).
+func (l *Lazy) Runner(dir string) *Runner {
+	l.once.Do(func() { l.r = New(dir) })
+	return l.r
+}
+
+// Close ends the runner's runtimes and compiled modules, if it was made;
+// none is made after.
+func (l *Lazy) Close(ctx context.Context) {
+	l.once.Do(func() {})
+	if l.r != nil {
+		l.r.Close(ctx)
+	}
+}
+
 // ValidName reports whether name can name a tool: letters, digits, '-'
 // and '_', so it never leaves the tools folder.
 func ValidName(name string) bool {

@@ -243,3 +243,17 @@ func TestCoalesceData(t *testing.T) {
 		}
 	}
 }
+
+func TestLazy(t *testing.T) {
+	var l Lazy
+	l.Close(context.Background()) // none made: nothing to close
+	if r := l.Runner(tools); r != nil {
+		t.Fatal("a runner made after Close")
+	}
+	var m Lazy
+	r := m.Runner(tools)
+	if r == nil || r.Dir() != tools || m.Runner(t.TempDir()) != r {
+		t.Fatal("one runner, of the first dir")
+	}
+	m.Close(context.Background())
+}

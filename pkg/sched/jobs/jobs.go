@@ -168,33 +168,58 @@ type Map interface {
 	Len() int
 }
 
+// ByName is a Map: the jobs in a map by name.
+type ByName map[string]*File
+
+func (m ByName) Get(name string) *File { return m[name] }
+func (m ByName) Put(j *File)           { m[j.Name] = j }
+func (m ByName) Delete(name string)    { delete(m, name) }
+func (m ByName) Len() int              { return len(m) }
+func (m ByName) Each(fn func(*File)) {
+	for _, j := range m {
+		fn(j)
+	}
+}
+
+// Store is where Start finds the jobs: the state store, whose agents'
+// sys spaces hold their job files (Dir).
+type Store interface {
+	Agents() []string
+	List(ref, prefix string) ([]proto.StateRecord, error)
+	Load(ref, key string) ([]byte, proto.StateRecord, error)
+}
+
 // NewTable returns the table of jobs guarded by mu; until Start, every
 // call is refused with ESHUTDOWN.
 func NewTable(mu *sync.Mutex, h Hooks) *Table {
 	return &Table{mu: mu, h: h}
 }
 
-// Start loads the jobs of agents into jobs (list and load read their
-// sys space) and starts firing them (clock nil: the system clock). Call
-// it with the lock held.
-func (t *Table) Start(clock sched.Clock, jobs Map, agents []string, list func(agent string) ([]string, error), load func(agent, key string) ([]byte, error)) error {
+// Start loads the jobs of every agent of st into jobs and starts firing
+// them (clock nil: the system clock). Call it with the lock held.
+func (t *Table) Start(clock sched.Clock, jobs Map, st Store) error {
 	if t.s != nil {
 		return errors.New("scheduler already started")
 	}
 	t.s = sched.New(clock, sched.Hooks{Fire: t.fire, Skip: t.skip})
 	t.jobs = jobs
 	t.msgRuns = map[string]sched.Run{}
-	for _, agent := range agents {
-		keys, err := list(agent)
+	for _, agent := range st.Agents() {
+		ref := state.Ref(state.SpaceSys, agent)
+		recs, err := st.List(ref, Dir)
 		if err != nil {
 			continue
 		}
-		for _, key := range keys {
+		for _, r := range recs {
+			key := r.Key
 			name, ok := strings.CutSuffix(strings.TrimPrefix(key, Dir+"/"), ".json")
 			if !ok || strings.Contains(name, "/") {
 				continue
 			}
-			if err := t.load(agent, name, key, load); err != nil {
+			if err := t.load(agent, name, key, func(key string) ([]byte, error) {
+				b, _, err := st.Load(ref, key)
+				return b, err
+			}); err != nil {
 				t.h.Log.Warn("schedule not loaded", "agent", agent, "file", key, "err", err)
 			}
 		}
@@ -214,8 +239,8 @@ func (t *Table) Start(clock sched.Clock, jobs Map, agents []string, list func(ag
 	return nil
 }
 
-func (t *Table) load(agent, name, key string, load func(agent, key string) ([]byte, error)) error {
-	b, err := load(agent, key)
+func (t *Table) load(agent, name, key string, load func(key string) ([]byte, error)) error {
+	b, err := load(key)
 	if err != nil {
 		return err
 	}
@@ -612,6 +637,14 @@ func (t *Table) recordFiring(who audit.Actor, f sched.Firing, run, result string
 	// The key as a replay from the audit log has it: NAME RUN.
 	if err := t.h.Commit(context.Background(), ch, e, strings.TrimPrefix(target, j.Agent+":"), &rec); err != nil {
 		t.h.Log.Warn("schedule firing not recorded", "job", j.Name, "err", err)
+	}
+}
+
+// MsgArrived fires agent's message jobs, in the background, when a
+// message came for agent and the table runs.
+func (t *Table) MsgArrived(agent string) {
+	if t.Running() {
+		go t.FireMsgs(agent)
 	}
 }
 

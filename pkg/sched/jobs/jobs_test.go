@@ -3,11 +3,15 @@ package jobs
 import (
 	"encoding/json"
 	"errors"
+	"io"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/sched"
 	"github.com/oxios/oxios/pkg/state"
 )
 
@@ -82,5 +86,110 @@ func TestForkCopyIsDisabledAndRenamed(t *testing.T) {
 	}
 	if c := ForkCopy(val, strings.Repeat("x", 200), func(string) bool { return false }); c != nil {
 		t.Fatalf("too long: %+v", c)
+	}
+}
+
+// store is a Store of job files in memory: by ref, by key.
+type store map[string]map[string][]byte
+
+func (s store) Agents() []string {
+	var out []string
+	for ref := range s {
+		if _, a := state.SplitRef(ref); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func (s store) List(ref, prefix string) ([]proto.StateRecord, error) {
+	var out []proto.StateRecord
+	for k := range s[ref] {
+		if strings.HasPrefix(k, prefix) {
+			out = append(out, proto.StateRecord{Key: k})
+		}
+	}
+	return out, nil
+}
+
+func (s store) Load(ref, key string) ([]byte, proto.StateRecord, error) {
+	b, ok := s[ref][key]
+	if !ok {
+		return nil, proto.StateRecord{}, proto.Errorf(proto.ENOENT, "no %s", key)
+	}
+	return b, proto.StateRecord{Key: key}, nil
+}
+
+func TestStartLoadsTheStoresJobs(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	ok := func([]string) error { return nil }
+	j, err := New(proto.ScheduleAddArgs{Name: "tick", Agent: "a", Schedule: "@daily", Task: "x"}, 0, now, ok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := New(proto.ScheduleAddArgs{Name: "other", Agent: "b", Schedule: "@daily", Task: "x"}, 0, now, ok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := store{
+		state.Ref(state.SpaceSys, "a"): {j.Change().Key: j.Change().Value, "budget.json": []byte("{}")},
+		// A file that names another job than its path is not loaded.
+		state.Ref(state.SpaceSys, "b"): {Key("wrong"): other.Change().Value},
+	}
+	var mu sync.Mutex
+	tab := NewTable(&mu, Hooks{Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	m := ByName{}
+	mu.Lock()
+	err = tab.Start(sched.NewManualClock(now), m, st)
+	mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tab.Stop()
+	if m.Len() != 1 || m.Get("tick") == nil || m.Get("tick").Agent != "a" || m.Get("wrong") != nil {
+		t.Fatalf("loaded %v", m)
+	}
+	n := 0
+	m.Each(func(*File) { n++ })
+	m.Delete("tick")
+	if n != 1 || m.Len() != 0 {
+		t.Fatal(n, m.Len())
+	}
+}
+
+func TestMsgArrivedFiresOnlyWhenRunning(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	j, err := New(proto.ScheduleAddArgs{Name: "inbox", Agent: "m", Schedule: proto.ScheduleMessage, Task: "x"}, 0, now, func([]string) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := make(chan string, 4)
+	var mu sync.Mutex
+	tab := NewTable(&mu, Hooks{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), MsgIDs: func(agent, after string) []string {
+		asked <- agent
+		return nil
+	}})
+	tab.MsgArrived("m")
+	select {
+	case a := <-asked:
+		t.Fatalf("a table not started looked at %s's messages", a)
+	case <-time.After(20 * time.Millisecond):
+	}
+	mu.Lock()
+	err = tab.Start(sched.NewManualClock(now), ByName{}, store{state.Ref(state.SpaceSys, "m"): {j.Change().Key: j.Change().Value}})
+	mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tab.Stop()
+	<-asked // the catch-up at start
+	tab.MsgArrived("m")
+	select {
+	case a := <-asked:
+		if a != "m" {
+			t.Fatal(a)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a message did not fire the message job")
 	}
 }
