@@ -13,10 +13,12 @@ type Clock interface {
 	NewTimer(d time.Duration) Timer
 }
 
-// Timer is the part of *time.Timer the scheduler uses.
+// Timer is the part of *time.Timer the scheduler uses. It is armed for
+// a time, not a duration: a duration measured from a Now read before the
+// clock moved (a ManualClock set by a test meanwhile) would arm it late.
 type Timer interface {
 	C() <-chan time.Time
-	Reset(d time.Duration)
+	ResetAt(at time.Time)
 	Stop()
 }
 
@@ -33,10 +35,10 @@ type sysTimer struct{ t *time.Timer }
 
 func (t sysTimer) C() <-chan time.Time { return t.t.C }
 
-// Reset re-arms the timer; since Go 1.23 a timer's channel holds no stale
-// value after Stop or Reset.
-func (t sysTimer) Reset(d time.Duration) { t.t.Reset(d) }
-func (t sysTimer) Stop()                 { t.t.Stop() }
+// ResetAt re-arms the timer; since Go 1.23 a timer's channel holds no
+// stale value after Stop or Reset.
+func (t sysTimer) ResetAt(at time.Time) { t.t.Reset(time.Until(at)) }
+func (t sysTimer) Stop()                { t.t.Stop() }
 
 // ManualClock is a clock that moves only when told to (Set, Advance),
 // firing the timers that come due. For tests.
@@ -67,7 +69,7 @@ func (c *ManualClock) Armed() <-chan struct{} { return c.armed }
 // NewTimer returns a timer that fires when the clock reaches now+d.
 func (c *ManualClock) NewTimer(d time.Duration) Timer {
 	t := &manualTimer{c: c, ch: make(chan time.Time, 1)}
-	t.Reset(d)
+	t.ResetAt(c.Now().Add(d))
 	return t
 }
 
@@ -99,14 +101,14 @@ type manualTimer struct {
 
 func (t *manualTimer) C() <-chan time.Time { return t.ch }
 
-func (t *manualTimer) Reset(d time.Duration) {
+func (t *manualTimer) ResetAt(at time.Time) {
 	c := t.c
 	c.mu.Lock()
 	select { // no stale value, as with time.Timer since Go 1.23
 	case <-t.ch:
 	default:
 	}
-	t.at, t.active = c.now.Add(d), true
+	t.at, t.active = at, true
 	found := false
 	for _, x := range c.timers {
 		if x == t {
@@ -116,7 +118,7 @@ func (t *manualTimer) Reset(d time.Duration) {
 	if !found {
 		c.timers = append(c.timers, t)
 	}
-	if d <= 0 {
+	if !at.After(c.now) {
 		t.active = false
 		t.ch <- c.now
 	}

@@ -337,9 +337,7 @@ func (s *Scheduler) loop() {
 		for _, f := range due {
 			s.dispatch(f)
 		}
-		// Firing takes time: the timer counts from now, not from the
-		// start of this pass.
-		t.Reset(earliest.Sub(s.clock.Now()))
+		t.ResetAt(earliest)
 		select {
 		case <-t.C():
 		case <-s.wake:
