@@ -91,8 +91,9 @@
 //
 // A commit is durable when Commit returns. The order: the pack and its
 // index are written to temp files in objects/pack and the branch's new
-// value to refs/heads/main.lock, the three fsynced side by side (three
-// serial fsyncs cost a commit of 10 files about 2 ms here); the pack and
+// value to refs/heads/main.lock, the three fsynced side by side (one
+// wait where there were three: BenchmarkCommit10of10000 3.7-4.8 ms a
+// commit against 4.3-5.2 ms with them in turn); the pack and
 // index are renamed into place (pack first: readers find packs by their
 // index) and the folder fsynced; only then is the lock file renamed over
 // the branch and its folder fsynced. A crash at any point leaves the
