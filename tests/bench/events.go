@@ -88,7 +88,7 @@ func benchEvents(sock string) {
 	phase := func(nsubs int) (lat []time.Duration, evRate, delivered float64) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		var got atomic.Int64
+		var got, ready atomic.Int64
 		var swg sync.WaitGroup
 		for i := 0; i < nsubs; i++ {
 			c := dial(sock)
@@ -96,19 +96,29 @@ func benchEvents(sock string) {
 			go func() {
 				defer swg.Done()
 				defer c.Close()
+				first := true
 				c.Events(ctx, proto.EventsArgs{}, func(rec json.RawMessage) error {
 					got.Add(1)
+					if first {
+						first = false
+						ready.Add(1)
+					}
 					return nil
 				})
 			}()
 		}
 		if nsubs > 0 {
-			// Subscribed: a save reaches every subscriber.
+			// Subscribed: a save reaches every subscriber. A subscription
+			// the daemon has not taken yet misses a save, so the save is
+			// made again until each has had one.
 			c := dial(sock)
-			want := got.Load() + int64(nsubs)
-			c.StateSave(ctx, "evbench", "ready", []byte("x"))
-			for got.Load() < want {
-				time.Sleep(time.Millisecond)
+			deadline := time.Now().Add(30 * time.Second)
+			for ready.Load() < int64(nsubs) {
+				if time.Now().After(deadline) {
+					fatal(fmt.Errorf("events: %d of %d subscribers saw a save", ready.Load(), nsubs))
+				}
+				c.StateSave(ctx, "evbench", "ready", []byte("x"))
+				time.Sleep(10 * time.Millisecond)
 			}
 			c.Close()
 		}
