@@ -11,9 +11,6 @@ import (
 	"github.com/oxios/oxios/pkg/state"
 )
 
-// agentSpaces are the trees of an agent (agenttree.Spaces).
-var agentSpaces = agenttree.Spaces
-
 // AgentExists reports whether agent exists: some tree of it (state,
 // memories, the kernel's files: policy, budget, jobs) holds a key. A
 // removed agent's trees are empty.

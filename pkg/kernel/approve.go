@@ -12,6 +12,7 @@ import (
 	"github.com/oxios/oxios/pkg/bus"
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/version"
 )
 
 // Approvals. A policy's ask rule makes the syscall it matches wait for an
@@ -191,7 +192,7 @@ func (k *Kernel) ApproveDecide(ctx context.Context, c *Cred, a proto.ApproveDeci
 	if err := k.gate(call{op: proto.OpApproveDecide, c: c, agent: r.Agent, raw: raw, target: tgt}); err != nil {
 		return proto.ApprovalRecord{}, err
 	}
-	by := fmt.Sprintf("uid=%d (%s)", c.UID, userName(c.UID))
+	by := fmt.Sprintf("uid=%d (%s)", c.UID, version.UserName(c.UID))
 	got, err := k.talk.approvals.Decide(a.ID, a.Approve, by, a.Reason)
 	if err != nil {
 		return deny(proto.Errorf(proto.EEXIST, "%v", err))

@@ -13,6 +13,7 @@ import (
 	"github.com/oxios/oxios/pkg/memindex"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/state"
+	"github.com/oxios/oxios/pkg/version"
 )
 
 // tx is one unit of the group commit: an optional state change and the
@@ -169,7 +170,7 @@ func (k *Kernel) apply(batch []*tx) {
 				// Marked before the journal write: a checkpoint after it
 				// must find the path in the set it saves (a failed batch
 				// leaves a harmless extra path).
-				dirty = append(dirty, spacePath(t.change.Space, t.change.Agent, t.change.Key))
+				dirty = append(dirty, version.SpacePath(t.change.Space, t.change.Agent, t.change.Key))
 			}
 		}
 		if e := t.entry; e != nil {
@@ -267,7 +268,7 @@ func (k *Kernel) publish(batch []*tx) {
 			continue
 		}
 		ev := bus.Event{Seq: e.Seq, Time: e.Time, Op: e.Op, Result: e.Result, Data: t.data}
-		ev.Agent, ev.Key = targetAgentKey(e.Target)
+		ev.Agent, ev.Key = bus.SplitTarget(e.Target)
 		if ev.Agent == "" {
 			ev.Agent = e.Actor.Agent
 		}

@@ -28,9 +28,6 @@ const (
 	EventExec           = "exec"
 )
 
-// targetAgentKey splits an entry's target "agent:key" (bus.SplitTarget).
-func targetAgentKey(target string) (agent, key string) { return bus.SplitTarget(target) }
-
 // eventQueue bounds a subscriber's queue: beyond it events are counted as
 // lost, and the kernel goes on.
 const eventQueue = 8192

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/oxios/oxios/pkg/agenttree"
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/budget"
 	"github.com/oxios/oxios/pkg/proto"
@@ -72,7 +73,7 @@ func (k *Kernel) Fork(ctx context.Context, c *Cred, a proto.ForkArgs, raw []byte
 func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecord, error) {
 	tgt := a.Name + ":fork " + a.Agent
 	fail := func(err error) (proto.ForkRecord, error) {
-		err = versionError(err)
+		err = version.WireError(err)
 		k.commitAudit(c, proto.OpAgentFork, tgt, raw, proto.Result(err), "", nil)
 		return proto.ForkRecord{}, err
 	}
@@ -89,7 +90,7 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 		// The state now: what is uncommitted of the agent is committed
 		// first, so the fork point is a commit like any other (when
 		// nothing is, that commit would be empty: it is not made).
-		dirty, err := k.ver.paths.Under(agentPrefix(a.Agent))
+		dirty, err := k.ver.paths.Under(version.AgentPrefix(a.Agent))
 		if err != nil {
 			return fail(err)
 		}
@@ -104,7 +105,7 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 	if err != nil {
 		return fail(err)
 	}
-	src := agentPrefix(a.Agent)
+	src := version.AgentPrefix(a.Agent)
 	if t, err := k.ver.repo.Folder(point, strings.TrimSuffix(src, "/")); err != nil {
 		return fail(err)
 	} else if t == "" {
@@ -136,13 +137,13 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 	var after []version.PathChange
 	var items []version.ForkFile
 	for p, blob := range files {
-		space, _, key, ok := splitSpacePath(p)
+		space, _, key, ok := version.SplitSpacePath(p)
 		if !ok {
 			continue
 		}
 		job := space == state.SpaceSys && strings.HasPrefix(key, sysSchedules+"/")
 		if job {
-			after = append(after, version.PathChange{Path: spacePath(space, a.Name, key), Action: version.Deleted})
+			after = append(after, version.PathChange{Path: version.SpacePath(space, a.Name, key), Action: version.Deleted})
 		}
 		if cow && !job && (space != state.SpaceSys || key != sysBudget) {
 			continue
@@ -164,7 +165,7 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 				continue
 			}
 			ch := j.Change()
-			after = append(after, version.PathChange{Path: spacePath(it.Space, a.Name, ch.Key), Action: version.Modified, To: string(ch.Value)})
+			after = append(after, version.PathChange{Path: version.SpacePath(it.Space, a.Name, ch.Key), Action: version.Modified, To: string(ch.Value)})
 			batch = append(batch, &tx{change: ch})
 			copies = append(copies, j)
 			continue
@@ -172,7 +173,7 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 		if it.Space == state.SpaceSys && it.Key == sysBudget {
 			var ok bool
 			if val, ok = budget.ForkFile(val, now); ok {
-				after = append(after, version.PathChange{Path: spacePath(it.Space, a.Name, it.Key), Action: version.Modified, To: string(val)})
+				after = append(after, version.PathChange{Path: version.SpacePath(it.Space, a.Name, it.Key), Action: version.Modified, To: string(val)})
 			}
 		}
 		batch = append(batch, &tx{change: &state.Change{Agent: a.Name, Space: it.Space, Key: it.Key, Value: val}})
@@ -213,7 +214,7 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 					k.log.Error("fork: taking back the graft of a fork whose live copy failed", "fork", a.Name, "err", err)
 				}
 			}
-			return proto.ForkRecord{}, versionError(fmt.Errorf("forking %s: %w", a.Agent, t.err))
+			return proto.ForkRecord{}, version.WireError(fmt.Errorf("forking %s: %w", a.Agent, t.err))
 		}
 	}
 	if cow {
@@ -231,15 +232,15 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 		// The live copy stands without its commit: the next commit
 		// compares everything with HEAD and records it.
 		k.ver.paths.Lost()
-		return proto.ForkRecord{}, versionError(g.err)
+		return proto.ForkRecord{}, version.WireError(g.err)
 	}
 	cm := g.cm
 	// The live state of the fork and its tree in HEAD are equal now.
-	if dirty, err := k.ver.paths.Under(agentPrefix(a.Name)); err == nil {
+	if dirty, err := k.ver.paths.Under(version.AgentPrefix(a.Name)); err == nil {
 		k.ver.paths.Clean(dirty)
 	}
 	n := 0
-	for _, sp := range agentSpaces {
+	for _, sp := range agenttree.Spaces {
 		m, _ := k.state.Keys(state.Ref(sp, a.Name))
 		n += m
 	}
@@ -277,7 +278,7 @@ func (k *Kernel) AgentDiff(ctx context.Context, c *Cred, a proto.AgentDiffArgs, 
 		return err
 	}
 	if derr != nil {
-		return versionError(derr)
+		return version.WireError(derr)
 	}
 	for i := range out {
 		if err := emit(&out[i]); err != nil {

@@ -22,8 +22,6 @@ import (
 // sysSchedules is the folder of an agent's jobs in its sys space.
 const sysSchedules = jobs.Dir
 
-func jobKey(name string) string { return jobs.Key(name) }
-
 // EventScheduleFired is the event of a firing that started a run.
 const EventScheduleFired = "schedule.fired"
 

@@ -16,6 +16,7 @@ import (
 	"github.com/oxios/oxios/pkg/config"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/sched"
+	"github.com/oxios/oxios/pkg/sched/jobs"
 	"github.com/oxios/oxios/pkg/state"
 )
 
@@ -128,7 +129,7 @@ func TestScheduleFireAndCatchUp(t *testing.T) {
 	}
 	sub.Close()
 	// The file keeps the firing.
-	b, _, err := k.state.Load(state.Ref(state.SpaceSys, "ops"), jobKey("tick"))
+	b, _, err := k.state.Load(state.Ref(state.SpaceSys, "ops"), jobs.Key("tick"))
 	if err != nil {
 		t.Fatal(err)
 	}

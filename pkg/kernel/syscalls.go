@@ -5,7 +5,9 @@ import (
 
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/sched/jobs"
 	"github.com/oxios/oxios/pkg/state"
+	"github.com/oxios/oxios/pkg/version"
 )
 
 // Syscall declares one operation of the kernel: everything about it but
@@ -195,14 +197,14 @@ func dirtyOK(space string) func(e *audit.Entry) string {
 		if e.Result != "ok" || !ok {
 			return ""
 		}
-		return spacePath(space, agent, key)
+		return version.SpacePath(space, agent, key)
 	}
 }
 
 // dirtySys marks a kernel file of the agent an entry names (an extra path
 // for a refused entry is harmless).
 func dirtySys(file string) func(e *audit.Entry) string {
-	return func(e *audit.Entry) string { return spacePath(state.SpaceSys, targetAgent(e.Target), file) }
+	return func(e *audit.Entry) string { return version.SpacePath(state.SpaceSys, targetAgent(e.Target), file) }
 }
 
 // dirtyRemoved marks the kernel file of a removed agent that an entry
@@ -217,7 +219,7 @@ func dirtyRemoved(e *audit.Entry) string {
 	if !ok {
 		return ""
 	}
-	return spacePath(state.SpaceSys, agent, key)
+	return version.SpacePath(state.SpaceSys, agent, key)
 }
 
 // dirtyJob marks the file of the job an entry names ("agent:name ...").
@@ -227,7 +229,7 @@ func dirtyJob(e *audit.Entry) string {
 		return ""
 	}
 	name, _, _ := strings.Cut(rest, " ")
-	return spacePath(state.SpaceSys, agent, jobKey(name))
+	return version.SpacePath(state.SpaceSys, agent, jobs.Key(name))
 }
 
 // eventName names what an entry of op with result did: a refusal is

@@ -11,6 +11,7 @@ import (
 
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/sched/jobs"
 )
 
 // TestEveryOpDeclared: each op named in package proto is in the syscall
@@ -92,7 +93,7 @@ func TestReplayDirties(t *testing.T) {
 		proto.OpAgentCreate:  "agents/ops/sys/" + sysPolicy,
 		proto.OpBudgetCharge: "agents/ops/sys/" + sysBudget,
 		proto.OpRunExit:      "agents/ops/sys/" + sysBudget,
-		proto.OpScheduleFire: "agents/ops/sys/" + jobKey("notes"),
+		proto.OpScheduleFire: "agents/ops/sys/" + jobs.Key("notes"),
 	} {
 		sc := Lookup(op)
 		if sc == nil || sc.Dirties == nil {

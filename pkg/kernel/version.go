@@ -41,10 +41,6 @@ type versioning struct {
 
 func statePath(agent, key string) string { return "agents/" + agent + "/state/" + key }
 
-func spacePath(space, agent, key string) string { return version.SpacePath(space, agent, key) }
-
-func splitSpacePath(p string) (space, agent, key string, ok bool) { return version.SplitSpacePath(p) }
-
 func (k *Kernel) openVersioning() error {
 	file := filepath.Join(k.cfg.Data, "index", "uncommitted")
 	repo, paths, warn, err := version.OpenWork(filepath.Join(k.cfg.Data, "repo"), file)
@@ -88,8 +84,6 @@ func (k *Kernel) rescan() error {
 	return err
 }
 
-func agentPrefix(agent string) string { return version.AgentPrefix(agent) }
-
 // versionScope checks who may act on the versions of agent ("" = all:
 // the admin's).
 func (k *Kernel) versionScope(c *Cred, op, agent string, raw []byte) *proto.Error {
@@ -106,10 +100,6 @@ func (k *Kernel) versionScope(c *Cred, op, agent string, raw []byte) *proto.Erro
 	}
 	return nil
 }
-
-func versionError(err error) error { return version.WireError(err) }
-
-func userName(uid uint32) string { return version.UserName(uid) }
 
 func (k *Kernel) signature(c *Cred, when time.Time) version.Signature {
 	return version.Author(c.UID, c.Agent, when)
@@ -148,14 +138,14 @@ func (k *Kernel) commitNow(c *Cred, a proto.CommitArgs, raw []byte) (proto.Commi
 		target = a.Agent
 	}
 	fail := func(err error) (proto.CommitRecord, error) {
-		err = versionError(err)
+		err = version.WireError(err)
 		k.commitAudit(c, proto.OpCommit, target, raw, proto.Result(err), "", nil)
 		return proto.CommitRecord{}, err
 	}
 	if err := k.rescan(); err != nil {
 		return fail(err)
 	}
-	paths, err := k.ver.paths.Under(agentPrefix(a.Agent))
+	paths, err := k.ver.paths.Under(version.AgentPrefix(a.Agent))
 	if err != nil {
 		return fail(err)
 	}
@@ -182,7 +172,7 @@ func (k *Kernel) commitNow(c *Cred, a proto.CommitArgs, raw []byte) (proto.Commi
 		return fail(err)
 	}
 	k.ver.paths.Clean(paths)
-	rec := commitRecord(cm)
+	rec := version.Record(cm)
 	if a.Tag != "" {
 		rec.Tags = append(rec.Tags, a.Tag)
 	}
@@ -203,16 +193,14 @@ func (k *Kernel) commitAudit(c *Cred, op, target string, raw []byte, result, eve
 	return t.entry.Seq, t.err
 }
 
-func commitRecord(cm version.Commit) proto.CommitRecord { return version.Record(cm) }
-
 // CommitLog emits the commits that changed agent (or anything), newest
 // first.
 func (k *Kernel) CommitLog(ctx context.Context, c *Cred, a proto.CommitLogArgs, raw []byte, emit func(*proto.CommitRecord) error) error {
 	if err := k.versionScope(c, proto.OpCommitLog, a.Agent, raw); err != nil {
 		return err
 	}
-	if err := k.ver.repo.History(ctx, a.Rev, agentPrefix(a.Agent), a.N, emit); err != nil {
-		return versionError(err)
+	if err := k.ver.repo.History(ctx, a.Rev, version.AgentPrefix(a.Agent), a.N, emit); err != nil {
+		return version.WireError(err)
 	}
 	return nil
 }
@@ -223,9 +211,9 @@ func (k *Kernel) CommitShow(ctx context.Context, c *Cred, a proto.CommitShowArgs
 	if err := k.versionScope(c, proto.OpCommitShow, a.Agent, raw); err != nil {
 		return proto.CommitRecord{}, err
 	}
-	rec, err := k.ver.repo.ShowRecord(a.Rev, agentPrefix(a.Agent))
+	rec, err := k.ver.repo.ShowRecord(a.Rev, version.AgentPrefix(a.Agent))
 	if err != nil {
-		return proto.CommitRecord{}, versionError(err)
+		return proto.CommitRecord{}, version.WireError(err)
 	}
 	return rec, nil
 }
@@ -246,15 +234,15 @@ func (k *Kernel) CommitTag(ctx context.Context, c *Cred, a proto.CommitTagArgs, 
 func (k *Kernel) tagNow(c *Cred, name, rev string, raw []byte) (proto.CommitRecord, error) {
 	hash, err := k.ver.repo.Tag(name, rev)
 	if err != nil {
-		err = versionError(err)
+		err = version.WireError(err)
 		k.commitAudit(c, proto.OpCommitTag, "*:"+name, raw, proto.Result(err), "", nil)
 		return proto.CommitRecord{}, err
 	}
 	cm, err := k.ver.repo.Show(hash)
 	if err != nil {
-		return proto.CommitRecord{}, versionError(err)
+		return proto.CommitRecord{}, version.WireError(err)
 	}
-	rec := commitRecord(cm)
+	rec := version.Record(cm)
 	rec.Tags = k.ver.repo.TagsAt(hash)
 	ev := rec // the event's own copy: subscribers encode it after this returns
 	rec.AuditSeq, err = k.commitAudit(c, proto.OpCommitTag, "*:"+name, raw, "ok", "commit.tagged", &ev)
@@ -282,7 +270,7 @@ func (k *Kernel) CommitDiff(ctx context.Context, c *Cred, a proto.CommitDiffArgs
 	// in time, and the set of uncommitted paths (the committer's) is read
 	// there. Between commits it reads history only.
 	diff := func() {
-		out, derr = k.ver.repo.Diff(k.state, k.ver.paths.Under, a.From, a.To, agentPrefix(a.Agent), a.Patch)
+		out, derr = k.ver.repo.Diff(k.state, k.ver.paths.Under, a.From, a.To, version.AgentPrefix(a.Agent), a.Patch)
 	}
 	if a.To == "" {
 		if err := k.barrier(ctx, func() {
@@ -296,7 +284,7 @@ func (k *Kernel) CommitDiff(ctx context.Context, c *Cred, a proto.CommitDiffArgs
 		diff()
 	}
 	if derr != nil {
-		return versionError(derr)
+		return version.WireError(derr)
 	}
 	for i := range out {
 		if err := emit(&out[i]); err != nil {
@@ -321,7 +309,7 @@ func (k *Kernel) CommitRestore(ctx context.Context, c *Cred, a proto.CommitResto
 
 func (k *Kernel) restoreNow(c *Cred, a proto.CommitRestoreArgs, raw []byte) (proto.CommitRecord, error) {
 	fail := func(err error) (proto.CommitRecord, error) {
-		err = versionError(err)
+		err = version.WireError(err)
 		k.commitAudit(c, proto.OpCommitRestore, a.Agent+":"+a.Rev, raw, proto.Result(err), "", nil)
 		return proto.CommitRecord{}, err
 	}
@@ -329,7 +317,7 @@ func (k *Kernel) restoreNow(c *Cred, a proto.CommitRestoreArgs, raw []byte) (pro
 	if err != nil {
 		return fail(err)
 	}
-	prefix := agentPrefix(a.Agent)
+	prefix := version.AgentPrefix(a.Agent)
 	want, err := k.ver.repo.Files(hash, prefix)
 	if err != nil {
 		return fail(err)
