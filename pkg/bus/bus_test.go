@@ -162,3 +162,65 @@ func TestFollow(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A storm of events reaches a follower a batch per flush (FollowGap
+// apart), while an event after a quiet spell is flushed at once.
+func TestFollowBatchesAStorm(t *testing.T) {
+	b := New()
+	s := b.Subscribe(1000, nil)
+	defer s.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	flushes, got := 0, 0
+	flushed := make(chan int, 1000)
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Follow(ctx, 0, func() error {
+			mu.Lock()
+			flushes++
+			n := got
+			mu.Unlock()
+			flushed <- n
+			return nil
+		}, func(*Event) error {
+			mu.Lock()
+			got++
+			mu.Unlock()
+			return nil
+		}, func(uint64) error { return nil })
+	}()
+	<-flushed // the first flush, before any event
+	// 50 events 100 us apart (a busy wait: sleeps are coarser): one
+	// flush each without the gap, one per FollowGap with it.
+	const storm = 50
+	start := time.Now()
+	for i := range storm {
+		b.Publish(Event{Name: "e", Seq: uint64(i + 1)})
+		for t0 := time.Now(); time.Since(t0) < 100*time.Microsecond; {
+		}
+	}
+	for n := 0; n < storm; n = <-flushed {
+	}
+	elapsed := time.Since(start)
+	mu.Lock()
+	stormFlushes := flushes - 1
+	mu.Unlock()
+	if limit := int(elapsed/FollowGap) + 2; stormFlushes > limit {
+		t.Fatalf("%d events over %v took %d flushes, more than one per %v (%d)", storm, elapsed, stormFlushes, FollowGap, limit)
+	}
+	// After a quiet spell, one event is flushed.
+	time.Sleep(2 * FollowGap)
+	b.Publish(Event{Name: "lone", Seq: storm + 1})
+	for n := 0; n < storm+1; {
+		select {
+		case n = <-flushed: // a wake with nothing new flushes too
+		case <-time.After(10 * time.Second):
+			t.Fatal("the lone event was never flushed")
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
