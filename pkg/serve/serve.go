@@ -51,16 +51,21 @@ type Handler struct {
 
 // Lookup returns the handler of op; false when no front end may call op.
 func Lookup(op string) (Handler, bool) {
-	f := handlers[op]
-	if f == nil {
-		return Handler{}, false
-	}
-	sc := kernel.Lookup(op)
-	if sc == nil || sc.Recorded {
-		return Handler{}, false
-	}
-	return Handler{sc, f}, true
+	h, ok := served[op]
+	return h, ok
 }
+
+// served joins the two tables once: the ops a front end may call, each
+// with its declaration and its adapter.
+var served = func() map[string]Handler {
+	m := make(map[string]Handler, len(handlers))
+	for op, f := range handlers {
+		if sc := kernel.Lookup(op); sc != nil && !sc.Recorded {
+			m[op] = Handler{sc, f}
+		}
+	}
+	return m
+}()
 
 // Fleet is the kernel as the fleet calls it: a call a peer carried here
 // is served as the socket server serves one, the op's own checks, policy
