@@ -40,17 +40,28 @@ func (l *Ledger) Record(agent string, p *policy.Policy, r Run) proto.BudgetRecor
 	return rec
 }
 
+// AgentOver is the refusal of what would take agent past a limit (why,
+// from Over).
+func AgentOver(agent, why string) *proto.Error {
+	return proto.Errorf(proto.EDQUOT, "agent %q is over its budget: %s (ox-budget show -a %s)", agent, why, agent)
+}
+
+// RunOver is the refusal of what would take the run id past a limit.
+func RunOver(id, why string) *proto.Error {
+	return proto.Errorf(proto.EDQUOT, "run %s is over its budget: %s", id, why)
+}
+
 // Check returns an EDQUOT error when spending more would take agent
 // (policy p) or its run r (when not nil) past a limit, and what agent
 // used.
 func (l *Ledger) Check(agent string, p *policy.Policy, r Run, more proto.Budget) (proto.Budget, *proto.Error) {
 	lim, runLim, used := l.Limits(agent, p)
 	if why := Over(used, more, lim, false); why != "" {
-		return used, proto.Errorf(proto.EDQUOT, "agent %q is over its budget: %s (ox-budget show -a %s)", agent, why, agent)
+		return used, AgentOver(agent, why)
 	}
 	if r != nil {
 		if why := Over(RunUsed(r), more, runLim, false); why != "" {
-			return used, proto.Errorf(proto.EDQUOT, "run %s is over its budget: %s", r.ID(), why)
+			return used, RunOver(r.ID(), why)
 		}
 	}
 	return used, nil
@@ -67,10 +78,10 @@ func (l *Ledger) OverAfter(agent string, p *policy.Policy, r Run, d proto.Budget
 		return u
 	}
 	if why := Over(spent(used), proto.Budget{}, lim, false); why != "" {
-		return proto.Errorf(proto.EDQUOT, "agent %q is over its budget: %s (ox-budget show -a %s)", agent, why, agent)
+		return AgentOver(agent, why)
 	} else if r != nil {
 		if why := Over(spent(RunUsed(r)), proto.Budget{}, runLim, false); why != "" {
-			return proto.Errorf(proto.EDQUOT, "run %s is over its budget: %s", r.ID(), why)
+			return RunOver(r.ID(), why)
 		}
 	}
 	return nil

@@ -192,7 +192,7 @@ func (k *Kernel) ApproveDecide(ctx context.Context, c *Cred, a proto.ApproveDeci
 	if err := k.gate(call{op: proto.OpApproveDecide, c: c, agent: r.Agent, raw: raw, target: tgt}); err != nil {
 		return proto.ApprovalRecord{}, err
 	}
-	by := fmt.Sprintf("uid=%d (%s)", c.UID, version.UserName(c.UID))
+	by := c.operator()
 	got, err := k.talk.approvals.Decide(a.ID, a.Approve, by, a.Reason)
 	if err != nil {
 		return deny(proto.Errorf(proto.EEXIST, "%v", err))
@@ -222,4 +222,10 @@ func (k *Kernel) ApprovalRead(c *Cred, id string) (proto.ApprovalRecord, error) 
 		return proto.ApprovalRecord{}, err
 	}
 	return approval.Record(r), nil
+}
+
+// operator names a caller that is no agent's run, as a message's sender
+// and an approval's decider have it: "uid=1000 (alice)".
+func (c *Cred) operator() string {
+	return fmt.Sprintf("uid=%d (%s)", c.UID, version.UserName(c.UID))
 }

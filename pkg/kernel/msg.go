@@ -12,7 +12,6 @@ import (
 	"github.com/oxios/oxios/pkg/inbox"
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
-	"github.com/oxios/oxios/pkg/version"
 )
 
 // Messages. Each agent has an inbox (package inbox, DATA/inbox): a send
@@ -110,7 +109,7 @@ func (k *Kernel) MsgSend(ctx context.Context, c *Cred, a proto.MsgSendArgs, raw 
 	}
 	m := inbox.Message{From: from, To: a.To, Text: a.Text, ReplyTo: a.ReplyTo, Records: a.Records}
 	if from == "" || c.Agent == "" {
-		m.Sender = fmt.Sprintf("uid=%d (%s)", c.UID, version.UserName(c.UID))
+		m.Sender = c.operator()
 	}
 	// The message is durable first: a crash before its audit entry keeps
 	// the message (the journal of the inbox is the one a reader needs).

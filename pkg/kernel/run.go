@@ -123,7 +123,7 @@ func (k *Kernel) spawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw []by
 	}
 	lim, runLim, used := k.budgets.Limits(a.Agent, pol)
 	if why := budget.Over(used, proto.Budget{}, lim, true); why != "" {
-		return fail(proto.Errorf(proto.EDQUOT, "agent %q is over its budget: %s (ox-budget show -a %s)", a.Agent, why, a.Agent))
+		return fail(budget.AgentOver(a.Agent, why))
 	}
 	id := k.newRunID()
 	dir := filepath.Join(k.cfg.Data, "work", a.Agent, id)
