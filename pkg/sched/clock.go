@@ -66,6 +66,22 @@ func (c *ManualClock) Now() time.Time {
 // Armed is signalled whenever a timer of the clock is set or reset.
 func (c *ManualClock) Armed() <-chan struct{} { return c.armed }
 
+// Next is the time the earliest armed timer waits for; false when none
+// waits. A timer armed for a time after the clock's shows that its owner
+// has seen the clock's time.
+func (c *ManualClock) Next() (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var next time.Time
+	found := false
+	for _, t := range c.timers {
+		if t.active && (!found || t.at.Before(next)) {
+			next, found = t.at, true
+		}
+	}
+	return next, found
+}
+
 // NewTimer returns a timer that fires when the clock reaches now+d.
 func (c *ManualClock) NewTimer(d time.Duration) Timer {
 	t := &manualTimer{c: c, ch: make(chan time.Time, 1)}
