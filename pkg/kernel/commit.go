@@ -123,7 +123,7 @@ func (k *Kernel) committer() {
 				close(t.done)
 			}
 			if t.flight {
-				k.flights.land(t)
+				k.flights.Land(t.change.Agent, t.change.Key, t.done)
 			}
 		}
 		// The replies go first: waking every subscriber before the

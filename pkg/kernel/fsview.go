@@ -8,7 +8,6 @@ import (
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/state"
-	"github.com/oxios/oxios/pkg/writeback"
 )
 
 // The syscalls of the mount (package fs). They are the state syscalls in
@@ -139,9 +138,9 @@ func (k *Kernel) submitChange(c *Cred, op string, ch *state.Change, raw []byte, 
 	// Not waiting here: t.done is closed by the committer all the same.
 	// Registered first, so that no read can fall between the queueing
 	// and the registration.
-	k.flights.takeoff(t)
+	k.flights.Takeoff(t.change.Agent, t.change.Key, t.done)
 	if err := k.submit(k.record(), t, false); err != nil {
-		k.flights.land(t)
+		k.flights.Land(t.change.Agent, t.change.Key, t.done)
 		return failed(err)
 	}
 	return Pending{t: t}
@@ -162,11 +161,3 @@ func (k *Kernel) StateOpen(ctx context.Context, c *Cred, agent, key string) (*os
 	}
 	return f, v, rec, nil
 }
-
-// flights are the mount's saves queued without waiting, which reads of
-// the same agent or key wait for (writeback.Flights).
-type flights struct{ writeback.Flights[*tx] }
-
-func (f *flights) takeoff(t *tx) { f.Takeoff(t, t.change.Agent, t.change.Key, t.done) }
-
-func (f *flights) land(t *tx) { f.Land(t, t.change.Agent, t.change.Key) }

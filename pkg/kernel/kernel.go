@@ -35,6 +35,7 @@ import (
 
 	"github.com/oxios/oxios/pkg/embed"
 	"github.com/oxios/oxios/pkg/memindex"
+	"github.com/oxios/oxios/pkg/writeback"
 
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/budget"
@@ -108,7 +109,7 @@ type Kernel struct {
 	// refusals coalesces floods of refusals into counted entries.
 	refusals *audit.Coalescer
 
-	flights flights // the mount's saves queued and not durable yet
+	flights writeback.Flights // the mount's saves queued and not durable yet
 	// Memory: a recall index per agent (memory.go).
 	mem *memindex.Set
 	ttl *expiry.Timer // the memories' TTLs (memory.go)

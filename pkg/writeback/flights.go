@@ -20,21 +20,16 @@ import (
 // would lose the queued one (issue 25). Waiting per key keeps a burst of
 // creates of new keys from waiting for each other's saves.
 //
-// T names a change (the kernel's transaction); its done channel is closed
-// once the change is durable or failed. The zero value is empty.
-type Flights[T comparable] struct {
+// A change is known by its done channel, closed once the change is
+// durable or failed: one channel a change. The zero value is empty.
+type Flights struct {
 	n    atomic.Int64
 	mu   sync.Mutex
-	last map[string]flight[T] // per agent, the last queued change
+	last map[string]<-chan struct{} // per agent, the last queued change
 	// keys holds, per agent and key, the last queued change of the key,
 	// and per agent and folder (its prefix with a trailing slash) the
 	// last queued change below it.
-	keys map[flightKey]flight[T]
-}
-
-type flight[T comparable] struct {
-	t    T
-	done <-chan struct{}
+	keys map[flightKey]<-chan struct{}
 }
 
 type flightKey struct{ agent, key string }
@@ -48,34 +43,34 @@ func folders(key string, fn func(string)) {
 	}
 }
 
-// Takeoff registers t, a change of agent's key queued with the store,
+// Takeoff registers done's change of agent's key, queued with the store,
 // before it is queued: no read can then fall between the queueing and
 // the registration.
-func (f *Flights[T]) Takeoff(t T, agent, key string, done <-chan struct{}) {
+func (f *Flights) Takeoff(agent, key string, done <-chan struct{}) {
 	f.mu.Lock()
 	if f.last == nil {
-		f.last = make(map[string]flight[T])
-		f.keys = make(map[flightKey]flight[T])
+		f.last = make(map[string]<-chan struct{})
+		f.keys = make(map[flightKey]<-chan struct{})
 	}
-	fl := flight[T]{t, done}
-	f.last[agent] = fl
-	f.keys[flightKey{agent, key}] = fl
-	folders(key, func(p string) { f.keys[flightKey{agent, p}] = fl })
+	f.last[agent] = done
+	f.keys[flightKey{agent, key}] = done
+	folders(key, func(p string) { f.keys[flightKey{agent, p}] = done })
 	f.n.Add(1)
 	f.mu.Unlock()
 }
 
-// Land forgets t once it is durable or failed (or was never queued).
-func (f *Flights[T]) Land(t T, agent, key string) {
+// Land forgets done's change once it is durable or failed (or was never
+// queued).
+func (f *Flights) Land(agent, key string, done <-chan struct{}) {
 	f.mu.Lock()
-	if f.last[agent].t == t {
+	if f.last[agent] == done {
 		delete(f.last, agent)
 	}
-	if k := (flightKey{agent, key}); f.keys[k].t == t {
+	if k := (flightKey{agent, key}); f.keys[k] == done {
 		delete(f.keys, k)
 	}
 	folders(key, func(p string) {
-		if k := (flightKey{agent, p}); f.keys[k].t == t {
+		if k := (flightKey{agent, p}); f.keys[k] == done {
 			delete(f.keys, k)
 		}
 	})
@@ -85,15 +80,15 @@ func (f *Flights[T]) Land(t T, agent, key string) {
 
 // Wait returns once every change queued for agent before the call is
 // durable (or failed).
-func (f *Flights[T]) Wait(agent string) {
+func (f *Flights) Wait(agent string) {
 	if f.n.Load() == 0 {
 		return
 	}
 	f.mu.Lock()
-	fl, ok := f.last[agent]
+	done := f.last[agent]
 	f.mu.Unlock()
-	if ok {
-		<-fl.done
+	if done != nil {
+		<-done
 	}
 }
 
@@ -101,14 +96,14 @@ func (f *Flights[T]) Wait(agent string) {
 // trailing slash, below that folder) before the call is durable (or
 // failed). Changes of one key commit in the order queued, so the last
 // one is enough.
-func (f *Flights[T]) WaitKey(agent, key string) {
+func (f *Flights) WaitKey(agent, key string) {
 	if f.n.Load() == 0 {
 		return
 	}
 	f.mu.Lock()
-	fl, ok := f.keys[flightKey{agent, key}]
+	done := f.keys[flightKey{agent, key}]
 	f.mu.Unlock()
-	if ok {
-		<-fl.done
+	if done != nil {
+		<-done
 	}
 }

@@ -18,12 +18,12 @@ func waits(fn func()) bool {
 }
 
 func TestFlightsWaitForTheAgentAndTheKey(t *testing.T) {
-	var f Flights[int]
+	var f Flights
 	if waits(func() { f.Wait("a") }) || waits(func() { f.WaitKey("a", "k") }) {
 		t.Fatal("nothing in flight: no wait")
 	}
 	d1 := make(chan struct{})
-	f.Takeoff(1, "a", "x/y/k", d1)
+	f.Takeoff("a", "x/y/k", d1)
 	for _, key := range []string{"x/y/k", "x/", "x/y/"} {
 		if !waits(func() { f.WaitKey("a", key) }) {
 			t.Fatalf("WaitKey(%q) does not wait for the change below it", key)
@@ -42,12 +42,12 @@ func TestFlightsWaitForTheAgentAndTheKey(t *testing.T) {
 }
 
 func TestFlightsLandKeepsALaterChange(t *testing.T) {
-	var f Flights[int]
+	var f Flights
 	d1, d2 := make(chan struct{}), make(chan struct{})
-	f.Takeoff(1, "a", "d/k1", d1)
-	f.Takeoff(2, "a", "d/k2", d2)
+	f.Takeoff("a", "d/k1", d1)
+	f.Takeoff("a", "d/k2", d2)
 	close(d1)
-	f.Land(1, "a", "d/k1")
+	f.Land("a", "d/k1", d1)
 	if waits(func() { f.WaitKey("a", "d/k1") }) {
 		t.Fatal("a landed change is waited for")
 	}
@@ -55,7 +55,7 @@ func TestFlightsLandKeepsALaterChange(t *testing.T) {
 		t.Fatal("landing the first change forgot the second")
 	}
 	close(d2)
-	f.Land(2, "a", "d/k2")
+	f.Land("a", "d/k2", d2)
 	if f.n.Load() != 0 || len(f.last) != 0 || len(f.keys) != 0 {
 		t.Fatalf("left after landing all: n=%d last=%v keys=%v", f.n.Load(), f.last, f.keys)
 	}
