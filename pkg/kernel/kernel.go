@@ -16,7 +16,8 @@
 // the committer goroutine, which takes every transaction queued at that
 // moment, stages the state changes, writes them to the state journal and
 // their entries to the audit log, makes both durable at once (two
-// fdatasyncs side by side) and only then publishes and replies. A reply of
+// fdatasyncs side by side) and only then makes it visible, replies, and
+// tells the event bus. A reply of
 // ok therefore means the change and its audit entry are on disk. There is
 // no wait window: a batch is whatever queued while the last one was
 // syncing, which keeps one client fast and many clients efficient.
@@ -33,15 +34,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/oxios/oxios/pkg/embed"
-	"github.com/oxios/oxios/pkg/memindex"
-	"github.com/oxios/oxios/pkg/writeback"
-
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/budget"
 	"github.com/oxios/oxios/pkg/bus"
 	"github.com/oxios/oxios/pkg/config"
+	"github.com/oxios/oxios/pkg/embed"
 	"github.com/oxios/oxios/pkg/expiry"
+	"github.com/oxios/oxios/pkg/memindex"
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/reload"
@@ -49,6 +48,7 @@ import (
 	"github.com/oxios/oxios/pkg/state"
 	"github.com/oxios/oxios/pkg/supervisor"
 	"github.com/oxios/oxios/pkg/wasm"
+	"github.com/oxios/oxios/pkg/writeback"
 )
 
 // Version is the daemon's version, set by the linker in cmd/oxiosd.
