@@ -14,13 +14,14 @@
 //
 // Changes are group-committed: a mutating syscall hands a transaction to
 // the committer goroutine, which takes every transaction queued at that
-// moment, stages the state changes, writes them to the state journal and
-// their entries to the audit log, makes both durable at once (two
-// fdatasyncs side by side) and only then makes it visible, replies, and
-// tells the event bus. A reply of
-// ok therefore means the change and its audit entry are on disk. There is
-// no wait window: a batch is whatever queued while the last one was
-// syncing, which keeps one client fast and many clients efficient.
+// moment, writes the state changes and their audit entries to the state
+// journal, makes it durable with one fdatasync (the audit log's own file
+// is synced at checkpoints: until then the journal holds its entries),
+// and only then makes the batch visible, replies, and tells the event
+// bus. A reply of ok therefore means the change and its audit entry are
+// on disk. There is no wait window: a batch is whatever queued while the
+// last one was syncing, which keeps one client fast and many clients
+// efficient.
 package kernel
 
 import (
