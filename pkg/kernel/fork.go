@@ -156,7 +156,7 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 	if err != nil {
 		return fail(err)
 	}
-	var copies []*jobFile
+	var copies []*jobs.File
 	for i, it := range items {
 		val := vals[i]
 		if it.Space == state.SpaceSys && strings.HasPrefix(it.Key, sysSchedules+"/") {
@@ -305,13 +305,13 @@ func (k *Kernel) forkReplayed(op, result string) {
 
 // forkJob is the disabled copy, for fork, of the job in val (see
 // jobs.ForkCopy); nil when left out.
-func (k *Kernel) forkJob(val []byte, fork string) *jobFile {
-	return (*jobFile)(jobs.ForkCopy(val, fork, func(name string) bool {
+func (k *Kernel) forkJob(val []byte, fork string) *jobs.File {
+	return jobs.ForkCopy(val, fork, func(name string) bool {
 		k.sched.mu.Lock()
 		defer k.sched.mu.Unlock()
 		_, taken := k.sched.jobs[name]
 		return taken
-	}))
+	})
 }
 
 // forkMemories builds the recall index of a fork the live store copied

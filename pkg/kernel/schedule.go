@@ -25,9 +25,6 @@ const sysSchedules = jobs.Dir
 // EventScheduleFired is the event of a firing that started a run.
 const EventScheduleFired = "schedule.fired"
 
-// jobFile is a job's file.
-type jobFile = jobs.File
-
 // schedState is the kernel's side of the scheduler: the table's lock
 // and map (fork.go adds the jobs of a fork), and the table.
 type schedState struct {

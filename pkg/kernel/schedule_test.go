@@ -133,7 +133,7 @@ func TestScheduleFireAndCatchUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var jf jobFile
+	var jf jobs.File
 	if err := json.Unmarshal(b, &jf); err != nil || jf.LastDue == nil || !jf.LastDue.Equal(time.Date(2026, 11, 21, 11, 0, 0, 0, time.UTC)) || jf.LastRun != got["tick"].Run {
 		t.Fatalf("job file %s (%v)", b, err)
 	}
