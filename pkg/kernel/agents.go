@@ -116,7 +116,8 @@ func (k *Kernel) removeNow(c *Cred, agent string, raw []byte) (proto.AgentRecord
 	}
 	// The target "NAME:" (no key) names the agent the same way to a live
 	// subscriber and to one replaying the log.
-	t.subs = append(t.subs, &tx{entry: &audit.Entry{Actor: who, Op: proto.OpAgentRemove, Target: target(agent, ""), Args: digest}, event: proto.EventAgentRemoved, agent: agent, data: &rec})
+	ev := rec // the event's own: rec is completed below
+	t.subs = append(t.subs, &tx{entry: &audit.Entry{Actor: who, Op: proto.OpAgentRemove, Target: target(agent, ""), Args: digest}, event: proto.EventAgentRemoved, agent: agent, data: &ev})
 	k.commit([]*tx{t})
 	for _, s := range t.subs {
 		if s.err != nil {

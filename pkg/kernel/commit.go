@@ -24,7 +24,10 @@ type tx struct {
 	err    error
 	done   chan struct{}
 	// event, agent and data name the bus event of a tx that is not a
-	// state change (a commit...); data is shared with subscribers.
+	// state change (a commit...). data is shared with subscribers, which
+	// encode it after the caller has its answer: it must not change once
+	// submitted (give the event its own copy of a record the caller
+	// completes afterwards).
 	event string
 	agent string
 	data  any

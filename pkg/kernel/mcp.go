@@ -58,7 +58,8 @@ func (k *Kernel) MCPCall(ctx context.Context, c *Cred, a proto.MCPCallArgs, raw 
 		return proto.MCPCallRecord{}, qerr
 	}
 	rec := runspec.MCPRecord(a.Agent, c.Run, a.Server, a.Tool, srv.CallTimeout())
-	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpMCPCall, Target: tgt, Args: audit.ArgsDigest(raw), Result: "ok"}, data: &rec}
+	ev := rec // the event's own: rec is completed below
+	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpMCPCall, Target: tgt, Args: audit.ArgsDigest(raw), Result: "ok"}, data: &ev}
 	if err := k.commitExec(ctx, a.Agent, k.callerRun(c, a.Agent), t); err != nil {
 		return proto.MCPCallRecord{}, err
 	}
