@@ -39,7 +39,7 @@ const (
 // agentExists reports whether agent has any file, live or committed.
 func (k *Kernel) agentExists(agent string) (bool, error) {
 	for _, sp := range state.Spaces {
-		if recs, err := k.state.List(state.Ref(sp, agent), ""); err == nil && len(recs) > 0 {
+		if n, _ := k.state.Keys(state.Ref(sp, agent)); n > 0 {
 			return true, nil
 		}
 	}
@@ -82,6 +82,16 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 	} else if exists {
 		return fail(proto.Errorf(proto.EEXIST, "agent %q exists; pick another name, or remove it first (ox-fork rm %s)", a.Name, a.Name))
 	}
+	// At the state now the live store copies the agent (see
+	// state.Fork): begun now, the copy of its index is made while the
+	// rest is prepared and the graft is made in git. Nothing below
+	// changes the agent's live state before the fork's batch.
+	cow := a.Rev == ""
+	var live *state.Fork
+	if cow {
+		live = &state.Fork{From: a.Agent, To: a.Name, Skip: map[string][]string{state.SpaceSys: {sysSchedules + "/"}}}
+		k.state.Prepare(live)
+	}
 	if err := k.rescan(); err != nil {
 		return fail(err)
 	}
@@ -111,28 +121,61 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 	} else if t == "" {
 		return fail(proto.Errorf(proto.ENOENT, "agent %q has nothing committed at %s: nothing to fork", a.Agent, rev))
 	}
-	// At the state now the live store copies the agent (see
-	// state.Fork): only the files the fork starts with changed are
+	// The graft and the live copy are made side by side: both sync to
+	// disk, neither needs the other. The graft begins now; what the
+	// fork's second commit changes against it (the budget used reset,
+	// the schedules left out) is worked out meanwhile. The commits'
+	// trailers name the audit log as it is now, before the fork's own
+	// entry, as a commit's do (all it holds was recorded up to there; see
+	// auditHead). A crash
+	// between the two leaves either the live copy without its commit (the
+	// fork's entry, replayed, has the next commit compare everything with
+	// HEAD) or the commit without the live copy (NAME exists with no files:
+	// ox-fork rm NAME).
+	seq, hash := k.auditHead()
+	trailers := append([]version.Trailer{
+		{Key: TrailerForkOf, Value: a.Agent},
+		{Key: TrailerForkPoint, Value: point},
+	}, version.AuditTrailers(seq, hash)...)
+	type gitResult struct {
+		cm  version.Commit
+		err error
+	}
+	gitDone := make(chan gitResult, 1)
+	afterc := make(chan []version.PathChange, 1)
+	now := time.Now().UTC()
+	go func() {
+		cm, err := k.ver.repo.Fork(version.ForkOptions{
+			From: a.Agent, Name: a.Name, Point: point, After: func() []version.PathChange { return <-afterc },
+			Trailers: trailers, Author: k.signature(c, now), When: now,
+		})
+		gitDone <- gitResult{cm, err}
+	}()
+	// A failure from here on takes the graft back.
+	failGrafted := func(err error) (proto.ForkRecord, error) {
+		afterc <- nil
+		if g := <-gitDone; g.cm.Hash != "" {
+			k.unfork(c, a.Name, trailers, now)
+		}
+		return fail(err)
+	}
+	// At the state now only the files the fork starts with changed are
 	// listed, its budget and its schedules. At an older commit every
 	// file is copied from git.
-	cow := a.Rev == ""
 	list := src
 	if cow {
 		list = src + state.SpaceSys + "/"
 	}
 	files, err := k.ver.repo.Files(point, list)
 	if err != nil {
-		return fail(err)
+		return failGrafted(err)
 	}
-	now := time.Now().UTC()
 	// The live copy, and what the fork's second commit changes against
 	// the graft: the budget used reset, the schedules left out.
 	short := point[:12]
 	fe := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpAgentFork, Target: tgt + " at " + point, Args: audit.ArgsDigest(raw)},
 		event: EventAgentForked, agent: a.Name, data: map[string]string{"from": a.Agent, "point": point}}
-	if cow {
-		fe.fork = &state.Fork{From: a.Agent, To: a.Name, Skip: map[string][]string{state.SpaceSys: {sysSchedules + "/"}}}
-	}
+	fe.fork = live
 	batch := []*tx{fe}
 	var after []version.PathChange
 	var items []version.ForkFile
@@ -154,7 +197,7 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 	// from git.
 	vals, err := k.ver.repo.ReadFork(k.state, a.Agent, items, cow)
 	if err != nil {
-		return fail(err)
+		return failGrafted(err)
 	}
 	var copies []*jobs.File
 	for i, it := range items {
@@ -178,41 +221,13 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 		}
 		batch = append(batch, &tx{change: &state.Change{Agent: a.Name, Space: it.Space, Key: it.Key, Value: val}})
 	}
-	// The graft and the live copy are made side by side: both sync to
-	// disk, neither needs the other. The commits' trailers name the audit
-	// log as it is now, before the fork's own entry, as a commit's do
-	// (all it holds was recorded up to there; see auditHead). A crash
-	// between the two leaves either the live copy without its commit (the
-	// fork's entry, replayed, has the next commit compare everything with
-	// HEAD) or the commit without the live copy (NAME exists with no files:
-	// ox-fork rm NAME).
-	seq, hash := k.auditHead()
-	trailers := append([]version.Trailer{
-		{Key: TrailerForkOf, Value: a.Agent},
-		{Key: TrailerForkPoint, Value: point},
-	}, version.AuditTrailers(seq, hash)...)
-	type gitResult struct {
-		cm  version.Commit
-		err error
-	}
-	gitDone := make(chan gitResult, 1)
-	go func() {
-		cm, err := k.ver.repo.Fork(version.ForkOptions{
-			From: a.Agent, Name: a.Name, Point: point, After: after,
-			Trailers: trailers, Author: k.signature(c, now), When: now,
-		})
-		gitDone <- gitResult{cm, err}
-	}()
+	afterc <- after
 	k.commit(batch)
 	g := <-gitDone
 	for _, t := range batch {
 		if t.err != nil {
 			if g.cm.Hash != "" {
-				// The graft stands alone (its second commit may have
-				// failed too): taken back, so that the name is free again.
-				if err := k.ver.repo.Unfork(a.Name, trailers[2:], k.signature(c, now), now); err != nil {
-					k.log.Error("fork: taking back the graft of a fork whose live copy failed", "fork", a.Name, "err", err)
-				}
+				k.unfork(c, a.Name, trailers, now)
 			}
 			return proto.ForkRecord{}, version.WireError(fmt.Errorf("forking %s: %w", a.Agent, t.err))
 		}
@@ -250,6 +265,15 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 		Text: fmt.Sprintf("forked %s at %s as %s (%d files)", a.Agent, short, a.Name, n),
 	}
 	return rec, nil
+}
+
+// unfork takes back the graft of a fork that failed after it was made
+// (its second commit may have failed too), so that the name is free
+// again.
+func (k *Kernel) unfork(c *Cred, name string, trailers []version.Trailer, now time.Time) {
+	if err := k.ver.repo.Unfork(name, trailers[2:], k.signature(c, now), now); err != nil {
+		k.log.Error("fork: taking back the graft of a fork that failed", "fork", name, "err", err)
+	}
 }
 
 // AgentDiff emits the files that differ between a.Other (or a.Agent's

@@ -179,6 +179,7 @@ func (s *Store) apply(r ref, room *int64) int64 {
 		a.mu.Lock()
 		if cur := a.keys[r.key]; cur == e && e.linked() {
 			e.ver &^= linkBit
+			a.unwritten -= e.size
 			a.unlinked()
 		}
 		a.mu.Unlock()
@@ -201,6 +202,7 @@ func (s *Store) apply(r ref, room *int64) int64 {
 		if cur := a.keys[r.key]; cur == e {
 			freed += int64(cap(value))
 			e.ver &^= pendBit
+			a.unwritten -= e.size
 			e.val = nil
 			if len(value) <= cacheMaxValue && s.cache.Add(int64(len(value))) <= s.opts.CacheBytes {
 				e.val = value

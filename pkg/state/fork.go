@@ -47,11 +47,60 @@ type Fork struct {
 	// Skip lists, per space, key prefixes left out of the copy
 	// ("schedules/").
 	Skip map[string][]string
+
+	// clones, once Prepare ran, are the copies of From's trees begun
+	// then, by space.
+	clones map[string]*forkClone
+}
+
+// forkClone is the copy of one of From's trees, made in the background.
+type forkClone struct {
+	ver  uint64
+	done chan *forkCopy
+	err  error // reading what a failed link left in the origin's origin
+}
+
+// Prepare begins the copy of From's trees now, ahead of the batch that
+// will hold f, so that the copy is made while the caller does other work
+// (a fork's commit in git) and not in the batch's path. It is a copy of
+// From as it is now: the caller must not change From until the batch is
+// published (the kernel forks on its committer). Without Prepare, AddFork
+// begins the copy itself.
+func (s *Store) Prepare(f *Fork) {
+	f.clones = map[string]*forkClone{}
+	for _, sp := range Spaces {
+		a := s.agent(Ref(sp, f.From))
+		if a == nil {
+			continue
+		}
+		a.mu.RLock()
+		n, links := len(a.keys), a.links
+		a.mu.RUnlock()
+		if n == 0 {
+			continue
+		}
+		if links > 0 {
+			// From is itself a fork whose files are not all linked yet:
+			// let the applier link them, so the new fork links to From's
+			// files.
+			s.Flush()
+		}
+		fcl := &forkClone{ver: s.seq.Add(1), done: make(chan *forkCopy, 1)}
+		// What a failed link left in the origin's origin: read now.
+		vals, err := s.linkedValues(a)
+		if err != nil {
+			fcl.err = err
+			close(fcl.done)
+		} else {
+			go func(skip []string) { fcl.done <- cloneTree(a, skip, nil, vals, fcl.ver) }(f.Skip[sp])
+		}
+		f.clones[sp] = fcl
+	}
 }
 
 // AddFork accepts f into the batch: To must have no key, From some. The
-// copy is of From as it is when the batch is published; changes of To
-// staged after it in the batch apply to the copy.
+// copy is of From as it is when the batch is published (or when Prepare
+// ran); changes of To staged after it in the batch apply to the copy.
 func (b *Batch) AddFork(f *Fork) *proto.Error {
 	if err := proto.CheckAgent(f.From); err != nil {
 		return err
@@ -63,55 +112,34 @@ func (b *Batch) AddFork(f *Fork) *proto.Error {
 		return proto.Errorf(proto.EINVAL, "a fork of %q needs another name", f.From)
 	}
 	s := b.s
-	var spaces []string
-	var copies int64
-	flush := false
 	for _, sp := range Spaces {
 		if n, _ := s.Keys(Ref(sp, f.To)); n > 0 {
 			return proto.Errorf(proto.EEXIST, "agent %q exists", f.To)
 		}
-		a := s.agent(Ref(sp, f.From))
-		if a == nil {
-			continue
-		}
-		a.mu.RLock()
-		n, links := len(a.keys), a.links
-		// The fork's copies of values not in a file of From's are files
-		// the applier must write: the batch needs room for them.
-		for _, e := range a.keys {
-			if e.pending() || e.linked() {
-				copies += e.size
-			}
-		}
-		a.mu.RUnlock()
-		if n > 0 {
-			spaces = append(spaces, sp)
-			flush = flush || links > 0
-		}
 	}
-	if len(spaces) == 0 {
+	if f.clones == nil {
+		s.Prepare(f)
+	}
+	if len(f.clones) == 0 {
 		return proto.Errorf(proto.ENOENT, "agent %q has nothing to fork", f.From)
 	}
-	b.copies += copies
-	if flush {
-		// From is itself a fork whose files are not all linked yet: let
-		// the applier link them, so the new fork links to From's files.
-		s.Flush()
-	}
 	now := time.Now().UTC()
-	for _, sp := range spaces {
-		r := &record{kind: recFork, ver: s.seq.Add(1), mod: now, agent: Ref(sp, f.From), key: Ref(sp, f.To),
-			value: []byte(strings.Join(f.Skip[sp], "\n"))}
-		// What a failed link left in the origin's origin: read now.
-		vals, err := s.linkedValues(s.agent(r.agent))
-		if err != nil {
-			return proto.Errorf(proto.EIO, "forking %s: %v", f.From, err)
+	for _, sp := range Spaces {
+		fcl := f.clones[sp]
+		if fcl == nil {
+			continue
 		}
-		// The clone of the index is made while the journal is written
-		// and synced: nothing changes From before the batch is published
-		// but the applier, which only writes what From holds to its files.
-		r.clone = make(chan *forkCopy, 1)
-		go func(src *agent) { r.clone <- cloneTree(src, forkSkip(r), nil, vals, r.ver) }(s.agent(r.agent))
+		if fcl.err != nil {
+			return proto.Errorf(proto.EIO, "forking %s: %v", f.From, fcl.err)
+		}
+		// The fork's copies of values not in a file of From's are files
+		// the applier must write: the batch needs room for them.
+		a := s.agent(Ref(sp, f.From))
+		a.mu.RLock()
+		b.copies += a.unwritten
+		a.mu.RUnlock()
+		r := &record{kind: recFork, ver: fcl.ver, mod: now, agent: Ref(sp, f.From), key: Ref(sp, f.To),
+			value: []byte(strings.Join(f.Skip[sp], "\n")), clone: fcl.done}
 		b.changes = append(b.changes, &Change{Agent: f.To, Space: sp, rec: r,
 			Record: proto.StateRecord{Type: proto.RecordState, Agent: f.To, Modified: now, Changed: now}})
 	}
@@ -172,7 +200,7 @@ func cloneTree(src *agent, skip []string, have map[string]*entry, vals map[strin
 	}
 	ents := make([]entry, len(src.keys)) // one allocation for all
 	for key, e := range src.keys {
-		if _, ok := have[key]; ok || slices.ContainsFunc(skip, func(p string) bool { return strings.HasPrefix(key, p) }) {
+		if _, ok := have[key]; ok || len(skip) > 0 && slices.ContainsFunc(skip, func(p string) bool { return strings.HasPrefix(key, p) }) {
 			drop(key)
 			continue
 		}
@@ -196,13 +224,15 @@ func cloneTree(src *agent, skip []string, have map[string]*entry, vals map[strin
 		}
 		fc.keys[key] = ne
 		fc.bytes += ne.size
-		if m, ok := src.meta[key]; ok {
+		fc.refs = append(fc.refs, ref{key: key, ver: ver})
+	}
+	for key, m := range src.meta {
+		if _, ok := fc.keys[key]; ok {
 			if fc.meta == nil {
 				fc.meta = map[string]keyMeta{}
 			}
 			fc.meta[key] = m
 		}
-		fc.refs = append(fc.refs, ref{key: key, ver: ver})
 	}
 	return fc
 }
@@ -234,7 +264,8 @@ func (s *Store) publishFork(r *record) error {
 	}
 	dst.mu.Lock()
 	if len(dst.keys) == 0 {
-		dst.keys, dst.dirs, dst.bytes = fc.keys, fc.dirs, fc.bytes
+		// Every entry of a fork is unwritten (pending or linked).
+		dst.keys, dst.dirs, dst.bytes, dst.unwritten = fc.keys, fc.dirs, fc.bytes, fc.bytes
 	} else {
 		for key, e := range fc.keys {
 			dst.addKey(key, e)

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/oxios/oxios/pkg/proto"
 )
 
 func fork(t *testing.T, s *Store, f *Fork, changes ...*Change) {
@@ -20,6 +22,7 @@ func big(tag string) string { return tag + strings.Repeat(".", cacheMaxValue) }
 
 func wantValues(t *testing.T, s *Store, agent string, want map[string]string) {
 	t.Helper()
+	checkUnwritten(t, s)
 	recs, err := s.List(agent, "")
 	if err != nil && len(want) > 0 {
 		t.Fatalf("%s: %v", agent, err)
@@ -118,6 +121,60 @@ func TestForkCopyOnWrite(t *testing.T) {
 		s.Flush()
 		wantFiles(t, c.dir, "b", c.fork)
 		s.Close()
+	}
+}
+
+// checkUnwritten recounts each agent's unwritten bytes, which the store
+// keeps as a running sum.
+func checkUnwritten(t *testing.T, s *Store) {
+	t.Helper()
+	s.mu.Lock()
+	agents := make([]*agent, 0, len(s.agents))
+	for _, a := range s.agents {
+		agents = append(agents, a)
+	}
+	s.mu.Unlock()
+	for _, a := range agents {
+		a.mu.RLock()
+		var n int64
+		for _, e := range a.keys {
+			if e.unwritten() {
+				n += e.size
+			}
+		}
+		if n != a.unwritten {
+			t.Errorf("%s: unwritten %d, its entries sum to %d", a.name, a.unwritten, n)
+		}
+		a.mu.RUnlock()
+	}
+}
+
+// A fork prepared ahead of its batch is the same copy as one made in the
+// batch, and a prepared fork whose batch never comes changes nothing.
+func TestForkPrepared(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	want := map[string]string{"k": "v", "d/big": big("b"), "sched/j": "j"}
+	commit(t, s, save("a", "k", "v"), save("a", "d/big", big("b")), save("a", "sched/j", "j"))
+	s.Prepare(&Fork{From: "a", To: "never"}) // its batch never comes
+	f := &Fork{From: "a", To: "b", Skip: map[string][]string{SpaceState: {"sched/"}}}
+	s.Prepare(f)
+	fork(t, s, f, save("b", "extra", "x"))
+	wantValues(t, s, "b", map[string]string{"k": "v", "d/big": big("b"), "extra": "x"})
+	wantValues(t, s, "a", want)
+	if n, _ := s.Keys("never"); n != 0 {
+		t.Errorf("the fork never made has %d keys", n)
+	}
+	s.Flush()
+	wantValues(t, s, "b", map[string]string{"k": "v", "d/big": big("b"), "extra": "x"})
+	// Prepared from an agent with nothing: refused when added.
+	g := &Fork{From: "none", To: "c"}
+	s.Prepare(g)
+	if err := s.Begin().AddFork(g); err == nil || err.Code != proto.ENOENT {
+		t.Errorf("fork of an agent with nothing: %v", err)
 	}
 }
 

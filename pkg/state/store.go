@@ -187,6 +187,10 @@ type agent struct {
 	// its own tree; see fork.go); links counts those entries.
 	origin *agent
 	links  int
+	// unwritten is the sum of the sizes of the entries not in a file of
+	// this agent's own (pending or linked): what a fork of it must have
+	// the applier write as copies.
+	unwritten int64
 }
 
 // entry is one key of the index. There is one per key (a million for an
@@ -213,6 +217,7 @@ const (
 
 func (e *entry) pending() bool   { return e.ver&pendBit != 0 }
 func (e *entry) linked() bool    { return e.ver&linkBit != 0 }
+func (e *entry) unwritten() bool { return e.ver&(pendBit|linkBit) != 0 }
 func (e *entry) version() uint64 { return e.ver &^ (pendBit | linkBit) }
 
 // cached is the entry's cached value, if it has one.
@@ -510,8 +515,14 @@ func (a *agent) addKey(key string, e *entry) {
 		forEachParent(key, func(dir string) { a.dirs[dir]++ })
 	} else {
 		a.bytes -= old.size
+		if old.unwritten() {
+			a.unwritten -= old.size
+		}
 	}
 	a.bytes += e.size
+	if e.unwritten() {
+		a.unwritten += e.size
+	}
 	a.keys[key] = e
 }
 
@@ -521,6 +532,9 @@ func (a *agent) removeKey(key string) {
 		return
 	}
 	a.bytes -= old.size
+	if old.unwritten() {
+		a.unwritten -= old.size
+	}
 	delete(a.keys, key)
 	forEachParent(key, func(dir string) {
 		if a.dirs[dir]--; a.dirs[dir] == 0 {

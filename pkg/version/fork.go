@@ -31,10 +31,11 @@ const (
 // ForkOptions is a fork of agent From at commit Point as agent Name.
 type ForkOptions struct {
 	From, Name, Point string
-	// After is what the fork's second commit changes against the graft
-	// (its budget used reset, its schedules disabled); none: no second
-	// commit.
-	After []PathChange
+	// After, called once the graft is made, is what the fork's second
+	// commit changes against it (its budget used reset, its schedules
+	// disabled); none: no second commit. It may block: the caller works
+	// it out while the graft is made.
+	After func() []PathChange
 	// Trailers of the graft; the second commit has all but the first two
 	// (the fork's own).
 	Trailers []Trailer
@@ -60,14 +61,18 @@ func (r *Repo) Fork(o ForkOptions) (Commit, error) {
 		Author:    o.Author,
 		Committer: Daemon(o.When),
 	})
-	if err != nil || len(o.After) == 0 {
+	if err != nil || o.After == nil {
 		return cm, err
+	}
+	after := o.After()
+	if len(after) == 0 {
+		return cm, nil
 	}
 	tx2, err := r.Begin()
 	if err != nil {
 		return cm, err
 	}
-	for _, ch := range o.After {
+	for _, ch := range after {
 		if ch.Action == Deleted {
 			err = tx2.Delete(ch.Path)
 		} else {
@@ -123,25 +128,34 @@ type ForkFile struct{ Space, Key, Blob string }
 func (r *Repo) ReadFork(st Store, agent string, files []ForkFile, live bool) ([][]byte, error) {
 	vals := make([][]byte, len(files))
 	errs := make([]error, len(files))
-	var wg sync.WaitGroup
-	workers := runtime.GOMAXPROCS(0)
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < len(files); i += workers {
-				f := files[i]
-				if live {
-					if v, _, err := st.Load(state.Ref(f.Space, agent), f.Key); err == nil {
-						vals[i] = v
-						continue
-					}
+	read := func(w, workers int) {
+		for i := w; i < len(files); i += workers {
+			f := files[i]
+			if live {
+				if v, _, err := st.Load(state.Ref(f.Space, agent), f.Key); err == nil {
+					vals[i] = v
+					continue
 				}
-				vals[i], errs[i] = r.ReadBlob(f.Blob)
 			}
-		}()
+			vals[i], errs[i] = r.ReadBlob(f.Blob)
+		}
 	}
-	wg.Wait()
+	if len(files) <= forkReadInline {
+		// A fork at the state now reads its budget and schedules: too
+		// few to be worth waking goroutines for.
+		read(0, 1)
+	} else {
+		var wg sync.WaitGroup
+		workers := runtime.GOMAXPROCS(0)
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				read(w, workers)
+			}()
+		}
+		wg.Wait()
+	}
 	for _, err := range errs {
 		if err != nil {
 			return nil, err
@@ -149,6 +163,10 @@ func (r *Repo) ReadFork(st Store, agent string, files []ForkFile, live bool) ([]
 	}
 	return vals, nil
 }
+
+// forkReadInline is how many files ReadFork reads on the caller's
+// goroutine; more are read in parallel.
+const forkReadInline = 16
 
 // ForkPoint finds the commit agent was forked at and the agent it was
 // forked from, walking agent's history to its fork commit.

@@ -1,6 +1,7 @@
 package version
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -12,7 +13,7 @@ func TestForkGraftsAndFindsItsPoint(t *testing.T) {
 	point := change(t, r, map[string][]byte{"agents/a/state/k": []byte("v\n"), "agents/a/sys/budget.json": []byte("{}")}, "one").Hash
 	trailers := append([]Trailer{{Key: TrailerForkOf, Value: "a"}, {Key: TrailerForkPoint, Value: point}}, AuditTrailers(3, "h")...)
 	after := []PathChange{{Path: "agents/b/sys/budget.json", Action: Modified, To: `{"used":{}}`}}
-	cm, err := r.Fork(ForkOptions{From: "a", Name: "b", Point: point, After: after, Trailers: trailers, Author: opts("").Author, When: testTime})
+	cm, err := r.Fork(ForkOptions{From: "a", Name: "b", Point: point, After: func() []PathChange { return after }, Trailers: trailers, Author: opts("").Author, When: testTime})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,5 +66,40 @@ func TestForkGraftsAndFindsItsPoint(t *testing.T) {
 	}
 	if fs := mustFiles(t, r, "HEAD", "agents/b/"); len(fs) != 0 {
 		t.Fatal(fs)
+	}
+}
+
+// ReadFork reads many files on several goroutines, few on the caller's,
+// each from the live store when it has the file and from git otherwise.
+func TestReadForkManyAndFew(t *testing.T) {
+	r := open(t)
+	files := map[string][]byte{}
+	for i := range 3 * forkReadInline {
+		files[fmt.Sprintf("agents/a/state/k%02d", i)] = []byte(fmt.Sprint("git ", i))
+	}
+	change(t, r, files, "many")
+	live := memStore{"agents/a/state/k07": []byte("live 7")}
+	for _, n := range []int{1, forkReadInline, 3 * forkReadInline} {
+		var ff []ForkFile
+		for i := range n {
+			k := fmt.Sprintf("k%02d", i)
+			ff = append(ff, ForkFile{Space: "state", Key: k, Blob: BlobHash(files["agents/a/state/"+k])})
+		}
+		vals, err := r.ReadFork(live, "a", ff, true)
+		if err != nil {
+			t.Fatal(n, err)
+		}
+		for i, v := range vals {
+			want := fmt.Sprint("git ", i)
+			if i == 7 {
+				want = "live 7"
+			}
+			if string(v) != want {
+				t.Errorf("%d files: file %d = %q, want %q", n, i, v, want)
+			}
+		}
+	}
+	if _, err := r.ReadFork(memStore{}, "a", []ForkFile{{Space: "state", Key: "x", Blob: BlobHash([]byte("never stored"))}}, true); err == nil {
+		t.Error("a blob git does not have was read")
 	}
 }
