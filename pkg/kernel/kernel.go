@@ -12,9 +12,10 @@
 // packages of their own that do not know about each other: the kernel
 // passes what they need.
 //
-// Changes are group-committed: a mutating syscall hands a transaction to
-// the committer goroutine, which takes every transaction queued at that
-// moment, writes the state changes and their audit entries to the state
+// Changes are group-committed: a mutating syscall queues a transaction;
+// one committer at a time (the caller itself when nobody else commits,
+// else the committer goroutine: see txq) takes every transaction queued
+// at that moment, writes the state changes and their audit entries to the state
 // journal, makes it durable with one fdatasync (the audit log's own file
 // is synced at checkpoints: until then the journal holds its entries),
 // and only then makes the batch visible, replies, and tells the event
@@ -32,7 +33,6 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/oxios/oxios/pkg/audit"
@@ -100,11 +100,8 @@ type Kernel struct {
 	// the committer (and recovery before it starts) touches it.
 	auditSeq uint64
 
-	// txc feeds the committer. Senders hold txmu for reading while they
-	// send, so Close can shut the channel once no send is in progress.
-	txc     chan *tx
-	txmu    sync.RWMutex
-	closing bool
+	// txq is the queue of the group commit (see commit.go).
+	txq     txq
 	stopped chan struct{}
 	fatal   chan error // the storage can no longer be trusted: restart
 	// refusals coalesces floods of refusals into counted entries.
@@ -149,10 +146,10 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 		audit:   alog,
 		bus:     bus.New(),
 		uid:     uint32(os.Getuid()),
-		txc:     make(chan *tx, 4096),
 		stopped: make(chan struct{}),
 		fatal:   make(chan error, 1),
 	}
+	k.txq.init()
 	k.budgets = budget.NewLedger(func(agent string) ([]byte, error) {
 		v, _, err := k.state.Load(state.Ref(state.SpaceSys, agent), sysBudget)
 		return v, err
@@ -214,7 +211,7 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 	}
 	k.openAdmission(k.root)
 	k.started = time.Now().UTC()
-	go k.committer()
+	k.startCommitter()
 	k.resolveLeftApprovals()
 	return k, nil
 }
@@ -251,16 +248,11 @@ func (k *Kernel) Close() error {
 	k.sup.Close()
 	k.closeTools()
 	k.refusals.Flush()
-	k.txmu.Lock()
-	if k.closing {
-		k.txmu.Unlock()
+	if !k.txq.shut() {
 		return nil
 	}
-	k.closing = true
-	close(k.txc)
-	k.txmu.Unlock()
 	k.ttl.Stop()
-	<-k.stopped
+	k.stopCommitter()
 	k.mem.SaveAll()
 	k.closeTalk()
 	err := k.state.Close()

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"errors"
 	"fmt"
 
 	"golang.org/x/sys/unix"
@@ -31,13 +32,8 @@ import (
 //
 // Three system calls, a few microseconds, once per group commit.
 func (s *Store) writable(n, files int64, small bool) error {
-	fd := int(s.j.f.Fd())
-	var st, cur unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return fmt.Errorf("state: journal: %w", err)
-	}
-	if st.Nlink == 0 || unix.Stat(s.j.path, &cur) != nil || cur.Ino != st.Ino || cur.Dev != st.Dev {
-		return proto.Errorf(proto.EIO, "the data directory %s was removed or replaced while oxiosd runs: writes are refused, since they would be lost; put it back, or restart oxiosd to start over on what is there", s.data)
+	if err := s.sameJournal(); err != nil {
+		return err
 	}
 	free, err := s.free()
 	if err != nil {
@@ -59,4 +55,47 @@ func (s *Store) writable(n, files int64, small bool) error {
 		return proto.Errorf(proto.ENOSPC, "disk full: %s has %d bytes free, this write needs %d and oxiosd keeps %d in reserve (limits.disk_reserve); writes are refused until space is freed (deleting keys frees it), reads are served", s.data, free, need-reserve, reserve)
 	}
 	return nil
+}
+
+// sameJournal checks that the journal file is still in place: linked, and
+// the file its path names.
+//
+// It asks statx for the inode number and link count only. A stat that
+// returns the file's times (fstat, stat) marks the inode, on kernels with
+// multigrain timestamps (Linux 6.13 and later), so that its next write
+// takes a fine-grained timestamp: every journal write then changes the
+// file's mtime, and ext4's fdatasync writes the inode as well as the data
+// (measured on 6.18: three disk writes per sync instead of two, 225 us a
+// sync instead of 172 us). Where statx is missing, fstat and stat do.
+func (s *Store) sameJournal() error {
+	const mask = unix.STATX_INO | unix.STATX_NLINK
+	var st, cur unix.Statx_t
+	err := unix.Statx(int(s.j.f.Fd()), "", unix.AT_EMPTY_PATH, mask, &st)
+	if errors.Is(err, unix.ENOSYS) {
+		return s.sameJournalStat()
+	}
+	if err != nil {
+		return fmt.Errorf("state: journal: %w", err)
+	}
+	if st.Nlink == 0 || unix.Statx(unix.AT_FDCWD, s.j.path, 0, mask, &cur) != nil ||
+		cur.Ino != st.Ino || cur.Dev_major != st.Dev_major || cur.Dev_minor != st.Dev_minor {
+		return s.journalGone()
+	}
+	return nil
+}
+
+// sameJournalStat is sameJournal without statx.
+func (s *Store) sameJournalStat() error {
+	var st, cur unix.Stat_t
+	if err := unix.Fstat(int(s.j.f.Fd()), &st); err != nil {
+		return fmt.Errorf("state: journal: %w", err)
+	}
+	if st.Nlink == 0 || unix.Stat(s.j.path, &cur) != nil || cur.Ino != st.Ino || cur.Dev != st.Dev {
+		return s.journalGone()
+	}
+	return nil
+}
+
+func (s *Store) journalGone() error {
+	return proto.Errorf(proto.EIO, "the data directory %s was removed or replaced while oxiosd runs: writes are refused, since they would be lost; put it back, or restart oxiosd to start over on what is there", s.data)
 }

@@ -153,3 +153,43 @@ func TestDeleteDespitePending(t *testing.T) {
 		return
 	}
 }
+
+// The journal check finds its file moved away and replaced, by statx
+// and by the stat fallback alike.
+func TestSameJournal(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for name, check := range map[string]func() error{"statx": s.sameJournal, "stat": s.sameJournalStat} {
+		if err := check(); err != nil {
+			t.Fatalf("%s: journal in place: %v", name, err)
+		}
+	}
+	path := s.j.path
+	if err := os.Rename(path, path+".moved"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, check := range map[string]func() error{"statx": s.sameJournal, "stat": s.sameJournalStat} {
+		if err := check(); err == nil || !strings.Contains(err.Error(), "removed or replaced") {
+			t.Errorf("%s: journal replaced: %v", name, err)
+		}
+	}
+	os.Remove(path)
+	for name, check := range map[string]func() error{"statx": s.sameJournal, "stat": s.sameJournalStat} {
+		if err := check(); err == nil || !strings.Contains(err.Error(), "removed or replaced") {
+			t.Errorf("%s: journal gone: %v", name, err)
+		}
+	}
+	if err := os.Rename(path+".moved", path); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.sameJournal(); err != nil {
+		t.Errorf("journal put back: %v", err)
+	}
+}

@@ -1,0 +1,159 @@
+package kernel
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/oxios/oxios/pkg/audit"
+	"github.com/oxios/oxios/pkg/config"
+	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/state"
+)
+
+// queueKernel is a kernel on data with no scheduler.
+func queueKernel(t *testing.T, data string) *Kernel {
+	t.Helper()
+	cfg := config.Default()
+	cfg.Data = data
+	cfg.Socket = filepath.Join(data, "none.sock")
+	cfg.NoMount = true
+	k, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func saveTx(agent, key, value string) *tx {
+	return &tx{change: &state.Change{Agent: agent, Key: key, Value: []byte(value)},
+		entry: &audit.Entry{Actor: audit.Actor{UID: 0}, Op: proto.OpStateSave, Target: target(agent, key)}}
+}
+
+// Callers that lead and the committer goroutine together commit every
+// transaction once, in order: a barrier sees every save queued before it
+// and none queued after it, whoever runs it.
+func TestCommitQueueOrder(t *testing.T) {
+	k := queueKernel(t, t.TempDir())
+	defer k.Close()
+	ctx := context.Background()
+	const writers, saves = 8, 60
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	last := map[string]int{} // the newest value each writer's save was acknowledged for
+	errs := make(chan error, writers*saves)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			key := fmt.Sprint("w", w)
+			for i := range saves {
+				if err := k.submit(ctx, saveTx("q", key, fmt.Sprint(i)), true); err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				last[key] = i
+				mu.Unlock()
+				if i%10 == 0 {
+					// A barrier sees at least what was acknowledged before
+					// it was queued.
+					mu.Lock()
+					want := map[string]int{}
+					for k, v := range last {
+						want[k] = v
+					}
+					mu.Unlock()
+					err := k.barrier(ctx, func() {
+						for key, n := range want {
+							v, _, err := k.state.Load("q", key)
+							var got int
+							fmt.Sscan(string(v), &got)
+							if err != nil || got < n {
+								errs <- fmt.Errorf("barrier: %s = %q %v, acknowledged %d before it", key, v, err, n)
+							}
+						}
+					})
+					if err != nil {
+						errs <- err
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	for w := range writers {
+		if v, _, err := k.state.Load("q", fmt.Sprint("w", w)); err != nil || string(v) != fmt.Sprint(saves-1) {
+			t.Errorf("w%d = %q %v", w, v, err)
+		}
+	}
+}
+
+// A caller leads only the group its own transaction is in: a barrier
+// queued behind it runs on the committer goroutine, and the caller has
+// its answer without waiting for it.
+func TestCommitLeaderLeavesBarriers(t *testing.T) {
+	k := queueKernel(t, t.TempDir())
+	defer k.Close()
+	release := make(chan struct{})
+	ran := make(chan struct{})
+	own := saveTx("q", "k", "v")
+	own.done = make(chan struct{})
+	b := &tx{barrier: func() { close(ran); <-release }, done: make(chan struct{})}
+	q := &k.txq
+	q.mu.Lock()
+	if q.leading {
+		q.mu.Unlock()
+		t.Fatal("the queue of an idle kernel has a leader")
+	}
+	q.q = append(q.q, own, b)
+	q.leading = true
+	q.mu.Unlock()
+	led := make(chan struct{})
+	go func() { k.lead(own); close(led) }()
+	select {
+	case <-led:
+	case <-time.After(5 * time.Second):
+		close(release) // the caller ran the barrier itself: let it end
+		t.Fatal("the caller's lead did not end while a barrier behind it ran")
+	}
+	if !own.committed || own.err != nil {
+		t.Fatalf("own tx: committed %v, err %v", own.committed, own.err)
+	}
+	select {
+	case <-ran:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the barrier left to the committer goroutine never ran")
+	}
+	close(release)
+	<-b.done
+}
+
+// Close commits what is queued and refuses what comes after.
+func TestCommitQueueClose(t *testing.T) {
+	k := queueKernel(t, t.TempDir())
+	ctx := context.Background()
+	if err := k.submit(ctx, saveTx("q", "k", "v"), false); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.submit(ctx, saveTx("q", "k", "w"), true); code(err) != proto.ESHUTDOWN {
+		t.Fatalf("a save after Close: %v", err)
+	}
+	k2 := queueKernel(t, k.cfg.Data)
+	defer k2.Close()
+	if v, _, err := k2.state.Load("q", "k"); err != nil || string(v) != "v" {
+		t.Fatalf("the save queued before Close: %q %v", v, err)
+	}
+}
