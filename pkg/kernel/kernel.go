@@ -41,11 +41,13 @@ import (
 	"github.com/oxios/oxios/pkg/config"
 	"github.com/oxios/oxios/pkg/embed"
 	"github.com/oxios/oxios/pkg/expiry"
+	"github.com/oxios/oxios/pkg/llm"
 	"github.com/oxios/oxios/pkg/memindex"
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/reload"
 	"github.com/oxios/oxios/pkg/runq"
+	"github.com/oxios/oxios/pkg/runspec"
 	"github.com/oxios/oxios/pkg/state"
 	"github.com/oxios/oxios/pkg/supervisor"
 	"github.com/oxios/oxios/pkg/wasm"
@@ -94,7 +96,7 @@ type Kernel struct {
 	runs     RunResolver
 	fleet    Fleet // nil alone (fleet.go)
 	uid      uint32
-	llmh     llmHealth // llmhealth.go
+	breakers llm.Breakers // the model endpoints' (llmhealth.go)
 
 	// auditSeq is the seq of the last entry appended to the audit log; only
 	// the committer (and recovery before it starts) touches it.
@@ -123,9 +125,9 @@ type Kernel struct {
 	tools   wasm.Lazy   // WASM tools (tool.go)
 	adm     *runq.Queue // the run queue (admit.go)
 	started time.Time
-	sched   schedState // schedules (schedule.go)
-	box     boxState   // the sandbox of runs and execs (sandbox.go)
-	talk    talk       // inboxes and approvals (msg.go, approve.go)
+	sched   schedState   // schedules (schedule.go)
+	box     runspec.Host // the sandbox of runs and execs (sandbox.go)
+	talk    talk         // inboxes and approvals (msg.go, approve.go)
 }
 
 // New opens the data directory and starts the committer.
