@@ -3,9 +3,6 @@ package kernel
 import (
 	"context"
 	"errors"
-	"maps"
-	"os"
-	"slices"
 	"time"
 
 	"github.com/oxios/oxios/pkg/memindex"
@@ -271,19 +268,13 @@ func (k *Kernel) MemStat(c *Cred, agent, kind, id string) (int64, error) {
 }
 
 // expire forgets every memory of due whose time has come, as the kernel
-// (the expiry timer calls it).
+// (the expiry timer calls it; memindex.Set.Expire).
 func (k *Kernel) expire(now int64, due map[string][]string) {
-	who := audit.Actor{UID: k.uid, PID: int32(os.Getpid())}
-	for _, agent := range slices.Sorted(maps.Keys(due)) {
-		ids := k.mem.StillDue(agent, due[agent], now)
-		if _, err := k.forget(k.root, who, agent, ids, audit.ArgsDigest([]byte("ttl"))); err != nil {
-			var pe *proto.Error
-			if errors.As(err, &pe) && pe.Code == proto.ESHUTDOWN {
-				return
-			}
-			k.log.Error("expiring memories failed", "agent", agent, "err", err)
-		}
-	}
+	who := k.daemonActor()
+	k.mem.Expire(now, due, func(agent string, ids []string) error {
+		_, err := k.forget(k.root, who, agent, ids, audit.ArgsDigest([]byte("ttl")))
+		return err
+	})
 }
 
 // mayRecall asks agent's policy whether c may use memories of kind ("":

@@ -2,6 +2,8 @@ package memindex
 
 import (
 	"context"
+	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -132,6 +134,23 @@ func (s *Set) StillDue(agent string, ids []string, now int64) []string {
 		}
 	}
 	return due
+}
+
+// Expire forgets with forget the memories of due (ids by agent, as the
+// expiry timer hands them over) that are still due at now (StillDue),
+// agent by agent in the order of their names. It stops once forget fails
+// with ESHUTDOWN (the daemon stops); another failure is logged, and the
+// next agent's go on.
+func (s *Set) Expire(now int64, due map[string][]string, forget func(agent string, ids []string) error) {
+	for _, agent := range slices.Sorted(maps.Keys(due)) {
+		if err := forget(agent, s.StillDue(agent, due[agent], now)); err != nil {
+			var pe *proto.Error
+			if errors.As(err, &pe) && pe.Code == proto.ESHUTDOWN {
+				return
+			}
+			s.log.Error("expiring memories failed", "agent", agent, "err", err)
+		}
+	}
 }
 
 // List emits the records of agent's memories that match f and whose kind
