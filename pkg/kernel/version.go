@@ -9,7 +9,6 @@ import (
 
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/proto"
-	"github.com/oxios/oxios/pkg/state"
 	"github.com/oxios/oxios/pkg/uncommitted"
 	"github.com/oxios/oxios/pkg/version"
 )
@@ -304,11 +303,9 @@ func (k *Kernel) restoreNow(c *Cred, a proto.CommitRestoreArgs, raw []byte) (pro
 	if err != nil {
 		return fail(err)
 	}
-	target := a.Agent + ":" + hash
 	batch := make([]*tx, len(plan))
 	for i, ch := range plan {
-		entry := &audit.Entry{Actor: actor(c), Op: ch.Op, Target: a.Agent + ":" + ch.Key, Args: audit.ArgsDigest([]byte(target))}
-		batch[i] = &tx{change: &state.Change{Agent: a.Agent, Space: ch.Space, Key: ch.Key, Value: ch.Value, Delete: ch.Delete}, entry: entry}
+		batch[i] = &tx{change: ch.Change(a.Agent), entry: ch.Entry(actor(c), a.Agent, hash)}
 	}
 	if len(batch) > 0 {
 		k.commit(batch)
