@@ -91,13 +91,7 @@ func (k *Kernel) MemRemember(ctx context.Context, c *Cred, a proto.MemRememberAr
 		return proto.MemRememberResult{}, err
 	}
 	if err := k.permit(c, a.Agent, proto.OpMemRemember, a.Agent, raw, func(p *policy.Policy) error {
-		count := k.mem.Count(a.Agent) + int64(n)
-		for _, m := range mems {
-			if err := p.CheckMemory(m.Kind, count); err != nil {
-				return err
-			}
-		}
-		return nil
+		return p.CheckMemories(memory.KindsOf(mems), k.mem.Count(a.Agent)+int64(n))
 	}); err != nil {
 		return proto.MemRememberResult{}, err
 	}
@@ -114,16 +108,12 @@ func (k *Kernel) MemRemember(ctx context.Context, c *Cred, a proto.MemRememberAr
 	if err := k.submit(ctx, t, true); err != nil {
 		return proto.MemRememberResult{}, err
 	}
-	res := proto.MemRememberResult{Memories: make([]proto.MemoryRecord, n)}
-	for i, s := range t.subs {
+	for _, s := range t.subs {
 		if s.err != nil {
 			return proto.MemRememberResult{}, s.err
 		}
-		r := mems[i].Record(a.Agent)
-		r.Text = ""
-		res.Memories[i] = r
 	}
-	return res, nil
+	return memory.Remembered(a.Agent, mems), nil
 }
 
 // MemRecall emits the best memories for a query, best first.
