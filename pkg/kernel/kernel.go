@@ -3,14 +3,16 @@
 // and each goes through one gate (gate.go): validate -> authorize ->
 // policy -> do -> audit (refusals too) -> publish. The socket server and
 // the FUSE view call these syscalls and nothing below them; the
-// subsystems (state, agenttree, audit with its reads and targets, version
-// with its commits, restores, diffs, forks and pushes, uncommitted,
-// memory, memindex, recall, expiry, budget, inbox, approval, bus with its
-// event records, netfetch, llm's breakers, the supervisor, runq with its
-// waits and attaches, runspec, admit, sched/jobs, policy with its
-// violations and policy/judge, writeback's flights, reload...) are
-// packages of their own that do not know about each other: the kernel
-// passes what they need.
+// subsystems (state, agenttree, audit with its reads, targets, shown
+// lines and heads, version with its commits, restores and their plans,
+// diffs, forks and pushes, uncommitted, memory, memindex with its
+// expiries, recall, expiry, budget, inbox, approval with its listings, bus
+// with its event records and streams, netfetch, llm's breakers, the
+// supervisor with its cgroups, runq with its waits and attaches, runspec
+// with the sandbox's host, admit, sched/jobs, policy with its violations
+// and message rules and policy/judge, writeback's flights, reload with a
+// refused config, status's record...) are packages of their own that do
+// not know about each other: the kernel passes what they need.
 //
 // Changes are group-committed: a mutating syscall hands a transaction to
 // the committer goroutine, which takes every transaction queued at that
