@@ -11,7 +11,6 @@ import (
 	"github.com/oxios/oxios/pkg/admit"
 	"github.com/oxios/oxios/pkg/agenttree"
 	"github.com/oxios/oxios/pkg/audit"
-	"github.com/oxios/oxios/pkg/budget"
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/runq"
@@ -115,9 +114,9 @@ func (k *Kernel) spawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw []by
 	if err != nil {
 		return none, nil, err
 	}
-	lim, runLim, used := k.budgets.Limits(a.Agent, pol)
-	if why := budget.Over(used, proto.Budget{}, lim, true); why != "" {
-		return fail(budget.AgentOver(a.Agent, why))
+	runLim, qerr := k.budgets.SpawnCheck(a.Agent, pol)
+	if qerr != nil {
+		return fail(qerr)
 	}
 	id := k.newRunID()
 	dir := filepath.Join(k.cfg.Data, "work", a.Agent, id)
