@@ -2,7 +2,6 @@ package kernel
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/oxios/oxios/pkg/memindex"
@@ -191,33 +190,25 @@ func (k *Kernel) forget(ctx context.Context, who audit.Actor, agent string, ids 
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	t := &tx{}
-	var recs []proto.MemoryRecord
-	for _, fm := range k.mem.Forgettable(agent, ids) {
-		t.subs = append(t.subs, &tx{
+	fs := k.mem.Forgettable(agent, ids)
+	if len(fs) == 0 {
+		return nil, nil
+	}
+	t := &tx{subs: make([]*tx, len(fs))}
+	for i, fm := range fs {
+		t.subs[i] = &tx{
 			change: &state.Change{Agent: agent, Space: state.SpaceMem, Key: fm.Key, Delete: true},
 			entry:  &audit.Entry{Actor: who, Op: proto.OpMemForget, Target: target(agent, fm.Key), Args: digest},
-		})
-		recs = append(recs, fm.Record)
-	}
-	if len(t.subs) == 0 {
-		return nil, nil
+		}
 	}
 	if err := k.submit(ctx, t, true); err != nil {
 		return nil, err
 	}
-	out := recs[:0]
+	errs := make([]error, len(t.subs))
 	for i, s := range t.subs {
-		var pe *proto.Error
-		switch {
-		case s.err == nil:
-			out = append(out, recs[i])
-		case errors.As(s.err, &pe) && pe.Code == proto.ENOENT:
-		default:
-			return out, s.err
-		}
+		errs[i] = s.err
 	}
-	return out, nil
+	return memindex.Forgot(fs, errs)
 }
 
 // MemRead returns the file of a memory (for the FUSE view).

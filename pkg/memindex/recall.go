@@ -124,6 +124,25 @@ func (s *Set) Forgettable(agent string, ids []string) []Forgotten {
 	return out
 }
 
+// Forgot is the records of fs whose deletions ended with errs (in the
+// same order): those deleted, not those found gone already (ENOENT:
+// forgotten meanwhile). Another error stops it, with the records before
+// it.
+func Forgot(fs []Forgotten, errs []error) ([]proto.MemoryRecord, error) {
+	var out []proto.MemoryRecord
+	for i, err := range errs {
+		var pe *proto.Error
+		switch {
+		case err == nil:
+			out = append(out, fs[i].Record)
+		case errors.As(err, &pe) && pe.Code == proto.ENOENT:
+		default:
+			return out, err
+		}
+	}
+	return out, nil
+}
+
 // StillDue is which of ids of agent are still due to expire at now (a
 // memory forgotten or replaced meanwhile has no, or another, expiry).
 func (s *Set) StillDue(agent string, ids []string, now int64) []string {

@@ -69,6 +69,21 @@ func TestRecallReadsAndForgettable(t *testing.T) {
 	}
 }
 
+func TestForgot(t *testing.T) {
+	fs := []Forgotten{{Key: "k/1.md", Record: proto.MemoryRecord{ID: "1"}}, {Key: "k/2.md", Record: proto.MemoryRecord{ID: "2"}},
+		{Key: "k/3.md", Record: proto.MemoryRecord{ID: "3"}}, {Key: "k/4.md", Record: proto.MemoryRecord{ID: "4"}}}
+	gone := proto.Errorf(proto.ENOENT, "gone")
+	recs, err := Forgot(fs, []error{nil, gone, nil, nil})
+	if err != nil || len(recs) != 3 || recs[0].ID != "1" || recs[1].ID != "3" || recs[2].ID != "4" {
+		t.Fatalf("%+v %v", recs, err)
+	}
+	boom := errors.New("boom")
+	recs, err = Forgot(fs, []error{nil, gone, boom, nil})
+	if err != boom || len(recs) != 1 || recs[0].ID != "1" {
+		t.Fatalf("%+v %v", recs, err)
+	}
+}
+
 func TestExpire(t *testing.T) {
 	var logged bytes.Buffer
 	s := NewSet(NewFiles(t.TempDir()), slog.New(slog.NewTextHandler(&logged, nil)))
