@@ -65,6 +65,11 @@ type Request struct {
 // Allowed reports whether the request ended approved.
 func (r *Request) Allowed() bool { return r.State == Approved }
 
+// Undecided reports whether no operator decided the request: its time
+// ran out (the policy's default decided) or it was cancelled. Nobody's
+// decision then audits its end: the kernel records it.
+func (r *Request) Undecided() bool { return r.DecidedBy == "timeout" || r.State == Cancelled }
+
 // Registry holds the requests.
 type Registry struct {
 	mu      sync.Mutex

@@ -46,7 +46,7 @@ func (k *Kernel) ask(ctx context.Context, c *Cred, agent, op, what string, p *po
 	if err != nil {
 		return proto.AsError(err)
 	}
-	if got.DecidedBy == "timeout" || got.State == approval.Cancelled {
+	if got.Undecided() {
 		// No operator decided: the kernel records the outcome.
 		rec := approval.Record(got)
 		k.submit(context.Background(), &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpApproveDecide,
