@@ -8,8 +8,9 @@
 // on disk (OnChange) so that one left pending by a crash is resolved at the
 // next start (Restore); Record is a request as the wire has it, FromAsk
 // the request of a policy's ask rule, AskTarget and DecideTarget how the
-// audit log names its ask and its decision. Decided requests are kept
-// for listing, the most recent MaxDecided of them.
+// audit log names its ask and its decision, Stream what approve.list
+// shows. Decided requests are kept for listing, the most recent
+// MaxDecided of them.
 package approval
 
 import (
