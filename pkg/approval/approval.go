@@ -8,8 +8,9 @@
 // on disk (OnChange) so that one left pending by a crash is resolved at the
 // next start (Restore); Record is a request as the wire has it, FromAsk
 // the request of a policy's ask rule, AskTarget and DecideTarget how the
-// audit log names its ask and its decision. Decided requests are kept
-// for listing, the most recent MaxDecided of them.
+// audit log names its ask and its decision, Stream what approve.list
+// shows. Decided requests are kept for listing, the most recent
+// MaxDecided of them.
 package approval
 
 import (
@@ -64,6 +65,11 @@ type Request struct {
 
 // Allowed reports whether the request ended approved.
 func (r *Request) Allowed() bool { return r.State == Approved }
+
+// Undecided reports whether no operator decided the request: its time
+// ran out (the policy's default decided) or it was cancelled. Nobody's
+// decision then audits its end: the kernel records it.
+func (r *Request) Undecided() bool { return r.DecidedBy == "timeout" || r.State == Cancelled }
 
 // Registry holds the requests.
 type Registry struct {

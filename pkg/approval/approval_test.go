@@ -57,14 +57,14 @@ func TestApproveDenyTimeoutCancel(t *testing.T) {
 	// Denied.
 	d := g.Ask(Request{Agent: "ops", Op: "exec"}, time.Minute)
 	g.Decide(d.ID, false, "uid=0", "no")
-	if got, _ := g.Wait(context.Background(), d.ID); got.Allowed() || got.State != Denied {
+	if got, _ := g.Wait(context.Background(), d.ID); got.Allowed() || got.State != Denied || got.Undecided() {
 		t.Fatalf("denied: %+v", got)
 	}
 	// Timeout into the default, each way.
 	for _, def := range []string{Denied, Approved} {
 		to := g.Ask(Request{Agent: "ops", Default: def}, 20*time.Millisecond)
 		got, _ := g.Wait(context.Background(), to.ID)
-		if got.State != def || got.DecidedBy != "timeout" {
+		if got.State != def || got.DecidedBy != "timeout" || !got.Undecided() {
 			t.Fatalf("timeout with default %s: %+v", def, got)
 		}
 	}
@@ -72,7 +72,7 @@ func TestApproveDenyTimeoutCancel(t *testing.T) {
 	c := g.Ask(Request{Agent: "ops", Default: Approved}, time.Minute)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	if got, _ := g.Wait(ctx, c.ID); got.Allowed() || got.State != Cancelled {
+	if got, _ := g.Wait(ctx, c.ID); got.Allowed() || got.State != Cancelled || !got.Undecided() {
 		t.Fatalf("cancelled: %+v", got)
 	}
 	if len(g.List("", true)) != 0 || len(g.List("ops", false)) != 5 || len(g.List("other", false)) != 0 {

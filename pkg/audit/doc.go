@@ -8,7 +8,9 @@
 // The kernel's single committer appends a batch with [Log.Append] (written,
 // not yet durable), makes it durable with one [Log.Sync] (one fdatasync for
 // the whole batch: group commit) and only then replies ok. [Log.Scan] and
-// [Log.Changed] serve `ox-audit log` and `ox-audit tail` without polling.
+// [Log.Changed] serve `ox-audit log` and `ox-audit tail` without polling;
+// [Log.Show], [Log.SyncedHead] and [Log.VerifySynced] serve `ox-audit
+// show`, `head` and `verify` against the live log.
 // [Verify] checks a log directory offline (no daemon needed), [Log.Export]
 // writes a self-contained copy that [VerifyFile] checks anywhere.
 //

@@ -87,6 +87,26 @@ func (l *Ledger) OverAfter(agent string, p *policy.Policy, r Run, d proto.Budget
 	return nil
 }
 
+// SpawnCheck is the budget's check of a new run of agent (policy p):
+// EDQUOT once the agent has spent one of its limits (a limit reached
+// counts), else the limits each of its runs has.
+func (l *Ledger) SpawnCheck(agent string, p *policy.Policy) (runLim proto.Budget, err *proto.Error) {
+	lim, runLim, used := l.Limits(agent, p)
+	if why := Over(used, proto.Budget{}, lim, true); why != "" {
+		return proto.Budget{}, AgentOver(agent, why)
+	}
+	return runLim, nil
+}
+
+// ModelCall is what the model call a reports costs (Price, at prices per
+// million prompt and completion tokens); EINVAL for a negative count.
+func ModelCall(a proto.BudgetChargeArgs, promptPrice, completionPrice float64) (proto.Budget, *proto.Error) {
+	if a.PromptTokens < 0 || a.CompletionTokens < 0 {
+		return proto.Budget{}, proto.Errorf(proto.EINVAL, "token counts may not be negative")
+	}
+	return Price(a.PromptTokens, a.CompletionTokens, promptPrice, completionPrice), nil
+}
+
 // Price is what a model call's tokens cost, at prices per million
 // prompt and completion tokens.
 func Price(promptTokens, completionTokens int64, promptPrice, completionPrice float64) proto.Budget {

@@ -57,6 +57,39 @@ func TestCheckAndOverAfter(t *testing.T) {
 	}
 }
 
+func TestSpawnCheckAndModelCall(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	stored := map[string][]byte{
+		"a":    []byte(`{"limit":{"tokens":10},"run_limit":{"tokens":4},"used":{"tokens":9}}`),
+		"full": []byte(`{"limit":{"tokens":10},"used":{"tokens":10}}`),
+	}
+	l := NewLedger(func(agent string) ([]byte, error) {
+		if v, ok := stored[agent]; ok {
+			return v, nil
+		}
+		return nil, errors.New("none")
+	}, log)
+	p, err := policy.Parse(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run, qerr := l.SpawnCheck("a", p); qerr != nil || run.Tokens != 4 {
+		t.Fatal(run, qerr)
+	}
+	// A limit reached refuses a new run: it could spend nothing.
+	if _, qerr := l.SpawnCheck("full", p); qerr == nil || qerr.Code != proto.EDQUOT || !strings.Contains(qerr.Message, `agent "full" is over its budget: tokens: 10 used of 10`) {
+		t.Fatal(qerr)
+	}
+	if d, perr := ModelCall(proto.BudgetChargeArgs{PromptTokens: 1000, CompletionTokens: 500}, 3, 15); perr != nil || d != Price(1000, 500, 3, 15) {
+		t.Fatal(d, perr)
+	}
+	for _, a := range []proto.BudgetChargeArgs{{PromptTokens: -1}, {CompletionTokens: -1}} {
+		if _, perr := ModelCall(a, 3, 15); perr == nil || perr.Code != proto.EINVAL {
+			t.Errorf("%+v: %v", a, perr)
+		}
+	}
+}
+
 func TestPriceAndChanges(t *testing.T) {
 	if d := Price(1000, 500, 3, 15); d.Tokens != 1500 || d.Cost != (1000*3.0+500*15.0)/1e6 {
 		t.Fatal(d)

@@ -6,7 +6,8 @@
 // reported with the next Take, so a slow reader can say so and recover
 // (for instance by rereading the audit log) while the kernel goes on.
 // An event's record (Event.Record) reads the same as the one replayed
-// from the audit log for a subscriber that catches up (Replayed).
+// from the audit log for a subscriber that catches up (Replayed); Stream
+// is a subscriber's stream of both, the replay first.
 package bus
 
 import (

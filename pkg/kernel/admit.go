@@ -3,7 +3,6 @@ package kernel
 import (
 	"context"
 	"os"
-	"strings"
 
 	"github.com/oxios/oxios/pkg/admit"
 	"github.com/oxios/oxios/pkg/audit"
@@ -69,7 +68,7 @@ func (k *Kernel) admissionState() proto.Admission {
 // wallExceeded publishes budget.exceeded for a run its wall budget ended,
 // as an audit entry of its own (run.wall, EDQUOT), beside its run.exit.
 func (k *Kernel) wallExceeded(r *supervisor.Run, rec *proto.RunRecord) {
-	if !strings.HasPrefix(rec.Error, "wall time budget") {
+	if !supervisor.WallEnded(rec) {
 		return
 	}
 	t := &tx{entry: &audit.Entry{Actor: k.daemonActor(), Op: proto.OpRunWall,

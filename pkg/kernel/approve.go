@@ -9,7 +9,6 @@ import (
 
 	"github.com/oxios/oxios/pkg/approval"
 	"github.com/oxios/oxios/pkg/audit"
-	"github.com/oxios/oxios/pkg/bus"
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/version"
@@ -47,7 +46,7 @@ func (k *Kernel) ask(ctx context.Context, c *Cred, agent, op, what string, p *po
 	if err != nil {
 		return proto.AsError(err)
 	}
-	if got.DecidedBy == "timeout" || got.State == approval.Cancelled {
+	if got.Undecided() {
 		// No operator decided: the kernel records the outcome.
 		rec := approval.Record(got)
 		k.submit(context.Background(), &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpApproveDecide,
@@ -143,29 +142,7 @@ func (k *Kernel) ApproveList(ctx context.Context, c *Cred, a proto.ApproveListAr
 	visible := func(agent string) bool {
 		return (a.Agent == "" || agent == a.Agent) && k.authorize(c, agent) == nil
 	}
-	var sub *bus.Sub
-	if a.Follow {
-		// Subscribed before the listing, so nothing falls between.
-		sub = k.bus.Subscribe(1024, func(e *bus.Event) bool { return strings.HasPrefix(e.Name, "approval.") })
-		defer sub.Close()
-	}
-	recs := k.talk.approvals.Records(a.Agent, !a.All, visible)
-	for i := range recs {
-		if err := emit(&recs[i]); err != nil {
-			return err
-		}
-	}
-	if !a.Follow {
-		return nil
-	}
-	none := func() error { return nil }
-	return sub.Follow(ctx, 0, none, func(ev *bus.Event) error {
-		rec, ok := ev.Data.(*proto.ApprovalRecord)
-		if !ok || !visible(rec.Agent) {
-			return nil
-		}
-		return emit(rec)
-	}, func(uint64) error { return nil })
+	return k.talk.approvals.Stream(ctx, k.bus, a, visible, emit)
 }
 
 // ApproveDecide approves or denies a pending request. Only the admin, or

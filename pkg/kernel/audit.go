@@ -47,24 +47,9 @@ func (k *Kernel) AuditLog(ctx context.Context, c *Cred, a proto.AuditLogArgs, ra
 	return err
 }
 
-// AuditShow returns the line of entry seq.
+// AuditShow returns the line of entry seq, when c may see it.
 func (k *Kernel) AuditShow(ctx context.Context, c *Cred, seq uint64) ([]byte, error) {
-	if seq == 0 {
-		return nil, proto.Errorf(proto.EINVAL, "audit entries are numbered from 1")
-	}
-	out, err := k.audit.Line(seq)
-	if err != nil {
-		return nil, proto.AsError(err)
-	}
-	if out == nil {
-		return nil, proto.Errorf(proto.ENOENT, "no audit entry %d (the log ends at %d)", seq, k.audit.Published())
-	}
-	in, _ := audit.Peek(out)
-	if !k.auditVisible(c, &in) {
-		// Not the caller's to see; do not say whether it exists.
-		return nil, proto.Errorf(proto.ENOENT, "no audit entry %d visible to uid %d", seq, c.UID)
-	}
-	return out, nil
+	return k.audit.Show(seq, c.UID, func(in *audit.Info) bool { return k.auditVisible(c, in) })
 }
 
 // AuditHead makes every committed entry durable in the log itself and
@@ -73,11 +58,7 @@ func (k *Kernel) AuditHead(ctx context.Context, c *Cred) (proto.AuditHead, error
 	if err := k.requireAdmin(c, proto.OpAuditHead); err != nil {
 		return proto.AuditHead{}, err
 	}
-	if err := k.audit.Sync(); err != nil {
-		return proto.AuditHead{}, proto.AsError(err)
-	}
-	seq, hash := k.audit.Head()
-	return proto.AuditHead{Type: proto.RecordAuditHead, Seq: seq, Hash: hash}, nil
+	return k.audit.SyncedHead()
 }
 
 // AuditVerify recomputes the chain of the live log up to its head.
@@ -85,14 +66,7 @@ func (k *Kernel) AuditVerify(ctx context.Context, c *Cred) (proto.AuditVerify, e
 	if err := k.requireAdmin(c, proto.OpAuditVerify); err != nil {
 		return proto.AuditVerify{}, err
 	}
-	if err := k.audit.Sync(); err != nil {
-		return proto.AuditVerify{}, proto.AsError(err)
-	}
-	rep, err := k.audit.Verify()
-	if err != nil {
-		return proto.AuditVerify{}, proto.AsError(err)
-	}
-	return rep.Record("oxiosd"), nil
+	return k.audit.VerifySynced("oxiosd")
 }
 
 // AuditExport emits every durable line of the log and then its head line:

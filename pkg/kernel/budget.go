@@ -160,11 +160,11 @@ func (k *Kernel) BudgetCharge(ctx context.Context, c *Cred, a proto.BudgetCharge
 	if err != nil {
 		return proto.BudgetRecord{}, err
 	}
-	if a.PromptTokens < 0 || a.CompletionTokens < 0 {
-		return proto.BudgetRecord{}, proto.Errorf(proto.EINVAL, "token counts may not be negative")
-	}
 	llm := k.liveCfg().LLM
-	d := budget.Price(a.PromptTokens, a.CompletionTokens, llm.PromptPrice, llm.CompletionPrice)
+	d, perr := budget.ModelCall(a, llm.PromptPrice, llm.CompletionPrice)
+	if perr != nil {
+		return proto.BudgetRecord{}, perr
+	}
 	r := k.callerRun(c, a.Agent)
 	qerr := k.budgets.OverAfter(a.Agent, p, budgetRun(r), d)
 	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpBudgetCharge, Target: a.Agent + ":" + sysBudget, Args: audit.ArgsDigest(raw), Result: "ok"}}

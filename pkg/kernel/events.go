@@ -2,9 +2,7 @@ package kernel
 
 import (
 	"context"
-	"encoding/json"
 
-	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/bus"
 	"github.com/oxios/oxios/pkg/proto"
 )
@@ -54,42 +52,5 @@ func (k *Kernel) Events(ctx context.Context, c *Cred, a proto.EventsArgs, raw []
 		}
 		return agent != "" && k.authorize(c, agent) == nil
 	}
-	// Subscribed before the replay: an entry the scan misses was
-	// published to the audit log after the scan began, so before its bus
-	// event, which the queue then holds. Events the two share are dropped
-	// by seq.
-	sub := k.bus.Subscribe(eventQueue, func(ev *bus.Event) bool { return want(ev.Name, ev.Agent) })
-	defer sub.Close()
-	var replayed uint64
-	if a.SinceSeq > 0 {
-		err := k.audit.ScanLines(a.SinceSeq, func(line []byte) error {
-			in, ok := audit.Peek(line)
-			if !ok {
-				return nil
-			}
-			replayed = in.Seq
-			rec := bus.Replayed(&in, eventName(in.Op, in.Result))
-			if !want(rec.Event, rec.Agent) {
-				return nil
-			}
-			return emit(&rec)
-		})
-		if err != nil {
-			return proto.AsError(err)
-		}
-	}
-	return sub.Follow(ctx, replayed, flush, func(ev *bus.Event) error {
-		// Every subscriber gets the same record of a live event: it is
-		// encoded once, for all of them.
-		b, err := ev.Encoded(func() ([]byte, error) {
-			rec := ev.Record()
-			return proto.Marshal(&rec)
-		})
-		if err != nil {
-			return err
-		}
-		return emit(json.RawMessage(b))
-	}, func(lost uint64) error {
-		return emit(&proto.LostRecord{Type: proto.RecordLost, Count: lost})
-	})
+	return k.bus.Stream(ctx, eventQueue, a.SinceSeq, bus.History{Scan: k.audit.ScanLines, Name: eventName}, want, emit, flush)
 }

@@ -58,7 +58,7 @@ func (k *Kernel) Exec(ctx context.Context, c *Cred, a proto.ExecArgs, raw []byte
 	if err != nil {
 		return proto.ExecRecord{}, proto.AsError(err)
 	}
-	sb, serr := k.sandboxFor(a.Agent, p, dir, false, false)
+	sb, serr := runspec.Sandbox(k.box, a.Agent, p, dir, false, false)
 	if serr != nil {
 		return deny(serr, runspec.ExecTarget(a.Agent, cmd.Argv, "", " [sandbox.isolation]"))
 	}

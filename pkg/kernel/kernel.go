@@ -3,14 +3,16 @@
 // and each goes through one gate (gate.go): validate -> authorize ->
 // policy -> do -> audit (refusals too) -> publish. The socket server and
 // the FUSE view call these syscalls and nothing below them; the
-// subsystems (state, agenttree, audit with its reads and targets, version
-// with its commits, restores, diffs, forks and pushes, uncommitted,
-// memory, memindex, recall, expiry, budget, inbox, approval, bus with its
-// event records, netfetch, llm's breakers, the supervisor, runq with its
-// waits and attaches, runspec, admit, sched/jobs, policy with its
-// violations and policy/judge, writeback's flights, reload...) are
-// packages of their own that do not know about each other: the kernel
-// passes what they need.
+// subsystems (state, agenttree, audit with its reads, targets, shown
+// lines and heads, version with its commits, restores and their plans,
+// diffs, forks and pushes, uncommitted, memory, memindex with its
+// expiries, recall, expiry, budget, inbox, approval with its listings, bus
+// with its event records and streams, netfetch, llm's breakers, the
+// supervisor with its cgroups, runq with its waits and attaches, runspec
+// with the sandbox's host, admit, sched/jobs, policy with its violations
+// and message rules and policy/judge, writeback's flights, reload with a
+// refused config, status's record...) are packages of their own that do
+// not know about each other: the kernel passes what they need.
 //
 // Changes are group-committed: a mutating syscall queues a transaction;
 // one committer at a time (the caller itself when nobody else commits,
@@ -41,11 +43,13 @@ import (
 	"github.com/oxios/oxios/pkg/config"
 	"github.com/oxios/oxios/pkg/embed"
 	"github.com/oxios/oxios/pkg/expiry"
+	"github.com/oxios/oxios/pkg/llm"
 	"github.com/oxios/oxios/pkg/memindex"
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/reload"
 	"github.com/oxios/oxios/pkg/runq"
+	"github.com/oxios/oxios/pkg/runspec"
 	"github.com/oxios/oxios/pkg/state"
 	"github.com/oxios/oxios/pkg/supervisor"
 	"github.com/oxios/oxios/pkg/wasm"
@@ -94,7 +98,7 @@ type Kernel struct {
 	runs     RunResolver
 	fleet    Fleet // nil alone (fleet.go)
 	uid      uint32
-	llmh     llmHealth // llmhealth.go
+	breakers llm.Breakers // the model endpoints' (llmhealth.go)
 
 	// auditSeq is the seq of the last entry appended to the audit log; only
 	// the committer (and recovery before it starts) touches it.
@@ -120,9 +124,9 @@ type Kernel struct {
 	tools   wasm.Lazy   // WASM tools (tool.go)
 	adm     *runq.Queue // the run queue (admit.go)
 	started time.Time
-	sched   schedState // schedules (schedule.go)
-	box     boxState   // the sandbox of runs and execs (sandbox.go)
-	talk    talk       // inboxes and approvals (msg.go, approve.go)
+	sched   schedState   // schedules (schedule.go)
+	box     runspec.Host // the sandbox of runs and execs (sandbox.go)
+	talk    talk         // inboxes and approvals (msg.go, approve.go)
 }
 
 // New opens the data directory and starts the committer.

@@ -2,10 +2,6 @@ package kernel
 
 import (
 	"context"
-	"errors"
-	"maps"
-	"os"
-	"slices"
 	"time"
 
 	"github.com/oxios/oxios/pkg/memindex"
@@ -94,13 +90,7 @@ func (k *Kernel) MemRemember(ctx context.Context, c *Cred, a proto.MemRememberAr
 		return proto.MemRememberResult{}, err
 	}
 	if err := k.permit(c, a.Agent, proto.OpMemRemember, a.Agent, raw, func(p *policy.Policy) error {
-		count := k.mem.Count(a.Agent) + int64(n)
-		for _, m := range mems {
-			if err := p.CheckMemory(m.Kind, count); err != nil {
-				return err
-			}
-		}
-		return nil
+		return p.CheckMemories(memory.KindsOf(mems), k.mem.Count(a.Agent)+int64(n))
 	}); err != nil {
 		return proto.MemRememberResult{}, err
 	}
@@ -117,16 +107,12 @@ func (k *Kernel) MemRemember(ctx context.Context, c *Cred, a proto.MemRememberAr
 	if err := k.submit(ctx, t, true); err != nil {
 		return proto.MemRememberResult{}, err
 	}
-	res := proto.MemRememberResult{Memories: make([]proto.MemoryRecord, n)}
-	for i, s := range t.subs {
+	for _, s := range t.subs {
 		if s.err != nil {
 			return proto.MemRememberResult{}, s.err
 		}
-		r := mems[i].Record(a.Agent)
-		r.Text = ""
-		res.Memories[i] = r
 	}
-	return res, nil
+	return memory.Remembered(a.Agent, mems), nil
 }
 
 // MemRecall emits the best memories for a query, best first.
@@ -204,33 +190,25 @@ func (k *Kernel) forget(ctx context.Context, who audit.Actor, agent string, ids 
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	t := &tx{}
-	var recs []proto.MemoryRecord
-	for _, fm := range k.mem.Forgettable(agent, ids) {
-		t.subs = append(t.subs, &tx{
+	fs := k.mem.Forgettable(agent, ids)
+	if len(fs) == 0 {
+		return nil, nil
+	}
+	t := &tx{subs: make([]*tx, len(fs))}
+	for i, fm := range fs {
+		t.subs[i] = &tx{
 			change: &state.Change{Agent: agent, Space: state.SpaceMem, Key: fm.Key, Delete: true},
 			entry:  &audit.Entry{Actor: who, Op: proto.OpMemForget, Target: target(agent, fm.Key), Args: digest},
-		})
-		recs = append(recs, fm.Record)
-	}
-	if len(t.subs) == 0 {
-		return nil, nil
+		}
 	}
 	if err := k.submit(ctx, t, true); err != nil {
 		return nil, err
 	}
-	out := recs[:0]
+	errs := make([]error, len(t.subs))
 	for i, s := range t.subs {
-		var pe *proto.Error
-		switch {
-		case s.err == nil:
-			out = append(out, recs[i])
-		case errors.As(s.err, &pe) && pe.Code == proto.ENOENT:
-		default:
-			return out, s.err
-		}
+		errs[i] = s.err
 	}
-	return out, nil
+	return memindex.Forgot(fs, errs)
 }
 
 // MemRead returns the file of a memory (for the FUSE view).
@@ -271,19 +249,13 @@ func (k *Kernel) MemStat(c *Cred, agent, kind, id string) (int64, error) {
 }
 
 // expire forgets every memory of due whose time has come, as the kernel
-// (the expiry timer calls it).
+// (the expiry timer calls it; memindex.Set.Expire).
 func (k *Kernel) expire(now int64, due map[string][]string) {
-	who := audit.Actor{UID: k.uid, PID: int32(os.Getpid())}
-	for _, agent := range slices.Sorted(maps.Keys(due)) {
-		ids := k.mem.StillDue(agent, due[agent], now)
-		if _, err := k.forget(k.root, who, agent, ids, audit.ArgsDigest([]byte("ttl"))); err != nil {
-			var pe *proto.Error
-			if errors.As(err, &pe) && pe.Code == proto.ESHUTDOWN {
-				return
-			}
-			k.log.Error("expiring memories failed", "agent", agent, "err", err)
-		}
-	}
+	who := k.daemonActor()
+	k.mem.Expire(now, due, func(agent string, ids []string) error {
+		_, err := k.forget(k.root, who, agent, ids, audit.ArgsDigest([]byte("ttl")))
+		return err
+	})
 }
 
 // mayRecall asks agent's policy whether c may use memories of kind ("":

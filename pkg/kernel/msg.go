@@ -92,19 +92,10 @@ func (k *Kernel) MsgSend(ctx context.Context, c *Cred, a proto.MsgSendArgs, raw 
 		return deny(proto.Errorf(proto.ENOENT, "no agent %q to send to (ox-spawn -a %s creates it)", a.To, a.To), "")
 	}
 	if from != "" {
-		sp, err := k.policyOf(from)
-		if err != nil {
+		if rule, err := policy.CheckMessage(from, a.To, k.policyOf); rule != "" {
+			return deny(proto.AsError(err), rule)
+		} else if err != nil {
 			return proto.MsgRecord{}, err
-		}
-		if d := policy.AsDenied(sp.CheckSend(a.To)); d != nil {
-			return deny(proto.Errorf(proto.EPERM, "%s: %v", from, d), d.Rule)
-		}
-		rp, err := k.policyOf(a.To)
-		if err != nil {
-			return proto.MsgRecord{}, err
-		}
-		if d := policy.AsDenied(rp.CheckAccept(from)); d != nil {
-			return deny(proto.Errorf(proto.EPERM, "%s: %v", a.To, d), d.Rule)
 		}
 	}
 	m := inbox.Message{From: from, To: a.To, Text: a.Text, ReplyTo: a.ReplyTo, Records: a.Records}

@@ -56,25 +56,13 @@ func (k *Kernel) applyPolicyFile(ctx context.Context, file string) {
 func (k *Kernel) Watch(ctx context.Context, load func() (config.Config, error)) error {
 	return reload.Watch(ctx, k.log, k.cfg.File, k.cfg.Policies, reload.Hooks{
 		Started: func() { k.ApplyPolicies(ctx) },
-		Config:  func() { k.reloadConfig(load) },
+		Config:  func() { k.live.Reload(k.log, k.cfg, load) },
 		Policy:  func(file string) { k.applyPolicyFile(ctx, file) },
 	})
 }
 
-// reloadConfig loads the config again and applies it, or keeps the one in
-// force when it does not load.
-func (k *Kernel) reloadConfig(load func() (config.Config, error)) {
-	cfg, err := load()
-	k.configRefused(err)
-	if err != nil {
-		k.log.Warn("config refused; the config in force stays", "err", err)
-		return
-	}
-	k.Reload(cfg)
-}
-
 // ReloadNow reloads the config and applies the policy files (SIGHUP).
 func (k *Kernel) ReloadNow(ctx context.Context, load func() (config.Config, error)) {
-	k.reloadConfig(load)
+	k.live.Reload(k.log, k.cfg, load)
 	k.ApplyPolicies(ctx)
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/oxios/oxios/pkg/admit"
 	"github.com/oxios/oxios/pkg/agenttree"
 	"github.com/oxios/oxios/pkg/audit"
-	"github.com/oxios/oxios/pkg/budget"
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/runq"
@@ -43,13 +42,7 @@ func (k *Kernel) openSupervisor() error {
 	s.Keep = k.cfg.Runs.Keep
 	s.OnExit = k.runExited
 	if k.cfg.Runs.Cgroups {
-		cg, err := supervisor.OpenCgroups()
-		if err != nil {
-			k.log.Info("no cgroups for runs: the rlimits of [limits] only", "why", err)
-		} else {
-			k.log.Info("cgroups for runs", "where", cg.String())
-			s.Cgroups = cg
-		}
+		s.UseCgroups()
 	}
 	k.sup = s
 	k.runs = supervisor.Resolver{S: s}
@@ -121,14 +114,14 @@ func (k *Kernel) spawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw []by
 	if err != nil {
 		return none, nil, err
 	}
-	lim, runLim, used := k.budgets.Limits(a.Agent, pol)
-	if why := budget.Over(used, proto.Budget{}, lim, true); why != "" {
-		return fail(budget.AgentOver(a.Agent, why))
+	runLim, qerr := k.budgets.SpawnCheck(a.Agent, pol)
+	if qerr != nil {
+		return fail(qerr)
 	}
 	id := k.newRunID()
 	dir := filepath.Join(k.cfg.Data, "work", a.Agent, id)
-	spec := runspec.Spec(a, runspec.Run{ID: id, Dir: dir, Argv: argv, Policy: pol, Wall: runLim.Wall, Where: k.where(), LLM: k.liveCfg().LLM, SysEnv: sysEnv})
-	sb, serr := k.sandboxFor(a.Agent, pol, dir, llm, true)
+	spec := runspec.Spec(a, runspec.Run{ID: id, Dir: dir, Argv: argv, Policy: pol, Wall: runLim.Wall, Where: k.box.Where(), LLM: k.liveCfg().LLM, SysEnv: sysEnv})
+	sb, serr := runspec.Sandbox(k.box, a.Agent, pol, dir, llm, true)
 	if serr != nil {
 		return fail(serr)
 	}

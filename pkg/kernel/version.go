@@ -2,7 +2,6 @@ package kernel
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/proto"
-	"github.com/oxios/oxios/pkg/state"
 	"github.com/oxios/oxios/pkg/uncommitted"
 	"github.com/oxios/oxios/pkg/version"
 )
@@ -145,33 +143,27 @@ func (k *Kernel) commitNow(c *Cred, a proto.CommitArgs, raw []byte) (proto.Commi
 	if err := k.rescan(); err != nil {
 		return fail(err)
 	}
-	paths, err := k.ver.paths.Under(version.AgentPrefix(a.Agent))
-	if err != nil {
-		return fail(err)
-	}
 	// The trailer names the log as it is now: everything this commit
 	// contains was recorded up to this head.
 	seq, hash := k.auditHead()
 	now := time.Now().UTC()
-	cm, err := k.ver.repo.Save(k.state, paths, version.SaveOptions{
+	saved, err := k.ver.repo.SaveUncommitted(k.state, k.ver.paths, version.SaveOptions{
 		Agent: a.Agent, Message: a.Message, Trailers: version.AuditTrailers(seq, hash),
 		Author: k.signature(c, now), When: now, Tag: a.Tag,
 	})
-	if errors.Is(err, version.ErrNothingToCommit) {
-		// The paths were saved back to what HEAD holds: nothing to do, and
-		// nothing to record.
-		k.ver.paths.Clean(paths)
-		head, _ := k.ver.repo.Head()
-		if a.Tag != "" && head != "" {
-			// The state is HEAD's: the tag names HEAD.
-			return k.tagNow(c, a.Tag, head, raw)
-		}
-		return version.NothingRecord(head, now), nil
-	}
 	if err != nil {
 		return fail(err)
 	}
-	k.ver.paths.Clean(paths)
+	if saved.Nothing {
+		// The paths were saved back to what HEAD holds: nothing to do, and
+		// nothing to record.
+		if a.Tag != "" && saved.Head != "" {
+			// The state is HEAD's: the tag names HEAD.
+			return k.tagNow(c, a.Tag, saved.Head, raw)
+		}
+		return version.NothingRecord(saved.Head, now), nil
+	}
+	cm := saved.Commit
 	rec := version.Record(cm)
 	if a.Tag != "" {
 		rec.Tags = append(rec.Tags, a.Tag)
@@ -249,12 +241,6 @@ func (k *Kernel) tagNow(c *Cred, name, rev string, raw []byte) (proto.CommitReco
 	return rec, err
 }
 
-// currentFiles is the blob hash of every state file below prefix as the
-// state is now, committed or not. Committer only.
-func (k *Kernel) currentFiles(prefix string) (map[string]string, error) {
-	return k.ver.repo.LiveFilesUnder(k.state, k.ver.paths, prefix)
-}
-
 // CommitDiff emits the paths that differ between two commits, or between
 // a commit and the live state, with their patches if asked.
 func (k *Kernel) CommitDiff(ctx context.Context, c *Cred, a proto.CommitDiffArgs, raw []byte, emit func(*proto.DiffRecord) error) error {
@@ -313,31 +299,13 @@ func (k *Kernel) restoreNow(c *Cred, a proto.CommitRestoreArgs, raw []byte) (pro
 		k.commitAudit(c, proto.OpCommitRestore, a.Agent+":"+a.Rev, raw, proto.Result(err), "", nil)
 		return proto.CommitRecord{}, err
 	}
-	hash, err := k.ver.repo.Resolve(a.Rev)
+	hash, plan, err := k.ver.repo.PlanRestore(k.state, k.ver.paths, a.Agent, a.Rev, k.rescan)
 	if err != nil {
 		return fail(err)
 	}
-	prefix := version.AgentPrefix(a.Agent)
-	want, err := k.ver.repo.Files(hash, prefix)
-	if err != nil {
-		return fail(err)
-	}
-	if err := k.rescan(); err != nil {
-		return fail(err)
-	}
-	have, err := k.currentFiles(prefix)
-	if err != nil {
-		return fail(err)
-	}
-	plan, err := k.ver.repo.RestorePlan(have, want)
-	if err != nil {
-		return fail(err)
-	}
-	target := a.Agent + ":" + hash
 	batch := make([]*tx, len(plan))
 	for i, ch := range plan {
-		entry := &audit.Entry{Actor: actor(c), Op: ch.Op, Target: a.Agent + ":" + ch.Key, Args: audit.ArgsDigest([]byte(target))}
-		batch[i] = &tx{change: &state.Change{Agent: a.Agent, Space: ch.Space, Key: ch.Key, Value: ch.Value, Delete: ch.Delete}, entry: entry}
+		batch[i] = &tx{change: ch.Change(a.Agent), entry: ch.Entry(actor(c), a.Agent, hash)}
 	}
 	if len(batch) > 0 {
 		k.commit(batch)

@@ -7,9 +7,10 @@
 // Files is the folder of those files (saved durably, decoded ahead while
 // the daemon opens), Rebuild makes an index from the memory files (read
 // from the state store: StoreSource); Set
-// is every agent's index in memory (lookups, selection, search), applied
-// the memory changes of each durable batch, saved, and loaded or caught
-// up at start. The kernel decides when they change (its committer calls
+// is every agent's index in memory (lookups, selection, search, the
+// memories a forget deletes and those it forgot, the pass over those due
+// to expire), applied the memory changes of each durable batch, saved,
+// and loaded or caught up at start. The kernel decides when they change (its committer calls
 // Apply); this package owns what they hold and how they are kept.
 package memindex
 

@@ -2,6 +2,8 @@ package memindex
 
 import (
 	"context"
+	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -122,6 +124,25 @@ func (s *Set) Forgettable(agent string, ids []string) []Forgotten {
 	return out
 }
 
+// Forgot is the records of fs whose deletions ended with errs (in the
+// same order): those deleted, not those found gone already (ENOENT:
+// forgotten meanwhile). Another error stops it, with the records before
+// it.
+func Forgot(fs []Forgotten, errs []error) ([]proto.MemoryRecord, error) {
+	var out []proto.MemoryRecord
+	for i, err := range errs {
+		var pe *proto.Error
+		switch {
+		case err == nil:
+			out = append(out, fs[i].Record)
+		case errors.As(err, &pe) && pe.Code == proto.ENOENT:
+		default:
+			return out, err
+		}
+	}
+	return out, nil
+}
+
 // StillDue is which of ids of agent are still due to expire at now (a
 // memory forgotten or replaced meanwhile has no, or another, expiry).
 func (s *Set) StillDue(agent string, ids []string, now int64) []string {
@@ -132,6 +153,23 @@ func (s *Set) StillDue(agent string, ids []string, now int64) []string {
 		}
 	}
 	return due
+}
+
+// Expire forgets with forget the memories of due (ids by agent, as the
+// expiry timer hands them over) that are still due at now (StillDue),
+// agent by agent in the order of their names. It stops once forget fails
+// with ESHUTDOWN (the daemon stops); another failure is logged, and the
+// next agent's go on.
+func (s *Set) Expire(now int64, due map[string][]string, forget func(agent string, ids []string) error) {
+	for _, agent := range slices.Sorted(maps.Keys(due)) {
+		if err := forget(agent, s.StillDue(agent, due[agent], now)); err != nil {
+			var pe *proto.Error
+			if errors.As(err, &pe) && pe.Code == proto.ESHUTDOWN {
+				return
+			}
+			s.log.Error("expiring memories failed", "agent", agent, "err", err)
+		}
+	}
 }
 
 // List emits the records of agent's memories that match f and whose kind

@@ -1,10 +1,12 @@
 package memindex
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,6 +66,60 @@ func TestRecallReadsAndForgettable(t *testing.T) {
 	}
 	if ids := s.StillDue("a", []string{m2.ID}, now.UnixNano()); len(ids) != 0 {
 		t.Fatal(ids)
+	}
+}
+
+func TestForgot(t *testing.T) {
+	fs := []Forgotten{{Key: "k/1.md", Record: proto.MemoryRecord{ID: "1"}}, {Key: "k/2.md", Record: proto.MemoryRecord{ID: "2"}},
+		{Key: "k/3.md", Record: proto.MemoryRecord{ID: "3"}}, {Key: "k/4.md", Record: proto.MemoryRecord{ID: "4"}}}
+	gone := proto.Errorf(proto.ENOENT, "gone")
+	recs, err := Forgot(fs, []error{nil, gone, nil, nil})
+	if err != nil || len(recs) != 3 || recs[0].ID != "1" || recs[1].ID != "3" || recs[2].ID != "4" {
+		t.Fatalf("%+v %v", recs, err)
+	}
+	boom := errors.New("boom")
+	recs, err = Forgot(fs, []error{nil, gone, boom, nil})
+	if err != boom || len(recs) != 1 || recs[0].ID != "1" {
+		t.Fatalf("%+v %v", recs, err)
+	}
+}
+
+func TestExpire(t *testing.T) {
+	var logged bytes.Buffer
+	s := NewSet(NewFiles(t.TempDir()), slog.New(slog.NewTextHandler(&logged, nil)))
+	now := time.Now().UTC()
+	var chs []Change
+	ids := map[string]string{}
+	for i, agent := range []string{"c", "a", "b"} {
+		m := &memory.Memory{ID: memory.NewID(now.Add(time.Duration(i) * time.Millisecond)), Kind: memory.Working, Text: "later", Created: now, Expires: now.Add(time.Hour)}
+		chs = append(chs, Change{Agent: agent, Key: m.Key(), Value: m.Encode()})
+		ids[agent] = m.ID
+	}
+	s.Apply(chs, 1)
+	due := map[string][]string{"c": {ids["c"]}, "a": {ids["a"], "m-gone"}, "b": {ids["b"]}}
+	var got []string
+	at := now.Add(2 * time.Hour).UnixNano()
+	s.Expire(at, due, func(agent string, ids []string) error {
+		got = append(got, agent+":"+strings.Join(ids, ","))
+		if agent == "a" {
+			return errors.New("disk")
+		}
+		return nil
+	})
+	if want := []string{"a:" + ids["a"], "b:" + ids["b"], "c:" + ids["c"]}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("forgot %v, want %v", got, want)
+	}
+	if !strings.Contains(logged.String(), "expiring memories failed") || !strings.Contains(logged.String(), "agent=a") {
+		t.Fatalf("log:\n%s", logged.String())
+	}
+	// Not yet due: nothing to forget. A stop ends the pass.
+	got = nil
+	s.Expire(now.UnixNano(), due, func(agent string, ids []string) error {
+		got = append(got, agent+":"+strings.Join(ids, ","))
+		return proto.Errorf(proto.ESHUTDOWN, "stopping")
+	})
+	if len(got) != 1 || got[0] != "a:" {
+		t.Fatalf("after a stop: %v", got)
 	}
 }
 

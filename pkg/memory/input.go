@@ -78,6 +78,27 @@ func CheckBatch(n int) error {
 	return nil
 }
 
+// KindsOf are the kinds of mems, in order (what a policy checks).
+func KindsOf(mems []*Memory) []string {
+	kinds := make([]string, len(mems))
+	for i, m := range mems {
+		kinds[i] = m.Kind
+	}
+	return kinds
+}
+
+// Remembered is the reply of a remember of mems of agent: their
+// records, without their text.
+func Remembered(agent string, mems []*Memory) proto.MemRememberResult {
+	res := proto.MemRememberResult{Memories: make([]proto.MemoryRecord, len(mems))}
+	for i, m := range mems {
+		r := m.Record(agent)
+		r.Text = ""
+		res.Memories[i] = r
+	}
+	return res
+}
+
 // Texts are the texts of mems, in order (what is embedded).
 func Texts(mems []*Memory) []string {
 	texts := make([]string, len(mems))

@@ -59,3 +59,22 @@ func TestCheckBatchAndTexts(t *testing.T) {
 		t.Fatal(got)
 	}
 }
+
+func TestKindsOfAndRemembered(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	mems := []*Memory{{ID: NewID(now), Kind: Working, Text: "a", Created: now}, {ID: NewID(now.Add(time.Millisecond)), Kind: Semantic, Text: "b", Created: now}}
+	if got := KindsOf(mems); len(got) != 2 || got[0] != Working || got[1] != Semantic {
+		t.Fatal(got)
+	}
+	res := Remembered("ops", mems)
+	if len(res.Memories) != 2 {
+		t.Fatalf("%+v", res)
+	}
+	for i, r := range res.Memories {
+		want := mems[i].Record("ops")
+		want.Text = ""
+		if r.ID != mems[i].ID || r.Text != "" || r.Agent != "ops" || r.Kind != want.Kind || r.Created != want.Created {
+			t.Errorf("%d: %+v, want %+v", i, r, want)
+		}
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/oxios/oxios/pkg/proto"
 )
 
 // Ask lists what an agent may do only once an operator says yes: a third
@@ -194,6 +196,29 @@ func (p *Policy) CheckAccept(from string) error {
 		}
 	}
 	return &Denied{Rule: "msg.accept", Reason: fmt.Sprintf("messages from agent %q are not on the recipient's msg.accept list", from)}
+}
+
+// CheckMessage: may agent from send to agent to? The sender's policy
+// says first (msg.send), then the recipient's (msg.accept), each read
+// with policyOf when it is needed. A refusal is EPERM naming the agent
+// whose policy refused, with the rule that did; an error of policyOf is
+// returned as it is, with no rule.
+func CheckMessage(from, to string, policyOf func(agent string) (*Policy, error)) (rule string, err error) {
+	sp, err := policyOf(from)
+	if err != nil {
+		return "", err
+	}
+	if d := AsDenied(sp.CheckSend(to)); d != nil {
+		return d.Rule, proto.Errorf(proto.EPERM, "%s: %v", from, d)
+	}
+	rp, err := policyOf(to)
+	if err != nil {
+		return "", err
+	}
+	if d := AsDenied(rp.CheckAccept(from)); d != nil {
+		return d.Rule, proto.Errorf(proto.EPERM, "%s: %v", to, d)
+	}
+	return "", nil
 }
 
 // asksFor returns the program of argv that ask.exec names: argv[0], or

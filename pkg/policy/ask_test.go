@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/oxios/oxios/pkg/proto"
 )
 
 func TestAsk(t *testing.T) {
@@ -142,6 +144,39 @@ func TestMsgRules(t *testing.T) {
 	if len(d.Ask.Exec) != 0 || d.Ask.Default != AskDeny {
 		t.Error("the default policy asks nothing")
 	}
+}
+
+func TestCheckMessage(t *testing.T) {
+	pols := map[string]string{
+		"ops":      "[msg]\nsend = [\"review-*\"]\naccept = [\"review-*\"]\n",
+		"review-1": "[msg]\nsend = [\"ops\"]\naccept = [\"web\"]\n",
+	}
+	var read []string
+	policyOf := func(agent string) (*Policy, error) {
+		read = append(read, agent)
+		text, ok := pols[agent]
+		if !ok {
+			return nil, errors.New("no policy")
+		}
+		return Parse([]byte(text))
+	}
+	check := func(from, to, wantRule, wantMsg string, wantRead ...string) {
+		t.Helper()
+		read = nil
+		rule, err := CheckMessage(from, to, policyOf)
+		if rule != wantRule || (wantMsg == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), wantMsg)) || strings.Join(read, ",") != strings.Join(wantRead, ",") {
+			t.Errorf("%s -> %s: %q %v (read %v)", from, to, rule, err, read)
+		}
+		if rule != "" && proto.AsError(err).Code != proto.EPERM {
+			t.Errorf("%s -> %s: a refusal is %v", from, to, err)
+		}
+	}
+	check("review-1", "ops", "", "", "review-1", "ops")
+	// The sender's refusal comes first: the recipient's policy is not read.
+	check("ops", "web", "msg.send", "ops: ", "ops")
+	check("ops", "review-1", "msg.accept", "review-1: ", "ops", "review-1")
+	check("web", "ops", "", "no policy", "web")
+	check("review-1", "ops", "", "", "review-1", "ops")
 }
 
 func TestGranting(t *testing.T) {

@@ -124,6 +124,18 @@ func (p *Policy) CheckMemory(kind string, count int64) error {
 	return nil
 }
 
+// CheckMemories is CheckMemory of each of kinds, the kinds of a batch of
+// new memories, with count held in all after the batch: the first
+// refusal.
+func (p *Policy) CheckMemories(kinds []string, count int64) error {
+	for _, kind := range kinds {
+		if err := p.CheckMemory(kind, count); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // CheckRecall: may the agent use (recall, list, forget) memories of kind?
 // "" asks for any kind it is given, which needs one on memory.kinds.
 func (p *Policy) CheckRecall(kind string) error {

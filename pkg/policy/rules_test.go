@@ -53,6 +53,15 @@ func TestStateAndMemoryRules(t *testing.T) {
 	if err := p.CheckMemory("episodic", 3); !errors.As(err, &d) || d.Rule != "memory.quota" {
 		t.Errorf("memory quota: %v", err)
 	}
+	if err := p.CheckMemories([]string{"episodic", "semantic"}, 1); !errors.As(err, &d) || d.Rule != "memory.kinds" {
+		t.Errorf("a batch with a kind not given: %v", err)
+	}
+	if err := p.CheckMemories([]string{"episodic", "episodic"}, 3); !errors.As(err, &d) || d.Rule != "memory.quota" {
+		t.Errorf("a batch over the quota: %v", err)
+	}
+	if err := p.CheckMemories([]string{"episodic"}, 1); err != nil {
+		t.Errorf("a batch allowed: %v", err)
+	}
 	if err := p.CheckRecall("semantic"); !errors.As(err, &d) || d.Rule != "memory.kinds" {
 		t.Errorf("recall of a kind not given: %v", err)
 	}

@@ -25,3 +25,34 @@ func (l *Live) Apply(log *slog.Logger, running, cfg config.Config) {
 		log.Warn("config: these changes take effect at the next start of oxiosd", "keys", strings.Join(fixed, ", "))
 	}
 }
+
+// Reload loads the config again with load and applies it (Apply), or
+// keeps the one in force when it does not load: then the refusal is
+// logged and kept for Refused to say, until a config loads.
+func (l *Live) Reload(log *slog.Logger, running config.Config, load func() (config.Config, error)) {
+	cfg, err := load()
+	l.setRefused(err)
+	if err != nil {
+		log.Warn("config refused; the config in force stays", "err", err)
+		return
+	}
+	l.Apply(log, running, cfg)
+}
+
+// setRefused notes why a config file was refused (nil once one loads).
+func (l *Live) setRefused(err error) {
+	if err == nil {
+		l.refused.Store(nil)
+		return
+	}
+	why := err.Error()
+	l.refused.Store(&why)
+}
+
+// Refused is why the config file was last refused, "" if it was not.
+func (l *Live) Refused() string {
+	if why := l.refused.Load(); why != nil {
+		return *why
+	}
+	return ""
+}

@@ -2,7 +2,8 @@
 // and the policies folder (fsnotify, no polling) and telling the kernel
 // once a burst of changes settles (Watch), reading a policy file of the
 // folder (PolicyFile), and the live part of the config that a reload
-// swaps atomically (Live, Apply). It decides nothing: the kernel applies a
+// swaps atomically with why a config file was last refused (Live, Apply,
+// Reload). It decides nothing: the kernel applies a
 // config (its live part at once, the rest at the next start, see
 // Restart) and a policy (a syscall of its own, audited) whole or not at
 // all.
@@ -31,8 +32,12 @@ type Config struct {
 	Access config.Access
 }
 
-// Live holds the live config; the zero Live returns its fallback.
-type Live struct{ p atomic.Pointer[Config] }
+// Live holds the live config, and why the config file was last refused
+// (for ox-spawn and ox-status to say); the zero Live returns its fallback.
+type Live struct {
+	p       atomic.Pointer[Config]
+	refused atomic.Pointer[string]
+}
 
 // Load returns the live config, or the part of cfg it would hold when
 // none was stored yet.

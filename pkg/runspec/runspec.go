@@ -3,8 +3,9 @@
 // of the LLM runner (ox-agent), the PATH of runs and how a command is
 // found in it, the process limits of a policy, an exec's or a tool
 // call's workspace, timeout, output cap and environment; the record and
-// the audit target of what an exec or a tool call ended with; and those
-// of the MCP calls of an LLM run.
+// the audit target of what an exec or a tool call ended with; those of
+// the MCP calls of an LLM run; and the host sandboxes are made on, what
+// the machine offers them found once at start (OpenHost).
 package runspec
 
 import (

@@ -88,6 +88,19 @@ type Group struct {
 	stuck bool
 }
 
+// UseCgroups gives each run of s a control group (OpenCgroups) when the
+// machine offers them, and logs which; when it does not, it logs why and
+// the runs have the rlimits of [limits] only.
+func (s *Supervisor) UseCgroups() {
+	cg, err := OpenCgroups()
+	if err != nil {
+		s.log.Info("no cgroups for runs: the rlimits of [limits] only", "why", err)
+		return
+	}
+	s.log.Info("cgroups for runs", "where", cg.String())
+	s.Cgroups = cg
+}
+
 // OpenCgroups finds where oxiosd may make groups, and makes the parent
 // (named after oxiosd's pid, so that daemons side by side do not meet).
 // It returns nil when the machine offers none; why is in the error.

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"bytes"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -260,5 +261,25 @@ func TestAttributeQuiet(t *testing.T) {
 	}
 	if got, err := s.Attribute(0, int32(os.Getpid())); got != nil || err != nil {
 		t.Fatalf("a process outside any run: %v, %v", got, err)
+	}
+}
+
+// UseCgroups gives the runs cgroups when the machine has them, and says
+// either way.
+func TestUseCgroups(t *testing.T) {
+	var buf bytes.Buffer
+	s, err := New(t.TempDir(), slog.New(slog.NewTextHandler(&buf, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.UseCgroups()
+	out := buf.String()
+	if s.Cgroups != nil {
+		if !strings.Contains(out, "cgroups for runs") || !strings.Contains(out, s.Cgroups.String()) {
+			t.Fatalf("log:\n%s", out)
+		}
+	} else if !strings.Contains(out, "no cgroups for runs: the rlimits of [limits] only") {
+		t.Fatalf("log:\n%s", out)
 	}
 }

@@ -125,6 +125,13 @@ func New(dir string, log *slog.Logger) (*Supervisor, error) {
 	return s, nil
 }
 
+// wallEnded begins the error of a run its wall time budget ended.
+const wallEnded = "wall time budget"
+
+// WallEnded reports whether rec is the record of a run its wall time
+// budget (Spec.Wall) ended.
+func WallEnded(rec *proto.RunRecord) bool { return strings.HasPrefix(rec.Error, wallEnded) }
+
 // Run is one run.
 type Run struct {
 	s    *Supervisor
@@ -304,7 +311,7 @@ func (s *Supervisor) Start(spec Spec) (*Run, error) {
 	r.appendLocked(r.recordJSON())
 	if spec.Wall > 0 {
 		r.wall = time.AfterFunc(spec.Wall, func() {
-			r.End(fmt.Sprintf("wall time budget of %s exceeded", spec.Wall))
+			r.End(fmt.Sprintf("%s of %s exceeded", wallEnded, spec.Wall))
 		})
 	}
 	r.mu.Unlock()

@@ -173,3 +173,23 @@ func TestResolverNamesTheRun(t *testing.T) {
 		t.Fatalf("a process of no run: %q %q %v", agent, run, err)
 	}
 }
+
+// A run its wall time budget ends says so in its record's error.
+func TestWallEnded(t *testing.T) {
+	s := newSup(t, t.TempDir())
+	defer s.Close()
+	r, err := s.Start(Spec{ID: "wall", Agent: "a", Argv: []string{"/bin/sleep", "30"}, Dir: filepath.Join(t.TempDir(), "wall"), Env: []string{"PATH=/usr/bin:/bin"}, Wall: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-r.Done()
+	rec := r.Record()
+	if !WallEnded(&rec) || !strings.Contains(rec.Error, "exceeded") {
+		t.Fatalf("%+v", rec)
+	}
+	r2 := start(t, s, "quick", "/bin/true")
+	<-r2.Done()
+	if rec := r2.Record(); WallEnded(&rec) {
+		t.Fatalf("%+v", rec)
+	}
+}

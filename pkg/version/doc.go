@@ -27,7 +27,10 @@
 // has them). The kernel runs them on its committer goroutine, where no
 // change lands meanwhile. So it does what is built on them: Save (a
 // commit of the live state, the audit head in its trailers) and
-// RestorePlan (what a restore changes) in snapshot.go; Fork, Unfork,
+// RestorePlan (what a restore changes, each change with its audit entry)
+// in snapshot.go; SaveUncommitted (a commit of an agent's uncommitted
+// paths) and PlanRestore (a restore's plan from a revision) in work.go;
+// Fork, Unfork,
 // ForkPoint and AgentDiff (a fork's commits, its point, two agents
 // compared) in fork.go. Push (push.go) sends the branch and its tags to
 // a git remote.

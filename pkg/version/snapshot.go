@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/state"
 )
@@ -73,6 +74,18 @@ type Restore struct {
 	Value      []byte
 	Delete     bool
 	Op         string // the syscall the change is audited as
+}
+
+// Change is the change of agent's state that ch makes.
+func (ch Restore) Change(agent string) *state.Change {
+	return &state.Change{Agent: agent, Space: ch.Space, Key: ch.Key, Value: ch.Value, Delete: ch.Delete}
+}
+
+// Entry is the audit entry of ch by who, restoring agent to commit: the
+// save or delete of its key (target "agent:key"), its args the digest of
+// "agent:commit", the same for every change of one restore.
+func (ch Restore) Entry(who audit.Actor, agent, commit string) *audit.Entry {
+	return &audit.Entry{Actor: who, Op: ch.Op, Target: agent + ":" + ch.Key, Args: audit.ArgsDigest([]byte(agent + ":" + commit))}
 }
 
 // RestorePlan is what makes the live files have (as LiveFiles lists

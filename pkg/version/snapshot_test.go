@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/state"
 )
@@ -40,6 +41,23 @@ func TestSaveCommitsThePathsWithTheAuditHead(t *testing.T) {
 	}
 	if _, err := r.Save(st, paths, SaveOptions{When: testTime}); !errors.Is(err, ErrNothingToCommit) {
 		t.Fatalf("saved again: %v", err)
+	}
+}
+
+func TestRestoreChangeAndEntry(t *testing.T) {
+	ch := Restore{Space: state.SpaceMem, Key: "m/1.md", Value: []byte("m"), Op: proto.OpMemRemember}
+	c := ch.Change("a")
+	if c.Agent != "a" || c.Space != state.SpaceMem || c.Key != "m/1.md" || string(c.Value) != "m" || c.Delete {
+		t.Fatalf("%+v", c)
+	}
+	who := audit.Actor{UID: 5}
+	e := ch.Entry(who, "a", "c0ffee")
+	if e.Actor != who || e.Op != proto.OpMemRemember || e.Target != "a:m/1.md" || e.Args != audit.ArgsDigest([]byte("a:c0ffee")) {
+		t.Fatalf("%+v", e)
+	}
+	del := Restore{Space: state.SpaceState, Key: "k", Delete: true, Op: proto.OpStateDelete}
+	if c := del.Change("a"); !c.Delete || c.Value != nil || c.Space != state.SpaceState {
+		t.Fatalf("%+v", c)
 	}
 }
 

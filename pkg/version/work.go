@@ -2,6 +2,7 @@ package version
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -95,4 +96,61 @@ func RestoreMessage(agent, rev, hash string) string {
 		short = short[:12]
 	}
 	return fmt.Sprintf("Restore the state of %s to %s (%s)", agent, rev, short)
+}
+
+// Saved is what SaveUncommitted did: a commit, or nothing when the
+// paths held what HEAD (Head) holds.
+type Saved struct {
+	Commit  Commit
+	Nothing bool
+	Head    string // with Nothing: HEAD ("" in a repository without commits)
+}
+
+// SaveUncommitted commits the uncommitted paths of o.Agent (every agent's
+// when "") as st holds them (Save) and cleans them from paths: once
+// committed, and as well when they were saved back to what HEAD holds
+// (then nothing is committed, and Saved says so).
+func (r *Repo) SaveUncommitted(st Store, paths *uncommitted.Set, o SaveOptions) (Saved, error) {
+	under, err := paths.Under(AgentPrefix(o.Agent))
+	if err != nil {
+		return Saved{}, err
+	}
+	cm, err := r.Save(st, under, o)
+	if errors.Is(err, ErrNothingToCommit) {
+		paths.Clean(under)
+		head, _ := r.Head()
+		return Saved{Nothing: true, Head: head}, nil
+	}
+	if err != nil {
+		return Saved{}, err
+	}
+	paths.Clean(under)
+	return Saved{Commit: cm}, nil
+}
+
+// PlanRestore is what makes agent's files in st equal to those of rev
+// (RestorePlan), and the commit rev resolved to. rescan (MarkChanged)
+// runs before the live files are read, so that paths is known.
+func (r *Repo) PlanRestore(st Store, paths *uncommitted.Set, agent, rev string, rescan func() error) (hash string, plan []Restore, err error) {
+	hash, err = r.Resolve(rev)
+	if err != nil {
+		return "", nil, err
+	}
+	prefix := AgentPrefix(agent)
+	want, err := r.Files(hash, prefix)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := rescan(); err != nil {
+		return "", nil, err
+	}
+	have, err := r.LiveFilesUnder(st, paths, prefix)
+	if err != nil {
+		return "", nil, err
+	}
+	plan, err = r.RestorePlan(have, want)
+	if err != nil {
+		return "", nil, err
+	}
+	return hash, plan, nil
 }

@@ -2,6 +2,7 @@ package version
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -101,5 +102,60 @@ func TestNothingAndRestoreRecords(t *testing.T) {
 	}
 	if m := RestoreMessage("a", "v1", "0123"); m != "Restore the state of a to v1 (0123)" {
 		t.Fatal(m)
+	}
+}
+
+func TestSaveUncommitted(t *testing.T) {
+	dir := t.TempDir()
+	r, paths, _, err := OpenWork(filepath.Join(dir, "repo"), filepath.Join(dir, "uncommitted"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	st := memStore{"agents/a/state/k": []byte("v"), "agents/b/state/k": []byte("w")}
+	paths.Mark("agents/a/state/k", "agents/b/state/k")
+	s, err := r.SaveUncommitted(st, paths, SaveOptions{Agent: "a", When: testTime})
+	if err != nil || s.Nothing || s.Commit.Hash == "" {
+		t.Fatalf("%+v %v", s, err)
+	}
+	if got, _ := paths.Under(""); len(got) != 1 || got[0] != "agents/b/state/k" {
+		t.Fatalf("after a's commit, uncommitted: %v", got)
+	}
+	// Saved back to what HEAD holds: nothing committed, the path clean.
+	paths.Mark("agents/a/state/k")
+	s2, err := r.SaveUncommitted(st, paths, SaveOptions{Agent: "a", When: testTime})
+	if err != nil || !s2.Nothing || s2.Head != s.Commit.Hash {
+		t.Fatalf("%+v %v", s2, err)
+	}
+	if got, _ := paths.Under("agents/a/"); len(got) != 0 {
+		t.Fatalf("uncommitted: %v", got)
+	}
+}
+
+func TestPlanRestore(t *testing.T) {
+	dir := t.TempDir()
+	r, paths, _, err := OpenWork(filepath.Join(dir, "repo"), filepath.Join(dir, "uncommitted"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	one := change(t, r, map[string][]byte{"agents/a/state/k": []byte("1\n")}, "one").Hash
+	change(t, r, map[string][]byte{"agents/a/state/k": []byte("2\n")}, "two")
+	st := memStore{"agents/a/state/k": []byte("3\n"), "agents/a/state/new": []byte("n\n")}
+	paths.Mark("agents/a/state/k", "agents/a/state/new")
+	rescans := 0
+	hash, plan, err := r.PlanRestore(st, paths, "a", one[:12], func() error { rescans++; return nil })
+	if err != nil || hash != one || rescans != 1 {
+		t.Fatalf("%s %v (rescans %d)", hash, err, rescans)
+	}
+	if len(plan) != 2 || !plan[0].Delete || plan[0].Key != "new" || plan[1].Key != "k" || string(plan[1].Value) != "1\n" {
+		t.Fatalf("plan: %+v", plan)
+	}
+	if _, _, err := r.PlanRestore(st, paths, "a", "nope", func() error { rescans++; return nil }); err == nil || rescans != 1 {
+		t.Fatalf("an unknown revision: %v (rescans %d)", err, rescans)
+	}
+	boom := errors.New("boom")
+	if _, _, err := r.PlanRestore(st, paths, "a", one, func() error { return boom }); err != boom {
+		t.Fatalf("the rescan's error: %v", err)
 	}
 }
