@@ -17,13 +17,39 @@ func encodeArgs(args any) ([]byte, error) {
 	return json.Marshal(args)
 }
 
-// handEncoded reports whether appendArgs writes args.
-func handEncoded(args any) bool {
-	switch args.(type) {
-	case proto.StateArgs, proto.StateSaveArgs:
-		return true
+// handArgs are the args of the frequent ops, written by hand.
+type handArgs struct {
+	agent, key, value, encoding string
+	save                        bool // state.save's: value and encoding too
+}
+
+// handEncoded returns args as handArgs, or nil for args written by
+// encoding/json.
+func handEncoded(args any) *handArgs {
+	switch a := args.(type) {
+	case proto.StateArgs:
+		return &handArgs{agent: a.Agent, key: a.Key}
+	case proto.StateSaveArgs:
+		return &handArgs{agent: a.Agent, key: a.Key, value: a.Value, encoding: a.Encoding, save: true}
 	}
-	return false
+	return nil
+}
+
+// append appends the args to b, as appendArgs does.
+func (h *handArgs) append(b []byte) []byte {
+	b = append(b, `{"agent":`...)
+	b = proto.AppendString(b, h.agent)
+	b = append(b, `,"key":`...)
+	b = proto.AppendString(b, h.key)
+	if h.save {
+		b = append(b, `,"value":`...)
+		b = proto.AppendString(b, h.value)
+		if h.encoding != "" {
+			b = append(b, `,"encoding":`...)
+			b = proto.AppendString(b, h.encoding)
+		}
+	}
+	return append(b, '}')
 }
 
 // appendArgs appends the args of the frequent ops to b, by hand; ok is
@@ -63,24 +89,33 @@ func appendArgs(b []byte, args any) (_ []byte, ok bool) {
 //	{"id":N,"ok":true,"result":...}   {"id":N,"item":...}
 //
 // Anything else goes through encoding/json.
-func fastReply(line []byte) (*proto.Reply, bool) {
+func fastReply(line []byte) (proto.Reply, bool) {
 	line = bytes.TrimSuffix(line, []byte{'\n'})
 	const pre = `{"id":`
 	if !bytes.HasPrefix(line, []byte(pre)) || line[len(line)-1] != '}' {
-		return nil, false
+		return proto.Reply{}, false
 	}
 	p := line[len(pre):]
 	n := 0
-	for n < len(p) && n < 20 && p[n] >= '0' && p[n] <= '9' {
+	var id uint64
+	for n < len(p) && n < 19 && p[n] >= '0' && p[n] <= '9' {
+		id = id*10 + uint64(p[n]-'0') // 19 digits cannot overflow
 		n++
 	}
-	id, err := strconv.ParseUint(string(p[:n]), 10, 64)
-	if n == 0 || err != nil {
-		return nil, false
+	if n == 19 && len(p) > n && p[n] >= '0' && p[n] <= '9' {
+		var err error
+		id, err = strconv.ParseUint(string(p[:n+1]), 10, 64)
+		if err != nil {
+			return proto.Reply{}, false
+		}
+		n++
+	}
+	if n == 0 {
+		return proto.Reply{}, false
 	}
 	p = p[n:]
 	var raw []byte
-	rep := &proto.Reply{ID: id}
+	rep := proto.Reply{ID: id}
 	switch {
 	case bytes.HasPrefix(p, []byte(`,"ok":true,"result":`)):
 		raw = p[len(`,"ok":true,"result":`) : len(p)-1]
@@ -88,13 +123,13 @@ func fastReply(line []byte) (*proto.Reply, bool) {
 	case bytes.HasPrefix(p, []byte(`,"item":`)):
 		raw = p[len(`,"item":`) : len(p)-1]
 	default:
-		return nil, false
+		return proto.Reply{}, false
 	}
 	// No validation pass: oxiosd writes nothing after the payload, and the
 	// payload is decoded (and so checked) by whoever takes it; a reply
 	// that is not what oxiosd writes fails there.
 	if len(raw) == 0 || raw[0] != '{' || raw[len(raw)-1] != '}' {
-		return nil, false
+		return proto.Reply{}, false
 	}
 	// The line is the reader's buffer: the reply outlives it.
 	raw = append(json.RawMessage(nil), raw...)
