@@ -45,7 +45,8 @@ type Client struct {
 
 	// Writes are combined: callers append to out, and the one that finds
 	// nobody flushing writes everything queued, round after round, so
-	// concurrent callers share write syscalls with no added delay.
+	// concurrent callers share write syscalls. The only wait added is
+	// for callers already woken by their replies to run (see woken).
 	wmu      sync.Mutex
 	out      []byte
 	spare    []byte
@@ -54,7 +55,6 @@ type Client struct {
 
 	r     *bufio.Reader // read by the leader only
 	batch []proto.Reply // the leader's replies read in one go
-	wake  []*call       // the leader's calls to wake for them
 
 	mu sync.Mutex
 	// last is when the latest call started with none in flight: a
@@ -85,6 +85,7 @@ type call struct {
 	first proto.Reply   // the next reply, if has
 	has   bool          //
 	rest  []proto.Reply // and those after it: items, then the final reply
+	buf   []byte        // holds the final reply's payload, kept with the call
 	err   error         // the connection died, of this
 	widx  int           // index in Client.waiting, or -1
 	// counted: a reply woke the caller, which is counted in Client.woken
@@ -106,8 +107,11 @@ func (cl *call) free() {
 	if cap(cl.rest) > 64 {
 		cl.rest = nil
 	}
+	if cap(cl.buf) > 16<<10 {
+		cl.buf = nil
+	}
 	clear(cl.rest)
-	*cl = call{rest: cl.rest[:0], ready: cl.ready, widx: -1}
+	*cl = call{rest: cl.rest[:0], buf: cl.buf[:0], ready: cl.ready, widx: -1}
 	select {
 	case <-cl.ready:
 	default:
@@ -288,8 +292,7 @@ func parseReply(line []byte) (proto.Reply, error) {
 
 // deliverLocked queues the replies for their calls and returns the calls
 // to wake, and an error that kills the connection. c.mu is held.
-func (c *Client) deliverLocked(reps []proto.Reply) (wake []*call, err error) {
-	wake = c.wake[:0]
+func (c *Client) deliverLocked(reps []proto.Reply, wake []*call) (_ []*call, err error) {
 	for i, rep := range reps {
 		reps[i] = proto.Reply{}
 		if err != nil {
@@ -304,8 +307,17 @@ func (c *Client) deliverLocked(reps []proto.Reply) (wake []*call, err error) {
 			}
 			continue
 		}
+		// The payload is still in the reader's buffer. The final reply's
+		// goes to the call's own buffer: its caller is done with it when
+		// it frees the call. An item may be kept by the stream's consumer.
 		if rep.Item == nil {
 			delete(c.pending, rep.ID)
+			if rep.Result != nil {
+				cl.buf = append(cl.buf[:0], rep.Result...)
+				rep.Result = cl.buf
+			}
+		} else {
+			rep.Item = append(json.RawMessage(nil), rep.Item...)
 		}
 		cl.push(rep)
 		if cl.widx >= 0 {
@@ -643,18 +655,15 @@ func (c *Client) lead(ctx context.Context, cl *call) error {
 	if ctx.Done() != nil {
 		stop = context.AfterFunc(ctx, func() { nc.SetReadDeadline(time.Unix(1, 0)) })
 	}
+	var wakeBuf [32]*call
 	for {
 		reps, rerr := c.readBatch()
 		c.mu.Lock()
-		wake, derr := c.deliverLocked(reps)
+		wake, derr := c.deliverLocked(reps, wakeBuf[:0])
 		c.batch = reps[:0]
 		done := cl.has || rerr != nil || derr != nil || ctx.Err() != nil
 		if done {
-			// The next leader may start before we have woken these.
 			c.reading = false
-			c.wake = nil
-		} else {
-			c.wake = wake[:0]
 		}
 		c.mu.Unlock()
 		for i, w := range wake {
@@ -697,8 +706,9 @@ func (c *Client) Call(ctx context.Context, op string, args, result any) error {
 		if rep.Item != nil {
 			continue // a stream op called without a handler: drop items
 		}
+		err = finish(&rep, result)
 		cl.free()
-		return finish(&rep, result)
+		return err
 	}
 }
 
@@ -717,21 +727,26 @@ func (c *Client) callState(ctx context.Context, op string, h *handArgs, rec *pro
 		if rep.Item != nil {
 			continue
 		}
+		err = finishState(&rep, rec)
 		cl.free()
-		if !rep.OK || rep.Result == nil {
-			return finish(&rep, nil)
-		}
-		if proto.ParseStateRecord(rep.Result, rec) {
-			return nil
-		}
-		r := new(proto.StateRecord)
-		if err := json.Unmarshal(rep.Result, r); err != nil {
-			*rec = proto.StateRecord{}
-			return fmt.Errorf("decoding result: %w", err)
-		}
-		*rec = *r
+		return err
+	}
+}
+
+func finishState(rep *proto.Reply, rec *proto.StateRecord) error {
+	if !rep.OK || rep.Result == nil {
+		return finish(rep, nil)
+	}
+	if proto.ParseStateRecord(rep.Result, rec) {
 		return nil
 	}
+	r := new(proto.StateRecord)
+	if err := json.Unmarshal(rep.Result, r); err != nil {
+		*rec = proto.StateRecord{}
+		return fmt.Errorf("decoding result: %w", err)
+	}
+	*rec = *r
+	return nil
 }
 
 // Stream sends a streaming op and calls fn with each item until the final
@@ -760,8 +775,9 @@ func (c *Client) StreamResult(ctx context.Context, op string, args any, fn func(
 			}
 			continue
 		}
+		err = finish(&rep, result)
 		cl.free()
-		if err := finish(&rep, result); err != nil {
+		if err != nil {
 			return err
 		}
 		return ferr

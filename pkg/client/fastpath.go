@@ -131,8 +131,8 @@ func fastReply(line []byte) (proto.Reply, bool) {
 	if len(raw) == 0 || raw[0] != '{' || raw[len(raw)-1] != '}' {
 		return proto.Reply{}, false
 	}
-	// The line is the reader's buffer: the reply outlives it.
-	raw = append(json.RawMessage(nil), raw...)
+	// raw is in line, the reader's buffer: the reply is copied before
+	// the next read (see Client.deliverLocked).
 	if rep.OK {
 		rep.Result = raw
 	} else {
