@@ -727,17 +727,17 @@ func (c *Client) callState(ctx context.Context, op string, h *handArgs, rec *pro
 		if rep.Item != nil {
 			continue
 		}
-		err = finishState(&rep, rec)
+		err = finishState(&rep, h, rec)
 		cl.free()
 		return err
 	}
 }
 
-func finishState(rep *proto.Reply, rec *proto.StateRecord) error {
+func finishState(rep *proto.Reply, h *handArgs, rec *proto.StateRecord) error {
 	if !rep.OK || rep.Result == nil {
 		return finish(rep, nil)
 	}
-	if proto.ParseStateRecord(rep.Result, rec) {
+	if parseState(rep.Result, h, rec) {
 		return nil
 	}
 	r := new(proto.StateRecord)
