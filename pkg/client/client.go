@@ -82,8 +82,8 @@ type Client struct {
 // client (list, then load each key) without deadlocking the connection.
 // Its fields are guarded by Client.mu.
 type call struct {
-	first proto.Reply   // the next reply, if has
-	has   bool          //
+	first proto.Reply   // the next reply,
+	has   bool          // if there is one,
 	rest  []proto.Reply // and those after it: items, then the final reply
 	buf   []byte        // holds the final reply's payload, kept with the call
 	err   error         // the connection died, of this
