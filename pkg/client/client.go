@@ -5,6 +5,7 @@ package client
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -32,79 +33,120 @@ var ErrOutcomeUnknown = errors.New("outcome unknown")
 // Client is a connection to oxiosd.
 //
 // There is no reader goroutine: a caller waiting for its reply reads the
-// connection itself (the leader) and queues lines for other callers, and
-// hands the leadership on when it is done. A sequential caller thus gets
-// its reply with no goroutine hop, and concurrent callers pipeline.
+// connection itself (the leader), hands every reply it finds buffered to
+// its caller, and hands the leadership on when it has its own. A
+// sequential caller thus gets its reply with no goroutine hop, and
+// concurrent callers pipeline: one read syscall serves as many replies as
+// came, and one write as many requests as were queued.
 type Client struct {
 	nc     net.Conn
 	hello  proto.Hello
 	socket string
-	// last is when the latest call started (c.mu): a connection idle for
-	// a while may have been closed by the daemon (limits.hello_timeout,
-	// idle_timeout), and is checked, and dialled again, before the next.
-	last time.Time
 
 	// Writes are combined: callers append to out, and the one that finds
 	// nobody flushing writes everything queued, round after round, so
-	// concurrent callers share write syscalls with no added delay.
+	// concurrent callers share write syscalls. The only wait added is
+	// for callers already woken by their replies to run (see woken).
 	wmu      sync.Mutex
 	out      []byte
 	spare    []byte
 	flushing bool
 	werr     error
 
-	rmu sync.Mutex // held by the leader while it reads
-	r   *bufio.Reader
+	r     *bufio.Reader // read by the leader only
+	batch []proto.Reply // the leader's replies read in one go
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// last is when the latest call started with none in flight: a
+	// connection idle for a while may have been closed by the daemon
+	// (limits.hello_timeout, idle_timeout), and is checked, and dialled
+	// again, before the next.
+	last    time.Time
 	nextID  uint64
 	pending map[uint64]*call
-	waiting map[*call]struct{} // calls blocked waiting for a reply
-	err     error              // set when the connection is dead
-	closed  bool               // Close was called: no dialling again
+	reading bool    // a caller (the leader) is reading the connection
+	waiting []*call // calls blocked for a reply, none queued yet
+	// woken counts the callers woken by a reply that have not yet left
+	// next. While there are any, a new request is only queued: the last
+	// of them to leave writes what was queued, so the callers of one
+	// batch of replies send their next requests in one write (and the
+	// daemon reads them in one) instead of one write each.
+	woken    int
+	deferred bool  // requests are queued for the last woken caller to write
+	err      error // set when the connection is dead
+	closed   bool  // Close was called: no dialling again
 }
 
 // call is one request in flight. The read loop queues its replies without
 // ever blocking, so a stream's consumer may itself make calls on the same
 // client (list, then load each key) without deadlocking the connection.
+// Its fields are guarded by Client.mu.
 type call struct {
-	mu     sync.Mutex
-	queue  []*proto.Reply // items, then the final reply
-	closed bool           // the connection died
-	ready  chan struct{}  // cap 1: something was queued
+	first proto.Reply   // the next reply,
+	has   bool          // if there is one,
+	rest  []proto.Reply // and those after it: items, then the final reply
+	buf   []byte        // holds the final reply's payload, kept with the call
+	err   error         // the connection died, of this
+	widx  int           // index in Client.waiting, or -1
+	// counted: a reply woke the caller, which is counted in Client.woken
+	// until it leaves next.
+	counted bool
+	ready   chan struct{} // cap 1: something was queued, or lead
 }
 
-func (cl *call) push(rep *proto.Reply) {
-	cl.mu.Lock()
-	cl.queue = append(cl.queue, rep)
-	cl.mu.Unlock()
+// Calls are reused: one whose final reply its caller has taken is in no
+// list of the client's any more. A wake-up sent to it late, by a leader
+// that queued its reply, is harmless to its next caller: a woken caller
+// always looks for itself why.
+var calls = sync.Pool{New: func() any { return &call{ready: make(chan struct{}, 1), widx: -1} }}
+
+func newCall() *call { return calls.Get().(*call) }
+
+// free gives back a call whose final reply its caller has taken.
+func (cl *call) free() {
+	if cap(cl.rest) > 64 {
+		cl.rest = nil
+	}
+	if cap(cl.buf) > 16<<10 {
+		cl.buf = nil
+	}
+	clear(cl.rest)
+	*cl = call{rest: cl.rest[:0], buf: cl.buf[:0], ready: cl.ready, widx: -1}
+	select {
+	case <-cl.ready:
+	default:
+	}
+	calls.Put(cl)
+}
+
+func (cl *call) push(rep proto.Reply) {
+	if !cl.has {
+		cl.first, cl.has = rep, true
+		return
+	}
+	cl.rest = append(cl.rest, rep)
+}
+
+// pop returns the next reply, if there is one.
+func (cl *call) pop() (proto.Reply, bool) {
+	if !cl.has {
+		return proto.Reply{}, false
+	}
+	rep := cl.first
+	cl.first, cl.has = proto.Reply{}, false
+	if len(cl.rest) > 0 {
+		cl.first, cl.has = cl.rest[0], true
+		cl.rest[0] = proto.Reply{}
+		cl.rest = cl.rest[1:]
+	}
+	return rep, true
+}
+
+func (cl *call) signal() {
 	select {
 	case cl.ready <- struct{}{}:
 	default:
 	}
-}
-
-func (cl *call) close() {
-	cl.mu.Lock()
-	cl.closed = true
-	cl.mu.Unlock()
-	select {
-	case cl.ready <- struct{}{}:
-	default:
-	}
-}
-
-// pop returns the next reply, or nil and whether the connection died.
-func (cl *call) pop() (*proto.Reply, bool) {
-	cl.mu.Lock()
-	defer cl.mu.Unlock()
-	if len(cl.queue) > 0 {
-		rep := cl.queue[0]
-		cl.queue[0] = nil
-		cl.queue = cl.queue[1:]
-		return rep, false
-	}
-	return nil, cl.closed
 }
 
 // Dial connects to the daemon's socket and reads its hello.
@@ -113,7 +155,7 @@ func Dial(ctx context.Context, socket string) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{nc: nc, r: r, hello: *hello, socket: socket, last: time.Now(), pending: map[uint64]*call{}, waiting: map[*call]struct{}{}}, nil
+	return &Client{nc: nc, r: r, hello: *hello, socket: socket, last: time.Now(), pending: map[uint64]*call{}}, nil
 }
 
 // dial connects to socket and reads the daemon's hello.
@@ -203,45 +245,89 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 	return buf, nil
 }
 
-// readOne reads one line as the leader and queues it for its call. It
-// returns false when the connection is dead.
-func (c *Client) readOne() bool {
+// readBatch reads as the leader: one line, waiting for it, then every
+// line already buffered, so one read syscall serves every reply that came
+// with it. It returns the replies and, if the connection is dead, why.
+func (c *Client) readBatch() ([]proto.Reply, error) {
+	reps := c.batch[:0]
 	line, err := readLine(c.r)
 	if err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrDeadlineExceeded) {
-			err = fmt.Errorf("%w: connection closed", ErrUnreachable)
+			return reps, fmt.Errorf("%w: connection closed", ErrUnreachable)
+		}
+		// Reset (ECONNRESET), or any other failure to read: the daemon
+		// is gone as far as this connection can tell.
+		return reps, fmt.Errorf("%w: connection lost: %v", ErrUnreachable, err)
+	}
+	for {
+		rep, err := parseReply(line)
+		if err != nil {
+			return reps, err
+		}
+		reps = append(reps, rep)
+		n := c.r.Buffered()
+		if n == 0 {
+			return reps, nil
+		}
+		buf, _ := c.r.Peek(n)
+		i := bytes.IndexByte(buf, '\n')
+		if i < 0 {
+			return reps, nil // the rest of a line is still to come
+		}
+		line = buf[:i+1]
+		c.r.Discard(i + 1) // line stays valid: the buffer is not filled
+	}
+}
+
+func parseReply(line []byte) (proto.Reply, error) {
+	if rep, ok := fastReply(line); ok {
+		return rep, nil
+	}
+	rep := new(proto.Reply)
+	if err := json.Unmarshal(line, rep); err != nil {
+		return proto.Reply{}, fmt.Errorf("bad reply from oxiosd: %v", err)
+	}
+	return *rep, nil
+}
+
+// deliverLocked queues the replies for their calls and returns the calls
+// to wake, and an error that kills the connection. c.mu is held.
+func (c *Client) deliverLocked(reps []proto.Reply, wake []*call) (_ []*call, err error) {
+	for i, rep := range reps {
+		reps[i] = proto.Reply{}
+		if err != nil {
+			continue
+		}
+		cl := c.pending[rep.ID]
+		if cl == nil {
+			if rep.ID == 0 && rep.Error != nil {
+				// An error the daemon could not tie to a request: the
+				// connection is being refused or closed.
+				err = rep.Error
+			}
+			continue
+		}
+		// The payload is still in the reader's buffer. The final reply's
+		// goes to the call's own buffer: its caller is done with it when
+		// it frees the call. An item may be kept by the stream's consumer.
+		if rep.Item == nil {
+			delete(c.pending, rep.ID)
+			if rep.Result != nil {
+				cl.buf = append(cl.buf[:0], rep.Result...)
+				rep.Result = cl.buf
+			}
 		} else {
-			// Reset (ECONNRESET), or any other failure to read: the daemon
-			// is gone as far as this connection can tell.
-			err = fmt.Errorf("%w: connection lost: %v", ErrUnreachable, err)
+			rep.Item = append(json.RawMessage(nil), rep.Item...)
 		}
-		c.die(err)
-		return false
-	}
-	rep, ok := fastReply(line)
-	if !ok {
-		rep = new(proto.Reply)
-		if jerr := json.Unmarshal(line, rep); jerr != nil {
-			c.die(fmt.Errorf("bad reply from oxiosd: %v", jerr))
-			return false
-		}
-	}
-	c.mu.Lock()
-	cl := c.pending[rep.ID]
-	if cl != nil && rep.Item == nil {
-		delete(c.pending, rep.ID)
-	}
-	c.mu.Unlock()
-	switch {
-	case cl != nil:
 		cl.push(rep)
-	case rep.ID == 0 && rep.Error != nil:
-		// An error the daemon could not tie to a request: the connection
-		// is being refused or closed.
-		c.die(rep.Error)
-		return false
+		if cl.widx >= 0 {
+			c.unwait(cl)
+			cl.counted = true
+			c.woken++
+			wake = append(wake, cl)
+		}
 	}
-	return true
+	return wake, err
 }
 
 // die marks the connection dead and wakes every call.
@@ -252,41 +338,75 @@ func (c *Client) die(err error) {
 	}
 	pend := c.pending
 	c.pending = nil
-	c.mu.Unlock()
+	var wake []*call
 	for _, cl := range pend {
-		cl.close()
-	}
-}
-
-// handOff wakes a waiting call if nobody is reading.
-func (c *Client) handOff() {
-	if c.rmu.TryLock() {
-		c.rmu.Unlock()
-		c.wakeOne()
-	}
-}
-
-// wakeOne hands the leadership on: one waiting call retries reading.
-func (c *Client) wakeOne() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for cl := range c.waiting {
-		select {
-		case cl.ready <- struct{}{}:
-		default:
+		cl.err = c.err
+		if cl.widx >= 0 {
+			c.unwait(cl)
+			wake = append(wake, cl)
 		}
-		return
-	}
-}
-
-func (c *Client) setWaiting(cl *call, on bool) {
-	c.mu.Lock()
-	if on {
-		c.waiting[cl] = struct{}{}
-	} else {
-		delete(c.waiting, cl)
 	}
 	c.mu.Unlock()
+	for _, cl := range wake {
+		cl.signal()
+	}
+}
+
+// wait registers cl as blocked for a reply. c.mu is held.
+func (c *Client) wait(cl *call) {
+	if cl.widx < 0 {
+		cl.widx = len(c.waiting)
+		c.waiting = append(c.waiting, cl)
+	}
+}
+
+// unwait takes cl off the waiting list. c.mu is held.
+func (c *Client) unwait(cl *call) {
+	i, last := cl.widx, len(c.waiting)-1
+	if i != last {
+		c.waiting[i] = c.waiting[last]
+		c.waiting[i].widx = i
+	}
+	c.waiting[last] = nil
+	c.waiting = c.waiting[:last]
+	cl.widx = -1
+}
+
+// leave is how a caller leaves next; c.mu is held on entry and released.
+// Whoever leaves with no leader reading passes the leadership on to a
+// waiting caller, and the last caller woken by a batch of replies writes
+// the requests queued meanwhile.
+func (c *Client) leave(cl *call) {
+	if cl.widx >= 0 {
+		c.unwait(cl)
+	}
+	write := false
+	if cl.counted {
+		cl.counted = false
+		c.woken--
+		if c.woken == 0 && c.deferred {
+			c.deferred = false
+			write = true
+		}
+	}
+	var lead *call
+	if !c.reading && len(c.waiting) > 0 {
+		lead = c.waiting[len(c.waiting)-1]
+		c.unwait(lead)
+	}
+	c.mu.Unlock()
+	if lead != nil {
+		lead.signal()
+	}
+	if write {
+		c.wmu.Lock()
+		if c.flushing || len(c.out) == 0 || c.werr != nil {
+			c.wmu.Unlock() // the flusher takes it, or it is sent already
+		} else {
+			c.flushing = true
+			c.flush() // unlocks; an error kills the connection
+		}
+	}
 }
 
 // notSentError is a write that failed before the socket took a byte of
@@ -302,35 +422,40 @@ func (e *notSentError) Unwrap() error { return e.err }
 // limits.max_conns_per_uid for a newer one, at idle_timeout, or by a
 // restart): it is sent once more on a new connection, so a client idle for
 // less than the second revive waits for does not fail for nothing.
-func (c *Client) start(op string, args any) (*call, uint64, error) {
-	cl, id, err := c.start1(op, args)
-	var ns *notSentError
-	if err != nil && errors.As(err, &ns) {
-		c.mu.Lock()
-		alone := len(c.pending) == 0
-		c.mu.Unlock()
-		if alone {
-			return c.start1(op, args)
+func (c *Client) start(op string, args any, h *handArgs) (*call, uint64, error) {
+	cl, id, err := c.start1(op, args, h)
+	if err != nil {
+		if ns := (*notSentError)(nil); errors.As(err, &ns) {
+			c.mu.Lock()
+			alone := len(c.pending) == 0
+			c.mu.Unlock()
+			if alone {
+				return c.start1(op, args, h)
+			}
 		}
 	}
 	return cl, id, err
 }
 
-func (c *Client) start1(op string, args any) (*call, uint64, error) {
+// start1 sends op with args, written by hand from h if not nil.
+func (c *Client) start1(op string, args any, h *handArgs) (*call, uint64, error) {
 	var raw []byte
 	var err error
-	if !handEncoded(args) {
+	if h == nil {
 		raw, err = encodeArgs(args)
 		if err != nil {
 			return nil, 0, fmt.Errorf("%s: encoding args: %w", op, err)
 		}
 	}
-	cl := &call{ready: make(chan struct{}, 1)}
+	cl := newCall()
 	c.mu.Lock()
-	if len(c.pending) == 0 && (c.err != nil || time.Since(c.last) > time.Second) {
-		c.revive()
+	if len(c.pending) == 0 {
+		now := time.Now()
+		if c.err != nil || now.Sub(c.last) > time.Second {
+			c.revive()
+		}
+		c.last = now
 	}
-	c.last = time.Now()
 	if c.err != nil {
 		err := c.err
 		c.mu.Unlock()
@@ -339,28 +464,39 @@ func (c *Client) start1(op string, args any) (*call, uint64, error) {
 	c.nextID++
 	id := c.nextID
 	c.pending[id] = cl
-	c.mu.Unlock()
-
+	// The request is queued under c.mu, so the last woken caller to leave
+	// sees it queued if it is left for it to write.
 	c.wmu.Lock()
 	if c.werr != nil {
 		err = c.werr
 		c.wmu.Unlock()
+		c.mu.Unlock()
 	} else {
 		b := append(c.out, `{"id":`...)
 		b = strconv.AppendUint(b, id, 10)
 		b = append(b, `,"op":`...)
 		b = proto.AppendString(b, op)
 		b = append(b, `,"args":`...)
-		if raw != nil {
-			b = append(b, raw...)
+		if h != nil {
+			b = h.append(b)
 		} else {
-			b, _ = appendArgs(b, args)
+			b = append(b, raw...)
 		}
 		c.out = append(b, '}', '\n')
-		if c.flushing {
-			c.wmu.Unlock() // the flusher takes our line in its next round
-		} else {
+		switch {
+		case c.flushing:
+			// The flusher takes our line in its next round.
+			c.mu.Unlock()
+			c.wmu.Unlock()
+		case c.woken > 0:
+			// Callers woken by replies are about to run, and most will
+			// send a request too: the last of them writes them all.
+			c.deferred = true
+			c.mu.Unlock()
+			c.wmu.Unlock()
+		default:
 			c.flushing = true
+			c.mu.Unlock()
 			err = c.flush() // unlocks
 		}
 	}
@@ -381,10 +517,9 @@ func (c *Client) start1(op string, args any) (*call, uint64, error) {
 // runner waiting on its model), or by a restart of the daemon. No request
 // is lost or repeated: none was in flight. c.mu is held.
 func (c *Client) revive() {
-	if c.socket == "" || c.closed || !c.rmu.TryLock() {
+	if c.socket == "" || c.closed || c.reading {
 		return
 	}
-	defer c.rmu.Unlock()
 	if c.err == nil && !c.closedByPeer() {
 		return
 	}
@@ -400,12 +535,13 @@ func (c *Client) revive() {
 	c.werr, c.out, c.flushing = nil, c.out[:0], false
 	c.wmu.Unlock()
 	c.err = nil
+	c.deferred = false
 	c.pending = map[uint64]*call{}
 }
 
 // closedByPeer reports whether the daemon has closed the idle connection
 // or said it would: a line nobody asked for (its closing notice) or EOF
-// is waiting to be read. rmu is held.
+// is waiting to be read. c.mu is held and nobody is reading.
 func (c *Client) closedByPeer() bool {
 	if c.r.Buffered() > 0 {
 		return true
@@ -465,66 +601,100 @@ func (c *Client) flush() error {
 
 // next waits for the call's next line, reading the connection itself when
 // no other caller is.
-func (c *Client) next(ctx context.Context, cl *call) (*proto.Reply, error) {
-	// Whoever leaves with no leader reading passes the leadership on: the
-	// wake-up it was handed may have been meant for a waiting caller.
-	defer c.handOff()
+func (c *Client) next(ctx context.Context, cl *call) (proto.Reply, error) {
+	c.mu.Lock()
 	for {
-		if rep, dead := cl.pop(); rep != nil || dead {
-			if rep != nil {
-				return rep, nil
-			}
-			c.mu.Lock()
-			err := c.err
-			c.mu.Unlock()
+		if rep, ok := cl.pop(); ok {
+			c.leave(cl)
+			return rep, nil
+		}
+		if cl.err != nil {
+			err := cl.err
+			c.leave(cl)
 			if errors.Is(err, ErrUnreachable) && ctx.Err() == nil {
 				err = fmt.Errorf("%w (%w: the connection was lost after the request was sent, so it may or may not have been applied; check before retrying)", err, ErrOutcomeUnknown)
 			}
-			return nil, err
+			return proto.Reply{}, err
 		}
-		// Registered before trying the lock: a leader that unlocks after our
-		// failed try finds us in wakeOne; one that unlocked before lets the
-		// try succeed.
-		c.setWaiting(cl, true)
-		if c.rmu.TryLock() {
-			c.setWaiting(cl, false)
-			// Our reply may have been queued while we took the lock.
-			if rep, _ := cl.pop(); rep != nil {
-				c.rmu.Unlock()
-				return rep, nil
+		if !c.reading {
+			if cl.widx >= 0 {
+				c.unwait(cl)
 			}
-			// Reading cannot watch ctx: a cancelled ctx ends the read with
-			// a deadline, and the connection with it.
-			if ctx.Done() == nil {
-				c.readOne() // a ctx that never ends: nothing to watch
-			} else {
-				stop := context.AfterFunc(ctx, func() { c.nc.SetReadDeadline(time.Unix(1, 0)) })
-				c.readOne()
-				stop()
-			}
-			c.rmu.Unlock()
-			if rep, _ := cl.pop(); rep != nil {
-				return rep, nil
-			}
-			if err := ctx.Err(); err != nil {
-				return nil, err
+			if err := c.lead(ctx, cl); err != nil {
+				return proto.Reply{}, err
 			}
 			continue
 		}
-		select {
-		case <-cl.ready:
-			c.setWaiting(cl, false)
-		case <-ctx.Done():
-			c.setWaiting(cl, false)
-			return nil, ctx.Err()
+		c.wait(cl)
+		c.mu.Unlock()
+		if done := ctx.Done(); done == nil {
+			<-cl.ready
+		} else {
+			select {
+			case <-cl.ready:
+			case <-done:
+				c.mu.Lock()
+				c.leave(cl)
+				return proto.Reply{}, ctx.Err()
+			}
+		}
+		c.mu.Lock()
+	}
+}
+
+// lead reads the connection until a reply for cl came (or the connection
+// died), queueing every reply for its call. c.mu is held on entry and on
+// a nil return; an error (ctx's) has left next.
+func (c *Client) lead(ctx context.Context, cl *call) error {
+	c.reading = true
+	nc := c.nc
+	c.mu.Unlock()
+	// Reading cannot watch ctx: a cancelled ctx ends the read with a
+	// deadline, and the connection with it.
+	var stop func() bool
+	if ctx.Done() != nil {
+		stop = context.AfterFunc(ctx, func() { nc.SetReadDeadline(time.Unix(1, 0)) })
+	}
+	var wakeBuf [32]*call
+	for {
+		reps, rerr := c.readBatch()
+		c.mu.Lock()
+		wake, derr := c.deliverLocked(reps, wakeBuf[:0])
+		c.batch = reps[:0]
+		done := cl.has || rerr != nil || derr != nil || ctx.Err() != nil
+		if done {
+			c.reading = false
+		}
+		c.mu.Unlock()
+		for i, w := range wake {
+			wake[i] = nil
+			w.signal()
+		}
+		if rerr == nil {
+			rerr = derr
+		}
+		if rerr != nil {
+			c.die(rerr)
+		}
+		if done {
+			break
 		}
 	}
+	if stop != nil {
+		stop()
+	}
+	c.mu.Lock()
+	if !cl.has && ctx.Err() != nil {
+		c.leave(cl)
+		return ctx.Err()
+	}
+	return nil
 }
 
 // Call sends op with args and decodes the result into result (which may be
 // nil). A refusal by the daemon is returned as a *proto.Error.
 func (c *Client) Call(ctx context.Context, op string, args, result any) error {
-	cl, _, err := c.start(op, args)
+	cl, _, err := c.start(op, args, handEncoded(args))
 	if err != nil {
 		return err
 	}
@@ -536,8 +706,47 @@ func (c *Client) Call(ctx context.Context, op string, args, result any) error {
 		if rep.Item != nil {
 			continue // a stream op called without a handler: drop items
 		}
-		return finish(rep, result)
+		err = finish(&rep, result)
+		cl.free()
+		return err
 	}
+}
+
+// callState is Call for the frequent state ops, with no boxing of their
+// args or result.
+func (c *Client) callState(ctx context.Context, op string, h *handArgs, rec *proto.StateRecord) error {
+	cl, _, err := c.start(op, nil, h)
+	if err != nil {
+		return err
+	}
+	for {
+		rep, err := c.next(ctx, cl)
+		if err != nil {
+			return err
+		}
+		if rep.Item != nil {
+			continue
+		}
+		err = finishState(&rep, h, rec)
+		cl.free()
+		return err
+	}
+}
+
+func finishState(rep *proto.Reply, h *handArgs, rec *proto.StateRecord) error {
+	if !rep.OK || rep.Result == nil {
+		return finish(rep, nil)
+	}
+	if parseState(rep.Result, h, rec) {
+		return nil
+	}
+	r := new(proto.StateRecord)
+	if err := json.Unmarshal(rep.Result, r); err != nil {
+		*rec = proto.StateRecord{}
+		return fmt.Errorf("decoding result: %w", err)
+	}
+	*rec = *r
+	return nil
 }
 
 // Stream sends a streaming op and calls fn with each item until the final
@@ -550,7 +759,7 @@ func (c *Client) Stream(ctx context.Context, op string, args any, fn func(item j
 // StreamResult is Stream for an op whose final reply carries a result
 // too: it is decoded into result (if not nil).
 func (c *Client) StreamResult(ctx context.Context, op string, args any, fn func(item json.RawMessage) error, result any) error {
-	cl, _, err := c.start(op, args)
+	cl, _, err := c.start(op, args, handEncoded(args))
 	if err != nil {
 		return err
 	}
@@ -566,7 +775,9 @@ func (c *Client) StreamResult(ctx context.Context, op string, args any, fn func(
 			}
 			continue
 		}
-		if err := finish(rep, result); err != nil {
+		err = finish(&rep, result)
+		cl.free()
+		if err != nil {
 			return err
 		}
 		return ferr

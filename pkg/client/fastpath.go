@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/oxios/oxios/pkg/proto"
 )
@@ -17,13 +18,39 @@ func encodeArgs(args any) ([]byte, error) {
 	return json.Marshal(args)
 }
 
-// handEncoded reports whether appendArgs writes args.
-func handEncoded(args any) bool {
-	switch args.(type) {
-	case proto.StateArgs, proto.StateSaveArgs:
-		return true
+// handArgs are the args of the frequent ops, written by hand.
+type handArgs struct {
+	agent, key, value, encoding string
+	save                        bool // state.save's: value and encoding too
+}
+
+// handEncoded returns args as handArgs, or nil for args written by
+// encoding/json.
+func handEncoded(args any) *handArgs {
+	switch a := args.(type) {
+	case proto.StateArgs:
+		return &handArgs{agent: a.Agent, key: a.Key}
+	case proto.StateSaveArgs:
+		return &handArgs{agent: a.Agent, key: a.Key, value: a.Value, encoding: a.Encoding, save: true}
 	}
-	return false
+	return nil
+}
+
+// append appends the args to b, as appendArgs does.
+func (h *handArgs) append(b []byte) []byte {
+	b = append(b, `{"agent":`...)
+	b = proto.AppendString(b, h.agent)
+	b = append(b, `,"key":`...)
+	b = proto.AppendString(b, h.key)
+	if h.save {
+		b = append(b, `,"value":`...)
+		b = proto.AppendString(b, h.value)
+		if h.encoding != "" {
+			b = append(b, `,"encoding":`...)
+			b = proto.AppendString(b, h.encoding)
+		}
+	}
+	return append(b, '}')
 }
 
 // appendArgs appends the args of the frequent ops to b, by hand; ok is
@@ -63,24 +90,33 @@ func appendArgs(b []byte, args any) (_ []byte, ok bool) {
 //	{"id":N,"ok":true,"result":...}   {"id":N,"item":...}
 //
 // Anything else goes through encoding/json.
-func fastReply(line []byte) (*proto.Reply, bool) {
+func fastReply(line []byte) (proto.Reply, bool) {
 	line = bytes.TrimSuffix(line, []byte{'\n'})
 	const pre = `{"id":`
 	if !bytes.HasPrefix(line, []byte(pre)) || line[len(line)-1] != '}' {
-		return nil, false
+		return proto.Reply{}, false
 	}
 	p := line[len(pre):]
 	n := 0
-	for n < len(p) && n < 20 && p[n] >= '0' && p[n] <= '9' {
+	var id uint64
+	for n < len(p) && n < 19 && p[n] >= '0' && p[n] <= '9' {
+		id = id*10 + uint64(p[n]-'0') // 19 digits cannot overflow
 		n++
 	}
-	id, err := strconv.ParseUint(string(p[:n]), 10, 64)
-	if n == 0 || err != nil {
-		return nil, false
+	if n == 19 && len(p) > n && p[n] >= '0' && p[n] <= '9' {
+		var err error
+		id, err = strconv.ParseUint(string(p[:n+1]), 10, 64)
+		if err != nil {
+			return proto.Reply{}, false
+		}
+		n++
+	}
+	if n == 0 {
+		return proto.Reply{}, false
 	}
 	p = p[n:]
 	var raw []byte
-	rep := &proto.Reply{ID: id}
+	rep := proto.Reply{ID: id}
 	switch {
 	case bytes.HasPrefix(p, []byte(`,"ok":true,"result":`)):
 		raw = p[len(`,"ok":true,"result":`) : len(p)-1]
@@ -88,20 +124,106 @@ func fastReply(line []byte) (*proto.Reply, bool) {
 	case bytes.HasPrefix(p, []byte(`,"item":`)):
 		raw = p[len(`,"item":`) : len(p)-1]
 	default:
-		return nil, false
+		return proto.Reply{}, false
 	}
 	// No validation pass: oxiosd writes nothing after the payload, and the
 	// payload is decoded (and so checked) by whoever takes it; a reply
 	// that is not what oxiosd writes fails there.
 	if len(raw) == 0 || raw[0] != '{' || raw[len(raw)-1] != '}' {
-		return nil, false
+		return proto.Reply{}, false
 	}
-	// The line is the reader's buffer: the reply outlives it.
-	raw = append(json.RawMessage(nil), raw...)
+	// raw is in line, the reader's buffer: the reply is copied before
+	// the next read (see Client.deliverLocked).
 	if rep.OK {
 		rep.Result = raw
 	} else {
 		rep.Item = raw
 	}
 	return rep, true
+}
+
+// parseState is proto.ParseStateRecord for the reply to h's request: the
+// type, agent, key and encoding that match the request's (or a constant)
+// reuse their strings instead of allocating them again.
+func parseState(b []byte, h *handArgs, r *proto.StateRecord) bool {
+	*r = proto.StateRecord{}
+	p := b
+	lit := func(s string) bool {
+		if len(p) < len(s) || string(p[:len(s)]) != s {
+			return false
+		}
+		p = p[len(s):]
+		return true
+	}
+	str := func(dst *string, known string) bool {
+		if len(p) == 0 || p[0] != '"' {
+			return false
+		}
+		q := bytes.IndexByte(p[1:], '"')
+		if q < 0 {
+			return false
+		}
+		s := p[1 : 1+q]
+		if !plain(s) {
+			return false
+		}
+		if string(s) == known {
+			*dst = known
+		} else {
+			*dst = string(s)
+		}
+		p = p[q+2:]
+		return true
+	}
+	if !lit(`{"type":`) || !str(&r.Type, "state") || !lit(`,"agent":`) || !str(&r.Agent, h.agent) ||
+		!lit(`,"key":`) || !str(&r.Key, h.key) || !lit(`,"size":`) {
+		return false
+	}
+	n := 0
+	for n < len(p) && n < 19 && (p[n] >= '0' && p[n] <= '9' || n == 0 && p[n] == '-') {
+		n++
+	}
+	size, err := strconv.ParseInt(string(p[:n]), 10, 64)
+	if err != nil || n > 1 && (p[0] == '0' || p[0] == '-' && p[1] == '0') {
+		return false
+	}
+	r.Size = size
+	p = p[n:]
+	if !lit(`,"modified":"`) {
+		return false
+	}
+	q := bytes.IndexByte(p, '"')
+	if q < 0 || r.Modified.UnmarshalText(p[:q]) != nil {
+		return false
+	}
+	p = p[q+1:]
+	if lit(`,"value":`) {
+		v := new(string)
+		if !str(v, "") {
+			return false
+		}
+		r.Value = v
+	}
+	if lit(`,"encoding":`) && !str(&r.Encoding, proto.EncodingBase64) {
+		return false
+	}
+	if lit(`,"deleted":true`) {
+		r.Deleted = true
+	}
+	return string(p) == "}"
+}
+
+// plain reports whether s needs no unescaping: no control byte, no
+// backslash, valid UTF-8 (as proto's).
+func plain(s []byte) bool {
+	ascii := true
+	for _, c := range s {
+		if c < 0x20 || c == '\\' {
+			return false
+		}
+		if c >= utf8.RuneSelf {
+			ascii = false
+		}
+	}
+	return ascii || utf8.Valid(s)
 }

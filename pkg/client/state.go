@@ -11,14 +11,14 @@ import (
 func (c *Client) StateSave(ctx context.Context, agent, key string, value []byte) (proto.StateRecord, error) {
 	v, enc := proto.EncodeValue(value)
 	var rec proto.StateRecord
-	err := c.Call(ctx, proto.OpStateSave, proto.StateSaveArgs{Agent: agent, Key: key, Value: v, Encoding: enc}, &rec)
+	err := c.callState(ctx, proto.OpStateSave, &handArgs{agent: agent, key: key, value: v, encoding: enc, save: true}, &rec)
 	return rec, err
 }
 
 // StateLoad returns the value under key of agent and its record.
 func (c *Client) StateLoad(ctx context.Context, agent, key string) ([]byte, proto.StateRecord, error) {
 	var rec proto.StateRecord
-	if err := c.Call(ctx, proto.OpStateLoad, proto.StateArgs{Agent: agent, Key: key}, &rec); err != nil {
+	if err := c.callState(ctx, proto.OpStateLoad, &handArgs{agent: agent, key: key}, &rec); err != nil {
 		return nil, rec, err
 	}
 	var v []byte
@@ -34,7 +34,7 @@ func (c *Client) StateLoad(ctx context.Context, agent, key string) ([]byte, prot
 // StateDelete removes key of agent and returns the record it had.
 func (c *Client) StateDelete(ctx context.Context, agent, key string) (proto.StateRecord, error) {
 	var rec proto.StateRecord
-	err := c.Call(ctx, proto.OpStateDelete, proto.StateArgs{Agent: agent, Key: key}, &rec)
+	err := c.callState(ctx, proto.OpStateDelete, &handArgs{agent: agent, key: key}, &rec)
 	return rec, err
 }
 
