@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -43,6 +44,11 @@ func (k *Kernel) agentExists(agent string) (bool, error) {
 			return true, nil
 		}
 	}
+	return k.inHead(agent)
+}
+
+// inHead reports whether HEAD has a folder for agent.
+func (k *Kernel) inHead(agent string) (bool, error) {
 	head, err := k.ver.repo.Head()
 	if err != nil || head == "" {
 		return false, err
@@ -77,26 +83,19 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 		k.commitAudit(c, proto.OpAgentFork, tgt, raw, proto.Result(err), "", nil)
 		return proto.ForkRecord{}, err
 	}
-	if exists, err := k.agentExists(a.Name); err != nil {
-		return fail(err)
-	} else if exists {
-		return fail(proto.Errorf(proto.EEXIST, "agent %q exists; pick another name, or remove it first (ox-fork rm %s)", a.Name, a.Name))
-	}
-	// At the state now the live store copies the agent (see
-	// state.Fork): begun now, the copy of its index is made while the
-	// rest is prepared and the graft is made in git. Nothing below
-	// changes the agent's live state before the fork's batch.
-	cow := a.Rev == ""
-	var live *state.Fork
-	if cow {
-		live = &state.Fork{From: a.Agent, To: a.Name, Skip: map[string][]string{state.SpaceSys: {sysSchedules + "/"}}}
-		k.state.Prepare(live)
+	// The name must be free: in the live state here, in HEAD when the
+	// graft is staged (see below).
+	for _, sp := range state.Spaces {
+		if n, _ := k.state.Keys(state.Ref(sp, a.Name)); n > 0 {
+			return fail(forkExists(a.Name))
+		}
 	}
 	if err := k.rescan(); err != nil {
 		return fail(err)
 	}
+	cow := a.Rev == ""
 	rev := a.Rev
-	if rev == "" {
+	if cow {
 		// The state now: what is uncommitted of the agent is committed
 		// first, so the fork point is a commit like any other (when
 		// nothing is, that commit would be empty: it is not made).
@@ -105,6 +104,12 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 			return fail(err)
 		}
 		if len(dirty) > 0 {
+			// Not for a fork refused for its name: checked in HEAD first.
+			if taken, err := k.inHead(a.Name); err != nil {
+				return fail(err)
+			} else if taken {
+				return fail(forkExists(a.Name))
+			}
 			if _, err := k.commitNow(c, proto.CommitArgs{Agent: a.Agent, Message: fmt.Sprintf("Commit the state of %s to fork it as %s", a.Agent, a.Name)}, raw); err != nil {
 				return fail(err)
 			}
@@ -115,22 +120,18 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 	if err != nil {
 		return fail(err)
 	}
-	src := version.AgentPrefix(a.Agent)
-	if t, err := k.ver.repo.Folder(point, strings.TrimSuffix(src, "/")); err != nil {
-		return fail(err)
-	} else if t == "" {
-		return fail(proto.Errorf(proto.ENOENT, "agent %q has nothing committed at %s: nothing to fork", a.Agent, rev))
-	}
 	// The graft and the live copy are made side by side: both sync to
-	// disk, neither needs the other. The graft begins now; what the
-	// fork's second commit changes against it (the budget used reset,
-	// the schedules left out) is worked out meanwhile. The commits'
-	// trailers name the audit log as it is now, before the fork's own
-	// entry, as a commit's do (all it holds was recorded up to there; see
-	// auditHead). A crash
-	// between the two leaves either the live copy without its commit (the
-	// fork's entry, replayed, has the next commit compare everything with
-	// HEAD) or the commit without the live copy (NAME exists with no files:
+	// disk, neither needs the other. The graft begins now and checks the
+	// name is free in HEAD and the agent has a folder at the point; the
+	// live copy waits for that, and meanwhile the rest is worked out:
+	// the copy of the agent's index (state.Fork), what the fork's second
+	// commit changes against the graft (the budget used reset, the
+	// schedules left out). The commits' trailers name the audit log as
+	// it is now, before the fork's own entry, as a commit's do (all it
+	// holds was recorded up to there; see auditHead). A crash between the
+	// two leaves either the live copy without its commit (the fork's
+	// entry, replayed, has the next commit compare everything with HEAD)
+	// or the commit without the live copy (NAME exists with no files:
 	// ox-fork rm NAME).
 	seq, hash := k.auditHead()
 	trailers := append([]version.Trailer{
@@ -143,15 +144,25 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 	}
 	gitDone := make(chan gitResult, 1)
 	afterc := make(chan []version.PathChange, 1)
+	staged := make(chan error, 1)
 	now := time.Now().UTC()
 	go func() {
 		cm, err := k.ver.repo.Fork(version.ForkOptions{
-			From: a.Agent, Name: a.Name, Point: point, After: func() []version.PathChange { return <-afterc },
+			From: a.Agent, Name: a.Name, Point: point,
+			Staged:   func(err error) { staged <- err },
+			After:    func() []version.PathChange { return <-afterc },
 			Trailers: trailers, Author: k.signature(c, now), When: now,
 		})
 		gitDone <- gitResult{cm, err}
 	}()
-	// A failure from here on takes the graft back.
+	var live *state.Fork
+	if cow {
+		// Nothing below changes the agent's live state before the fork's
+		// batch (state.Prepare).
+		live = &state.Fork{From: a.Agent, To: a.Name, Skip: map[string][]string{state.SpaceSys: {sysSchedules + "/"}}}
+		k.state.Prepare(live)
+	}
+	// A failure from here on takes the graft back, if it was made.
 	failGrafted := func(err error) (proto.ForkRecord, error) {
 		afterc <- nil
 		if g := <-gitDone; g.cm.Hash != "" {
@@ -159,6 +170,7 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 		}
 		return fail(err)
 	}
+	src := version.AgentPrefix(a.Agent)
 	// At the state now only the files the fork starts with changed are
 	// listed, its budget and its schedules. At an older commit every
 	// file is copied from git.
@@ -221,6 +233,18 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 		}
 		batch = append(batch, &tx{change: &state.Change{Agent: a.Name, Space: it.Space, Key: it.Key, Value: val}})
 	}
+	// The live copy is made once the graft is known to be possible.
+	if err := <-staged; err != nil {
+		afterc <- nil
+		<-gitDone
+		switch {
+		case errors.Is(err, version.ErrExists):
+			err = forkExists(a.Name)
+		case errors.Is(err, version.ErrUnknownRevision):
+			err = proto.Errorf(proto.ENOENT, "agent %q has nothing committed at %s: nothing to fork", a.Agent, rev)
+		}
+		return fail(err)
+	}
 	afterc <- after
 	k.commit(batch)
 	g := <-gitDone
@@ -265,6 +289,11 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 		Text: fmt.Sprintf("forked %s at %s as %s (%d files)", a.Agent, short, a.Name, n),
 	}
 	return rec, nil
+}
+
+// forkExists is the refusal of a fork as name when that agent exists.
+func forkExists(name string) error {
+	return proto.Errorf(proto.EEXIST, "agent %q exists; pick another name, or remove it first (ox-fork rm %s)", name, name)
 }
 
 // unfork takes back the graft of a fork that failed after it was made

@@ -36,6 +36,12 @@ type ForkOptions struct {
 	// disabled); none: no second commit. It may block: the caller works
 	// it out while the graft is made.
 	After func() []PathChange
+	// Staged, when set, hears before the graft is committed whether it
+	// can be: Name's folder is free at HEAD (else ErrExists) and From's
+	// is a folder at Point (else ErrUnknownRevision). The caller may wait
+	// for it before it copies the agent's live state, while the graft is
+	// written and synced.
+	Staged func(error)
 	// Trailers of the graft; the second commit has all but the first two
 	// (the fork's own).
 	Trailers []Trailer
@@ -44,14 +50,29 @@ type ForkOptions struct {
 }
 
 // Fork makes the fork's commits: the graft of From's folder at Point as
-// agents/NAME, then the changes After against it, if any. It returns the
-// last commit.
+// agents/NAME, which must not exist at HEAD, then the changes After
+// against it, if any. It returns the last commit.
 func (r *Repo) Fork(o ForkOptions) (Commit, error) {
+	staged := func(err error) {
+		if o.Staged != nil {
+			o.Staged(err)
+		}
+	}
 	gtx, err := r.Begin()
 	if err != nil {
+		staged(err)
 		return Commit{}, err
 	}
-	if err := gtx.Graft("agents/"+o.Name, o.Point, "agents/"+o.From); err != nil {
+	dst := "agents/" + o.Name
+	cur, err := r.folderAt(dst)
+	if err == nil && cur != zeroID {
+		err = fmt.Errorf("%s: %w", dst, ErrExists)
+	}
+	if err == nil {
+		err = gtx.Graft(dst, o.Point, "agents/"+o.From)
+	}
+	staged(err)
+	if err != nil {
 		gtx.Abort()
 		return Commit{}, err
 	}

@@ -1,6 +1,7 @@
 package version
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -101,5 +102,31 @@ func TestReadForkManyAndFew(t *testing.T) {
 	}
 	if _, err := r.ReadFork(memStore{}, "a", []ForkFile{{Space: "state", Key: "x", Blob: BlobHash([]byte("never stored"))}}, true); err == nil {
 		t.Error("a blob git does not have was read")
+	}
+}
+
+// The graft tells Staged whether it can be made before it commits: not
+// over an agent HEAD has, nor of a folder the point lacks; neither
+// refusal commits anything.
+func TestForkStaged(t *testing.T) {
+	r := open(t)
+	point := change(t, r, map[string][]byte{"agents/a/state/k": []byte("v\n"), "agents/b/state/k": []byte("w\n")}, "one").Hash
+	for _, c := range []struct {
+		from, name string
+		want       error
+	}{{"a", "b", ErrExists}, {"none", "c", ErrUnknownRevision}, {"a", "c", nil}} {
+		var heard []error
+		_, err := r.Fork(ForkOptions{From: c.from, Name: c.name, Point: point, Staged: func(err error) { heard = append(heard, err) },
+			Trailers: []Trailer{{Key: TrailerForkOf, Value: c.from}, {Key: TrailerForkPoint, Value: point}}, Author: opts("").Author, When: testTime})
+		if len(heard) != 1 || !errors.Is(heard[0], c.want) || !errors.Is(err, c.want) {
+			t.Errorf("fork %s as %s: Staged heard %v, Fork returned %v; want %v", c.from, c.name, heard, err, c.want)
+		}
+		head, _ := r.Head()
+		if c.want != nil && head != point {
+			t.Errorf("fork %s as %s was refused but HEAD moved to %s", c.from, c.name, head)
+		}
+	}
+	if fs := mustFiles(t, r, "HEAD", "agents/c/"); fs["agents/c/state/k"] != BlobHash([]byte("v\n")) {
+		t.Errorf("the fork made: %v", fs)
 	}
 }

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -201,4 +202,101 @@ func TestForkIsolation(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantState(t, c, "copy", orig)
+}
+
+// TestForkRefusals: a fork is refused, with the reason and the way out,
+// when its name is taken (live, or only in HEAD: every key deleted and
+// not committed yet), when the agent had nothing at the point, and at a
+// revision that does not exist; a refused fork commits nothing, leaves no
+// agent behind, and is audited.
+func TestForkRefusals(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{dir: shortTempDir(t)})
+	c := d.client(t)
+	ctx := context.Background()
+	for _, a := range []string{"src", "taken", "gone"} {
+		if _, err := c.StateSave(ctx, a, "k", []byte(a)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, err := c.Commit(ctx, proto.CommitArgs{Message: "three agents"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.StateSave(ctx, "late", "k", []byte("after the first commit")); err != nil {
+		t.Fatal(err)
+	}
+	second, err := c.Commit(ctx, proto.CommitArgs{Message: "one more"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// gone's only key is deleted, and src changed: neither is committed.
+	if _, err := c.StateDelete(ctx, "gone", "k"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.StateSave(ctx, "src", "k", []byte("changed")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args proto.ForkArgs
+		code string
+		says string
+	}{
+		{proto.ForkArgs{Agent: "src", Name: "taken"}, proto.EEXIST, `agent "taken" exists; pick another name, or remove it first (ox-fork rm taken)`},
+		{proto.ForkArgs{Agent: "src", Name: "gone"}, proto.EEXIST, `agent "gone" exists`},
+		{proto.ForkArgs{Agent: "late", Name: "x", Rev: first.Commit}, proto.ENOENT, `agent "late" has nothing committed at ` + first.Commit},
+		{proto.ForkArgs{Agent: "src", Name: "x", Rev: "nosuchrev"}, proto.ENOENT, "nosuchrev"},
+		{proto.ForkArgs{Agent: "src", Name: "src"}, proto.EEXIST, "a fork needs a new name"},
+	} {
+		_, err := c.Fork(ctx, tc.args)
+		var pe *proto.Error
+		if !errors.As(err, &pe) || pe.Code != tc.code || !strings.Contains(pe.Message, tc.says) {
+			t.Errorf("fork %+v: %v; want %s saying %q", tc.args, err, tc.code, tc.says)
+		}
+	}
+	if head := headOf(t, c); head != second.Commit {
+		t.Errorf("a refused fork committed: HEAD %s, want %s", head, second.Commit)
+	}
+	// With nothing uncommitted of the agent forked, the graft itself
+	// finds the name in HEAD.
+	third, err := c.Commit(ctx, proto.CommitArgs{Agent: "src", Message: "src changed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Fork(ctx, proto.ForkArgs{Agent: "src", Name: "gone"})
+	var pe *proto.Error
+	if !errors.As(err, &pe) || pe.Code != proto.EEXIST || !strings.Contains(pe.Message, `agent "gone" exists`) {
+		t.Errorf("fork over an agent only HEAD has: %v", err)
+	}
+	if head := headOf(t, c); head != third.Commit {
+		t.Errorf("a refused fork committed: HEAD %s, want %s", head, third.Commit)
+	}
+	for _, a := range []string{"x", "gone"} {
+		n := 0
+		c.StateList(ctx, a, "", func(proto.StateRecord) error { n++; return nil })
+		if n != 0 {
+			t.Errorf("a refused fork left %d keys of %s", n, a)
+		}
+	}
+	if v, _, err := c.StateLoad(ctx, "taken", "k"); err != nil || string(v) != "taken" {
+		t.Errorf("the agent a fork was refused over: %q %v", v, err)
+	}
+	out := d.mustOx(t, "", "ox-audit", "log", "--op", "agent.fork")
+	if got := strings.Count(out, "\n"); got != 6 {
+		t.Errorf("%d fork refusals audited, want 6:\n%s", got, out)
+	}
+}
+
+// headOf is the newest commit.
+func headOf(t *testing.T, c *client.Client) string {
+	t.Helper()
+	var head string
+	err := c.CommitLog(context.Background(), proto.CommitLogArgs{N: 1}, func(r proto.CommitRecord) error {
+		head = r.Commit
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return head
 }
