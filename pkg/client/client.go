@@ -737,7 +737,7 @@ func finishState(rep *proto.Reply, h *handArgs, rec *proto.StateRecord) error {
 	if !rep.OK || rep.Result == nil {
 		return finish(rep, nil)
 	}
-	if parseState(rep.Result, h, rec) {
+	if proto.ParseStateRecordOf(rep.Result, rec, h.agent, h.key) {
 		return nil
 	}
 	r := new(proto.StateRecord)

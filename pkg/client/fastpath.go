@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/oxios/oxios/pkg/proto"
 )
@@ -140,90 +139,4 @@ func fastReply(line []byte) (proto.Reply, bool) {
 		rep.Item = raw
 	}
 	return rep, true
-}
-
-// parseState is proto.ParseStateRecord for the reply to h's request: the
-// type, agent, key and encoding that match the request's (or a constant)
-// reuse their strings instead of allocating them again.
-func parseState(b []byte, h *handArgs, r *proto.StateRecord) bool {
-	*r = proto.StateRecord{}
-	p := b
-	lit := func(s string) bool {
-		if len(p) < len(s) || string(p[:len(s)]) != s {
-			return false
-		}
-		p = p[len(s):]
-		return true
-	}
-	str := func(dst *string, known string) bool {
-		if len(p) == 0 || p[0] != '"' {
-			return false
-		}
-		q := bytes.IndexByte(p[1:], '"')
-		if q < 0 {
-			return false
-		}
-		s := p[1 : 1+q]
-		if !plain(s) {
-			return false
-		}
-		if string(s) == known {
-			*dst = known
-		} else {
-			*dst = string(s)
-		}
-		p = p[q+2:]
-		return true
-	}
-	if !lit(`{"type":`) || !str(&r.Type, "state") || !lit(`,"agent":`) || !str(&r.Agent, h.agent) ||
-		!lit(`,"key":`) || !str(&r.Key, h.key) || !lit(`,"size":`) {
-		return false
-	}
-	n := 0
-	for n < len(p) && n < 19 && (p[n] >= '0' && p[n] <= '9' || n == 0 && p[n] == '-') {
-		n++
-	}
-	size, err := strconv.ParseInt(string(p[:n]), 10, 64)
-	if err != nil || n > 1 && (p[0] == '0' || p[0] == '-' && p[1] == '0') {
-		return false
-	}
-	r.Size = size
-	p = p[n:]
-	if !lit(`,"modified":"`) {
-		return false
-	}
-	q := bytes.IndexByte(p, '"')
-	if q < 0 || r.Modified.UnmarshalText(p[:q]) != nil {
-		return false
-	}
-	p = p[q+1:]
-	if lit(`,"value":`) {
-		v := new(string)
-		if !str(v, "") {
-			return false
-		}
-		r.Value = v
-	}
-	if lit(`,"encoding":`) && !str(&r.Encoding, proto.EncodingBase64) {
-		return false
-	}
-	if lit(`,"deleted":true`) {
-		r.Deleted = true
-	}
-	return string(p) == "}"
-}
-
-// plain reports whether s needs no unescaping: no control byte, no
-// backslash, valid UTF-8 (as proto's).
-func plain(s []byte) bool {
-	ascii := true
-	for _, c := range s {
-		if c < 0x20 || c == '\\' {
-			return false
-		}
-		if c >= utf8.RuneSelf {
-			ascii = false
-		}
-	}
-	return ascii || utf8.Valid(s)
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
-	"time"
 
 	"github.com/oxios/oxios/pkg/proto"
 )
@@ -50,26 +49,6 @@ func FuzzFastReply(f *testing.F) {
 		}
 		if slow.ID != rep.ID || slow.OK != rep.OK || string(slow.Result) != string(rep.Result) || string(slow.Item) != string(rep.Item) {
 			t.Fatalf("%q: fast %+v slow %+v", line, rep, slow)
-		}
-	})
-}
-
-func FuzzParseState(f *testing.F) {
-	v := "hello"
-	good := proto.AppendStateRecord(nil, &proto.StateRecord{Type: "state", Agent: "ops", Key: "k/1", Size: 5, Modified: time.Unix(1700000000, 123).UTC(), Value: &v})
-	f.Add(good, "ops", "k/1")
-	f.Add(good, "other", "k")
-	f.Add([]byte(`{"type":"state","agent":"a\n","key":"k","size":0,"modified":"2024-01-01T00:00:00Z","encoding":"base64","deleted":true}`), `a\n`, "k")
-	f.Add([]byte(`{"type":"state","agent":"a","key":"k","size":-0,"modified":"2024-01-01T00:00:00Z"}`), "a", "k")
-	f.Fuzz(func(t *testing.T, b []byte, agent, key string) {
-		var got, want proto.StateRecord
-		ok := parseState(b, &handArgs{agent: agent, key: key}, &got)
-		wok := proto.ParseStateRecord(b, &want)
-		if ok != wok {
-			t.Fatalf("%q: ok %v, proto's %v", b, ok, wok)
-		}
-		if ok && !reflect.DeepEqual(got, want) {
-			t.Fatalf("%q: %+v\nproto's %+v", b, got, want)
 		}
 	})
 }

@@ -22,14 +22,7 @@ import (
 
 func testKernel(t *testing.T, data string, clk sched.Clock) *Kernel {
 	t.Helper()
-	cfg := config.Default()
-	cfg.Data = data
-	cfg.Socket = filepath.Join(data, "none.sock")
-	cfg.NoMount = true
-	k, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := queueKernel(t, data)
 	if err := k.StartScheduler(clk); err != nil {
 		t.Fatal(err)
 	}

@@ -97,6 +97,13 @@ func AppendStateRecord(b []byte, r *StateRecord) []byte {
 // reports false, leaving r in an unspecified state, for anything else,
 // which the caller then decodes with encoding/json.
 func ParseStateRecord(b []byte, r *StateRecord) bool {
+	return ParseStateRecordOf(b, r, "", "")
+}
+
+// ParseStateRecordOf is ParseStateRecord for the record of agent's key (a
+// reply to a request that named them): a type, agent, key or encoding
+// equal to what is expected reuses that string instead of allocating it.
+func ParseStateRecordOf(b []byte, r *StateRecord, agent, key string) bool {
 	*r = StateRecord{}
 	p := b
 	lit := func(s string) bool {
@@ -106,19 +113,28 @@ func ParseStateRecord(b []byte, r *StateRecord) bool {
 		p = p[len(s):]
 		return true
 	}
-	str := func(dst *string) bool {
+	str := func(dst *string, known string) bool {
 		if len(p) == 0 || p[0] != '"' {
 			return false
 		}
 		q := bytes.IndexByte(p[1:], '"')
-		if q < 0 || !plain(p[1:1+q]) {
+		if q < 0 {
 			return false
 		}
-		*dst = string(p[1 : 1+q])
+		s := p[1 : 1+q]
+		if !plain(s) {
+			return false
+		}
+		if string(s) == known {
+			*dst = known
+		} else {
+			*dst = string(s)
+		}
 		p = p[q+2:]
 		return true
 	}
-	if !lit(`{"type":`) || !str(&r.Type) || !lit(`,"agent":`) || !str(&r.Agent) || !lit(`,"key":`) || !str(&r.Key) || !lit(`,"size":`) {
+	if !lit(`{"type":`) || !str(&r.Type, RecordState) || !lit(`,"agent":`) || !str(&r.Agent, agent) ||
+		!lit(`,"key":`) || !str(&r.Key, key) || !lit(`,"size":`) {
 		return false
 	}
 	n := 0
@@ -140,13 +156,13 @@ func ParseStateRecord(b []byte, r *StateRecord) bool {
 	}
 	p = p[q+1:]
 	if lit(`,"value":`) {
-		var v string
-		if !str(&v) {
+		v := new(string)
+		if !str(v, "") {
 			return false
 		}
-		r.Value = &v
+		r.Value = v
 	}
-	if lit(`,"encoding":`) && !str(&r.Encoding) {
+	if lit(`,"encoding":`) && !str(&r.Encoding, EncodingBase64) {
 		return false
 	}
 	if lit(`,"deleted":true`) {

@@ -3,6 +3,7 @@ package proto
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -76,6 +77,27 @@ func FuzzParseStateRecord(f *testing.F) {
 			(fast.Value == nil) != (slow.Value == nil) || fast.Value != nil && *fast.Value != *slow.Value ||
 			fast.Encoding != slow.Encoding || fast.Deleted != slow.Deleted {
 			t.Fatalf("%s: fast %+v, slow %+v", b, fast, slow)
+		}
+	})
+}
+
+// The record of a known agent and key reads the same as without them.
+func FuzzParseStateRecordOf(f *testing.F) {
+	v := "hello"
+	good := AppendStateRecord(nil, &StateRecord{Type: "state", Agent: "ops", Key: "k/1", Size: 5, Modified: time.Unix(1700000000, 123).UTC(), Value: &v})
+	f.Add(good, "ops", "k/1")
+	f.Add(good, "other", "k")
+	f.Add([]byte(`{"type":"state","agent":"a\n","key":"k","size":0,"modified":"2024-01-01T00:00:00Z","encoding":"base64","deleted":true}`), `a\n`, "k")
+	f.Add([]byte(`{"type":"state","agent":"a","key":"k","size":-0,"modified":"2024-01-01T00:00:00Z"}`), "a", "k")
+	f.Fuzz(func(t *testing.T, b []byte, agent, key string) {
+		var got, want StateRecord
+		ok := ParseStateRecordOf(b, &got, agent, key)
+		wok := ParseStateRecord(b, &want)
+		if ok != wok {
+			t.Fatalf("%q: ok %v, without the known strings %v", b, ok, wok)
+		}
+		if ok && !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q: %+v\nwithout the known strings %+v", b, got, want)
 		}
 	})
 }
