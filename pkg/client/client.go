@@ -698,17 +698,23 @@ func (c *Client) Call(ctx context.Context, op string, args, result any) error {
 	if err != nil {
 		return err
 	}
+	rep, err := c.final(ctx, cl)
+	if err != nil {
+		return err
+	}
+	err = finish(&rep, result)
+	cl.free()
+	return err
+}
+
+// final waits for cl's final reply; the items of a stream op called
+// without a handler are dropped.
+func (c *Client) final(ctx context.Context, cl *call) (proto.Reply, error) {
 	for {
 		rep, err := c.next(ctx, cl)
-		if err != nil {
-			return err
+		if err != nil || rep.Item == nil {
+			return rep, err
 		}
-		if rep.Item != nil {
-			continue // a stream op called without a handler: drop items
-		}
-		err = finish(&rep, result)
-		cl.free()
-		return err
 	}
 }
 
@@ -719,18 +725,13 @@ func (c *Client) callState(ctx context.Context, op string, h *handArgs, rec *pro
 	if err != nil {
 		return err
 	}
-	for {
-		rep, err := c.next(ctx, cl)
-		if err != nil {
-			return err
-		}
-		if rep.Item != nil {
-			continue
-		}
-		err = finishState(&rep, h, rec)
-		cl.free()
+	rep, err := c.final(ctx, cl)
+	if err != nil {
 		return err
 	}
+	err = finishState(&rep, h, rec)
+	cl.free()
+	return err
 }
 
 func finishState(rep *proto.Reply, h *handArgs, rec *proto.StateRecord) error {
