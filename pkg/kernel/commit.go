@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -173,6 +174,7 @@ func (k *Kernel) committer() {
 // when own is nil (the committer goroutine), else until own is done,
 // then hands the rest to the committer goroutine.
 func (k *Kernel) lead(own *tx) {
+	defer k.crashOnPanic()
 	q := &k.txq
 	var batch []*tx
 	for {
@@ -229,6 +231,22 @@ func (k *Kernel) lead(own *tx) {
 		k.commitBatch(batch)
 		clear(batch)
 	}
+}
+
+// crashOnPanic stops the daemon on a panic while leading. The queue and
+// the files are in an unknown state then, and the daemon must restart
+// and recover from its journal, as it did when only the committer
+// goroutine committed; on a caller's goroutine the server's recovery of
+// a request's panic (which answers EIO) would instead leave the queue
+// with a leader that is gone, and every later write waiting forever.
+func (k *Kernel) crashOnPanic() {
+	p := recover()
+	if p == nil {
+		return
+	}
+	k.log.Error("panic in the group commit: stopping", "panic", p, "stack", string(debug.Stack()))
+	go func() { panic(fmt.Sprintf("group commit: %v", p)) }()
+	select {}
 }
 
 // commitBatch commits the queued transactions of batch in order: each

@@ -1,10 +1,14 @@
 package kernel
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -155,5 +159,28 @@ func TestCommitQueueClose(t *testing.T) {
 	defer k2.Close()
 	if v, _, err := k2.state.Load("q", "k"); err != nil || string(v) != "v" {
 		t.Fatalf("the save queued before Close: %q %v", v, err)
+	}
+}
+
+// A panic while leading stops the daemon, even on a caller's goroutine
+// whose panics the server recovers from: a leader that is gone would
+// leave every later write waiting forever. The test runs itself as the
+// daemon that panics.
+func TestCommitLeaderPanicCrashes(t *testing.T) {
+	if os.Getenv("OXIOS_TEST_LEADER_PANIC") != "" {
+		k := queueKernel(t, os.Getenv("OXIOS_TEST_LEADER_PANIC"))
+		func() {
+			defer func() { recover() }() // as the server does for a request
+			k.barrier(context.Background(), func() { panic("a bug in a barrier") })
+		}()
+		time.Sleep(10 * time.Second)
+		t.Fatal("still running after a panic in the group commit")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCommitLeaderPanicCrashes$", "-test.v")
+	cmd.Env = append(os.Environ(), "OXIOS_TEST_LEADER_PANIC="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !bytes.Contains(out, []byte("group commit: a bug in a barrier")) {
+		t.Fatalf("exit %v, want a crash with the panic:\n%s", err, out)
 	}
 }
