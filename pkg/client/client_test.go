@@ -118,26 +118,37 @@ func TestSharedCallers(t *testing.T) {
 	c := dialFake(t, d)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	parallel(t, 32, func(g int) error {
+		for i := 0; i < 500; i++ {
+			key := fmt.Sprintf("g%d/%d", g, i)
+			v, rec, err := c.StateLoad(ctx, "a", key)
+			if err != nil || string(v) != key || rec.Key != key {
+				return fmt.Errorf("%s: %q %q %v", key, v, rec.Key, err)
+			}
+		}
+		return nil
+	})
+}
+
+// parallel runs fn(0..n-1) on n goroutines and fails t with the errors
+// they return.
+func parallel(t *testing.T, n int, fn func(g int) error) {
+	t.Helper()
 	var wg sync.WaitGroup
-	errs := make(chan error, 64)
-	for g := 0; g < 32; g++ {
+	errs := make(chan error, n)
+	for g := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := 0; i < 500; i++ {
-				key := fmt.Sprintf("g%d/%d", g, i)
-				v, rec, err := c.StateLoad(ctx, "a", key)
-				if err != nil || string(v) != key || rec.Key != key {
-					errs <- fmt.Errorf("%s: %q %q %v", key, v, rec.Key, err)
-					return
-				}
+			if err := fn(g); err != nil {
+				errs <- err
 			}
 		}()
 	}
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		t.Fatal(err)
+		t.Error(err)
 	}
 }
 
@@ -149,43 +160,32 @@ func TestStreamConsumerCalls(t *testing.T) {
 	c := dialFake(t, d)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	var wg sync.WaitGroup
-	errs := make(chan error, 64)
-	for g := 0; g < 8; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < 30; i++ {
-				n := 0
-				err := c.Stream(ctx, "test.list", proto.StateArgs{Key: "20"}, func(item json.RawMessage) error {
-					var it struct{ Key string }
-					json.Unmarshal(item, &it)
-					if it.Key != strconv.Itoa(n) {
-						return fmt.Errorf("item %d is %s", n, item)
-					}
-					n++
-					key := fmt.Sprintf("g%d/%d/%s", g, i, it.Key)
-					v, _, err := c.StateLoad(ctx, "a", key)
-					if err == nil && string(v) != key {
-						err = fmt.Errorf("%s: got %q", key, v)
-					}
-					return err
-				})
-				if err == nil && n != 20 {
-					err = fmt.Errorf("%d items", n)
+	parallel(t, 8, func(g int) error {
+		for i := 0; i < 30; i++ {
+			n := 0
+			err := c.Stream(ctx, "test.list", proto.StateArgs{Key: "20"}, func(item json.RawMessage) error {
+				var it struct{ Key string }
+				json.Unmarshal(item, &it)
+				if it.Key != strconv.Itoa(n) {
+					return fmt.Errorf("item %d is %s", n, item)
 				}
-				if err != nil {
-					errs <- err
-					return
+				n++
+				key := fmt.Sprintf("g%d/%d/%s", g, i, it.Key)
+				v, _, err := c.StateLoad(ctx, "a", key)
+				if err == nil && string(v) != key {
+					err = fmt.Errorf("%s: got %q", key, v)
 				}
+				return err
+			})
+			if err == nil && n != 20 {
+				err = fmt.Errorf("%d items", n)
 			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // A caller whose ctx ends stops waiting, whether it was reading the

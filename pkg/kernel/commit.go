@@ -218,6 +218,7 @@ func (k *Kernel) lead(own *tx) {
 			for i := 1; i < n; i++ {
 				if q.q[i].barrier != nil {
 					n = i
+					break
 				}
 			}
 		}

@@ -39,10 +39,8 @@ const (
 
 // agentExists reports whether agent has any file, live or committed.
 func (k *Kernel) agentExists(agent string) (bool, error) {
-	for _, sp := range state.Spaces {
-		if n, _ := k.state.Keys(state.Ref(sp, agent)); n > 0 {
-			return true, nil
-		}
+	if k.AgentExists(agent) {
+		return true, nil
 	}
 	return k.inHead(agent)
 }
@@ -85,10 +83,8 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 	}
 	// The name must be free: in the live state here, in HEAD when the
 	// graft is staged (see below).
-	for _, sp := range state.Spaces {
-		if n, _ := k.state.Keys(state.Ref(sp, a.Name)); n > 0 {
-			return fail(forkExists(a.Name))
-		}
+	if k.AgentExists(a.Name) {
+		return fail(forkExists(a.Name))
 	}
 	if err := k.rescan(); err != nil {
 		return fail(err)

@@ -58,6 +58,11 @@ type forkClone struct {
 	ver  uint64
 	done chan *forkCopy
 	err  error // reading what a failed link left in the origin's origin
+	// copies: bytes of From's values not in a file of its own when the
+	// copy began (its unwritten), which the applier must write for the
+	// fork. Taken before the clone, it is never less than the clone's:
+	// meanwhile the applier only writes such values to their files.
+	copies int64
 }
 
 // Prepare begins the copy of From's trees now, ahead of the batch that
@@ -74,7 +79,7 @@ func (s *Store) Prepare(f *Fork) {
 			continue
 		}
 		a.mu.RLock()
-		n, links := len(a.keys), a.links
+		n, links, copies := len(a.keys), a.links, a.unwritten
 		a.mu.RUnlock()
 		if n == 0 {
 			continue
@@ -85,7 +90,7 @@ func (s *Store) Prepare(f *Fork) {
 			// files.
 			s.Flush()
 		}
-		fcl := &forkClone{ver: s.seq.Add(1), done: make(chan *forkCopy, 1)}
+		fcl := &forkClone{ver: s.seq.Add(1), done: make(chan *forkCopy, 1), copies: copies}
 		// What a failed link left in the origin's origin: read now.
 		vals, err := s.linkedValues(a)
 		if err != nil {
@@ -134,10 +139,7 @@ func (b *Batch) AddFork(f *Fork) *proto.Error {
 		}
 		// The fork's copies of values not in a file of From's are files
 		// the applier must write: the batch needs room for them.
-		a := s.agent(Ref(sp, f.From))
-		a.mu.RLock()
-		b.copies += a.unwritten
-		a.mu.RUnlock()
+		b.copies += fcl.copies
 		r := &record{kind: recFork, ver: fcl.ver, mod: now, agent: Ref(sp, f.From), key: Ref(sp, f.To),
 			value: []byte(strings.Join(f.Skip[sp], "\n")), clone: fcl.done}
 		b.changes = append(b.changes, &Change{Agent: f.To, Space: sp, rec: r,
