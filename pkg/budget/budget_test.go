@@ -30,21 +30,30 @@ func TestOver(t *testing.T) {
 	}
 }
 
-func TestLedger(t *testing.T) {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	stored := map[string][]byte{"old": []byte(`{"limit":{"tokens":5},"used":{"tokens":3}}`), "bad": []byte("{")}
-	loads := 0
+// testLedger is a ledger over the budget files in stored (counting its
+// loads in loads, when given), and the default policy.
+func testLedger(t *testing.T, stored map[string][]byte, loads *int) (*Ledger, *policy.Policy) {
+	t.Helper()
 	l := NewLedger(func(agent string) ([]byte, error) {
-		loads++
+		if loads != nil {
+			*loads++
+		}
 		if v, ok := stored[agent]; ok {
 			return v, nil
 		}
 		return nil, errors.New("none")
-	}, log)
+	}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	p, err := policy.Parse(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return l, p
+}
+
+func TestLedger(t *testing.T) {
+	stored := map[string][]byte{"old": []byte(`{"limit":{"tokens":5},"used":{"tokens":3}}`), "bad": []byte("{")}
+	loads := 0
+	l, p := testLedger(t, stored, &loads)
 	lim, _, used := l.Limits("old", p)
 	if lim.Tokens != 5 || used.Tokens != 3 {
 		t.Errorf("stored file: limit %+v used %+v", lim, used)

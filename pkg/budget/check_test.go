@@ -1,14 +1,10 @@
 package budget
 
 import (
-	"errors"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
 )
 
@@ -21,18 +17,8 @@ func (r fakeRun) Usage() (int64, float64, int64, time.Duration) {
 }
 
 func TestCheckAndOverAfter(t *testing.T) {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	stored := map[string][]byte{"a": []byte(`{"limit":{"tokens":10},"run_limit":{"tokens":4},"used":{"tokens":6}}`)}
-	l := NewLedger(func(agent string) ([]byte, error) {
-		if v, ok := stored[agent]; ok {
-			return v, nil
-		}
-		return nil, errors.New("none")
-	}, log)
-	p, err := policy.Parse(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, p := testLedger(t, stored, nil)
 	if used, qerr := l.Check("a", p, nil, proto.Budget{Tokens: 4}); qerr != nil || used.Tokens != 6 {
 		t.Fatal(used, qerr)
 	}
@@ -58,21 +44,11 @@ func TestCheckAndOverAfter(t *testing.T) {
 }
 
 func TestSpawnCheckAndModelCall(t *testing.T) {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	stored := map[string][]byte{
 		"a":    []byte(`{"limit":{"tokens":10},"run_limit":{"tokens":4},"used":{"tokens":9}}`),
 		"full": []byte(`{"limit":{"tokens":10},"used":{"tokens":10}}`),
 	}
-	l := NewLedger(func(agent string) ([]byte, error) {
-		if v, ok := stored[agent]; ok {
-			return v, nil
-		}
-		return nil, errors.New("none")
-	}, log)
-	p, err := policy.Parse(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, p := testLedger(t, stored, nil)
 	if run, qerr := l.SpawnCheck("a", p); qerr != nil || run.Tokens != 4 {
 		t.Fatal(run, qerr)
 	}
