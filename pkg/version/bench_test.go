@@ -230,3 +230,36 @@ func writeFileDurableNoDirSync(path string, data []byte) error {
 	}
 	return os.Rename(f.Name(), path)
 }
+
+// BenchmarkFork10000 forks an agent holding 10,000 files, with its
+// budget changed in the fork's commit, as the kernel does: it should
+// cost about what BenchmarkCommit1of10000 does, whatever the agent holds.
+func BenchmarkFork10000(b *testing.B) {
+	r, err := Open(filepath.Join(b.TempDir(), "repo"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { r.Close() })
+	files := map[string][]byte{"agents/a/sys/budget.json": []byte(`{"used":{"tokens":5}}`)}
+	for p, v := range treeFiles(10000) {
+		files["agents/a/state/"+p] = v
+	}
+	tx, _ := r.Begin()
+	putAll(b, tx, files)
+	point, err := tx.Commit(CommitOptions{Message: "initial"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		name := fmt.Sprint("f", i)
+		after := []PathChange{{Path: "agents/" + name + "/sys/budget.json", Action: Modified, To: `{"used":{}}`}}
+		if _, err := r.Fork(ForkOptions{From: "a", Name: name, Point: point.Hash,
+			After: func() []PathChange { return after }, When: testTime}); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/1000, "ms/fork")
+}

@@ -16,9 +16,9 @@ import (
 	"github.com/oxios/oxios/pkg/state"
 )
 
-// Forks in the history: the graft that copies an agent's folder at a
-// commit as a new agent's, the commit after it (what the fork starts
-// with changed), finding the point an agent was forked at, and the
+// Forks in the history: the commit that copies an agent's folder at a
+// commit as a new agent's (a graft, with what the fork starts with
+// changed below it), finding the point an agent was forked at, and the
 // differences between two agents, live state included. The kernel's fork
 // syscalls run these on the committer goroutine.
 
@@ -31,92 +31,73 @@ const (
 // ForkOptions is a fork of agent From at commit Point as agent Name.
 type ForkOptions struct {
 	From, Name, Point string
-	// After, called once the graft is made, is what the fork's second
-	// commit changes against it (its budget used reset, its schedules
-	// disabled); none: no second commit. It may block: the caller works
-	// it out while the graft is made.
+	// After, called once the graft is staged, is what the fork changes
+	// against it (its budget used reset, its schedules left out), made in
+	// the same commit. It may block: the caller works it out while the
+	// graft is staged.
 	After func() []PathChange
-	// Staged, when set, hears before the graft is committed whether it
+	// Staged, when set, hears before the fork is committed whether it
 	// can be: Name's folder is free at HEAD (else ErrExists) and From's
 	// is a folder at Point (else ErrUnknownRevision). The caller may wait
-	// for it before it copies the agent's live state, while the graft is
+	// for it before it copies the agent's live state, while the commit is
 	// written and synced.
 	Staged func(error)
-	// Trailers of the graft; the second commit has all but the first two
-	// (the fork's own).
+	// Trailers of the commit; a commit taking the fork back (Unfork) has
+	// all but the first two (the fork's own).
 	Trailers []Trailer
 	Author   Signature
 	When     time.Time
 }
 
-// Fork makes the fork's commits: the graft of From's folder at Point as
-// agents/NAME, which must not exist at HEAD, then the changes After
-// against it, if any. It returns the last commit.
+// Fork makes the fork's commit: the graft of From's folder at Point as
+// agents/NAME, which must not exist at HEAD, with the changes After
+// gives below it. One commit, so one pack and one move of the branch,
+// whatever From holds.
 func (r *Repo) Fork(o ForkOptions) (Commit, error) {
 	staged := func(err error) {
 		if o.Staged != nil {
 			o.Staged(err)
 		}
 	}
-	gtx, err := r.Begin()
+	tx, err := r.Begin()
 	if err != nil {
 		staged(err)
 		return Commit{}, err
 	}
+	defer tx.Abort()
 	dst := "agents/" + o.Name
 	cur, err := r.folderAt(dst)
 	if err == nil && cur != zeroID {
 		err = fmt.Errorf("%s: %w", dst, ErrExists)
 	}
 	if err == nil {
-		err = gtx.Graft(dst, o.Point, "agents/"+o.From)
+		err = tx.Graft(dst, o.Point, "agents/"+o.From)
 	}
 	staged(err)
 	if err != nil {
-		gtx.Abort()
 		return Commit{}, err
 	}
-	cm, err := gtx.Commit(CommitOptions{
+	if o.After != nil {
+		for _, ch := range o.After() {
+			if !strings.HasPrefix(ch.Path, dst+"/") {
+				return Commit{}, fmt.Errorf("%w: a fork changes only its own folder, not %s", ErrBadName, ch.Path)
+			}
+			if ch.Action == Deleted {
+				err = tx.Delete(ch.Path)
+			} else {
+				err = tx.Put(ch.Path, []byte(ch.To))
+			}
+			if err != nil {
+				return Commit{}, err
+			}
+		}
+	}
+	return tx.Commit(CommitOptions{
 		Message:   fmt.Sprintf("Fork %s at %s as %s", o.From, o.Point[:12], o.Name),
 		Trailers:  o.Trailers,
 		Author:    o.Author,
 		Committer: Daemon(o.When),
 	})
-	if err != nil || o.After == nil {
-		return cm, err
-	}
-	after := o.After()
-	if len(after) == 0 {
-		return cm, nil
-	}
-	tx2, err := r.Begin()
-	if err != nil {
-		return cm, err
-	}
-	for _, ch := range after {
-		if ch.Action == Deleted {
-			err = tx2.Delete(ch.Path)
-		} else {
-			err = tx2.Put(ch.Path, []byte(ch.To))
-		}
-		if err != nil {
-			tx2.Abort()
-			return cm, err
-		}
-	}
-	c2, err := tx2.Commit(CommitOptions{
-		Message:   fmt.Sprintf("Start %s with no budget used and its schedules disabled", o.Name),
-		Trailers:  o.Trailers[2:],
-		Author:    o.Author,
-		Committer: Daemon(o.When),
-	})
-	switch {
-	case errors.Is(err, ErrNothingToCommit):
-		return cm, nil
-	case err != nil:
-		return cm, err
-	}
-	return c2, nil
 }
 
 // Unfork takes back the graft of a fork whose live copy failed.

@@ -3,6 +3,7 @@ package version
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 
@@ -18,8 +19,25 @@ func TestForkGraftsAndFindsItsPoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(cm.Message, "Start b with no budget used") || len(cm.Trailers) != 2 {
+	// One commit: the graft, with the fork's own changes below it.
+	if !strings.HasPrefix(cm.Message, "Fork a at "+point[:12]+" as b") || len(cm.Trailers) != 4 || cm.Parent != point {
 		t.Fatalf("%+v", cm)
+	}
+	if len(cm.Changed) != 2 || cm.Changed[0].Path != "agents/b" || cm.Changed[0].Action != Added ||
+		cm.Changed[1].Path != "agents/b/sys/budget.json" || cm.Changed[1].Action != Modified || cm.Changed[1].From != BlobHash([]byte("{}")) {
+		t.Fatalf("changes %+v", cm.Changed)
+	}
+	if !maps.Equal(lsTree(t, r.Dir(), "HEAD"), mustFiles(t, r, "HEAD", "")) {
+		t.Fatal("git ls-tree differs from the fork commit's files")
+	}
+	// A change outside the fork's folder is refused, and commits nothing.
+	if _, err := r.Fork(ForkOptions{From: "a", Name: "c", Point: point, After: func() []PathChange {
+		return []PathChange{{Path: "agents/a/state/k", Action: Deleted}}
+	}, Trailers: trailers, Author: opts("").Author, When: testTime}); !errors.Is(err, ErrBadName) {
+		t.Fatal(err)
+	}
+	if h, _ := r.Head(); h != cm.Hash {
+		t.Fatalf("a refused fork committed: HEAD %s", h)
 	}
 	fs := mustFiles(t, r, "HEAD", "agents/b/")
 	if fs["agents/b/state/k"] != BlobHash([]byte("v\n")) || fs["agents/b/sys/budget.json"] != BlobHash([]byte(`{"used":{}}`)) {

@@ -8,9 +8,10 @@ import (
 // Graft sets the folder dst to the folder src holds in the commit rev
 // names, whole: the new commit's tree points at the same tree object, so
 // no file is read or copied and the commit costs the folders on dst's
-// path, whatever src holds. This is how an agent is forked. dst may not
-// hold files the transaction also puts or deletes, and a folder it
-// replaces is replaced whole.
+// path, whatever src holds. This is how an agent is forked. Files the
+// transaction puts or deletes below dst afterwards change the folder set
+// (the fork's own changes, in the same commit); dst may not hold files
+// it changed before. A folder it replaces is replaced whole.
 func (tx *Tx) Graft(dst, rev, src string) error {
 	if tx.done {
 		return ErrTxDone

@@ -133,8 +133,8 @@ func TestGraftRefusals(t *testing.T) {
 	if err := tx.Graft("agents/c", "HEAD", "agents/a"); err != nil {
 		t.Fatal(err)
 	}
-	if err := tx.Put("agents/c/y", []byte("y")); !isErr(err, ErrBadName) {
-		t.Errorf("put inside a graft: %v", err)
+	if err := tx.Put("agents/c", []byte("y")); !isErr(err, ErrBadName) {
+		t.Errorf("put over a graft: %v", err)
 	}
 	if err := tx.DeleteTree("agents"); !isErr(err, ErrBadName) {
 		t.Errorf("nested grafts: %v", err)
@@ -146,4 +146,63 @@ func packCount(t *testing.T, r *Repo) int {
 	r.db.mu.RLock()
 	defer r.db.mu.RUnlock()
 	return len(r.db.packs)
+}
+
+// Files changed below a folder set whole, in the same transaction,
+// change the folder set: a fork's own changes are part of its commit.
+func TestGraftWithChangesBelow(t *testing.T) {
+	r := open(t)
+	point := change(t, r, map[string][]byte{
+		"agents/a/state/x": []byte("1"), "agents/a/sys/budget.json": []byte("used"),
+		"agents/a/sys/schedules/j.json": []byte("job"), "agents/a/sys/schedules/k.json": []byte("job2"),
+	}, "one")
+	c := graft(t, r, func(tx *Tx) error {
+		if err := tx.Graft("agents/b", point.Hash, "agents/a"); err != nil {
+			return err
+		}
+		for p, v := range map[string][]byte{"agents/b/sys/budget.json": []byte("zero"), "agents/b/state/d/new": []byte("n")} {
+			if err := tx.Put(p, v); err != nil {
+				return err
+			}
+		}
+		for _, p := range []string{"agents/b/sys/schedules/j.json", "agents/b/sys/schedules/k.json", "agents/b/state/absent"} {
+			if err := tx.Delete(p); err != nil {
+				return err
+			}
+		}
+		// A folder removed whole can be given new files.
+		if err := tx.DeleteTree("agents/gone"); err != nil {
+			return err
+		}
+		return tx.Put("agents/gone/f", []byte("f"))
+	})
+	want := map[string]string{
+		"agents/b":                      Added,
+		"agents/b/state/d/new":          Added,
+		"agents/b/sys/budget.json":      Modified,
+		"agents/b/sys/schedules/j.json": Deleted,
+		"agents/b/sys/schedules/k.json": Deleted,
+		"agents/gone/f":                 Added,
+	}
+	got := map[string]string{}
+	for _, ch := range c.Changed {
+		got[ch.Path] = ch.Action
+	}
+	if !maps.Equal(got, want) {
+		t.Fatalf("changes %v, want %v", got, want)
+	}
+	b := relative(mustFiles(t, r, "HEAD", ""), "agents/b")
+	wantB := map[string]string{"state/x": BlobHash([]byte("1")), "state/d/new": BlobHash([]byte("n")), "sys/budget.json": BlobHash([]byte("zero"))}
+	if !maps.Equal(b, wantB) {
+		t.Fatalf("agents/b %v, want %v", b, wantB)
+	}
+	// The origin is untouched, and plain git reads the same trees (the
+	// emptied schedules folder is gone, as git stores no empty folder).
+	if a := relative(mustFiles(t, r, "HEAD", ""), "agents/a"); len(a) != 4 {
+		t.Fatalf("agents/a %v", a)
+	}
+	if !maps.Equal(lsTree(t, r.Dir(), "HEAD"), mustFiles(t, r, "HEAD", "")) {
+		t.Fatal("git ls-tree differs")
+	}
+	fsck(t, r.Dir())
 }

@@ -105,12 +105,22 @@ func (tx *Tx) set(path string, to oid, data []byte) error {
 	if err := CheckPath(path); err != nil {
 		return err
 	}
-	if g := tx.graftAbove(path); g != "" {
-		return fmt.Errorf("%w: %s is inside %s, which this transaction sets whole", ErrBadName, path, g)
+	g := tx.graftAbove(path)
+	if g == path {
+		return fmt.Errorf("%w: %s is a folder this transaction sets whole", ErrBadName, path)
 	}
 	p := tx.pending[path]
 	if p == nil {
-		from, err := tx.r.lookup(path)
+		// Below a folder set whole, a file changes the folder set.
+		var from oid
+		var err error
+		if g != "" {
+			e := tx.grafts[g]
+			from, err = tx.r.lookupIn(&e, path[len(g)+1:])
+			tx.grafts[g] = e // its folders are cached in it now
+		} else {
+			from, err = tx.r.lookup(path)
+		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
@@ -413,6 +423,24 @@ func (r *Repo) lookup(path string) (oid, error) {
 	if err != nil {
 		return zeroID, err
 	}
+	return r.lookupFrom(n, path)
+}
+
+// lookupIn returns the blob at path in the folder dir (mode 0: none),
+// caching the folders read in dir.
+func (r *Repo) lookupIn(dir *treeEntry, path string) (oid, error) {
+	if dir.mode == 0 {
+		return zeroID, nil
+	}
+	n, err := r.subdir(dir)
+	if err != nil {
+		return zeroID, err
+	}
+	return r.lookupFrom(n, path)
+}
+
+func (r *Repo) lookupFrom(n *dirNode, path string) (oid, error) {
+	var err error
 	for {
 		name, rest, more := strings.Cut(path, "/")
 		i, ok := findEntry(n.entries, name)
@@ -448,7 +476,15 @@ func (r *Repo) build(n *dirNode, ch *changeDir, path string, objs *objectSet) (*
 	next := make(map[string]*treeEntry, len(ch.files)+len(ch.dirs))
 	for name, sub := range ch.dirs {
 		var base *dirNode
-		if i, ok := findEntry(old, name); ok {
+		if g, ok := ch.grafts[name]; ok {
+			// Files changed below a folder set whole change that folder.
+			if g.mode != 0 {
+				var err error
+				if base, err = r.subdir(&g); err != nil {
+					return nil, err
+				}
+			}
+		} else if i, ok := findEntry(old, name); ok {
 			e := &old[i]
 			if e.isDir() {
 				var err error
@@ -471,6 +507,9 @@ func (r *Repo) build(n *dirNode, ch *changeDir, path string, objs *objectSet) (*
 	for name, g := range ch.grafts {
 		if i, ok := findEntry(old, name); ok && !old[i].isDir() {
 			return nil, fmt.Errorf("commit: %s%s is a file, not a folder to set whole", path, name)
+		}
+		if _, built := ch.dirs[name]; built {
+			continue
 		}
 		next[name] = nil
 		if g.mode != 0 {
