@@ -11,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/oxios/oxios/pkg/client"
 	"github.com/oxios/oxios/pkg/cliutil"
 	"github.com/oxios/oxios/pkg/proto"
 )
@@ -150,6 +151,9 @@ func load(c *cli.Context) error {
 	return nil
 }
 
+// rmWindow is how many deletes ox-state rm has in flight at once.
+const rmWindow = 256
+
 func rm(c *cli.Context) error {
 	agent, err := cliutil.Agent(c)
 	if err != nil {
@@ -178,18 +182,32 @@ func rm(c *cli.Context) error {
 	p := cliutil.NewPrinter(c, "AGENT", "KEY", "SIZE", "STATUS")
 	defer p.Flush()
 	// Every key is tried; the exit status is that of the worst failure.
+	// The deletes are pipelined, rmWindow in flight: many keys cost a few
+	// round trips and group commits, not one each.
 	var first error
-	for _, key := range keys {
-		rec, err := cl.StateDelete(c.Context, agent, key)
-		if err != nil {
-			p.Flush()
-			fmt.Fprintf(os.Stderr, "ox-state: %v\n", err)
-			if first == nil || cliutil.Code(err) > cliutil.Code(first) {
-				first = err
-			}
-			continue
+	pl := cl.Pipeline()
+	var window []*client.Pending
+	for len(keys) > 0 {
+		n := min(len(keys), rmWindow)
+		for _, key := range keys[:n] {
+			window = append(window, pl.StateDelete(agent, key))
 		}
-		p.Print(rec, rec.Agent, rec.Key, cliutil.HumanSize(rec.Size), "deleted")
+		keys = keys[n:]
+		pl.Send() // a failure is each Pending's
+		for i, pd := range window {
+			window[i] = nil
+			rec, err := pd.State(c.Context)
+			if err != nil {
+				p.Flush()
+				fmt.Fprintf(os.Stderr, "ox-state: %v\n", err)
+				if first == nil || cliutil.Code(err) > cliutil.Code(first) {
+					first = err
+				}
+				continue
+			}
+			p.Print(rec, rec.Agent, rec.Key, cliutil.HumanSize(rec.Size), "deleted")
+		}
+		window = window[:0]
 	}
 	if first != nil {
 		return cliutil.Silent(cliutil.Code(first))

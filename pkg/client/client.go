@@ -439,15 +439,45 @@ func (c *Client) start(op string, args any, h *handArgs) (*call, uint64, error) 
 
 // start1 sends op with args, written by hand from h if not nil.
 func (c *Client) start1(op string, args any, h *handArgs) (*call, uint64, error) {
-	var raw []byte
-	var err error
-	if h == nil {
-		raw, err = encodeArgs(args)
-		if err != nil {
-			return nil, 0, fmt.Errorf("%s: encoding args: %w", op, err)
-		}
+	rq := [1]request{{op: op, args: args, h: h}}
+	if err := c.send(rq[:]); err != nil {
+		return nil, 0, err
 	}
-	cl := newCall()
+	return rq[0].cl, rq[0].id, nil
+}
+
+// request is one request to send: its op and args (written by hand from
+// h if not nil), and once sent its call and id.
+type request struct {
+	op   string
+	args any
+	h    *handArgs
+	cl   *call
+	id   uint64
+}
+
+// send queues the requests on the connection as one run of lines, so
+// that they go out in one write (unless a flusher or a woken caller is
+// about to write them with others), and gives each its call. On error
+// none of them has a call.
+func (c *Client) send(rqs []request) error {
+	var raws [][]byte
+	for i := range rqs {
+		if rqs[i].h != nil {
+			continue
+		}
+		raw, err := encodeArgs(rqs[i].args)
+		if err != nil {
+			return fmt.Errorf("%s: encoding args: %w", rqs[i].op, err)
+		}
+		if raws == nil {
+			raws = make([][]byte, len(rqs))
+		}
+		raws[i] = raw
+	}
+	for i := range rqs {
+		rqs[i].cl = newCall()
+	}
 	c.mu.Lock()
 	if len(c.pending) == 0 {
 		now := time.Now()
@@ -459,33 +489,45 @@ func (c *Client) start1(op string, args any, h *handArgs) (*call, uint64, error)
 	if c.err != nil {
 		err := c.err
 		c.mu.Unlock()
-		return nil, 0, err
+		for i := range rqs {
+			rqs[i].cl.free()
+			rqs[i].cl = nil
+		}
+		return err
 	}
-	c.nextID++
-	id := c.nextID
-	c.pending[id] = cl
-	// The request is queued under c.mu, so the last woken caller to leave
-	// sees it queued if it is left for it to write.
+	for i := range rqs {
+		c.nextID++
+		rqs[i].id = c.nextID
+		c.pending[rqs[i].id] = rqs[i].cl
+	}
+	// The requests are queued under c.mu, so the last woken caller to
+	// leave sees them queued if it is left for it to write.
+	var err error
 	c.wmu.Lock()
 	if c.werr != nil {
 		err = c.werr
 		c.wmu.Unlock()
 		c.mu.Unlock()
 	} else {
-		b := append(c.out, `{"id":`...)
-		b = strconv.AppendUint(b, id, 10)
-		b = append(b, `,"op":`...)
-		b = proto.AppendString(b, op)
-		b = append(b, `,"args":`...)
-		if h != nil {
-			b = h.append(b)
-		} else {
-			b = append(b, raw...)
+		b := c.out
+		for i := range rqs {
+			rq := &rqs[i]
+			b = append(b, `{"id":`...)
+			b = strconv.AppendUint(b, rq.id, 10)
+			b = append(b, `,"op":`...)
+			b = proto.AppendString(b, rq.op)
+			b = append(b, `,"args":`...)
+			if rq.h != nil {
+				b = rq.h.append(b)
+			} else {
+				b = append(b, raws[i]...)
+			}
+			b = append(b, '}', '\n')
 		}
-		c.out = append(b, '}', '\n')
+		c.out = b
 		switch {
 		case c.flushing:
-			// The flusher takes our line in its next round.
+			// The flusher takes our lines in its next round.
 			c.mu.Unlock()
 			c.wmu.Unlock()
 		case c.woken > 0:
@@ -502,13 +544,16 @@ func (c *Client) start1(op string, args any, h *handArgs) (*call, uint64, error)
 	}
 	if err != nil {
 		c.mu.Lock()
-		if c.pending != nil {
-			delete(c.pending, id)
+		for i := range rqs {
+			if c.pending != nil {
+				delete(c.pending, rqs[i].id)
+			}
+			rqs[i].cl = nil
 		}
 		c.mu.Unlock()
-		return nil, 0, fmt.Errorf("%w: sending %s: %w", ErrUnreachable, op, err)
+		return fmt.Errorf("%w: sending %s: %w", ErrUnreachable, rqs[0].op, err)
 	}
-	return cl, id, nil
+	return nil
 }
 
 // revive dials the daemon again when the connection, with no call in

@@ -21,6 +21,11 @@ func (c *Client) StateLoad(ctx context.Context, agent, key string) ([]byte, prot
 	if err := c.callState(ctx, proto.OpStateLoad, &handArgs{agent: agent, key: key}, &rec); err != nil {
 		return nil, rec, err
 	}
+	return stateValue(rec)
+}
+
+// stateValue is the value a state.load's record carries.
+func stateValue(rec proto.StateRecord) ([]byte, proto.StateRecord, error) {
 	var v []byte
 	if rec.Value != nil {
 		var perr *proto.Error

@@ -153,6 +153,29 @@ func loads(c *client.Client, stop *atomic.Bool) int64 {
 	return n
 }
 
+// pipeLoads loads in runs of depth calls sent together (client.Pipeline),
+// as redis-benchmark -P does.
+func pipeLoads(c *client.Client, depth int, stop *atomic.Bool) int64 {
+	var n int64
+	p := c.Pipeline()
+	ps := make([]*client.Pending, depth)
+	for !stop.Load() {
+		for i := range ps {
+			ps[i] = p.StateLoad("bench", "v100")
+		}
+		if err := p.Send(); err != nil {
+			fatal(err)
+		}
+		for _, pd := range ps {
+			if _, _, err := pd.Value(context.Background()); err != nil {
+				fatal(err)
+			}
+		}
+		n += int64(depth)
+	}
+	return n
+}
+
 func saves(c *client.Client, prefix string, keys int, stop *atomic.Bool) int64 {
 	var n int64
 	v := []byte(strings.Repeat("s", 100))

@@ -254,6 +254,8 @@ func peerRows(dir string, d *daemon, c *client.Client) {
 		get16 := anchor(func(stop *atomic.Bool) int64 { return rawLoads(rd.dial(), redisGet(16), 16, stop) }, 1)
 		versus("read 100 B, 16-deep pipeline, raw client (/s)", target,
 			ours(func(stop *atomic.Bool) int64 { return rawLoads(dialRaw(d.sock), oxLoad(16), 16, stop) }, 1), get16, noRedis)
+		versus("  same through pkg/client's Pipeline (/s)", target,
+			ours(func(stop *atomic.Bool) int64 { return pipeLoads(c, 16, stop) }, 1), get16, noRedis)
 		versus("  16 callers on one pkg/client (/s)", target,
 			ours(func(stop *atomic.Bool) int64 { return loads(c, stop) }, 16), get16, noRedis)
 	}

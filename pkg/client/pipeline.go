@@ -1,0 +1,144 @@
+package client
+
+import (
+	"context"
+	"errors"
+
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+// Pipeline sends a run of calls together and takes their replies as they
+// come: the requests go out in one write, the daemon reads them in one
+// read and answers in as few writes, so n calls cost about one round
+// trip instead of n, and n saves or deletes share one group commit (one
+// fdatasync) instead of taking one each. This is what redis-cli -P and
+// HTTP/1.1 pipelining do.
+//
+// Queue calls (Call, StateLoad, StateSave, StateDelete), Send them, then
+// Wait for each Pending, in any order. The daemon may run the calls of
+// one run side by side, as it does concurrent callers' (only quick reads
+// such as state.load run in order): calls whose order matters, a save
+// and a delete of the same key, go in runs of their own, the second sent
+// once the first is answered. A Pipeline belongs to one goroutine; the
+// Client stays usable by others meanwhile, and after Send the Pipeline
+// is empty again for the next run.
+type Pipeline struct {
+	c   *Client
+	rqs []request
+	ps  []*Pending
+}
+
+// Pending is one call of a Pipeline.
+type Pending struct {
+	c   *Client
+	op  string
+	h   *handArgs // the state ops': how their record is parsed
+	cl  *call
+	err error // the call was not sent
+}
+
+// Pipeline returns an empty pipeline on c.
+func (c *Client) Pipeline() *Pipeline { return &Pipeline{c: c} }
+
+// Len is the number of calls queued and not sent yet.
+func (p *Pipeline) Len() int { return len(p.rqs) }
+
+// Call queues op with args.
+func (p *Pipeline) Call(op string, args any) *Pending {
+	return p.queue(request{op: op, args: args, h: handEncoded(args)})
+}
+
+// StateLoad queues a state.load of key of agent; take its value with
+// Pending.Value.
+func (p *Pipeline) StateLoad(agent, key string) *Pending {
+	return p.queue(request{op: proto.OpStateLoad, h: &handArgs{agent: agent, key: key}})
+}
+
+// StateSave queues a state.save of value under key of agent.
+func (p *Pipeline) StateSave(agent, key string, value []byte) *Pending {
+	v, enc := proto.EncodeValue(value)
+	return p.queue(request{op: proto.OpStateSave, h: &handArgs{agent: agent, key: key, value: v, encoding: enc, save: true}})
+}
+
+// StateDelete queues a state.delete of key of agent.
+func (p *Pipeline) StateDelete(agent, key string) *Pending {
+	return p.queue(request{op: proto.OpStateDelete, h: &handArgs{agent: agent, key: key}})
+}
+
+func (p *Pipeline) queue(rq request) *Pending {
+	pd := &Pending{c: p.c, op: rq.op, h: rq.h}
+	p.rqs = append(p.rqs, rq)
+	p.ps = append(p.ps, pd)
+	return pd
+}
+
+// Send sends the queued calls. If they cannot be sent, each of their
+// Pendings fails with the same error, which Send returns too.
+func (p *Pipeline) Send() error {
+	if len(p.rqs) == 0 {
+		return nil
+	}
+	c := p.c
+	err := c.send(p.rqs)
+	if ns := (*notSentError)(nil); errors.As(err, &ns) {
+		// Nothing reached the daemon: as start, once more on a new
+		// connection if no other call was in flight on this one.
+		c.mu.Lock()
+		alone := len(c.pending) == 0
+		c.mu.Unlock()
+		if alone {
+			err = c.send(p.rqs)
+		}
+	}
+	for i, pd := range p.ps {
+		pd.cl, pd.err = p.rqs[i].cl, err
+		p.rqs[i], p.ps[i] = request{}, nil
+	}
+	p.rqs, p.ps = p.rqs[:0], p.ps[:0]
+	return err
+}
+
+// Wait waits for the call's reply and decodes its result into result
+// (which may be nil). A refusal by the daemon is returned as a
+// *proto.Error. Wait on a call not sent yet fails.
+func (pd *Pending) Wait(ctx context.Context, result any) error {
+	rep, err := pd.final(ctx)
+	if err != nil {
+		return err
+	}
+	if r, ok := result.(*proto.StateRecord); ok && pd.h != nil {
+		err = finishState(&rep, pd.h, r)
+	} else {
+		err = finish(&rep, result)
+	}
+	pd.cl.free()
+	pd.cl = nil
+	return err
+}
+
+// State waits for the reply of a state op and returns its record.
+func (pd *Pending) State(ctx context.Context) (proto.StateRecord, error) {
+	var rec proto.StateRecord
+	err := pd.Wait(ctx, &rec)
+	return rec, err
+}
+
+// Value waits for the reply of a state.load and returns the value and
+// its record, as Client.StateLoad does.
+func (pd *Pending) Value(ctx context.Context) ([]byte, proto.StateRecord, error) {
+	rec, err := pd.State(ctx)
+	if err != nil {
+		return nil, rec, err
+	}
+	return stateValue(rec)
+}
+
+func (pd *Pending) final(ctx context.Context) (proto.Reply, error) {
+	switch {
+	case pd.err != nil:
+		return proto.Reply{}, pd.err
+	case pd.cl == nil:
+		return proto.Reply{}, proto.Errorf(proto.EINVAL, "%s: waited for before it was sent, or twice", pd.op)
+	}
+	return pd.c.final(ctx, pd.cl)
+}
