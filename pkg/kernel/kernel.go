@@ -16,7 +16,7 @@
 //
 // Changes are group-committed: a mutating syscall queues a transaction;
 // one committer at a time (the caller itself when nobody else commits,
-// else the committer goroutine: see txq) takes every transaction queued
+// else the committer goroutine: see pkg/groupcommit) takes every transaction queued
 // at that moment, writes the state changes and their audit entries to the state
 // journal, makes it durable with one fdatasync (the audit log's own file
 // is synced at checkpoints: until then the journal holds its entries),
@@ -43,6 +43,7 @@ import (
 	"github.com/oxios/oxios/pkg/config"
 	"github.com/oxios/oxios/pkg/embed"
 	"github.com/oxios/oxios/pkg/expiry"
+	"github.com/oxios/oxios/pkg/groupcommit"
 	"github.com/oxios/oxios/pkg/llm"
 	"github.com/oxios/oxios/pkg/memindex"
 	"github.com/oxios/oxios/pkg/policy"
@@ -105,9 +106,8 @@ type Kernel struct {
 	auditSeq uint64
 
 	// txq is the queue of the group commit (see commit.go).
-	txq     txq
-	stopped chan struct{}
-	fatal   chan error // the storage can no longer be trusted: restart
+	txq   *groupcommit.Queue[*tx]
+	fatal chan error // the storage can no longer be trusted: restart
 	// refusals coalesces floods of refusals into counted entries.
 	refusals *audit.Coalescer
 
@@ -145,15 +145,14 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 		log.Warn("audit log recovered after a crash", "what", alog.Recovered)
 	}
 	k := &Kernel{
-		cfg:     cfg,
-		log:     log,
-		audit:   alog,
-		bus:     bus.New(),
-		uid:     uint32(os.Getuid()),
-		stopped: make(chan struct{}),
-		fatal:   make(chan error, 1),
+		cfg:   cfg,
+		log:   log,
+		audit: alog,
+		bus:   bus.New(),
+		uid:   uint32(os.Getuid()),
+		fatal: make(chan error, 1),
 	}
-	k.txq.init()
+	k.openCommitter()
 	k.budgets = budget.NewLedger(func(agent string) ([]byte, error) {
 		v, _, err := k.state.Load(state.Ref(state.SpaceSys, agent), sysBudget)
 		return v, err
@@ -215,7 +214,7 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 	}
 	k.openAdmission(k.root)
 	k.started = time.Now().UTC()
-	k.startCommitter()
+	k.txq.Start()
 	k.resolveLeftApprovals()
 	return k, nil
 }
@@ -252,11 +251,11 @@ func (k *Kernel) Close() error {
 	k.sup.Close()
 	k.closeTools()
 	k.refusals.Flush()
-	if !k.txq.shut() {
+	if !k.txq.Shut() {
 		return nil
 	}
 	k.ttl.Stop()
-	k.stopCommitter()
+	k.txq.Stop()
 	k.mem.SaveAll()
 	k.closeTalk()
 	err := k.state.Close()
