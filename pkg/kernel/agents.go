@@ -27,7 +27,7 @@ func (k *Kernel) liveRuns(agent string) int { return k.adm.Live(agent) }
 // AgentList returns, sorted, the agents that exist and that c may act on.
 func (k *Kernel) AgentList(ctx context.Context, c *Cred, emit func(*proto.AgentRecord) error) error {
 	for _, agent := range k.state.Agents() {
-		if k.authorize(c, agent) != nil || !k.AgentExists(agent) {
+		if c.Authorize(agent) != nil || !k.AgentExists(agent) {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
@@ -107,7 +107,7 @@ func (k *Kernel) removeNow(c *Cred, agent string, raw []byte) (proto.AgentRecord
 		return fail(err)
 	}
 	rec.Restore = before.Commit
-	who := actor(c)
+	who := c.Actor()
 	digest := audit.ArgsDigest(raw)
 	t := &tx{}
 	for _, d := range agenttree.Removal(k.state, agent) {

@@ -16,10 +16,10 @@ func (k *Kernel) auditVisible(c *Cred, in *audit.Info) bool {
 	if c.Admin {
 		return true
 	}
-	if a := in.Agent(); a != "" && k.authorize(c, a) == nil {
+	if a := in.Agent(); a != "" && c.Authorize(a) == nil {
 		return true
 	}
-	return in.Actor.Agent != "" && k.authorize(c, in.Actor.Agent) == nil
+	return in.Actor.Agent != "" && c.Authorize(in.Actor.Agent) == nil
 }
 
 func (k *Kernel) requireAdmin(c *Cred, op string) *proto.Error {

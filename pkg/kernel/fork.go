@@ -181,7 +181,7 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 	// The live copy, and what the fork's second commit changes against
 	// the graft: the budget used reset, the schedules left out.
 	short := point[:12]
-	fe := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpAgentFork, Target: tgt + " at " + point, Args: audit.ArgsDigest(raw)},
+	fe := &tx{entry: &audit.Entry{Actor: c.Actor(), Op: proto.OpAgentFork, Target: tgt + " at " + point, Args: audit.ArgsDigest(raw)},
 		event: EventAgentForked, agent: a.Name, data: map[string]string{"from": a.Agent, "point": point}}
 	fe.fork = live
 	batch := []*tx{fe}

@@ -52,7 +52,7 @@ func (k *Kernel) gate(cl call) *proto.Error {
 		err = rule.check(cl.key)
 	}
 	if err == nil {
-		err = k.allowed(cl.c, cl.agent)
+		err = cl.c.Allowed(cl.agent)
 	}
 	if err != nil {
 		k.auditDenied(cl.c, cl.op, strings.ToValidUTF8(cl.auditTarget(rule), "?"), cl.raw, err.Code)

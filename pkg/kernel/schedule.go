@@ -110,18 +110,18 @@ func (k *Kernel) ScheduleAdd(ctx context.Context, c *Cred, a proto.ScheduleAddAr
 	if err != nil {
 		return proto.JobRecord{}, err
 	}
-	return k.sched.t.Add(ctx, actor(c), j, raw)
+	return k.sched.t.Add(ctx, c.Actor(), j, raw)
 }
 
 // ScheduleEnable enables a disabled job (or with a.Disable disables one:
 // it stays, and does not fire).
 func (k *Kernel) ScheduleEnable(ctx context.Context, c *Cred, a proto.ScheduleEnableArgs, raw []byte) (proto.JobRecord, error) {
-	return k.sched.t.Enable(ctx, actor(c), a, raw, k.jobGate(proto.OpScheduleEnable, c, a.Name, raw))
+	return k.sched.t.Enable(ctx, c.Actor(), a, raw, k.jobGate(proto.OpScheduleEnable, c, a.Name, raw))
 }
 
 // ScheduleRm removes a job; a run it started goes on.
 func (k *Kernel) ScheduleRm(ctx context.Context, c *Cred, a proto.ScheduleArgs, raw []byte) (proto.JobRecord, error) {
-	return k.sched.t.Rm(ctx, actor(c), a, raw, k.jobGate(proto.OpScheduleRm, c, a.Name, raw))
+	return k.sched.t.Rm(ctx, c.Actor(), a, raw, k.jobGate(proto.OpScheduleRm, c, a.Name, raw))
 }
 
 // ScheduleList calls emit with each job c may see, by name.
@@ -131,7 +131,7 @@ func (k *Kernel) ScheduleList(ctx context.Context, c *Cred, a proto.ScheduleList
 			return err
 		}
 	}
-	recs, err := k.sched.t.List(a.Agent, func(agent string) bool { return k.authorize(c, agent) == nil })
+	recs, err := k.sched.t.List(a.Agent, func(agent string) bool { return c.Authorize(agent) == nil })
 	if err != nil {
 		return err
 	}
