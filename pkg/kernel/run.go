@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/oxios/oxios/pkg/admit"
 	"github.com/oxios/oxios/pkg/agenttree"
@@ -28,11 +27,6 @@ const (
 	sysPolicy = agenttree.Policy
 	sysBudget = agenttree.Budget
 )
-
-func targetAgent(target string) string {
-	a, _, _ := strings.Cut(target, ":")
-	return a
-}
 
 func (k *Kernel) openSupervisor() error {
 	s, err := supervisor.New(filepath.Join(k.cfg.Data, "runs"), k.log)
