@@ -180,7 +180,7 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 		event: EventAgentForked, agent: a.Name, data: map[string]string{"from": a.Agent, "point": point}}
 	fe.fork = live
 	batch := []*tx{fe}
-	changes, copies := plan.Changes(vals, now, k.jobTaken)
+	changes, copies := plan.Changes(vals, now, k.sched.Taken)
 	for _, ch := range changes {
 		batch = append(batch, &tx{change: ch})
 	}
@@ -211,13 +211,7 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 		k.forkMemories(a.Name)
 	}
 	k.policyChanged(a.Name)
-	k.sched.mu.Lock()
-	for _, j := range copies {
-		if _, dup := k.sched.jobs[j.Name]; !dup && k.sched.jobs != nil {
-			k.sched.jobs[j.Name] = j
-		}
-	}
-	k.sched.mu.Unlock()
+	k.sched.Adopt(copies)
 	if g.err != nil {
 		// The live copy stands without its commit: the next commit
 		// compares everything with HEAD and records it.
@@ -305,14 +299,6 @@ func (k *Kernel) forkReplayed(op, result string) {
 	if result == "ok" && op == proto.OpAgentFork {
 		k.ver.paths.Lost()
 	}
-}
-
-// jobTaken reports whether the scheduler has a job named name.
-func (k *Kernel) jobTaken(name string) bool {
-	k.sched.mu.Lock()
-	defer k.sched.mu.Unlock()
-	_, taken := k.sched.jobs[name]
-	return taken
 }
 
 // forkMemories builds the recall index of a fork the live store copied

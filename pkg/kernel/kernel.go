@@ -52,6 +52,7 @@ import (
 	"github.com/oxios/oxios/pkg/reload"
 	"github.com/oxios/oxios/pkg/runq"
 	"github.com/oxios/oxios/pkg/runspec"
+	"github.com/oxios/oxios/pkg/sched/jobs"
 	"github.com/oxios/oxios/pkg/state"
 	"github.com/oxios/oxios/pkg/supervisor"
 	"github.com/oxios/oxios/pkg/wasm"
@@ -108,7 +109,7 @@ type Kernel struct {
 	tools   wasm.Lazy   // WASM tools (tool.go)
 	adm     *runq.Queue // the run queue (admit.go)
 	started time.Time
-	sched   schedState   // schedules (schedule.go)
+	sched   *jobs.Table  // schedules (schedule.go)
 	box     runspec.Host // the sandbox of runs and execs (sandbox.go)
 	talk    talk         // inboxes and approvals (msg.go, approve.go)
 }

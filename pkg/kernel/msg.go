@@ -116,7 +116,7 @@ func (k *Kernel) MsgSend(ctx context.Context, c *Cred, a proto.MsgSendArgs, raw 
 	}
 	// The schedules that fire on messages wake (receivers wait on the
 	// inbox).
-	k.sched.t.MsgArrived(a.To)
+	k.sched.MsgArrived(a.To)
 	return rec, nil
 }
 
