@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/oxios/oxios/pkg/audit"
@@ -247,50 +246,33 @@ func (k *Kernel) publish(batch []*tx) {
 	k.bus.Publish(evs...)
 }
 
-// appendAudit writes entries to the audit log and checks that the log gave
-// them the seqs the journal recorded for them.
+// appendAudit writes entries to the audit log with the seqs the journal
+// recorded for them (audit.Log.AppendAt).
 func (k *Kernel) appendAudit(entries []*audit.Entry) error {
-	if len(entries) == 0 {
-		return nil
-	}
-	want := make([]uint64, len(entries))
-	for i, e := range entries {
-		want[i] = e.Seq
-	}
-	if err := k.audit.Append(entries); err != nil {
-		return fmt.Errorf("audit append: %w", err)
-	}
-	for i, e := range entries {
-		if e.Seq != want[i] {
-			return fmt.Errorf("audit log gave entry seq %d, the journal has %d", e.Seq, want[i])
-		}
+	if err := k.audit.AppendAt(entries); err != nil || len(entries) == 0 {
+		return err
 	}
 	k.auditSeq = entries[len(entries)-1].Seq
 	return nil
 }
 
-// replayAux restores, at start, an audit entry that the journal holds:
-// appended again if the log lost it (it was durable only in the journal),
-// skipped if the log has it. Appending the same fields after the same
-// predecessor gives the same hash, so the chain is the one acknowledged.
+// replayAux restores, at start, an audit entry that the journal holds
+// (audit.Log.Restore), and marks again what it changed.
 func (k *Kernel) replayAux(payload []byte) error {
-	var e audit.Entry
-	if err := json.Unmarshal(payload, &e); err != nil {
-		return fmt.Errorf("journal audit record: %w", err)
+	e, err := audit.ParseStaged(payload)
+	if err != nil {
+		return err
 	}
 	k.forkReplayed(e.Op, e.Result)
 	// What the entry changed is uncommitted again, as when it was made.
 	if sc := syscalls[e.Op]; sc != nil && sc.Dirties != nil {
-		if p := sc.Dirties(&e); p != "" {
+		if p := sc.Dirties(e); p != "" {
 			k.markDirty(p)
 		}
 	}
-	switch {
-	case e.Seq <= k.auditSeq:
-		return nil
-	case e.Seq > k.auditSeq+1:
-		return fmt.Errorf("audit log ends at seq %d but the journal continues at %d: entries are missing", k.auditSeq, e.Seq)
+	appended, err := k.audit.Restore(e, k.auditSeq)
+	if appended && err == nil {
+		k.auditSeq = e.Seq
 	}
-	e.Prev, e.Hash = "", ""
-	return k.appendAudit([]*audit.Entry{&e})
+	return err
 }
