@@ -70,7 +70,9 @@ func (k *Kernel) submit(ctx context.Context, t *tx, wait bool) error {
 
 // openCommitter makes the queue of the group commit: a barrier runs
 // alone, a run of other transactions is applied with one fdatasync, and
-// each caller has its answer before the bus hears of its group.
+// each caller has its answer before the bus hears of its group. The
+// hooks run on the leader, one at a time: what this package marks
+// "committer only" runs there.
 func (k *Kernel) openCommitter() {
 	k.txq = groupcommit.New(groupcommit.Hooks[*tx]{
 		Barrier: func(t *tx) func() { return t.barrier },
