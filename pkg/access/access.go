@@ -45,9 +45,9 @@ type RunResolver interface {
 func Identify(uid, gid uint32, pid int32, self uint32, runs RunResolver, acc *config.Access) (c *Cred, refused string, err *proto.Error) {
 	c = &Cred{UID: uid, GID: gid, PID: pid}
 	if runs != nil {
-		a, r, err := runs.Attribute(uid, pid)
-		if err != nil {
-			return c, fmt.Sprintf("uid=%d pid=%d", uid, pid), proto.Errorf(proto.EACCES, "%v: refused", err)
+		a, r, aerr := runs.Attribute(uid, pid)
+		if aerr != nil {
+			return c, fmt.Sprintf("uid=%d pid=%d", uid, pid), proto.Errorf(proto.EACCES, "%v: refused", aerr)
 		}
 		if a != "" {
 			c.Agent, c.Run = a, r

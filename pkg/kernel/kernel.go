@@ -19,13 +19,13 @@
 // one committer at a time (the caller itself when nobody else commits,
 // else the committer goroutine: see pkg/groupcommit) takes every
 // transaction queued at that moment, writes the state changes and their
-// audit entries to the state journal, makes it durable with one fdatasync (the audit log's own file
-// is synced at checkpoints: until then the journal holds its entries),
-// and only then makes the batch visible, replies, and tells the event
-// bus. A reply of ok therefore means the change and its audit entry are
-// on disk. There is no wait window: a batch is whatever queued while the
-// last one was syncing, which keeps one client fast and many clients
-// efficient.
+// audit entries to the state journal, makes it durable with one
+// fdatasync (the audit log's own file is synced at checkpoints: until
+// then the journal holds its entries), and only then makes the batch
+// visible, replies, and tells the event bus. A reply of ok therefore
+// means the change and its audit entry are on disk. There is no wait
+// window: a batch is whatever queued while the last one was syncing,
+// which keeps one client fast and many clients efficient.
 package kernel
 
 import (
