@@ -1,7 +1,8 @@
 // Package access says who a caller of oxiosd is and which agents it may
 // act on: a process of an agent's run acts only as that agent, the admin
 // (root, the daemon's own user, the uids [access] names) as any, and
-// another user as the agents it was granted. The kernel's gate asks it
+// another user as the agents it was granted; and so which audit entries
+// it may read. The kernel's gate asks it
 // first, before an agent's policy; the refusals it returns are the
 // kernel's to audit.
 package access
@@ -93,6 +94,18 @@ func (c *Cred) Allowed(agent string) *proto.Error {
 		}
 	}
 	return proto.Errorf(proto.EPERM, "uid %d is not granted agent %q (see [access.users] in oxios.toml(5))", c.UID, agent)
+}
+
+// Reads reports whether c may read an audit entry: the admin every
+// entry, anyone else the entries about or by the agents it may act on.
+func (c *Cred) Reads(in *audit.Info) bool {
+	if c.Admin {
+		return true
+	}
+	if a := in.Agent(); a != "" && c.Authorize(a) == nil {
+		return true
+	}
+	return in.Actor.Agent != "" && c.Authorize(in.Actor.Agent) == nil
 }
 
 // Actor is c as an audit entry names who acted.

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/config"
 	"github.com/oxios/oxios/pkg/proto"
 )
@@ -93,5 +94,26 @@ func TestAuthorize(t *testing.T) {
 	}
 	if a := run.Actor(); a.UID != 1000 || a.Agent != "alpha" || a.Run != "r1" {
 		t.Errorf("actor %+v", a)
+	}
+}
+
+// A caller reads the entries about its agents or made by them.
+func TestReads(t *testing.T) {
+	run := &Cred{UID: 1000, Agent: "alpha", Run: "r1"}
+	for _, tc := range []struct {
+		c    *Cred
+		in   audit.Info
+		want bool
+	}{
+		{&Cred{Admin: true}, audit.Info{Target: "beta:k"}, true},
+		{run, audit.Info{Target: "alpha:k"}, true},
+		{run, audit.Info{Target: "beta:k"}, false},
+		{run, audit.Info{Target: "beta:k", Actor: audit.Actor{Agent: "alpha"}}, true},
+		{&Cred{UID: 3000, Grants: []string{"team-*"}}, audit.Info{Target: "team-a"}, true},
+		{&Cred{UID: 3000, Grants: []string{"team-*"}}, audit.Info{Target: "*"}, false},
+	} {
+		if got := tc.c.Reads(&tc.in); got != tc.want {
+			t.Errorf("%+v reads %+v: %v, want %v", tc.c, tc.in, got, tc.want)
+		}
 	}
 }
