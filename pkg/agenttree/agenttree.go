@@ -1,7 +1,8 @@
 // Package agenttree is an agent as the state store holds it: its trees
 // (what it holds, its memories, and the kernel's files of it: policy,
-// budget, jobs), whether it exists, the record that describes it, and the
-// deletions that remove it. The kernel gates, audits and commits them.
+// budget, jobs), whether it exists, the record that describes it, the
+// deletions that remove it, and what a fork of it starts with. The kernel
+// gates, audits and commits them.
 package agenttree
 
 import (

@@ -27,7 +27,7 @@ func (k *Kernel) liveRuns(agent string) int { return k.adm.Live(agent) }
 // AgentList returns, sorted, the agents that exist and that c may act on.
 func (k *Kernel) AgentList(ctx context.Context, c *Cred, emit func(*proto.AgentRecord) error) error {
 	for _, agent := range k.state.Agents() {
-		if k.authorize(c, agent) != nil || !k.AgentExists(agent) {
+		if c.Authorize(agent) != nil || !k.AgentExists(agent) {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
@@ -74,8 +74,8 @@ func (k *Kernel) AgentRemove(ctx context.Context, c *Cred, agent string, raw []b
 		return proto.AgentRecord{}, proto.NoAgent(agent)
 	}
 	// A job's firing starts a run: none fires while the jobs go.
-	k.sched.mu.Lock()
-	defer k.sched.mu.Unlock()
+	k.sched.Lock()
+	defer k.sched.Unlock()
 	if n := k.liveRuns(agent); n > 0 {
 		err := proto.Errorf(proto.EBUSY, "agent %q has %d live runs: end them first (ox-ps -a %s | ox-kill)", agent, n, agent)
 		k.auditDenied(c, op, agent, raw, err.Code)
@@ -86,7 +86,7 @@ func (k *Kernel) AgentRemove(ctx context.Context, c *Cred, agent string, raw []b
 	if err != nil {
 		return rec, err
 	}
-	k.sched.t.RemoveAgent(agent)
+	k.sched.RemoveAgent(agent)
 	k.policyChanged(agent)
 	k.budgets.Forget(agent)
 	k.removeInbox(agent)
@@ -107,7 +107,7 @@ func (k *Kernel) removeNow(c *Cred, agent string, raw []byte) (proto.AgentRecord
 		return fail(err)
 	}
 	rec.Restore = before.Commit
-	who := actor(c)
+	who := c.Actor()
 	digest := audit.ArgsDigest(raw)
 	t := &tx{}
 	for _, d := range agenttree.Removal(k.state, agent) {

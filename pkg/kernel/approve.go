@@ -36,7 +36,7 @@ func (k *Kernel) ask(ctx context.Context, c *Cred, agent, op, what string, p *po
 	}
 	req := k.talk.approvals.Ask(approval.FromAsk(agent, run, op, what, p, a))
 	rec := approval.Record(req)
-	k.submit(ctx, &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpApproveAsk,
+	k.submit(ctx, &tx{entry: &audit.Entry{Actor: c.Actor(), Op: proto.OpApproveAsk,
 		Target: req.AskTarget(), Result: "ok"},
 		agent: agent, key: req.ID, data: &rec}, true)
 	if r := k.callerRun(c, agent); r != nil {
@@ -49,7 +49,7 @@ func (k *Kernel) ask(ctx context.Context, c *Cred, agent, op, what string, p *po
 	if got.Undecided() {
 		// No operator decided: the kernel records the outcome.
 		rec := approval.Record(got)
-		k.submit(context.Background(), &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpApproveDecide,
+		k.submit(context.Background(), &tx{entry: &audit.Entry{Actor: c.Actor(), Op: proto.OpApproveDecide,
 			Target: got.Target(), Result: "ok"},
 			agent: agent, key: got.ID, data: &rec}, true)
 	}
@@ -80,7 +80,7 @@ func (k *Kernel) resolveLeftApprovals() {
 	self := &Cred{UID: k.uid, PID: int32(os.Getpid())}
 	for _, r := range k.talk.left {
 		rec := approval.Record(r)
-		err := k.submit(context.Background(), &tx{entry: &audit.Entry{Actor: actor(self), Op: proto.OpApproveDecide,
+		err := k.submit(context.Background(), &tx{entry: &audit.Entry{Actor: self.Actor(), Op: proto.OpApproveDecide,
 			Target: r.Target(), Result: "ok"},
 			event: EventApprovalDecided, agent: r.Agent, key: r.ID, data: &rec}, true)
 		if err != nil {
@@ -140,7 +140,7 @@ func (k *Kernel) ApproveList(ctx context.Context, c *Cred, a proto.ApproveListAr
 		}
 	}
 	visible := func(agent string) bool {
-		return (a.Agent == "" || agent == a.Agent) && k.authorize(c, agent) == nil
+		return (a.Agent == "" || agent == a.Agent) && c.Authorize(agent) == nil
 	}
 	return k.talk.approvals.Stream(ctx, k.bus, a, visible, emit)
 }
@@ -169,13 +169,13 @@ func (k *Kernel) ApproveDecide(ctx context.Context, c *Cred, a proto.ApproveDeci
 	if err := k.gate(call{op: proto.OpApproveDecide, c: c, agent: r.Agent, raw: raw, target: tgt}); err != nil {
 		return proto.ApprovalRecord{}, err
 	}
-	by := c.operator()
+	by := operator(c)
 	got, err := k.talk.approvals.Decide(a.ID, a.Approve, by, a.Reason)
 	if err != nil {
 		return deny(proto.Errorf(proto.EEXIST, "%v", err))
 	}
 	rec := approval.Record(got)
-	if err := k.submit(ctx, &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpApproveDecide, Target: got.DecideTarget(), Args: audit.ArgsDigest(raw), Result: "ok"},
+	if err := k.submit(ctx, &tx{entry: &audit.Entry{Actor: c.Actor(), Op: proto.OpApproveDecide, Target: got.DecideTarget(), Args: audit.ArgsDigest(raw), Result: "ok"},
 		agent: r.Agent, key: got.ID, data: &rec}, true); err != nil {
 		return proto.ApprovalRecord{}, err
 	}
@@ -185,7 +185,7 @@ func (k *Kernel) ApproveDecide(ctx context.Context, c *Cred, a proto.ApproveDeci
 // ApprovalIDs lists the ids of the pending requests c may see (the
 // mount's /approvals).
 func (k *Kernel) ApprovalIDs(c *Cred) []string {
-	return k.talk.approvals.IDs(func(agent string) bool { return k.authorize(c, agent) == nil })
+	return k.talk.approvals.IDs(func(agent string) bool { return c.Authorize(agent) == nil })
 }
 
 // ApprovalRead returns request id, through the gate of approve.list on
@@ -203,6 +203,6 @@ func (k *Kernel) ApprovalRead(c *Cred, id string) (proto.ApprovalRecord, error) 
 
 // operator names a caller that is no agent's run, as a message's sender
 // and an approval's decider have it: "uid=1000 (alice)".
-func (c *Cred) operator() string {
+func operator(c *Cred) string {
 	return fmt.Sprintf("uid=%d (%s)", c.UID, version.UserName(c.UID))
 }

@@ -7,20 +7,10 @@ import (
 	"github.com/oxios/oxios/pkg/proto"
 )
 
-// The audit syscalls read the log. What a caller sees: the admin, every
-// entry; anyone else, the entries about or by the agents they may act on.
-// Checking the whole chain (verify, export, head) is the admin's.
-
-// auditVisible reports whether c may read an entry.
-func (k *Kernel) auditVisible(c *Cred, in *audit.Info) bool {
-	if c.Admin {
-		return true
-	}
-	if a := in.Agent(); a != "" && k.authorize(c, a) == nil {
-		return true
-	}
-	return in.Actor.Agent != "" && k.authorize(c, in.Actor.Agent) == nil
-}
+// The audit syscalls read the log. What a caller sees (access.Cred.Reads):
+// the admin, every entry; anyone else, the entries about or by the agents
+// they may act on. Checking the whole chain (verify, export, head) is the
+// admin's.
 
 func (k *Kernel) requireAdmin(c *Cred, op string) *proto.Error {
 	if c.Admin {
@@ -40,7 +30,7 @@ func (k *Kernel) AuditLog(ctx context.Context, c *Cred, a proto.AuditLogArgs, ra
 			return err
 		}
 	}
-	err := k.audit.Read(ctx, &a, func(in *audit.Info) bool { return k.auditVisible(c, in) }, emit, flush)
+	err := k.audit.Read(ctx, &a, c.Reads, emit, flush)
 	if se, ok := err.(*audit.ScanError); ok {
 		return proto.AsError(se.Err)
 	}
@@ -49,7 +39,7 @@ func (k *Kernel) AuditLog(ctx context.Context, c *Cred, a proto.AuditLogArgs, ra
 
 // AuditShow returns the line of entry seq, when c may see it.
 func (k *Kernel) AuditShow(ctx context.Context, c *Cred, seq uint64) ([]byte, error) {
-	return k.audit.Show(seq, c.UID, func(in *audit.Info) bool { return k.auditVisible(c, in) })
+	return k.audit.Show(seq, c.UID, c.Reads)
 }
 
 // AuditHead makes every committed entry durable in the log itself and

@@ -119,7 +119,7 @@ func (k *Kernel) BudgetReset(ctx context.Context, c *Cred, agent string, raw []b
 }
 
 func (k *Kernel) budgetChangeOp(ctx context.Context, c *Cred, op, agent string, raw []byte, p *policy.Policy, fn func(*budget.File)) (proto.BudgetRecord, error) {
-	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: op, Target: agent + ":" + sysBudget, Args: audit.ArgsDigest(raw)}}
+	t := &tx{entry: &audit.Entry{Actor: c.Actor(), Op: op, Target: agent + ":" + sysBudget, Args: audit.ArgsDigest(raw)}}
 	err := k.budgets.Update(agent, fn, k.submitBudget(ctx, agent, t))
 	if err == nil {
 		<-t.done
@@ -167,7 +167,7 @@ func (k *Kernel) BudgetCharge(ctx context.Context, c *Cred, a proto.BudgetCharge
 	}
 	r := k.callerRun(c, a.Agent)
 	qerr := k.budgets.OverAfter(a.Agent, p, budgetRun(r), d)
-	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpBudgetCharge, Target: a.Agent + ":" + sysBudget, Args: audit.ArgsDigest(raw), Result: "ok"}}
+	t := &tx{entry: &audit.Entry{Actor: c.Actor(), Op: proto.OpBudgetCharge, Target: a.Agent + ":" + sysBudget, Args: audit.ArgsDigest(raw), Result: "ok"}}
 	if qerr != nil {
 		t.entry.Result = qerr.Code
 	}

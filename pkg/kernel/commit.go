@@ -4,14 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"runtime"
-	"runtime/debug"
-	"sync"
 	"time"
 
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/bus"
+	"github.com/oxios/oxios/pkg/groupcommit"
 	"github.com/oxios/oxios/pkg/memindex"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/state"
@@ -51,88 +48,16 @@ type tx struct {
 	flight bool
 	// fork, when set, is staged before the change: see fork.go.
 	fork *state.Fork
-	// committed: the leader is done with it (its done is closed). Read
-	// by the leader only, to know when its own answer is in.
-	committed bool
-}
-
-// maxBatch bounds a batch so one sync does not hold many megabytes of
-// replies back.
-const maxBatch = 1024
-
-// maxQueue bounds the transactions waiting for the group commit: past it
-// submit blocks, so callers that do not wait (the mount's flights, audit
-// entries of runs) cannot grow the queue without bound.
-const maxQueue = 4096
-
-// txq is the queue of the group commit. Whoever commits a batch leads:
-// one goroutine at a time, which alone runs the committer's work (every
-// function marked "committer only"). A caller that finds nobody leading
-// leads itself and commits its own transaction with whatever queued with
-// it, on its own goroutine: an idle daemon's save is one pwrite and one
-// fdatasync with no goroutine hand-off on the way there or back (two
-// thread wake-ups fewer). A caller leads only the group its own
-// transaction is in; then, if more is queued, it hands the lead to the
-// committer goroutine, which commits until the queue is empty. So under
-// load the batches grow as before, and no caller's answer waits for a
-// barrier (a commit) queued behind it.
-type txq struct {
-	mu sync.Mutex
-	q  []*tx
-	// leading: someone leads (or the lead is handed to the committer
-	// goroutine: handed). Invariant: a non-empty queue has a leader.
-	leading, handed bool
-	// open: the kernel is started; until then transactions only queue,
-	// and the committer goroutine leads first.
-	open    bool
-	closing bool
-	kick    chan struct{} // cap 1: the lead is handed to the committer goroutine
-	room    sync.Cond     // the queue is below maxQueue
-	idle    sync.Cond     // nobody leads
-}
-
-func (q *txq) init() {
-	q.kick = make(chan struct{}, 1)
-	q.room.L, q.idle.L = &q.mu, &q.mu
-}
-
-// hand gives the lead to the committer goroutine. Called with q.mu held
-// by the leader (or by one taking the lead for it).
-func (q *txq) hand() {
-	q.leading, q.handed = true, true
-	select {
-	case q.kick <- struct{}{}:
-	default: // a kick is on its way
-	}
 }
 
 // submit queues t and, if wait, waits until it is durable (or failed),
-// leading the commit itself when nobody else does.
+// leading the commit itself when nobody else does (see groupcommit).
 func (k *Kernel) submit(ctx context.Context, t *tx, wait bool) error {
 	if wait {
 		t.done = make(chan struct{})
 	}
-	q := &k.txq
-	q.mu.Lock()
-	for len(q.q) >= maxQueue && !q.closing {
-		q.room.Wait()
-	}
-	if q.closing {
-		q.mu.Unlock()
+	if err := k.txq.Submit(t, wait); err != nil {
 		return proto.Errorf(proto.ESHUTDOWN, "oxiosd is shutting down")
-	}
-	q.q = append(q.q, t)
-	lead := false
-	if !q.leading && q.open {
-		if wait {
-			q.leading, lead = true, true
-		} else {
-			q.hand() // a caller that does not wait does not lead
-		}
-	}
-	q.mu.Unlock()
-	if lead {
-		k.lead(t)
 	}
 	if !wait {
 		return nil
@@ -143,176 +68,26 @@ func (k *Kernel) submit(ctx context.Context, t *tx, wait bool) error {
 	return t.err
 }
 
-// startCommitter opens the queue once the kernel is ready to commit.
-func (k *Kernel) startCommitter() {
-	q := &k.txq
-	q.mu.Lock()
-	q.open = true
-	if len(q.q) > 0 {
-		q.hand()
-	}
-	q.mu.Unlock()
-	go k.committer()
-}
-
-// committer leads whenever the lead is handed to it, until Close.
-func (k *Kernel) committer() {
-	defer close(k.stopped)
-	q := &k.txq
-	for range q.kick {
-		q.mu.Lock()
-		mine := q.handed
-		q.handed = false
-		q.mu.Unlock()
-		if mine {
-			k.lead(nil)
-		}
-	}
-}
-
-// lead commits batches while the queue has transactions: all of them
-// when own is nil (the committer goroutine), else until own is done,
-// then hands the rest to the committer goroutine.
-func (k *Kernel) lead(own *tx) {
-	defer k.crashOnPanic()
-	q := &k.txq
-	var batch []*tx
-	for {
-		q.mu.Lock()
-		if len(q.q) > 1 {
-			// Clients acknowledged by the last batch are on their way
-			// back: yielding while the queue still grows lets them join
-			// this batch instead of the next (measured by the audit
-			// package's AppendSync64Writers: 39-71k/s drained at once,
-			// 81-100k/s so).
-			for i, n := 0, len(q.q); i < 4; i++ {
-				q.mu.Unlock()
-				runtime.Gosched()
-				q.mu.Lock()
-				if len(q.q) == n {
-					break
-				}
-				n = len(q.q)
-			}
-		}
-		switch {
-		case len(q.q) == 0:
-			q.leading = false
-			q.idle.Broadcast()
-			q.mu.Unlock()
-			return
-		case own != nil && own.committed:
-			// The caller has its answer: the committer goroutine goes on.
-			q.hand()
-			q.mu.Unlock()
-			return
-		}
-		n := min(len(q.q), maxBatch)
-		if own != nil {
-			// A caller leads only the group its own transaction is in
-			// (it came first): a barrier queued behind it, a commit of
-			// ten thousand files, is the committer goroutine's to run.
-			if q.q[0].barrier != nil {
-				n = 1
-			}
-			for i := 1; i < n; i++ {
-				if q.q[i].barrier != nil {
-					n = i
-					break
-				}
-			}
-		}
-		batch = append(batch[:0], q.q[:n]...)
-		full := len(q.q) >= maxQueue
-		q.q = append(q.q[:0], q.q[n:]...)
-		if full {
-			q.room.Broadcast()
-		}
-		q.mu.Unlock()
-		k.commitBatch(batch)
-		clear(batch)
-	}
-}
-
-// crashOnPanic stops the daemon on a panic while leading. The queue and
-// the files are in an unknown state then, and the daemon must restart
-// and recover from its journal, as it did when only the committer
-// goroutine committed; on a caller's goroutine the server's recovery of
-// a request's panic (which answers EIO) would instead leave the queue
-// with a leader that is gone, and every later write waiting forever.
-func (k *Kernel) crashOnPanic() {
-	p := recover()
-	if p == nil {
-		return
-	}
-	k.log.Error("panic in the group commit: stopping", "panic", p, "stack", string(debug.Stack()))
-	go func() { panic(fmt.Sprintf("group commit: %v", p)) }()
-	select {}
-}
-
-// commitBatch commits the queued transactions of batch in order: each
-// run of plain transactions is one group commit (one fdatasync); a
-// barrier runs alone, after what came before it and before what comes
-// after. Leader only.
-func (k *Kernel) commitBatch(batch []*tx) {
-	for len(batch) > 0 {
-		if t := batch[0]; t.barrier != nil {
-			t.barrier()
-			t.committed = true
-			if t.done != nil {
-				close(t.done)
-			}
-			batch = batch[1:]
-			continue
-		}
-		n := 1
-		for n < len(batch) && batch[n].barrier == nil {
-			n++
-		}
-		group := batch[:n]
-		batch = batch[n:]
-		k.apply(group)
-		for _, t := range group {
-			t.committed = true
+// openCommitter makes the queue of the group commit: a barrier runs
+// alone, a run of other transactions is applied with one fdatasync, and
+// each caller has its answer before the bus hears of its group. The
+// hooks run on the leader, one at a time: what this package marks
+// "committer only" runs there.
+func (k *Kernel) openCommitter() {
+	k.txq = groupcommit.New(groupcommit.Hooks[*tx]{
+		Barrier: func(t *tx) func() { return t.barrier },
+		Commit:  k.apply,
+		Done: func(t *tx) {
 			if t.done != nil {
 				close(t.done)
 			}
 			if t.flight {
 				k.flights.Land(t.change.Agent, t.change.Key, t.done)
 			}
-		}
-		// The replies go first: waking every subscriber before the
-		// callers put their replies behind the fan-out's writes.
-		k.publish(group)
-	}
-}
-
-// shut refuses new transactions; false if it was already shut.
-func (q *txq) shut() bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.closing {
-		return false
-	}
-	q.closing = true
-	q.room.Broadcast()
-	return true
-}
-
-// stopCommitter, once the queue is shut, waits until what is queued is
-// committed and stops the committer goroutine.
-func (k *Kernel) stopCommitter() {
-	q := &k.txq
-	q.mu.Lock()
-	if len(q.q) > 0 && !q.leading {
-		q.hand() // queued before the kernel opened
-	}
-	for q.leading {
-		q.idle.Wait()
-	}
-	close(q.kick)
-	q.mu.Unlock()
-	<-k.stopped
+		},
+		Published: k.publish,
+		Log:       k.log,
+	})
 }
 
 // commit is apply and then the events of the batch, for the committer's
@@ -473,50 +248,33 @@ func (k *Kernel) publish(batch []*tx) {
 	k.bus.Publish(evs...)
 }
 
-// appendAudit writes entries to the audit log and checks that the log gave
-// them the seqs the journal recorded for them.
+// appendAudit writes entries to the audit log with the seqs the journal
+// recorded for them (audit.Log.AppendAt).
 func (k *Kernel) appendAudit(entries []*audit.Entry) error {
-	if len(entries) == 0 {
-		return nil
-	}
-	want := make([]uint64, len(entries))
-	for i, e := range entries {
-		want[i] = e.Seq
-	}
-	if err := k.audit.Append(entries); err != nil {
-		return fmt.Errorf("audit append: %w", err)
-	}
-	for i, e := range entries {
-		if e.Seq != want[i] {
-			return fmt.Errorf("audit log gave entry seq %d, the journal has %d", e.Seq, want[i])
-		}
+	if err := k.audit.AppendAt(entries); err != nil || len(entries) == 0 {
+		return err
 	}
 	k.auditSeq = entries[len(entries)-1].Seq
 	return nil
 }
 
-// replayAux restores, at start, an audit entry that the journal holds:
-// appended again if the log lost it (it was durable only in the journal),
-// skipped if the log has it. Appending the same fields after the same
-// predecessor gives the same hash, so the chain is the one acknowledged.
+// replayAux restores, at start, an audit entry that the journal holds
+// (audit.Log.Restore), and marks again what it changed.
 func (k *Kernel) replayAux(payload []byte) error {
-	var e audit.Entry
-	if err := json.Unmarshal(payload, &e); err != nil {
-		return fmt.Errorf("journal audit record: %w", err)
+	e, err := audit.ParseStaged(payload)
+	if err != nil {
+		return err
 	}
 	k.forkReplayed(e.Op, e.Result)
 	// What the entry changed is uncommitted again, as when it was made.
 	if sc := syscalls[e.Op]; sc != nil && sc.Dirties != nil {
-		if p := sc.Dirties(&e); p != "" {
+		if p := sc.Dirties(e); p != "" {
 			k.markDirty(p)
 		}
 	}
-	switch {
-	case e.Seq <= k.auditSeq:
-		return nil
-	case e.Seq > k.auditSeq+1:
-		return fmt.Errorf("audit log ends at seq %d but the journal continues at %d: entries are missing", k.auditSeq, e.Seq)
+	appended, err := k.audit.Restore(e, k.auditSeq)
+	if appended && err == nil {
+		k.auditSeq = e.Seq
 	}
-	e.Prev, e.Hash = "", ""
-	return k.appendAudit([]*audit.Entry{&e})
+	return err
 }

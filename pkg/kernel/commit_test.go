@@ -41,7 +41,8 @@ func saveTx(agent, key, value string) *tx {
 
 // Callers that lead and the committer goroutine together commit every
 // transaction once, in order: a barrier sees every save queued before it
-// and none queued after it, whoever runs it.
+// and none queued after it, whoever runs it. (pkg/groupcommit tests the
+// queue alone; this is the kernel's use of it, with the store.)
 func TestCommitQueueOrder(t *testing.T) {
 	k := queueKernel(t, t.TempDir())
 	defer k.Close()
@@ -102,46 +103,6 @@ func TestCommitQueueOrder(t *testing.T) {
 	}
 }
 
-// A caller leads only the group its own transaction is in: a barrier
-// queued behind it runs on the committer goroutine, and the caller has
-// its answer without waiting for it.
-func TestCommitLeaderLeavesBarriers(t *testing.T) {
-	k := queueKernel(t, t.TempDir())
-	defer k.Close()
-	release := make(chan struct{})
-	ran := make(chan struct{})
-	own := saveTx("q", "k", "v")
-	own.done = make(chan struct{})
-	b := &tx{barrier: func() { close(ran); <-release }, done: make(chan struct{})}
-	q := &k.txq
-	q.mu.Lock()
-	if q.leading {
-		q.mu.Unlock()
-		t.Fatal("the queue of an idle kernel has a leader")
-	}
-	q.q = append(q.q, own, b)
-	q.leading = true
-	q.mu.Unlock()
-	led := make(chan struct{})
-	go func() { k.lead(own); close(led) }()
-	select {
-	case <-led:
-	case <-time.After(5 * time.Second):
-		close(release) // the caller ran the barrier itself: let it end
-		t.Fatal("the caller's lead did not end while a barrier behind it ran")
-	}
-	if !own.committed || own.err != nil {
-		t.Fatalf("own tx: committed %v, err %v", own.committed, own.err)
-	}
-	select {
-	case <-ran:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the barrier left to the committer goroutine never ran")
-	}
-	close(release)
-	<-b.done
-}
-
 // Close commits what is queued and refuses what comes after.
 func TestCommitQueueClose(t *testing.T) {
 	k := queueKernel(t, t.TempDir())
@@ -162,7 +123,8 @@ func TestCommitQueueClose(t *testing.T) {
 	}
 }
 
-// A panic while leading stops the daemon, even on a caller's goroutine
+// A panic while leading stops the daemon (the queue's own test is
+// pkg/groupcommit's TestLeaderPanicCrashes), even on a caller's goroutine
 // whose panics the server recovers from: a leader that is gone would
 // leave every later write waiting forever. The test runs itself as the
 // daemon that panics.

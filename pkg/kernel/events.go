@@ -50,7 +50,7 @@ func (k *Kernel) Events(ctx context.Context, c *Cred, a proto.EventsArgs, raw []
 		if c.Admin {
 			return true
 		}
-		return agent != "" && k.authorize(c, agent) == nil
+		return agent != "" && c.Authorize(agent) == nil
 	}
 	return k.bus.Stream(ctx, eventQueue, a.SinceSeq, bus.History{Scan: k.audit.ScanLines, Name: eventName}, want, emit, flush)
 }

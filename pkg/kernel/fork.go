@@ -9,9 +9,7 @@ import (
 
 	"github.com/oxios/oxios/pkg/agenttree"
 	"github.com/oxios/oxios/pkg/audit"
-	"github.com/oxios/oxios/pkg/budget"
 	"github.com/oxios/oxios/pkg/proto"
-	"github.com/oxios/oxios/pkg/sched/jobs"
 	"github.com/oxios/oxios/pkg/state"
 	"github.com/oxios/oxios/pkg/version"
 )
@@ -25,11 +23,10 @@ import (
 // the agent at the state now with one record whatever it holds (see
 // state.Fork: the copy shares the values, and its files are linked in the
 // background); a fork at an older commit writes the files read from git
-// as one batch of changes. The budget used
-// starts again at zero; schedules are copied disabled (a fork that woke
-// up on its own clock would act twice for one job), each as FORK.JOB (job
-// names are unique across agents): ox-schedule enable FORK.JOB once it
-// should run.
+// as one batch of changes. What the fork starts with otherwise, its
+// budget used reset and its schedules copied disabled as FORK.JOB
+// (ox-schedule enable FORK.JOB once it should run), is planned by
+// agenttree.PlanFork.
 
 // Trailers of a fork commit.
 const (
@@ -166,68 +163,26 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 		}
 		return fail(err)
 	}
-	src := version.AgentPrefix(a.Agent)
-	// At the state now only the files the fork starts with changed are
-	// listed, its budget and its schedules. At an older commit every
-	// file is copied from git.
-	list := src
-	if cow {
-		list = src + state.SpaceSys + "/"
-	}
-	files, err := k.ver.repo.Files(point, list)
+	// The files the fork starts with changed (agenttree.PlanFork), and
+	// their values: at the state now, from the store; at an older
+	// commit, from git.
+	files, err := k.ver.repo.Files(point, agenttree.ForkFolder(a.Agent, cow))
 	if err != nil {
 		return failGrafted(err)
 	}
-	// The live copy, and what the fork's second commit changes against
-	// the graft: the budget used reset, the schedules left out.
+	plan := agenttree.PlanFork(files, a.Name, cow)
+	vals, err := k.ver.repo.ReadFork(k.state, a.Agent, plan.Files, cow)
+	if err != nil {
+		return failGrafted(err)
+	}
 	short := point[:12]
-	fe := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpAgentFork, Target: tgt + " at " + point, Args: audit.ArgsDigest(raw)},
+	fe := &tx{entry: &audit.Entry{Actor: c.Actor(), Op: proto.OpAgentFork, Target: tgt + " at " + point, Args: audit.ArgsDigest(raw)},
 		event: EventAgentForked, agent: a.Name, data: map[string]string{"from": a.Agent, "point": point}}
 	fe.fork = live
 	batch := []*tx{fe}
-	var after []version.PathChange
-	var items []version.ForkFile
-	for p, blob := range files {
-		space, _, key, ok := version.SplitSpacePath(p)
-		if !ok {
-			continue
-		}
-		job := space == state.SpaceSys && strings.HasPrefix(key, sysSchedules+"/")
-		if job {
-			after = append(after, version.PathChange{Path: version.SpacePath(space, a.Name, key), Action: version.Deleted})
-		}
-		if cow && !job && (space != state.SpaceSys || key != sysBudget) {
-			continue
-		}
-		items = append(items, version.ForkFile{Space: space, Key: key, Blob: blob})
-	}
-	// The values: at the state now, from the store; at an older commit,
-	// from git.
-	vals, err := k.ver.repo.ReadFork(k.state, a.Agent, items, cow)
-	if err != nil {
-		return failGrafted(err)
-	}
-	var copies []*jobs.File
-	for i, it := range items {
-		val := vals[i]
-		if it.Space == state.SpaceSys && strings.HasPrefix(it.Key, sysSchedules+"/") {
-			j := k.forkJob(val, a.Name)
-			if j == nil {
-				continue
-			}
-			ch := j.Change()
-			after = append(after, version.PathChange{Path: version.SpacePath(it.Space, a.Name, ch.Key), Action: version.Modified, To: string(ch.Value)})
-			batch = append(batch, &tx{change: ch})
-			copies = append(copies, j)
-			continue
-		}
-		if it.Space == state.SpaceSys && it.Key == sysBudget {
-			var ok bool
-			if val, ok = budget.ForkFile(val, now); ok {
-				after = append(after, version.PathChange{Path: version.SpacePath(it.Space, a.Name, it.Key), Action: version.Modified, To: string(val)})
-			}
-		}
-		batch = append(batch, &tx{change: &state.Change{Agent: a.Name, Space: it.Space, Key: it.Key, Value: val}})
+	changes, copies := plan.Changes(vals, now, k.sched.Taken)
+	for _, ch := range changes {
+		batch = append(batch, &tx{change: ch})
 	}
 	// The live copy is made once the graft is known to be possible.
 	if err := <-staged; err != nil {
@@ -241,7 +196,7 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 		}
 		return fail(err)
 	}
-	afterc <- after
+	afterc <- plan.After
 	k.commit(batch)
 	g := <-gitDone
 	for _, t := range batch {
@@ -256,13 +211,7 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 		k.forkMemories(a.Name)
 	}
 	k.policyChanged(a.Name)
-	k.sched.mu.Lock()
-	for _, j := range copies {
-		if _, dup := k.sched.jobs[j.Name]; !dup && k.sched.jobs != nil {
-			k.sched.jobs[j.Name] = j
-		}
-	}
-	k.sched.mu.Unlock()
+	k.sched.Adopt(copies)
 	if g.err != nil {
 		// The live copy stands without its commit: the next commit
 		// compares everything with HEAD and records it.
@@ -350,17 +299,6 @@ func (k *Kernel) forkReplayed(op, result string) {
 	if result == "ok" && op == proto.OpAgentFork {
 		k.ver.paths.Lost()
 	}
-}
-
-// forkJob is the disabled copy, for fork, of the job in val (see
-// jobs.ForkCopy); nil when left out.
-func (k *Kernel) forkJob(val []byte, fork string) *jobs.File {
-	return jobs.ForkCopy(val, fork, func(name string) bool {
-		k.sched.mu.Lock()
-		defer k.sched.mu.Unlock()
-		_, taken := k.sched.jobs[name]
-		return taken
-	})
 }
 
 // forkMemories builds the recall index of a fork the live store copied

@@ -23,7 +23,7 @@ import (
 // Nothing is audited: the mount asks on every lookup of /agent/NAME, and
 // the read or write that follows is audited by its own syscall.
 func (k *Kernel) AgentVisible(c *Cred, agent string) bool {
-	return k.authorize(c, agent) == nil &&
+	return c.Authorize(agent) == nil &&
 		(k.state.HasAgent(agent) || k.state.HasAgent(state.Ref(state.SpaceMem, agent)))
 }
 
@@ -31,7 +31,7 @@ func (k *Kernel) AgentVisible(c *Cred, agent string) bool {
 // the mount checks before it makes a file or folder that exists only in
 // the mount until a save (which is audited) commits it.
 func (k *Kernel) MayAct(c *Cred, agent string) error {
-	if err := k.authorize(c, agent); err != nil {
+	if err := c.Authorize(agent); err != nil {
 		return err
 	}
 	return nil
@@ -130,7 +130,7 @@ func (k *Kernel) submitChange(c *Cred, op string, ch *state.Change, raw []byte, 
 	}
 	t := &tx{
 		change: ch,
-		entry:  &audit.Entry{Actor: actor(c), Op: op, Target: target(ch.Agent, ch.Key), Args: audit.ArgsDigest(raw)},
+		entry:  &audit.Entry{Actor: c.Actor(), Op: op, Target: target(ch.Agent, ch.Key), Args: audit.ArgsDigest(raw)},
 		data:   tag,
 		done:   make(chan struct{}),
 		flight: true,

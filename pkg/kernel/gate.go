@@ -43,16 +43,16 @@ type call struct {
 // passes goes on to the method's work, whose changes the committer makes
 // durable, audits and publishes.
 func (k *Kernel) gate(cl call) *proto.Error {
-	rule, existing := keyNone, false
+	rule, existing := proto.KeyNone, false
 	if sc := syscalls[cl.op]; sc != nil {
 		rule, existing = sc.Key, sc.Existing
 	}
 	err := proto.CheckAgent(cl.agent)
 	if err == nil {
-		err = rule.check(cl.key)
+		err = rule.Check(cl.key)
 	}
 	if err == nil {
-		err = k.allowed(cl.c, cl.agent)
+		err = cl.c.Allowed(cl.agent)
 	}
 	if err != nil {
 		k.auditDenied(cl.c, cl.op, strings.ToValidUTF8(cl.auditTarget(rule), "?"), cl.raw, err.Code)
@@ -83,11 +83,11 @@ func (k *Kernel) gate(cl call) *proto.Error {
 // auditTarget is the target of the call's audit entry, made only for a
 // refusal or a policy check: the common call, an admin's load, builds no
 // string.
-func (cl *call) auditTarget(rule keyRule) string {
+func (cl *call) auditTarget(rule proto.KeyRule) string {
 	switch {
 	case cl.target != "":
 		return cl.target
-	case rule != keyNone || cl.key != "":
+	case rule != proto.KeyNone || cl.key != "":
 		return target(cl.agent, cl.key)
 	}
 	return cl.agent

@@ -3,7 +3,8 @@
 // and each goes through one gate (gate.go): validate -> authorize ->
 // policy -> do -> audit (refusals too) -> publish. The socket server and
 // the FUSE view call these syscalls and nothing below them; the
-// subsystems (state, agenttree, audit with its reads, targets, shown
+// subsystems (access with its credentials and grants, groupcommit's
+// queue, state, agenttree, audit with its reads, targets, shown
 // lines and heads, version with its commits, restores and their plans,
 // diffs, forks and pushes, uncommitted, memory, memindex with its
 // expiries, recall, expiry, budget, inbox, approval with its listings, bus
@@ -16,15 +17,15 @@
 //
 // Changes are group-committed: a mutating syscall queues a transaction;
 // one committer at a time (the caller itself when nobody else commits,
-// else the committer goroutine: see txq) takes every transaction queued
-// at that moment, writes the state changes and their audit entries to the state
-// journal, makes it durable with one fdatasync (the audit log's own file
-// is synced at checkpoints: until then the journal holds its entries),
-// and only then makes the batch visible, replies, and tells the event
-// bus. A reply of ok therefore means the change and its audit entry are
-// on disk. There is no wait window: a batch is whatever queued while the
-// last one was syncing, which keeps one client fast and many clients
-// efficient.
+// else the committer goroutine: see pkg/groupcommit) takes every
+// transaction queued at that moment, writes the state changes and their
+// audit entries to the state journal, makes it durable with one
+// fdatasync (the audit log's own file is synced at checkpoints: until
+// then the journal holds its entries), and only then makes the batch
+// visible, replies, and tells the event bus. A reply of ok therefore
+// means the change and its audit entry are on disk. There is no wait
+// window: a batch is whatever queued while the last one was syncing,
+// which keeps one client fast and many clients efficient.
 package kernel
 
 import (
@@ -32,17 +33,18 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/oxios/oxios/pkg/access"
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/budget"
 	"github.com/oxios/oxios/pkg/bus"
 	"github.com/oxios/oxios/pkg/config"
 	"github.com/oxios/oxios/pkg/embed"
 	"github.com/oxios/oxios/pkg/expiry"
+	"github.com/oxios/oxios/pkg/groupcommit"
 	"github.com/oxios/oxios/pkg/llm"
 	"github.com/oxios/oxios/pkg/memindex"
 	"github.com/oxios/oxios/pkg/policy"
@@ -50,6 +52,7 @@ import (
 	"github.com/oxios/oxios/pkg/reload"
 	"github.com/oxios/oxios/pkg/runq"
 	"github.com/oxios/oxios/pkg/runspec"
+	"github.com/oxios/oxios/pkg/sched/jobs"
 	"github.com/oxios/oxios/pkg/state"
 	"github.com/oxios/oxios/pkg/supervisor"
 	"github.com/oxios/oxios/pkg/wasm"
@@ -59,28 +62,11 @@ import (
 // Version is the daemon's version, set by the linker in cmd/oxiosd.
 var Version = "0.1.0-dev"
 
-// Cred is who is calling: the peer's credentials from SO_PEERCRED, and
-// what the kernel made of them.
-type Cred struct {
-	UID   uint32
-	GID   uint32
-	PID   int32
-	Admin bool
-	// Agent and Run are set when the caller is a process of an agent run:
-	// it may then act only as that agent.
-	Agent string
-	Run   string
-	// Grants are the agent patterns a non-admin user was granted.
-	Grants []string
-}
+// Cred is who is calling (see pkg/access).
+type Cred = access.Cred
 
-// RunResolver maps a peer (uid and pid) to the agent run it belongs to.
-// The supervisor provides it; until then no process is an agent's. An
-// error refuses the peer: it belongs to a sandbox or run that cannot be
-// named, and must never be taken for the uid it has.
-type RunResolver interface {
-	Attribute(uid uint32, pid int32) (agent, run string, err error)
-}
+// RunResolver maps a peer to the agent run it belongs to (see pkg/access).
+type RunResolver = access.RunResolver
 
 // Kernel holds the subsystems and runs the committer.
 type Kernel struct {
@@ -105,9 +91,8 @@ type Kernel struct {
 	auditSeq uint64
 
 	// txq is the queue of the group commit (see commit.go).
-	txq     txq
-	stopped chan struct{}
-	fatal   chan error // the storage can no longer be trusted: restart
+	txq   *groupcommit.Queue[*tx]
+	fatal chan error // the storage can no longer be trusted: restart
 	// refusals coalesces floods of refusals into counted entries.
 	refusals *audit.Coalescer
 
@@ -124,7 +109,7 @@ type Kernel struct {
 	tools   wasm.Lazy   // WASM tools (tool.go)
 	adm     *runq.Queue // the run queue (admit.go)
 	started time.Time
-	sched   schedState   // schedules (schedule.go)
+	sched   *jobs.Table  // schedules (schedule.go)
 	box     runspec.Host // the sandbox of runs and execs (sandbox.go)
 	talk    talk         // inboxes and approvals (msg.go, approve.go)
 }
@@ -145,15 +130,14 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 		log.Warn("audit log recovered after a crash", "what", alog.Recovered)
 	}
 	k := &Kernel{
-		cfg:     cfg,
-		log:     log,
-		audit:   alog,
-		bus:     bus.New(),
-		uid:     uint32(os.Getuid()),
-		stopped: make(chan struct{}),
-		fatal:   make(chan error, 1),
+		cfg:   cfg,
+		log:   log,
+		audit: alog,
+		bus:   bus.New(),
+		uid:   uint32(os.Getuid()),
+		fatal: make(chan error, 1),
 	}
-	k.txq.init()
+	k.openCommitter()
 	k.budgets = budget.NewLedger(func(agent string) ([]byte, error) {
 		v, _, err := k.state.Load(state.Ref(state.SpaceSys, agent), sysBudget)
 		return v, err
@@ -215,7 +199,7 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 	}
 	k.openAdmission(k.root)
 	k.started = time.Now().UTC()
-	k.startCommitter()
+	k.txq.Start()
 	k.resolveLeftApprovals()
 	return k, nil
 }
@@ -252,11 +236,11 @@ func (k *Kernel) Close() error {
 	k.sup.Close()
 	k.closeTools()
 	k.refusals.Flush()
-	if !k.txq.shut() {
+	if !k.txq.Shut() {
 		return nil
 	}
 	k.ttl.Stop()
-	k.stopCommitter()
+	k.txq.Stop()
 	k.mem.SaveAll()
 	k.closeTalk()
 	err := k.state.Close()
@@ -272,30 +256,13 @@ func (k *Kernel) Close() error {
 // Config returns the configuration the kernel runs with.
 func (k *Kernel) Config() config.Config { return k.cfg }
 
-// Identify turns peer credentials into a Cred, or refuses the peer.
+// Identify turns peer credentials into a Cred, or refuses the peer
+// (audited).
 func (k *Kernel) Identify(uid, gid uint32, pid int32) (*Cred, error) {
-	c := &Cred{UID: uid, GID: gid, PID: pid}
-	if k.runs != nil {
-		a, r, err := k.runs.Attribute(uid, pid)
-		if err != nil {
-			k.auditDenied(c, "connect", fmt.Sprintf("uid=%d pid=%d", uid, pid), nil, proto.EACCES)
-			return nil, proto.Errorf(proto.EACCES, "%v: refused", err)
-		}
-		if a != "" {
-			c.Agent, c.Run = a, r
-			return c, nil
-		}
-	}
-	switch {
-	case uid == 0 || uid == k.uid || k.liveCfg().Access.IsAdmin(uid):
-		c.Admin = true
-	default:
-		g, ok := k.liveCfg().Access.Grant(uid)
-		if !ok {
-			k.auditDenied(c, "connect", fmt.Sprintf("uid=%d", uid), nil, proto.EACCES)
-			return nil, proto.Errorf(proto.EACCES, "uid %d is not granted access to oxiosd (see [access] in oxios.toml(5))", uid)
-		}
-		c.Grants = g
+	c, refused, err := access.Identify(uid, gid, pid, k.uid, k.runs, &k.liveCfg().Access)
+	if err != nil {
+		k.auditDenied(c, "connect", refused, nil, proto.EACCES)
+		return nil, err
 	}
 	return c, nil
 }
@@ -309,42 +276,10 @@ func (k *Kernel) Hello(c *Cred) proto.Hello {
 	}
 }
 
-// authorize decides whether c may act on agent. Policy (per agent rules)
-// plugs in here; identity is checked first.
-func (k *Kernel) authorize(c *Cred, agent string) *proto.Error {
-	if err := proto.CheckAgent(agent); err != nil {
-		return err
-	}
-	return k.allowed(c, agent)
-}
-
-// allowed is authorize for an agent name already checked.
-func (k *Kernel) allowed(c *Cred, agent string) *proto.Error {
-	switch {
-	case c.Admin:
-		return nil
-	case c.Agent != "":
-		if c.Agent == agent {
-			return nil
-		}
-		return proto.Errorf(proto.EPERM, "run %s of agent %q may not act on agent %q", c.Run, c.Agent, agent)
-	}
-	for _, g := range c.Grants {
-		if ok, _ := path.Match(g, agent); ok {
-			return nil
-		}
-	}
-	return proto.Errorf(proto.EPERM, "uid %d is not granted agent %q (see [access.users] in oxios.toml(5))", c.UID, agent)
-}
-
-func actor(c *Cred) audit.Actor {
-	return audit.Actor{UID: c.UID, PID: c.PID, Agent: c.Agent, Run: c.Run}
-}
-
 // auditDenied records a refusal. Refusals are committed like changes so
 // the log holds every denial, but the caller does not wait for them.
 func (k *Kernel) auditDenied(c *Cred, op, target string, args []byte, code string) {
-	e := &audit.Entry{Actor: actor(c), Op: op, Target: target, Args: audit.ArgsDigest(args), Result: code}
+	e := &audit.Entry{Actor: c.Actor(), Op: op, Target: target, Args: audit.ArgsDigest(args), Result: code}
 	if !k.refusals.Admit(e) {
 		return // counted for a summary entry
 	}

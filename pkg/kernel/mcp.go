@@ -59,7 +59,7 @@ func (k *Kernel) MCPCall(ctx context.Context, c *Cred, a proto.MCPCallArgs, raw 
 	}
 	rec := runspec.MCPRecord(a.Agent, c.Run, a.Server, a.Tool, srv.CallTimeout())
 	ev := rec // the event's own: rec is completed below
-	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpMCPCall, Target: tgt, Args: audit.ArgsDigest(raw), Result: "ok"}, data: &ev}
+	t := &tx{entry: &audit.Entry{Actor: c.Actor(), Op: proto.OpMCPCall, Target: tgt, Args: audit.ArgsDigest(raw), Result: "ok"}, data: &ev}
 	if err := k.commitExec(ctx, a.Agent, k.callerRun(c, a.Agent), t); err != nil {
 		return proto.MCPCallRecord{}, err
 	}
@@ -77,6 +77,6 @@ func (k *Kernel) MCPResult(ctx context.Context, c *Cred, a proto.MCPResultArgs, 
 	if perr != nil {
 		return perr
 	}
-	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpMCPResult, Target: runspec.MCPResultTarget(&a, result), Args: audit.ArgsDigest(raw), Result: result}}
+	t := &tx{entry: &audit.Entry{Actor: c.Actor(), Op: proto.OpMCPResult, Target: runspec.MCPResultTarget(&a, result), Args: audit.ArgsDigest(raw), Result: result}}
 	return k.submit(ctx, t, true)
 }

@@ -100,7 +100,7 @@ func (k *Kernel) MemRemember(ctx context.Context, c *Cred, a proto.MemRememberAr
 		key := m.Key()
 		t.subs[i] = &tx{
 			change: &state.Change{Agent: a.Agent, Space: state.SpaceMem, Key: key, Value: files[i]},
-			entry:  &audit.Entry{Actor: actor(c), Op: proto.OpMemRemember, Target: target(a.Agent, key), Args: audit.ArgsDigest(files[i])},
+			entry:  &audit.Entry{Actor: c.Actor(), Op: proto.OpMemRemember, Target: target(a.Agent, key), Args: audit.ArgsDigest(files[i])},
 			mem:    docs[i],
 		}
 	}
@@ -181,7 +181,7 @@ func (k *Kernel) MemForget(ctx context.Context, c *Cred, a proto.MemForgetArgs, 
 			}
 		}
 	}
-	return k.forget(ctx, actor(c), a.Agent, ids, audit.ArgsDigest(raw))
+	return k.forget(ctx, c.Actor(), a.Agent, ids, audit.ArgsDigest(raw))
 }
 
 // forget commits the deletion of ids of agent as one tx. A memory that is
@@ -232,7 +232,7 @@ func (k *Kernel) MemRead(ctx context.Context, c *Cred, agent, kind, id string) (
 // MemIDs lists the ids and file sizes of agent's memories of a kind (for
 // the FUSE view).
 func (k *Kernel) MemIDs(c *Cred, agent, kind string) ([]string, []int64) {
-	if k.authorize(c, agent) != nil {
+	if c.Authorize(agent) != nil {
 		return nil, nil
 	}
 	return k.mem.IDs(agent, kind)
@@ -242,7 +242,7 @@ func (k *Kernel) MemIDs(c *Cred, agent, kind string) ([]string, []int64) {
 // FUSE view's lookups). Like AgentVisible, nothing is audited: the mount
 // asks on every path walk, and the read that follows is its own syscall.
 func (k *Kernel) MemStat(c *Cred, agent, kind, id string) (int64, error) {
-	if err := k.authorize(c, agent); err != nil {
+	if err := c.Authorize(agent); err != nil {
 		return 0, err
 	}
 	return k.mem.Stat(agent, kind, id)

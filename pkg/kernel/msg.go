@@ -100,7 +100,7 @@ func (k *Kernel) MsgSend(ctx context.Context, c *Cred, a proto.MsgSendArgs, raw 
 	}
 	m := inbox.Message{From: from, To: a.To, Text: a.Text, ReplyTo: a.ReplyTo, Records: a.Records}
 	if from == "" || c.Agent == "" {
-		m.Sender = c.operator()
+		m.Sender = operator(c)
 	}
 	// The message is durable first: a crash before its audit entry keeps
 	// the message (the journal of the inbox is the one a reader needs).
@@ -109,14 +109,14 @@ func (k *Kernel) MsgSend(ctx context.Context, c *Cred, a proto.MsgSendArgs, raw 
 		return deny(proto.Errorf(proto.EINVAL, "%v", err), "")
 	}
 	rec := m.Record()
-	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpMsgSend, Target: inbox.Target(a.To, from, m.ID), Args: audit.ArgsDigest(raw), Result: "ok"},
+	t := &tx{entry: &audit.Entry{Actor: c.Actor(), Op: proto.OpMsgSend, Target: inbox.Target(a.To, from, m.ID), Args: audit.ArgsDigest(raw), Result: "ok"},
 		event: EventMsgSent, agent: a.To, key: m.ID, data: &rec}
 	if err := k.submit(ctx, t, true); err != nil {
 		return proto.MsgRecord{}, err
 	}
 	// The schedules that fire on messages wake (receivers wait on the
 	// inbox).
-	k.sched.t.MsgArrived(a.To)
+	k.sched.MsgArrived(a.To)
 	return rec, nil
 }
 
@@ -165,7 +165,7 @@ func (k *Kernel) MsgRead(c *Cred, agent, id string) (proto.MsgRecord, error) {
 
 // MsgIDs lists the ids of agent's messages (the mount's listing).
 func (k *Kernel) MsgIDs(c *Cred, agent string) []string {
-	if k.authorize(c, agent) != nil {
+	if c.Authorize(agent) != nil {
 		return nil
 	}
 	return k.talk.inbox.IDs(agent, "")

@@ -51,7 +51,7 @@ func (k *Kernel) NetFetch(ctx context.Context, c *Cred, a proto.FetchArgs, raw [
 	}
 	// Subscribers get the record without the body.
 	ev, tgt := netfetch.Finish(&rec, a.Agent, c.Run, method, a.URL)
-	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpNetFetch, Target: tgt, Args: audit.ArgsDigest(raw), Result: "ok"}, data: &ev}
+	t := &tx{entry: &audit.Entry{Actor: c.Actor(), Op: proto.OpNetFetch, Target: tgt, Args: audit.ArgsDigest(raw), Result: "ok"}, data: &ev}
 	if err := k.submit(ctx, t, true); err != nil {
 		return proto.FetchRecord{}, err
 	}

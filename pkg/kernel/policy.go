@@ -147,7 +147,7 @@ func (k *Kernel) setPolicy(ctx context.Context, c *Cred, agent string, text, raw
 	}
 	t := &tx{
 		change: &state.Change{Agent: agent, Space: state.SpaceSys, Key: sysPolicy, Value: text},
-		entry:  &audit.Entry{Actor: actor(c), Op: proto.OpPolicySet, Target: agent + ":" + sysPolicy, Args: audit.ArgsDigest(raw)},
+		entry:  &audit.Entry{Actor: c.Actor(), Op: proto.OpPolicySet, Target: agent + ":" + sysPolicy, Args: audit.ArgsDigest(raw)},
 	}
 	err := k.submit(ctx, t, true)
 	k.policyChanged(agent)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/oxios/oxios/pkg/admit"
 	"github.com/oxios/oxios/pkg/agenttree"
@@ -28,11 +27,6 @@ const (
 	sysPolicy = agenttree.Policy
 	sysBudget = agenttree.Budget
 )
-
-func targetAgent(target string) string {
-	a, _, _ := strings.Cut(target, ":")
-	return a
-}
 
 func (k *Kernel) openSupervisor() error {
 	s, err := supervisor.New(filepath.Join(k.cfg.Data, "runs"), k.log)
@@ -66,7 +60,7 @@ func (k *Kernel) ensureAgent(ctx context.Context, c *Cred, agent string) error {
 	text := policy.DefaultText()
 	t := &tx{
 		change: &state.Change{Agent: agent, Space: state.SpaceSys, Key: sysPolicy, Value: text},
-		entry:  &audit.Entry{Actor: actor(c), Op: proto.OpAgentCreate, Target: agent + ":" + sysPolicy, Args: audit.ArgsDigest(text)},
+		entry:  &audit.Entry{Actor: c.Actor(), Op: proto.OpAgentCreate, Target: agent + ":" + sysPolicy, Args: audit.ArgsDigest(text)},
 	}
 	err := k.submit(ctx, t, true)
 	k.policyChanged(agent)
@@ -126,7 +120,7 @@ func (k *Kernel) spawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw []by
 		return fail(serr)
 	}
 	runspec.Box(&spec, sb, k.cfg.Socket)
-	rec, r, err := k.adm.Admit(ctx, spec, actor(c), a.Priority, admit.AgentLimit(k.cfg.Runs.MaxPerAgent, pol.Limits.Runs), raw)
+	rec, r, err := k.adm.Admit(ctx, spec, c.Actor(), a.Priority, admit.AgentLimit(k.cfg.Runs.MaxPerAgent, pol.Limits.Runs), raw)
 	if err != nil {
 		var pe *proto.Error
 		if errors.As(err, &pe) && pe.Code != proto.ESHUTDOWN {
@@ -233,8 +227,8 @@ func (k *Kernel) RunKill(ctx context.Context, c *Cred, a proto.KillArgs, raw []b
 		if err != nil {
 			return err
 		}
-		rec, agent, serr := k.adm.SignalRun(ctx, actor(c), r, p, sig)
-		t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpRunKill, Target: agent + ":" + id + " SIG" + supervisor.SignalName(sig), Args: audit.ArgsDigest(raw), Result: proto.Result(serr)}}
+		rec, agent, serr := k.adm.SignalRun(ctx, c.Actor(), r, p, sig)
+		t := &tx{entry: &audit.Entry{Actor: c.Actor(), Op: proto.OpRunKill, Target: agent + ":" + id + " SIG" + supervisor.SignalName(sig), Args: audit.ArgsDigest(raw), Result: proto.Result(serr)}}
 		if err := k.submit(ctx, t, true); err != nil {
 			return err
 		}
@@ -269,7 +263,7 @@ func (k *Kernel) RunPs(ctx context.Context, c *Cred, a proto.PsArgs, raw []byte,
 // runRecords are the records RunPs lists.
 func (k *Kernel) runRecords(c *Cred, a proto.PsArgs) []proto.RunRecord {
 	return k.adm.Ps(a.All, func(agent string) bool {
-		return (a.Agent == "" || agent == a.Agent) && k.authorize(c, agent) == nil
+		return (a.Agent == "" || agent == a.Agent) && c.Authorize(agent) == nil
 	})
 }
 

@@ -2,9 +2,7 @@ package kernel
 
 import (
 	"context"
-	"errors"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/oxios/oxios/pkg/audit"
@@ -25,32 +23,16 @@ const sysSchedules = jobs.Dir
 // EventScheduleFired is the event of a firing that started a run.
 const EventScheduleFired = "schedule.fired"
 
-// schedState is the kernel's side of the scheduler: the table's lock
-// and map (fork.go adds the jobs of a fork), and the table.
-type schedState struct {
-	mu   sync.Mutex
-	jobs jobs.ByName
-	t    *jobs.Table
-}
-
 // StartScheduler loads the jobs of every agent and starts firing them
 // (clock nil: the system clock). oxiosd calls it once the socket serves,
 // so that a catch-up run at start can reach the daemon.
 func (k *Kernel) StartScheduler(clock sched.Clock) error {
-	k.sched.mu.Lock()
-	defer k.sched.mu.Unlock()
-	if k.sched.jobs != nil {
-		return errors.New("scheduler already started")
-	}
-	m := jobs.ByName{}
-	err := k.sched.t.Start(clock, m, k.state)
-	k.sched.jobs = m
-	return err
+	return k.sched.Start(clock, jobs.ByName{}, k.state)
 }
 
 // openScheduler makes the table of jobs; StartScheduler starts it.
 func (k *Kernel) openScheduler() {
-	k.sched.t = jobs.NewTable(&k.sched.mu, jobs.Hooks{
+	k.sched = jobs.NewTable(jobs.Hooks{
 		Commit: func(ctx context.Context, ch *state.Change, e *audit.Entry, key string, data any) error {
 			return k.submit(ctx, &tx{change: ch, entry: e, key: key, data: data}, true)
 		},
@@ -82,7 +64,7 @@ func (k *Kernel) runStatus(id string) *int {
 }
 
 // stopScheduler stops firing (at Close, before the runs end).
-func (k *Kernel) stopScheduler() { k.sched.t.Stop() }
+func (k *Kernel) stopScheduler() { k.sched.Stop() }
 
 // jobGate is the gate of op on a job name of an agent.
 func (k *Kernel) jobGate(op string, c *Cred, name string, raw []byte) jobs.Gate {
@@ -110,18 +92,18 @@ func (k *Kernel) ScheduleAdd(ctx context.Context, c *Cred, a proto.ScheduleAddAr
 	if err != nil {
 		return proto.JobRecord{}, err
 	}
-	return k.sched.t.Add(ctx, actor(c), j, raw)
+	return k.sched.Add(ctx, c.Actor(), j, raw)
 }
 
 // ScheduleEnable enables a disabled job (or with a.Disable disables one:
 // it stays, and does not fire).
 func (k *Kernel) ScheduleEnable(ctx context.Context, c *Cred, a proto.ScheduleEnableArgs, raw []byte) (proto.JobRecord, error) {
-	return k.sched.t.Enable(ctx, actor(c), a, raw, k.jobGate(proto.OpScheduleEnable, c, a.Name, raw))
+	return k.sched.Enable(ctx, c.Actor(), a, raw, k.jobGate(proto.OpScheduleEnable, c, a.Name, raw))
 }
 
 // ScheduleRm removes a job; a run it started goes on.
 func (k *Kernel) ScheduleRm(ctx context.Context, c *Cred, a proto.ScheduleArgs, raw []byte) (proto.JobRecord, error) {
-	return k.sched.t.Rm(ctx, actor(c), a, raw, k.jobGate(proto.OpScheduleRm, c, a.Name, raw))
+	return k.sched.Rm(ctx, c.Actor(), a, raw, k.jobGate(proto.OpScheduleRm, c, a.Name, raw))
 }
 
 // ScheduleList calls emit with each job c may see, by name.
@@ -131,7 +113,7 @@ func (k *Kernel) ScheduleList(ctx context.Context, c *Cred, a proto.ScheduleList
 			return err
 		}
 	}
-	recs, err := k.sched.t.List(a.Agent, func(agent string) bool { return k.authorize(c, agent) == nil })
+	recs, err := k.sched.List(a.Agent, func(agent string) bool { return c.Authorize(agent) == nil })
 	if err != nil {
 		return err
 	}
@@ -147,7 +129,7 @@ func (k *Kernel) ScheduleList(ctx context.Context, c *Cred, a proto.ScheduleList
 // time stays). EBUSY if its last run still runs and its overlap is not
 // allow.
 func (k *Kernel) ScheduleRun(ctx context.Context, c *Cred, a proto.ScheduleArgs, raw []byte) (proto.RunRecord, error) {
-	r, err := k.sched.t.RunNow(a, k.jobGate(proto.OpScheduleRun, c, a.Name, raw))
+	r, err := k.sched.RunNow(a, k.jobGate(proto.OpScheduleRun, c, a.Name, raw))
 	if err != nil {
 		return proto.RunRecord{}, err
 	}

@@ -39,7 +39,7 @@ func (k *Kernel) StateDelete(ctx context.Context, c *Cred, a proto.StateArgs, ra
 // change commits one state change with its audit entry. Conflicts are
 // found while staging, so they are audited with their error.
 func (k *Kernel) change(ctx context.Context, c *Cred, op string, raw []byte, ch *state.Change) (proto.StateRecord, error) {
-	t := &tx{change: ch, entry: &audit.Entry{Actor: actor(c), Op: op, Target: target(ch.Agent, ch.Key), Args: audit.ArgsDigest(raw)}}
+	t := &tx{change: ch, entry: &audit.Entry{Actor: c.Actor(), Op: op, Target: target(ch.Agent, ch.Key), Args: audit.ArgsDigest(raw)}}
 	if err := k.submit(ctx, t, true); err != nil {
 		return proto.StateRecord{}, err
 	}
@@ -103,7 +103,7 @@ func (k *Kernel) StateStat(ctx context.Context, c *Cred, agent, key string) (pro
 // IsStateFolder reports whether prefix is a folder of keys of agent (some
 // key lies below it). Unauthorized callers see no folders.
 func (k *Kernel) IsStateFolder(c *Cred, agent, prefix string) bool {
-	if k.authorize(c, agent) != nil || proto.CheckPrefix(prefix) != nil || prefix == "" {
+	if c.Authorize(agent) != nil || proto.CheckPrefix(prefix) != nil || prefix == "" {
 		return false
 	}
 	k.flights.WaitKey(agent, prefix+"/")
@@ -115,7 +115,7 @@ func (k *Kernel) Agents(ctx context.Context, c *Cred) []string {
 	all := k.state.Agents()
 	out := all[:0:0]
 	for _, a := range all {
-		if k.authorize(c, a) == nil && k.AgentExists(a) {
+		if c.Authorize(a) == nil && k.AgentExists(a) {
 			out = append(out, a)
 		}
 	}

@@ -1,13 +1,10 @@
 package kernel
 
 import (
-	"strings"
-
+	"github.com/oxios/oxios/pkg/agenttree"
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/proto"
-	"github.com/oxios/oxios/pkg/sched/jobs"
 	"github.com/oxios/oxios/pkg/state"
-	"github.com/oxios/oxios/pkg/version"
 )
 
 // Syscall declares one operation of the kernel: everything about it but
@@ -22,7 +19,7 @@ type Syscall struct {
 	// the committer. Other calls are audited only when refused.
 	Mutates bool
 	// Key is how the gate checks the key (or prefix) a call names.
-	Key keyRule
+	Key proto.KeyRule
 	// Inline: quick and never blocking, so the server runs it on the
 	// connection's reading goroutine.
 	Inline bool
@@ -48,28 +45,6 @@ type Syscall struct {
 	Existing bool
 }
 
-// keyRule is the check the gate gives the key of a call.
-type keyRule int
-
-const (
-	keyNone   keyRule = iota
-	keyRead           // proto.CheckKey
-	keyStored         // proto.CheckStoredKey: also no name git reserves
-	keyPrefix         // proto.CheckPrefix
-)
-
-func (r keyRule) check(key string) *proto.Error {
-	switch r {
-	case keyRead:
-		return proto.CheckKey(key)
-	case keyStored:
-		return proto.CheckStoredKey(key)
-	case keyPrefix:
-		return proto.CheckPrefix(key)
-	}
-	return nil
-}
-
 // Lookup returns the declaration of op, or nil.
 func Lookup(op string) *Syscall { return syscalls[op] }
 
@@ -86,13 +61,13 @@ func Syscalls() []*Syscall {
 var syscalls = declare(map[string]*Syscall{
 	proto.OpHello: {Inline: true},
 
-	proto.OpStateSave:   {Mutates: true, Key: keyStored, Event: EventStateChanged, Dirties: dirtyOK(state.SpaceState)},
-	proto.OpStateDelete: {Mutates: true, Key: keyRead, Event: EventStateChanged, Dirties: dirtyOK(state.SpaceState)},
-	proto.OpStateLoad:   {Key: keyRead, Inline: true},
-	proto.OpStateList:   {Existing: true, Key: keyPrefix},
+	proto.OpStateSave:   {Mutates: true, Key: proto.KeyStored, Event: EventStateChanged, Dirties: agenttree.ChangedKey(state.SpaceState)},
+	proto.OpStateDelete: {Mutates: true, Key: proto.KeyRead, Event: EventStateChanged, Dirties: agenttree.ChangedKey(state.SpaceState)},
+	proto.OpStateLoad:   {Key: proto.KeyRead, Inline: true},
+	proto.OpStateList:   {Existing: true, Key: proto.KeyPrefix},
 
-	proto.OpMemRemember: {Mutates: true, Event: EventMemoryAdded, Dirties: dirtyOK(state.SpaceMem)},
-	proto.OpMemForget:   {Existing: true, Mutates: true, Event: EventMemoryForgotten, Dirties: dirtyOK(state.SpaceMem)},
+	proto.OpMemRemember: {Mutates: true, Event: EventMemoryAdded, Dirties: agenttree.ChangedKey(state.SpaceMem)},
+	proto.OpMemForget:   {Existing: true, Mutates: true, Event: EventMemoryForgotten, Dirties: agenttree.ChangedKey(state.SpaceMem)},
 	proto.OpMemRecall:   {Existing: true},
 	proto.OpMemList:     {Existing: true},
 
@@ -111,7 +86,7 @@ var syscalls = declare(map[string]*Syscall{
 	proto.OpEvents:      {},
 
 	proto.OpPolicyShow:  {Existing: true},
-	proto.OpPolicySet:   {Mutates: true, Dirties: dirtySys(sysPolicy)},
+	proto.OpPolicySet:   {Mutates: true, Dirties: agenttree.ChangedFile(sysPolicy)},
 	proto.OpPolicyCheck: {Existing: true},
 	proto.OpPolicyTest:  {Existing: true},
 
@@ -129,15 +104,15 @@ var syscalls = declare(map[string]*Syscall{
 	proto.OpToolList:  {Existing: true},
 
 	proto.OpBudgetShow:   {Existing: true},
-	proto.OpBudgetSet:    {Mutates: true, Dirties: dirtySys(sysBudget)},
-	proto.OpBudgetReset:  {Mutates: true, Dirties: dirtySys(sysBudget)},
+	proto.OpBudgetSet:    {Mutates: true, Dirties: agenttree.ChangedFile(sysBudget)},
+	proto.OpBudgetReset:  {Mutates: true, Dirties: agenttree.ChangedFile(sysBudget)},
 	proto.OpBudgetCheck:  {Existing: true},
-	proto.OpBudgetCharge: {Mutates: true, Dirties: dirtySys(sysBudget)},
+	proto.OpBudgetCharge: {Mutates: true, Dirties: agenttree.ChangedFile(sysBudget)},
 
-	proto.OpScheduleAdd:    {Mutates: true, Dirties: dirtyJob},
-	proto.OpScheduleRm:     {Mutates: true, Dirties: dirtyJob},
+	proto.OpScheduleAdd:    {Mutates: true, Dirties: agenttree.ChangedJob},
+	proto.OpScheduleRm:     {Mutates: true, Dirties: agenttree.ChangedJob},
 	proto.OpScheduleRun:    {Mutates: true},
-	proto.OpScheduleEnable: {Mutates: true, Dirties: dirtyJob},
+	proto.OpScheduleEnable: {Mutates: true, Dirties: agenttree.ChangedJob},
 	proto.OpScheduleList:   {Existing: true},
 
 	proto.OpLLMGate: {Existing: true},
@@ -148,7 +123,7 @@ var syscalls = declare(map[string]*Syscall{
 
 	proto.OpAgentList:   {},
 	proto.OpAgentShow:   {Existing: true},
-	proto.OpAgentRemove: {Mutates: true, Event: proto.EventAgentRemoved, Dirties: dirtyRemoved},
+	proto.OpAgentRemove: {Mutates: true, Event: proto.EventAgentRemoved, Dirties: agenttree.RemovedFile},
 
 	// Forks, messages and approvals (fork.go, msg.go, approve.go).
 	// A fork marks nothing on replay: forkReplayed has the next commit
@@ -169,12 +144,12 @@ var syscalls = declare(map[string]*Syscall{
 	proto.OpVersionPush:  {Mutates: true},
 
 	// Recorded by the kernel itself, never called by a client.
-	proto.OpAgentCreate:  {Mutates: true, Dirties: dirtySys(sysPolicy), Recorded: true},
-	proto.OpRunExit:      {Mutates: true, Event: EventRunExited, Dirties: dirtySys(sysBudget), Recorded: true},
+	proto.OpAgentCreate:  {Mutates: true, Dirties: agenttree.ChangedFile(sysPolicy), Recorded: true},
+	proto.OpRunExit:      {Mutates: true, Event: EventRunExited, Dirties: agenttree.ChangedFile(sysBudget), Recorded: true},
 	proto.OpRunQueue:     {Mutates: true, Event: EventRunQueued, Recorded: true},
 	proto.OpRunLimit:     {Mutates: true, Recorded: true},
 	proto.OpRunWall:      {Mutates: true, Recorded: true},
-	proto.OpScheduleFire: {Mutates: true, Event: EventScheduleFired, Dirties: dirtyJob, Recorded: true},
+	proto.OpScheduleFire: {Mutates: true, Event: EventScheduleFired, Dirties: agenttree.ChangedJob, Recorded: true},
 	proto.OpFSAccess:     {Recorded: true},
 	opConnect:            {Recorded: true},
 })
@@ -189,48 +164,6 @@ func declare(table map[string]*Syscall) map[string]*Syscall {
 
 // opConnect records a peer refused at connection time.
 const opConnect = "connect"
-
-// dirtyOK marks the key an entry names in space, if the entry succeeded.
-func dirtyOK(space string) func(e *audit.Entry) string {
-	return func(e *audit.Entry) string {
-		agent, key, ok := strings.Cut(e.Target, ":")
-		if e.Result != "ok" || !ok {
-			return ""
-		}
-		return version.SpacePath(space, agent, key)
-	}
-}
-
-// dirtySys marks a kernel file of the agent an entry names (an extra path
-// for a refused entry is harmless).
-func dirtySys(file string) func(e *audit.Entry) string {
-	return func(e *audit.Entry) string { return version.SpacePath(state.SpaceSys, targetAgent(e.Target), file) }
-}
-
-// dirtyRemoved marks the kernel file of a removed agent that an entry
-// names ("agent:sys/KEY", agents.go); the entry naming the agent itself
-// ("agent:") marks nothing.
-func dirtyRemoved(e *audit.Entry) string {
-	agent, rest, ok := strings.Cut(e.Target, ":")
-	if !ok {
-		return ""
-	}
-	key, ok := strings.CutPrefix(rest, state.SpaceSys+"/")
-	if !ok {
-		return ""
-	}
-	return version.SpacePath(state.SpaceSys, agent, key)
-}
-
-// dirtyJob marks the file of the job an entry names ("agent:name ...").
-func dirtyJob(e *audit.Entry) string {
-	agent, rest, ok := strings.Cut(e.Target, ":")
-	if !ok {
-		return ""
-	}
-	name, _, _ := strings.Cut(rest, " ")
-	return version.SpacePath(state.SpaceSys, agent, jobs.Key(name))
-}
 
 // eventName names what an entry of op with result did: a refusal is
 // policy.denied whatever the op; a successful op has its declared event,

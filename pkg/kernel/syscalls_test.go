@@ -71,7 +71,7 @@ func TestSyscallTable(t *testing.T) {
 		if sc.Inline && sc.Mutates {
 			t.Errorf("%s waits for a commit: it cannot run inline on the reading goroutine", sc.Op)
 		}
-		if sc.Key != keyNone && sc.Recorded {
+		if sc.Key != proto.KeyNone && sc.Recorded {
 			t.Errorf("%s checks a key but is not served", sc.Op)
 		}
 	}

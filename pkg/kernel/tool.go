@@ -81,7 +81,7 @@ func (k *Kernel) ToolRun(ctx context.Context, c *Cred, a proto.ToolRunArgs, raw 
 	if res.TimedOut {
 		k.auditDenied(c, proto.OpToolRun, runspec.ToolTarget(a.Agent, a.Tool, outcome+" [tools.timeout]"), raw, proto.ETIMEDOUT)
 	}
-	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: proto.OpToolRun, Target: runspec.ToolTarget(a.Agent, a.Tool, outcome+" output "+rec.Digest[:16]), Args: audit.ArgsDigest(raw), Result: "ok"}, data: &rec}
+	t := &tx{entry: &audit.Entry{Actor: c.Actor(), Op: proto.OpToolRun, Target: runspec.ToolTarget(a.Agent, a.Tool, outcome+" output "+rec.Digest[:16]), Args: audit.ArgsDigest(raw), Result: "ok"}, data: &rec}
 	if err := k.commitExec(ctx, a.Agent, run, t); err != nil {
 		return proto.ToolRecord{}, err
 	}

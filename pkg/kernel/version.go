@@ -180,7 +180,7 @@ func (k *Kernel) commitAudit(c *Cred, op, target string, raw []byte, result, eve
 	if agent == "*" {
 		agent = ""
 	}
-	t := &tx{entry: &audit.Entry{Actor: actor(c), Op: op, Target: target, Args: audit.ArgsDigest(raw), Result: result}, event: event, agent: agent, data: data}
+	t := &tx{entry: &audit.Entry{Actor: c.Actor(), Op: op, Target: target, Args: audit.ArgsDigest(raw), Result: result}, event: event, agent: agent, data: data}
 	k.commit([]*tx{t})
 	return t.entry.Seq, t.err
 }
@@ -305,7 +305,7 @@ func (k *Kernel) restoreNow(c *Cred, a proto.CommitRestoreArgs, raw []byte) (pro
 	}
 	batch := make([]*tx, len(plan))
 	for i, ch := range plan {
-		batch[i] = &tx{change: ch.Change(a.Agent), entry: ch.Entry(actor(c), a.Agent, hash)}
+		batch[i] = &tx{change: ch.Change(a.Agent), entry: ch.Entry(c.Actor(), a.Agent, hash)}
 	}
 	if len(batch) > 0 {
 		k.commit(batch)

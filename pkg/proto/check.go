@@ -103,6 +103,30 @@ func CheckStoredKey(key string) *Error {
 	return nil
 }
 
+// KeyRule names the check a syscall gives the key (or prefix) a call
+// names, so that every front end checks it alike.
+type KeyRule int
+
+const (
+	KeyNone   KeyRule = iota
+	KeyRead           // CheckKey
+	KeyStored         // CheckStoredKey: also no name git reserves
+	KeyPrefix         // CheckPrefix
+)
+
+// Check reports why key does not pass r, or nil.
+func (r KeyRule) Check(key string) *Error {
+	switch r {
+	case KeyRead:
+		return CheckKey(key)
+	case KeyStored:
+		return CheckStoredKey(key)
+	case KeyPrefix:
+		return CheckPrefix(key)
+	}
+	return nil
+}
+
 // GitReserved reports whether a path element would be taken for ".git" or
 // ".gitmodules" by git on some file system (git's is_hfs_dotgit,
 // is_ntfs_dotgit and their .gitmodules twins, made a little stricter).

@@ -86,3 +86,28 @@ func TestCheckPrefix(t *testing.T) {
 		}
 	}
 }
+
+// Each rule runs its check: a key git reserves passes a read and is
+// refused a store; a prefix may be empty.
+func TestKeyRule(t *testing.T) {
+	for _, tc := range []struct {
+		rule KeyRule
+		key  string
+		ok   bool
+	}{
+		{KeyNone, "../anything", true},
+		{KeyRead, "notes/a", true},
+		{KeyRead, "../x", false},
+		{KeyRead, ".gitmodules", true},
+		{KeyStored, ".gitmodules", false},
+		{KeyStored, "proj/.git/config", false},
+		{KeyStored, "notes/a", true},
+		{KeyPrefix, "", true},
+		{KeyRead, "", false},
+		{KeyPrefix, "a//b", false},
+	} {
+		if err := tc.rule.Check(tc.key); (err == nil) != tc.ok {
+			t.Errorf("rule %d on %q: %v, want ok %v", tc.rule, tc.key, err, tc.ok)
+		}
+	}
+}

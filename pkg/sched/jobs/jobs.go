@@ -144,10 +144,9 @@ type Hooks struct {
 
 // Table is every agent's jobs. Its lock orders changes to the jobs and
 // their files: it is held across the commit of each, so that a firing
-// cannot write back the file of a job removed meanwhile. The lock and
-// the map are the kernel's (its fork reads them); Start gives the map.
+// cannot write back the file of a job removed meanwhile.
 type Table struct {
-	mu   *sync.Mutex
+	mu   sync.Mutex
 	jobs Map
 	s    *sched.Scheduler
 	h    Hooks
@@ -158,8 +157,8 @@ type Table struct {
 	stopped bool // under msgMu: no more message firings
 }
 
-// Map is where the jobs are kept, by name: the kernel's map (its fork
-// adds jobs to it). Each may delete the job it is given.
+// Map is where the jobs are kept, by name. Each may delete the job it
+// is given.
 type Map interface {
 	Get(name string) *File // nil if none
 	Put(j *File)
@@ -189,15 +188,43 @@ type Store interface {
 	Load(ref, key string) ([]byte, proto.StateRecord, error)
 }
 
-// NewTable returns the table of jobs guarded by mu; until Start, every
-// call is refused with ESHUTDOWN.
-func NewTable(mu *sync.Mutex, h Hooks) *Table {
-	return &Table{mu: mu, h: h}
+// NewTable returns the table of jobs; until Start, every call is
+// refused with ESHUTDOWN.
+func NewTable(h Hooks) *Table {
+	return &Table{h: h}
+}
+
+// Lock holds the table: no job changes or fires until Unlock (a
+// removal of an agent holds it while the agent's jobs go).
+func (t *Table) Lock() { t.mu.Lock() }
+
+// Unlock lets go of the table held by Lock.
+func (t *Table) Unlock() { t.mu.Unlock() }
+
+// Taken reports whether the table has a job named name.
+func (t *Table) Taken(name string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.jobs != nil && t.jobs.Get(name) != nil
+}
+
+// Adopt adds the jobs of a fork (ForkCopy, disabled: none is armed),
+// but one whose name was taken meanwhile, and none before Start.
+func (t *Table) Adopt(copies []*File) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, j := range copies {
+		if t.jobs != nil && t.jobs.Get(j.Name) == nil {
+			t.jobs.Put(j)
+		}
+	}
 }
 
 // Start loads the jobs of every agent of st into jobs and starts firing
-// them (clock nil: the system clock). Call it with the lock held.
+// them (clock nil: the system clock).
 func (t *Table) Start(clock sched.Clock, jobs Map, st Store) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if t.s != nil {
 		return errors.New("scheduler already started")
 	}

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -136,12 +135,9 @@ func TestStartLoadsTheStoresJobs(t *testing.T) {
 		// A file that names another job than its path is not loaded.
 		state.Ref(state.SpaceSys, "b"): {Key("wrong"): other.Change().Value},
 	}
-	var mu sync.Mutex
-	tab := NewTable(&mu, Hooks{Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	tab := NewTable(Hooks{Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	m := ByName{}
-	mu.Lock()
 	err = tab.Start(sched.NewManualClock(now), m, st)
-	mu.Unlock()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,8 +160,7 @@ func TestMsgArrivedFiresOnlyWhenRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 	asked := make(chan string, 4)
-	var mu sync.Mutex
-	tab := NewTable(&mu, Hooks{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), MsgIDs: func(agent, after string) []string {
+	tab := NewTable(Hooks{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), MsgIDs: func(agent, after string) []string {
 		asked <- agent
 		return nil
 	}})
@@ -175,9 +170,7 @@ func TestMsgArrivedFiresOnlyWhenRunning(t *testing.T) {
 		t.Fatalf("a table not started looked at %s's messages", a)
 	case <-time.After(20 * time.Millisecond):
 	}
-	mu.Lock()
 	err = tab.Start(sched.NewManualClock(now), ByName{}, store{state.Ref(state.SpaceSys, "m"): {j.Change().Key: j.Change().Value}})
-	mu.Unlock()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,4 +185,43 @@ func TestMsgArrivedFiresOnlyWhenRunning(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("a message did not fire the message job")
 	}
+}
+
+// A fork's copies join the table once it started, but one whose name is
+// taken; Taken sees them.
+func TestAdopt(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	j, err := New(proto.ScheduleAddArgs{Name: "tick", Agent: "a", Schedule: "@daily", Task: "x"}, 0, now, func([]string) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab := NewTable(Hooks{Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	cp := ForkCopy(mustJSON(t, j), "b", tab.Taken)
+	tab.Adopt([]*File{cp})
+	if tab.Taken(cp.Name) {
+		t.Fatal("a table not started adopted a copy")
+	}
+	m := ByName{}
+	if err := tab.Start(sched.NewManualClock(now), m, store{state.Ref(state.SpaceSys, "a"): {j.Change().Key: j.Change().Value}}); err != nil {
+		t.Fatal(err)
+	}
+	defer tab.Stop()
+	if !tab.Taken("tick") || tab.Taken(cp.Name) {
+		t.Fatalf("taken: tick %v, %s %v", tab.Taken("tick"), cp.Name, tab.Taken(cp.Name))
+	}
+	other := *cp
+	other.Task = "y"
+	tab.Adopt([]*File{cp, &other})
+	if !tab.Taken(cp.Name) || m.Get(cp.Name) != cp || !m.Get(cp.Name).Disabled {
+		t.Fatalf("adopted %+v", m.Get(cp.Name))
+	}
+}
+
+func mustJSON(t *testing.T, j *File) []byte {
+	t.Helper()
+	b, err := json.Marshal(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
