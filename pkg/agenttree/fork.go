@@ -17,12 +17,12 @@ import (
 // as FORK.JOB (job names are unique across agents).
 
 // ForkPlan is what a fork starts with besides the graft, and what its
-// second commit changes against the graft.
+// commit changes below the graft.
 type ForkPlan struct {
 	// Files are the files whose values the fork needs, read by
 	// version.Repo.ReadFork in this order.
 	Files []version.ForkFile
-	// After is what the fork's second commit changes against the graft:
+	// After is what the fork's commit changes below the graft:
 	// the budget used reset, the schedules left out (and their disabled
 	// copies added, by Changes).
 	After []version.PathChange

@@ -74,8 +74,8 @@ func (k *Kernel) AgentRemove(ctx context.Context, c *Cred, agent string, raw []b
 		return proto.AgentRecord{}, proto.NoAgent(agent)
 	}
 	// A job's firing starts a run: none fires while the jobs go.
-	k.sched.Lock()
-	defer k.sched.Unlock()
+	held := k.sched.Lock()
+	defer held.Unlock()
 	if n := k.liveRuns(agent); n > 0 {
 		err := proto.Errorf(proto.EBUSY, "agent %q has %d live runs: end them first (ox-ps -a %s | ox-kill)", agent, n, agent)
 		k.auditDenied(c, op, agent, raw, err.Code)
@@ -86,7 +86,7 @@ func (k *Kernel) AgentRemove(ctx context.Context, c *Cred, agent string, raw []b
 	if err != nil {
 		return rec, err
 	}
-	k.sched.RemoveAgent(agent)
+	held.RemoveAgent(agent)
 	k.policyChanged(agent)
 	k.budgets.Forget(agent)
 	k.removeInbox(agent)

@@ -10,6 +10,7 @@ import (
 	"github.com/oxios/oxios/pkg/agenttree"
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/sched/jobs"
 	"github.com/oxios/oxios/pkg/state"
 	"github.com/oxios/oxios/pkg/version"
 )
@@ -68,10 +69,15 @@ func (k *Kernel) Fork(ctx context.Context, c *Cred, a proto.ForkArgs, raw []byte
 	if a.Name == a.Agent {
 		return deny(proto.Errorf(proto.EEXIST, "a fork needs a new name, not %q itself", a.Agent))
 	}
-	return onCommitter(k, ctx, func() (proto.ForkRecord, error) { return k.forkNow(c, a, raw) })
+	// The jobs table is held before the committer is waited for, as a
+	// schedule add holds it: the fork names its copies of the agent's
+	// jobs and adds them, on the committer, with the table held.
+	held := k.sched.Lock()
+	defer held.Unlock()
+	return onCommitter(k, ctx, func() (proto.ForkRecord, error) { return k.forkNow(c, a, raw, held) })
 }
 
-func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecord, error) {
+func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte, held *jobs.Held) (proto.ForkRecord, error) {
 	tgt := a.Name + ":fork " + a.Agent
 	fail := func(err error) (proto.ForkRecord, error) {
 		err = version.WireError(err)
@@ -117,9 +123,9 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 	// disk, neither needs the other. The graft begins now and checks the
 	// name is free in HEAD and the agent has a folder at the point; the
 	// live copy waits for that, and meanwhile the rest is worked out:
-	// the copy of the agent's index (state.Fork), what the fork's second
-	// commit changes against the graft (the budget used reset, the
-	// schedules left out). The commits' trailers name the audit log as
+	// the copy of the agent's index (state.Fork), what the fork's commit
+	// changes below the graft (the budget used reset, the schedules left
+	// out). The commit's trailers name the audit log as
 	// it is now, before the fork's own entry, as a commit's do (all it
 	// holds was recorded up to there; see auditHead). A crash between the
 	// two leaves either the live copy without its commit (the fork's
@@ -180,7 +186,7 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 		event: EventAgentForked, agent: a.Name, data: map[string]string{"from": a.Agent, "point": point}}
 	fe.fork = live
 	batch := []*tx{fe}
-	changes, copies := plan.Changes(vals, now, k.sched.Taken)
+	changes, copies := plan.Changes(vals, now, held.Taken)
 	for _, ch := range changes {
 		batch = append(batch, &tx{change: ch})
 	}
@@ -211,7 +217,7 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecor
 		k.forkMemories(a.Name)
 	}
 	k.policyChanged(a.Name)
-	k.sched.Adopt(copies)
+	held.Adopt(copies)
 	if g.err != nil {
 		// The live copy stands without its commit: the next commit
 		// compares everything with HEAD and records it.
@@ -242,7 +248,7 @@ func forkExists(name string) error {
 }
 
 // unfork takes back the graft of a fork that failed after it was made
-// (its second commit may have failed too), so that the name is free
+// (its commit may have failed too), so that the name is free
 // again.
 func (k *Kernel) unfork(c *Cred, name string, trailers []version.Trailer, now time.Time) {
 	if err := k.ver.repo.Unfork(name, trailers[2:], k.signature(c, now), now); err != nil {

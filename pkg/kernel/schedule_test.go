@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -285,4 +286,74 @@ func TestScheduleOverlapSkip(t *testing.T) {
 	}
 	rr.End("test over")
 	<-rr.Done()
+}
+
+// Forks of an agent with jobs and schedule changes side by side: a
+// schedule add, enable or rm holds the jobs table while its change
+// commits, and a fork runs on the committer and looks in that table for
+// the names of its copies. Taking the table there left each waiting for
+// the other, and every later commit with them.
+func TestForkWithScheduleChangesDoesNotDeadlock(t *testing.T) {
+	k := testKernel(t, t.TempDir(), nil)
+	ctx := context.Background()
+	admin := &Cred{UID: uint32(os.Getuid()), Admin: true}
+	if _, err := k.StateSave(ctx, admin, proto.StateSaveArgs{Agent: "src", Key: "k", Value: "v"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		a := proto.ScheduleAddArgs{Agent: "src", Name: fmt.Sprintf("src-job%d", i), Schedule: "@daily", Command: []string{"true"}}
+		if _, err := k.ScheduleAdd(ctx, admin, a, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const rounds = 30
+	done := make(chan error, 2)
+	go func() {
+		for i := range rounds {
+			if _, err := k.Fork(ctx, admin, proto.ForkArgs{Agent: "src", Name: fmt.Sprintf("fork%d", i)}, nil); err != nil {
+				done <- fmt.Errorf("fork %d: %w", i, err)
+				return
+			}
+		}
+		done <- nil
+	}()
+	go func() {
+		for i := range rounds * 4 {
+			name := fmt.Sprintf("other-%d", i)
+			a := proto.ScheduleAddArgs{Agent: "other", Name: name, Schedule: "@daily", Command: []string{"true"}}
+			if _, err := k.ScheduleAdd(ctx, admin, a, nil); err != nil {
+				done <- fmt.Errorf("add %s: %w", name, err)
+				return
+			}
+			if _, err := k.ScheduleRm(ctx, admin, proto.ScheduleArgs{Name: name}, nil); err != nil {
+				done <- fmt.Errorf("rm %s: %w", name, err)
+				return
+			}
+		}
+		done <- nil
+	}()
+	for range 2 {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatal("forks and schedule changes deadlocked")
+		}
+	}
+	// Each fork has the copies of src's jobs, disabled.
+	var copies int
+	k.ScheduleList(ctx, admin, proto.ScheduleListArgs{}, nil, func(j *proto.JobRecord) error {
+		if strings.HasPrefix(j.Name, "fork") {
+			copies++
+			if !j.Disabled {
+				t.Errorf("copy %s is enabled", j.Name)
+			}
+		}
+		return nil
+	})
+	if copies != rounds*3 {
+		t.Fatalf("%d copies of jobs, want %d", copies, rounds*3)
+	}
 }

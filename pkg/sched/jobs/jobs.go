@@ -195,27 +195,35 @@ func NewTable(h Hooks) *Table {
 }
 
 // Lock holds the table: no job changes or fires until Unlock (a
-// removal of an agent holds it while the agent's jobs go).
-func (t *Table) Lock() { t.mu.Lock() }
+// removal of an agent holds it while the agent's jobs go; a fork while
+// it picks the names of its copies and adds them). The methods of Held
+// are those to call meanwhile, from any goroutine the holder waits for:
+// the kernel forks on its committer, so the fork's caller holds the
+// table first and then waits for the committer, as a schedule add
+// does (holding the table on the committer would leave each waiting for
+// the other).
+func (t *Table) Lock() *Held {
+	t.mu.Lock()
+	return &Held{t: t}
+}
 
-// Unlock lets go of the table held by Lock.
-func (t *Table) Unlock() { t.mu.Unlock() }
+// Held is the table while Lock holds it.
+type Held struct{ t *Table }
+
+// Unlock lets go of the table.
+func (h *Held) Unlock() { h.t.mu.Unlock() }
 
 // Taken reports whether the table has a job named name.
-func (t *Table) Taken(name string) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.jobs != nil && t.jobs.Get(name) != nil
+func (h *Held) Taken(name string) bool {
+	return h.t.jobs != nil && h.t.jobs.Get(name) != nil
 }
 
 // Adopt adds the jobs of a fork (ForkCopy, disabled: none is armed),
-// but one whose name was taken meanwhile, and none before Start.
-func (t *Table) Adopt(copies []*File) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
+// but one whose name is taken, and none before Start.
+func (h *Held) Adopt(copies []*File) {
 	for _, j := range copies {
-		if t.jobs != nil && t.jobs.Get(j.Name) == nil {
-			t.jobs.Put(j)
+		if h.t.jobs != nil && h.t.jobs.Get(j.Name) == nil {
+			h.t.jobs.Put(j)
 		}
 	}
 }
@@ -499,8 +507,9 @@ func (t *Table) Rm(ctx context.Context, who audit.Actor, a proto.ScheduleArgs, r
 	return rec, nil
 }
 
-// RemoveAgent forgets the jobs of a removed agent. The lock is held.
-func (t *Table) RemoveAgent(agent string) {
+// RemoveAgent forgets the jobs of a removed agent.
+func (h *Held) RemoveAgent(agent string) {
+	t := h.t
 	if t.jobs == nil {
 		return
 	}

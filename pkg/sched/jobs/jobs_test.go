@@ -196,23 +196,27 @@ func TestAdopt(t *testing.T) {
 		t.Fatal(err)
 	}
 	tab := NewTable(Hooks{Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	cp := ForkCopy(mustJSON(t, j), "b", tab.Taken)
-	tab.Adopt([]*File{cp})
-	if tab.Taken(cp.Name) {
+	h := tab.Lock()
+	cp := ForkCopy(mustJSON(t, j), "b", h.Taken)
+	h.Adopt([]*File{cp})
+	if h.Taken(cp.Name) {
 		t.Fatal("a table not started adopted a copy")
 	}
+	h.Unlock()
 	m := ByName{}
 	if err := tab.Start(sched.NewManualClock(now), m, store{state.Ref(state.SpaceSys, "a"): {j.Change().Key: j.Change().Value}}); err != nil {
 		t.Fatal(err)
 	}
 	defer tab.Stop()
-	if !tab.Taken("tick") || tab.Taken(cp.Name) {
-		t.Fatalf("taken: tick %v, %s %v", tab.Taken("tick"), cp.Name, tab.Taken(cp.Name))
+	h = tab.Lock()
+	defer h.Unlock()
+	if !h.Taken("tick") || h.Taken(cp.Name) {
+		t.Fatalf("taken: tick %v, %s %v", h.Taken("tick"), cp.Name, h.Taken(cp.Name))
 	}
 	other := *cp
 	other.Task = "y"
-	tab.Adopt([]*File{cp, &other})
-	if !tab.Taken(cp.Name) || m.Get(cp.Name) != cp || !m.Get(cp.Name).Disabled {
+	h.Adopt([]*File{cp, &other})
+	if !h.Taken(cp.Name) || m.Get(cp.Name) != cp || !m.Get(cp.Name).Disabled {
 		t.Fatalf("adopted %+v", m.Get(cp.Name))
 	}
 }
