@@ -81,7 +81,7 @@ func main() {
 		benchRecall(dir)
 	}
 	if run("events") {
-		benchEvents(d.sock)
+		benchEvents(d)
 	}
 	if run("spawn") {
 		benchSpawn(d, 200)
