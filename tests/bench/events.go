@@ -168,18 +168,23 @@ func benchEvents(d *daemon) {
 		sort.Slice(l, func(i, j int) bool { return l[i] < l[j] })
 		return l[len(l)*p/100]
 	}
-	// The two phases alternate, *rounds times each, and the figures are
-	// medians over the rounds (of each round's median or p99): the cost
+	// The two phases alternate (A B B A...), *rounds times each, and the
+	// figures are medians over the rounds (of each round's median or
+	// p99): the cost
 	// of a save grows as a run goes on (its file system ages: on ext4
 	// without a journal, creating a file scans the inodes deleted in the
 	// last minutes), and running one phase after the other put that on
 	// the second.
 	var m0, m1, p0, p1 []time.Duration
 	var r0, r1, dl, cd0, cb0, cd1, cb1 []float64
-	for range *rounds {
-		l, r, _, c := phase(0)
-		m0, p0 = append(m0, pct(l, 50)), append(p0, pct(l, 99))
-		r0, cd0, cb0 = append(r0, r), append(cd0, c.daemon), append(cb0, c.bench)
+	for i := range 2 * *rounds {
+		// A B B A A B...: each phase runs first as often as second.
+		if (i+i/2)%2 == 0 {
+			l, r, _, c := phase(0)
+			m0, p0 = append(m0, pct(l, 50)), append(p0, pct(l, 99))
+			r0, cd0, cb0 = append(r0, r), append(cd0, c.daemon), append(cb0, c.bench)
+			continue
+		}
 		l, r, d, c := phase(subs)
 		m1, p1 = append(m1, pct(l, 50)), append(p1, pct(l, 99))
 		r1, dl, cd1, cb1 = append(r1, r), append(dl, d), append(cd1, c.daemon), append(cb1, c.bench)
