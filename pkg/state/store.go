@@ -141,6 +141,9 @@ type Store struct {
 	mu     sync.RWMutex
 	agents map[string]*agent
 
+	closeOnce sync.Once // Close: a second call returns the first's error
+	closeErr  error
+
 	qmu      sync.Mutex
 	qcond    *sync.Cond // signalled when the queue drains or pending shrinks
 	queue    []ref
@@ -779,8 +782,14 @@ func (s *Store) checkpoint(force bool) error {
 }
 
 // Close drains the applier, checkpoints, saves the key snapshot for a
-// fast start (see snapshot.go) and closes the journal.
+// fast start (see snapshot.go) and closes the journal. Closing again
+// does nothing and returns the first Close's error.
 func (s *Store) Close() error {
+	s.closeOnce.Do(func() { s.closeErr = s.close() })
+	return s.closeErr
+}
+
+func (s *Store) close() error {
 	s.requeueFailed()
 	s.Flush()
 	err := s.checkpoint(true)

@@ -443,3 +443,28 @@ func TestUnknownRecordKindRefused(t *testing.T) {
 		t.Errorf("error %q does not name the kind and the cause", err)
 	}
 }
+
+// A second Close does nothing and returns what the first returned; the
+// store reopens with what was saved.
+func TestCloseTwice(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit(t, s, save("a", "k", "v"))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second close: %v", err)
+	}
+	s, err = Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if v, _, err := s.Load("a", "k"); err != nil || string(v) != "v" {
+		t.Fatalf("after reopening: %q %v", v, err)
+	}
+}
