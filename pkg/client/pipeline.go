@@ -35,6 +35,8 @@ type Pending struct {
 	h   *handArgs // the state ops': how their record is parsed
 	cl  *call
 	err error // the call was not sent
+	// args are the state ops' (h points here): one allocation for both.
+	args handArgs
 }
 
 // Pipeline returns an empty pipeline on c.
@@ -45,28 +47,34 @@ func (p *Pipeline) Len() int { return len(p.rqs) }
 
 // Call queues op with args.
 func (p *Pipeline) Call(op string, args any) *Pending {
-	return p.queue(request{op: op, args: args, h: handEncoded(args)})
+	pd := &Pending{c: p.c, op: op, h: handEncoded(args)}
+	return p.queue(pd, request{op: op, args: args, h: pd.h})
 }
 
 // StateLoad queues a state.load of key of agent; take its value with
 // Pending.Value.
 func (p *Pipeline) StateLoad(agent, key string) *Pending {
-	return p.queue(request{op: proto.OpStateLoad, h: &handArgs{agent: agent, key: key}})
+	return p.state(proto.OpStateLoad, handArgs{agent: agent, key: key})
 }
 
 // StateSave queues a state.save of value under key of agent.
 func (p *Pipeline) StateSave(agent, key string, value []byte) *Pending {
 	v, enc := proto.EncodeValue(value)
-	return p.queue(request{op: proto.OpStateSave, h: &handArgs{agent: agent, key: key, value: v, encoding: enc, save: true}})
+	return p.state(proto.OpStateSave, handArgs{agent: agent, key: key, value: v, encoding: enc, save: true})
 }
 
 // StateDelete queues a state.delete of key of agent.
 func (p *Pipeline) StateDelete(agent, key string) *Pending {
-	return p.queue(request{op: proto.OpStateDelete, h: &handArgs{agent: agent, key: key}})
+	return p.state(proto.OpStateDelete, handArgs{agent: agent, key: key})
 }
 
-func (p *Pipeline) queue(rq request) *Pending {
-	pd := &Pending{c: p.c, op: rq.op, h: rq.h}
+func (p *Pipeline) state(op string, h handArgs) *Pending {
+	pd := &Pending{c: p.c, op: op, args: h}
+	pd.h = &pd.args
+	return p.queue(pd, request{op: op, h: pd.h})
+}
+
+func (p *Pipeline) queue(pd *Pending, rq request) *Pending {
 	p.rqs = append(p.rqs, rq)
 	p.ps = append(p.ps, pd)
 	return pd
@@ -102,25 +110,46 @@ func (p *Pipeline) Send() error {
 // (which may be nil). A refusal by the daemon is returned as a
 // *proto.Error. Wait on a call not sent yet fails.
 func (pd *Pending) Wait(ctx context.Context, result any) error {
+	if r, ok := result.(*proto.StateRecord); ok && pd.h != nil {
+		return pd.state(ctx, r)
+	}
 	rep, err := pd.final(ctx)
 	if err != nil {
 		return err
 	}
-	if r, ok := result.(*proto.StateRecord); ok && pd.h != nil {
-		err = finishState(&rep, pd.h, r)
-	} else {
-		err = finish(&rep, result)
-	}
-	pd.cl.free()
-	pd.cl = nil
+	err = finish(&rep, result)
+	pd.done()
 	return err
 }
 
 // State waits for the reply of a state op and returns its record.
 func (pd *Pending) State(ctx context.Context) (proto.StateRecord, error) {
 	var rec proto.StateRecord
-	err := pd.Wait(ctx, &rec)
+	err := pd.state(ctx, &rec)
 	return rec, err
+}
+
+// state is Wait for a state op's record, with no boxing of it.
+func (pd *Pending) state(ctx context.Context, rec *proto.StateRecord) error {
+	rep, err := pd.final(ctx)
+	if err != nil {
+		return err
+	}
+	if pd.h != nil {
+		err = finishState(&rep, pd.h, rec)
+	} else {
+		r := new(proto.StateRecord) // boxed for finish: not rec, which stays on its caller's stack
+		err = finish(&rep, r)
+		*rec = *r
+	}
+	pd.done()
+	return err
+}
+
+// done gives back the call once its reply is taken.
+func (pd *Pending) done() {
+	pd.cl.free()
+	pd.cl = nil
 }
 
 // Value waits for the reply of a state.load and returns the value and
