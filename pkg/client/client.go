@@ -414,6 +414,13 @@ func (c *Client) leave(cl *call) {
 type notSentError struct{ err error }
 
 func (e *notSentError) Error() string { return e.err.Error() }
+
+// notSent reports whether err is a notSentError. (Apart, so that a caller
+// with no error does not move one to the heap for errors.As.)
+func notSent(err error) bool {
+	ns := (*notSentError)(nil)
+	return errors.As(err, &ns)
+}
 func (e *notSentError) Unwrap() error { return e.err }
 
 // start sends a request and returns its call. A request that could not be
@@ -425,7 +432,7 @@ func (e *notSentError) Unwrap() error { return e.err }
 func (c *Client) start(op string, args any, h *handArgs) (*call, uint64, error) {
 	cl, id, err := c.start1(op, args, h)
 	if err != nil {
-		if ns := (*notSentError)(nil); errors.As(err, &ns) {
+		if notSent(err) {
 			c.mu.Lock()
 			alone := len(c.pending) == 0
 			c.mu.Unlock()
@@ -439,44 +446,40 @@ func (c *Client) start(op string, args any, h *handArgs) (*call, uint64, error) 
 
 // start1 sends op with args, written by hand from h if not nil.
 func (c *Client) start1(op string, args any, h *handArgs) (*call, uint64, error) {
-	rq := [1]request{{op: op, args: args, h: h}}
-	if err := c.send(rq[:]); err != nil {
+	rq := [1]request{{op: op, h: h}}
+	if h == nil {
+		raw, err := encodeArgs(args)
+		if err != nil {
+			return nil, 0, fmt.Errorf("%s: encoding args: %w", op, err)
+		}
+		rq[0].raw = raw
+	}
+	var cl [1]*call
+	if err := c.send(op, rq[:], cl[:]); err != nil {
 		return nil, 0, err
 	}
-	return rq[0].cl, rq[0].id, nil
+	return cl[0], rq[0].id, nil
 }
 
-// request is one request to send: its op and args (written by hand from
-// h if not nil), and once sent its call and id.
+// request is one request to send: its op and its args, written by hand
+// from h if not nil, else encoded in raw; once sent, its id. It holds
+// nothing send keeps: a pointer kept from it (args of type any, its
+// call) would have everything it points to escape to the heap with it,
+// the caller's handArgs too, an allocation for every call.
 type request struct {
-	op   string
-	args any
-	h    *handArgs
-	cl   *call
-	id   uint64
+	op  string
+	raw []byte
+	h   *handArgs
+	id  uint64
 }
 
 // send queues the requests on the connection as one run of lines, so
 // that they go out in one write (unless a flusher or a woken caller is
-// about to write them with others), and gives each its call. On error
-// none of them has a call.
-func (c *Client) send(rqs []request) error {
-	var raws [][]byte
+// about to write them with others), and puts each one's call in cls. On
+// error none of them has a call, and the error names op (the first's).
+func (c *Client) send(op string, rqs []request, cls []*call) error {
 	for i := range rqs {
-		if rqs[i].h != nil {
-			continue
-		}
-		raw, err := encodeArgs(rqs[i].args)
-		if err != nil {
-			return fmt.Errorf("%s: encoding args: %w", rqs[i].op, err)
-		}
-		if raws == nil {
-			raws = make([][]byte, len(rqs))
-		}
-		raws[i] = raw
-	}
-	for i := range rqs {
-		rqs[i].cl = newCall()
+		cls[i] = newCall()
 	}
 	c.mu.Lock()
 	if len(c.pending) == 0 {
@@ -490,15 +493,15 @@ func (c *Client) send(rqs []request) error {
 		err := c.err
 		c.mu.Unlock()
 		for i := range rqs {
-			rqs[i].cl.free()
-			rqs[i].cl = nil
+			cls[i].free()
+			cls[i] = nil
 		}
 		return err
 	}
 	for i := range rqs {
 		c.nextID++
 		rqs[i].id = c.nextID
-		c.pending[rqs[i].id] = rqs[i].cl
+		c.pending[rqs[i].id] = cls[i]
 	}
 	// The requests are queued under c.mu, so the last woken caller to
 	// leave sees them queued if it is left for it to write.
@@ -520,7 +523,7 @@ func (c *Client) send(rqs []request) error {
 			if rq.h != nil {
 				b = rq.h.append(b)
 			} else {
-				b = append(b, raws[i]...)
+				b = append(b, rq.raw...)
 			}
 			b = append(b, '}', '\n')
 		}
@@ -548,10 +551,10 @@ func (c *Client) send(rqs []request) error {
 			if c.pending != nil {
 				delete(c.pending, rqs[i].id)
 			}
-			rqs[i].cl = nil
+			cls[i] = nil
 		}
 		c.mu.Unlock()
-		return fmt.Errorf("%w: sending %s: %w", ErrUnreachable, rqs[0].op, err)
+		return fmt.Errorf("%w: sending %s: %w", ErrUnreachable, op, err)
 	}
 	return nil
 }

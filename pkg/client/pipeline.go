@@ -2,7 +2,8 @@ package client
 
 import (
 	"context"
-	"errors"
+	"fmt"
+	"slices"
 
 	"github.com/oxios/oxios/pkg/proto"
 )
@@ -26,6 +27,7 @@ type Pipeline struct {
 	c   *Client
 	rqs []request
 	ps  []*Pending
+	cls []*call
 }
 
 // Pending is one call of a Pipeline.
@@ -45,10 +47,20 @@ func (c *Client) Pipeline() *Pipeline { return &Pipeline{c: c} }
 // Len is the number of calls queued and not sent yet.
 func (p *Pipeline) Len() int { return len(p.rqs) }
 
-// Call queues op with args.
+// Call queues op with args. Args that do not encode fail the call
+// alone, when it is waited for.
 func (p *Pipeline) Call(op string, args any) *Pending {
 	pd := &Pending{c: p.c, op: op, h: handEncoded(args)}
-	return p.queue(pd, request{op: op, args: args, h: pd.h})
+	rq := request{op: op, h: pd.h}
+	if pd.h == nil {
+		raw, err := encodeArgs(args)
+		if err != nil {
+			pd.err = fmt.Errorf("%s: encoding args: %w", op, err)
+			return pd
+		}
+		rq.raw = raw
+	}
+	return p.queue(pd, rq)
 }
 
 // StateLoad queues a state.load of key of agent; take its value with
@@ -87,20 +99,21 @@ func (p *Pipeline) Send() error {
 		return nil
 	}
 	c := p.c
-	err := c.send(p.rqs)
-	if ns := (*notSentError)(nil); errors.As(err, &ns) {
+	p.cls = slices.Grow(p.cls[:0], len(p.rqs))[:len(p.rqs)]
+	err := c.send(p.rqs[0].op, p.rqs, p.cls)
+	if err != nil && notSent(err) {
 		// Nothing reached the daemon: as start, once more on a new
 		// connection if no other call was in flight on this one.
 		c.mu.Lock()
 		alone := len(c.pending) == 0
 		c.mu.Unlock()
 		if alone {
-			err = c.send(p.rqs)
+			err = c.send(p.rqs[0].op, p.rqs, p.cls)
 		}
 	}
 	for i, pd := range p.ps {
-		pd.cl, pd.err = p.rqs[i].cl, err
-		p.rqs[i], p.ps[i] = request{}, nil
+		pd.cl, pd.err = p.cls[i], err
+		p.rqs[i], p.ps[i], p.cls[i] = request{}, nil, nil
 	}
 	p.rqs, p.ps = p.rqs[:0], p.ps[:0]
 	return err
