@@ -200,15 +200,10 @@ func (k *Kernel) forkNow(c *Cred, a proto.ForkArgs, raw []byte, held *jobs.Held)
 		return fail(err)
 	}
 	afterc <- plan.After
-	if live != nil {
-		// The copy of the agent's index (about 1 ms of CPU for 10k keys)
-		// begins once the graft is staged, not beside it: on two cores it
-		// held the graft back that long, and the fork ends with the
-		// graft. It is made while the batch is written and synced
-		// (state.Prepare; nothing changes the agent's live state before
-		// the batch is published: this is the committer).
-		k.state.Prepare(live)
-	}
+	// The copy of the agent's index (about 1 ms of CPU for 10k keys)
+	// begins with the batch (state.Batch.AddFork), once the graft is
+	// staged, not beside it: on two cores it held the graft back that
+	// long, and the fork ends with the graft.
 	k.commit(batch)
 	g := <-gitDone
 	for _, t := range batch {

@@ -48,7 +48,7 @@ type Fork struct {
 	// ("schedules/").
 	Skip map[string][]string
 
-	// clones, once Prepare ran, are the copies of From's trees begun
+	// clones, once prepare ran, are the copies of From's trees begun
 	// then, by space.
 	clones map[string]*forkClone
 }
@@ -65,13 +65,11 @@ type forkClone struct {
 	copies int64
 }
 
-// Prepare begins the copy of From's trees now, ahead of the batch that
-// will hold f, so that the copy is made while the caller does other work
-// (a fork's commit in git) and not in the batch's path. It is a copy of
-// From as it is now: the caller must not change From until the batch is
-// published (the kernel forks on its committer). Without Prepare, AddFork
-// begins the copy itself.
-func (s *Store) Prepare(f *Fork) {
+// prepare begins the copy of From's trees, on goroutines of their own:
+// AddFork calls it, so the copy is made while the batch is written and
+// synced. It is a copy of From as it is now: From must not change until
+// the batch is published (the kernel forks on its committer).
+func (s *Store) prepare(f *Fork) {
 	f.clones = map[string]*forkClone{}
 	for _, sp := range Spaces {
 		a := s.agent(Ref(sp, f.From))
@@ -104,8 +102,9 @@ func (s *Store) Prepare(f *Fork) {
 }
 
 // AddFork accepts f into the batch: To must have no key, From some. The
-// copy is of From as it is when the batch is published (or when Prepare
-// ran); changes of To staged after it in the batch apply to the copy.
+// copy is of From as published when AddFork is called (the batch must not
+// change From: a replay would copy it with those changes); changes of To
+// staged after it in the batch apply to the copy.
 func (b *Batch) AddFork(f *Fork) *proto.Error {
 	if err := proto.CheckAgent(f.From); err != nil {
 		return err
@@ -123,7 +122,7 @@ func (b *Batch) AddFork(f *Fork) *proto.Error {
 		}
 	}
 	if f.clones == nil {
-		s.Prepare(f)
+		s.prepare(f)
 	}
 	if len(f.clones) == 0 {
 		return proto.Errorf(proto.ENOENT, "agent %q has nothing to fork", f.From)

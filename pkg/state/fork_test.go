@@ -159,9 +159,9 @@ func TestForkPrepared(t *testing.T) {
 	defer s.Close()
 	want := map[string]string{"k": "v", "d/big": big("b"), "sched/j": "j"}
 	commit(t, s, save("a", "k", "v"), save("a", "d/big", big("b")), save("a", "sched/j", "j"))
-	s.Prepare(&Fork{From: "a", To: "never"}) // its batch never comes
+	s.prepare(&Fork{From: "a", To: "never"}) // its batch never comes
 	f := &Fork{From: "a", To: "b", Skip: map[string][]string{SpaceState: {"sched/"}}}
-	s.Prepare(f)
+	s.prepare(f)
 	fork(t, s, f, save("b", "extra", "x"))
 	wantValues(t, s, "b", map[string]string{"k": "v", "d/big": big("b"), "extra": "x"})
 	wantValues(t, s, "a", want)
@@ -172,7 +172,7 @@ func TestForkPrepared(t *testing.T) {
 	wantValues(t, s, "b", map[string]string{"k": "v", "d/big": big("b"), "extra": "x"})
 	// Prepared from an agent with nothing: refused when added.
 	g := &Fork{From: "none", To: "c"}
-	s.Prepare(g)
+	s.prepare(g)
 	if err := s.Begin().AddFork(g); err == nil || err.Code != proto.ENOENT {
 		t.Errorf("fork of an agent with nothing: %v", err)
 	}
