@@ -415,37 +415,18 @@ type notSentError struct{ err error }
 
 func (e *notSentError) Error() string { return e.err.Error() }
 
+func (e *notSentError) Unwrap() error { return e.err }
+
 // notSent reports whether err is a notSentError. (Apart, so that a caller
 // with no error does not move one to the heap for errors.As.)
 func notSent(err error) bool {
 	ns := (*notSentError)(nil)
 	return errors.As(err, &ns)
 }
-func (e *notSentError) Unwrap() error { return e.err }
 
-// start sends a request and returns its call. A request that could not be
-// sent at all, on a connection that had no other call in flight, went
-// nowhere (the daemon had closed the connection: to make room at
-// limits.max_conns_per_uid for a newer one, at idle_timeout, or by a
-// restart): it is sent once more on a new connection, so a client idle for
-// less than the second revive waits for does not fail for nothing.
+// start sends op with args, written by hand from h if not nil, and
+// returns its call.
 func (c *Client) start(op string, args any, h *handArgs) (*call, uint64, error) {
-	cl, id, err := c.start1(op, args, h)
-	if err != nil {
-		if notSent(err) {
-			c.mu.Lock()
-			alone := len(c.pending) == 0
-			c.mu.Unlock()
-			if alone {
-				return c.start1(op, args, h)
-			}
-		}
-	}
-	return cl, id, err
-}
-
-// start1 sends op with args, written by hand from h if not nil.
-func (c *Client) start1(op string, args any, h *handArgs) (*call, uint64, error) {
 	rq := [1]request{{op: op, h: h}}
 	if h == nil {
 		raw, err := encodeArgs(args)
@@ -477,7 +458,28 @@ type request struct {
 // that they go out in one write (unless a flusher or a woken caller is
 // about to write them with others), and puts each one's call in cls. On
 // error none of them has a call, and the error names op (the first's).
+//
+// Requests that could not be sent at all, on a connection that had no
+// other call in flight, went nowhere (the daemon had closed the
+// connection: to make room at limits.max_conns_per_uid for a newer one,
+// at idle_timeout, or by a restart): they are sent once more on a new
+// connection, so a client idle for less than the second revive waits
+// for does not fail for nothing.
 func (c *Client) send(op string, rqs []request, cls []*call) error {
+	err := c.send1(op, rqs, cls)
+	if err != nil && notSent(err) {
+		c.mu.Lock()
+		alone := len(c.pending) == 0
+		c.mu.Unlock()
+		if alone {
+			err = c.send1(op, rqs, cls)
+		}
+	}
+	return err
+}
+
+// send1 is one try of send.
+func (c *Client) send1(op string, rqs []request, cls []*call) error {
 	for i := range rqs {
 		cls[i] = newCall()
 	}

@@ -98,19 +98,8 @@ func (p *Pipeline) Send() error {
 	if len(p.rqs) == 0 {
 		return nil
 	}
-	c := p.c
 	p.cls = slices.Grow(p.cls[:0], len(p.rqs))[:len(p.rqs)]
-	err := c.send(p.rqs[0].op, p.rqs, p.cls)
-	if err != nil && notSent(err) {
-		// Nothing reached the daemon: as start, once more on a new
-		// connection if no other call was in flight on this one.
-		c.mu.Lock()
-		alone := len(c.pending) == 0
-		c.mu.Unlock()
-		if alone {
-			err = c.send(p.rqs[0].op, p.rqs, p.cls)
-		}
-	}
+	err := p.c.send(p.rqs[0].op, p.rqs, p.cls)
 	for i, pd := range p.ps {
 		pd.cl, pd.err = p.cls[i], err
 		p.rqs[i], p.ps[i], p.cls[i] = request{}, nil, nil
