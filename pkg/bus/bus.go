@@ -181,11 +181,12 @@ func (s *Sub) Close() {
 	b.mu.Unlock()
 }
 
-// FollowGap is the least time between two flushes of a follower. With
-// ten followers of every save, a save under load took a fifth more
-// oxiosd CPU and a quarter more time than with none at 2 ms, a tenth
-// more of each at 10 ms (make bench, the events rows). It delays an
-// event only while events come closer together than that.
+// FollowGap is the least time between two flushes of a follower: a
+// follower of a storm is written, and its reader woken, at most 100
+// times a second. With ten followers of every save, their CPU per save
+// was 34 us at 2 ms and 28 us at 10 ms (make bench, the events rows;
+// the latency of a save moved within noise). It delays an event only
+// while events come closer together than that.
 const FollowGap = 10 * time.Millisecond
 
 // Follow hands the subscription's events to emit as they come, in
