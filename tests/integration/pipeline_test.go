@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -39,8 +38,7 @@ func TestPipelineThroughDaemon(t *testing.T) {
 	for i, pd := range saves {
 		rec, err := pd.State(ctx)
 		if i == 300 {
-			var perr *proto.Error
-			if !errors.As(err, &perr) || perr.Code != proto.EINVAL {
+			if errCode(err) != proto.EINVAL {
 				t.Fatalf("save of a reserved key: %v", err)
 			}
 			continue
@@ -60,7 +58,7 @@ func TestPipelineThroughDaemon(t *testing.T) {
 	for i, pd := range loads {
 		v, _, err := pd.Value(ctx)
 		if i == 300 {
-			if !isCode(err, proto.ENOENT) {
+			if errCode(err) != proto.ENOENT {
 				t.Fatalf("load of a key never saved: %q %v", v, err)
 			}
 			continue
@@ -148,9 +146,4 @@ func TestStateRmMany(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.stderr, "nope") || strings.Count(r.stdout, "deleted") != 2 {
 		t.Fatalf("rm with a missing key: %+v", r)
 	}
-}
-
-func isCode(err error, code string) bool {
-	var perr *proto.Error
-	return errors.As(err, &perr) && perr.Code == code
 }
