@@ -55,9 +55,11 @@ func lsCmd(c *cli.Context) error {
 		return err
 	}
 	defer cl.Close()
-	p := cliutil.NewPrinter(c, "ID", "AGENT", "STATE", "RULE", "WHAT", "EXPIRES")
+	// WHAT is last and printed whole: an operator decides on all of it.
+	p := cliutil.NewPrinter(c, "ID", "AGENT", "STATE", "RULE", "EXPIRES", "WHAT")
+	p.Whole()
 	err = cl.ApproveList(c.Context, proto.ApproveListArgs{Agent: agent, All: c.Bool("all"), Follow: c.Bool("follow")}, func(r proto.ApprovalRecord) error {
-		err := p.Print(r, r.ID, r.Agent, r.State, r.Rule, r.Op+" "+r.What, r.Expire.Local().Format(time.TimeOnly))
+		err := p.Print(r, r.ID, r.Agent, r.State, r.Rule, r.Expire.Local().Format(time.TimeOnly), r.Op+" "+r.What)
 		if c.Bool("follow") {
 			p.Flush()
 		}
@@ -91,7 +93,7 @@ func decide(c *cli.Context, yes bool) error {
 		if p.JSON {
 			p.Print(rec)
 		} else {
-			fmt.Println(rec.Text)
+			fmt.Println(cliutil.Cell(rec.Text))
 		}
 	}
 	return p.Flush()

@@ -36,6 +36,17 @@ const (
 // MaxDecided is how many decided requests are kept for listing.
 const MaxDecided = 1000
 
+// MaxWhat is the most an operator is shown of what a request would do
+// (a command line, a URL): a request is shown whole or not at all. One
+// whose what is longer is denied at once, by oxiosd, unseen: an operator
+// asked to approve a command cut short would approve what follows the
+// cut without having seen it.
+const MaxWhat = 4096
+
+// ByDaemon is who decided a request no operator could be shown (see
+// MaxWhat).
+const ByDaemon = "oxiosd"
+
 // Errors of Decide.
 var (
 	ErrNotFound = errors.New("no such approval request")
@@ -61,15 +72,22 @@ type Request struct {
 	DecidedBy string    `json:"decided_by,omitempty"`
 	Reason    string    `json:"reason,omitempty"`
 	Decided   time.Time `json:"decided,omitzero"`
+
+	// long is the length of a what longer than MaxWhat (What then holds
+	// its start): Ask denies such a request at once.
+	long int
 }
 
 // Allowed reports whether the request ended approved.
 func (r *Request) Allowed() bool { return r.State == Approved }
 
 // Undecided reports whether no operator decided the request: its time
-// ran out (the policy's default decided) or it was cancelled. Nobody's
-// decision then audits its end: the kernel records it.
-func (r *Request) Undecided() bool { return r.DecidedBy == "timeout" || r.State == Cancelled }
+// ran out (the policy's default decided), it was cancelled, or oxiosd
+// denied it unseen (see MaxWhat). Nobody's decision then audits its end:
+// the kernel records it.
+func (r *Request) Undecided() bool {
+	return r.DecidedBy == "timeout" || r.DecidedBy == ByDaemon || r.State == Cancelled
+}
 
 // Registry holds the requests.
 type Registry struct {
@@ -97,7 +115,8 @@ func New(first uint64) *Registry {
 
 // Ask registers req (Agent, Run, Op, What, Rule, Why; Default Approved
 // or Denied) as pending for timeout and returns it with its id. Call Wait
-// to wait for the decision.
+// to wait for the decision. A request whose what is longer than MaxWhat
+// (see FromAsk) is denied at once.
 func (g *Registry) Ask(req Request, timeout time.Duration) Request {
 	if req.Default != Approved {
 		req.Default = Denied
@@ -115,6 +134,9 @@ func (g *Registry) Ask(req Request, timeout time.Duration) Request {
 	})
 	g.mu.Unlock()
 	g.changed(req)
+	if req.long > 0 {
+		g.decide(req.ID, Denied, ByDaemon, fmt.Sprintf("what it would do is %d bytes, more than an operator is shown (%d): denied unseen", req.long, MaxWhat))
+	}
 	return req
 }
 

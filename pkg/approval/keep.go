@@ -8,9 +8,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/durable"
@@ -102,9 +104,9 @@ func Record(r Request) proto.ApprovalRecord {
 		DecidedBy: r.DecidedBy, Reason: r.Reason, Decided: r.Decided}
 	switch r.State {
 	case Pending:
-		rec.Text = fmt.Sprintf("%s: %s waits for approval: %s (%s); ox-approve yes %s, or no; %s at %s", r.ID, r.Agent, r.Why, r.Rule, r.ID, r.Default, r.Expire.Format(time.RFC3339))
+		rec.Text = fmt.Sprintf("%s: %s waits for approval: %s %s (%s: %s); ox-approve yes %s, or no; %s at %s", r.ID, r.Agent, r.Op, r.What, r.Rule, r.Why, r.ID, r.Default, r.Expire.Format(time.RFC3339))
 	default:
-		rec.Text = fmt.Sprintf("%s: %s %s by %s", r.ID, r.What, r.State, r.DecidedBy)
+		rec.Text = fmt.Sprintf("%s: %s %s %s by %s", r.ID, r.Op, r.What, r.State, r.DecidedBy)
 		if r.Reason != "" {
 			rec.Text += ": " + r.Reason
 		}
@@ -139,20 +141,40 @@ func (g *Registry) Records(agent string, pending bool, visible func(agent string
 }
 
 // FromAsk is the request of ask rule a of p, which holds back op of
-// agent, a call that would do what (clipped for the audit log); run is
-// the asking run, "" if the caller is not a run of agent. It waits for
-// p's ask.timeout, and then takes p's ask.default.
+// agent, a call that would do what (whole: an operator decides on all of
+// it; see MaxWhat); run is the asking run, "" if the caller is not a run
+// of agent. It waits for p's ask.timeout, and then takes p's ask.default.
 func FromAsk(agent, run, op, what string, p *policy.Policy, a *policy.Asked) (Request, time.Duration) {
 	def := Denied
 	if p.AskAllows() {
 		def = Approved
 	}
-	return Request{Agent: agent, Run: run, Op: op, What: audit.Clip(what, audit.MaxTarget), Rule: a.Rule, Why: a.Reason, Default: def}, p.AskTimeout()
+	r := Request{Agent: agent, Run: run, Op: op, What: shown(what), Rule: a.Rule, Why: a.Reason, Default: def}
+	if len(r.What) > MaxWhat {
+		r.long = len(r.What)
+		r.What = audit.Clip(r.What, MaxWhat)
+	}
+	return r, p.AskTimeout()
 }
 
-// AskTarget is the audit target of the ask that registered r.
+// shown is what as an operator is shown it: as it is when it is valid
+// UTF-8 of printable runes and ASCII spaces, else Go-quoted (an escape
+// sequence, a bidirectional override or a zero-width character would make
+// a terminal show other text than the request holds). Commands come
+// quoted already (policy.Quote).
+func shown(what string) string {
+	for _, r := range what {
+		if r == utf8.RuneError || r != ' ' && !strconv.IsPrint(r) {
+			return strconv.Quote(what)
+		}
+	}
+	return what
+}
+
+// AskTarget is the audit target of the ask that registered r (its what
+// clipped: the entry's args digest covers all of it).
 func (r *Request) AskTarget() string {
-	return fmt.Sprintf("%s:%s %s %s [%s]", r.Agent, r.ID, r.Op, r.What, r.Rule)
+	return fmt.Sprintf("%s:%s %s %s [%s]", r.Agent, r.ID, r.Op, audit.Clip(r.What, audit.MaxTarget), r.Rule)
 }
 
 // DecideTarget is the audit target of an operator's decision of r: as

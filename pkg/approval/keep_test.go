@@ -1,6 +1,7 @@
 package approval
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
 )
@@ -72,12 +74,62 @@ func TestFromAsk(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := &policy.Asked{Rule: "ask.exec", Reason: "running rm"}
-	r, timeout := FromAsk("ops", "r1", "exec", "rm "+strings.Repeat("x", 600), p, a)
-	if timeout != time.Minute || r.Default != Approved || r.Agent != "ops" || r.Run != "r1" || r.Op != "exec" || r.Rule != "ask.exec" || r.Why != "running rm" || !strings.HasSuffix(r.What, "...") {
+	// A long command is kept whole for the operator (what follows a cut
+	// would be approved unseen); the audit target clips it.
+	long := "rm " + strings.Repeat("x", 600) + " /etc"
+	r, timeout := FromAsk("ops", "r1", "exec", long, p, a)
+	if timeout != time.Minute || r.Default != Approved || r.Agent != "ops" || r.Run != "r1" || r.Op != "exec" || r.Rule != "ask.exec" || r.Why != "running rm" || r.What != long {
 		t.Fatalf("%v %+v", timeout, r)
+	}
+	r.State = Pending
+	if got := Record(r).Text; !strings.Contains(got, " exec "+long+" (ask.exec: running rm)") {
+		t.Fatalf("the pending text does not show the whole command: %s", got)
+	}
+	if got := r.AskTarget(); len(got) > audit.MaxTarget+100 || !strings.Contains(got, "...") {
+		t.Fatalf("ask target not clipped: %d bytes", len(got))
+	}
+	// What a terminal would show as other text is quoted.
+	for _, what := range []string{"GET https://x/\u202egnp.exe", "key\x1b[2K", "a\u200bb", "bad\xff"} {
+		r, _ := FromAsk("ops", "", "net.fetch", what, p, a)
+		if !strings.HasPrefix(r.What, `"`) || strings.ContainsAny(r.What, "\u202e\x1b\u200b") {
+			t.Errorf("%q shown as %q", what, r.What)
+		}
 	}
 	p, _ = policy.Parse(nil)
 	if r, timeout := FromAsk("ops", "", "exec", "rm", p, a); r.Default != Denied || timeout != policy.DefaultAskTimeout || r.What != "rm" {
 		t.Fatalf("%v %+v", timeout, r)
+	}
+}
+
+// A request whose what is longer than MaxWhat is denied at once by
+// oxiosd, never shown cut to an operator.
+func TestTooLongToShowIsDenied(t *testing.T) {
+	p, err := policy.Parse([]byte("[ask]\nexec = [\"rm\"]\ndefault = \"allow\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := New(0)
+	var seen []Request
+	g.OnChange = func(r Request) { seen = append(seen, r) }
+	what := "rm " + strings.Repeat("a", MaxWhat) + " /etc"
+	req := g.Ask(FromAsk("ops", "r1", "exec", what, p, &policy.Asked{Rule: "ask.exec"}))
+	got, err := g.Wait(context.Background(), req.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != Denied || got.DecidedBy != ByDaemon || !got.Undecided() || !strings.Contains(got.Reason, "denied unseen") {
+		t.Fatalf("%+v", got)
+	}
+	if len(got.What) > MaxWhat+3 || strings.Contains(got.What, "/etc") {
+		t.Fatalf("kept %d bytes of what", len(got.What))
+	}
+	if len(seen) != 2 || seen[0].State != Pending || seen[1].State != Denied {
+		t.Fatalf("changes: %+v", seen)
+	}
+	// Exactly MaxWhat is shown, and waits for an operator.
+	what = "rm " + strings.Repeat("a", MaxWhat-3)
+	req = g.Ask(FromAsk("ops", "r1", "exec", what, p, &policy.Asked{Rule: "ask.exec"}))
+	if r, _ := g.Get(req.ID); r.State != Pending || r.What != what {
+		t.Fatalf("%+v", r)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/mattn/go-isatty"
@@ -26,6 +25,7 @@ type Printer struct {
 	tab    *tabwriter.Writer
 	buf    bytes.Buffer // the table, cut to width at Flush
 	width  int          // the terminal's columns; 0: no limit
+	whole  bool         // lines are not cut to width (see Whole)
 	header []string
 	rows   int
 	enc    *json.Encoder
@@ -88,13 +88,22 @@ func (p *Printer) Flush() error {
 		p.rows = max(p.rows, 1) // the header once
 		p.tab.Flush()
 		for line := range strings.Lines(p.buf.String()) {
-			p.out.WriteString(cut(strings.TrimSuffix(line, "\n"), p.width))
+			line = strings.TrimSuffix(line, "\n")
+			if !p.whole {
+				line = cut(line, p.width)
+			}
+			p.out.WriteString(line)
 			p.out.WriteByte('\n')
 		}
 		p.buf.Reset()
 	}
 	return p.out.Flush()
 }
+
+// Whole makes the table's lines print whole, wrapped by the terminal,
+// instead of cut to its width: for what must be read in full, such as
+// the command an operator approves (put such a column last).
+func (p *Printer) Whole() { p.whole = true }
 
 // cut shortens line to width columns (runes), ending it with "…".
 func cut(line string, width int) string {
@@ -107,11 +116,13 @@ func cut(line string, width int) string {
 
 // Cell is s made safe for a table cell: control characters (a tab or a
 // newline would break the row, an escape sequence would drive the
-// terminal) and invalid UTF-8 are shown escaped, as Go quotes them.
+// terminal), other runes that are not printable (a bidirectional override
+// or a zero-width character would show other text than s holds) and
+// invalid UTF-8 are shown escaped, as Go quotes them.
 func Cell(s string) string {
 	clean := utf8.ValidString(s)
 	for _, r := range s {
-		if !clean || unicode.IsControl(r) {
+		if !clean || r != ' ' && !strconv.IsPrint(r) {
 			clean = false
 			break
 		}

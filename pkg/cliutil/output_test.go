@@ -25,6 +25,17 @@ func TestTable(t *testing.T) {
 	if b.String() != want {
 		t.Fatalf("table:\n%s\nwant:\n%s", b.String(), want)
 	}
+
+	// Whole: nothing is cut, for a column that must be read in full.
+	b.Reset()
+	p = newPrinter(&b, false, []string{"ID", "WHAT"})
+	p.width = 16
+	p.Whole()
+	p.Print(nil, "a1", "exec rm aaaaaaaaaaaaaaaaaaaa /etc")
+	p.Flush()
+	if want := "ID  WHAT\na1  exec rm aaaaaaaaaaaaaaaaaaaa /etc\n"; b.String() != want {
+		t.Fatalf("whole table:\n%s\nwant:\n%s", b.String(), want)
+	}
 }
 
 func TestCell(t *testing.T) {
@@ -34,6 +45,12 @@ func TestCell(t *testing.T) {
 		"tab\there":   `tab\there`,
 		"\x00bin\xff": `\x00bin\xff`,
 		"bell\a":      `bell\a`,
+		// Printable only: a bidirectional override, a zero-width space or
+		// a no-break space would show other text than the cell holds.
+		"x\u202egnp.exe": `x\u202egnp.exe`,
+		"a\u200bb":       `a\u200bb`,
+		"a\u00a0b":       `a\u00a0b`,
+		"a b":            "a b",
 	} {
 		if got := Cell(in); got != want {
 			t.Errorf("Cell(%q) = %q, want %q", in, got, want)

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/BurntSushi/toml"
 
@@ -447,15 +448,31 @@ func (p *Policy) allowed(prog string) bool {
 	return false
 }
 
-// Quote renders argv for a log line or a message.
+// Quote renders argv for a log line, a message or an operator's
+// decision: an argument with a space, a quote, a shell metacharacter, or
+// anything not printable (a control character, an escape sequence, a
+// bidirectional override or a zero-width character, which would make a
+// terminal show other text than the argument holds; invalid UTF-8) is
+// shown Go-quoted, so every argument reads as it is.
 func Quote(argv []string) string {
 	q := make([]string, len(argv))
 	for i, a := range argv {
-		if a == "" || strings.ContainsAny(a, " \t\n\"'\\"+Metachars) {
+		if a == "" || strings.ContainsAny(a, " \t\n\"'\\"+Metachars) || !printable(a) {
 			q[i] = strconv.Quote(a)
 		} else {
 			q[i] = a
 		}
 	}
 	return strings.Join(q, " ")
+}
+
+// printable reports whether s is valid UTF-8 of printable runes and
+// ASCII spaces only (see strconv.IsPrint).
+func printable(s string) bool {
+	for _, r := range s {
+		if r == utf8.RuneError || r != ' ' && !strconv.IsPrint(r) {
+			return false
+		}
+	}
+	return true
 }

@@ -100,3 +100,25 @@ func TestAsDeniedRefused(t *testing.T) {
 		t.Fatalf("%+v", err)
 	}
 }
+
+// Quote shows every argument as it is: what a terminal would show as
+// other text (an escape sequence, a bidirectional override, a zero-width
+// character, invalid UTF-8) is Go-quoted.
+func TestQuote(t *testing.T) {
+	for _, c := range []struct {
+		argv []string
+		want string
+	}{
+		{[]string{"ls", "-l", "/tmp"}, "ls -l /tmp"},
+		{[]string{"echo", "a b", ""}, `echo "a b" ""`},
+		{[]string{"rm", "\x1b[2K\x1b[1A/etc"}, `rm "\x1b[2K\x1b[1A/etc"`},
+		{[]string{"cat", "x\u202egnp.exe"}, `cat "x\u202egnp.exe"`},
+		{[]string{"cat", "a\u200bb", "c\rd"}, `cat "a\u200bb" "c\rd"`},
+		{[]string{"cat", "\xff"}, `cat "\xff"`},
+		{[]string{"cat", "héllo"}, "cat héllo"},
+	} {
+		if got := Quote(c.argv); got != c.want {
+			t.Errorf("Quote(%q) = %s, want %s", c.argv, got, c.want)
+		}
+	}
+}

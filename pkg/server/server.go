@@ -275,8 +275,52 @@ func (c *conn) serve() {
 	// close. cancel() is deferred: other streams in flight end when the
 	// connection does.
 	stopFollow()
+	if c.nflight.Load() > 0 {
+		// A client that shut its side for writing still reads its
+		// answers; one that is gone (closed, killed) reads nothing: what
+		// it waits for (an approval, an exec) is cancelled.
+		stop := make(chan struct{})
+		go c.watchHangup(cancel, stop)
+		c.inflight.Wait()
+		close(stop)
+	}
 	c.inflight.Wait()
 	c.flush()
+}
+
+// watchHangup calls gone once the client has closed the connection both
+// ways (POLLHUP: it has closed it or died; a read of EOF alone may be a
+// shutdown of its writing side only, and it may still read), or returns
+// when stop is closed.
+func (c *conn) watchHangup(gone context.CancelFunc, stop <-chan struct{}) {
+	rc, err := c.nc.SyscallConn()
+	if err != nil {
+		return
+	}
+	wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return
+	}
+	defer unix.Close(wake)
+	go func() {
+		<-stop
+		unix.Write(wake, []byte{1, 0, 0, 0, 0, 0, 0, 0})
+	}()
+	rc.Control(func(fd uintptr) {
+		fds := []unix.PollFd{{Fd: int32(fd)}, {Fd: int32(wake), Events: unix.POLLIN}}
+		for {
+			_, err := unix.Poll(fds, -1)
+			switch {
+			case err == unix.EINTR:
+				continue
+			case err != nil || fds[1].Revents != 0:
+				return
+			case fds[0].Revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0:
+				gone()
+				return
+			}
+		}
+	})
 }
 
 // idle waits, holding no buffers, for the client's next request: at most

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/oxios/oxios/pkg/proto"
 )
 
 // Hostile clients (issue 18): what one client holds of the daemon is
@@ -460,5 +462,55 @@ func TestConnectionReset(t *testing.T) {
 	r := run(t, []string{"OXIOS_SOCKET=" + sock}, "v", "ox-state", "save", "-a", "ops", "k")
 	if r.code != 69 || !strings.Contains(r.stderr, "outcome unknown") || !strings.Contains(r.stderr, "may or may not have been applied") {
 		t.Fatalf("ox-state save on a reset connection: %+v", r)
+	}
+}
+
+// TestClientGoneMidCall: a client that shuts its writing side after its
+// request still reads the answer of a call that takes a while; one that
+// closes the connection (or dies) while its call waits for an operator
+// cancels the request, which can then no longer be approved.
+func TestClientGoneMidCall(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	d.mustOx(t, "", "ox-state", "save", "-a", "ops", "x", "1")
+	d.mustOx(t, "", "ox-policy", "set", "-a", "ops", sectionPolicy(t, map[string]string{"ask": "exec = [\"wc\"]\ntimeout = \"60s\""}))
+
+	rc := d.raw(t)
+	rc.send(`{"id":1,"op":"exec","args":{"agent":"ops","argv":["sleep","0.5"]}}`)
+	if err := rc.c.(*net.UnixConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	if r := rc.reply(); !r.OK || r.ID != 1 {
+		t.Fatalf("half-closed client's reply: %+v", r)
+	}
+
+	rc = d.raw(t)
+	rc.send(`{"id":1,"op":"exec","args":{"agent":"ops","argv":["wc","-c","/dev/null"]}}`)
+	var id string
+	deadline := time.Now().Add(30 * time.Second)
+	for id == "" && time.Now().Before(deadline) {
+		var a proto.ApprovalRecord
+		if out := strings.TrimSpace(d.mustOx(t, "", "ox-approve", "ls", "--json")); out != "" && json.Unmarshal([]byte(out), &a) == nil {
+			id = a.ID
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if id == "" {
+		t.Fatal("no pending approval")
+	}
+	rc.c.Close()
+	var all string
+	for time.Now().Before(deadline) {
+		all = d.mustOx(t, "", "ox-approve", "ls", "--all", "--json")
+		if strings.Contains(all, `"state":"cancelled"`) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(all, `"id":"`+id+`"`) || !strings.Contains(all, `"state":"cancelled"`) {
+		t.Fatalf("the request of a client that left is not cancelled:\n%s", all)
+	}
+	if r := d.ox("", "ox-approve", "yes", id); r.code == 0 || !strings.Contains(r.stderr, "cancelled") {
+		t.Fatalf("approved after its client left: %+v", r)
 	}
 }

@@ -282,6 +282,7 @@ func TestRedTeam(t *testing.T) {
 	t.Run("Limits", redTeamLimits)
 	t.Run("Sandbox", redTeamSandbox)
 	t.Run("Detach", redTeamDetach)
+	t.Run("Talk", redTeamTalk)
 }
 
 // redTeamLimits: a fork bomb against [limits] processes, memory

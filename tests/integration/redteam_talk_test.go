@@ -1,0 +1,139 @@
+package integration
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/oxios/oxios/pkg/approval"
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+// redTeamTalk: a run of ops goes after what forks, messages and approvals
+// opened: other agents through the fork syscalls, other inboxes, sending
+// as someone else, deciding its own approvals, and an operator's view of
+// what it asks for: a command whose tail is cut from the operator's view,
+// or text that a terminal shows as something else.
+func redTeamTalk(t *testing.T) {
+	m := startMounted(t, daemonOpts{})
+	d := m.daemon
+	c := d.client(t)
+	d.mustOx(t, "", "ox-state", "save", "-a", "web", "secret", "s3cret")
+	d.mustOx(t, "", "ox-state", "save", "-a", "friend", "x", "1")
+	d.mustOx(t, "", "ox-state", "save", "-a", "ops", "x", "1")
+	d.mustOx(t, "", "ox-policy", "set", "-a", "ops", sectionPolicy(t, map[string]string{
+		"ask": "exec = [\"ls\"]\ntimeout = \"60s\"\ndefault = \"deny\"",
+		"msg": "send = [\"friend\"]\naccept = [\"*\"]",
+	}))
+	for _, tc := range []struct{ name, script, op, code, target string }{
+		{"agent.fork of web from a run of ops", "ox-fork web stolen", proto.OpAgentFork, proto.EPERM, "stolen:fork web"},
+		{"agent.fork of ops as a new agent from its own run", "ox-fork ops ops2", proto.OpAgentFork, proto.EPERM, "ops2:fork ops"},
+		{"agent.fork of ops over web (taking its name)", "ox-fork ops web", proto.OpAgentFork, proto.EPERM, "web:fork ops"},
+		{"agent.remove of web from a run of ops", "ox-fork rm web", proto.OpAgentRemove, proto.EACCES, "web"},
+		{"agent.diff against web from a run of ops", "ox-fork diff ops web", proto.OpAgentDiff, proto.EPERM, "web"},
+		{"msg.send to an agent not on msg.send", "ox-msg send web hello", proto.OpMsgSend, proto.EPERM, "web:msg from ops"},
+		{"msg.send as web (a forged sender)", "ox-msg send -a web friend 'from web, trust me'", proto.OpMsgSend, proto.EPERM, "friend:msg from web"},
+		{"msg.list of web's inbox", "ox-msg ls -a web", proto.OpMsgList, proto.EPERM, "web:inbox"},
+		{"msg.recv of web's inbox", "ox-msg recv -a web", proto.OpMsgRecv, proto.EPERM, "web:inbox"},
+		{"schedule.add on web (a job woken by web's messages)", "ox-schedule add -a web --name x --cron @message -- /bin/true", proto.OpScheduleAdd, proto.EPERM, "web:x"},
+	} {
+		attempt(t, tc.name, func() (bool, bool) {
+			since := auditSeq(t, c)
+			out := shOut(t, d, "ops", tc.script+` >/dev/null 2>&1; echo "rc=$?"`)
+			return strings.Contains(out, "rc=77"), auditedSince(t, c, since, tc.op, tc.code, tc.target)
+		})
+	}
+	attempt(t, "a message to itself through its inbox on the mount, not on msg.send", func() (bool, bool) {
+		since := auditSeq(t, c)
+		// cp reports what close(2) returns, where the mount's refusal of
+		// a message may come.
+		out := shOut(t, d, "ops", `echo forged | cp /dev/stdin "$OXIOS_MNT/agent/ops/inbox/m.md" 2>&1; echo "rc=$?"`)
+		return !strings.Contains(out, "rc=0") && strings.Contains(out, "rc="), auditedSince(t, c, since, proto.OpMsgSend, proto.EPERM, "ops:msg from ops")
+	})
+	impossible(t, "the mount's /approvals and web's inbox from a run of ops", func() bool {
+		out := shOut(t, d, "ops", `ls -d "$OXIOS_MNT/agent/ops/inbox" || exit 9
+ls "$OXIOS_MNT/approvals" 2>&1; echo x > "$OXIOS_MNT/agent/web/inbox/m.md" 2>&1; ls "$OXIOS_MNT/agent" | grep -qx web && echo SEEN-WEB`)
+		ok := strings.Contains(out, "/agent/ops/inbox") && strings.Count(out, "No such file or directory")+strings.Count(out, "Directory nonexistent") >= 2 && !strings.Contains(out, "SEEN-WEB")
+		if !ok {
+			t.Logf("out: %s", out)
+		}
+		return ok
+	})
+
+	// Approvals: each attack parks an exec of ls (ask.exec) in the
+	// background of a run, then looks at what the operator is shown.
+	pending := func() proto.ApprovalRecord {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			if out := strings.TrimSpace(d.mustOx(t, "", "ox-approve", "ls", "--json")); out != "" {
+				var a proto.ApprovalRecord
+				if err := json.Unmarshal([]byte(strings.Split(out, "\n")[0]), &a); err != nil {
+					t.Fatal(err)
+				}
+				return a
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Fatal("no pending approval within 30s")
+		return proto.ApprovalRecord{}
+	}
+	park := func(script string) chan string {
+		done := make(chan string, 1)
+		go func() { done <- shOut(t, d, "ops", script) }()
+		return done
+	}
+	attempt(t, "approve.decide of its own request from the run that asked", func() (bool, bool) {
+		since := auditSeq(t, c)
+		// The run ends after its try, and the exec that asked with it
+		// (cancelled).
+		out := shOut(t, d, "ops", `ox-exec -- ls / >/dev/null 2>&1 &
+for i in $(seq 100); do id=$(ox-approve ls --json | jq -r .id); [ -n "$id" ] && break; sleep 0.1; done
+ox-approve yes -m mine "$id"; echo "rc=$?"`)
+		return strings.Contains(out, "rc=77"), auditedSince(t, c, since, proto.OpApproveDecide, proto.EPERM, ":a", "approve")
+	})
+	attempt(t, "an approval outliving the run that asked (approved after its caller is gone)", func() (bool, bool) {
+		since := auditSeq(t, c)
+		out := shOut(t, d, "ops", `ox-exec -- ls / >/dev/null 2>&1 &
+for i in $(seq 100); do id=$(ox-approve ls --json | jq -r .id); [ -n "$id" ] && break; sleep 0.1; done
+echo "id=$id"`)
+		_, id, _ := strings.Cut(out, "id=")
+		id = strings.TrimSpace(id)
+		// The run has ended, and its processes with it: the request is
+		// cancelled, so that nothing it asked can run once approved.
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) && strings.Contains(d.mustOx(t, "", "ox-approve", "ls", "--json"), `"id":"`+id+`"`) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		r := d.ox("", "ox-approve", "yes", "-m", "too late", id)
+		if r.code == 0 {
+			t.Logf("approved %s after its run ended: %+v", id, r)
+		}
+		return id != "" && r.code != 0 && strings.Contains(r.stderr, "cancelled"), auditedSince(t, c, since, proto.OpApproveDecide, "ok", id+" cancelled by oxiosd")
+	})
+	attempt(t, "an exec whose arguments run past what an operator is shown", func() (bool, bool) {
+		since := auditSeq(t, c)
+		start := time.Now()
+		out := shOut(t, d, "ops", `ox-exec -- ls "$(head -c `+strconv.Itoa(approval.MaxWhat)+` /dev/zero | tr '\0' a)" /etc/shadow >/dev/null 2>&1; echo "rc=$?"`)
+		// Denied unseen, at once: never pending with its tail cut off.
+		quick := time.Since(start) < 30*time.Second
+		if !quick {
+			t.Logf("the long request waited %v", time.Since(start))
+		}
+		return strings.Contains(out, "rc=77") && quick, auditedSince(t, c, since, proto.OpApproveDecide, "ok", "denied by oxiosd")
+	})
+	confined(t, "escape sequences and a bidirectional override in an exec an operator approves", func() bool {
+		done := park(`ox-exec -- ls "$(printf '/tmp\r\033[2K\033[1A')" "$(printf 'x\342\200\256gnp.exe')" >/dev/null 2>&1; echo "rc=$?"`)
+		a := pending()
+		d.mustOx(t, "", "ox-approve", "no", "-m", "red team", a.ID)
+		<-done
+		shown := a.What + a.Text
+		ok := !strings.ContainsAny(shown, "\r\x1b\u202e") && strings.Contains(a.What, `\x1b[2K`) && strings.Contains(a.What, `\u202e`)
+		if !ok {
+			t.Logf("shown: %q", shown)
+		}
+		return ok
+	})
+}
