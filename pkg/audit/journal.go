@@ -32,6 +32,18 @@ func (l *Log) AppendAt(entries []*Entry) error {
 	return nil
 }
 
+// AppendStaged appends e as the journal holds it to b: the JSON of its
+// line, without its place in the chain (prev is zeros and hash absent:
+// Restore gives both again). It is the line's own writer, not reflection:
+// a bulk remember stages one entry per memory, and encoding/json was 9%
+// of the daemon's CPU there. e.Time must be UTC. ParseStaged reads it
+// back field for field.
+func AppendStaged(b []byte, e *Entry) []byte {
+	return append(appendBody(b, e, &zeroPrev), '}')
+}
+
+var zeroPrev [32]byte
+
 // ParseStaged decodes an entry as the journal holds it.
 func ParseStaged(payload []byte) (*Entry, error) {
 	var e Entry

@@ -2,7 +2,6 @@ package kernel
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"time"
 
@@ -132,11 +131,7 @@ func (k *Kernel) apply(batch []*tx) {
 			}
 			e.Time = now
 			e.Seq = k.auditSeq + uint64(len(entries)) + 1
-			payload, err := json.Marshal(e)
-			if err != nil {
-				panic(err) // plain strings and numbers: cannot fail
-			}
-			b.AddAux(payload)
+			b.AddAux(audit.AppendStaged(nil, e))
 			entries = append(entries, e)
 		}
 	}
