@@ -291,37 +291,38 @@ func (c *conn) serve() {
 // watchHangup calls gone once the client has closed the connection both
 // ways (POLLHUP: it has closed it or died; a read of EOF alone may be a
 // shutdown of its writing side only, and it may still read), or returns
-// when stop is closed.
+// when stop is closed. It looks every hangupPoll, without blocking a
+// thread: many half-closed connections cost a timer each.
 func (c *conn) watchHangup(gone context.CancelFunc, stop <-chan struct{}) {
 	rc, err := c.nc.SyscallConn()
 	if err != nil {
 		return
 	}
-	wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-	if err != nil {
-		return
-	}
-	defer unix.Close(wake)
-	go func() {
-		<-stop
-		unix.Write(wake, []byte{1, 0, 0, 0, 0, 0, 0, 0})
-	}()
-	rc.Control(func(fd uintptr) {
-		fds := []unix.PollFd{{Fd: int32(fd)}, {Fd: int32(wake), Events: unix.POLLIN}}
-		for {
-			_, err := unix.Poll(fds, -1)
-			switch {
-			case err == unix.EINTR:
-				continue
-			case err != nil || fds[1].Revents != 0:
-				return
-			case fds[0].Revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0:
-				gone()
-				return
-			}
+	t := time.NewTicker(hangupPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
 		}
-	})
+		hup := false
+		rc.Control(func(fd uintptr) {
+			fds := []unix.PollFd{{Fd: int32(fd)}}
+			if n, err := unix.Poll(fds, 0); err == nil && n > 0 {
+				hup = fds[0].Revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0
+			}
+		})
+		if hup {
+			gone()
+			return
+		}
+	}
 }
+
+// hangupPoll is how often watchHangup looks whether a client that
+// stopped sending is gone.
+const hangupPoll = 200 * time.Millisecond
 
 // idle waits, holding no buffers, for the client's next request: at most
 // hello_timeout for the first, idle_timeout for later ones while nothing

@@ -64,20 +64,20 @@ ls "$OXIOS_MNT/approvals" 2>&1; echo x > "$OXIOS_MNT/agent/web/inbox/m.md" 2>&1;
 
 	// Approvals: each attack parks an exec of ls (ask.exec) in the
 	// background of a run, then looks at what the operator is shown.
-	pending := func() proto.ApprovalRecord {
+	// pending is the pending request whose what holds mark.
+	pending := func(mark string) proto.ApprovalRecord {
 		t.Helper()
 		deadline := time.Now().Add(30 * time.Second)
 		for time.Now().Before(deadline) {
-			if out := strings.TrimSpace(d.mustOx(t, "", "ox-approve", "ls", "--json")); out != "" {
+			for _, l := range strings.Split(strings.TrimSpace(d.mustOx(t, "", "ox-approve", "ls", "--json")), "\n") {
 				var a proto.ApprovalRecord
-				if err := json.Unmarshal([]byte(strings.Split(out, "\n")[0]), &a); err != nil {
-					t.Fatal(err)
+				if json.Unmarshal([]byte(l), &a) == nil && strings.Contains(a.What, mark) {
+					return a
 				}
-				return a
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-		t.Fatal("no pending approval within 30s")
+		t.Fatalf("no pending approval of %q within 30s", mark)
 		return proto.ApprovalRecord{}
 	}
 	park := func(script string) chan string {
@@ -90,14 +90,14 @@ ls "$OXIOS_MNT/approvals" 2>&1; echo x > "$OXIOS_MNT/agent/web/inbox/m.md" 2>&1;
 		// The run ends after its try, and the exec that asked with it
 		// (cancelled).
 		out := shOut(t, d, "ops", `ox-exec -- ls / >/dev/null 2>&1 &
-for i in $(seq 100); do id=$(ox-approve ls --json | jq -r .id); [ -n "$id" ] && break; sleep 0.1; done
+for i in $(seq 100); do id=$(ox-approve ls --json | jq -r "select(.run == \"$OXIOS_RUN\").id"); [ -n "$id" ] && break; sleep 0.1; done
 ox-approve yes -m mine "$id"; echo "rc=$?"`)
 		return strings.Contains(out, "rc=77"), auditedSince(t, c, since, proto.OpApproveDecide, proto.EPERM, ":a", "approve")
 	})
 	attempt(t, "an approval outliving the run that asked (approved after its caller is gone)", func() (bool, bool) {
 		since := auditSeq(t, c)
 		out := shOut(t, d, "ops", `ox-exec -- ls / >/dev/null 2>&1 &
-for i in $(seq 100); do id=$(ox-approve ls --json | jq -r .id); [ -n "$id" ] && break; sleep 0.1; done
+for i in $(seq 100); do id=$(ox-approve ls --json | jq -r "select(.run == \"$OXIOS_RUN\").id"); [ -n "$id" ] && break; sleep 0.1; done
 echo "id=$id"`)
 		_, id, _ := strings.Cut(out, "id=")
 		id = strings.TrimSpace(id)
@@ -126,7 +126,7 @@ echo "id=$id"`)
 	})
 	confined(t, "escape sequences and a bidirectional override in an exec an operator approves", func() bool {
 		done := park(`ox-exec -- ls "$(printf '/tmp\r\033[2K\033[1A')" "$(printf 'x\342\200\256gnp.exe')" >/dev/null 2>&1; echo "rc=$?"`)
-		a := pending()
+		a := pending("gnp.exe")
 		d.mustOx(t, "", "ox-approve", "no", "-m", "red team", a.ID)
 		<-done
 		shown := a.What + a.Text
