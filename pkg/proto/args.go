@@ -15,6 +15,12 @@ func DecodeArgs(op string, args json.RawMessage, v any) *Error {
 	if len(args) == 0 || string(args) == "null" {
 		return Errorf(EINVAL, "%s: missing args", op)
 	}
+	if ra, ok := v.(*MemRememberArgs); ok {
+		if fastRememberArgs(args, ra) {
+			return nil
+		}
+		*ra = MemRememberArgs{}
+	}
 	if perr := CheckText(args); perr != nil {
 		return Errorf(EINVAL, "%s: bad args: %s", op, argsWords.Replace(perr.Message))
 	}

@@ -1,8 +1,10 @@
 package proto
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -78,4 +80,48 @@ func TestCheckFields(t *testing.T) {
 			t.Errorf("%s: %v, want %s", c.in, err, c.err)
 		}
 	}
+}
+
+// FuzzRememberArgs: whatever mem.remember's fast path accepts, the
+// general path (CheckText, encoding/json, CheckFields) reads the same way;
+// the fast path may only decline, never differ.
+func FuzzRememberArgs(f *testing.F) {
+	for _, s := range []string{
+		`{"agent":"ops","memories":[{"text":"disk full on /var"}]}`,
+		`{"agent":"ops","memories":[{"kind":"semantic","text":"a \"quoted\" \\ line\n\t\u00e9\ud83d\ude00","tags":["a","b"],"source":"s","importance":0.75,"ttl":"1h"},{"text":""}]}`,
+		`{"agent":"ops","memories":[]}`,
+		`{"agent":"ops","memories":[{"text":"x","text":"y"}]}`,
+		`{"agent":"ops","memories":[{"text":"x","Text":"y"}]}`,
+		`{"agent":"ops","memories":[{"text":"\ud800"}]}`,
+		`{"agent":"ops","memories":[{"text":"x","importance":01}]}`,
+		`{"agent":"ops","memories":[{"text":"x","importance":1e999}]}`,
+		`{"agent":"ops","memories":[{"text":"x","tags":[]}]}`,
+		`{"agent":"ops","memories":null}`,
+		`{"agent":"ops","memories":[{"text":"x"}],"x":1}`,
+		`{"agent":"ops","memories":[{"text":"x"}]} `,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Add(rememberBatch())
+	f.Fuzz(func(t *testing.T, args []byte) {
+		var fa MemRememberArgs
+		if !fastRememberArgs(args, &fa) {
+			return
+		}
+		var sa MemRememberArgs
+		if perr := CheckText(args); perr != nil {
+			t.Fatalf("%s: fast path took what CheckText refuses: %v", args, perr)
+		}
+		d := json.NewDecoder(bytes.NewReader(args))
+		d.DisallowUnknownFields()
+		if err := d.Decode(&sa); err != nil || d.More() {
+			t.Fatalf("%s: fast path took what encoding/json refuses: %v", args, err)
+		}
+		if perr := CheckFields(args, map[string]bool{}); perr != nil {
+			t.Fatalf("%s: fast path took what CheckFields refuses: %v", args, perr)
+		}
+		if !reflect.DeepEqual(fa, sa) {
+			t.Fatalf("%s:\nfast %+v\nslow %+v", args, fa, sa)
+		}
+	})
 }
