@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
@@ -130,7 +131,11 @@ func orOperator(from string) string {
 func oneLine(s string) string {
 	s, _, _ = strings.Cut(s, "\n")
 	if len(s) > 60 {
-		s = s[:57] + "..."
+		cut := 57
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "..."
 	}
 	return s
 }
@@ -182,9 +187,10 @@ func recvCmd(c *cli.Context) error {
 			p.Print(m)
 			return p.Flush()
 		}
-		fmt.Printf("%s %s from %s:\n%s\n", m.ID, m.Time.Local().Format("15:04:05"), orOperator(m.From), m.Text)
+		// Another agent wrote it: shown, not obeyed, by the terminal.
+		fmt.Printf("%s %s from %s:\n%s\n", m.ID, m.Time.Local().Format("15:04:05"), orOperator(m.From), cliutil.Text(m.Text))
 		for _, r := range m.Records {
-			fmt.Printf("  %s\n", r)
+			fmt.Printf("  %s\n", cliutil.Cell(string(r)))
 		}
 		return nil
 	})

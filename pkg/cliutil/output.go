@@ -134,6 +134,27 @@ func Cell(s string) string {
 	return q[1 : len(q)-1]
 }
 
+// Text is s made safe to print on a terminal as lines: as Cell, but
+// newlines and tabs stay. Text that another agent wrote (a message) goes
+// through it, so that an escape sequence in it cannot drive the
+// operator's terminal, nor a bidirectional override show other text.
+func Text(s string) string {
+	var b strings.Builder
+	for line := range strings.Lines(s) {
+		body, nl := strings.CutSuffix(line, "\n")
+		for i, cell := range strings.Split(body, "\t") {
+			if i > 0 {
+				b.WriteByte('\t')
+			}
+			b.WriteString(Cell(cell))
+		}
+		if nl {
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}
+
 // HumanSize formats n bytes for a table.
 func HumanSize(n int64) string {
 	const unit = 1024
