@@ -12,7 +12,9 @@
 // accepted is a message kept across a crash (kill -9 included), and one
 // not yet acknowledged is delivered again. A torn last line (a crash
 // inside a write) is cut off at Open. Message ids are one sequence for
-// all inboxes ("m" and 10 digits), so they sort by send order.
+// all inboxes ("m" and 10 digits), so they sort by send order. An inbox
+// holds at most its agent's quota (quota.go): received messages are
+// dropped to make room, unread ones never.
 package inbox
 
 import (
@@ -72,6 +74,9 @@ type Store struct {
 	mu  sync.Mutex
 	seq uint64
 	box map[string]*box
+	// Quota, if set, is the most bytes agent's inbox holds (0: no limit;
+	// see quota.go). Called with the store's lock held.
+	Quota func(agent string) int64
 }
 
 type box struct {
@@ -254,6 +259,11 @@ func (s *Store) Send(m Message) (Message, error) {
 	b, err := s.boxLocked(m.To, true)
 	if err != nil {
 		return Message{}, err
+	}
+	if s.Quota != nil {
+		if err := s.room(b, m.To, int64(size), s.Quota(m.To)); err != nil {
+			return Message{}, err
+		}
 	}
 	m.ID = fmt.Sprintf("m%010d", s.seq+1)
 	if err := b.appendLine(line{Msg: &m}); err != nil {

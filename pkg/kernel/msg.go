@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -41,6 +42,14 @@ func (k *Kernel) openTalk() error {
 	ib, err := inbox.Open(filepath.Join(k.cfg.Data, "inbox"))
 	if err != nil {
 		return fmt.Errorf("inbox: %w", err)
+	}
+	// The recipient's policy bounds its inbox (msg.quota).
+	ib.Quota = func(agent string) int64 {
+		p, err := k.policyOf(agent)
+		if err != nil {
+			return policy.DefaultInboxQuota
+		}
+		return p.InboxQuota()
 	}
 	k.talk.inbox = ib
 	k.talk.approvals = approval.New(k.auditSeq)
@@ -105,6 +114,9 @@ func (k *Kernel) MsgSend(ctx context.Context, c *Cred, a proto.MsgSendArgs, raw 
 	// The message is durable first: a crash before its audit entry keeps
 	// the message (the journal of the inbox is the one a reader needs).
 	m, err := k.talk.inbox.Send(m)
+	if errors.Is(err, inbox.ErrFull) {
+		return deny(proto.Errorf(proto.EDQUOT, "%v", err), "msg.quota")
+	}
 	if err != nil {
 		return deny(proto.Errorf(proto.EINVAL, "%v", err), "")
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/oxios/oxios/pkg/config"
 	"github.com/oxios/oxios/pkg/proto"
 )
 
@@ -48,6 +49,21 @@ type Ask struct {
 type Msg struct {
 	Send   []string `toml:"send"`
 	Accept []string `toml:"accept"`
+	// Quota is the most bytes the agent's inbox holds, received messages
+	// and not (see pkg/inbox); 0: DefaultInboxQuota.
+	Quota config.Size `toml:"quota"`
+}
+
+// DefaultInboxQuota is an inbox's quota when the policy gives none. There
+// is no unlimited inbox: the daemon holds each inbox in memory.
+const DefaultInboxQuota = 64 << 20
+
+// InboxQuota is the most bytes p's agent's inbox holds.
+func (p *Policy) InboxQuota() int64 {
+	if p.Msg.Quota > 0 {
+		return int64(p.Msg.Quota)
+	}
+	return DefaultInboxQuota
 }
 
 // Decisions of a request that timed out (Ask.Default).
@@ -114,6 +130,9 @@ func (p *Policy) parseAsk(b []byte) error {
 	case AskDeny, AskAllow:
 	default:
 		return &Error{Line: lineOf(b, "default"), Reason: fmt.Sprintf("ask.default: %q: want \"deny\" or \"allow\"", p.Ask.Default)}
+	}
+	if p.Msg.Quota < 0 {
+		return &Error{Line: lineOf(b, "quota"), Reason: "msg.quota may not be negative"}
 	}
 	for _, list := range []struct {
 		name string

@@ -256,3 +256,28 @@ func BenchmarkFork10k(b *testing.B) {
 		bt.Publish()
 	}
 }
+
+// BenchmarkCloneTree10k times the copy of a 10,000-key index a fork
+// makes (its CPU, on the fork's way: see prepare).
+func BenchmarkCloneTree10k(b *testing.B) {
+	s, err := Open(b.TempDir(), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	bt := s.Begin()
+	for i := range 10000 {
+		bt.Add(&Change{Agent: "a", Key: fmt.Sprintf("d%03d/k%05d.md", i%300, i), Value: []byte(strings.Repeat("fork bench state ", 12))})
+	}
+	bt.Write()
+	bt.Sync()
+	bt.Publish()
+	s.Flush()
+	a := s.agent(Ref(SpaceState, "a"))
+	b.ReportAllocs()
+	for b.Loop() {
+		if fc := cloneTree(a, nil, nil, nil, 1); len(fc.keys) != 10000 {
+			b.Fatal(len(fc.keys))
+		}
+	}
+}

@@ -2,6 +2,8 @@ package integration
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -51,6 +53,18 @@ func redTeamTalk(t *testing.T) {
 		// a message may come.
 		out := shOut(t, d, "ops", `echo forged | cp /dev/stdin "$OXIOS_MNT/agent/ops/inbox/m.md" 2>&1; echo "rc=$?"`)
 		return !strings.Contains(out, "rc=0") && strings.Contains(out, "rc="), auditedSince(t, c, since, proto.OpMsgSend, proto.EPERM, "ops:msg from ops")
+	})
+	attempt(t, "an inbox flood from a run (past the recipient's msg.quota)", func() (bool, bool) {
+		d.mustOx(t, "", "ox-policy", "set", "-a", "friend", sectionPolicy(t, map[string]string{"msg": "send = [\"*\"]\naccept = [\"*\"]\nquota = \"1MiB\""}))
+		since := auditSeq(t, c)
+		out := shOut(t, d, "ops", `big=$(head -c 100000 /dev/zero | tr '\0' x)
+i=0; while [ $i -lt 40 ]; do ox-msg send friend "$big" >/dev/null 2>&1 || { echo "rc=$? at $i"; break; }; i=$((i+1)); done; echo "sent=$i"`)
+		fi, err := os.Stat(filepath.Join(d.data, "inbox", "friend.jsonl"))
+		if err != nil || fi.Size() > 1<<20 {
+			t.Logf("friend's inbox: %v %v", fi, err)
+			return false, false
+		}
+		return strings.Contains(out, "rc=1 at") && !strings.Contains(out, "sent=40"), auditedSince(t, c, since, proto.OpMsgSend, proto.EDQUOT, "friend:msg from ops", "[msg.quota]")
 	})
 	impossible(t, "the mount's /approvals and web's inbox from a run of ops", func() bool {
 		out := shOut(t, d, "ops", `ls -d "$OXIOS_MNT/agent/ops/inbox" || exit 9
