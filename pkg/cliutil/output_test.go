@@ -61,10 +61,10 @@ func TestCell(t *testing.T) {
 func TestText(t *testing.T) {
 	for in, want := range map[string]string{
 		"two\nlines\twith a tab\n": "two\nlines\twith a tab\n",
-		"\x1b]0;pwned\a\x1b[2J":   `\x1b]0;pwned\a\x1b[2J`,
+		"\x1b]0;pwned\a\x1b[2J":    `\x1b]0;pwned\a\x1b[2J`,
 		"ok\r\nx\u202ey":           "ok\\r\nx\\u202ey",
-		"héllo\n\n":                 "héllo\n\n",
-		"bad\xffbyte":                `bad\xffbyte`,
+		"héllo\n\n":                "héllo\n\n",
+		"bad\xffbyte":              `bad\xffbyte`,
 	} {
 		if got := Text(in); got != want {
 			t.Errorf("Text(%q) = %q, want %q", in, got, want)
