@@ -90,7 +90,14 @@ func (k *Kernel) MemRemember(ctx context.Context, c *Cred, a proto.MemRememberAr
 		return proto.MemRememberResult{}, err
 	}
 	if err := k.permit(c, a.Agent, proto.OpMemRemember, a.Agent, raw, func(p *policy.Policy) error {
-		return p.CheckMemories(memory.KindsOf(mems), k.mem.Count(a.Agent)+int64(n))
+		if err := p.CheckMemories(memory.KindsOf(mems), k.mem.Count(a.Agent)+int64(n)); err != nil {
+			return err
+		}
+		_, held := k.state.Keys(state.Ref(state.SpaceMem, a.Agent))
+		for _, f := range files {
+			held += int64(len(f))
+		}
+		return p.CheckMemoryBytes(held)
 	}); err != nil {
 		return proto.MemRememberResult{}, err
 	}

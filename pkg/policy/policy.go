@@ -52,11 +52,20 @@ type State struct {
 }
 
 // Memory governs remember and recall: the kinds it may use, and how many
-// memories it may hold.
+// memories it may hold, and how many bytes.
 type Memory struct {
 	Kinds []string `toml:"kinds"`
 	Quota int64    `toml:"quota"`
+	// MaxBytes bounds the bytes of the agent's memory files in all; 0:
+	// DefaultMemoryBytes.
+	MaxBytes config.Size `toml:"max_bytes"`
 }
+
+// DefaultMemoryBytes is memory.max_bytes when the policy gives none. A
+// count alone bounded nothing: a memory may be as long as a value
+// (limits.max_value, 16 MiB), and the recall index holds its words in
+// memory.
+const DefaultMemoryBytes = 256 << 20
 
 // Tools governs the WASM tools: which may run, with how much memory and
 // time.
@@ -226,6 +235,9 @@ func Parse(b []byte) (*Policy, error) {
 	}
 	if p.Limits.Runs < 0 {
 		return nil, &Error{Line: lineOf(b, "runs"), Reason: "limits.runs may not be negative"}
+	}
+	if p.Memory.MaxBytes < 0 {
+		return nil, &Error{Line: lineOf(b, "max_bytes"), Reason: "memory.max_bytes may not be negative"}
 	}
 	if p.Memory.Quota < 0 {
 		return nil, &Error{Line: lineOf(b, "quota"), Reason: "memory.quota may not be negative"}

@@ -122,3 +122,29 @@ func TestQuote(t *testing.T) {
 		}
 	}
 }
+
+// memory.max_bytes bounds the bytes of an agent's memories: 256MiB when
+// left out or 0, never unlimited; a negative one does not parse.
+func TestMemoryMaxBytes(t *testing.T) {
+	p, err := Parse([]byte("[memory]\nkinds = [\"episodic\"]\nmax_bytes = \"1MiB\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.CheckMemoryBytes(1 << 20); err != nil {
+		t.Fatal(err)
+	}
+	var d *Denied
+	if err := p.CheckMemoryBytes(1<<20 + 1); !errors.As(err, &d) || d.Rule != "memory.max_bytes" {
+		t.Fatalf("past max_bytes: %v", err)
+	}
+	p, _ = Parse([]byte("[memory]\nkinds = [\"episodic\"]\n"))
+	if p.CheckMemoryBytes(DefaultMemoryBytes) != nil || p.CheckMemoryBytes(DefaultMemoryBytes+1) == nil {
+		t.Fatal("left out: not the default")
+	}
+	if _, err := Parse([]byte("[memory]\nmax_bytes = -1\n")); err == nil || !strings.Contains(err.Error(), "max_bytes") {
+		t.Fatalf("negative: %v", err)
+	}
+	if Default().Memory.MaxBytes != DefaultMemoryBytes {
+		t.Fatalf("the default policy's max_bytes: %d", Default().Memory.MaxBytes)
+	}
+}

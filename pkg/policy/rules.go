@@ -124,6 +124,19 @@ func (p *Policy) CheckMemory(kind string, count int64) error {
 	return nil
 }
 
+// CheckMemoryBytes: may the agent's memories hold total bytes (their
+// files) after the change?
+func (p *Policy) CheckMemoryBytes(total int64) error {
+	max := int64(p.Memory.MaxBytes)
+	if max <= 0 {
+		max = DefaultMemoryBytes
+	}
+	if total > max {
+		return &Denied{Rule: "memory.max_bytes", Reason: fmt.Sprintf("the agent's memories would hold %d bytes, over its memory.max_bytes of %d", total, max)}
+	}
+	return nil
+}
+
 // CheckMemories is CheckMemory of each of kinds, the kinds of a batch of
 // new memories, with count held in all after the batch: the first
 // refusal.

@@ -66,6 +66,25 @@ i=0; while [ $i -lt 40 ]; do ox-msg send friend "$big" >/dev/null 2>&1 || { echo
 		}
 		return strings.Contains(out, "rc=1 at") && !strings.Contains(out, "sent=40"), auditedSince(t, c, since, proto.OpMsgSend, proto.EDQUOT, "friend:msg from ops", "[msg.quota]")
 	})
+	attempt(t, "memories past memory.max_bytes from a run (a count alone bounded nothing)", func() (bool, bool) {
+		d.mustOx(t, "", "ox-policy", "set", "-a", "web", sectionPolicy(t, map[string]string{"memory": "kinds = [\"episodic\"]\nmax_bytes = \"8MiB\""}))
+		since := auditSeq(t, c)
+		out := shOut(t, d, "web", `big=$(head -c 3000000 /dev/zero | tr '\0' x)
+i=0; while [ $i -lt 10 ]; do printf '%s\n' "$big" | ox-remember >/dev/null 2>&1 || { echo "rc=$? at $i"; break; }; i=$((i+1)); done; echo "kept=$i"`)
+		n, bytes := 0, int64(0)
+		filepath.Walk(filepath.Join(d.data, "repo", "agents", "web", "mem"), func(p string, fi os.FileInfo, err error) error {
+			if err == nil && !fi.IsDir() {
+				n++
+				bytes += fi.Size()
+			}
+			return nil
+		})
+		if bytes > 8<<20 {
+			t.Logf("web's memories: %d files, %d bytes", n, bytes)
+			return false, false
+		}
+		return strings.Contains(out, "rc=77 at 2") && strings.Contains(out, "kept=2"), auditedSince(t, c, since, proto.OpMemRemember, proto.EPERM, "[memory.max_bytes]")
+	})
 	impossible(t, "the mount's /approvals and web's inbox from a run of ops", func() bool {
 		out := shOut(t, d, "ops", `ls -d "$OXIOS_MNT/agent/ops/inbox" || exit 9
 ls "$OXIOS_MNT/approvals" 2>&1; echo x > "$OXIOS_MNT/agent/web/inbox/m.md" 2>&1; ls "$OXIOS_MNT/agent" | grep -qx web && echo SEEN-WEB`)
