@@ -63,7 +63,7 @@ func (k *Kernel) checkBudget(c *Cred, agent string, p *policy.Policy, more proto
 	if qerr != nil {
 		return qerr
 	}
-	return k.askBudget(c, agent, p, used)
+	return k.asks.AskBudget(k.asker(c, agent), agent, p, used)
 }
 
 // endOverBudget ends a run that was refused for its budget, if it does

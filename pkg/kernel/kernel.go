@@ -7,7 +7,7 @@
 // queue, state, agenttree, audit with its reads, targets, shown
 // lines and heads, version with its commits, restores and their plans,
 // diffs, forks and pushes, uncommitted, memory, memindex with its
-// expiries, recall, expiry, budget, inbox, approval with its listings, bus
+// expiries, recall, expiry, budget, inbox, approval with its listings and its desk, bus
 // with its event records and streams, netfetch, llm's breakers, the
 // supervisor with its cgroups, runq with its waits and attaches, runspec
 // with the sandbox's host, admit, sched/jobs, policy with its violations
@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"github.com/oxios/oxios/pkg/access"
+	"github.com/oxios/oxios/pkg/approval"
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/budget"
 	"github.com/oxios/oxios/pkg/bus"
@@ -45,6 +46,7 @@ import (
 	"github.com/oxios/oxios/pkg/embed"
 	"github.com/oxios/oxios/pkg/expiry"
 	"github.com/oxios/oxios/pkg/groupcommit"
+	"github.com/oxios/oxios/pkg/inbox"
 	"github.com/oxios/oxios/pkg/llm"
 	"github.com/oxios/oxios/pkg/memindex"
 	"github.com/oxios/oxios/pkg/policy"
@@ -109,9 +111,10 @@ type Kernel struct {
 	tools   wasm.Lazy   // WASM tools (tool.go)
 	adm     *runq.Queue // the run queue (admit.go)
 	started time.Time
-	sched   *jobs.Table  // schedules (schedule.go)
-	box     runspec.Host // the sandbox of runs and execs (sandbox.go)
-	talk    talk         // inboxes and approvals (msg.go, approve.go)
+	sched   *jobs.Table    // schedules (schedule.go)
+	box     runspec.Host   // the sandbox of runs and execs (sandbox.go)
+	inbox   *inbox.Store   // the agents' inboxes (msg.go)
+	asks    *approval.Desk // approvals (approve.go)
 }
 
 // New opens the data directory and starts the committer.
@@ -200,7 +203,7 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 	k.openAdmission(k.root)
 	k.started = time.Now().UTC()
 	k.txq.Start()
-	k.resolveLeftApprovals()
+	k.asks.ResolveLeft(k.daemonActor())
 	return k, nil
 }
 

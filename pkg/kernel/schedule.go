@@ -20,9 +20,6 @@ import (
 // sysSchedules is the folder of an agent's jobs in its sys space.
 const sysSchedules = jobs.Dir
 
-// EventScheduleFired is the event of a firing that started a run.
-const EventScheduleFired = "schedule.fired"
-
 // StartScheduler loads the jobs of every agent and starts firing them
 // (clock nil: the system clock). oxiosd calls it once the socket serves,
 // so that a catch-up run at start can reach the daemon.
@@ -38,7 +35,7 @@ func (k *Kernel) openScheduler() {
 		},
 		Spawn:  k.spawnJob,
 		Status: k.runStatus,
-		MsgIDs: func(agent, after string) []string { return k.talk.inbox.IDs(agent, after) },
+		MsgIDs: func(agent, after string) []string { return k.inbox.IDs(agent, after) },
 		Log:    k.log,
 		UID:    k.uid,
 	})

@@ -37,8 +37,6 @@ type versioning struct {
 	paths *uncommitted.Set
 }
 
-func statePath(agent, key string) string { return "agents/" + agent + "/state/" + key }
-
 func (k *Kernel) openVersioning() error {
 	file := filepath.Join(k.cfg.Data, "index", "uncommitted")
 	repo, paths, warn, err := version.OpenWork(filepath.Join(k.cfg.Data, "repo"), file)

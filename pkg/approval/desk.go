@@ -1,0 +1,127 @@
+package approval
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/oxios/oxios/pkg/audit"
+	"github.com/oxios/oxios/pkg/budget"
+	"github.com/oxios/oxios/pkg/policy"
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+// Recorder commits an audit entry and waits until it is durable: event,
+// when not "", names its bus event (else its op does), agent and key name
+// the agent and the key of the event, data is the event's (it must not
+// change once given). It is the kernel's group commit, as the desk sees it.
+type Recorder func(ctx context.Context, e *audit.Entry, event, agent, key string, data any) error
+
+// Desk is where a call that an ask rule held back waits for an operator:
+// the registry of requests, their copies on disk (Keeper), and the agents
+// whose budget threshold was approved. Each ask, and each decision no
+// operator made (a timeout, a call gone, a request a crash left pending),
+// goes to the audit log through the Recorder; an operator's decision is
+// audited by the syscall that makes it.
+type Desk struct {
+	*Registry
+	keep   *Keeper
+	left   []Request // left pending by a crash, resolved by ResolveLeft
+	record Recorder
+	log    *slog.Logger
+	// budgetAsked: agents whose budget threshold an operator approved.
+	budgetAsked budget.Asked
+}
+
+// OpenDesk makes a desk whose request ids start after first, keeping its
+// pending requests in dir (Keep: the requests a crash left there are
+// decided now, and audited by ResolveLeft).
+func OpenDesk(first uint64, dir string, record Recorder, log *slog.Logger) (*Desk, error) {
+	g := New(first)
+	kp, left, err := Keep(g, dir, log)
+	if err != nil {
+		return nil, err
+	}
+	return &Desk{Registry: g, keep: kp, left: left, record: record, log: log}, nil
+}
+
+// Asker is who asks: the caller's identity on the audit log, and its run
+// when the caller is a run of the agent asked for (the request names it).
+// Emit, when not nil, shows the request and its decision in that run's
+// stream.
+type Asker struct {
+	Actor audit.Actor
+	Run   string
+	Emit  func(rec any)
+}
+
+func (who Asker) emit(rec *proto.ApprovalRecord) {
+	if who.Emit != nil {
+		who.Emit(rec)
+	}
+}
+
+// Ask waits for an operator's decision on what ask rule a of p held back:
+// op of agent, a call that would do what. The request is audited
+// (approve.ask, published as approval.requested) and shown to the asking
+// run, then the decision; nil means approved, else the refusal (EPERM)
+// saying who decided and why.
+func (d *Desk) Ask(ctx context.Context, who Asker, agent, op, what string, p *policy.Policy, a *policy.Asked) *proto.Error {
+	req := d.Registry.Ask(FromAsk(agent, who.Run, op, what, p, a))
+	rec := Record(req)
+	d.record(ctx, &audit.Entry{Actor: who.Actor, Op: proto.OpApproveAsk,
+		Target: req.AskTarget(), Result: "ok"}, "", agent, req.ID, &rec)
+	who.emit(&rec)
+	got, err := d.Wait(ctx, req.ID)
+	if err != nil {
+		return proto.AsError(err)
+	}
+	if got.Undecided() {
+		// No operator decided: the kernel records the outcome.
+		rec := Record(got)
+		d.record(context.Background(), &audit.Entry{Actor: who.Actor, Op: proto.OpApproveDecide,
+			Target: got.Target(), Result: "ok"}, "", agent, got.ID, &rec)
+	}
+	if who.Emit != nil {
+		rec := Record(got)
+		who.emit(&rec)
+	}
+	if got.Allowed() {
+		return nil
+	}
+	return got.Refusal()
+}
+
+// AskBudget asks once per daemon life when agent's spending, used,
+// passed a threshold of its policy p's ask rules.
+func (d *Desk) AskBudget(who Asker, agent string, p *policy.Policy, used proto.Budget) *proto.Error {
+	a := policy.AsAsked(p.CheckBudgetAsk(used.Tokens, used.Cost))
+	if a == nil {
+		return nil
+	}
+	if d.budgetAsked.Done(agent) {
+		return nil
+	}
+	if err := d.Ask(context.Background(), who, agent, proto.OpBudgetCheck, "spend past "+a.Rule, p, a); err != nil {
+		return err
+	}
+	d.budgetAsked.Approve(agent)
+	return nil
+}
+
+// ResolveLeft audits, as by who, the decisions OpenDesk made of the
+// requests a crash left pending, then removes their files (a crash before
+// that resolves them again).
+func (d *Desk) ResolveLeft(who audit.Actor) {
+	for _, r := range d.left {
+		rec := Record(r)
+		err := d.record(context.Background(), &audit.Entry{Actor: who, Op: proto.OpApproveDecide,
+			Target: r.Target(), Result: "ok"}, proto.EventApprovalDecided, r.Agent, r.ID, &rec)
+		if err != nil {
+			d.log.Warn("approvals: auditing a request left pending", "id", r.ID, "err", err)
+			continue
+		}
+		d.log.Info("approval left pending by the last stop resolved into the policy's default", "id", r.ID, "agent", r.Agent, "state", r.State)
+		d.keep.Write(r)
+	}
+	d.left = nil
+}
