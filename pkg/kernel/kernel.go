@@ -5,7 +5,7 @@
 // the FUSE view call these syscalls and nothing below them; the
 // subsystems (access with its credentials and grants, groupcommit's
 // queue, state, agenttree, audit with its reads, targets, shown
-// lines and heads, version with its commits, restores and their plans,
+// lines and heads, version with its commits, tags, restores and their plans,
 // diffs, forks and pushes, uncommitted, memory, memindex with its
 // expiries, recall, expiry, budget, inbox, approval with its listings and its desk, bus
 // with its event records and streams, netfetch, llm's breakers, the
