@@ -12,7 +12,7 @@
 // shows. Decided requests are kept for listing, the most recent
 // MaxDecided of them. A Desk is where the kernel's calls wait: it audits
 // each ask, and each decision no operator made, through the kernel's
-// group commit (a Recorder), and asks for a budget threshold once.
+// group commit (an audit.Recorder), and asks for a budget threshold once.
 package approval
 
 import (

@@ -10,23 +10,17 @@ import (
 	"github.com/oxios/oxios/pkg/proto"
 )
 
-// Recorder commits an audit entry and waits until it is durable: event,
-// when not "", names its bus event (else its op does), agent and key name
-// the agent and the key of the event, data is the event's (it must not
-// change once given). It is the kernel's group commit, as the desk sees it.
-type Recorder func(ctx context.Context, e *audit.Entry, event, agent, key string, data any) error
-
 // Desk is where a call that an ask rule held back waits for an operator:
 // the registry of requests, their copies on disk (Keeper), and the agents
 // whose budget threshold was approved. Each ask, and each decision no
 // operator made (a timeout, a call gone, a request a crash left pending),
-// goes to the audit log through the Recorder; an operator's decision is
+// goes to the audit log through an audit.Recorder; an operator's decision is
 // audited by the syscall that makes it.
 type Desk struct {
 	*Registry
 	keep   *Keeper
 	left   []Request // left pending by a crash, resolved by ResolveLeft
-	record Recorder
+	record audit.Recorder
 	log    *slog.Logger
 	// budgetAsked: agents whose budget threshold an operator approved.
 	budgetAsked budget.Asked
@@ -35,7 +29,7 @@ type Desk struct {
 // OpenDesk makes a desk whose request ids start after first, keeping its
 // pending requests in dir (Keep: the requests a crash left there are
 // decided now, and audited by ResolveLeft).
-func OpenDesk(first uint64, dir string, record Recorder, log *slog.Logger) (*Desk, error) {
+func OpenDesk(first uint64, dir string, record audit.Recorder, log *slog.Logger) (*Desk, error) {
 	g := New(first)
 	kp, left, err := Keep(g, dir, log)
 	if err != nil {

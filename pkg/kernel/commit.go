@@ -70,7 +70,7 @@ func (k *Kernel) submit(ctx context.Context, t *tx, wait bool) error {
 
 // note submits e, an audit entry a subsystem made, and waits until it is
 // durable: event (when not "", else the op's), agent and key name it on
-// the bus, data is the event's (approval.Recorder).
+// the bus, data is the event's (audit.Recorder).
 func (k *Kernel) note(ctx context.Context, e *audit.Entry, event, agent, key string, data any) error {
 	return k.submit(ctx, &tx{entry: e, event: event, agent: agent, key: key, data: data}, true)
 }

@@ -9,7 +9,7 @@
 // diffs, forks and pushes, uncommitted, memory, memindex with its
 // expiries, recall, expiry, budget, inbox, approval with its listings and its desk, bus
 // with its event records and streams, netfetch, llm's breakers, the
-// supervisor with its cgroups, runq with its waits and attaches, runspec
+// supervisor with its cgroups, runq with its waits, attaches and the audit entries of a run's life, runspec
 // with the sandbox's host, admit, sched/jobs, policy with its violations
 // and message rules and policy/judge, writeback's flights, reload with a
 // refused config, status's record...) are packages of their own that do

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/oxios/oxios/pkg/admit"
@@ -135,30 +134,17 @@ func (k *Kernel) spawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw []by
 }
 
 // runExited records a run's end: on the audit log (the target holds its
-// status) with its wall time charged to the agent's budget.
+// status, runq.Exited) with its wall time charged to the agent's budget.
 func (k *Kernel) runExited(r *supervisor.Run) {
 	rec := r.Record()
-	what := runq.What(*rec.Status, rec.Signal)
 	_, _, _, wall := r.Usage()
-	if rec.Limits != "" {
-		// The kernel refused the run's processes what its policy's
-		// [limits] do not grant: a denial like any other, on the log.
-		code := runspec.LimitErrno(rec.Limits)
-		lt := &tx{entry: &audit.Entry{Actor: audit.Actor{UID: k.uid, PID: int32(os.Getpid())}, Op: proto.OpRunLimit,
-			Target: rec.Agent + ":" + rec.ID + " " + rec.Limits + " [limits]", Result: code}}
-		if err := k.submit(k.record(), lt, false); err != nil {
+	limit, exit, walled := runq.Exited(&rec, k.daemonActor(), r.Digest())
+	if limit != nil {
+		if err := k.submit(k.record(), &tx{entry: limit}, false); err != nil {
 			k.log.Warn("run limit not audited", "run", rec.ID, "err", err)
 		}
 	}
-	t := &tx{
-		entry: &audit.Entry{Actor: audit.Actor{UID: k.uid, PID: int32(os.Getpid())}, Op: proto.OpRunExit,
-			// Args: the digest of the run's whole log (its output, or an LLM
-			// run's conversation), so the log can be checked against the
-			// audit chain.
-			Target: rec.Agent + ":" + rec.ID + " " + what, Args: r.Digest(), Result: "ok"},
-		agent: rec.Agent,
-		data:  &rec,
-	}
+	t := &tx{entry: exit, agent: rec.Agent, data: &rec}
 	err := k.budgets.Charge(rec.Agent, proto.Budget{Wall: wall.Seconds()}, func(value []byte) error {
 		t.change = budgetChange(rec.Agent, value)
 		return k.submit(k.record(), t, false)
@@ -166,7 +152,11 @@ func (k *Kernel) runExited(r *supervisor.Run) {
 	if err != nil {
 		k.log.Warn("run exit not audited", "run", rec.ID, "err", err)
 	}
-	k.wallExceeded(r, &rec)
+	if walled != nil {
+		if err := k.submit(k.record(), &tx{entry: walled, agent: rec.Agent, data: &rec}, false); err != nil {
+			k.log.Warn("wall budget end not audited", "run", rec.ID, "err", err)
+		}
+	}
 	k.release(rec.Agent)
 }
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -43,15 +44,28 @@ func newQueue(t *testing.T, max int, startErr error) (*Queue, *supervisor.Superv
 	rec := &recorded{}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	q := New(ctx, max, func() string { return "" }, sup, audit.Actor{UID: 1}, log, Hooks{
-		Queued: func(ctx context.Context, p *Pending, r *proto.RunRecord) error { rec.add("queued " + p.ID); return nil },
-		Started: func(ctx context.Context, p *Pending, r *proto.RunRecord) error {
-			rec.add("started " + p.ID)
+	q := New(ctx, max, func() string { return "" }, sup, audit.Actor{UID: 1}, log, func(ctx context.Context, e *audit.Entry, event, agent, key string, data any) error {
+		id := strings.TrimPrefix(e.Target, "a:")
+		switch e.Op {
+		case proto.OpRunQueue:
+			rec.add("queued " + id)
+		case proto.OpRunSpawn:
+			rec.add("started " + id)
 			return startErr
-		},
-		Ended: func(p *Pending, r *proto.RunRecord, what string, who audit.Actor) {
-			rec.add("ended " + p.ID + " " + what)
-		},
+		case proto.OpRunExit:
+			// The end of a run that never started names its agent and
+			// holds its record, by who ended it.
+			if agent != "a" || data.(*proto.RunRecord).ID+" " != id[:strings.IndexByte(id, ' ')+1] || e.Result != "ok" {
+				t.Errorf("run.exit %+v agent %q data %+v", e, agent, data)
+			}
+			rec.add("ended " + id)
+		default:
+			t.Errorf("entry %+v", e)
+		}
+		if _, ok := data.(*proto.RunRecord); !ok || event != "" || key != "" {
+			t.Errorf("entry %+v: event %q key %q data %T", e, event, key, data)
+		}
+		return nil
 	})
 	sup.OnExit = func(r *supervisor.Run) { q.Release(r.Agent()) }
 	t.Cleanup(sup.Close)
@@ -198,5 +212,35 @@ func TestSignalRun(t *testing.T) {
 	case <-r.Done():
 	case <-time.After(10 * time.Second):
 		t.Fatal("r1 outlived SIGKILL")
+	}
+}
+
+func TestExited(t *testing.T) {
+	who := audit.Actor{UID: 0, PID: 7}
+	st := 0
+	rec := proto.RunRecord{ID: "r1", Agent: "a", Status: &st}
+	limit, exit, wall := Exited(&rec, who, "d1")
+	if limit != nil || wall != nil {
+		t.Fatalf("a plain end: %+v %+v", limit, wall)
+	}
+	if *exit != (audit.Entry{Actor: who, Op: proto.OpRunExit, Target: "a:r1 exit 0", Args: "d1", Result: "ok"}) {
+		t.Fatalf("exit %+v", exit)
+	}
+	st = 137
+	rec.Signal, rec.Limits = "KILL", "12 forks refused at the process limit"
+	limit, exit, _ = Exited(&rec, who, "d2")
+	if exit.Target != "a:r1 signal KILL" {
+		t.Errorf("exit %+v", exit)
+	}
+	if limit == nil || *limit != (audit.Entry{Actor: who, Op: proto.OpRunLimit, Target: "a:r1 12 forks refused at the process limit [limits]", Result: proto.EAGAIN}) {
+		t.Errorf("limit %+v", limit)
+	}
+	rec.Limits, rec.Error = "memory", "wall time budget of 1m0s exceeded"
+	limit, _, wall = Exited(&rec, who, "d3")
+	if limit == nil || limit.Result != proto.ENOMEM {
+		t.Errorf("limit %+v", limit)
+	}
+	if wall == nil || *wall != (audit.Entry{Actor: who, Op: proto.OpRunWall, Target: "a:r1", Result: proto.EDQUOT}) {
+		t.Errorf("wall %+v", wall)
 	}
 }
