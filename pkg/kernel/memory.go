@@ -95,24 +95,7 @@ func (k *Kernel) MemRemember(ctx context.Context, c *Cred, a proto.MemRememberAr
 		return proto.MemRememberResult{}, err
 	}
 	docs := memindex.NewDocs(mems, files, k.emb.Docs(ctx, memory.Texts(mems)))
-	t := &tx{subs: make([]*tx, n)}
-	for i, m := range mems {
-		key := m.Key()
-		t.subs[i] = &tx{
-			change: &state.Change{Agent: a.Agent, Space: state.SpaceMem, Key: key, Value: files[i]},
-			entry:  &audit.Entry{Actor: c.Actor(), Op: proto.OpMemRemember, Target: target(a.Agent, key), Args: audit.ArgsDigest(files[i])},
-			mem:    docs[i],
-		}
-	}
-	if err := k.submit(ctx, t, true); err != nil {
-		return proto.MemRememberResult{}, err
-	}
-	for _, s := range t.subs {
-		if s.err != nil {
-			return proto.MemRememberResult{}, s.err
-		}
-	}
-	return memory.Remembered(a.Agent, mems), nil
+	return memindex.Remember(ctx, k.group, c.Actor(), a.Agent, mems, files, docs)
 }
 
 // MemRecall emits the best memories for a query, best first.
@@ -181,24 +164,18 @@ func (k *Kernel) MemForget(ctx context.Context, c *Cred, a proto.MemForgetArgs, 
 			}
 		}
 	}
-	return k.forget(ctx, c.Actor(), a.Agent, ids, audit.ArgsDigest(raw))
+	return k.mem.Forget(ctx, k.group, c.Actor(), a.Agent, ids, audit.ArgsDigest(raw))
 }
 
-// forget commits the deletion of ids of agent as one tx. A memory that is
-// already gone (forgotten meanwhile) is skipped, not an error.
-func (k *Kernel) forget(ctx context.Context, who audit.Actor, agent string, ids []string, digest string) ([]proto.MemoryRecord, error) {
-	if len(ids) == 0 {
-		return nil, nil
-	}
-	fs := k.mem.Forgettable(agent, ids)
-	if len(fs) == 0 {
-		return nil, nil
-	}
-	t := &tx{subs: make([]*tx, len(fs))}
-	for i, fm := range fs {
-		t.subs[i] = &tx{
-			change: &state.Change{Agent: agent, Space: state.SpaceMem, Key: fm.Key, Delete: true},
-			entry:  &audit.Entry{Actor: who, Op: proto.OpMemForget, Target: target(agent, fm.Key), Args: digest},
+// group submits changes of the mem space, each with its audit entry
+// (and its memory's document), as one tx of sub-transactions, durable
+// together, and waits for it (memindex.Group).
+func (k *Kernel) group(ctx context.Context, chs []*state.Change, es []*audit.Entry, docs []*memindex.Doc) ([]error, error) {
+	t := &tx{subs: make([]*tx, len(chs))}
+	for i := range chs {
+		t.subs[i] = &tx{change: chs[i], entry: es[i]}
+		if docs != nil {
+			t.subs[i].mem = docs[i]
 		}
 	}
 	if err := k.submit(ctx, t, true); err != nil {
@@ -208,7 +185,7 @@ func (k *Kernel) forget(ctx context.Context, who audit.Actor, agent string, ids 
 	for i, s := range t.subs {
 		errs[i] = s.err
 	}
-	return memindex.Forgot(fs, errs)
+	return errs, nil
 }
 
 // MemRead returns the file of a memory (for the FUSE view).
@@ -253,7 +230,7 @@ func (k *Kernel) MemStat(c *Cred, agent, kind, id string) (int64, error) {
 func (k *Kernel) expire(now int64, due map[string][]string) {
 	who := k.daemonActor()
 	k.mem.Expire(now, due, func(agent string, ids []string) error {
-		_, err := k.forget(k.root, who, agent, ids, audit.ArgsDigest([]byte("ttl")))
+		_, err := k.mem.Forget(k.root, k.group, who, agent, ids, audit.ArgsDigest([]byte("ttl")))
 		return err
 	})
 }
