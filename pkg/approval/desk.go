@@ -119,3 +119,31 @@ func (d *Desk) ResolveLeft(who audit.Actor) {
 	}
 	d.left = nil
 }
+
+// DecisionTarget is the audit target of decision a of a request of agent
+// ("*" before the request is found): "AGENT:ID approve", or deny.
+func DecisionTarget(agent string, a proto.ApproveDecideArgs) string {
+	verb := "deny"
+	if a.Approve {
+		verb = "approve"
+	}
+	return agent + ":" + a.ID + " " + verb
+}
+
+// Settle decides request a.ID as a says, by the operator by (who on the
+// audit log, the decision's args digest), and audits the decision
+// (approve.decide, published as approval.decided with the record). A
+// request decided already is refused, EEXIST, for the caller to audit.
+func (d *Desk) Settle(ctx context.Context, a proto.ApproveDecideArgs, by string, who audit.Actor, digest string) (rec proto.ApprovalRecord, refused *proto.Error, err error) {
+	got, err := d.Decide(a.ID, a.Approve, by, a.Reason)
+	if err != nil {
+		return rec, proto.Errorf(proto.EEXIST, "%v", err), nil
+	}
+	rec = Record(got)
+	ev := rec // the event's own copy
+	e := &audit.Entry{Actor: who, Op: proto.OpApproveDecide, Target: got.DecideTarget(), Args: digest, Result: "ok"}
+	if err := d.record(ctx, e, "", got.Agent, got.ID, &ev); err != nil {
+		return proto.ApprovalRecord{}, nil, err
+	}
+	return rec, nil, nil
+}

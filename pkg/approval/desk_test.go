@@ -153,3 +153,28 @@ func TestDeskResolvesWhatACrashLeft(t *testing.T) {
 		t.Error("resolved twice")
 	}
 }
+
+func TestDeskSettle(t *testing.T) {
+	d, r := openDesk(t, t.TempDir())
+	a := proto.ApproveDecideArgs{ID: "a1", Approve: true, Reason: "fine"}
+	if got := DecisionTarget("*", a); got != "*:a1 approve" {
+		t.Fatal(got)
+	}
+	if got := DecisionTarget("ops", proto.ApproveDecideArgs{ID: "a1"}); got != "ops:a1 deny" {
+		t.Fatal(got)
+	}
+	d.Registry.Ask(Request{Agent: "ops", Op: "exec", What: "rm", Rule: "ask.exec", Why: "w"}, time.Hour)
+	who := audit.Actor{UID: 0}
+	rec, refused, err := d.Settle(context.Background(), a, "uid=0 (root)", who, "dg")
+	if err != nil || refused != nil || rec.State != Approved || rec.DecidedBy != "uid=0 (root)" {
+		t.Fatalf("%+v %v %v", rec, refused, err)
+	}
+	got := r.all()
+	if len(got) != 1 || *got[0].e != (audit.Entry{Actor: who, Op: proto.OpApproveDecide, Target: "ops:a1 approved by uid=0 (root): fine", Args: "dg", Result: "ok"}) ||
+		got[0].agent != "ops" || got[0].key != "a1" || got[0].rec.State != Approved {
+		t.Fatalf("%+v", got)
+	}
+	if _, refused, err := d.Settle(context.Background(), a, "uid=0 (root)", who, "dg"); err != nil || refused == nil || refused.Code != proto.EEXIST || len(r.all()) != 1 {
+		t.Fatalf("decided twice: %v %v", refused, err)
+	}
+}

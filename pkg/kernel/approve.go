@@ -69,11 +69,7 @@ func (k *Kernel) ApproveList(ctx context.Context, c *Cred, a proto.ApproveListAr
 // a user granted the agent, decides; a run never decides, not even for
 // another agent.
 func (k *Kernel) ApproveDecide(ctx context.Context, c *Cred, a proto.ApproveDecideArgs, raw []byte) (proto.ApprovalRecord, error) {
-	verb := "deny"
-	if a.Approve {
-		verb = "approve"
-	}
-	tgt := "*:" + a.ID + " " + verb
+	tgt := approval.DecisionTarget("*", a)
 	deny := func(err *proto.Error) (proto.ApprovalRecord, error) {
 		k.auditDenied(c, proto.OpApproveDecide, strings.ToValidUTF8(tgt, "?"), raw, err.Code)
 		return proto.ApprovalRecord{}, err
@@ -85,21 +81,15 @@ func (k *Kernel) ApproveDecide(ctx context.Context, c *Cred, a proto.ApproveDeci
 	if err != nil {
 		return deny(proto.Errorf(proto.ENOENT, "no approval request %q (ox-approve ls lists them)", a.ID))
 	}
-	tgt = r.Agent + ":" + a.ID + " " + verb
+	tgt = approval.DecisionTarget(r.Agent, a)
 	if err := k.gate(call{op: proto.OpApproveDecide, c: c, agent: r.Agent, raw: raw, target: tgt}); err != nil {
 		return proto.ApprovalRecord{}, err
 	}
-	by := operator(c)
-	got, err := k.asks.Decide(a.ID, a.Approve, by, a.Reason)
-	if err != nil {
-		return deny(proto.Errorf(proto.EEXIST, "%v", err))
+	rec, refused, err := k.asks.Settle(ctx, a, operator(c), c.Actor(), audit.ArgsDigest(raw))
+	if refused != nil {
+		return deny(refused)
 	}
-	rec := approval.Record(got)
-	if err := k.submit(ctx, &tx{entry: &audit.Entry{Actor: c.Actor(), Op: proto.OpApproveDecide, Target: got.DecideTarget(), Args: audit.ArgsDigest(raw), Result: "ok"},
-		agent: r.Agent, key: got.ID, data: &rec}, true); err != nil {
-		return proto.ApprovalRecord{}, err
-	}
-	return rec, nil
+	return rec, err
 }
 
 // ApprovalIDs lists the ids of the pending requests c may see (the

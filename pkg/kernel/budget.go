@@ -33,12 +33,6 @@ func (k *Kernel) submitBudget(ctx context.Context, agent string, t *tx) func(val
 	}
 }
 
-// budgetRecord builds the "budget" record of agent, and of run r when
-// given.
-func (k *Kernel) budgetRecord(agent string, p *policy.Policy, r *supervisor.Run) proto.BudgetRecord {
-	return k.budgets.Record(agent, p, budgetRun(r))
-}
-
 // budgetRun is r as its budget sees it: nil when r is.
 func budgetRun(r *supervisor.Run) budget.Run {
 	if r == nil {
@@ -93,7 +87,7 @@ func (k *Kernel) BudgetShow(ctx context.Context, c *Cred, agent string, raw []by
 	if err != nil {
 		return proto.BudgetRecord{}, err
 	}
-	return k.budgetRecord(agent, p, k.callerRun(c, agent)), nil
+	return k.budgets.Record(agent, p, budgetRun(k.callerRun(c, agent))), nil
 }
 
 // BudgetSet replaces agent's limits (admin only).
@@ -128,7 +122,7 @@ func (k *Kernel) budgetChangeOp(ctx context.Context, c *Cred, op, agent string, 
 	if err != nil {
 		return proto.BudgetRecord{}, err
 	}
-	return k.budgetRecord(agent, p, nil), nil
+	return k.budgets.Record(agent, p, nil), nil
 }
 
 // BudgetCheck answers whether the caller may spend about a.Tokens more:
@@ -148,7 +142,7 @@ func (k *Kernel) BudgetCheck(ctx context.Context, c *Cred, a proto.BudgetCheckAr
 		k.endOverBudget(k.callerRun(c, a.Agent), qerr.Message)
 		return proto.BudgetRecord{}, qerr
 	}
-	return k.budgetRecord(a.Agent, p, k.callerRun(c, a.Agent)), nil
+	return k.budgets.Record(a.Agent, p, budgetRun(k.callerRun(c, a.Agent))), nil
 }
 
 // BudgetCharge charges the usage a model call reported to the agent and
@@ -183,5 +177,5 @@ func (k *Kernel) BudgetCharge(ctx context.Context, c *Cred, a proto.BudgetCharge
 		k.endOverBudget(r, qerr.Message)
 		return proto.BudgetRecord{}, qerr
 	}
-	return k.budgetRecord(a.Agent, p, r), nil
+	return k.budgets.Record(a.Agent, p, budgetRun(r)), nil
 }

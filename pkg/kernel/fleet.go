@@ -24,14 +24,10 @@ type Fleet interface {
 // SetFleet joins the kernel to a fleet; called once, before serving.
 func (k *Kernel) SetFleet(f Fleet) { k.fleet = f }
 
-func (k *Kernel) noFleet(op string) *proto.Error {
-	return proto.Errorf(proto.ENOTCONN, "%s: this oxiosd is not in a fleet (name NATS servers in [fleet] servers of oxios.toml; see oxiosd(8))", op)
-}
-
 // FleetStatus lists the nodes of the fleet.
 func (k *Kernel) FleetStatus(ctx context.Context, c *Cred, _ struct{}, _ []byte, emit func(*proto.NodeRecord) error) error {
 	if k.fleet == nil {
-		return k.noFleet(proto.OpFleetStatus)
+		return proto.NoFleet(proto.OpFleetStatus)
 	}
 	nodes, err := k.fleet.Nodes(ctx)
 	if err != nil {
@@ -49,16 +45,14 @@ func (k *Kernel) FleetStatus(ctx context.Context, c *Cred, _ struct{}, _ []byte,
 // own callers' (the identity travels with it: the NATS credentials are
 // the boundary of the fleet). Only the ops of proto.FleetCallable travel.
 func (k *Kernel) FleetCall(ctx context.Context, c *Cred, a proto.FleetCallArgs, raw []byte, emit func([]byte) error) (json.RawMessage, error) {
-	if !proto.FleetCallable[a.Op] {
-		err := proto.Errorf(proto.EINVAL, "fleet.call: op %q does not go to other nodes (those that do: ps, events, audit log and tail, resources, status, spawn, attach, wait, kill)", a.Op)
-		k.Refused(c, proto.OpFleetCall, "fleet:"+a.Op, raw, err.Code)
+	if err, refused := a.Check(); err != nil {
+		if refused {
+			k.Refused(c, proto.OpFleetCall, "fleet:"+a.Op, raw, err.Code)
+		}
 		return nil, err
 	}
-	if a.Node == "" {
-		return nil, proto.Errorf(proto.EINVAL, "fleet.call: no node (a node's name, %q for all, %q for any with capacity)", proto.FleetAll, proto.FleetAny)
-	}
 	if k.fleet == nil {
-		return nil, k.noFleet(proto.OpFleetCall)
+		return nil, proto.NoFleet(proto.OpFleetCall)
 	}
 	return k.fleet.Call(ctx, c, a, emit)
 }
@@ -70,7 +64,7 @@ func (k *Kernel) FleetWitness(ctx context.Context, c *Cred, _ struct{}, _ []byte
 		return err
 	}
 	if k.fleet == nil {
-		return k.noFleet(proto.OpFleetWitness)
+		return proto.NoFleet(proto.OpFleetWitness)
 	}
 	return k.fleet.Witness(ctx, emit)
 }
