@@ -59,10 +59,7 @@ func (k *Kernel) ApproveList(ctx context.Context, c *Cred, a proto.ApproveListAr
 			return err
 		}
 	}
-	visible := func(agent string) bool {
-		return (a.Agent == "" || agent == a.Agent) && c.Authorize(agent) == nil
-	}
-	return k.asks.Stream(ctx, k.bus, a, visible, emit)
+	return k.asks.Stream(ctx, k.bus, a, c.Lists(a.Agent), emit)
 }
 
 // ApproveDecide approves or denies a pending request. Only the admin, or
@@ -95,7 +92,7 @@ func (k *Kernel) ApproveDecide(ctx context.Context, c *Cred, a proto.ApproveDeci
 // ApprovalIDs lists the ids of the pending requests c may see (the
 // mount's /approvals).
 func (k *Kernel) ApprovalIDs(c *Cred) []string {
-	return k.asks.IDs(func(agent string) bool { return c.Authorize(agent) == nil })
+	return k.asks.IDs(c.Lists(""))
 }
 
 // ApprovalRead returns request id, through the gate of approve.list on

@@ -24,14 +24,6 @@ func (k *Kernel) Events(ctx context.Context, c *Cred, a proto.EventsArgs, raw []
 	if err := a.CheckTypes(); err != nil {
 		return err
 	}
-	want := func(name, agent string) bool {
-		if !a.Selects(name, agent) {
-			return false
-		}
-		if c.Admin {
-			return true
-		}
-		return agent != "" && c.Authorize(agent) == nil
-	}
+	want := func(name, agent string) bool { return a.Selects(name, agent) && c.Sees(agent) }
 	return k.bus.Stream(ctx, eventQueue, a.SinceSeq, bus.History{Scan: k.audit.ScanLines, Name: eventName}, want, emit, flush)
 }

@@ -33,12 +33,7 @@ func (k *Kernel) FleetStatus(ctx context.Context, c *Cred, _ struct{}, _ []byte,
 	if err != nil {
 		return err
 	}
-	for i := range nodes {
-		if err := emit(&nodes[i]); err != nil {
-			return err
-		}
-	}
-	return nil
+	return proto.EmitAll(nodes, emit)
 }
 
 // FleetCall carries an op to other nodes, whose kernels check it as their

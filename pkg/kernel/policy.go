@@ -3,7 +3,6 @@ package kernel
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 
 	"github.com/oxios/oxios/pkg/audit"
@@ -115,7 +114,7 @@ func (k *Kernel) PolicySet(ctx context.Context, c *Cred, a proto.PolicySetArgs, 
 		return proto.PolicyRecord{}, err
 	}
 	if !c.Admin {
-		err := proto.Errorf(proto.EPERM, "only the admin changes a policy; %s", who(c))
+		err := proto.Errorf(proto.EPERM, "only the admin changes a policy; %s", c.NotAdmin())
 		k.auditDenied(c, proto.OpPolicySet, a.Agent+":"+sysPolicy, raw, err.Code)
 		return proto.PolicyRecord{}, err
 	}
@@ -126,13 +125,6 @@ func (k *Kernel) PolicySet(ctx context.Context, c *Cred, a proto.PolicySetArgs, 
 // the mount, where it is read-only (EROFS).
 func (k *Kernel) PolicyWriteRefused(c *Cred, agent string) {
 	k.auditDenied(c, proto.OpPolicySet, agent+":"+sysPolicy+" [mount]", nil, proto.EROFS)
-}
-
-func who(c *Cred) string {
-	if c.Run != "" {
-		return fmt.Sprintf("run %s of agent %q may not", c.Run, c.Agent)
-	}
-	return fmt.Sprintf("uid %d is not the admin", c.UID)
 }
 
 // setPolicy checks and stores a policy text.

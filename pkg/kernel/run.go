@@ -242,19 +242,12 @@ func (k *Kernel) RunPs(ctx context.Context, c *Cred, a proto.PsArgs, raw []byte,
 			return err
 		}
 	}
-	for _, rec := range k.runRecords(c, a) {
-		if err := emit(&rec); err != nil {
-			return err
-		}
-	}
-	return nil
+	return proto.EmitAll(k.runRecords(c, a), emit)
 }
 
 // runRecords are the records RunPs lists.
 func (k *Kernel) runRecords(c *Cred, a proto.PsArgs) []proto.RunRecord {
-	return k.adm.Ps(a.All, func(agent string) bool {
-		return (a.Agent == "" || agent == a.Agent) && c.Authorize(agent) == nil
-	})
+	return k.adm.Ps(a.All, c.Lists(a.Agent))
 }
 
 // RunsLive is the number of runs not yet exited (for status and tests).

@@ -110,16 +110,11 @@ func (k *Kernel) ScheduleList(ctx context.Context, c *Cred, a proto.ScheduleList
 			return err
 		}
 	}
-	recs, err := k.sched.List(a.Agent, func(agent string) bool { return c.Authorize(agent) == nil })
+	recs, err := k.sched.List(a.Agent, c.Lists(""))
 	if err != nil {
 		return err
 	}
-	for i := range recs {
-		if err := emit(&recs[i]); err != nil {
-			return err
-		}
-	}
-	return nil
+	return proto.EmitAll(recs, emit)
 }
 
 // ScheduleRun fires a job now, once, whatever its schedule (its next

@@ -102,11 +102,5 @@ func (k *Kernel) ToolList(ctx context.Context, c *Cred, a proto.ToolListArgs, ra
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return proto.Errorf(proto.EIO, "tools: %v", err)
 	}
-	recs := runspec.ToolInfos(ms, p)
-	for i := range recs {
-		if err := fn(&recs[i]); err != nil {
-			return err
-		}
-	}
-	return nil
+	return proto.EmitAll(runspec.ToolInfos(ms, p), fn)
 }

@@ -222,12 +222,7 @@ func (k *Kernel) CommitDiff(ctx context.Context, c *Cred, a proto.CommitDiffArgs
 	if err != nil {
 		return err
 	}
-	for i := range out {
-		if err := emit(&out[i]); err != nil {
-			return err
-		}
-	}
-	return nil
+	return proto.EmitAll(out, emit)
 }
 
 // CommitRestore makes the state of an agent equal to a commit's, as new
