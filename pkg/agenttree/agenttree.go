@@ -1,8 +1,9 @@
 // Package agenttree is an agent as the state store holds it: its trees
 // (what it holds, its memories, and the kernel's files of it: policy,
 // budget, jobs), whether it exists, the record that describes it, the
-// deletions that remove it, and what a fork of it starts with. The kernel
-// gates, audits and commits them.
+// change that creates it, the deletions that remove it and the removal
+// itself with its commits (Remove), and what a fork of it starts with.
+// The kernel gates them and commits their changes.
 package agenttree
 
 import (

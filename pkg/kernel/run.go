@@ -9,7 +9,6 @@ import (
 	"github.com/oxios/oxios/pkg/admit"
 	"github.com/oxios/oxios/pkg/agenttree"
 	"github.com/oxios/oxios/pkg/audit"
-	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/runq"
 	"github.com/oxios/oxios/pkg/runspec"
@@ -56,12 +55,8 @@ func (k *Kernel) ensureAgent(ctx context.Context, c *Cred, agent string) error {
 	if _, err := k.state.Stat(ref, sysPolicy); err == nil {
 		return nil
 	}
-	text := policy.DefaultText()
-	t := &tx{
-		change: &state.Change{Agent: agent, Space: state.SpaceSys, Key: sysPolicy, Value: text},
-		entry:  &audit.Entry{Actor: c.Actor(), Op: proto.OpAgentCreate, Target: agent + ":" + sysPolicy, Args: audit.ArgsDigest(text)},
-	}
-	err := k.submit(ctx, t, true)
+	ch, e := agenttree.Creation(agent, c.Actor())
+	err := k.submit(ctx, &tx{change: ch, entry: e}, true)
 	k.policyChanged(agent)
 	return err
 }
