@@ -118,16 +118,7 @@ func (k *Kernel) MemRecall(ctx context.Context, c *Cred, a proto.MemRecallArgs, 
 		emit = memindex.OfKinds(k.kindsOf(c, a.Agent), emit)
 		agents = []string{a.Agent}
 	}
-	kk, err := memindex.RecallK(a.Query, a.K)
-	if err != nil {
-		return err
-	}
-	f, err := memindex.NewFilter(a.Kind, a.Tags, a.Since, time.Time{})
-	if err != nil {
-		return err
-	}
-	qvec := k.emb.Query(ctx, a.Query)
-	return k.mem.Recall(ctx, agents, a.Query, kk, a.MinScore, qvec, f, memindex.StoreReader(k.state), emit)
+	return k.mem.Query(ctx, agents, a, k.emb.Query, memindex.StoreReader(k.state), emit)
 }
 
 // MemList emits the memories of an agent that match, oldest first.
@@ -138,11 +129,7 @@ func (k *Kernel) MemList(ctx context.Context, c *Cred, a proto.MemListArgs, raw 
 	if err := k.mayRecall(c, proto.OpMemList, a.Agent, a.Kind, raw); err != nil {
 		return err
 	}
-	f, err := memindex.NewFilter(a.Kind, a.Tags, a.Since, time.Time{})
-	if err != nil {
-		return err
-	}
-	return k.mem.List(ctx, a.Agent, f, k.kindsOf(c, a.Agent), memindex.StoreReader(k.state), emit)
+	return k.mem.ListArgs(ctx, a, k.kindsOf(c, a.Agent), memindex.StoreReader(k.state), emit)
 }
 
 // MemForget forgets memories of an agent by id, by tag and/or by age, in
@@ -244,12 +231,5 @@ func (k *Kernel) mayRecall(c *Cred, op, agent, kind string, raw []byte) *proto.E
 // kindsOf returns, for a caller bound by agent's policy, which kinds it
 // may see; nil means all.
 func (k *Kernel) kindsOf(c *Cred, agent string) func(string) bool {
-	if c.Admin {
-		return nil
-	}
-	p, err := k.policyOf(agent)
-	if err != nil {
-		return func(string) bool { return false }
-	}
-	return memindex.KindFilter(p.Memory.Kinds)
+	return k.pol.Bound(agent, c.Admin, func(p *policy.Policy) func(string) bool { return memindex.KindFilter(p.Memory.Kinds) })
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/oxios/oxios/pkg/audit"
+	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/state"
 )
@@ -136,12 +137,5 @@ func readCall(c *Cred, agent, key string, raw []byte) call {
 // readable returns, for a caller bound by agent's policy, which keys it
 // may see; nil means all.
 func (k *Kernel) readable(c *Cred, agent string) func(string) bool {
-	if c.Admin {
-		return nil
-	}
-	p, err := k.policyOf(agent)
-	if err != nil {
-		return func(string) bool { return false }
-	}
-	return p.Readable()
+	return k.pol.Bound(agent, c.Admin, (*policy.Policy).Readable)
 }

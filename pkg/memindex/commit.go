@@ -2,6 +2,7 @@ package memindex
 
 import (
 	"context"
+	"time"
 
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/memory"
@@ -38,6 +39,30 @@ func Remember(ctx context.Context, group Group, who audit.Actor, agent string, m
 		}
 	}
 	return memory.Remembered(agent, mems), nil
+}
+
+// Query is a recall's request as mem.recall has it, over agents: its k
+// (RecallK) and its filter (NewFilter) are checked before embed is asked
+// for the query's embedding (nil: none); then Recall.
+func (s *Set) Query(ctx context.Context, agents []string, a proto.MemRecallArgs, embed func(ctx context.Context, text string) []float32, read Reader, emit func(*proto.MemoryRecord) error) error {
+	k, err := RecallK(a.Query, a.K)
+	if err != nil {
+		return err
+	}
+	f, err := NewFilter(a.Kind, a.Tags, a.Since, time.Time{})
+	if err != nil {
+		return err
+	}
+	return s.Recall(ctx, agents, a.Query, k, a.MinScore, embed(ctx, a.Query), f, read, emit)
+}
+
+// ListArgs is List with the filter of a, mem.list's args (NewFilter).
+func (s *Set) ListArgs(ctx context.Context, a proto.MemListArgs, ok func(kind string) bool, read Reader, emit func(*proto.MemoryRecord) error) error {
+	f, err := NewFilter(a.Kind, a.Tags, a.Since, time.Time{})
+	if err != nil {
+		return err
+	}
+	return s.List(ctx, a.Agent, f, ok, read, emit)
 }
 
 // Forget commits the deletion of ids of agent, by who (args digest), in

@@ -83,3 +83,34 @@ func TestRememberAndForget(t *testing.T) {
 		t.Fatalf("%+v %v", recs, err)
 	}
 }
+
+func TestQueryAndListArgs(t *testing.T) {
+	s := NewSet(NewFiles(t.TempDir()), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	now := time.Now().UTC()
+	m1 := &memory.Memory{ID: memory.NewID(now), Kind: memory.Episodic, Text: "the disk of nginx is full", Created: now}
+	m2 := &memory.Memory{ID: memory.NewID(now.Add(time.Millisecond)), Kind: memory.Semantic, Text: "nginx serves the site", Created: now}
+	files := map[string][]byte{m1.Key(): m1.Encode(), m2.Key(): m2.Encode()}
+	s.Apply([]Change{{Agent: "a", Key: m1.Key(), Value: files[m1.Key()]}, {Agent: "a", Key: m2.Key(), Value: files[m2.Key()]}}, 1)
+	read := func(agent, key string) ([]byte, error) { return files[key], nil }
+	asked := 0
+	embed := func(ctx context.Context, text string) []float32 { asked++; return nil }
+	var got []string
+	emit := func(r *proto.MemoryRecord) error { got = append(got, r.ID); return nil }
+	if err := s.Query(context.Background(), []string{"a"}, proto.MemRecallArgs{Query: "nginx", Kind: memory.Semantic}, embed, read, emit); err != nil || asked != 1 || len(got) != 1 || got[0] != m2.ID {
+		t.Fatalf("%v %v (embedded %d)", got, err, asked)
+	}
+	// A bad request is refused before the embedding is asked for.
+	if err := s.Query(context.Background(), []string{"a"}, proto.MemRecallArgs{Query: " "}, embed, read, emit); err == nil || asked != 1 {
+		t.Fatalf("an empty query: %v (embedded %d)", err, asked)
+	}
+	if err := s.Query(context.Background(), []string{"a"}, proto.MemRecallArgs{Query: "x", Kind: "nope"}, embed, read, emit); err == nil || asked != 1 {
+		t.Fatalf("a bad kind: %v (embedded %d)", err, asked)
+	}
+	got = nil
+	if err := s.ListArgs(context.Background(), proto.MemListArgs{Agent: "a", Kind: memory.Episodic}, nil, read, emit); err != nil || len(got) != 1 || got[0] != m1.ID {
+		t.Fatalf("%v %v", got, err)
+	}
+	if err := s.ListArgs(context.Background(), proto.MemListArgs{Agent: "a", Kind: "nope"}, nil, read, emit); err == nil {
+		t.Fatal("a bad kind listed")
+	}
+}
