@@ -40,14 +40,10 @@ func (k *Kernel) closeTalk() {
 
 // MsgSend puts a message into a.To's inbox.
 func (k *Kernel) MsgSend(ctx context.Context, c *Cred, a proto.MsgSendArgs, raw []byte) (proto.MsgRecord, error) {
-	from := a.From
-	if c.Agent != "" {
-		if from != "" && from != c.Agent {
-			err := proto.Errorf(proto.EPERM, "run %s of agent %q may not send as %q", c.Run, c.Agent, from)
-			k.auditDenied(c, proto.OpMsgSend, inbox.Target(a.To, from, ""), raw, err.Code)
-			return proto.MsgRecord{}, err
-		}
-		from = c.Agent
+	from, ferr := inbox.Sender(a, c.Agent, c.Run)
+	if ferr != nil {
+		k.auditDenied(c, proto.OpMsgSend, inbox.Target(a.To, from, ""), raw, ferr.Code)
+		return proto.MsgRecord{}, ferr
 	}
 	tgt := inbox.Target(a.To, from, "")
 	deny := func(err *proto.Error, rule string) (proto.MsgRecord, error) {
@@ -87,16 +83,10 @@ func (k *Kernel) MsgSend(ctx context.Context, c *Cred, a proto.MsgSendArgs, raw 
 	if from == "" || c.Agent == "" {
 		m.Sender = operator(c)
 	}
-	// The message is durable first: a crash before its audit entry keeps
-	// the message (the journal of the inbox is the one a reader needs).
-	m, err := k.inbox.Send(m)
-	if err != nil {
-		return deny(proto.Errorf(proto.EINVAL, "%v", err), "")
-	}
-	rec := m.Record()
-	t := &tx{entry: &audit.Entry{Actor: c.Actor(), Op: proto.OpMsgSend, Target: inbox.Target(a.To, from, m.ID), Args: audit.ArgsDigest(raw), Result: "ok"},
-		event: proto.EventMsgSent, agent: a.To, key: m.ID, data: &rec}
-	if err := k.submit(ctx, t, true); err != nil {
+	rec, refused, err := k.inbox.Deliver(ctx, m, c.Actor(), audit.ArgsDigest(raw), k.note)
+	if refused != nil {
+		return deny(refused, "")
+	} else if err != nil {
 		return proto.MsgRecord{}, err
 	}
 	// The schedules that fire on messages wake (receivers wait on the
