@@ -10,6 +10,13 @@ import (
 	"github.com/oxios/oxios/pkg/proto"
 )
 
+// Approvals. A policy's ask rule makes the syscall it matches wait for an
+// operator: Desk.Ask registers a request (audited as approve.ask, published
+// as approval.requested, shown in the asking run's stream), and the call
+// goes on once someone approves it (ox-approve yes), fails with EPERM
+// once someone denies it, and after the policy's ask.timeout takes its
+// ask.default. Each decision is audited with who made it and why.
+
 // Desk is where a call that an ask rule held back waits for an operator:
 // the registry of requests, their copies on disk (Keeper), and the agents
 // whose budget threshold was approved. Each ask, and each decision no

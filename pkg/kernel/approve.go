@@ -12,12 +12,8 @@ import (
 	"github.com/oxios/oxios/pkg/version"
 )
 
-// Approvals. A policy's ask rule makes the syscall it matches wait for an
-// operator: ask registers a request (audited as approve.ask, published
-// as approval.requested, shown in the asking run's stream), and the call
-// goes on once someone approves it (ox-approve yes), fails with EPERM
-// once someone denies it, and after the policy's ask.timeout takes its
-// ask.default. Each decision is audited with who made it and why.
+// Approvals: the desk where a call waits is package approval's (Desk);
+// here are the syscalls that list and decide the requests.
 
 // ask waits for an operator's decision on what an ask rule of p held
 // back (approval.Desk.Ask); nil means approved. what says what the call

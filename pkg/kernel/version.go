@@ -2,8 +2,6 @@ package kernel
 
 import (
 	"context"
-	"fmt"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -14,24 +12,11 @@ import (
 	"github.com/oxios/oxios/pkg/version"
 )
 
-// Versioning commits the work tree DATA/repo with pkg/version. What to
-// commit comes from the set of paths changed since the last commit (the
-// committer marks each accepted change), never from scanning the tree, so
-// a commit costs what changed. The set survives restarts: each checkpoint
-// saves it to DATA/index/uncommitted before the journal is recycled, and
-// the journal's records of later changes are marked again when replayed.
-// Without that file (deleted, unreadable) the first commit compares every
-// key with HEAD instead: slower, never wrong.
-//
-// Commits, restores, tags and diffs against the live state run as
-// barriers on the committer goroutine: no change lands while they read
-// the state, so a commit is one point in time and never half a save.
-
-// Audit trailer keys of commit messages.
-const (
-	TrailerAuditSeq  = version.TrailerAuditSeq
-	TrailerAuditHash = version.TrailerAuditHash
-)
+// Versioning is pkg/version's (OpenData, Work): the committer marks each
+// accepted change uncommitted (markDirty). Commits, restores, tags and
+// diffs against the live state run as barriers on the committer
+// goroutine: no change lands while they read the state, so a commit is
+// one point in time and never half a save.
 
 type versioning struct {
 	repo  *version.Repo
@@ -39,13 +24,9 @@ type versioning struct {
 }
 
 func (k *Kernel) openVersioning() error {
-	file := filepath.Join(k.cfg.Data, "index", "uncommitted")
-	repo, paths, warn, err := version.OpenWork(filepath.Join(k.cfg.Data, "repo"), file)
+	repo, paths, err := version.OpenData(k.cfg.Data, k.log)
 	if err != nil {
-		return fmt.Errorf("versioning: %w", err)
-	}
-	if warn != nil {
-		k.log.Warn("the list of uncommitted changes is unreadable; the next commit compares every key with HEAD", "file", file, "err", warn)
+		return err
 	}
 	k.ver = &versioning{repo: repo, paths: paths}
 	return nil
