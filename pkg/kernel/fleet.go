@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/proto"
-	"github.com/oxios/oxios/pkg/version"
 )
 
 // Fleet is what the kernel asks of the fleet it joined (pkg/fleet, issue
@@ -72,15 +72,11 @@ func (k *Kernel) VersionPush(ctx context.Context, c *Cred, a proto.PushArgs, raw
 	if err := k.requireAdmin(c, proto.OpVersionPush); err != nil {
 		return proto.PushRecord{}, err
 	}
-	if err := version.CheckRemote(a.Remote); err != nil {
-		return proto.PushRecord{}, err
-	}
-	target := "*:" + a.Remote
-	rec, err := k.ver.repo.Push(ctx, a.Remote)
-	if err != nil {
-		k.commitAudit(c, proto.OpVersionPush, target, raw, proto.Result(err), "", nil)
-		return rec, err
-	}
-	_, err = k.commitAudit(c, proto.OpVersionPush, target+" "+rec.Commit, raw, "ok", "", nil)
-	return rec, err
+	// Not at a barrier (a push may take long): its entries go through
+	// the queue of the group commit, not the committer's own batches.
+	return k.work().Push(ctx, a.Remote, func(op, target, result, event string, data any) (uint64, error) {
+		e := &audit.Entry{Actor: c.Actor(), Op: op, Target: target, Args: audit.ArgsDigest(raw), Result: result}
+		err := k.note(ctx, e, event, "", "", data)
+		return e.Seq, err
+	})
 }

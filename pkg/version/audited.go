@@ -1,6 +1,7 @@
 package version
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -141,6 +142,25 @@ func (w *Work) Restore(a proto.CommitRestoreArgs, who audit.Actor, uid uint32, a
 		RestoredRecord(&rec, a.Agent, a.Rev, plan)
 		rec.AuditSeq = es[len(es)-1].Seq
 	}
+	return rec, err
+}
+
+// Push pushes the branch, with its tags, to remote (CheckRemote,
+// Repo.Push) and audits it (version.push, target "*:REMOTE", with the
+// commit pushed once it went). Unlike the other methods of Work it runs
+// on its caller's goroutine: it reads the repository alone, and au must
+// not be one that commits on the committer itself.
+func (w *Work) Push(ctx context.Context, remote string, au Auditor) (proto.PushRecord, error) {
+	if err := CheckRemote(remote); err != nil {
+		return proto.PushRecord{}, err
+	}
+	target := "*:" + remote
+	rec, err := w.Repo.Push(ctx, remote)
+	if err != nil {
+		au(proto.OpVersionPush, target, proto.Result(err), "", nil)
+		return rec, err
+	}
+	_, err = au(proto.OpVersionPush, target+" "+rec.Commit, "ok", "", nil)
 	return rec, err
 }
 

@@ -1,10 +1,14 @@
 package version
 
 import (
+	"context"
+
 	"errors"
 	"path/filepath"
 	"slices"
 	"testing"
+
+	gogit "github.com/go-git/go-git/v5"
 
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/proto"
@@ -149,5 +153,30 @@ func TestWorkDiff(t *testing.T) {
 	stop := errors.New("stopping")
 	if _, err := w.Diff(proto.CommitDiffArgs{From: one.Commit}, func(func()) error { return stop }); err != stop {
 		t.Fatalf("the barrier's error: %v", err)
+	}
+}
+
+func TestWorkPush(t *testing.T) {
+	st := memStore{"agents/a/state/k": []byte("v\n")}
+	w, got, au := testWork(t, st)
+	if _, err := w.Push(context.Background(), "-oProxyCommand=x", au); err == nil || len(*got) != 0 {
+		t.Fatalf("a bad remote: %v, audited %+v", err, *got)
+	}
+	remote := t.TempDir()
+	if _, err := gogit.PlainInit(remote, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Push(context.Background(), remote, au); err == nil || (*got)[0].target != "*:"+remote || (*got)[0].result != proto.ENOENT {
+		t.Fatalf("a push of nothing: %v %+v", err, *got)
+	}
+	w.Paths.Mark("agents/a/state/k")
+	one, err := w.Commit(proto.CommitArgs{}, 1000, "", au)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := w.Push(context.Background(), remote, au)
+	last := (*got)[len(*got)-1]
+	if err != nil || rec.Commit != one.Commit || last.op != proto.OpVersionPush || last.target != "*:"+remote+" "+one.Commit || last.result != "ok" {
+		t.Fatalf("%+v %v %+v", rec, err, last)
 	}
 }
