@@ -2,7 +2,6 @@ package version
 
 import (
 	"context"
-
 	"errors"
 	"path/filepath"
 	"slices"
