@@ -42,6 +42,18 @@ func Exists(st Store, agent string) bool {
 	return false
 }
 
+// Listed is, sorted, the agents of all (the store's, sorted) that exist
+// in st and that may allows.
+func Listed(st Store, all []string, may func(agent string) bool) []string {
+	out := all[:0:0]
+	for _, a := range all {
+		if may(a) && Exists(st, a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
 // Record describes agent as st holds it, with runs, its runs that have
 // not ended.
 func Record(st Store, agent string, runs int) proto.AgentRecord {

@@ -50,6 +50,14 @@ func TestExistsAndRecord(t *testing.T) {
 	}
 }
 
+func TestListed(t *testing.T) {
+	st := store{state.Ref(state.SpaceState, "a"): {"k"}, state.Ref(state.SpaceSys, "c"): {Policy}, state.Ref(state.SpaceState, "gone"): nil}
+	got := Listed(st, []string{"a", "b", "c", "gone"}, func(agent string) bool { return agent != "c" })
+	if !reflect.DeepEqual(got, []string{"a"}) {
+		t.Fatal(got)
+	}
+}
+
 func TestCreation(t *testing.T) {
 	ch, e := Creation("a", audit.Actor{UID: 7})
 	if ch.Agent != "a" || ch.Space != state.SpaceSys || ch.Key != Policy || string(ch.Value) != string(policy.DefaultText()) || ch.Delete {

@@ -83,6 +83,19 @@ func (s *Store) Records(a proto.MsgListArgs, emit func(*proto.MsgRecord) error) 
 	return nil
 }
 
+// Receive is msg.recv: a's receive (RecvArgs, checked first) of a.Agent's
+// messages, each emitted as its record (Recv).
+func (s *Store) Receive(ctx context.Context, a proto.MsgListArgs, emit func(*proto.MsgRecord) error) error {
+	o, perr := RecvArgs(a)
+	if perr != nil {
+		return perr
+	}
+	return s.Recv(ctx, a.Agent, o, func(m Message) error {
+		rec := m.Record()
+		return emit(&rec)
+	})
+}
+
 // RecvArgs checks the args of a receive (msg.recv) and returns how Recv
 // receives.
 func RecvArgs(a proto.MsgListArgs) (RecvOptions, *proto.Error) {

@@ -103,3 +103,27 @@ func TestSenderAndDeliver(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestReceive(t *testing.T) {
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	m, err := s.Send(Message{To: "b", Text: "one"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []proto.MsgRecord
+	collect := func(r *proto.MsgRecord) error { got = append(got, *r); return nil }
+	if err := s.Receive(context.Background(), proto.MsgListArgs{Agent: "b", Wait: "soon"}, collect); err == nil {
+		t.Fatal("a bad wait was taken")
+	}
+	if err := s.Receive(context.Background(), proto.MsgListArgs{Agent: "b"}, collect); err != nil || len(got) != 1 || got[0].ID != m.ID || got[0].Text != "one" {
+		t.Fatalf("%+v %v", got, err)
+	}
+	got = nil
+	if err := s.Receive(context.Background(), proto.MsgListArgs{Agent: "b"}, collect); err != nil || len(got) != 0 {
+		t.Fatalf("received twice: %+v %v", got, err)
+	}
+}

@@ -25,10 +25,7 @@ func (k *Kernel) liveRuns(agent string) int { return k.adm.Live(agent) }
 
 // AgentList returns, sorted, the agents that exist and that c may act on.
 func (k *Kernel) AgentList(ctx context.Context, c *Cred, emit func(*proto.AgentRecord) error) error {
-	for _, agent := range k.state.Agents() {
-		if c.Authorize(agent) != nil || !k.AgentExists(agent) {
-			continue
-		}
+	for _, agent := range k.Agents(ctx, c) {
 		if err := ctx.Err(); err != nil {
 			return err
 		}

@@ -116,14 +116,7 @@ func (k *Kernel) MsgRecv(ctx context.Context, c *Cred, a proto.MsgListArgs, raw 
 	if err := k.msgScope(c, proto.OpMsgRecv, a.Agent, raw); err != nil {
 		return err
 	}
-	o, perr := inbox.RecvArgs(a)
-	if perr != nil {
-		return perr
-	}
-	return k.inbox.Recv(ctx, a.Agent, o, func(m inbox.Message) error {
-		rec := m.Record()
-		return emit(&rec)
-	})
+	return k.inbox.Receive(ctx, a, emit)
 }
 
 // MsgRead returns one message of agent's inbox (the mount's files).

@@ -27,15 +27,11 @@ const (
 )
 
 func (k *Kernel) openSupervisor() error {
-	s, err := supervisor.New(filepath.Join(k.cfg.Data, "runs"), k.log)
+	s, err := supervisor.Open(filepath.Join(k.cfg.Data, "runs"), k.cfg.Runs.Keep, k.cfg.Runs.Cgroups, k.log)
 	if err != nil {
 		return fmt.Errorf("runs: %w", err)
 	}
-	s.Keep = k.cfg.Runs.Keep
 	s.OnExit = k.runExited
-	if k.cfg.Runs.Cgroups {
-		s.UseCgroups()
-	}
 	k.sup = s
 	k.runs = supervisor.Resolver{S: s}
 	k.openSandbox()

@@ -34,7 +34,7 @@ func (k *Kernel) openScheduler() {
 			return k.submit(ctx, &tx{change: ch, entry: e, key: key, data: data}, true)
 		},
 		Spawn:  k.spawnJob,
-		Status: k.runStatus,
+		Status: func(id string) *int { return k.sup.Status(id) },
 		MsgIDs: func(agent, after string) []string { return k.inbox.IDs(agent, after) },
 		Log:    k.log,
 		UID:    k.uid,
@@ -50,14 +50,6 @@ func (k *Kernel) spawnJob(j *jobs.File, task string, spec []byte, env []string) 
 		return nil, err
 	}
 	return r, err
-}
-
-// runStatus is the exit status of a run the supervisor knows.
-func (k *Kernel) runStatus(id string) *int {
-	if r, ok := k.sup.Get(id); ok {
-		return r.Record().Status
-	}
-	return nil
 }
 
 // stopScheduler stops firing (at Close, before the runs end).

@@ -3,6 +3,7 @@ package kernel
 import (
 	"context"
 
+	"github.com/oxios/oxios/pkg/agenttree"
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
@@ -113,14 +114,7 @@ func (k *Kernel) IsStateFolder(c *Cred, agent, prefix string) bool {
 
 // Agents lists, sorted, the agents that exist and that c may act on.
 func (k *Kernel) Agents(ctx context.Context, c *Cred) []string {
-	all := k.state.Agents()
-	out := all[:0:0]
-	for _, a := range all {
-		if c.Authorize(a) == nil && k.AgentExists(a) {
-			out = append(out, a)
-		}
-	}
-	return out
+	return agenttree.Listed(k.state, k.state.Agents(), c.Lists(""))
 }
 
 // writeCall is the call of a save (or, size < 0, a delete) of key: the

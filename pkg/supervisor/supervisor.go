@@ -125,6 +125,20 @@ func New(dir string, log *slog.Logger) (*Supervisor, error) {
 	return s, nil
 }
 
+// Open is New with the daemon's [runs] settings: keep ended runs kept,
+// and a cgroup for each run when cgroups is set (UseCgroups).
+func Open(dir string, keep int, cgroups bool, log *slog.Logger) (*Supervisor, error) {
+	s, err := New(dir, log)
+	if err != nil {
+		return nil, err
+	}
+	s.Keep = keep
+	if cgroups {
+		s.UseCgroups()
+	}
+	return s, nil
+}
+
 // wallEnded begins the error of a run its wall time budget ended.
 const wallEnded = "wall time budget"
 
@@ -808,6 +822,15 @@ func (s *Supervisor) Get(id string) (*Run, bool) {
 	r, ok := s.runs[id]
 	s.mu.RUnlock()
 	return r, ok
+}
+
+// Status is the exit status of run id, nil while it runs or when s does
+// not know it.
+func (s *Supervisor) Status(id string) *int {
+	if r, ok := s.Get(id); ok {
+		return r.Record().Status
+	}
+	return nil
 }
 
 // Runs returns the runs, oldest first: the live ones, and with all the

@@ -193,3 +193,23 @@ func TestWallEnded(t *testing.T) {
 		t.Fatalf("%+v", rec)
 	}
 }
+
+func TestOpenAndStatus(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	s, err := Open(filepath.Join(t.TempDir(), "runs"), 7, false, log)
+	if err != nil || s.Keep != 7 || s.Cgroups != nil {
+		t.Fatalf("%+v %v", s, err)
+	}
+	defer s.Close()
+	if s.Status("nope") != nil {
+		t.Fatal("the status of no run")
+	}
+	r, err := s.Start(Spec{ID: "r1", Agent: "a", Argv: []string{"/bin/sh", "-c", "exit 3"}, Dir: filepath.Join(t.TempDir(), "r1"), Env: []string{"PATH=/usr/bin:/bin"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-r.Done()
+	if st := s.Status("r1"); st == nil || *st != 3 {
+		t.Fatalf("status %v", st)
+	}
+}
