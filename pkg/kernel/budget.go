@@ -22,15 +22,16 @@ func budgetChange(agent string, value []byte) *state.Change {
 	return &state.Change{Agent: agent, Space: state.SpaceSys, Key: sysBudget, Value: value}
 }
 
-// submitBudget is a ledger's commit: it submits t with the change of
-// agent's budget file, under the ledger's lock so that changes commit in
-// order, and gives t a done channel to wait on after the lock is let go.
-func (k *Kernel) submitBudget(ctx context.Context, agent string, t *tx) func(value []byte) error {
-	return func(value []byte) error {
-		t.change = budgetChange(agent, value)
-		t.done = make(chan struct{})
-		return k.submit(ctx, t, false)
+// queueBudget is the ledger's budget.Queue: it submits the change of
+// agent's budget file with e, under the ledger's lock so that changes
+// commit in order, with a done channel to wait on after the lock is let
+// go.
+func (k *Kernel) queueBudget(ctx context.Context, agent string, value []byte, e *audit.Entry, data any) (func() error, error) {
+	t := &tx{change: budgetChange(agent, value), entry: e, data: data, done: make(chan struct{})}
+	if err := k.submit(ctx, t, false); err != nil {
+		return nil, err
 	}
+	return func() error { <-t.done; return t.err }, nil
 }
 
 // budgetRun is r as its budget sees it: nil when r is.
@@ -113,13 +114,8 @@ func (k *Kernel) BudgetReset(ctx context.Context, c *Cred, agent string, raw []b
 }
 
 func (k *Kernel) budgetChangeOp(ctx context.Context, c *Cred, op, agent string, raw []byte, p *policy.Policy, fn func(*budget.File)) (proto.BudgetRecord, error) {
-	t := &tx{entry: &audit.Entry{Actor: c.Actor(), Op: op, Target: agent + ":" + sysBudget, Args: audit.ArgsDigest(raw)}}
-	err := k.budgets.Update(agent, fn, k.submitBudget(ctx, agent, t))
-	if err == nil {
-		<-t.done
-		err = t.err
-	}
-	if err != nil {
+	e := &audit.Entry{Actor: c.Actor(), Op: op, Target: agent + ":" + sysBudget, Args: audit.ArgsDigest(raw)}
+	if err := k.budgets.Audited(ctx, agent, fn, e, nil); err != nil {
 		return proto.BudgetRecord{}, err
 	}
 	return k.budgets.Record(agent, p, nil), nil
@@ -161,16 +157,11 @@ func (k *Kernel) BudgetCharge(ctx context.Context, c *Cred, a proto.BudgetCharge
 	}
 	r := k.callerRun(c, a.Agent)
 	qerr := k.budgets.OverAfter(a.Agent, p, budgetRun(r), d)
-	t := &tx{entry: &audit.Entry{Actor: c.Actor(), Op: proto.OpBudgetCharge, Target: a.Agent + ":" + sysBudget, Args: audit.ArgsDigest(raw), Result: "ok"}}
+	e := &audit.Entry{Actor: c.Actor(), Op: proto.OpBudgetCharge, Target: a.Agent + ":" + sysBudget, Args: audit.ArgsDigest(raw), Result: "ok"}
 	if qerr != nil {
-		t.entry.Result = qerr.Code
+		e.Result = qerr.Code
 	}
-	err = k.budgets.ChargeRun(a.Agent, d, budgetRun(r), k.submitBudget(ctx, a.Agent, t))
-	if err == nil {
-		<-t.done
-		err = t.err
-	}
-	if err != nil {
+	if err := k.budgets.ChargeAudited(ctx, a.Agent, d, budgetRun(r), e, nil); err != nil {
 		return proto.BudgetRecord{}, err
 	}
 	if qerr != nil {

@@ -69,9 +69,5 @@ func (k *Kernel) Exec(ctx context.Context, c *Cred, a proto.ExecArgs, raw []byte
 // one) and makes t, the exec's or tool call's audit entry, durable with
 // the charge.
 func (k *Kernel) commitExec(ctx context.Context, agent string, run *supervisor.Run, t *tx) error {
-	if err := k.budgets.ChargeRun(agent, proto.Budget{Execs: 1}, budgetRun(run), k.submitBudget(ctx, agent, t)); err != nil {
-		return err
-	}
-	<-t.done
-	return t.err
+	return k.budgets.ChargeAudited(ctx, agent, proto.Budget{Execs: 1}, budgetRun(run), t.entry, t.data)
 }

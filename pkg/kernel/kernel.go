@@ -145,6 +145,7 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 		v, _, err := k.state.Load(state.Ref(state.SpaceSys, agent), sysBudget)
 		return v, err
 	}, log)
+	k.budgets.Queue = k.queueBudget
 	k.pol.Load = func(agent string) (*policy.Policy, error) {
 		p, _, err := k.loadPolicy(agent)
 		return p, err
