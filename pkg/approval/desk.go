@@ -28,6 +28,7 @@ type Desk struct {
 	keep   *Keeper
 	left   []Request // left pending by a crash, resolved by ResolveLeft
 	record audit.Recorder
+	emit   func(run string, rec any)
 	log    *slog.Logger
 	// budgetAsked: agents whose budget threshold an operator approved.
 	budgetAsked budget.Asked
@@ -35,43 +36,35 @@ type Desk struct {
 
 // OpenDesk makes a desk whose request ids start after first, keeping its
 // pending requests in dir (Keep: the requests a crash left there are
-// decided now, and audited by ResolveLeft).
-func OpenDesk(first uint64, dir string, record audit.Recorder, log *slog.Logger) (*Desk, error) {
+// decided now, and audited by ResolveLeft). emit shows a record in the
+// stream of a run (when the run is there).
+func OpenDesk(first uint64, dir string, record audit.Recorder, emit func(run string, rec any), log *slog.Logger) (*Desk, error) {
 	g := New(first)
 	kp, left, err := Keep(g, dir, log)
 	if err != nil {
 		return nil, err
 	}
-	return &Desk{Registry: g, keep: kp, left: left, record: record, log: log}, nil
-}
-
-// Asker is who asks: the caller's identity on the audit log, and its run
-// when the caller is a run of the agent asked for (the request names it).
-// Emit, when not nil, shows the request and its decision in that run's
-// stream.
-type Asker struct {
-	Actor audit.Actor
-	Run   string
-	Emit  func(rec any)
-}
-
-func (who Asker) emit(rec *proto.ApprovalRecord) {
-	if who.Emit != nil {
-		who.Emit(rec)
-	}
+	return &Desk{Registry: g, keep: kp, left: left, record: record, emit: emit, log: log}, nil
 }
 
 // Ask waits for an operator's decision on what ask rule a of p held back:
-// op of agent, a call that would do what. The request is audited
-// (approve.ask, published as approval.requested) and shown to the asking
-// run, then the decision; nil means approved, else the refusal (EPERM)
-// saying who decided and why.
-func (d *Desk) Ask(ctx context.Context, who Asker, agent, op, what string, p *policy.Policy, a *policy.Asked) *proto.Error {
-	req := d.Registry.Ask(FromAsk(agent, who.Run, op, what, p, a))
+// op of agent by who, a call that would do what. The request is audited
+// (approve.ask, published as approval.requested) and, when who is a run
+// of agent, names the run and is shown in its stream, then the decision;
+// nil means approved, else the refusal (EPERM) saying who decided and
+// why.
+func (d *Desk) Ask(ctx context.Context, who audit.Actor, agent, op, what string, p *policy.Policy, a *policy.Asked) *proto.Error {
+	run := ""
+	if who.Agent == agent {
+		run = who.Run
+	}
+	req := d.Registry.Ask(FromAsk(agent, run, op, what, p, a))
 	rec := Record(req)
-	d.record(ctx, &audit.Entry{Actor: who.Actor, Op: proto.OpApproveAsk,
+	d.record(ctx, &audit.Entry{Actor: who, Op: proto.OpApproveAsk,
 		Target: req.AskTarget(), Result: "ok"}, "", agent, req.ID, &rec)
-	who.emit(&rec)
+	if run != "" {
+		d.emit(run, &rec)
+	}
 	got, err := d.Wait(ctx, req.ID)
 	if err != nil {
 		return proto.AsError(err)
@@ -79,12 +72,12 @@ func (d *Desk) Ask(ctx context.Context, who Asker, agent, op, what string, p *po
 	if got.Undecided() {
 		// No operator decided: the kernel records the outcome.
 		rec := Record(got)
-		d.record(context.Background(), &audit.Entry{Actor: who.Actor, Op: proto.OpApproveDecide,
+		d.record(context.Background(), &audit.Entry{Actor: who, Op: proto.OpApproveDecide,
 			Target: got.Target(), Result: "ok"}, "", agent, got.ID, &rec)
 	}
-	if who.Emit != nil {
+	if run != "" {
 		rec := Record(got)
-		who.emit(&rec)
+		d.emit(run, &rec)
 	}
 	if got.Allowed() {
 		return nil
@@ -94,7 +87,7 @@ func (d *Desk) Ask(ctx context.Context, who Asker, agent, op, what string, p *po
 
 // AskBudget asks once per daemon life when agent's spending, used,
 // passed a threshold of its policy p's ask rules.
-func (d *Desk) AskBudget(who Asker, agent string, p *policy.Policy, used proto.Budget) *proto.Error {
+func (d *Desk) AskBudget(who audit.Actor, agent string, p *policy.Policy, used proto.Budget) *proto.Error {
 	a := policy.AsAsked(p.CheckBudgetAsk(used.Tokens, used.Cost))
 	if a == nil {
 		return nil

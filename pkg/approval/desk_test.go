@@ -23,9 +23,16 @@ type recorded struct {
 }
 
 type recorder struct {
-	mu   sync.Mutex
-	got  []recorded
-	seen chan struct{}
+	mu      sync.Mutex
+	got     []recorded
+	seen    chan struct{}
+	emitted map[string][]*proto.ApprovalRecord // by run
+}
+
+func (r *recorder) emit(run string, rec any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.emitted[run] = append(r.emitted[run], rec.(*proto.ApprovalRecord))
 }
 
 func (r *recorder) record(ctx context.Context, e *audit.Entry, event, agent, key string, data any) error {
@@ -47,8 +54,8 @@ func (r *recorder) all() []recorded {
 
 func openDesk(t *testing.T, dir string) (*Desk, *recorder) {
 	t.Helper()
-	r := &recorder{seen: make(chan struct{}, 1)}
-	d, err := OpenDesk(0, dir, r.record, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	r := &recorder{seen: make(chan struct{}, 1), emitted: map[string][]*proto.ApprovalRecord{}}
+	d, err := OpenDesk(0, dir, r.record, r.emit, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,17 +74,14 @@ func askPolicy(t *testing.T, text string) *policy.Policy {
 func TestDeskAskApprovedByAnOperator(t *testing.T) {
 	d, r := openDesk(t, t.TempDir())
 	p := askPolicy(t, "[ask]\nexec = [\"rm\"]\ntimeout = \"1m\"\n")
-	var emitted []*proto.ApprovalRecord
-	who := Asker{Actor: audit.Actor{UID: 1000, Agent: "ops", Run: "r1"}, Run: "r1", Emit: func(rec any) {
-		emitted = append(emitted, rec.(*proto.ApprovalRecord))
-	}}
+	who := audit.Actor{UID: 1000, Agent: "ops", Run: "r1"}
 	done := make(chan *proto.Error, 1)
 	go func() {
 		done <- d.Ask(context.Background(), who, "ops", "exec", "rm x", p, &policy.Asked{Rule: "ask.exec", Reason: "running rm"})
 	}()
 	<-r.seen
 	ask := r.all()[0]
-	if ask.e.Op != proto.OpApproveAsk || ask.e.Target != "ops:a1 exec rm x [ask.exec]" || ask.e.Result != "ok" || ask.e.Actor != who.Actor ||
+	if ask.e.Op != proto.OpApproveAsk || ask.e.Target != "ops:a1 exec rm x [ask.exec]" || ask.e.Result != "ok" || ask.e.Actor != who ||
 		ask.event != "" || ask.agent != "ops" || ask.key != "a1" || ask.rec.State != Pending || ask.rec.Run != "r1" {
 		t.Fatalf("ask: %+v %+v", ask, ask.e)
 	}
@@ -91,7 +95,7 @@ func TestDeskAskApprovedByAnOperator(t *testing.T) {
 	if n := len(r.all()); n != 1 {
 		t.Errorf("%d entries, want the ask's alone", n)
 	}
-	if len(emitted) != 2 || emitted[0].State != Pending || emitted[1].State != Approved {
+	if emitted := r.emitted["r1"]; len(emitted) != 2 || emitted[0].State != Pending || emitted[1].State != Approved {
 		t.Errorf("the run was shown %+v", emitted)
 	}
 }
@@ -99,7 +103,8 @@ func TestDeskAskApprovedByAnOperator(t *testing.T) {
 func TestDeskRecordsADecisionNoOperatorMade(t *testing.T) {
 	d, r := openDesk(t, t.TempDir())
 	p := askPolicy(t, "[ask]\nexec = [\"rm\"]\ntimeout = \"10ms\"\n")
-	who := Asker{Actor: audit.Actor{UID: 1000}}
+	// A run of another agent: its run is not named, nor shown anything.
+	who := audit.Actor{UID: 1000, Agent: "dev", Run: "r2"}
 	err := d.Ask(context.Background(), who, "ops", "exec", "rm x", p, &policy.Asked{Rule: "ask.exec", Reason: "running rm"})
 	if err == nil || err.Code != proto.EPERM {
 		t.Fatalf("timed out into deny: %v", err)
@@ -109,15 +114,18 @@ func TestDeskRecordsADecisionNoOperatorMade(t *testing.T) {
 		t.Fatalf("%d entries, want the ask and its decision", len(got))
 	}
 	dec := got[1]
-	if dec.e.Op != proto.OpApproveDecide || dec.e.Target != "ops:a1 denied by timeout" || dec.key != "a1" || dec.rec.State != Denied {
+	if dec.e.Op != proto.OpApproveDecide || dec.e.Target != "ops:a1 denied by timeout" || dec.key != "a1" || dec.rec.State != Denied || dec.e.Actor != who {
 		t.Errorf("decision: %+v %+v", dec, dec.e)
+	}
+	if got[0].rec.Run != "" || len(r.emitted) != 0 {
+		t.Errorf("another agent's run named %q, shown %+v", got[0].rec.Run, r.emitted)
 	}
 }
 
 func TestDeskAsksForABudgetOnce(t *testing.T) {
 	d, r := openDesk(t, t.TempDir())
 	p := askPolicy(t, "[ask]\ntokens = 100\ntimeout = \"10ms\"\ndefault = \"allow\"\n")
-	who := Asker{Actor: audit.Actor{UID: 1000}}
+	who := audit.Actor{UID: 1000}
 	if err := d.AskBudget(who, "ops", p, proto.Budget{Tokens: 99}); err != nil || len(r.all()) != 0 {
 		t.Fatalf("below the threshold: %v, %d entries", err, len(r.all()))
 	}

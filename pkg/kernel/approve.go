@@ -19,24 +19,7 @@ import (
 // back (approval.Desk.Ask); nil means approved. what says what the call
 // would do.
 func (k *Kernel) ask(ctx context.Context, c *Cred, agent, op, what string, p *policy.Policy, a *policy.Asked) *proto.Error {
-	return k.asks.Ask(ctx, k.asker(c, agent), agent, op, what, p, a)
-}
-
-// asker is c as the asker of a request about agent: when c is a run of
-// agent, the request names the run and is shown in its stream.
-func (k *Kernel) asker(c *Cred, agent string) approval.Asker {
-	who := approval.Asker{Actor: c.Actor()}
-	if c.Agent == agent {
-		who.Run = c.Run
-	}
-	if k.callerRun(c, agent) != nil {
-		who.Emit = func(rec any) {
-			if r := k.callerRun(c, agent); r != nil {
-				r.Emit(rec)
-			}
-		}
-	}
-	return who
+	return k.asks.Ask(ctx, c.Actor(), agent, op, what, p, a)
 }
 
 // StopAsking cancels the pending approval requests when the daemon stops,

@@ -58,7 +58,7 @@ func (k *Kernel) checkBudget(c *Cred, agent string, p *policy.Policy, more proto
 	if qerr != nil {
 		return qerr
 	}
-	return k.asks.AskBudget(k.asker(c, agent), agent, p, used)
+	return k.asks.AskBudget(c.Actor(), agent, p, used)
 }
 
 // endOverBudget ends a run that was refused for its budget, if it does

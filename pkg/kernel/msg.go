@@ -28,7 +28,11 @@ func (k *Kernel) openTalk() error {
 		return fmt.Errorf("inbox: %w", err)
 	}
 	k.inbox = ib
-	k.asks, err = approval.OpenDesk(k.auditSeq, filepath.Join(k.cfg.Data, "approvals"), k.note, k.log)
+	k.asks, err = approval.OpenDesk(k.auditSeq, filepath.Join(k.cfg.Data, "approvals"), k.note, func(run string, rec any) {
+		if r, ok := k.sup.Get(run); ok {
+			r.Emit(rec)
+		}
+	}, k.log)
 	return err
 }
 
