@@ -83,7 +83,6 @@ func (k *Kernel) spawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw []by
 	if err := runspec.CheckSpawn(a); err != nil {
 		return none, nil, err
 	}
-	llm := len(a.Command) == 0
 	argv, aerr, refused := runspec.Argv(a, k.liveCfg().LLM, k.cfg.Runs.Runner)
 	if aerr != nil {
 		if refused {
@@ -103,13 +102,11 @@ func (k *Kernel) spawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw []by
 		return fail(qerr)
 	}
 	id := k.newRunID()
-	dir := filepath.Join(k.cfg.Data, "work", a.Agent, id)
-	spec := runspec.Spec(a, runspec.Run{ID: id, Dir: dir, Argv: argv, Policy: pol, Wall: runLim.Wall, Where: k.box.Where(), LLM: k.liveCfg().LLM, SysEnv: sysEnv})
-	sb, serr := runspec.Sandbox(k.box, a.Agent, pol, dir, llm, true)
+	run := runspec.Run{ID: id, Dir: runspec.WorkDir(k.cfg.Data, a.Agent, id), Argv: argv, Policy: pol, Wall: runLim.Wall, Where: k.box.Where(), LLM: k.liveCfg().LLM, SysEnv: sysEnv}
+	spec, serr := runspec.Boxed(a, run, k.box, k.cfg.Socket)
 	if serr != nil {
 		return fail(serr)
 	}
-	runspec.Box(&spec, sb, k.cfg.Socket)
 	rec, r, err := k.adm.Admit(ctx, spec, c.Actor(), a.Priority, admit.AgentLimit(k.cfg.Runs.MaxPerAgent, pol.Limits.Runs), raw)
 	if err != nil {
 		var pe *proto.Error
