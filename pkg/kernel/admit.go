@@ -6,7 +6,6 @@ import (
 
 	"github.com/oxios/oxios/pkg/admit"
 	"github.com/oxios/oxios/pkg/audit"
-	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/runq"
 	"github.com/oxios/oxios/pkg/supervisor"
 )
@@ -43,10 +42,4 @@ func (k *Kernel) lookup(c *Cred, op, id string, raw []byte) (*supervisor.Run, *p
 	}
 	r, err := k.run(c, op, id, raw)
 	return r, nil, err
-}
-
-// admissionState is the queue's state for the resources record.
-func (k *Kernel) admissionState() proto.Admission {
-	running, queued := k.adm.State()
-	return proto.Admission{Running: running, Queued: queued, MaxConcurrent: k.cfg.Runs.MaxConcurrent, MaxPerAgent: k.cfg.Runs.MaxPerAgent}
 }

@@ -61,15 +61,6 @@ func (k *Kernel) checkBudget(c *Cred, agent string, p *policy.Policy, more proto
 	return k.asks.AskBudget(c.Actor(), agent, p, used)
 }
 
-// endOverBudget ends a run that was refused for its budget, if it does
-// not end itself within the grace period (the runner ends with a record
-// saying why; a process that ignores the refusal is stopped).
-func (k *Kernel) endOverBudget(r *supervisor.Run, why string) {
-	if r != nil {
-		r.EndUnlessDone("over budget: " + why)
-	}
-}
-
 func (k *Kernel) budgetAgent(c *Cred, op, agent string, raw []byte, admin bool) (*policy.Policy, error) {
 	if err := k.gate(call{op: op, c: c, agent: agent, raw: raw}); err != nil {
 		return nil, err
@@ -135,7 +126,7 @@ func (k *Kernel) BudgetCheck(ctx context.Context, c *Cred, a proto.BudgetCheckAr
 	}
 	if qerr := k.checkBudget(c, a.Agent, p, proto.Budget{Tokens: a.Tokens}); qerr != nil {
 		k.auditDenied(c, proto.OpBudgetCheck, a.Agent+":"+c.Run, raw, qerr.Code)
-		k.endOverBudget(k.callerRun(c, a.Agent), qerr.Message)
+		k.callerRun(c, a.Agent).OverBudget(qerr.Message)
 		return proto.BudgetRecord{}, qerr
 	}
 	return k.budgets.Record(a.Agent, p, budgetRun(k.callerRun(c, a.Agent))), nil
@@ -165,7 +156,7 @@ func (k *Kernel) BudgetCharge(ctx context.Context, c *Cred, a proto.BudgetCharge
 		return proto.BudgetRecord{}, err
 	}
 	if qerr != nil {
-		k.endOverBudget(r, qerr.Message)
+		r.OverBudget(qerr.Message)
 		return proto.BudgetRecord{}, qerr
 	}
 	return k.budgets.Record(a.Agent, p, budgetRun(r)), nil

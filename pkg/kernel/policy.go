@@ -74,18 +74,10 @@ func (k *Kernel) enforce(c *Cred, agent, op, tgt string, raw []byte, check func(
 		return proto.Errorf(proto.EINVAL, "%v", cerr)
 	}
 	k.auditDenied(c, op, tgt+" ["+d.Rule+"]", raw, proto.EPERM)
-	k.violation(c, agent, p, d)
+	if r := k.callerRun(c, agent); r != nil {
+		policy.Violation(p, d, agent, c.Run, r) // signals.on_violation
+	}
 	return proto.Errorf(proto.EPERM, "%s: %s (policy rule %s)", agent, d.Reason, d.Rule)
-}
-
-// violation applies the policy's signals.on_violation to the calling run.
-func (k *Kernel) violation(c *Cred, agent string, p *policy.Policy, d *policy.Denied) {
-	if c.Run == "" || c.Agent != agent || p.Signals.OnViolation == policy.ViolationDeny {
-		return
-	}
-	if r, ok := k.sup.Get(c.Run); ok {
-		policy.Violation(p, d, agent, c.Run, r)
-	}
 }
 
 // policyRecord is agent's policy as a record.

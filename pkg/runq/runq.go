@@ -308,6 +308,13 @@ func (q *Queue) Close() {
 // State is how many runs run and how many wait.
 func (q *Queue) State() (running, queued int) { return q.adm.State() }
 
+// Admission is the queue's state for the resources record: its runs, its
+// limits (max at once, maxPerAgent of an agent).
+func (q *Queue) Admission(max, maxPerAgent int) proto.Admission {
+	running, queued := q.State()
+	return proto.Admission{Running: running, Queued: queued, MaxConcurrent: max, MaxPerAgent: maxPerAgent}
+}
+
 // Spawned is a run as its spawner holds it: started (a *supervisor.Run)
 // or still queued (Follow's). Done is closed when it has ended.
 type Spawned interface {

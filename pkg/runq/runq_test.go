@@ -244,3 +244,20 @@ func TestExited(t *testing.T) {
 		t.Errorf("wall %+v", wall)
 	}
 }
+
+func TestAdmission(t *testing.T) {
+	q, _, _ := newQueue(t, 1, nil)
+	ctx := context.Background()
+	_, first, err := q.Admit(ctx, spec(t, "r1", "/bin/sleep", "30"), audit.Actor{}, 0, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := q.Admit(ctx, spec(t, "r2", "/bin/true"), audit.Actor{}, 0, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := q.Admission(1, 4); got != (proto.Admission{Running: 1, Queued: 1, MaxConcurrent: 1, MaxPerAgent: 4}) {
+		t.Fatalf("%+v", got)
+	}
+	first.End("test over")
+	<-first.Done()
+}

@@ -617,6 +617,16 @@ func (r *Run) End(reason string) {
 	}
 }
 
+// OverBudget ends r, a run refused for its budget (why), if it does not
+// end itself within Grace (EndUnlessDone: the runner ends with a record
+// saying why; a process that ignores the refusal is stopped). A nil r
+// (the caller was no run) is left be.
+func (r *Run) OverBudget(why string) {
+	if r != nil {
+		r.EndUnlessDone("over budget: " + why)
+	}
+}
+
 // EndUnlessDone gives the run Grace to end by itself (a runner told why
 // ends with a record saying so), then ends it (End) with reason. It
 // returns at once.

@@ -213,3 +213,19 @@ func TestOpenAndStatus(t *testing.T) {
 		t.Fatalf("status %v", st)
 	}
 }
+
+func TestOverBudget(t *testing.T) {
+	var none *Run
+	none.OverBudget("tokens") // the caller was no run: nothing to end
+	s := newSup(t, t.TempDir())
+	r := start(t, s, "r1", "/bin/sleep", "30")
+	r.OverBudget("tokens 10 of 10")
+	select {
+	case <-r.Done():
+	case <-time.After(3 * Grace):
+		t.Fatal("a run over its budget was not ended")
+	}
+	if rec := r.Record(); !strings.Contains(rec.Error, "over budget: tokens 10 of 10") {
+		t.Errorf("%+v", rec)
+	}
+}
