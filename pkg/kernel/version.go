@@ -95,9 +95,6 @@ func (k *Kernel) Commit(ctx context.Context, c *Cred, a proto.CommitArgs, raw []
 			return proto.CommitRecord{}, err
 		}
 	}
-	if strings.TrimSpace(a.Message) == "" {
-		a.Message = ""
-	}
 	return onCommitter(k, ctx, func() (proto.CommitRecord, error) { return k.commitNow(c, a, raw) })
 }
 
@@ -181,11 +178,7 @@ func (k *Kernel) CommitTag(ctx context.Context, c *Cred, a proto.CommitTagArgs, 
 	if err := k.versionScope(c, proto.OpCommitTag, "", raw); err != nil {
 		return proto.CommitRecord{}, err
 	}
-	rev := a.Rev
-	if rev == "" {
-		rev = "HEAD"
-	}
-	return onCommitter(k, ctx, func() (proto.CommitRecord, error) { return k.tagNow(c, a.Name, rev, raw) })
+	return onCommitter(k, ctx, func() (proto.CommitRecord, error) { return k.tagNow(c, a.Name, a.Rev, raw) })
 }
 
 // tagNow tags rev on the committer goroutine and audits it.

@@ -3,6 +3,7 @@ package version
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/oxios/oxios/pkg/audit"
@@ -39,12 +40,15 @@ type Work struct {
 }
 
 // Commit records the uncommitted changes of a.Agent (every agent's when
-// "") as a commit by uid (and agent, a run's) whose message carries the
-// audit head, tags it a.Tag when given, and audits it (commit, published
-// as commit.created with the record). A commit that finds the paths saved
-// back to what HEAD holds records nothing, and returns NothingRecord (or,
-// with a tag, tags HEAD).
+// "") as a commit by uid (and agent, a run's) whose message (a.Message;
+// blank: the default) carries the audit head, tags it a.Tag when given,
+// and audits it (commit, published as commit.created with the record). A
+// commit that finds the paths saved back to what HEAD holds records
+// nothing, and returns NothingRecord (or, with a tag, tags HEAD).
 func (w *Work) Commit(a proto.CommitArgs, uid uint32, agent string, au Auditor) (proto.CommitRecord, error) {
+	if strings.TrimSpace(a.Message) == "" {
+		a.Message = ""
+	}
 	target := "*"
 	if a.Agent != "" {
 		target = a.Agent
@@ -87,9 +91,12 @@ func (w *Work) Commit(a proto.CommitArgs, uid uint32, agent string, au Auditor) 
 	return rec, err
 }
 
-// Tag names rev name and audits it (commit.tag, published as
-// commit.tagged with the record).
+// Tag names rev (HEAD when "") name and audits it (commit.tag, published
+// as commit.tagged with the record).
 func (w *Work) Tag(name, rev string, au Auditor) (proto.CommitRecord, error) {
+	if rev == "" {
+		rev = "HEAD"
+	}
 	hash, err := w.Repo.Tag(name, rev)
 	if err != nil {
 		err = WireError(err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	gogit "github.com/go-git/go-git/v5"
@@ -83,10 +84,20 @@ func TestWorkCommitAndTag(t *testing.T) {
 	if _, err := w.Tag("v3", "nope", au); err == nil || (*got)[2].result != proto.Result(err) || (*got)[2].result == "ok" {
 		t.Fatalf("%v %+v", err, *got)
 	}
+	// A tag of no revision names HEAD; a blank message is the default.
+	if tr, err := w.Tag("v4", "", au); err != nil || tr.Commit != rec.Commit {
+		t.Fatalf("%+v %v", tr, err)
+	}
+	st["agents/a/state/k"] = []byte("w\n")
+	w.Paths.Mark("agents/a/state/k")
+	if blank, err := w.Commit(proto.CommitArgs{Message: "  \n"}, 1000, "", au); err != nil || strings.TrimSpace(blank.Message) == "" {
+		t.Fatalf("%+v %v", blank, err)
+	}
+	n := len(*got)
 	// A rescan that fails fails the commit, audited.
 	w.Rescan = func() error { return errors.New("boom") }
-	if _, err := w.Commit(proto.CommitArgs{Agent: "a"}, 1000, "", au); err == nil || (*got)[3].target != "a" || (*got)[3].result != proto.EIO {
-		t.Fatalf("%v %+v", err, (*got)[3])
+	if _, err := w.Commit(proto.CommitArgs{Agent: "a"}, 1000, "", au); err == nil || (*got)[n].target != "a" || (*got)[n].result != proto.EIO {
+		t.Fatalf("%v %+v", err, (*got)[n])
 	}
 }
 
