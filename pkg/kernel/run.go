@@ -205,13 +205,9 @@ func (k *Kernel) RunKill(ctx context.Context, c *Cred, a proto.KillArgs, raw []b
 		if err != nil {
 			return err
 		}
-		rec, agent, serr := k.adm.SignalRun(ctx, c.Actor(), r, p, sig)
-		t := &tx{entry: &audit.Entry{Actor: c.Actor(), Op: proto.OpRunKill, Target: agent + ":" + id + " SIG" + supervisor.SignalName(sig), Args: audit.ArgsDigest(raw), Result: proto.Result(serr)}}
-		if err := k.submit(ctx, t, true); err != nil {
+		rec, err := k.adm.SignalAudited(ctx, c.Actor(), r, p, sig, audit.ArgsDigest(raw))
+		if err != nil {
 			return err
-		}
-		if serr != nil {
-			return serr
 		}
 		if err := emit(&rec); err != nil {
 			return err

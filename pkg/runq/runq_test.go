@@ -52,6 +52,9 @@ func newQueue(t *testing.T, max int, startErr error) (*Queue, *supervisor.Superv
 		case proto.OpRunSpawn:
 			rec.add("started " + id)
 			return startErr
+		case proto.OpRunKill:
+			rec.add("kill " + id + " " + e.Result)
+			return nil
 		case proto.OpRunExit:
 			// The end of a run that never started names its agent and
 			// holds its record, by who ended it.
@@ -260,4 +263,35 @@ func TestAdmission(t *testing.T) {
 	}
 	first.End("test over")
 	<-first.Done()
+}
+
+func TestSignalAudited(t *testing.T) {
+	q, _, rec := newQueue(t, 1, nil)
+	ctx := context.Background()
+	_, first, err := q.Admit(ctx, spec(t, "r1", "/bin/sleep", "30"), audit.Actor{}, 0, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := q.Admit(ctx, spec(t, "r2", "/bin/true"), audit.Actor{}, 0, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	// A queued run: it leaves the queue, ended 128+TERM.
+	if r, err := q.SignalAudited(ctx, audit.Actor{}, nil, q.Lookup("r2"), syscall.SIGTERM, "d"); err != nil || r.ID != "r2" {
+		t.Fatalf("%+v %v", r, err)
+	}
+	// A started one.
+	if r, err := q.SignalAudited(ctx, audit.Actor{}, first, nil, syscall.SIGTERM, "d"); err != nil || r.ID != "r1" {
+		t.Fatalf("%+v %v", r, err)
+	}
+	<-first.Done()
+	// A signal that fails is audited with its errno, and returned.
+	if _, err := q.SignalAudited(ctx, audit.Actor{}, first, nil, syscall.SIGTERM, "d"); err == nil {
+		t.Fatal("a signal to a run that ended")
+	}
+	got := strings.Join(rec.all(), ", ")
+	for _, want := range []string{"kill r2 SIGTERM ok", "kill r1 SIGTERM ok", "kill r1 SIGTERM E"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("%q lacks %q", got, want)
+		}
+	}
 }
