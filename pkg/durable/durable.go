@@ -132,6 +132,16 @@ func MkdirAll(dir string, perm fs.FileMode) error {
 	return SyncDir(parent)
 }
 
+// Private makes dir (and its parents) if missing, and makes it its
+// owner's alone (0700) even if it was there with other permissions: a
+// daemon's data directory.
+func Private(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return os.Chmod(dir, 0o700)
+}
+
 // Probe reports whether a file can be written and synced in dir now: it
 // makes dir if need be, writes a file there, syncs and removes it.
 func Probe(dir string) error {

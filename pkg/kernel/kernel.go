@@ -43,6 +43,7 @@ import (
 	"github.com/oxios/oxios/pkg/budget"
 	"github.com/oxios/oxios/pkg/bus"
 	"github.com/oxios/oxios/pkg/config"
+	"github.com/oxios/oxios/pkg/durable"
 	"github.com/oxios/oxios/pkg/embed"
 	"github.com/oxios/oxios/pkg/expiry"
 	"github.com/oxios/oxios/pkg/groupcommit"
@@ -119,10 +120,7 @@ type Kernel struct {
 
 // New opens the data directory and starts the committer.
 func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
-	if err := os.MkdirAll(cfg.Data, 0o700); err != nil {
-		return nil, fmt.Errorf("data dir: %w", err)
-	}
-	if err := os.Chmod(cfg.Data, 0o700); err != nil {
+	if err := durable.Private(cfg.Data); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
 	alog, err := audit.Open(filepath.Join(cfg.Data, "audit"), audit.Options{})
@@ -159,9 +157,7 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 	replayed := k.auditSeq
 	// Versioning first: replaying the journal marks uncommitted paths.
 	// The saved recall indexes decode while the store opens.
-	indexes := memindex.NewFiles(filepath.Join(cfg.Data, "index", "recall"))
-	indexes.Prefetch()
-	k.mem = memindex.NewSet(indexes, log)
+	k.mem = memindex.OpenSet(filepath.Join(cfg.Data, "index", "recall"), log)
 	if err := k.openVersioning(); err != nil {
 		alog.Close()
 		return nil, err
