@@ -3,17 +3,23 @@
 // and each goes through one gate (gate.go): validate -> authorize ->
 // policy -> do -> audit (refusals too) -> publish. The socket server and
 // the FUSE view call these syscalls and nothing below them; the
-// subsystems (access with its credentials and grants, groupcommit's
-// queue, state, agenttree, audit with its reads, targets, shown
-// lines and heads, version with its commits, tags, restores and their plans,
-// diffs, forks and pushes, uncommitted, memory, memindex with its
-// expiries, recall, expiry, budget, inbox, approval with its listings and its desk, bus
-// with its event records and streams, netfetch, llm's breakers, the
-// supervisor with its cgroups, runq with its waits, attaches and the audit entries of a run's life, runspec
-// with the sandbox's host, admit, sched/jobs, policy with its violations
-// and message rules and policy/judge, writeback's flights, reload with a
-// refused config, status's record...) are packages of their own that do
-// not know about each other: the kernel passes what they need.
+// subsystems (access with its credentials, grants and what a caller
+// lists and sees, groupcommit's queue, state, agenttree with an agent's
+// creation and removal, audit with its reads, targets, shown lines and
+// heads, version with its commits, tags, restores and their plans,
+// diffs, forks and pushes (Work), uncommitted, memory, memindex with its
+// expiries and the entries of a remember and a forget, recall, expiry,
+// budget with its audited changes, inbox with its deliveries, approval
+// with its listings and its desk, bus with its event records and
+// streams, netfetch, llm's breakers, the supervisor with its cgroups,
+// runq with its waits, attaches and the audit entries of a run's life,
+// runspec with the sandbox's host, an exec's and a tool call's run,
+// admit, sched/jobs, policy with its violations and message rules and
+// policy/judge, writeback's flights, reload with a refused config and a
+// changed policy file, status's record...) are packages of their own
+// that do not know about each other: the kernel passes what they need,
+// and those that record their own audit entries do it through the
+// group commit (an audit.Recorder, a memindex.Group, a budget.Queue...).
 //
 // Changes are group-committed: a mutating syscall queues a transaction;
 // one committer at a time (the caller itself when nobody else commits,
