@@ -148,23 +148,5 @@ func (k *Kernel) PolicyCheck(ctx context.Context, c *Cred, a proto.PolicyCheckAr
 	if err := k.gate(call{op: proto.OpPolicyCheck, c: c, agent: a.Agent, raw: raw}); err != nil {
 		return proto.PolicyCheckRecord{}, err
 	}
-	p, err := k.proposed(a.Agent, a.Policy)
-	if err != nil {
-		return proto.PolicyCheckRecord{}, err
-	}
-	rec := proto.PolicyCheckRecord{Type: proto.RecordPolicyCheck, Agent: a.Agent, Op: a.Op, Args: a.Args}
-	rule, derr := judge.Judge(p, k.state.Usage, a.Agent, a.Op, a.Args)
-	if derr != nil {
-		return rec, derr
-	}
-	judge.Fill(&rec, rule)
-	return rec, nil
-}
-
-// proposed returns the policy to judge with: text, or agent's own.
-func (k *Kernel) proposed(agent, text string) (*policy.Policy, error) {
-	if text == "" {
-		return k.policyOf(agent)
-	}
-	return judge.Proposed(text)
+	return judge.Check(a, k.policyOf, k.state.Usage)
 }
