@@ -142,13 +142,9 @@ func (k *Kernel) MemForget(ctx context.Context, c *Cred, a proto.MemForgetArgs, 
 	if err != nil {
 		return nil, err
 	}
-	if kindOK := k.kindsOf(c, a.Agent); kindOK != nil {
-		for _, id := range ids {
-			if kind, _ := k.mem.Kind(a.Agent, id); !kindOK(kind) {
-				if err := k.mayRecall(c, proto.OpMemForget, a.Agent, kind, raw); err != nil {
-					return nil, err
-				}
-			}
+	for _, kind := range k.mem.KindsOutside(a.Agent, ids, k.kindsOf(c, a.Agent)) {
+		if err := k.mayRecall(c, proto.OpMemForget, a.Agent, kind, raw); err != nil {
+			return nil, err
 		}
 	}
 	return k.mem.Forget(ctx, k.group, c.Actor(), a.Agent, ids, audit.ArgsDigest(raw))

@@ -65,6 +65,22 @@ func (s *Set) ListArgs(ctx context.Context, a proto.MemListArgs, ok func(kind st
 	return s.List(ctx, a.Agent, f, ok, read, emit)
 }
 
+// KindsOutside is the kind of each of ids of agent (in order, one per
+// id) that ok does not allow (nil: every kind is allowed): those a forget
+// asks the policy about.
+func (s *Set) KindsOutside(agent string, ids []string, ok func(kind string) bool) []string {
+	if ok == nil {
+		return nil
+	}
+	var out []string
+	for _, id := range ids {
+		if kind, _ := s.Kind(agent, id); !ok(kind) {
+			out = append(out, kind)
+		}
+	}
+	return out
+}
+
 // Forget commits the deletion of ids of agent, by who (args digest), in
 // one group, and returns the records (without text) of those it deleted
 // (Forgot). A memory already gone (forgotten meanwhile) is skipped, not an

@@ -84,6 +84,22 @@ func TestRememberAndForget(t *testing.T) {
 	}
 }
 
+func TestKindsOutside(t *testing.T) {
+	s := NewSet(NewFiles(t.TempDir()), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	now := time.Now().UTC()
+	m1 := &memory.Memory{ID: memory.NewID(now), Kind: memory.Episodic, Text: "one", Created: now}
+	m2 := &memory.Memory{ID: memory.NewID(now.Add(time.Millisecond)), Kind: memory.Semantic, Text: "two", Created: now}
+	s.Apply([]Change{{Agent: "a", Key: m1.Key(), Value: m1.Encode()}, {Agent: "a", Key: m2.Key(), Value: m2.Encode()}}, 1)
+	ids := []string{m1.ID, m2.ID, m1.ID}
+	if got := s.KindsOutside("a", ids, nil); got != nil {
+		t.Fatal(got)
+	}
+	got := s.KindsOutside("a", ids, KindFilter([]string{memory.Semantic}))
+	if len(got) != 2 || got[0] != memory.Episodic || got[1] != memory.Episodic {
+		t.Fatal(got)
+	}
+}
+
 func TestQueryAndListArgs(t *testing.T) {
 	s := NewSet(NewFiles(t.TempDir()), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	now := time.Now().UTC()
