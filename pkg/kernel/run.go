@@ -38,11 +38,6 @@ func (k *Kernel) openSupervisor() error {
 	return nil
 }
 
-// newRunID is a run id no run has (runspec.NewID).
-func (k *Kernel) newRunID() string {
-	return runspec.NewID(func(id string) bool { _, taken := k.sup.Get(id); return taken })
-}
-
 // ensureAgent creates agent, with the default policy, if it has no
 // policy yet. The creation is audited (agent.create) and durable before
 // the spawn that asked for it goes on.
@@ -101,7 +96,7 @@ func (k *Kernel) spawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw []by
 	if qerr != nil {
 		return fail(qerr)
 	}
-	id := k.newRunID()
+	id := runspec.NewID(k.sup.Has) // an id no run has
 	run := runspec.Run{ID: id, Dir: runspec.WorkDir(k.cfg.Data, a.Agent, id), Argv: argv, Policy: pol, Wall: runLim.Wall, Where: k.box.Where(), LLM: k.liveCfg().LLM, SysEnv: sysEnv}
 	spec, serr := runspec.Boxed(a, run, k.box, k.cfg.Socket)
 	if serr != nil {

@@ -834,6 +834,12 @@ func (s *Supervisor) Get(id string) (*Run, bool) {
 	return r, ok
 }
 
+// Has reports whether s knows run id (live or kept).
+func (s *Supervisor) Has(id string) bool {
+	_, ok := s.Get(id)
+	return ok
+}
+
 // Status is the exit status of run id, nil while it runs or when s does
 // not know it.
 func (s *Supervisor) Status(id string) *int {

@@ -201,7 +201,7 @@ func TestOpenAndStatus(t *testing.T) {
 		t.Fatalf("%+v %v", s, err)
 	}
 	defer s.Close()
-	if s.Status("nope") != nil {
+	if s.Status("nope") != nil || s.Has("nope") {
 		t.Fatal("the status of no run")
 	}
 	r, err := s.Start(Spec{ID: "r1", Agent: "a", Argv: []string{"/bin/sh", "-c", "exit 3"}, Dir: filepath.Join(t.TempDir(), "r1"), Env: []string{"PATH=/usr/bin:/bin"}})
@@ -209,7 +209,7 @@ func TestOpenAndStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-r.Done()
-	if st := s.Status("r1"); st == nil || *st != 3 {
+	if st := s.Status("r1"); st == nil || *st != 3 || !s.Has("r1") {
 		t.Fatalf("status %v", st)
 	}
 }
