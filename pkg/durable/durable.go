@@ -1,5 +1,6 @@
 // Package durable makes changes to files and folders survive a crash,
-// and tells whether a folder takes such a write now (Probe).
+// tells whether a folder takes such a write now (Probe), and makes the
+// data directory its owner's alone (Private).
 //
 // A write is durable once its data and the folder entry that names it
 // are on disk: the file needs an fsync before it is renamed into place
