@@ -7,8 +7,8 @@ import (
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 
 	"github.com/oxios/oxios/pkg/bus"
-	"github.com/oxios/oxios/pkg/kernel"
 	"github.com/oxios/oxios/pkg/memory"
+	"github.com/oxios/oxios/pkg/proto"
 )
 
 // Coherence. The kernel's caches (entries, attributes, pages) are kept for
@@ -27,9 +27,9 @@ const eventQueue = 4096
 func (f *FS) subscribe() {
 	f.sub = f.k.Subscribe(eventQueue, func(ev *bus.Event) bool {
 		switch ev.Name {
-		case kernel.EventStateChanged:
+		case proto.EventStateChanged:
 			return ev.Data != any(f.own)
-		case kernel.EventMemoryAdded, kernel.EventMemoryForgotten:
+		case proto.EventMemoryAdded, proto.EventMemoryForgotten:
 			// Memories made or forgotten through the mount come here
 			// too: invalidating them again is harmless.
 			return true
@@ -67,7 +67,7 @@ func (f *FS) changed(ev *bus.Event) {
 		f.agents.NotifyEntry(ev.Agent)
 		return
 	}
-	if ev.Name != kernel.EventStateChanged {
+	if ev.Name != proto.EventStateChanged {
 		f.memChanged(an, ev)
 		return
 	}

@@ -96,6 +96,32 @@ func (c *Cred) Allowed(agent string) *proto.Error {
 	return proto.Errorf(proto.EPERM, "uid %d is not granted agent %q (see [access.users] in oxios.toml(5))", c.UID, agent)
 }
 
+// Lists returns which agents a listing of only's ("": every agent's)
+// shows c: those of only that c may act on.
+func (c *Cred) Lists(only string) func(agent string) bool {
+	return func(agent string) bool {
+		return (only == "" || agent == only) && c.Authorize(agent) == nil
+	}
+}
+
+// Sees reports whether c sees an event of agent ("": of no agent): the
+// admin every event, anyone else those of the agents it may act on.
+func (c *Cred) Sees(agent string) bool {
+	if c.Admin {
+		return true
+	}
+	return agent != "" && c.Authorize(agent) == nil
+}
+
+// NotAdmin ends a refusal of what is the admin's: "run R of agent "A"
+// may not" for a run, else "uid N is not the admin".
+func (c *Cred) NotAdmin() string {
+	if c.Run != "" {
+		return fmt.Sprintf("run %s of agent %q may not", c.Run, c.Agent)
+	}
+	return fmt.Sprintf("uid %d is not the admin", c.UID)
+}
+
 // Reads reports whether c may read an audit entry: the admin every
 // entry, anyone else the entries about or by the agents it may act on.
 func (c *Cred) Reads(in *audit.Info) bool {

@@ -117,3 +117,24 @@ func TestReads(t *testing.T) {
 		}
 	}
 }
+
+func TestListsSeesNotAdmin(t *testing.T) {
+	admin := &Cred{Admin: true}
+	run := &Cred{UID: 1000, Agent: "alpha", Run: "r1"}
+	user := &Cred{UID: 3000, Grants: []string{"team-*"}}
+	if !user.Lists("")("team-a") || user.Lists("")("other") || user.Lists("team-b")("team-a") || !user.Lists("team-b")("team-b") {
+		t.Error("a user's listing")
+	}
+	if !admin.Lists("")("x") || admin.Lists("y")("x") || run.Lists("")("beta") {
+		t.Error("the admin's or a run's listing")
+	}
+	if !admin.Sees("") || !admin.Sees("x") || user.Sees("") || !user.Sees("team-a") || user.Sees("other") || !run.Sees("alpha") {
+		t.Error("events seen")
+	}
+	if got := run.NotAdmin(); got != `run r1 of agent "alpha" may not` {
+		t.Error(got)
+	}
+	if got := user.NotAdmin(); got != "uid 3000 is not the admin" {
+		t.Error(got)
+	}
+}

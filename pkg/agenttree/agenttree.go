@@ -1,8 +1,9 @@
 // Package agenttree is an agent as the state store holds it: its trees
 // (what it holds, its memories, and the kernel's files of it: policy,
 // budget, jobs), whether it exists, the record that describes it, the
-// deletions that remove it, and what a fork of it starts with. The kernel
-// gates, audits and commits them.
+// change that creates it, the deletions that remove it and the removal
+// itself with its commits (Remove), and what a fork of it starts with.
+// The kernel gates them and commits their changes.
 package agenttree
 
 import (
@@ -39,6 +40,18 @@ func Exists(st Store, agent string) bool {
 		}
 	}
 	return false
+}
+
+// Listed is, sorted, the agents of all (the store's, sorted) that exist
+// in st and that may allows.
+func Listed(st Store, all []string, may func(agent string) bool) []string {
+	out := all[:0:0]
+	for _, a := range all {
+		if may(a) && Exists(st, a) {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // Record describes agent as st holds it, with runs, its runs that have

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/oxios/oxios/pkg/audit"
+	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/state"
 )
@@ -45,6 +47,24 @@ func TestExistsAndRecord(t *testing.T) {
 	}
 	if rec = Record(st, "b", 0); rec.Policy != "default" || !rec.Budget || rec.Keys != 0 {
 		t.Fatalf("an agent of a budget only: %+v", rec)
+	}
+}
+
+func TestListed(t *testing.T) {
+	st := store{state.Ref(state.SpaceState, "a"): {"k"}, state.Ref(state.SpaceSys, "c"): {Policy}, state.Ref(state.SpaceState, "gone"): nil}
+	got := Listed(st, []string{"a", "b", "c", "gone"}, func(agent string) bool { return agent != "c" })
+	if !reflect.DeepEqual(got, []string{"a"}) {
+		t.Fatal(got)
+	}
+}
+
+func TestCreation(t *testing.T) {
+	ch, e := Creation("a", audit.Actor{UID: 7})
+	if ch.Agent != "a" || ch.Space != state.SpaceSys || ch.Key != Policy || string(ch.Value) != string(policy.DefaultText()) || ch.Delete {
+		t.Fatalf("%+v", ch)
+	}
+	if *e != (audit.Entry{Actor: audit.Actor{UID: 7}, Op: proto.OpAgentCreate, Target: "a:policy.toml", Args: audit.ArgsDigest(ch.Value)}) {
+		t.Fatalf("%+v", e)
 	}
 }
 

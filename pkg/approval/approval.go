@@ -10,7 +10,9 @@
 // the request of a policy's ask rule, AskTarget and DecideTarget how the
 // audit log names its ask and its decision, Stream what approve.list
 // shows. Decided requests are kept for listing, the most recent
-// MaxDecided of them.
+// MaxDecided of them. A Desk is where the kernel's calls wait: it audits
+// each ask, and each decision no operator made, through the kernel's
+// group commit (an audit.Recorder), and asks for a budget threshold once.
 package approval
 
 import (

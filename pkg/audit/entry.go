@@ -2,6 +2,7 @@ package audit
 
 import (
 	"bytes"
+	"context"
 	"encoding/hex"
 	"errors"
 	"strconv"
@@ -41,6 +42,13 @@ type Entry struct {
 	Prev  string    `json:"prev"` // hash of the previous entry (64 zeros for seq 1)
 	Hash  string    `json:"hash"` // hex BLAKE3(prev raw || body)
 }
+
+// Recorder commits an entry another package made and waits until it is
+// durable: event, when not "", names its bus event (else its op does),
+// agent and key name the agent and the key of the event, data is the
+// event's (it must not change once given). It is the kernel's group
+// commit, as the subsystems that record their own entries see it.
+type Recorder func(ctx context.Context, e *Entry, event, agent, key string, data any) error
 
 // ArgsDigest is the hex BLAKE3-256 digest of a request's arguments, the
 // Args of its entry: the log proves what was asked without holding the

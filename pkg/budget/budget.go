@@ -2,10 +2,12 @@
 // (tokens, cost, wall time, execs). An agent's limits come from its
 // policy unless the admin set others; its use is kept in its
 // sys/budget.json, whose every change the kernel commits with the audit
-// entry of the charge, in the order the ledger made the changes.
+// entry of the charge (Audited, ChargeAudited, through the kernel's
+// Queue), in the order the ledger made the changes.
 package budget
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -13,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
 )
@@ -27,11 +30,20 @@ type File struct {
 
 // Ledger holds the budget file of each agent once read.
 type Ledger struct {
+	// Queue commits a change of the ledger's (Audited, ChargeAudited).
+	Queue Queue
 	mu    sync.Mutex // orders changes, held until each is submitted
 	files map[string]*File
 	load  func(agent string) ([]byte, error)
 	log   *slog.Logger
 }
+
+// Queue submits agent's budget file value with e, the audit entry of the
+// change (data: its bus event's), to the kernel's group commit, under the
+// ledger's lock so that the changes commit in the order they were made,
+// without waiting: wait, called once the lock is let go, waits until the
+// change is durable or failed.
+type Queue func(ctx context.Context, agent string, value []byte, e *audit.Entry, data any) (wait func() error, err error)
 
 // NewLedger returns a ledger that reads an agent's file with load on
 // first use (an error: the agent has none yet).
@@ -113,6 +125,34 @@ func (l *Ledger) ChargeRun(agent string, d proto.Budget, r Run, commit func(valu
 		}
 		return commit(value)
 	})
+}
+
+// Audited is Update committed through l.Queue with e, the audit entry of
+// the change (data: its event's), waiting until it is durable.
+func (l *Ledger) Audited(ctx context.Context, agent string, fn func(*File), e *audit.Entry, data any) error {
+	var wait func() error
+	err := l.Update(agent, fn, func(value []byte) (err error) {
+		wait, err = l.Queue(ctx, agent, value, e, data)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return wait()
+}
+
+// ChargeAudited is ChargeRun committed through l.Queue with e, as
+// Audited.
+func (l *Ledger) ChargeAudited(ctx context.Context, agent string, d proto.Budget, r Run, e *audit.Entry, data any) error {
+	var wait func() error
+	err := l.ChargeRun(agent, d, r, func(value []byte) (err error) {
+		wait, err = l.Queue(ctx, agent, value, e, data)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return wait()
 }
 
 // Forget drops agent's file (the agent was removed).

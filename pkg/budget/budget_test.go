@@ -1,6 +1,7 @@
 package budget
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
 )
@@ -139,5 +141,42 @@ func TestChargeRun(t *testing.T) {
 	}
 	if err := json.Unmarshal(stored["a"], &f); err != nil || f.Used.Execs != 2 || r.got.Execs != 1 {
 		t.Fatalf("%s (%v) %+v", stored["a"], err, r.got)
+	}
+}
+
+func TestAudited(t *testing.T) {
+	l := NewLedger(func(string) ([]byte, error) { return nil, errors.New("none") }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	var queued []*audit.Entry
+	var values [][]byte
+	waited := 0
+	var failWait, failQueue error
+	l.Queue = func(ctx context.Context, agent string, value []byte, e *audit.Entry, data any) (func() error, error) {
+		if failQueue != nil {
+			return nil, failQueue
+		}
+		queued, values = append(queued, e), append(values, value)
+		return func() error { waited++; return failWait }, nil
+	}
+	e := &audit.Entry{Op: proto.OpBudgetReset}
+	if err := l.Audited(context.Background(), "a", Reset, e, nil); err != nil || len(queued) != 1 || queued[0] != e || waited != 1 {
+		t.Fatalf("%v %d queued, %d waited", err, len(queued), waited)
+	}
+	r := &chargedRun{}
+	e2 := &audit.Entry{Op: proto.OpExec}
+	if err := l.ChargeAudited(context.Background(), "a", proto.Budget{Execs: 1}, r, e2, "data"); err != nil || queued[1] != e2 || waited != 2 || r.got.Execs != 1 {
+		t.Fatalf("%v %d waited, run %+v", err, waited, r.got)
+	}
+	var f File
+	if err := json.Unmarshal(values[1], &f); err != nil || f.Used.Execs != 1 {
+		t.Fatalf("%s %v", values[1], err)
+	}
+	// The commit's failure, and one of the queue: not waited for.
+	failWait = errors.New("sync failed")
+	if err := l.ChargeAudited(context.Background(), "a", proto.Budget{Execs: 1}, nil, e2, nil); err != failWait {
+		t.Fatal(err)
+	}
+	failQueue = errors.New("shutting down")
+	if err := l.Audited(context.Background(), "a", Reset, e, nil); err != failQueue || waited != 3 {
+		t.Fatal(err, waited)
 	}
 }

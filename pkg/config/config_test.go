@@ -43,3 +43,14 @@ func TestMaxBuffered(t *testing.T) {
 		t.Fatalf("share/oxios.toml: max_buffered %d, %v", c.Limits.MaxBuffered, err)
 	}
 }
+
+func TestMountAt(t *testing.T) {
+	c := Config{Mount: "/run/oxios/mnt"}
+	if c.MountAt() != "/run/oxios/mnt" {
+		t.Fatal(c.MountAt())
+	}
+	c.NoMount = true
+	if c.MountAt() != "" {
+		t.Fatal(c.MountAt())
+	}
+}

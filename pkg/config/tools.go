@@ -5,6 +5,15 @@ import (
 	"path/filepath"
 )
 
+// MountAt is where oxiosd mounts the agents' world: mount, "" with
+// no_mount.
+func (c Config) MountAt() string {
+	if c.NoMount {
+		return ""
+	}
+	return c.Mount
+}
+
 // ToolsDir is the folder of the WASM tools: runs.tools if set, else the
 // first that exists of ../share/oxios/tools beside the executable (make
 // install puts oxiosd in PREFIX/bin and the tools in

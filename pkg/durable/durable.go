@@ -1,5 +1,6 @@
 // Package durable makes changes to files and folders survive a crash,
-// and tells whether a folder takes such a write now (Probe).
+// tells whether a folder takes such a write now (Probe), and makes the
+// data directory its owner's alone (Private).
 //
 // A write is durable once its data and the folder entry that names it
 // are on disk: the file needs an fsync before it is renamed into place
@@ -130,6 +131,16 @@ func MkdirAll(dir string, perm fs.FileMode) error {
 		return err
 	}
 	return SyncDir(parent)
+}
+
+// Private makes dir (and its parents) if missing, and makes it its
+// owner's alone (0700) even if it was there with other permissions: a
+// daemon's data directory.
+func Private(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return os.Chmod(dir, 0o700)
 }
 
 // Probe reports whether a file can be written and synced in dir now: it

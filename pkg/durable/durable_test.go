@@ -192,3 +192,19 @@ func TestProbe(t *testing.T) {
 		t.Fatal("a folder that cannot be made was probed writable")
 	}
 }
+
+func TestPrivate(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "a", "data")
+	if err := Private(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := Private(dir); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("%v %v", fi.Mode(), err)
+	}
+}

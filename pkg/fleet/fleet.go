@@ -270,7 +270,7 @@ func (f *Fleet) sendHead(seq uint64, hash string) {
 func (f *Fleet) watchCommits(ctx context.Context) {
 	defer f.wg.Done()
 	for ctx.Err() == nil {
-		err := f.k.Events(ctx, admin, proto.EventsArgs{Types: []string{kernel.EventCommit}}, nil, func(any) error {
+		err := f.k.Events(ctx, admin, proto.EventsArgs{Types: []string{proto.EventCommit}}, nil, func(any) error {
 			select {
 			case f.headCh <- struct{}{}:
 			default:

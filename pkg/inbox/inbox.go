@@ -1,10 +1,12 @@
 // Package inbox keeps the agents' messages: per agent, an ordered,
 // durable inbox of records (from, to, time, text, an optional reply-to and
 // attached records), and which of them were received. The kernel decides
-// who may send to whom and audits; this package stores and delivers
-// (Recv: a receive, following or waiting for more), and says how a
-// message looks on the wire (Record, Records for msg.list, RecvArgs for
-// msg.recv) and in an audit target (Target).
+// who may send to whom and audits refusals; this package stores and
+// delivers (Deliver: durable, then its audit entry through the kernel's
+// audit.Recorder; Recv: a receive, following or waiting for more), says
+// who a message is from (Sender), and how a message looks on the wire
+// (Record, Records for msg.list, RecvArgs for msg.recv) and in an audit
+// target (Target).
 //
 // Each agent's inbox is one append-only file, DATA/inbox/<agent>.jsonl: a
 // line per message ({"msg":{...}}) and per acknowledgement ({"ack":"ID"}),

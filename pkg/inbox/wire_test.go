@@ -1,9 +1,12 @@
 package inbox
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/proto"
 )
 
@@ -56,5 +59,71 @@ func TestWireRecordsTargetsAndArgs(t *testing.T) {
 	}
 	if _, perr := RecvArgs(proto.MsgListArgs{Max: -1}); perr == nil || perr.Code != proto.EINVAL {
 		t.Fatal(perr)
+	}
+}
+
+func TestSenderAndDeliver(t *testing.T) {
+	if from, err := Sender(proto.MsgSendArgs{From: "x"}, "", ""); err != nil || from != "x" {
+		t.Fatal(from, err)
+	}
+	if from, err := Sender(proto.MsgSendArgs{}, "a", "r1"); err != nil || from != "a" {
+		t.Fatal(from, err)
+	}
+	if from, err := Sender(proto.MsgSendArgs{From: "b"}, "a", "r1"); err == nil || err.Code != proto.EPERM || from != "b" {
+		t.Fatal(from, err)
+	}
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	who := audit.Actor{UID: 1000, Agent: "a", Run: "r1"}
+	var e *audit.Entry
+	var event, agent, key string
+	record := func(ctx context.Context, got *audit.Entry, ev, ag, k string, data any) error {
+		e, event, agent, key = got, ev, ag, k
+		if data.(*proto.MsgRecord).Text != "hi" {
+			t.Errorf("data %+v", data)
+		}
+		return nil
+	}
+	rec, refused, err := s.Deliver(context.Background(), Message{From: "a", To: "b", Text: "hi"}, who, "dg", record)
+	if err != nil || refused != nil || rec.ID == "" || rec.Agent != "b" {
+		t.Fatalf("%+v %v %v", rec, refused, err)
+	}
+	if *e != (audit.Entry{Actor: who, Op: proto.OpMsgSend, Target: "b:msg from a " + rec.ID, Args: "dg", Result: "ok"}) ||
+		event != proto.EventMsgSent || agent != "b" || key != rec.ID {
+		t.Fatalf("%+v %q %q %q", e, event, agent, key)
+	}
+	if _, err := s.Get("b", rec.ID); err != nil {
+		t.Fatal("not in the inbox:", err)
+	}
+	stop := errors.New("stopping")
+	if _, _, err := s.Deliver(context.Background(), Message{To: "b", Text: "x"}, who, "dg", func(context.Context, *audit.Entry, string, string, string, any) error { return stop }); err != stop {
+		t.Fatal(err)
+	}
+}
+
+func TestReceive(t *testing.T) {
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	m, err := s.Send(Message{To: "b", Text: "one"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []proto.MsgRecord
+	collect := func(r *proto.MsgRecord) error { got = append(got, *r); return nil }
+	if err := s.Receive(context.Background(), proto.MsgListArgs{Agent: "b", Wait: "soon"}, collect); err == nil {
+		t.Fatal("a bad wait was taken")
+	}
+	if err := s.Receive(context.Background(), proto.MsgListArgs{Agent: "b"}, collect); err != nil || len(got) != 1 || got[0].ID != m.ID || got[0].Text != "one" {
+		t.Fatalf("%+v %v", got, err)
+	}
+	got = nil
+	if err := s.Receive(context.Background(), proto.MsgListArgs{Agent: "b"}, collect); err != nil || len(got) != 0 {
+		t.Fatalf("received twice: %+v %v", got, err)
 	}
 }

@@ -6,14 +6,14 @@ import (
 
 	"github.com/oxios/oxios/pkg/admit"
 	"github.com/oxios/oxios/pkg/audit"
-	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/runq"
 	"github.com/oxios/oxios/pkg/supervisor"
 )
 
-// Admission: the runs waiting for a slot are package runq's (on the
-// queue of package admit); here are the audit entries of their
-// queueing, start and end, and the gate of a syscall naming one.
+// Admission: the runs waiting for a slot, and the audit entries of
+// their queueing, start and end, are package runq's (on the queue of
+// package admit), committed through the kernel's note; here is the gate
+// of a syscall naming one.
 
 // pending is a spawn in the queue.
 type pending = runq.Pending
@@ -25,22 +25,7 @@ type spawned = runq.Spawned
 func (k *Kernel) daemonActor() audit.Actor { return audit.Actor{UID: k.uid, PID: int32(os.Getpid())} }
 
 func (k *Kernel) openAdmission(ctx context.Context) {
-	k.adm = runq.New(ctx, k.cfg.Runs.MaxConcurrent, admit.Overload(k.cfg.Runs.OverloadLoad, k.cfg.Runs.OverloadMemory), k.sup, k.daemonActor(), k.log, runq.Hooks{
-		Queued: func(ctx context.Context, p *pending, rec *proto.RunRecord) error {
-			t := &tx{entry: &audit.Entry{Actor: p.Item.Actor, Op: proto.OpRunQueue, Target: p.Agent + ":" + p.ID, Args: audit.ArgsDigest(p.Item.Raw)}, data: rec}
-			return k.submit(ctx, t, true)
-		},
-		Started: func(ctx context.Context, p *pending, rec *proto.RunRecord) error {
-			t := &tx{entry: &audit.Entry{Actor: p.Item.Actor, Op: proto.OpRunSpawn, Target: p.Agent + ":" + p.ID, Args: audit.ArgsDigest(p.Item.Raw)}, data: rec}
-			return k.submit(ctx, t, true)
-		},
-		Ended: func(p *pending, rec *proto.RunRecord, what string, who audit.Actor) {
-			t := &tx{entry: &audit.Entry{Actor: who, Op: proto.OpRunExit, Target: p.Agent + ":" + p.ID + " " + what, Result: "ok"}, agent: p.Agent, data: rec}
-			if err := k.submit(k.record(), t, true); err != nil {
-				k.log.Warn("queued run's end not audited", "run", p.ID, "err", err)
-			}
-		},
-	})
+	k.adm = runq.New(ctx, k.cfg.Runs.MaxConcurrent, admit.Overload(k.cfg.Runs.OverloadLoad, k.cfg.Runs.OverloadMemory), k.sup, k.daemonActor(), k.log, k.note)
 }
 
 // release gives back the slot of a run of agent that ended (or did not
@@ -57,23 +42,4 @@ func (k *Kernel) lookup(c *Cred, op, id string, raw []byte) (*supervisor.Run, *p
 	}
 	r, err := k.run(c, op, id, raw)
 	return r, nil, err
-}
-
-// admissionState is the queue's state for the resources record.
-func (k *Kernel) admissionState() proto.Admission {
-	running, queued := k.adm.State()
-	return proto.Admission{Running: running, Queued: queued, MaxConcurrent: k.cfg.Runs.MaxConcurrent, MaxPerAgent: k.cfg.Runs.MaxPerAgent}
-}
-
-// wallExceeded publishes budget.exceeded for a run its wall budget ended,
-// as an audit entry of its own (run.wall, EDQUOT), beside its run.exit.
-func (k *Kernel) wallExceeded(r *supervisor.Run, rec *proto.RunRecord) {
-	if !supervisor.WallEnded(rec) {
-		return
-	}
-	t := &tx{entry: &audit.Entry{Actor: k.daemonActor(), Op: proto.OpRunWall,
-		Target: rec.Agent + ":" + rec.ID, Result: proto.EDQUOT}, agent: rec.Agent, data: rec}
-	if err := k.submit(k.record(), t, false); err != nil {
-		k.log.Warn("wall budget end not audited", "run", rec.ID, "err", err)
-	}
 }

@@ -2,7 +2,6 @@ package kernel
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	"github.com/oxios/oxios/pkg/agenttree"
@@ -26,10 +25,7 @@ func (k *Kernel) liveRuns(agent string) int { return k.adm.Live(agent) }
 
 // AgentList returns, sorted, the agents that exist and that c may act on.
 func (k *Kernel) AgentList(ctx context.Context, c *Cred, emit func(*proto.AgentRecord) error) error {
-	for _, agent := range k.state.Agents() {
-		if c.Authorize(agent) != nil || !k.AgentExists(agent) {
-			continue
-		}
+	for _, agent := range k.Agents(ctx, c) {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -94,42 +90,22 @@ func (k *Kernel) AgentRemove(ctx context.Context, c *Cred, agent string, raw []b
 }
 
 // removeNow runs in the committer, alone (a barrier): commit what the agent
-// holds, delete all of it with its audit entries, commit the removal.
+// holds, delete all of it with its audit entries, commit the removal
+// (agenttree.Remove).
 func (k *Kernel) removeNow(c *Cred, agent string, raw []byte) (proto.AgentRecord, error) {
-	rec := k.agentRecord(agent)
-	rec.Removed = true
-	fail := func(err error) (proto.AgentRecord, error) {
-		k.commitAudit(c, proto.OpAgentRemove, agent, raw, proto.Result(err), "", nil)
-		return proto.AgentRecord{}, err
-	}
-	before, err := k.commitNow(c, proto.CommitArgs{Agent: agent, Message: fmt.Sprintf("Agent %s as it was before its removal", agent)}, raw)
-	if err != nil {
-		return fail(err)
-	}
-	rec.Restore = before.Commit
-	who := c.Actor()
-	digest := audit.ArgsDigest(raw)
-	t := &tx{}
-	for _, d := range agenttree.Removal(k.state, agent) {
-		e := &audit.Entry{Actor: who, Op: d.Op, Target: d.Target, Args: digest}
-		t.subs = append(t.subs, &tx{change: &state.Change{Agent: agent, Space: d.Space, Key: d.Key, Delete: true}, entry: e})
-	}
-	// The target "NAME:" (no key) names the agent the same way to a live
-	// subscriber and to one replaying the log.
-	ev := rec // the event's own: rec is completed below
-	t.subs = append(t.subs, &tx{entry: &audit.Entry{Actor: who, Op: proto.OpAgentRemove, Target: target(agent, ""), Args: digest}, event: proto.EventAgentRemoved, agent: agent, data: &ev})
-	k.commit([]*tx{t})
-	for _, s := range t.subs {
-		if s.err != nil {
-			return fail(fmt.Errorf("removing %s: %w", agent, s.err))
+	removing := func(chs []*state.Change, es []*audit.Entry, ev *proto.AgentRecord) []error {
+		t := &tx{subs: make([]*tx, len(es))}
+		for i, e := range es {
+			t.subs[i] = &tx{change: chs[i], entry: e}
 		}
+		last := t.subs[len(es)-1]
+		last.event, last.agent, last.data = proto.EventAgentRemoved, agent, ev
+		k.commit([]*tx{t})
+		errs := make([]error, len(t.subs))
+		for i, s := range t.subs {
+			errs[i] = s.err
+		}
+		return errs
 	}
-	after, err := k.commitNow(c, proto.CommitArgs{Agent: agent, Message: fmt.Sprintf("Remove agent %s (restore: ox-commit restore %.12s -a %s)", agent, rec.Restore, agent)}, raw)
-	if err != nil {
-		return rec, err
-	}
-	rec.Commit = after.Commit
-	rec.Runs = 0
-	rec.Describe()
-	return rec, nil
+	return agenttree.Remove(k.work(), k.state, k.agentRecord(agent), c.Actor(), c.UID, c.Agent, audit.ArgsDigest(raw), removing, k.auditor(c, raw))
 }

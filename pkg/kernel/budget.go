@@ -22,21 +22,16 @@ func budgetChange(agent string, value []byte) *state.Change {
 	return &state.Change{Agent: agent, Space: state.SpaceSys, Key: sysBudget, Value: value}
 }
 
-// submitBudget is a ledger's commit: it submits t with the change of
-// agent's budget file, under the ledger's lock so that changes commit in
-// order, and gives t a done channel to wait on after the lock is let go.
-func (k *Kernel) submitBudget(ctx context.Context, agent string, t *tx) func(value []byte) error {
-	return func(value []byte) error {
-		t.change = budgetChange(agent, value)
-		t.done = make(chan struct{})
-		return k.submit(ctx, t, false)
+// queueBudget is the ledger's budget.Queue: it submits the change of
+// agent's budget file with e, under the ledger's lock so that changes
+// commit in order, with a done channel to wait on after the lock is let
+// go.
+func (k *Kernel) queueBudget(ctx context.Context, agent string, value []byte, e *audit.Entry, data any) (func() error, error) {
+	t := &tx{change: budgetChange(agent, value), entry: e, data: data, done: make(chan struct{})}
+	if err := k.submit(ctx, t, false); err != nil {
+		return nil, err
 	}
-}
-
-// budgetRecord builds the "budget" record of agent, and of run r when
-// given.
-func (k *Kernel) budgetRecord(agent string, p *policy.Policy, r *supervisor.Run) proto.BudgetRecord {
-	return k.budgets.Record(agent, p, budgetRun(r))
+	return func() error { <-t.done; return t.err }, nil
 }
 
 // budgetRun is r as its budget sees it: nil when r is.
@@ -63,16 +58,7 @@ func (k *Kernel) checkBudget(c *Cred, agent string, p *policy.Policy, more proto
 	if qerr != nil {
 		return qerr
 	}
-	return k.askBudget(c, agent, p, used)
-}
-
-// endOverBudget ends a run that was refused for its budget, if it does
-// not end itself within the grace period (the runner ends with a record
-// saying why; a process that ignores the refusal is stopped).
-func (k *Kernel) endOverBudget(r *supervisor.Run, why string) {
-	if r != nil {
-		r.EndUnlessDone("over budget: " + why)
-	}
+	return k.asks.AskBudget(c.Actor(), agent, p, used)
 }
 
 func (k *Kernel) budgetAgent(c *Cred, op, agent string, raw []byte, admin bool) (*policy.Policy, error) {
@@ -93,7 +79,7 @@ func (k *Kernel) BudgetShow(ctx context.Context, c *Cred, agent string, raw []by
 	if err != nil {
 		return proto.BudgetRecord{}, err
 	}
-	return k.budgetRecord(agent, p, k.callerRun(c, agent)), nil
+	return k.budgets.Record(agent, p, budgetRun(k.callerRun(c, agent))), nil
 }
 
 // BudgetSet replaces agent's limits (admin only).
@@ -119,16 +105,11 @@ func (k *Kernel) BudgetReset(ctx context.Context, c *Cred, agent string, raw []b
 }
 
 func (k *Kernel) budgetChangeOp(ctx context.Context, c *Cred, op, agent string, raw []byte, p *policy.Policy, fn func(*budget.File)) (proto.BudgetRecord, error) {
-	t := &tx{entry: &audit.Entry{Actor: c.Actor(), Op: op, Target: agent + ":" + sysBudget, Args: audit.ArgsDigest(raw)}}
-	err := k.budgets.Update(agent, fn, k.submitBudget(ctx, agent, t))
-	if err == nil {
-		<-t.done
-		err = t.err
-	}
-	if err != nil {
+	e := &audit.Entry{Actor: c.Actor(), Op: op, Target: agent + ":" + sysBudget, Args: audit.ArgsDigest(raw)}
+	if err := k.budgets.Audited(ctx, agent, fn, e, nil); err != nil {
 		return proto.BudgetRecord{}, err
 	}
-	return k.budgetRecord(agent, p, nil), nil
+	return k.budgets.Record(agent, p, nil), nil
 }
 
 // BudgetCheck answers whether the caller may spend about a.Tokens more:
@@ -145,10 +126,10 @@ func (k *Kernel) BudgetCheck(ctx context.Context, c *Cred, a proto.BudgetCheckAr
 	}
 	if qerr := k.checkBudget(c, a.Agent, p, proto.Budget{Tokens: a.Tokens}); qerr != nil {
 		k.auditDenied(c, proto.OpBudgetCheck, a.Agent+":"+c.Run, raw, qerr.Code)
-		k.endOverBudget(k.callerRun(c, a.Agent), qerr.Message)
+		k.callerRun(c, a.Agent).OverBudget(qerr.Message)
 		return proto.BudgetRecord{}, qerr
 	}
-	return k.budgetRecord(a.Agent, p, k.callerRun(c, a.Agent)), nil
+	return k.budgets.Record(a.Agent, p, budgetRun(k.callerRun(c, a.Agent))), nil
 }
 
 // BudgetCharge charges the usage a model call reported to the agent and
@@ -167,21 +148,16 @@ func (k *Kernel) BudgetCharge(ctx context.Context, c *Cred, a proto.BudgetCharge
 	}
 	r := k.callerRun(c, a.Agent)
 	qerr := k.budgets.OverAfter(a.Agent, p, budgetRun(r), d)
-	t := &tx{entry: &audit.Entry{Actor: c.Actor(), Op: proto.OpBudgetCharge, Target: a.Agent + ":" + sysBudget, Args: audit.ArgsDigest(raw), Result: "ok"}}
+	e := &audit.Entry{Actor: c.Actor(), Op: proto.OpBudgetCharge, Target: a.Agent + ":" + sysBudget, Args: audit.ArgsDigest(raw), Result: "ok"}
 	if qerr != nil {
-		t.entry.Result = qerr.Code
+		e.Result = qerr.Code
 	}
-	err = k.budgets.ChargeRun(a.Agent, d, budgetRun(r), k.submitBudget(ctx, a.Agent, t))
-	if err == nil {
-		<-t.done
-		err = t.err
-	}
-	if err != nil {
+	if err := k.budgets.ChargeAudited(ctx, a.Agent, d, budgetRun(r), e, nil); err != nil {
 		return proto.BudgetRecord{}, err
 	}
 	if qerr != nil {
-		k.endOverBudget(r, qerr.Message)
+		r.OverBudget(qerr.Message)
 		return proto.BudgetRecord{}, qerr
 	}
-	return k.budgetRecord(a.Agent, p, r), nil
+	return k.budgets.Record(a.Agent, p, budgetRun(r)), nil
 }

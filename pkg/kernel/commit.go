@@ -67,6 +67,13 @@ func (k *Kernel) submit(ctx context.Context, t *tx, wait bool) error {
 	return t.err
 }
 
+// note submits e, an audit entry a subsystem made, and waits until it is
+// durable: event (when not "", else the op's), agent and key name it on
+// the bus, data is the event's (audit.Recorder).
+func (k *Kernel) note(ctx context.Context, e *audit.Entry, event, agent, key string, data any) error {
+	return k.submit(ctx, &tx{entry: e, event: event, agent: agent, key: key, data: data}, true)
+}
+
 // openCommitter makes the queue of the group commit: a barrier runs
 // alone, a run of other transactions is applied with one fdatasync, and
 // each caller has its answer before the bus hears of its group. The
@@ -223,13 +230,13 @@ func (k *Kernel) publish(batch []*tx) {
 		ev.Name = eventName(e.Op, e.Result)
 		switch {
 		case t.change != nil && t.err == nil && t.change.Space == state.SpaceMem:
-			ev.Name, ev.Agent, ev.Key, ev.Deleted = EventMemoryAdded, t.change.Agent, t.change.Key, t.change.Delete
+			ev.Name, ev.Agent, ev.Key, ev.Deleted = proto.EventMemoryAdded, t.change.Agent, t.change.Key, t.change.Delete
 			if t.change.Delete {
-				ev.Name = EventMemoryForgotten
+				ev.Name = proto.EventMemoryForgotten
 			}
 		case t.change != nil && t.err == nil:
 			ev.Agent, ev.Key, ev.Deleted = t.change.Agent, t.change.Key, t.change.Delete
-		case ev.Name != EventPolicyDenied && t.event != "":
+		case ev.Name != proto.EventPolicyDenied && t.event != "":
 			ev.Name = t.event
 		}
 		if t.agent != "" {

@@ -7,25 +7,6 @@ import (
 	"github.com/oxios/oxios/pkg/proto"
 )
 
-// Event names. An audited syscall's event is named by eventName, from the
-// syscall table, for the live bus and for the replay from the audit log,
-// so that a subscriber that reconnects with since_seq sees the same names.
-const (
-	EventStateChanged = "state.changed"
-	EventPolicyDenied = "policy.denied"
-	EventCommit       = "commit.created"
-	EventTag          = "commit.tagged"
-	// A memory remembered or forgotten (also by a restore or its TTL).
-	EventMemoryAdded     = "memory.added"
-	EventMemoryForgotten = "memory.forgotten"
-	// Runs (issue 6).
-	EventRunStarted     = "run.started"
-	EventRunExited      = "run.exited"
-	EventRunQueued      = "run.queued" // waits for admission (issue 8)
-	EventBudgetExceeded = "budget.exceeded"
-	EventExec           = "exec"
-)
-
 // eventQueue bounds a subscriber's queue: beyond it events are counted as
 // lost, and the kernel goes on.
 const eventQueue = 8192
@@ -43,14 +24,6 @@ func (k *Kernel) Events(ctx context.Context, c *Cred, a proto.EventsArgs, raw []
 	if err := a.CheckTypes(); err != nil {
 		return err
 	}
-	want := func(name, agent string) bool {
-		if !a.Selects(name, agent) {
-			return false
-		}
-		if c.Admin {
-			return true
-		}
-		return agent != "" && c.Authorize(agent) == nil
-	}
+	want := func(name, agent string) bool { return a.Selects(name, agent) && c.Sees(agent) }
 	return k.bus.Stream(ctx, eventQueue, a.SinceSeq, bus.History{Scan: k.audit.ScanLines, Name: eventName}, want, emit, flush)
 }

@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"context"
+	"errors"
 
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/policy"
@@ -48,31 +49,13 @@ func (k *Kernel) Exec(ctx context.Context, c *Cred, a proto.ExecArgs, raw []byte
 	if qerr := k.checkBudget(c, a.Agent, p, proto.Budget{Execs: 1}); qerr != nil {
 		return deny(qerr, runspec.ExecTarget(a.Agent, cmd.Argv, "", " [budget]"))
 	}
-	prog, err := runspec.LookPath(cmd.Argv[0])
-	if err != nil {
-		return deny(proto.AsError(err), runspec.ExecTarget(a.Agent, cmd.Argv, "", ""))
-	}
-	argv := append([]string{prog}, cmd.Argv[1:]...)
 	run := k.callerRun(c, a.Agent)
-	dir, err := runspec.Workspace(k.cfg.Data, a.Agent, run)
-	if err != nil {
-		return proto.ExecRecord{}, proto.AsError(err)
-	}
-	sb, serr := runspec.Sandbox(k.box, a.Agent, p, dir, false, false)
-	if serr != nil {
-		return deny(serr, runspec.ExecTarget(a.Agent, cmd.Argv, "", " [sandbox.isolation]"))
-	}
-	home, release, err := runspec.ExecUID(sb, run, k.sup, dir)
-	defer release()
-	if err != nil {
-		return proto.ExecRecord{}, proto.AsError(err)
-	}
-	res, err := supervisor.Exec(ctx, supervisor.ExecSpec{
-		Argv: argv, Dir: dir, Stdin: []byte(a.Stdin), Timeout: timeout, Cap: runspec.ExecCap(p), Limits: runspec.Limits(p), Cgroups: k.sup.Cgroups,
-		Env: runspec.ExecEnv(a.Agent, home), Sandbox: sb,
-	})
-	if err != nil {
-		return deny(proto.Errorf(proto.ENOENT, "exec %s: %v", cmd.Argv[0], err), runspec.ExecTarget(a.Agent, cmd.Argv, "", ""))
+	res, err := runspec.RunExec(ctx, k.box, k.sup, k.cfg.Data, p, runspec.Execution{Agent: a.Agent, Argv: cmd.Argv, Stdin: a.Stdin, Timeout: timeout, Run: run})
+	var refused *runspec.Refusal
+	if errors.As(err, &refused) {
+		return deny(refused.Err, runspec.ExecTarget(a.Agent, cmd.Argv, "", refused.Rule))
+	} else if err != nil {
+		return proto.ExecRecord{}, err
 	}
 	rec, outcome := runspec.ExecRecord(a.Agent, c.Run, cmd.Argv, res, timeout)
 	t := &tx{entry: &audit.Entry{Actor: c.Actor(), Op: proto.OpExec, Target: runspec.ExecTarget(a.Agent, cmd.Argv, "", outcome+" output "+rec.Digest[:16]), Args: audit.ArgsDigest(raw), Result: "ok"}, data: &rec}
@@ -86,9 +69,5 @@ func (k *Kernel) Exec(ctx context.Context, c *Cred, a proto.ExecArgs, raw []byte
 // one) and makes t, the exec's or tool call's audit entry, durable with
 // the charge.
 func (k *Kernel) commitExec(ctx context.Context, agent string, run *supervisor.Run, t *tx) error {
-	if err := k.budgets.ChargeRun(agent, proto.Budget{Execs: 1}, budgetRun(run), k.submitBudget(ctx, agent, t)); err != nil {
-		return err
-	}
-	<-t.done
-	return t.err
+	return k.budgets.ChargeAudited(ctx, agent, proto.Budget{Execs: 1}, budgetRun(run), t.entry, t.data)
 }

@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/proto"
-	"github.com/oxios/oxios/pkg/version"
 )
 
 // Fleet is what the kernel asks of the fleet it joined (pkg/fleet, issue
@@ -24,41 +24,30 @@ type Fleet interface {
 // SetFleet joins the kernel to a fleet; called once, before serving.
 func (k *Kernel) SetFleet(f Fleet) { k.fleet = f }
 
-func (k *Kernel) noFleet(op string) *proto.Error {
-	return proto.Errorf(proto.ENOTCONN, "%s: this oxiosd is not in a fleet (name NATS servers in [fleet] servers of oxios.toml; see oxiosd(8))", op)
-}
-
 // FleetStatus lists the nodes of the fleet.
 func (k *Kernel) FleetStatus(ctx context.Context, c *Cred, _ struct{}, _ []byte, emit func(*proto.NodeRecord) error) error {
 	if k.fleet == nil {
-		return k.noFleet(proto.OpFleetStatus)
+		return proto.NoFleet(proto.OpFleetStatus)
 	}
 	nodes, err := k.fleet.Nodes(ctx)
 	if err != nil {
 		return err
 	}
-	for i := range nodes {
-		if err := emit(&nodes[i]); err != nil {
-			return err
-		}
-	}
-	return nil
+	return proto.EmitAll(nodes, emit)
 }
 
 // FleetCall carries an op to other nodes, whose kernels check it as their
 // own callers' (the identity travels with it: the NATS credentials are
 // the boundary of the fleet). Only the ops of proto.FleetCallable travel.
 func (k *Kernel) FleetCall(ctx context.Context, c *Cred, a proto.FleetCallArgs, raw []byte, emit func([]byte) error) (json.RawMessage, error) {
-	if !proto.FleetCallable[a.Op] {
-		err := proto.Errorf(proto.EINVAL, "fleet.call: op %q does not go to other nodes (those that do: ps, events, audit log and tail, resources, status, spawn, attach, wait, kill)", a.Op)
-		k.Refused(c, proto.OpFleetCall, "fleet:"+a.Op, raw, err.Code)
+	if err, refused := a.Check(); err != nil {
+		if refused {
+			k.Refused(c, proto.OpFleetCall, "fleet:"+a.Op, raw, err.Code)
+		}
 		return nil, err
 	}
-	if a.Node == "" {
-		return nil, proto.Errorf(proto.EINVAL, "fleet.call: no node (a node's name, %q for all, %q for any with capacity)", proto.FleetAll, proto.FleetAny)
-	}
 	if k.fleet == nil {
-		return nil, k.noFleet(proto.OpFleetCall)
+		return nil, proto.NoFleet(proto.OpFleetCall)
 	}
 	return k.fleet.Call(ctx, c, a, emit)
 }
@@ -70,7 +59,7 @@ func (k *Kernel) FleetWitness(ctx context.Context, c *Cred, _ struct{}, _ []byte
 		return err
 	}
 	if k.fleet == nil {
-		return k.noFleet(proto.OpFleetWitness)
+		return proto.NoFleet(proto.OpFleetWitness)
 	}
 	return k.fleet.Witness(ctx, emit)
 }
@@ -83,15 +72,11 @@ func (k *Kernel) VersionPush(ctx context.Context, c *Cred, a proto.PushArgs, raw
 	if err := k.requireAdmin(c, proto.OpVersionPush); err != nil {
 		return proto.PushRecord{}, err
 	}
-	if err := version.CheckRemote(a.Remote); err != nil {
-		return proto.PushRecord{}, err
-	}
-	target := "*:" + a.Remote
-	rec, err := k.ver.repo.Push(ctx, a.Remote)
-	if err != nil {
-		k.commitAudit(c, proto.OpVersionPush, target, raw, proto.Result(err), "", nil)
-		return rec, err
-	}
-	_, err = k.commitAudit(c, proto.OpVersionPush, target+" "+rec.Commit, raw, "ok", "", nil)
-	return rec, err
+	// Not at a barrier (a push may take long): its entries go through
+	// the queue of the group commit, not the committer's own batches.
+	return k.work().Push(ctx, a.Remote, func(op, target, result, event string, data any) (uint64, error) {
+		e := &audit.Entry{Actor: c.Actor(), Op: op, Target: target, Args: audit.ArgsDigest(raw), Result: result}
+		err := k.note(ctx, e, event, "", "", data)
+		return e.Seq, err
+	})
 }

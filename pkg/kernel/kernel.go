@@ -3,17 +3,23 @@
 // and each goes through one gate (gate.go): validate -> authorize ->
 // policy -> do -> audit (refusals too) -> publish. The socket server and
 // the FUSE view call these syscalls and nothing below them; the
-// subsystems (access with its credentials and grants, groupcommit's
-// queue, state, agenttree, audit with its reads, targets, shown
-// lines and heads, version with its commits, restores and their plans,
-// diffs, forks and pushes, uncommitted, memory, memindex with its
-// expiries, recall, expiry, budget, inbox, approval with its listings, bus
-// with its event records and streams, netfetch, llm's breakers, the
-// supervisor with its cgroups, runq with its waits and attaches, runspec
-// with the sandbox's host, admit, sched/jobs, policy with its violations
-// and message rules and policy/judge, writeback's flights, reload with a
-// refused config, status's record...) are packages of their own that do
-// not know about each other: the kernel passes what they need.
+// subsystems (access with its credentials, grants and what a caller
+// lists and sees, groupcommit's queue, state, agenttree with an agent's
+// creation and removal, audit with its reads, targets, shown lines and
+// heads, version with its commits, tags, restores and their plans,
+// diffs, forks and pushes (Work), uncommitted, memory, memindex with its
+// expiries and the entries of a remember and a forget, recall, expiry,
+// budget with its audited changes, inbox with its deliveries, approval
+// with its listings and its desk, bus with its event records and
+// streams, netfetch, llm's breakers, the supervisor with its cgroups,
+// runq with its waits, attaches and the audit entries of a run's life,
+// runspec with the sandbox's host, an exec's and a tool call's run,
+// admit, sched/jobs, policy with its violations and message rules and
+// policy/judge, writeback's flights, reload with a refused config and a
+// changed policy file, status's record...) are packages of their own
+// that do not know about each other: the kernel passes what they need,
+// and those that record their own audit entries do it through the
+// group commit (an audit.Recorder, a memindex.Group, a budget.Queue...).
 //
 // Changes are group-committed: a mutating syscall queues a transaction;
 // one committer at a time (the caller itself when nobody else commits,
@@ -38,13 +44,16 @@ import (
 	"time"
 
 	"github.com/oxios/oxios/pkg/access"
+	"github.com/oxios/oxios/pkg/approval"
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/budget"
 	"github.com/oxios/oxios/pkg/bus"
 	"github.com/oxios/oxios/pkg/config"
+	"github.com/oxios/oxios/pkg/durable"
 	"github.com/oxios/oxios/pkg/embed"
 	"github.com/oxios/oxios/pkg/expiry"
 	"github.com/oxios/oxios/pkg/groupcommit"
+	"github.com/oxios/oxios/pkg/inbox"
 	"github.com/oxios/oxios/pkg/llm"
 	"github.com/oxios/oxios/pkg/memindex"
 	"github.com/oxios/oxios/pkg/policy"
@@ -109,17 +118,15 @@ type Kernel struct {
 	tools   wasm.Lazy   // WASM tools (tool.go)
 	adm     *runq.Queue // the run queue (admit.go)
 	started time.Time
-	sched   *jobs.Table  // schedules (schedule.go)
-	box     runspec.Host // the sandbox of runs and execs (sandbox.go)
-	talk    talk         // inboxes and approvals (msg.go, approve.go)
+	sched   *jobs.Table    // schedules (schedule.go)
+	box     runspec.Host   // the sandbox of runs and execs (sandbox.go)
+	inbox   *inbox.Store   // the agents' inboxes (msg.go)
+	asks    *approval.Desk // approvals (approve.go)
 }
 
 // New opens the data directory and starts the committer.
 func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
-	if err := os.MkdirAll(cfg.Data, 0o700); err != nil {
-		return nil, fmt.Errorf("data dir: %w", err)
-	}
-	if err := os.Chmod(cfg.Data, 0o700); err != nil {
+	if err := durable.Private(cfg.Data); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
 	alog, err := audit.Open(filepath.Join(cfg.Data, "audit"), audit.Options{})
@@ -142,6 +149,7 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 		v, _, err := k.state.Load(state.Ref(state.SpaceSys, agent), sysBudget)
 		return v, err
 	}, log)
+	k.budgets.Queue = k.queueBudget
 	k.pol.Load = func(agent string) (*policy.Policy, error) {
 		p, _, err := k.loadPolicy(agent)
 		return p, err
@@ -155,9 +163,7 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 	replayed := k.auditSeq
 	// Versioning first: replaying the journal marks uncommitted paths.
 	// The saved recall indexes decode while the store opens.
-	indexes := memindex.NewFiles(filepath.Join(cfg.Data, "index", "recall"))
-	indexes.Prefetch()
-	k.mem = memindex.NewSet(indexes, log)
+	k.mem = memindex.OpenSet(filepath.Join(cfg.Data, "index", "recall"), log)
 	if err := k.openVersioning(); err != nil {
 		alog.Close()
 		return nil, err
@@ -200,7 +206,7 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 	k.openAdmission(k.root)
 	k.started = time.Now().UTC()
 	k.txq.Start()
-	k.resolveLeftApprovals()
+	k.asks.ResolveLeft(k.daemonActor())
 	return k, nil
 }
 

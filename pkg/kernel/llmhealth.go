@@ -19,11 +19,7 @@ func (k *Kernel) ConfigRefused() string { return k.live.Refused() }
 
 // LLMState is the state of the breaker of the configured endpoint.
 func (k *Kernel) LLMState() string {
-	url := k.liveCfg().LLM.BaseURL
-	if url == "" {
-		return ""
-	}
-	return k.breakers.State(url).String()
+	return k.breakers.Says(k.liveCfg().LLM.BaseURL)
 }
 
 // LLMGate is llm.gate: may a model call go now, or how did one go.

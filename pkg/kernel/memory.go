@@ -102,24 +102,7 @@ func (k *Kernel) MemRemember(ctx context.Context, c *Cred, a proto.MemRememberAr
 		return proto.MemRememberResult{}, err
 	}
 	docs := memindex.NewDocs(mems, files, k.emb.Docs(ctx, memory.Texts(mems)))
-	t := &tx{subs: make([]*tx, n)}
-	for i, m := range mems {
-		key := m.Key()
-		t.subs[i] = &tx{
-			change: &state.Change{Agent: a.Agent, Space: state.SpaceMem, Key: key, Value: files[i]},
-			entry:  &audit.Entry{Actor: c.Actor(), Op: proto.OpMemRemember, Target: target(a.Agent, key), Args: audit.ArgsDigest(files[i])},
-			mem:    docs[i],
-		}
-	}
-	if err := k.submit(ctx, t, true); err != nil {
-		return proto.MemRememberResult{}, err
-	}
-	for _, s := range t.subs {
-		if s.err != nil {
-			return proto.MemRememberResult{}, s.err
-		}
-	}
-	return memory.Remembered(a.Agent, mems), nil
+	return memindex.Remember(ctx, k.group, c.Actor(), a.Agent, mems, files, docs)
 }
 
 // MemRecall emits the best memories for a query, best first.
@@ -142,16 +125,7 @@ func (k *Kernel) MemRecall(ctx context.Context, c *Cred, a proto.MemRecallArgs, 
 		emit = memindex.OfKinds(k.kindsOf(c, a.Agent), emit)
 		agents = []string{a.Agent}
 	}
-	kk, err := memindex.RecallK(a.Query, a.K)
-	if err != nil {
-		return err
-	}
-	f, err := memindex.NewFilter(a.Kind, a.Tags, a.Since, time.Time{})
-	if err != nil {
-		return err
-	}
-	qvec := k.emb.Query(ctx, a.Query)
-	return k.mem.Recall(ctx, agents, a.Query, kk, a.MinScore, qvec, f, memindex.StoreReader(k.state), emit)
+	return k.mem.Query(ctx, agents, a, k.emb.Query, memindex.StoreReader(k.state), emit)
 }
 
 // MemList emits the memories of an agent that match, oldest first.
@@ -162,11 +136,7 @@ func (k *Kernel) MemList(ctx context.Context, c *Cred, a proto.MemListArgs, raw 
 	if err := k.mayRecall(c, proto.OpMemList, a.Agent, a.Kind, raw); err != nil {
 		return err
 	}
-	f, err := memindex.NewFilter(a.Kind, a.Tags, a.Since, time.Time{})
-	if err != nil {
-		return err
-	}
-	return k.mem.List(ctx, a.Agent, f, k.kindsOf(c, a.Agent), memindex.StoreReader(k.state), emit)
+	return k.mem.ListArgs(ctx, a, k.kindsOf(c, a.Agent), memindex.StoreReader(k.state), emit)
 }
 
 // MemForget forgets memories of an agent by id, by tag and/or by age, in
@@ -179,33 +149,23 @@ func (k *Kernel) MemForget(ctx context.Context, c *Cred, a proto.MemForgetArgs, 
 	if err != nil {
 		return nil, err
 	}
-	if kindOK := k.kindsOf(c, a.Agent); kindOK != nil {
-		for _, id := range ids {
-			if kind, _ := k.mem.Kind(a.Agent, id); !kindOK(kind) {
-				if err := k.mayRecall(c, proto.OpMemForget, a.Agent, kind, raw); err != nil {
-					return nil, err
-				}
-			}
+	for _, kind := range k.mem.KindsOutside(a.Agent, ids, k.kindsOf(c, a.Agent)) {
+		if err := k.mayRecall(c, proto.OpMemForget, a.Agent, kind, raw); err != nil {
+			return nil, err
 		}
 	}
-	return k.forget(ctx, c.Actor(), a.Agent, ids, audit.ArgsDigest(raw))
+	return k.mem.Forget(ctx, k.group, c.Actor(), a.Agent, ids, audit.ArgsDigest(raw))
 }
 
-// forget commits the deletion of ids of agent as one tx. A memory that is
-// already gone (forgotten meanwhile) is skipped, not an error.
-func (k *Kernel) forget(ctx context.Context, who audit.Actor, agent string, ids []string, digest string) ([]proto.MemoryRecord, error) {
-	if len(ids) == 0 {
-		return nil, nil
-	}
-	fs := k.mem.Forgettable(agent, ids)
-	if len(fs) == 0 {
-		return nil, nil
-	}
-	t := &tx{subs: make([]*tx, len(fs))}
-	for i, fm := range fs {
-		t.subs[i] = &tx{
-			change: &state.Change{Agent: agent, Space: state.SpaceMem, Key: fm.Key, Delete: true},
-			entry:  &audit.Entry{Actor: who, Op: proto.OpMemForget, Target: target(agent, fm.Key), Args: digest},
+// group submits changes of the mem space, each with its audit entry
+// (and its memory's document), as one tx of sub-transactions, durable
+// together, and waits for it (memindex.Group).
+func (k *Kernel) group(ctx context.Context, chs []*state.Change, es []*audit.Entry, docs []*memindex.Doc) ([]error, error) {
+	t := &tx{subs: make([]*tx, len(chs))}
+	for i := range chs {
+		t.subs[i] = &tx{change: chs[i], entry: es[i]}
+		if docs != nil {
+			t.subs[i].mem = docs[i]
 		}
 	}
 	if err := k.submit(ctx, t, true); err != nil {
@@ -215,7 +175,7 @@ func (k *Kernel) forget(ctx context.Context, who audit.Actor, agent string, ids 
 	for i, s := range t.subs {
 		errs[i] = s.err
 	}
-	return memindex.Forgot(fs, errs)
+	return errs, nil
 }
 
 // MemRead returns the file of a memory (for the FUSE view).
@@ -260,7 +220,7 @@ func (k *Kernel) MemStat(c *Cred, agent, kind, id string) (int64, error) {
 func (k *Kernel) expire(now int64, due map[string][]string) {
 	who := k.daemonActor()
 	k.mem.Expire(now, due, func(agent string, ids []string) error {
-		_, err := k.forget(k.root, who, agent, ids, audit.ArgsDigest([]byte("ttl")))
+		_, err := k.mem.Forget(k.root, k.group, who, agent, ids, audit.ArgsDigest([]byte("ttl")))
 		return err
 	})
 }
@@ -274,12 +234,5 @@ func (k *Kernel) mayRecall(c *Cred, op, agent, kind string, raw []byte) *proto.E
 // kindsOf returns, for a caller bound by agent's policy, which kinds it
 // may see; nil means all.
 func (k *Kernel) kindsOf(c *Cred, agent string) func(string) bool {
-	if c.Admin {
-		return nil
-	}
-	p, err := k.policyOf(agent)
-	if err != nil {
-		return func(string) bool { return false }
-	}
-	return memindex.KindFilter(p.Memory.Kinds)
+	return k.pol.Bound(agent, c.Admin, func(p *policy.Policy) func(string) bool { return memindex.KindFilter(p.Memory.Kinds) })
 }

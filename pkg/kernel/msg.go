@@ -2,14 +2,12 @@ package kernel
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
 
 	"github.com/oxios/oxios/pkg/approval"
 	"github.com/oxios/oxios/pkg/audit"
-	"github.com/oxios/oxios/pkg/budget"
 	"github.com/oxios/oxios/pkg/inbox"
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
@@ -23,21 +21,7 @@ import (
 // operator or as any agent; a granted user as one of its agents. Each
 // send and each refusal is audited.
 
-// EventMsgSent is the event of a message put into an inbox.
-const EventMsgSent = "msg.sent"
-
-// talk holds the inboxes and the approval requests.
-type talk struct {
-	inbox     *inbox.Store
-	approvals *approval.Registry
-	// budgetAsked: agents whose budget threshold an operator approved.
-	budgetAsked budget.Asked
-	// left: requests a crash left pending, resolved at start.
-	left []approval.Request
-	keep *approval.Keeper
-}
-
-// openTalk opens the inboxes; called by New.
+// openTalk opens the inboxes and the desk of approvals; called by New.
 func (k *Kernel) openTalk() error {
 	ib, err := inbox.Open(filepath.Join(k.cfg.Data, "inbox"))
 	if err != nil {
@@ -51,27 +35,27 @@ func (k *Kernel) openTalk() error {
 		}
 		return p.InboxQuota()
 	}
-	k.talk.inbox = ib
-	k.talk.approvals = approval.New(k.auditSeq)
-	return k.openApprovals()
+	k.inbox = ib
+	k.asks, err = approval.OpenDesk(k.auditSeq, filepath.Join(k.cfg.Data, "approvals"), k.note, func(run string, rec any) {
+		if r, ok := k.sup.Get(run); ok {
+			r.Emit(rec)
+		}
+	}, k.log)
+	return err
 }
 
 func (k *Kernel) closeTalk() {
-	if k.talk.inbox != nil {
-		k.talk.inbox.Close()
+	if k.inbox != nil {
+		k.inbox.Close()
 	}
 }
 
 // MsgSend puts a message into a.To's inbox.
 func (k *Kernel) MsgSend(ctx context.Context, c *Cred, a proto.MsgSendArgs, raw []byte) (proto.MsgRecord, error) {
-	from := a.From
-	if c.Agent != "" {
-		if from != "" && from != c.Agent {
-			err := proto.Errorf(proto.EPERM, "run %s of agent %q may not send as %q", c.Run, c.Agent, from)
-			k.auditDenied(c, proto.OpMsgSend, inbox.Target(a.To, from, ""), raw, err.Code)
-			return proto.MsgRecord{}, err
-		}
-		from = c.Agent
+	from, ferr := inbox.Sender(a, c.Agent, c.Run)
+	if ferr != nil {
+		k.auditDenied(c, proto.OpMsgSend, inbox.Target(a.To, from, ""), raw, ferr.Code)
+		return proto.MsgRecord{}, ferr
 	}
 	tgt := inbox.Target(a.To, from, "")
 	deny := func(err *proto.Error, rule string) (proto.MsgRecord, error) {
@@ -111,19 +95,14 @@ func (k *Kernel) MsgSend(ctx context.Context, c *Cred, a proto.MsgSendArgs, raw 
 	if from == "" || c.Agent == "" {
 		m.Sender = operator(c)
 	}
-	// The message is durable first: a crash before its audit entry keeps
-	// the message (the journal of the inbox is the one a reader needs).
-	m, err := k.talk.inbox.Send(m)
-	if errors.Is(err, inbox.ErrFull) {
-		return deny(proto.Errorf(proto.EDQUOT, "%v", err), "msg.quota")
-	}
-	if err != nil {
-		return deny(proto.Errorf(proto.EINVAL, "%v", err), "")
-	}
-	rec := m.Record()
-	t := &tx{entry: &audit.Entry{Actor: c.Actor(), Op: proto.OpMsgSend, Target: inbox.Target(a.To, from, m.ID), Args: audit.ArgsDigest(raw), Result: "ok"},
-		event: EventMsgSent, agent: a.To, key: m.ID, data: &rec}
-	if err := k.submit(ctx, t, true); err != nil {
+	rec, refused, err := k.inbox.Deliver(ctx, m, c.Actor(), audit.ArgsDigest(raw), k.note)
+	if refused != nil {
+		rule := ""
+		if refused.Code == proto.EDQUOT {
+			rule = "msg.quota"
+		}
+		return deny(refused, rule)
+	} else if err != nil {
 		return proto.MsgRecord{}, err
 	}
 	// The schedules that fire on messages wake (receivers wait on the
@@ -142,7 +121,7 @@ func (k *Kernel) MsgList(ctx context.Context, c *Cred, a proto.MsgListArgs, raw 
 	if err := k.msgScope(c, proto.OpMsgList, a.Agent, raw); err != nil {
 		return err
 	}
-	return k.talk.inbox.Records(a, emit)
+	return k.inbox.Records(a, emit)
 }
 
 // MsgRecv emits a.Agent's unread messages and marks each read once it
@@ -153,14 +132,7 @@ func (k *Kernel) MsgRecv(ctx context.Context, c *Cred, a proto.MsgListArgs, raw 
 	if err := k.msgScope(c, proto.OpMsgRecv, a.Agent, raw); err != nil {
 		return err
 	}
-	o, perr := inbox.RecvArgs(a)
-	if perr != nil {
-		return perr
-	}
-	return k.talk.inbox.Recv(ctx, a.Agent, o, func(m inbox.Message) error {
-		rec := m.Record()
-		return emit(&rec)
-	})
+	return k.inbox.Receive(ctx, a, emit)
 }
 
 // MsgRead returns one message of agent's inbox (the mount's files).
@@ -168,7 +140,7 @@ func (k *Kernel) MsgRead(c *Cred, agent, id string) (proto.MsgRecord, error) {
 	if err := k.gate(call{op: proto.OpMsgList, c: c, agent: agent, target: agent + ":inbox/" + id}); err != nil {
 		return proto.MsgRecord{}, err
 	}
-	m, err := k.talk.inbox.Get(agent, id)
+	m, err := k.inbox.Get(agent, id)
 	if err != nil {
 		return proto.MsgRecord{}, proto.Errorf(proto.ENOENT, "%v", err)
 	}
@@ -180,12 +152,12 @@ func (k *Kernel) MsgIDs(c *Cred, agent string) []string {
 	if c.Authorize(agent) != nil {
 		return nil
 	}
-	return k.talk.inbox.IDs(agent, "")
+	return k.inbox.IDs(agent, "")
 }
 
 // removeInbox drops the inbox of a removed agent.
 func (k *Kernel) removeInbox(agent string) {
-	if err := k.talk.inbox.Remove(agent); err != nil {
+	if err := k.inbox.Remove(agent); err != nil {
 		k.log.Warn("removing an inbox", "agent", agent, "err", err)
 	}
 }

@@ -3,7 +3,6 @@ package kernel
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 
 	"github.com/oxios/oxios/pkg/audit"
@@ -75,18 +74,10 @@ func (k *Kernel) enforce(c *Cred, agent, op, tgt string, raw []byte, check func(
 		return proto.Errorf(proto.EINVAL, "%v", cerr)
 	}
 	k.auditDenied(c, op, tgt+" ["+d.Rule+"]", raw, proto.EPERM)
-	k.violation(c, agent, p, d)
+	if r := k.callerRun(c, agent); r != nil {
+		policy.Violation(p, d, agent, c.Run, r) // signals.on_violation
+	}
 	return proto.Errorf(proto.EPERM, "%s: %s (policy rule %s)", agent, d.Reason, d.Rule)
-}
-
-// violation applies the policy's signals.on_violation to the calling run.
-func (k *Kernel) violation(c *Cred, agent string, p *policy.Policy, d *policy.Denied) {
-	if c.Run == "" || c.Agent != agent || p.Signals.OnViolation == policy.ViolationDeny {
-		return
-	}
-	if r, ok := k.sup.Get(c.Run); ok {
-		policy.Violation(p, d, agent, c.Run, r)
-	}
 }
 
 // policyRecord is agent's policy as a record.
@@ -115,7 +106,7 @@ func (k *Kernel) PolicySet(ctx context.Context, c *Cred, a proto.PolicySetArgs, 
 		return proto.PolicyRecord{}, err
 	}
 	if !c.Admin {
-		err := proto.Errorf(proto.EPERM, "only the admin changes a policy; %s", who(c))
+		err := proto.Errorf(proto.EPERM, "only the admin changes a policy; %s", c.NotAdmin())
 		k.auditDenied(c, proto.OpPolicySet, a.Agent+":"+sysPolicy, raw, err.Code)
 		return proto.PolicyRecord{}, err
 	}
@@ -126,13 +117,6 @@ func (k *Kernel) PolicySet(ctx context.Context, c *Cred, a proto.PolicySetArgs, 
 // the mount, where it is read-only (EROFS).
 func (k *Kernel) PolicyWriteRefused(c *Cred, agent string) {
 	k.auditDenied(c, proto.OpPolicySet, agent+":"+sysPolicy+" [mount]", nil, proto.EROFS)
-}
-
-func who(c *Cred) string {
-	if c.Run != "" {
-		return fmt.Sprintf("run %s of agent %q may not", c.Run, c.Agent)
-	}
-	return fmt.Sprintf("uid %d is not the admin", c.UID)
 }
 
 // setPolicy checks and stores a policy text.
@@ -164,23 +148,5 @@ func (k *Kernel) PolicyCheck(ctx context.Context, c *Cred, a proto.PolicyCheckAr
 	if err := k.gate(call{op: proto.OpPolicyCheck, c: c, agent: a.Agent, raw: raw}); err != nil {
 		return proto.PolicyCheckRecord{}, err
 	}
-	p, err := k.proposed(a.Agent, a.Policy)
-	if err != nil {
-		return proto.PolicyCheckRecord{}, err
-	}
-	rec := proto.PolicyCheckRecord{Type: proto.RecordPolicyCheck, Agent: a.Agent, Op: a.Op, Args: a.Args}
-	rule, derr := judge.Judge(p, k.state.Usage, a.Agent, a.Op, a.Args)
-	if derr != nil {
-		return rec, derr
-	}
-	judge.Fill(&rec, rule)
-	return rec, nil
-}
-
-// proposed returns the policy to judge with: text, or agent's own.
-func (k *Kernel) proposed(agent, text string) (*policy.Policy, error) {
-	if text == "" {
-		return k.policyOf(agent)
-	}
-	return judge.Proposed(text)
+	return judge.Check(a, k.policyOf, k.state.Usage)
 }

@@ -1,7 +1,6 @@
 package kernel
 
 import (
-	"bytes"
 	"context"
 	"os"
 
@@ -33,21 +32,17 @@ func (k *Kernel) ApplyPolicies(ctx context.Context) {
 	}
 }
 
-// applyPolicyFile applies one policy file, if it changed.
+// applyPolicyFile applies one policy file, if it changed, as the
+// daemon (reload.ApplyPolicyFile).
 func (k *Kernel) applyPolicyFile(ctx context.Context, file string) {
-	name, text, ok := reload.PolicyFile(k.log, file)
-	if !ok {
-		return
-	}
-	if _, cur, err := k.loadPolicy(name); err == nil && bytes.Equal(cur, text) {
-		return
-	}
 	daemon := &Cred{UID: k.uid, PID: int32(os.Getpid()), Admin: true}
-	if _, err := k.setPolicy(ctx, daemon, name, text, nil); err != nil {
-		k.log.Warn("policy file refused; the policy in force stays", "file", file, "err", err)
-		return
-	}
-	k.log.Info("policy applied", "agent", name, "file", file)
+	reload.ApplyPolicyFile(k.log, file, func(agent string) ([]byte, error) {
+		_, cur, err := k.loadPolicy(agent)
+		return cur, err
+	}, func(agent string, text []byte) error {
+		_, err := k.setPolicy(ctx, daemon, agent, text, nil)
+		return err
+	})
 }
 
 // Watch watches the config file and the policies folder until ctx ends:

@@ -19,7 +19,7 @@ func (k *Kernel) Resources(ctx context.Context, c *Cred, a proto.ResourcesArgs, 
 			return proto.ResourcesRecord{}, err
 		}
 	}
-	return admit.Resources(admit.ReadHost(), k.admissionState(), k.runRecords(c, proto.PsArgs{Agent: a.Agent}), k.cfg.Runs.OverloadLoad, k.cfg.Runs.OverloadMemory), nil
+	return admit.Resources(admit.ReadHost(), k.adm.Admission(k.cfg.Runs.MaxConcurrent, k.cfg.Runs.MaxPerAgent), k.runRecords(c, proto.PsArgs{Agent: a.Agent}), k.cfg.Runs.OverloadLoad, k.cfg.Runs.OverloadMemory), nil
 }
 
 // Status describes the daemon for ox-status: what it runs with, and

@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/oxios/oxios/pkg/admit"
 	"github.com/oxios/oxios/pkg/agenttree"
 	"github.com/oxios/oxios/pkg/audit"
-	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/runq"
 	"github.com/oxios/oxios/pkg/runspec"
@@ -29,24 +27,15 @@ const (
 )
 
 func (k *Kernel) openSupervisor() error {
-	s, err := supervisor.New(filepath.Join(k.cfg.Data, "runs"), k.log)
+	s, err := supervisor.Open(filepath.Join(k.cfg.Data, "runs"), k.cfg.Runs.Keep, k.cfg.Runs.Cgroups, k.log)
 	if err != nil {
 		return fmt.Errorf("runs: %w", err)
 	}
-	s.Keep = k.cfg.Runs.Keep
 	s.OnExit = k.runExited
-	if k.cfg.Runs.Cgroups {
-		s.UseCgroups()
-	}
 	k.sup = s
 	k.runs = supervisor.Resolver{S: s}
 	k.openSandbox()
 	return nil
-}
-
-// newRunID is a run id no run has (runspec.NewID).
-func (k *Kernel) newRunID() string {
-	return runspec.NewID(func(id string) bool { _, taken := k.sup.Get(id); return taken })
 }
 
 // ensureAgent creates agent, with the default policy, if it has no
@@ -57,12 +46,8 @@ func (k *Kernel) ensureAgent(ctx context.Context, c *Cred, agent string) error {
 	if _, err := k.state.Stat(ref, sysPolicy); err == nil {
 		return nil
 	}
-	text := policy.DefaultText()
-	t := &tx{
-		change: &state.Change{Agent: agent, Space: state.SpaceSys, Key: sysPolicy, Value: text},
-		entry:  &audit.Entry{Actor: c.Actor(), Op: proto.OpAgentCreate, Target: agent + ":" + sysPolicy, Args: audit.ArgsDigest(text)},
-	}
-	err := k.submit(ctx, t, true)
+	ch, e := agenttree.Creation(agent, c.Actor())
+	err := k.submit(ctx, &tx{change: ch, entry: e}, true)
 	k.policyChanged(agent)
 	return err
 }
@@ -93,7 +78,6 @@ func (k *Kernel) spawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw []by
 	if err := runspec.CheckSpawn(a); err != nil {
 		return none, nil, err
 	}
-	llm := len(a.Command) == 0
 	argv, aerr, refused := runspec.Argv(a, k.liveCfg().LLM, k.cfg.Runs.Runner)
 	if aerr != nil {
 		if refused {
@@ -112,14 +96,12 @@ func (k *Kernel) spawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw []by
 	if qerr != nil {
 		return fail(qerr)
 	}
-	id := k.newRunID()
-	dir := filepath.Join(k.cfg.Data, "work", a.Agent, id)
-	spec := runspec.Spec(a, runspec.Run{ID: id, Dir: dir, Argv: argv, Policy: pol, Wall: runLim.Wall, Where: k.box.Where(), LLM: k.liveCfg().LLM, SysEnv: sysEnv})
-	sb, serr := runspec.Sandbox(k.box, a.Agent, pol, dir, llm, true)
+	id := runspec.NewID(k.sup.Has) // an id no run has
+	run := runspec.Run{ID: id, Dir: runspec.WorkDir(k.cfg.Data, a.Agent, id), Argv: argv, Policy: pol, Wall: runLim.Wall, Where: k.box.Where(), LLM: k.liveCfg().LLM, SysEnv: sysEnv}
+	spec, serr := runspec.Boxed(a, run, k.box, k.cfg.Socket)
 	if serr != nil {
 		return fail(serr)
 	}
-	runspec.Box(&spec, sb, k.cfg.Socket)
 	rec, r, err := k.adm.Admit(ctx, spec, c.Actor(), a.Priority, admit.AgentLimit(k.cfg.Runs.MaxPerAgent, pol.Limits.Runs), raw)
 	if err != nil {
 		var pe *proto.Error
@@ -135,30 +117,17 @@ func (k *Kernel) spawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw []by
 }
 
 // runExited records a run's end: on the audit log (the target holds its
-// status) with its wall time charged to the agent's budget.
+// status, runq.Exited) with its wall time charged to the agent's budget.
 func (k *Kernel) runExited(r *supervisor.Run) {
 	rec := r.Record()
-	what := runq.What(*rec.Status, rec.Signal)
 	_, _, _, wall := r.Usage()
-	if rec.Limits != "" {
-		// The kernel refused the run's processes what its policy's
-		// [limits] do not grant: a denial like any other, on the log.
-		code := runspec.LimitErrno(rec.Limits)
-		lt := &tx{entry: &audit.Entry{Actor: audit.Actor{UID: k.uid, PID: int32(os.Getpid())}, Op: proto.OpRunLimit,
-			Target: rec.Agent + ":" + rec.ID + " " + rec.Limits + " [limits]", Result: code}}
-		if err := k.submit(k.record(), lt, false); err != nil {
+	limit, exit, walled := runq.Exited(&rec, k.daemonActor(), r.Digest())
+	if limit != nil {
+		if err := k.submit(k.record(), &tx{entry: limit}, false); err != nil {
 			k.log.Warn("run limit not audited", "run", rec.ID, "err", err)
 		}
 	}
-	t := &tx{
-		entry: &audit.Entry{Actor: audit.Actor{UID: k.uid, PID: int32(os.Getpid())}, Op: proto.OpRunExit,
-			// Args: the digest of the run's whole log (its output, or an LLM
-			// run's conversation), so the log can be checked against the
-			// audit chain.
-			Target: rec.Agent + ":" + rec.ID + " " + what, Args: r.Digest(), Result: "ok"},
-		agent: rec.Agent,
-		data:  &rec,
-	}
+	t := &tx{entry: exit, agent: rec.Agent, data: &rec}
 	err := k.budgets.Charge(rec.Agent, proto.Budget{Wall: wall.Seconds()}, func(value []byte) error {
 		t.change = budgetChange(rec.Agent, value)
 		return k.submit(k.record(), t, false)
@@ -166,7 +135,11 @@ func (k *Kernel) runExited(r *supervisor.Run) {
 	if err != nil {
 		k.log.Warn("run exit not audited", "run", rec.ID, "err", err)
 	}
-	k.wallExceeded(r, &rec)
+	if walled != nil {
+		if err := k.submit(k.record(), &tx{entry: walled, agent: rec.Agent, data: &rec}, false); err != nil {
+			k.log.Warn("wall budget end not audited", "run", rec.ID, "err", err)
+		}
+	}
 	k.release(rec.Agent)
 }
 
@@ -227,13 +200,9 @@ func (k *Kernel) RunKill(ctx context.Context, c *Cred, a proto.KillArgs, raw []b
 		if err != nil {
 			return err
 		}
-		rec, agent, serr := k.adm.SignalRun(ctx, c.Actor(), r, p, sig)
-		t := &tx{entry: &audit.Entry{Actor: c.Actor(), Op: proto.OpRunKill, Target: agent + ":" + id + " SIG" + supervisor.SignalName(sig), Args: audit.ArgsDigest(raw), Result: proto.Result(serr)}}
-		if err := k.submit(ctx, t, true); err != nil {
+		rec, err := k.adm.SignalAudited(ctx, c.Actor(), r, p, sig, audit.ArgsDigest(raw))
+		if err != nil {
 			return err
-		}
-		if serr != nil {
-			return serr
 		}
 		if err := emit(&rec); err != nil {
 			return err
@@ -252,19 +221,12 @@ func (k *Kernel) RunPs(ctx context.Context, c *Cred, a proto.PsArgs, raw []byte,
 			return err
 		}
 	}
-	for _, rec := range k.runRecords(c, a) {
-		if err := emit(&rec); err != nil {
-			return err
-		}
-	}
-	return nil
+	return proto.EmitAll(k.runRecords(c, a), emit)
 }
 
 // runRecords are the records RunPs lists.
 func (k *Kernel) runRecords(c *Cred, a proto.PsArgs) []proto.RunRecord {
-	return k.adm.Ps(a.All, func(agent string) bool {
-		return (a.Agent == "" || agent == a.Agent) && c.Authorize(agent) == nil
-	})
+	return k.adm.Ps(a.All, c.Lists(a.Agent))
 }
 
 // RunsLive is the number of runs not yet exited (for status and tests).

@@ -13,11 +13,7 @@ import (
 // (runspec.Sandbox).
 
 func (k *Kernel) openSandbox() {
-	mount := ""
-	if !k.cfg.NoMount {
-		mount = k.cfg.Mount
-	}
-	k.box = runspec.OpenHost(k.cfg.Data, k.cfg.Socket, mount, k.log)
+	k.box = runspec.OpenHost(k.cfg.Data, k.cfg.Socket, k.cfg.MountAt(), k.log)
 }
 
 // SandboxFeatures is what the machine offers for sandboxes (ox-status).

@@ -20,9 +20,6 @@ import (
 // sysSchedules is the folder of an agent's jobs in its sys space.
 const sysSchedules = jobs.Dir
 
-// EventScheduleFired is the event of a firing that started a run.
-const EventScheduleFired = "schedule.fired"
-
 // StartScheduler loads the jobs of every agent and starts firing them
 // (clock nil: the system clock). oxiosd calls it once the socket serves,
 // so that a catch-up run at start can reach the daemon.
@@ -37,8 +34,8 @@ func (k *Kernel) openScheduler() {
 			return k.submit(ctx, &tx{change: ch, entry: e, key: key, data: data}, true)
 		},
 		Spawn:  k.spawnJob,
-		Status: k.runStatus,
-		MsgIDs: func(agent, after string) []string { return k.talk.inbox.IDs(agent, after) },
+		Status: func(id string) *int { return k.sup.Status(id) },
+		MsgIDs: func(agent, after string) []string { return k.inbox.IDs(agent, after) },
 		Log:    k.log,
 		UID:    k.uid,
 	})
@@ -53,14 +50,6 @@ func (k *Kernel) spawnJob(j *jobs.File, task string, spec []byte, env []string) 
 		return nil, err
 	}
 	return r, err
-}
-
-// runStatus is the exit status of a run the supervisor knows.
-func (k *Kernel) runStatus(id string) *int {
-	if r, ok := k.sup.Get(id); ok {
-		return r.Record().Status
-	}
-	return nil
 }
 
 // stopScheduler stops firing (at Close, before the runs end).
@@ -113,16 +102,11 @@ func (k *Kernel) ScheduleList(ctx context.Context, c *Cred, a proto.ScheduleList
 			return err
 		}
 	}
-	recs, err := k.sched.List(a.Agent, func(agent string) bool { return c.Authorize(agent) == nil })
+	recs, err := k.sched.List(a.Agent, c.Lists(""))
 	if err != nil {
 		return err
 	}
-	for i := range recs {
-		if err := emit(&recs[i]); err != nil {
-			return err
-		}
-	}
-	return nil
+	return proto.EmitAll(recs, emit)
 }
 
 // ScheduleRun fires a job now, once, whatever its schedule (its next

@@ -47,7 +47,7 @@ func fired(t *testing.T, sub *bus.Sub) *proto.JobRecord {
 		case <-sub.Ready():
 			evs, _ := sub.Take(nil)
 			for _, ev := range evs {
-				if ev.Name == EventScheduleFired {
+				if ev.Name == proto.EventScheduleFired {
 					return ev.Data.(*proto.JobRecord)
 				}
 			}
@@ -63,7 +63,7 @@ func noFiring(t *testing.T, sub *bus.Sub) {
 	case <-sub.Ready():
 		evs, _ := sub.Take(nil)
 		for _, ev := range evs {
-			if ev.Name == EventScheduleFired || ev.Op == proto.OpScheduleFire {
+			if ev.Name == proto.EventScheduleFired || ev.Op == proto.OpScheduleFire {
 				t.Fatalf("unexpected firing: %+v", ev)
 			}
 		}
@@ -253,7 +253,7 @@ func TestScheduleOverlapSkip(t *testing.T) {
 		case <-sub.Ready():
 			evs, _ := sub.Take(nil)
 			for _, ev := range evs {
-				if ev.Name == EventScheduleFired {
+				if ev.Name == proto.EventScheduleFired {
 					t.Fatalf("fired while the run runs: %+v", ev)
 				}
 				if ev.Op == proto.OpScheduleFire && ev.Result == proto.EBUSY {

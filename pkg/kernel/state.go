@@ -3,7 +3,9 @@ package kernel
 import (
 	"context"
 
+	"github.com/oxios/oxios/pkg/agenttree"
 	"github.com/oxios/oxios/pkg/audit"
+	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/state"
 )
@@ -112,14 +114,7 @@ func (k *Kernel) IsStateFolder(c *Cred, agent, prefix string) bool {
 
 // Agents lists, sorted, the agents that exist and that c may act on.
 func (k *Kernel) Agents(ctx context.Context, c *Cred) []string {
-	all := k.state.Agents()
-	out := all[:0:0]
-	for _, a := range all {
-		if c.Authorize(a) == nil && k.AgentExists(a) {
-			out = append(out, a)
-		}
-	}
-	return out
+	return agenttree.Listed(k.state, k.state.Agents(), c.Lists(""))
 }
 
 // writeCall is the call of a save (or, size < 0, a delete) of key: the
@@ -136,12 +131,5 @@ func readCall(c *Cred, agent, key string, raw []byte) call {
 // readable returns, for a caller bound by agent's policy, which keys it
 // may see; nil means all.
 func (k *Kernel) readable(c *Cred, agent string) func(string) bool {
-	if c.Admin {
-		return nil
-	}
-	p, err := k.policyOf(agent)
-	if err != nil {
-		return func(string) bool { return false }
-	}
-	return p.Readable()
+	return k.pol.Bound(agent, c.Admin, (*policy.Policy).Readable)
 }

@@ -61,18 +61,18 @@ func Syscalls() []*Syscall {
 var syscalls = declare(map[string]*Syscall{
 	proto.OpHello: {Inline: true},
 
-	proto.OpStateSave:   {Mutates: true, Key: proto.KeyStored, Event: EventStateChanged, Dirties: agenttree.ChangedKey(state.SpaceState)},
-	proto.OpStateDelete: {Mutates: true, Key: proto.KeyRead, Event: EventStateChanged, Dirties: agenttree.ChangedKey(state.SpaceState)},
+	proto.OpStateSave:   {Mutates: true, Key: proto.KeyStored, Event: proto.EventStateChanged, Dirties: agenttree.ChangedKey(state.SpaceState)},
+	proto.OpStateDelete: {Mutates: true, Key: proto.KeyRead, Event: proto.EventStateChanged, Dirties: agenttree.ChangedKey(state.SpaceState)},
 	proto.OpStateLoad:   {Key: proto.KeyRead, Inline: true},
 	proto.OpStateList:   {Existing: true, Key: proto.KeyPrefix},
 
-	proto.OpMemRemember: {Mutates: true, Event: EventMemoryAdded, Dirties: agenttree.ChangedKey(state.SpaceMem)},
-	proto.OpMemForget:   {Existing: true, Mutates: true, Event: EventMemoryForgotten, Dirties: agenttree.ChangedKey(state.SpaceMem)},
+	proto.OpMemRemember: {Mutates: true, Event: proto.EventMemoryAdded, Dirties: agenttree.ChangedKey(state.SpaceMem)},
+	proto.OpMemForget:   {Existing: true, Mutates: true, Event: proto.EventMemoryForgotten, Dirties: agenttree.ChangedKey(state.SpaceMem)},
 	proto.OpMemRecall:   {Existing: true},
 	proto.OpMemList:     {Existing: true},
 
-	proto.OpCommit:        {Mutates: true, Event: EventCommit},
-	proto.OpCommitTag:     {Mutates: true, Event: EventTag},
+	proto.OpCommit:        {Mutates: true, Event: proto.EventCommit},
+	proto.OpCommitTag:     {Mutates: true, Event: proto.EventTag},
 	proto.OpCommitRestore: {Mutates: true},
 	proto.OpCommitLog:     {},
 	proto.OpCommitShow:    {},
@@ -93,7 +93,7 @@ var syscalls = declare(map[string]*Syscall{
 	proto.OpResources: {Existing: true},
 	proto.OpStatus:    {},
 
-	proto.OpRunSpawn:  {Mutates: true, Event: EventRunStarted},
+	proto.OpRunSpawn:  {Mutates: true, Event: proto.EventRunStarted},
 	proto.OpRunAttach: {},
 	proto.OpRunWait:   {},
 	proto.OpRunKill:   {Mutates: true},
@@ -130,12 +130,12 @@ var syscalls = declare(map[string]*Syscall{
 	// compare everything, as its paths are not in entries.
 	proto.OpAgentFork:     {Mutates: true, Event: EventAgentForked},
 	proto.OpAgentDiff:     {},
-	proto.OpMsgSend:       {Mutates: true, Event: EventMsgSent},
+	proto.OpMsgSend:       {Mutates: true, Event: proto.EventMsgSent},
 	proto.OpMsgList:       {},
 	proto.OpMsgRecv:       {},
 	proto.OpApproveList:   {},
-	proto.OpApproveDecide: {Mutates: true, Event: EventApprovalDecided},
-	proto.OpApproveAsk:    {Mutates: true, Event: EventApprovalRequested, Recorded: true},
+	proto.OpApproveDecide: {Mutates: true, Event: proto.EventApprovalDecided},
+	proto.OpApproveAsk:    {Mutates: true, Event: proto.EventApprovalRequested, Recorded: true},
 
 	// The fleet (fleet.go, pkg/fleet): the called node audits what it does.
 	proto.OpFleetStatus:  {},
@@ -145,11 +145,11 @@ var syscalls = declare(map[string]*Syscall{
 
 	// Recorded by the kernel itself, never called by a client.
 	proto.OpAgentCreate:  {Mutates: true, Dirties: agenttree.ChangedFile(sysPolicy), Recorded: true},
-	proto.OpRunExit:      {Mutates: true, Event: EventRunExited, Dirties: agenttree.ChangedFile(sysBudget), Recorded: true},
-	proto.OpRunQueue:     {Mutates: true, Event: EventRunQueued, Recorded: true},
+	proto.OpRunExit:      {Mutates: true, Event: proto.EventRunExited, Dirties: agenttree.ChangedFile(sysBudget), Recorded: true},
+	proto.OpRunQueue:     {Mutates: true, Event: proto.EventRunQueued, Recorded: true},
 	proto.OpRunLimit:     {Mutates: true, Recorded: true},
 	proto.OpRunWall:      {Mutates: true, Recorded: true},
-	proto.OpScheduleFire: {Mutates: true, Event: EventScheduleFired, Dirties: agenttree.ChangedJob, Recorded: true},
+	proto.OpScheduleFire: {Mutates: true, Event: proto.EventScheduleFired, Dirties: agenttree.ChangedJob, Recorded: true},
 	proto.OpFSAccess:     {Recorded: true},
 	opConnect:            {Recorded: true},
 })
@@ -171,9 +171,9 @@ const opConnect = "connect"
 func eventName(op, result string) string {
 	switch result {
 	case proto.EPERM, proto.EACCES:
-		return EventPolicyDenied
+		return proto.EventPolicyDenied
 	case proto.EDQUOT:
-		return EventBudgetExceeded
+		return proto.EventBudgetExceeded
 	case "ok":
 		if sc := syscalls[op]; sc != nil && sc.Event != "" {
 			return sc.Event

@@ -116,13 +116,13 @@ func TestReplayDirties(t *testing.T) {
 
 func TestEventNames(t *testing.T) {
 	for _, c := range []struct{ op, result, want string }{
-		{proto.OpStateSave, "ok", EventStateChanged},
-		{proto.OpStateSave, proto.EPERM, EventPolicyDenied},
+		{proto.OpStateSave, "ok", proto.EventStateChanged},
+		{proto.OpStateSave, proto.EPERM, proto.EventPolicyDenied},
 		{proto.OpStateSave, proto.EINVAL, proto.OpStateSave},
-		{proto.OpMemForget, "ok", EventMemoryForgotten},
-		{proto.OpRunExit, "ok", EventRunExited},
-		{proto.OpScheduleFire, "ok", EventScheduleFired},
-		{proto.OpBudgetCharge, proto.EDQUOT, EventBudgetExceeded},
+		{proto.OpMemForget, "ok", proto.EventMemoryForgotten},
+		{proto.OpRunExit, "ok", proto.EventRunExited},
+		{proto.OpScheduleFire, "ok", proto.EventScheduleFired},
+		{proto.OpBudgetCharge, proto.EDQUOT, proto.EventBudgetExceeded},
 		{proto.OpStateLoad, "ok", proto.OpStateLoad},
 		{"unknown.op", "ok", "unknown.op"},
 	} {

@@ -60,26 +60,18 @@ func (k *Kernel) ToolRun(ctx context.Context, c *Cred, a proto.ToolRunArgs, raw 
 		return deny(qerr, runspec.ToolTarget(a.Agent, a.Tool, " [budget]"))
 	}
 	run := k.callerRun(c, a.Agent)
-	dir, err := runspec.Workspace(k.cfg.Data, a.Agent, run)
-	if err != nil {
-		return proto.ToolRecord{}, proto.AsError(err)
+	call := runspec.ToolCall{Agent: a.Agent, Tool: a.Tool, Args: a.Args, Input: a.Input, Timeout: timeout, Caller: c.Run, Run: run}
+	rec, outcome, refusals, err := runspec.RunTool(ctx, k.toolRunner(), k.cfg.Data, p, call, k.log)
+	var refused *runspec.Refusal
+	if errors.As(err, &refused) {
+		return deny(refused.Err, runspec.ToolTarget(a.Agent, a.Tool, refused.Rule))
+	} else if err != nil {
+		return proto.ToolRecord{}, err
 	}
-	res, err := k.toolRunner().Run(ctx, runspec.ToolSpec(a.Agent, a.Tool, a.Args, a.Input, dir, p, timeout))
-	if err != nil {
-		return deny(runspec.ToolError(err, a.Tool, k.toolRunner().Dir()), runspec.ToolTarget(a.Agent, a.Tool, ""))
-	}
-	if res.Compile > 0 {
-		k.log.Info("wasm tool compiled", "tool", a.Tool, "seconds", res.Compile.Seconds())
-	}
-	rec, outcome := runspec.ToolRecord(a.Agent, c.Run, a.Tool, res, timeout)
 	// What the sandbox refused is on the log as refusals, beside the
-	// call's own entry: each path the tool reached for outside its
-	// workspace, and a call stopped at its time limit.
-	for _, p := range res.Refused {
-		k.auditDenied(c, proto.OpToolRun, runspec.ToolTarget(a.Agent, a.Tool, " [sandbox] "+p), raw, proto.EPERM)
-	}
-	if res.TimedOut {
-		k.auditDenied(c, proto.OpToolRun, runspec.ToolTarget(a.Agent, a.Tool, outcome+" [tools.timeout]"), raw, proto.ETIMEDOUT)
+	// call's own entry.
+	for _, r := range refusals {
+		k.auditDenied(c, proto.OpToolRun, runspec.ToolTarget(a.Agent, a.Tool, r.Rule), raw, r.Err.Code)
 	}
 	t := &tx{entry: &audit.Entry{Actor: c.Actor(), Op: proto.OpToolRun, Target: runspec.ToolTarget(a.Agent, a.Tool, outcome+" output "+rec.Digest[:16]), Args: audit.ArgsDigest(raw), Result: "ok"}, data: &rec}
 	if err := k.commitExec(ctx, a.Agent, run, t); err != nil {
@@ -102,11 +94,5 @@ func (k *Kernel) ToolList(ctx context.Context, c *Cred, a proto.ToolListArgs, ra
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return proto.Errorf(proto.EIO, "tools: %v", err)
 	}
-	recs := runspec.ToolInfos(ms, p)
-	for i := range recs {
-		if err := fn(&recs[i]); err != nil {
-			return err
-		}
-	}
-	return nil
+	return proto.EmitAll(runspec.ToolInfos(ms, p), fn)
 }

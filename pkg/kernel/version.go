@@ -2,51 +2,31 @@ package kernel
 
 import (
 	"context"
-	"fmt"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/state"
 	"github.com/oxios/oxios/pkg/uncommitted"
 	"github.com/oxios/oxios/pkg/version"
 )
 
-// Versioning commits the work tree DATA/repo with pkg/version. What to
-// commit comes from the set of paths changed since the last commit (the
-// committer marks each accepted change), never from scanning the tree, so
-// a commit costs what changed. The set survives restarts: each checkpoint
-// saves it to DATA/index/uncommitted before the journal is recycled, and
-// the journal's records of later changes are marked again when replayed.
-// Without that file (deleted, unreadable) the first commit compares every
-// key with HEAD instead: slower, never wrong.
-//
-// Commits, restores, tags and diffs against the live state run as
-// barriers on the committer goroutine: no change lands while they read
-// the state, so a commit is one point in time and never half a save.
-
-// Audit trailer keys of commit messages.
-const (
-	TrailerAuditSeq  = version.TrailerAuditSeq
-	TrailerAuditHash = version.TrailerAuditHash
-)
+// Versioning is pkg/version's (OpenData, Work): the committer marks each
+// accepted change uncommitted (markDirty). Commits, restores, tags and
+// diffs against the live state run as barriers on the committer
+// goroutine: no change lands while they read the state, so a commit is
+// one point in time and never half a save.
 
 type versioning struct {
 	repo  *version.Repo
 	paths *uncommitted.Set
 }
 
-func statePath(agent, key string) string { return "agents/" + agent + "/state/" + key }
-
 func (k *Kernel) openVersioning() error {
-	file := filepath.Join(k.cfg.Data, "index", "uncommitted")
-	repo, paths, warn, err := version.OpenWork(filepath.Join(k.cfg.Data, "repo"), file)
+	repo, paths, err := version.OpenData(k.cfg.Data, k.log)
 	if err != nil {
-		return fmt.Errorf("versioning: %w", err)
-	}
-	if warn != nil {
-		k.log.Warn("the list of uncommitted changes is unreadable; the next commit compares every key with HEAD", "file", file, "err", warn)
+		return err
 	}
 	k.ver = &versioning{repo: repo, paths: paths}
 	return nil
@@ -115,9 +95,6 @@ func (k *Kernel) Commit(ctx context.Context, c *Cred, a proto.CommitArgs, raw []
 			return proto.CommitRecord{}, err
 		}
 	}
-	if strings.TrimSpace(a.Message) == "" {
-		a.Message = ""
-	}
 	return onCommitter(k, ctx, func() (proto.CommitRecord, error) { return k.commitNow(c, a, raw) })
 }
 
@@ -129,48 +106,34 @@ func (k *Kernel) Commit(ctx context.Context, c *Cred, a proto.CommitArgs, raw []
 // a commit need not wait for the log's fsync to name its head.
 func (k *Kernel) auditHead() (seq uint64, hash string) { return k.audit.Last() }
 
-// commitNow commits on the committer goroutine.
+// commitNow commits on the committer goroutine (version.Work.Commit).
 func (k *Kernel) commitNow(c *Cred, a proto.CommitArgs, raw []byte) (proto.CommitRecord, error) {
-	target := "*"
-	if a.Agent != "" {
-		target = a.Agent
+	return k.work().Commit(a, c.UID, c.Agent, k.auditor(c, raw))
+}
+
+// work is the repository as the committer's commits, tags, restores and
+// diffs use it.
+func (k *Kernel) work() *version.Work {
+	return &version.Work{Repo: k.ver.repo, Paths: k.ver.paths, State: k.state, Rescan: k.rescan, Head: k.auditHead,
+		Apply: func(chs []*state.Change, es []*audit.Entry) []error {
+			batch := make([]*tx, len(chs))
+			for i := range chs {
+				batch[i] = &tx{change: chs[i], entry: es[i]}
+			}
+			k.commit(batch)
+			errs := make([]error, len(batch))
+			for i, t := range batch {
+				errs[i] = t.err
+			}
+			return errs
+		}}
+}
+
+// auditor audits c's versioning call with args raw (commitAudit).
+func (k *Kernel) auditor(c *Cred, raw []byte) version.Auditor {
+	return func(op, target, result, event string, data any) (uint64, error) {
+		return k.commitAudit(c, op, target, raw, result, event, data)
 	}
-	fail := func(err error) (proto.CommitRecord, error) {
-		err = version.WireError(err)
-		k.commitAudit(c, proto.OpCommit, target, raw, proto.Result(err), "", nil)
-		return proto.CommitRecord{}, err
-	}
-	if err := k.rescan(); err != nil {
-		return fail(err)
-	}
-	// The trailer names the log as it is now: everything this commit
-	// contains was recorded up to this head.
-	seq, hash := k.auditHead()
-	now := time.Now().UTC()
-	saved, err := k.ver.repo.SaveUncommitted(k.state, k.ver.paths, version.SaveOptions{
-		Agent: a.Agent, Message: a.Message, Trailers: version.AuditTrailers(seq, hash),
-		Author: k.signature(c, now), When: now, Tag: a.Tag,
-	})
-	if err != nil {
-		return fail(err)
-	}
-	if saved.Nothing {
-		// The paths were saved back to what HEAD holds: nothing to do, and
-		// nothing to record.
-		if a.Tag != "" && saved.Head != "" {
-			// The state is HEAD's: the tag names HEAD.
-			return k.tagNow(c, a.Tag, saved.Head, raw)
-		}
-		return version.NothingRecord(saved.Head, now), nil
-	}
-	cm := saved.Commit
-	rec := version.Record(cm)
-	if a.Tag != "" {
-		rec.Tags = append(rec.Tags, a.Tag)
-	}
-	ev := rec // the event's own copy: subscribers encode it after this returns
-	rec.AuditSeq, err = k.commitAudit(c, proto.OpCommit, target+":"+cm.Hash, raw, "ok", "commit.created", &ev)
-	return rec, err
 }
 
 // commitAudit appends the entry of a versioning syscall (from the
@@ -215,30 +178,12 @@ func (k *Kernel) CommitTag(ctx context.Context, c *Cred, a proto.CommitTagArgs, 
 	if err := k.versionScope(c, proto.OpCommitTag, "", raw); err != nil {
 		return proto.CommitRecord{}, err
 	}
-	rev := a.Rev
-	if rev == "" {
-		rev = "HEAD"
-	}
-	return onCommitter(k, ctx, func() (proto.CommitRecord, error) { return k.tagNow(c, a.Name, rev, raw) })
+	return onCommitter(k, ctx, func() (proto.CommitRecord, error) { return k.tagNow(c, a.Name, a.Rev, raw) })
 }
 
 // tagNow tags rev on the committer goroutine and audits it.
 func (k *Kernel) tagNow(c *Cred, name, rev string, raw []byte) (proto.CommitRecord, error) {
-	hash, err := k.ver.repo.Tag(name, rev)
-	if err != nil {
-		err = version.WireError(err)
-		k.commitAudit(c, proto.OpCommitTag, "*:"+name, raw, proto.Result(err), "", nil)
-		return proto.CommitRecord{}, err
-	}
-	cm, err := k.ver.repo.Show(hash)
-	if err != nil {
-		return proto.CommitRecord{}, version.WireError(err)
-	}
-	rec := version.Record(cm)
-	rec.Tags = k.ver.repo.TagsAt(hash)
-	ev := rec // the event's own copy: subscribers encode it after this returns
-	rec.AuditSeq, err = k.commitAudit(c, proto.OpCommitTag, "*:"+name, raw, "ok", "commit.tagged", &ev)
-	return rec, err
+	return k.work().Tag(name, rev, k.auditor(c, raw))
 }
 
 // CommitDiff emits the paths that differ between two commits, or between
@@ -247,37 +192,11 @@ func (k *Kernel) CommitDiff(ctx context.Context, c *Cred, a proto.CommitDiffArgs
 	if err := k.versionScope(c, proto.OpCommitDiff, a.Agent, raw); err != nil {
 		return err
 	}
-	if a.From == "" {
-		return proto.Errorf(proto.EINVAL, "diff needs a revision to compare from")
+	out, err := k.work().Diff(a, func(fn func()) error { return k.barrier(ctx, fn) })
+	if err != nil {
+		return err
 	}
-	var out []proto.DiffRecord
-	var derr error
-	// Against the live state the diff is a barrier: it must see one point
-	// in time, and the set of uncommitted paths (the committer's) is read
-	// there. Between commits it reads history only.
-	diff := func() {
-		out, derr = k.ver.repo.Diff(k.state, k.ver.paths.Under, a.From, a.To, version.AgentPrefix(a.Agent), a.Patch)
-	}
-	if a.To == "" {
-		if err := k.barrier(ctx, func() {
-			if derr = k.rescan(); derr == nil {
-				diff()
-			}
-		}); err != nil {
-			return err
-		}
-	} else {
-		diff()
-	}
-	if derr != nil {
-		return version.WireError(derr)
-	}
-	for i := range out {
-		if err := emit(&out[i]); err != nil {
-			return err
-		}
-	}
-	return nil
+	return proto.EmitAll(out, emit)
 }
 
 // CommitRestore makes the state of an agent equal to a commit's, as new
@@ -294,35 +213,5 @@ func (k *Kernel) CommitRestore(ctx context.Context, c *Cred, a proto.CommitResto
 }
 
 func (k *Kernel) restoreNow(c *Cred, a proto.CommitRestoreArgs, raw []byte) (proto.CommitRecord, error) {
-	fail := func(err error) (proto.CommitRecord, error) {
-		err = version.WireError(err)
-		k.commitAudit(c, proto.OpCommitRestore, a.Agent+":"+a.Rev, raw, proto.Result(err), "", nil)
-		return proto.CommitRecord{}, err
-	}
-	hash, plan, err := k.ver.repo.PlanRestore(k.state, k.ver.paths, a.Agent, a.Rev, k.rescan)
-	if err != nil {
-		return fail(err)
-	}
-	batch := make([]*tx, len(plan))
-	for i, ch := range plan {
-		batch[i] = &tx{change: ch.Change(a.Agent), entry: ch.Entry(c.Actor(), a.Agent, hash)}
-	}
-	if len(batch) > 0 {
-		k.commit(batch)
-		for _, t := range batch {
-			if t.err != nil {
-				return fail(fmt.Errorf("restoring %s: %w", t.change.Key, t.err))
-			}
-		}
-	}
-	// The agent's state now equals the commit's: committing everything
-	// uncommitted of the agent makes its tree equal too.
-	rec, err := k.commitNow(c, proto.CommitArgs{Agent: a.Agent, Message: version.RestoreMessage(a.Agent, a.Rev, hash)}, raw)
-	if err == nil && rec.AuditSeq == 0 && len(batch) > 0 {
-		// Uncommitted changes were undone and the state is HEAD's again:
-		// no commit, but the record says what the restore changed.
-		version.RestoredRecord(&rec, a.Agent, a.Rev, plan)
-		rec.AuditSeq = batch[len(batch)-1].entry.Seq
-	}
-	return rec, err
+	return k.work().Restore(a, c.Actor(), c.UID, c.Agent, k.auditor(c, raw))
 }

@@ -36,6 +36,15 @@ func (h *Breakers) Get(endpoint string, lease time.Duration) *Breaker {
 	return b
 }
 
+// Says is the state of endpoint's breaker as ox-status says it, "" when
+// no endpoint is configured (endpoint "").
+func (h *Breakers) Says(endpoint string) string {
+	if endpoint == "" {
+		return ""
+	}
+	return h.State(endpoint).String()
+}
+
 // State is the state of endpoint's breaker: closed when it has none.
 func (h *Breakers) State(endpoint string) State {
 	h.mu.Lock()

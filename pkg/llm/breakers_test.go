@@ -22,3 +22,13 @@ func TestBreakers(t *testing.T) {
 		t.Fatalf("%d breakers kept, at most %d", len(h.m), maxBreakers)
 	}
 }
+
+func TestBreakersSays(t *testing.T) {
+	var h Breakers
+	if got := h.Says(""); got != "" {
+		t.Fatalf("no endpoint: %q", got)
+	}
+	if got := h.Says("http://a"); got != Closed.String() {
+		t.Fatalf("%q", got)
+	}
+}

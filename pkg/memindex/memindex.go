@@ -11,7 +11,9 @@
 // memories a forget deletes and those it forgot, the pass over those due
 // to expire), applied the memory changes of each durable batch, saved,
 // and loaded or caught up at start. The kernel decides when they change (its committer calls
-// Apply); this package owns what they hold and how they are kept.
+// Apply); this package owns what they hold and how they are kept, and
+// the changes and audit entries of a remember and a forget (commit.go),
+// which the kernel's group commit (a Group) makes durable together.
 package memindex
 
 import (

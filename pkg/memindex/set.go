@@ -49,6 +49,14 @@ type agentIndex struct {
 	saved bool   // loaded from or written to its file
 }
 
+// OpenSet is the set whose indexes are saved in dir, DATA/index/recall,
+// their decoding begun (Prefetch) while the caller opens the rest.
+func OpenSet(dir string, log *slog.Logger) *Set {
+	files := NewFiles(dir)
+	files.Prefetch()
+	return NewSet(files, log)
+}
+
 // NewSet returns an empty set whose indexes are saved in files.
 func NewSet(files *Files, log *slog.Logger) *Set {
 	return &Set{files: files, log: log, ix: map[string]*agentIndex{}}

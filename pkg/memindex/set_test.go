@@ -60,3 +60,17 @@ func TestSetApplySaveLoad(t *testing.T) {
 		t.Fatalf("rebuild: %v count %d", err, s3.Count("a"))
 	}
 }
+
+func TestOpenSet(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	dir := t.TempDir()
+	s := NewSet(NewFiles(dir), log)
+	now := time.Now().UTC()
+	m := &memory.Memory{ID: memory.NewID(now), Kind: memory.Episodic, Text: "one", Created: now}
+	s.Apply([]Change{{Agent: "a", Key: m.Key(), Value: m.Encode()}}, 3)
+	s.SaveAll()
+	s2 := OpenSet(dir, log)
+	if _, err := s2.Load(Source{Agents: []string{"a"}, Head: 3}); err != nil || s2.Count("a") != 1 {
+		t.Fatalf("%v count %d", err, s2.Count("a"))
+	}
+}

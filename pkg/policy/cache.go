@@ -33,6 +33,20 @@ func (c *Cache) Get(agent string) (*Policy, error) {
 	return p, nil
 }
 
+// Bound returns what f makes of agent's policy for a caller it binds
+// (not the admin): a filter of the keys or kinds the caller sees. The
+// admin's is nil (all); a policy that does not load shows nothing.
+func (c *Cache) Bound(agent string, admin bool, f func(*Policy) func(string) bool) func(string) bool {
+	if admin {
+		return nil
+	}
+	p, err := c.Get(agent)
+	if err != nil {
+		return func(string) bool { return false }
+	}
+	return f(p)
+}
+
 // Drop forgets agent's parsed policy after its file changed.
 func (c *Cache) Drop(agent string) {
 	c.mu.Lock()

@@ -32,3 +32,24 @@ func TestCache(t *testing.T) {
 		t.Fatalf("a failed load was kept: err %v, loads %d", err, loads)
 	}
 }
+
+func TestCacheBound(t *testing.T) {
+	var fail error
+	c := &Cache{Load: func(agent string) (*Policy, error) {
+		if fail != nil {
+			return nil, fail
+		}
+		return Parse([]byte("[state]\nread = [\"pub/**\"]\n"))
+	}}
+	if c.Bound("a", true, (*Policy).Readable) != nil {
+		t.Error("the admin is bound")
+	}
+	r := c.Bound("a", false, (*Policy).Readable)
+	if r == nil || !r("pub/x") || r("secret") {
+		t.Error("the policy's keys")
+	}
+	fail = errors.New("unreadable")
+	if r := c.Bound("b", false, (*Policy).Readable); r == nil || r("pub/x") {
+		t.Error("a policy that does not load shows something")
+	}
+}

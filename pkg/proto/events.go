@@ -11,6 +11,32 @@ const (
 	RecordLost  = "lost"
 )
 
+// Event names. An audited syscall's event is named by the kernel's syscall
+// table, for the live bus and for the replay from the audit log, so that a
+// subscriber that reconnects with since_seq sees the same names.
+const (
+	EventStateChanged = "state.changed"
+	EventPolicyDenied = "policy.denied"
+	EventCommit       = "commit.created"
+	EventTag          = "commit.tagged"
+	// A memory remembered or forgotten (also by a restore or its TTL).
+	EventMemoryAdded     = "memory.added"
+	EventMemoryForgotten = "memory.forgotten"
+	// Runs (issue 6).
+	EventRunStarted     = "run.started"
+	EventRunExited      = "run.exited"
+	EventRunQueued      = "run.queued" // waits for admission (issue 8)
+	EventBudgetExceeded = "budget.exceeded"
+	EventExec           = "exec"
+	// EventScheduleFired is the event of a firing that started a run.
+	EventScheduleFired = "schedule.fired"
+	// EventMsgSent is the event of a message put into an inbox.
+	EventMsgSent = "msg.sent"
+	// Events of approvals.
+	EventApprovalRequested = "approval.requested"
+	EventApprovalDecided   = "approval.decided"
+)
+
 // EventsArgs select the events of a subscription. The zero value is every
 // event the caller may see, from now on.
 type EventsArgs struct {

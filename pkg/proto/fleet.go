@@ -44,6 +44,24 @@ var FleetCallable = map[string]bool{
 	OpRunKill: true,
 }
 
+// NoFleet is the error of fleet op op on a daemon that is in no fleet.
+func NoFleet(op string) *Error {
+	return Errorf(ENOTCONN, "%s: this oxiosd is not in a fleet (name NATS servers in [fleet] servers of oxios.toml; see oxiosd(8))", op)
+}
+
+// Check checks a fleet call's op and node: an op that does not travel is
+// refused (refused: the caller audits it); a call without a node is
+// invalid.
+func (a *FleetCallArgs) Check() (err *Error, refused bool) {
+	if !FleetCallable[a.Op] {
+		return Errorf(EINVAL, "fleet.call: op %q does not go to other nodes (those that do: ps, events, audit log and tail, resources, status, spawn, attach, wait, kill)", a.Op), true
+	}
+	if a.Node == "" {
+		return Errorf(EINVAL, "fleet.call: no node (a node's name, %q for all, %q for any with capacity)", FleetAll, FleetAny), false
+	}
+	return nil, false
+}
+
 // FleetCallArgs are the args of fleet.call: Op with Args on Node (a name,
 // FleetAll, or FleetAny for a spawn).
 type FleetCallArgs struct {

@@ -152,3 +152,14 @@ type HelloArgs struct {
 	Proto  int    `json:"proto"`
 	Client string `json:"client,omitempty"`
 }
+
+// EmitAll calls emit with each of recs in order, and stops at the first
+// error, which it returns: how a syscall streams the records it listed.
+func EmitAll[T any](recs []T, emit func(*T) error) error {
+	for i := range recs {
+		if err := emit(&recs[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -10,6 +10,7 @@
 package reload
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"os"
@@ -106,6 +107,25 @@ func PolicyFile(log *slog.Logger, file string) (agent string, text []byte, ok bo
 		return "", nil, false
 	}
 	return name, text, true
+}
+
+// ApplyPolicyFile applies file, a policy file (PolicyFile), if its text
+// differs from what current reads of its agent's policy in force: set
+// applies it, and a policy set refuses stays refused, with a log line;
+// what was in force stays.
+func ApplyPolicyFile(log *slog.Logger, file string, current func(agent string) ([]byte, error), set func(agent string, text []byte) error) {
+	name, text, ok := PolicyFile(log, file)
+	if !ok {
+		return
+	}
+	if cur, err := current(name); err == nil && bytes.Equal(cur, text) {
+		return
+	}
+	if err := set(name, text); err != nil {
+		log.Warn("policy file refused; the policy in force stays", "file", file, "err", err)
+		return
+	}
+	log.Info("policy applied", "agent", name, "file", file)
 }
 
 // Settle is how long Watch waits for changes to stop before it acts.

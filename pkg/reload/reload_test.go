@@ -2,6 +2,7 @@ package reload
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -58,6 +59,43 @@ func TestPolicyFile(t *testing.T) {
 	}
 	if _, _, ok := PolicyFile(quiet, filepath.Join(dir, "gone.toml")); ok {
 		t.Error("a missing file was read")
+	}
+}
+
+func TestApplyPolicyFile(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "ops.toml")
+	os.WriteFile(file, []byte("[state]\n"), 0o600)
+	inForce := map[string]string{}
+	var sets []string
+	current := func(agent string) ([]byte, error) { return []byte(inForce[agent]), nil }
+	set := func(agent string, text []byte) error {
+		sets = append(sets, agent)
+		if string(text) == "bad" {
+			return errors.New("does not parse")
+		}
+		inForce[agent] = string(text)
+		return nil
+	}
+	ApplyPolicyFile(quiet, file, current, set)
+	if inForce["ops"] != "[state]\n" || len(sets) != 1 {
+		t.Fatalf("not applied: %v %v", inForce, sets)
+	}
+	// Unchanged: not set again.
+	ApplyPolicyFile(quiet, file, current, set)
+	if len(sets) != 1 {
+		t.Fatalf("set again: %v", sets)
+	}
+	// Refused: what was in force stays.
+	os.WriteFile(file, []byte("bad"), 0o600)
+	ApplyPolicyFile(quiet, file, current, set)
+	if len(sets) != 2 || inForce["ops"] != "[state]\n" {
+		t.Fatalf("%v %v", inForce, sets)
+	}
+	// Not an agent's file: nothing read, nothing set.
+	ApplyPolicyFile(quiet, filepath.Join(dir, "Not An Agent.toml"), current, set)
+	if len(sets) != 2 {
+		t.Fatalf("%v", sets)
 	}
 }
 

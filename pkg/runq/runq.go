@@ -7,8 +7,9 @@
 // for runs' exits in the order they come, and signalling a queued run
 // (wait.go). The queue's order and limits are package
 // admit's; starting and reaping processes is the supervisor's; the audit
-// entries of a queueing, a start and an end are the kernel's, made
-// through Hooks, so that a run that is not on the audit log never runs.
+// entries of a queueing, a start and an end are runq's, committed by the
+// kernel's audit.Recorder, so that a run that is not on the audit log
+// never runs.
 package runq
 
 import (
@@ -22,6 +23,7 @@ import (
 	"github.com/oxios/oxios/pkg/admit"
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/runspec"
 	"github.com/oxios/oxios/pkg/supervisor"
 )
 
@@ -40,24 +42,11 @@ type Req struct {
 // Pending is a spawn in the queue.
 type Pending = admit.Ticket[Req]
 
-// Hooks are the kernel's audit entries of a run's life in the queue.
-type Hooks struct {
-	// Queued records that p waits for admission (run.queue, with its
-	// record); an error leaves it out of the queue.
-	Queued func(ctx context.Context, p *Pending, rec *proto.RunRecord) error
-	// Started records that p started (run.spawn, with its record); an
-	// error kills the run: it must not run unrecorded.
-	Started func(ctx context.Context, p *Pending, rec *proto.RunRecord) error
-	// Ended records the end of p, which never started (run.exit; what is
-	// "exit N" or "signal SIG"), by who.
-	Ended func(p *Pending, rec *proto.RunRecord, what string, who audit.Actor)
-}
-
 // Queue is the run queue with its supervisor.
 type Queue struct {
-	adm   *admit.Queue[Req]
-	sup   *supervisor.Supervisor
-	hooks Hooks
+	adm    *admit.Queue[Req]
+	sup    *supervisor.Supervisor
+	record audit.Recorder
 	// daemon is who ends a run that did not start.
 	daemon audit.Actor
 	log    *slog.Logger
@@ -65,9 +54,13 @@ type Queue struct {
 
 // New makes the queue of at most max runs at once (0: no limit), which
 // holds entries while overload says why ("" not overloaded), and serves
-// it until ctx ends.
-func New(ctx context.Context, max int, overload func() string, sup *supervisor.Supervisor, daemon audit.Actor, log *slog.Logger, h Hooks) *Queue {
-	q := &Queue{adm: admit.New[Req](max, overload), sup: sup, hooks: h, daemon: daemon, log: log}
+// it until ctx ends. record commits the audit entries of the runs' life
+// in the queue: run.queue when one waits for admission (an error leaves
+// it out of the queue), run.spawn when it starts (an error kills it: it
+// must not run unrecorded), and run.exit when it ends without having
+// started.
+func New(ctx context.Context, max int, overload func() string, sup *supervisor.Supervisor, daemon audit.Actor, log *slog.Logger, record audit.Recorder) *Queue {
+	q := &Queue{adm: admit.New[Req](max, overload), sup: sup, record: record, daemon: daemon, log: log}
 	go q.adm.Serve(ctx, q.startQueued)
 	return q
 }
@@ -90,12 +83,18 @@ func (q *Queue) Admit(ctx context.Context, spec supervisor.Spec, who audit.Actor
 		return r.Record(), r, nil
 	}
 	rec := Record(p)
-	if err := q.hooks.Queued(ctx, p, &rec); err != nil {
+	if err := q.record(ctx, entry(p, proto.OpRunQueue), "", "", "", &rec); err != nil {
 		q.adm.Unqueue(p)
 		return proto.RunRecord{}, nil, err
 	}
 	q.adm.Ready(p)
 	return rec, nil, nil
+}
+
+// entry is the audit entry of p's op (run.queue, run.spawn) by its
+// spawner.
+func entry(p *Pending, op string) *audit.Entry {
+	return &audit.Entry{Actor: p.Item.Actor, Op: op, Target: p.Agent + ":" + p.ID, Args: audit.ArgsDigest(p.Item.Raw)}
 }
 
 // Record is the run record of a queued run.
@@ -127,7 +126,7 @@ func (q *Queue) start(ctx context.Context, p *Pending) (*supervisor.Run, error) 
 	if p.Queued() {
 		rec.Queued = &p.Item.queued
 	}
-	if err := q.hooks.Started(ctx, p, &rec); err != nil {
+	if err := q.record(ctx, entry(p, proto.OpRunSpawn), "", "", "", &rec); err != nil {
 		// Not on the log: it must not run. Its exit gives the slot back.
 		r.Signal(syscall.SIGKILL)
 		return nil, err
@@ -152,8 +151,8 @@ func (q *Queue) startQueued(ctx context.Context, p *Pending) {
 	close(p.Item.done)
 }
 
-// end records the end of a run that never started: its log (run
-// record, exit record) and, through Hooks.Ended, its run.exit entry.
+// end records the end of a run that never started, by who: its log (run
+// record, exit record) and its run.exit entry.
 func (q *Queue) end(p *Pending, status int, sig, why string, who audit.Actor) *supervisor.Run {
 	now := time.Now().UTC()
 	ex := proto.ExitRecord{Type: proto.RecordExit, Run: p.ID, Agent: p.Agent, Status: status, Signal: sig, Error: why, Time: now}
@@ -166,7 +165,10 @@ func (q *Queue) end(p *Pending, status int, sig, why string, who audit.Actor) *s
 	if r != nil {
 		rec = r.Record()
 	}
-	q.hooks.Ended(p, &rec, what, who)
+	e := &audit.Entry{Actor: who, Op: proto.OpRunExit, Target: p.Agent + ":" + p.ID + " " + what, Result: "ok"}
+	if err := q.record(context.Background(), e, "", p.Agent, "", &rec); err != nil {
+		q.log.Warn("queued run's end not audited", "run", p.ID, "err", err)
+	}
 	return r
 }
 
@@ -177,6 +179,27 @@ func What(status int, sig string) string {
 		return "signal " + sig
 	}
 	return "exit " + fmt.Sprint(status)
+}
+
+// Exited is the audit entries, by who, of the end of a run that ran,
+// rec its record with its status: limit, when the kernel refused its
+// processes what its policy's [limits] do not grant (run.limit: a denial
+// like any other, on the log), else nil; its run.exit, whose Args are
+// digest, the digest of the run's whole log (its output, or an LLM run's
+// conversation), so that the log can be checked against the audit chain;
+// and wall, when its wall time budget ended it (run.wall, EDQUOT, which
+// publishes budget.exceeded), else nil.
+func Exited(rec *proto.RunRecord, who audit.Actor, digest string) (limit, exit, wall *audit.Entry) {
+	if rec.Limits != "" {
+		limit = &audit.Entry{Actor: who, Op: proto.OpRunLimit,
+			Target: rec.Agent + ":" + rec.ID + " " + rec.Limits + " [limits]", Result: runspec.LimitErrno(rec.Limits)}
+	}
+	exit = &audit.Entry{Actor: who, Op: proto.OpRunExit,
+		Target: rec.Agent + ":" + rec.ID + " " + What(*rec.Status, rec.Signal), Args: digest, Result: "ok"}
+	if supervisor.WallEnded(rec) {
+		wall = &audit.Entry{Actor: who, Op: proto.OpRunWall, Target: rec.Agent + ":" + rec.ID, Result: proto.EDQUOT}
+	}
+	return limit, exit, wall
 }
 
 // Lookup returns the queued run id, if it is one.
@@ -284,6 +307,13 @@ func (q *Queue) Close() {
 
 // State is how many runs run and how many wait.
 func (q *Queue) State() (running, queued int) { return q.adm.State() }
+
+// Admission is the queue's state for the resources record: its runs, its
+// limits (max at once, maxPerAgent of an agent).
+func (q *Queue) Admission(max, maxPerAgent int) proto.Admission {
+	running, queued := q.State()
+	return proto.Admission{Running: running, Queued: queued, MaxConcurrent: max, MaxPerAgent: maxPerAgent}
+}
 
 // Spawned is a run as its spawner holds it: started (a *supervisor.Run)
 // or still queued (Follow's). Done is closed when it has ended.

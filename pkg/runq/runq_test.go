@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -43,15 +44,31 @@ func newQueue(t *testing.T, max int, startErr error) (*Queue, *supervisor.Superv
 	rec := &recorded{}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	q := New(ctx, max, func() string { return "" }, sup, audit.Actor{UID: 1}, log, Hooks{
-		Queued: func(ctx context.Context, p *Pending, r *proto.RunRecord) error { rec.add("queued " + p.ID); return nil },
-		Started: func(ctx context.Context, p *Pending, r *proto.RunRecord) error {
-			rec.add("started " + p.ID)
+	q := New(ctx, max, func() string { return "" }, sup, audit.Actor{UID: 1}, log, func(ctx context.Context, e *audit.Entry, event, agent, key string, data any) error {
+		id := strings.TrimPrefix(e.Target, "a:")
+		switch e.Op {
+		case proto.OpRunQueue:
+			rec.add("queued " + id)
+		case proto.OpRunSpawn:
+			rec.add("started " + id)
 			return startErr
-		},
-		Ended: func(p *Pending, r *proto.RunRecord, what string, who audit.Actor) {
-			rec.add("ended " + p.ID + " " + what)
-		},
+		case proto.OpRunKill:
+			rec.add("kill " + id + " " + e.Result)
+			return nil
+		case proto.OpRunExit:
+			// The end of a run that never started names its agent and
+			// holds its record, by who ended it.
+			if agent != "a" || data.(*proto.RunRecord).ID+" " != id[:strings.IndexByte(id, ' ')+1] || e.Result != "ok" {
+				t.Errorf("run.exit %+v agent %q data %+v", e, agent, data)
+			}
+			rec.add("ended " + id)
+		default:
+			t.Errorf("entry %+v", e)
+		}
+		if _, ok := data.(*proto.RunRecord); !ok || event != "" || key != "" {
+			t.Errorf("entry %+v: event %q key %q data %T", e, event, key, data)
+		}
+		return nil
 	})
 	sup.OnExit = func(r *supervisor.Run) { q.Release(r.Agent()) }
 	t.Cleanup(sup.Close)
@@ -198,5 +215,83 @@ func TestSignalRun(t *testing.T) {
 	case <-r.Done():
 	case <-time.After(10 * time.Second):
 		t.Fatal("r1 outlived SIGKILL")
+	}
+}
+
+func TestExited(t *testing.T) {
+	who := audit.Actor{UID: 0, PID: 7}
+	st := 0
+	rec := proto.RunRecord{ID: "r1", Agent: "a", Status: &st}
+	limit, exit, wall := Exited(&rec, who, "d1")
+	if limit != nil || wall != nil {
+		t.Fatalf("a plain end: %+v %+v", limit, wall)
+	}
+	if *exit != (audit.Entry{Actor: who, Op: proto.OpRunExit, Target: "a:r1 exit 0", Args: "d1", Result: "ok"}) {
+		t.Fatalf("exit %+v", exit)
+	}
+	st = 137
+	rec.Signal, rec.Limits = "KILL", "12 forks refused at the process limit"
+	limit, exit, _ = Exited(&rec, who, "d2")
+	if exit.Target != "a:r1 signal KILL" {
+		t.Errorf("exit %+v", exit)
+	}
+	if limit == nil || *limit != (audit.Entry{Actor: who, Op: proto.OpRunLimit, Target: "a:r1 12 forks refused at the process limit [limits]", Result: proto.EAGAIN}) {
+		t.Errorf("limit %+v", limit)
+	}
+	rec.Limits, rec.Error = "memory", "wall time budget of 1m0s exceeded"
+	limit, _, wall = Exited(&rec, who, "d3")
+	if limit == nil || limit.Result != proto.ENOMEM {
+		t.Errorf("limit %+v", limit)
+	}
+	if wall == nil || *wall != (audit.Entry{Actor: who, Op: proto.OpRunWall, Target: "a:r1", Result: proto.EDQUOT}) {
+		t.Errorf("wall %+v", wall)
+	}
+}
+
+func TestAdmission(t *testing.T) {
+	q, _, _ := newQueue(t, 1, nil)
+	ctx := context.Background()
+	_, first, err := q.Admit(ctx, spec(t, "r1", "/bin/sleep", "30"), audit.Actor{}, 0, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := q.Admit(ctx, spec(t, "r2", "/bin/true"), audit.Actor{}, 0, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := q.Admission(1, 4); got != (proto.Admission{Running: 1, Queued: 1, MaxConcurrent: 1, MaxPerAgent: 4}) {
+		t.Fatalf("%+v", got)
+	}
+	first.End("test over")
+	<-first.Done()
+}
+
+func TestSignalAudited(t *testing.T) {
+	q, _, rec := newQueue(t, 1, nil)
+	ctx := context.Background()
+	_, first, err := q.Admit(ctx, spec(t, "r1", "/bin/sleep", "30"), audit.Actor{}, 0, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := q.Admit(ctx, spec(t, "r2", "/bin/true"), audit.Actor{}, 0, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	// A queued run: it leaves the queue, ended 128+TERM.
+	if r, err := q.SignalAudited(ctx, audit.Actor{}, nil, q.Lookup("r2"), syscall.SIGTERM, "d"); err != nil || r.ID != "r2" {
+		t.Fatalf("%+v %v", r, err)
+	}
+	// A started one.
+	if r, err := q.SignalAudited(ctx, audit.Actor{}, first, nil, syscall.SIGTERM, "d"); err != nil || r.ID != "r1" {
+		t.Fatalf("%+v %v", r, err)
+	}
+	<-first.Done()
+	// A signal that fails is audited with its errno, and returned.
+	if _, err := q.SignalAudited(ctx, audit.Actor{}, first, nil, syscall.SIGTERM, "d"); err == nil {
+		t.Fatal("a signal to a run that ended")
+	}
+	got := strings.Join(rec.all(), ", ")
+	for _, want := range []string{"kill r2 SIGTERM ok", "kill r1 SIGTERM ok", "kill r1 SIGTERM E"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("%q lacks %q", got, want)
+		}
 	}
 }

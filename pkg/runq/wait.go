@@ -122,6 +122,24 @@ func (q *Queue) Signal(ctx context.Context, who audit.Actor, p *Pending, sig sys
 	return Record(p), nil
 }
 
+// SignalAudited is SignalRun audited: the run.kill entry by who (args digest,
+// target "AGENT:ID SIGNAME", result the signal's) is recorded (the
+// queue's audit.Recorder) before the signal's error is returned.
+func (q *Queue) SignalAudited(ctx context.Context, who audit.Actor, r *supervisor.Run, p *Pending, sig syscall.Signal, digest string) (proto.RunRecord, error) {
+	id := ""
+	if p != nil {
+		id = p.ID
+	} else {
+		id = r.ID()
+	}
+	rec, agent, serr := q.SignalRun(ctx, who, r, p, sig)
+	e := &audit.Entry{Actor: who, Op: proto.OpRunKill, Target: agent + ":" + id + " SIG" + supervisor.SignalName(sig), Args: digest, Result: proto.Result(serr)}
+	if err := q.record(ctx, e, "", "", "", nil); err != nil {
+		return rec, err
+	}
+	return rec, serr
+}
+
 // SignalRun is Signal for a run looked up as started (r) or queued (p,
 // when r is nil); it also returns the run's agent, which the record of
 // a queued run that failed to be killed does not hold.

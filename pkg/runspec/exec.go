@@ -1,6 +1,7 @@
 package runspec
 
 import (
+	"context"
 	"encoding/hex"
 	"fmt"
 	"os"
@@ -70,6 +71,63 @@ func ExecUID(sb *sandbox.Spec, run *supervisor.Run, uids UIDs, dir string) (home
 		return "", release, err
 	}
 	return sandbox.WorkDir, release, nil
+}
+
+// Execution is an exec that its agent's policy allowed, as RunExec runs
+// it.
+type Execution struct {
+	Agent   string
+	Argv    []string // as allowed; Argv[0] is looked up on the PATH of runs
+	Stdin   string
+	Timeout time.Duration
+	// Run is the caller's run when it is a run of Agent: the exec runs
+	// in its workspace, as its uid.
+	Run *supervisor.Run
+}
+
+// Refusal is an error of RunExec that is a refusal, audited as one: Rule
+// is what its audit target adds (" [sandbox.isolation]", or "").
+type Refusal struct {
+	Err  *proto.Error
+	Rule string
+}
+
+func (r *Refusal) Error() string { return r.Err.Error() }
+
+// RunExec runs x under p, with the data dir data (the workspaces): its
+// program looked up (LookPath), in its workspace (Workspace), in the
+// sandbox of p on h (Sandbox), as the run's uid or one of sup's while it
+// runs (ExecUID), with p's output cap and limits, in a cgroup of its own
+// when sup makes them. A program not found, a sandbox not made and a
+// start that failed are a *Refusal; any other error is not the caller's.
+func RunExec(ctx context.Context, h Host, sup *supervisor.Supervisor, data string, p *policy.Policy, x Execution) (supervisor.ExecResult, error) {
+	var none supervisor.ExecResult
+	prog, err := LookPath(x.Argv[0])
+	if err != nil {
+		return none, &Refusal{Err: proto.AsError(err)}
+	}
+	argv := append([]string{prog}, x.Argv[1:]...)
+	dir, err := Workspace(data, x.Agent, x.Run)
+	if err != nil {
+		return none, proto.AsError(err)
+	}
+	sb, serr := Sandbox(h, x.Agent, p, dir, false, false)
+	if serr != nil {
+		return none, &Refusal{Err: serr, Rule: " [sandbox.isolation]"}
+	}
+	home, release, err := ExecUID(sb, x.Run, sup, dir)
+	defer release()
+	if err != nil {
+		return none, proto.AsError(err)
+	}
+	res, err := supervisor.Exec(ctx, supervisor.ExecSpec{
+		Argv: argv, Dir: dir, Stdin: []byte(x.Stdin), Timeout: x.Timeout, Cap: ExecCap(p), Limits: Limits(p), Cgroups: sup.Cgroups,
+		Env: ExecEnv(x.Agent, home), Sandbox: sb,
+	})
+	if err != nil {
+		return none, &Refusal{Err: proto.Errorf(proto.ENOENT, "exec %s: %v", x.Argv[0], err)}
+	}
+	return res, nil
 }
 
 // ExecCap is how many bytes of each output an exec keeps (the policy's

@@ -1,6 +1,10 @@
 package runspec
 
 import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -122,5 +126,35 @@ func TestExecUID(t *testing.T) {
 	release()
 	if err == nil || len(p.out) != 0 {
 		t.Fatal(err, p.out)
+	}
+}
+
+func TestRunExec(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	sup, err := supervisor.New(filepath.Join(t.TempDir(), "runs"), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sup.Close()
+	p, err := policy.Parse([]byte("[sandbox]\nisolation = \"none\"\n[exec]\noutput_cap = 3\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := t.TempDir()
+	x := Execution{Agent: "a", Argv: []string{"sh", "-c", "cat; pwd"}, Stdin: "in\n", Timeout: 10 * time.Second}
+	res, err := RunExec(context.Background(), Host{}, sup, data, p, x)
+	if err != nil || res.Status != 0 || string(res.Stdout) != "in\n" || !res.Truncated {
+		t.Fatalf("%+v %v", res, err)
+	}
+	var refused *Refusal
+	x.Argv = []string{"no-such-program-here"}
+	if _, err := RunExec(context.Background(), Host{}, sup, data, p, x); !errors.As(err, &refused) || refused.Rule != "" || refused.Err.Code != proto.ENOENT {
+		t.Fatalf("a missing program: %v", err)
+	}
+	// A full sandbox on a machine without one is refused, with its rule.
+	p.Sandbox.Isolation = policy.IsolationFull
+	x.Argv = []string{"true"}
+	if _, err := RunExec(context.Background(), Host{}, sup, data, p, x); !errors.As(err, &refused) || refused.Rule != " [sandbox.isolation]" || refused.Err.Code != proto.EPERM {
+		t.Fatalf("no sandbox: %v", err)
 	}
 }

@@ -5,7 +5,10 @@
 // call's workspace, timeout, output cap and environment; the record and
 // the audit target of what an exec or a tool call ended with; those of
 // the MCP calls of an LLM run; and the host sandboxes are made on, what
-// the machine offers them found once at start (OpenHost).
+// the machine offers them found once at start (OpenHost). It also runs
+// an exec (RunExec) and a tool call (RunTool) that a policy allowed, and
+// makes a spawn's spec in its sandbox (Boxed); a refusal met on the way
+// is a *Refusal for the kernel to audit.
 package runspec
 
 import (

@@ -208,6 +208,23 @@ func Box(spec *supervisor.Spec, sb *sandbox.Spec, socket string) {
 	SandboxHome(spec.Env)
 }
 
+// Boxed is the supervisor's spec of the spawn a as run r (Spec), in the
+// sandbox of r.Policy on h (Sandbox, whose refusal is its error),
+// reaching oxiosd at socket (Box). r.Dir is the run's workspace,
+// DATA/work/AGENT/ID (WorkDir).
+func Boxed(a proto.SpawnArgs, r Run, h Host, socket string) (supervisor.Spec, *proto.Error) {
+	spec := Spec(a, r)
+	sb, err := Sandbox(h, a.Agent, r.Policy, r.Dir, len(a.Command) == 0, true)
+	if err != nil {
+		return spec, err
+	}
+	Box(&spec, sb, socket)
+	return spec, nil
+}
+
+// WorkDir is the workspace of run id of agent: DATA/work/AGENT/ID.
+func WorkDir(data, agent, id string) string { return filepath.Join(data, "work", agent, id) }
+
 var runIDEnc = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
 // NewID is a new run id: "r" and 9 random base32 letters, short enough

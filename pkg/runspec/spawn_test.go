@@ -108,3 +108,25 @@ func TestSandbox(t *testing.T) {
 		t.Error("/ab overlaps /a")
 	}
 }
+
+func TestBoxed(t *testing.T) {
+	if got := WorkDir("/d", "a", "r1"); got != "/d/work/a/r1" {
+		t.Fatal(got)
+	}
+	p := policy.Default()
+	p.Sandbox.Isolation = policy.IsolationFull
+	h := Host{Features: sandbox.Features{Namespaces: true, Seccomp: true}, Root: "/r", Data: "/var/lib/oxios", Socket: "/run/oxios.sock"}
+	r := Run{ID: "r1", Dir: "/d/work/a/r1", Argv: []string{"/bin/true"}, Policy: p}
+	spec, err := Boxed(proto.SpawnArgs{Agent: "a", Command: []string{"true"}}, r, h, "/run/oxios.sock")
+	if err != nil || spec.Sandbox == nil || spec.SocketAt != "/run/oxios.sock" || spec.Dir != r.Dir || spec.ID != "r1" {
+		t.Fatalf("%+v %v", spec, err)
+	}
+	// The machine lacks the sandbox the policy asks for: refused.
+	if _, err := Boxed(proto.SpawnArgs{Agent: "a", Command: []string{"true"}}, r, Host{}, "/run/oxios.sock"); err == nil || err.Code != proto.EPERM {
+		t.Fatalf("no sandbox: %v", err)
+	}
+	p.Sandbox.Isolation = policy.IsolationNone
+	if spec, err := Boxed(proto.SpawnArgs{Agent: "a", Command: []string{"true"}}, r, Host{}, "/s"); err != nil || spec.Sandbox != nil {
+		t.Fatalf("%+v %v", spec.Sandbox, err)
+	}
+}

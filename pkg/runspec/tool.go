@@ -1,14 +1,17 @@
 package runspec
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/supervisor"
 	"github.com/oxios/oxios/pkg/wasm"
 )
 
@@ -56,6 +59,49 @@ func ToolRecord(agent, run, tool string, res wasm.Result, timeout time.Duration)
 	}
 	rec.Text = tool + outcome
 	return rec, outcome
+}
+
+// ToolCall is a call of a WASM tool that its agent's policy allowed, as
+// RunTool runs it.
+type ToolCall struct {
+	Agent, Tool string
+	Args        []string
+	Input       string
+	Timeout     time.Duration
+	// Caller is the caller's run ("" if none), which the record names;
+	// Run is that run when it is a run of Agent: the tool sees its
+	// workspace (Workspace).
+	Caller string
+	Run    *supervisor.Run
+}
+
+// RunTool runs x with runner under p, in its workspace under data
+// (ToolSpec). A tool that did not run is a *Refusal (ToolError); one that
+// ran gives its record and outcome (ToolRecord), and what its sandbox
+// refused, to audit beside the call's own entry: each path the tool
+// reached for outside its workspace (EPERM, rule " [sandbox] PATH"), and
+// a call stopped at its time limit (ETIMEDOUT, the outcome and
+// " [tools.timeout]").
+func RunTool(ctx context.Context, runner *wasm.Runner, data string, p *policy.Policy, x ToolCall, log *slog.Logger) (rec proto.ToolRecord, outcome string, refused []Refusal, err error) {
+	dir, err := Workspace(data, x.Agent, x.Run)
+	if err != nil {
+		return rec, "", nil, proto.AsError(err)
+	}
+	res, err := runner.Run(ctx, ToolSpec(x.Agent, x.Tool, x.Args, x.Input, dir, p, x.Timeout))
+	if err != nil {
+		return rec, "", nil, &Refusal{Err: ToolError(err, x.Tool, runner.Dir())}
+	}
+	if res.Compile > 0 {
+		log.Info("wasm tool compiled", "tool", x.Tool, "seconds", res.Compile.Seconds())
+	}
+	rec, outcome = ToolRecord(x.Agent, x.Caller, x.Tool, res, x.Timeout)
+	for _, path := range res.Refused {
+		refused = append(refused, Refusal{Err: proto.Errorf(proto.EPERM, "tool %s reached for %s outside its workspace", x.Tool, path), Rule: " [sandbox] " + path})
+	}
+	if res.TimedOut {
+		refused = append(refused, Refusal{Err: proto.Errorf(proto.ETIMEDOUT, "tool %s%s", x.Tool, outcome), Rule: outcome + " [tools.timeout]"})
+	}
+	return rec, outcome, refused, nil
 }
 
 // ToolTarget is the target of a tool.run's audit entry.

@@ -1,8 +1,15 @@
 package runspec
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,5 +65,49 @@ func TestToolErrorAndInfos(t *testing.T) {
 	recs := ToolInfos([]wasm.Manifest{{Name: "grep", Description: "finds"}, {Name: "rm"}}, p)
 	if len(recs) != 2 || recs[0].Type != proto.RecordToolInfo || !recs[0].Allowed || recs[0].Description != "finds" || recs[1].Allowed {
 		t.Fatalf("%+v", recs)
+	}
+}
+
+// hostileTools builds pkg/wasm's testdata/hostile as the tool "hostile"
+// in a tools folder.
+func hostileTools(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "hostile.wasm"), "../wasm/testdata/hostile")
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Skipf("building the test tool: %v\n%s", err, out)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "hostile.json"), []byte(`{"name":"hostile","description":"misbehaves on demand","input_schema":{"type":"object"}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestRunTool(t *testing.T) {
+	runner := wasm.New(hostileTools(t))
+	defer runner.Close(context.Background())
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	p := policy.Default()
+	data := t.TempDir()
+	x := ToolCall{Agent: "a", Tool: "nope", Timeout: time.Minute, Caller: "r1"}
+	var refused *Refusal
+	if _, _, _, err := RunTool(context.Background(), runner, data, p, x, log); !errors.As(err, &refused) || refused.Err.Code != proto.ENOENT || refused.Rule != "" {
+		t.Fatalf("no such tool: %v", err)
+	}
+	x.Tool, x.Args = "hostile", []string{"read", "/etc/passwd"}
+	rec, outcome, refusals, err := RunTool(context.Background(), runner, data, p, x, log)
+	if err != nil || rec.Run != "r1" || rec.Tool != "hostile" || outcome == "" {
+		t.Fatalf("%+v %q %v", rec, outcome, err)
+	}
+	for _, r := range refusals {
+		if r.Err.Code != proto.EPERM || !strings.HasPrefix(r.Rule, " [sandbox] ") {
+			t.Errorf("refusal %+v", r)
+		}
+	}
+	x.Args, x.Timeout = []string{"loop"}, 300*time.Millisecond
+	_, outcome, refusals, err = RunTool(context.Background(), runner, data, p, x, log)
+	if err != nil || len(refusals) != 1 || refusals[0].Err.Code != proto.ETIMEDOUT || refusals[0].Rule != outcome+" [tools.timeout]" {
+		t.Fatalf("%q %+v %v", outcome, refusals, err)
 	}
 }

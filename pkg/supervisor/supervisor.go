@@ -125,6 +125,20 @@ func New(dir string, log *slog.Logger) (*Supervisor, error) {
 	return s, nil
 }
 
+// Open is New with the daemon's [runs] settings: keep ended runs kept,
+// and a cgroup for each run when cgroups is set (UseCgroups).
+func Open(dir string, keep int, cgroups bool, log *slog.Logger) (*Supervisor, error) {
+	s, err := New(dir, log)
+	if err != nil {
+		return nil, err
+	}
+	s.Keep = keep
+	if cgroups {
+		s.UseCgroups()
+	}
+	return s, nil
+}
+
 // wallEnded begins the error of a run its wall time budget ended.
 const wallEnded = "wall time budget"
 
@@ -603,6 +617,16 @@ func (r *Run) End(reason string) {
 	}
 }
 
+// OverBudget ends r, a run refused for its budget (why), if it does not
+// end itself within Grace (EndUnlessDone: the runner ends with a record
+// saying why; a process that ignores the refusal is stopped). A nil r
+// (the caller was no run) is left be.
+func (r *Run) OverBudget(why string) {
+	if r != nil {
+		r.EndUnlessDone("over budget: " + why)
+	}
+}
+
 // EndUnlessDone gives the run Grace to end by itself (a runner told why
 // ends with a record saying so), then ends it (End) with reason. It
 // returns at once.
@@ -808,6 +832,21 @@ func (s *Supervisor) Get(id string) (*Run, bool) {
 	r, ok := s.runs[id]
 	s.mu.RUnlock()
 	return r, ok
+}
+
+// Has reports whether s knows run id (live or kept).
+func (s *Supervisor) Has(id string) bool {
+	_, ok := s.Get(id)
+	return ok
+}
+
+// Status is the exit status of run id, nil while it runs or when s does
+// not know it.
+func (s *Supervisor) Status(id string) *int {
+	if r, ok := s.Get(id); ok {
+		return r.Record().Status
+	}
+	return nil
 }
 
 // Runs returns the runs, oldest first: the live ones, and with all the

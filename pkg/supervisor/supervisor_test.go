@@ -193,3 +193,39 @@ func TestWallEnded(t *testing.T) {
 		t.Fatalf("%+v", rec)
 	}
 }
+
+func TestOpenAndStatus(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	s, err := Open(filepath.Join(t.TempDir(), "runs"), 7, false, log)
+	if err != nil || s.Keep != 7 || s.Cgroups != nil {
+		t.Fatalf("%+v %v", s, err)
+	}
+	defer s.Close()
+	if s.Status("nope") != nil || s.Has("nope") {
+		t.Fatal("the status of no run")
+	}
+	r, err := s.Start(Spec{ID: "r1", Agent: "a", Argv: []string{"/bin/sh", "-c", "exit 3"}, Dir: filepath.Join(t.TempDir(), "r1"), Env: []string{"PATH=/usr/bin:/bin"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-r.Done()
+	if st := s.Status("r1"); st == nil || *st != 3 || !s.Has("r1") {
+		t.Fatalf("status %v", st)
+	}
+}
+
+func TestOverBudget(t *testing.T) {
+	var none *Run
+	none.OverBudget("tokens") // the caller was no run: nothing to end
+	s := newSup(t, t.TempDir())
+	r := start(t, s, "r1", "/bin/sleep", "30")
+	r.OverBudget("tokens 10 of 10")
+	select {
+	case <-r.Done():
+	case <-time.After(3 * Grace):
+		t.Fatal("a run over its budget was not ended")
+	}
+	if rec := r.Record(); !strings.Contains(rec.Error, "over budget: tokens 10 of 10") {
+		t.Errorf("%+v", rec)
+	}
+}

@@ -30,6 +30,8 @@
 // RestorePlan (what a restore changes, each change with its audit entry)
 // in snapshot.go; SaveUncommitted (a commit of an agent's uncommitted
 // paths) and PlanRestore (a restore's plan from a revision) in work.go;
+// Work (audited.go), the commit, tag, restore and diff against the state
+// of the kernel's syscalls, each audited through the kernel's Auditor;
 // Fork, Unfork,
 // ForkPoint and AgentDiff (a fork's commits, its point, two agents
 // compared) in fork.go. Push (push.go) sends the branch and its tags to

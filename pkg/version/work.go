@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"path/filepath"
 	"time"
 
 	"github.com/oxios/oxios/pkg/proto"
@@ -14,6 +16,31 @@ import (
 // changed since the last commit (package uncommitted), which says what
 // a commit must look at; and the records of what the kernel's commits,
 // logs and restores return.
+
+// Versioning commits the work tree DATA/repo. What to commit comes from
+// the set of paths changed since the last commit (the kernel's committer
+// marks each accepted change), never from scanning the tree, so a commit
+// costs what changed. The set survives restarts: each checkpoint saves it
+// to DATA/index/uncommitted before the journal is recycled, and the
+// journal's records of later changes are marked again when replayed.
+// Without that file (deleted, unreadable) the first commit compares every
+// key with HEAD instead: slower, never wrong.
+
+// OpenData opens the repository of the data directory data, DATA/repo,
+// with its set of uncommitted paths, DATA/index/uncommitted (OpenWork);
+// a set that is unreadable is logged, and the first commit compares every
+// key with HEAD.
+func OpenData(data string, log *slog.Logger) (*Repo, *uncommitted.Set, error) {
+	file := filepath.Join(data, "index", "uncommitted")
+	repo, paths, warn, err := OpenWork(filepath.Join(data, "repo"), file)
+	if err != nil {
+		return nil, nil, fmt.Errorf("versioning: %w", err)
+	}
+	if warn != nil {
+		log.Warn("the list of uncommitted changes is unreadable; the next commit compares every key with HEAD", "file", file, "err", warn)
+	}
+	return repo, paths, nil
+}
 
 // OpenWork opens the repository in dir and the set of its uncommitted
 // paths saved in file. warn says the set was unreadable: it is then

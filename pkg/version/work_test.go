@@ -3,8 +3,11 @@ package version
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -157,5 +160,30 @@ func TestPlanRestore(t *testing.T) {
 	boom := errors.New("boom")
 	if _, _, err := r.PlanRestore(st, paths, "a", one, func() error { return boom }); err != boom {
 		t.Fatalf("the rescan's error: %v", err)
+	}
+}
+
+func TestOpenData(t *testing.T) {
+	data := t.TempDir()
+	var logged strings.Builder
+	log := slog.New(slog.NewTextHandler(&logged, nil))
+	r, paths, err := OpenData(data, log)
+	if err != nil || paths == nil || paths.NeedRescan() {
+		t.Fatalf("%v %v", paths, err)
+	}
+	change(t, r, map[string][]byte{"agents/a/state/k": []byte("1\n")}, "one")
+	r.Close()
+	// A lost set of paths is logged, and will be rescanned.
+	os.MkdirAll(filepath.Join(data, "index"), 0o700)
+	if err := os.WriteFile(filepath.Join(data, "index", "uncommitted"), []byte("garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, paths, err = OpenData(data, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if !paths.NeedRescan() || !strings.Contains(logged.String(), "unreadable") {
+		t.Fatalf("rescan %v, logged %q", paths.NeedRescan(), logged.String())
 	}
 }

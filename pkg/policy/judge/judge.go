@@ -70,6 +70,29 @@ func Judge(p *policy.Policy, usage Usage, agent, op string, args []string) (*pol
 	return nil, nil
 }
 
+// Check is ox-policy check's record of a: its op judged (Judge) by the
+// policy proposed in a.Policy (Proposed), or, when none is, by own, the
+// agent's policy in force.
+func Check(a proto.PolicyCheckArgs, own func(agent string) (*policy.Policy, error), usage Usage) (proto.PolicyCheckRecord, error) {
+	var p *policy.Policy
+	var err error
+	if a.Policy == "" {
+		p, err = own(a.Agent)
+	} else {
+		p, err = Proposed(a.Policy)
+	}
+	if err != nil {
+		return proto.PolicyCheckRecord{}, err
+	}
+	rec := proto.PolicyCheckRecord{Type: proto.RecordPolicyCheck, Agent: a.Agent, Op: a.Op, Args: a.Args}
+	rule, derr := Judge(p, usage, a.Agent, a.Op, a.Args)
+	if derr != nil {
+		return rec, derr
+	}
+	Fill(&rec, rule)
+	return rec, nil
+}
+
 // Asks reports whether a verdict of Judge is an ask rule's.
 func Asks(d *policy.Denied) bool { return d != nil && strings.HasPrefix(d.Rule, "ask.") }
 

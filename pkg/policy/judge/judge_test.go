@@ -2,6 +2,7 @@ package judge
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 
@@ -132,5 +133,31 @@ func TestReplay(t *testing.T) {
 	}
 	if _, err := Replay(context.Background(), p, noUsage, "ops", []string{"not json"}, nil); err == nil {
 		t.Error("a line that is not JSON was taken")
+	}
+}
+
+func TestCheck(t *testing.T) {
+	none := func(agent, key string) (int64, int64) { return 0, 0 }
+	own := func(agent string) (*policy.Policy, error) {
+		return policy.Parse([]byte("[exec]\nallow = [\"ls\"]\n"))
+	}
+	rec, err := Check(proto.PolicyCheckArgs{Agent: "a", Op: "exec", Args: []string{"ls"}}, own, none)
+	if err != nil || !rec.Allowed || rec.Type != proto.RecordPolicyCheck || rec.Agent != "a" {
+		t.Fatalf("%+v %v", rec, err)
+	}
+	// A proposed policy is judged instead of the agent's own.
+	rec, err = Check(proto.PolicyCheckArgs{Agent: "a", Op: "exec", Args: []string{"ls"}, Policy: "[exec]\nallow = []\n"}, own, none)
+	if err != nil || rec.Allowed || rec.Rule == "" {
+		t.Fatalf("%+v %v", rec, err)
+	}
+	if _, err := Check(proto.PolicyCheckArgs{Agent: "a", Op: "exec", Policy: "[[["}, own, none); err == nil {
+		t.Fatal("a proposed policy that does not parse")
+	}
+	boom := errors.New("unreadable")
+	if _, err := Check(proto.PolicyCheckArgs{Agent: "a", Op: "exec"}, func(string) (*policy.Policy, error) { return nil, boom }, none); err != boom {
+		t.Fatal(err)
+	}
+	if _, err := Check(proto.PolicyCheckArgs{Agent: "a", Op: "nope"}, own, none); err == nil {
+		t.Fatal("an op not understood")
 	}
 }

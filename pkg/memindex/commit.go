@@ -1,0 +1,107 @@
+package memindex
+
+import (
+	"context"
+	"time"
+
+	"github.com/oxios/oxios/pkg/audit"
+	"github.com/oxios/oxios/pkg/memory"
+	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/state"
+)
+
+// Group commits changes of the store's mem space, each with its audit
+// entry and (a memory remembered) its analysed document, as one group,
+// durable together, and waits for it: it returns each change's error, or
+// the group's own (nothing was committed). It is the kernel's group
+// commit, which applies each durable change to the recall index (Apply).
+type Group func(ctx context.Context, chs []*state.Change, es []*audit.Entry, docs []*Doc) ([]error, error)
+
+// Remember commits mems of agent, by who, with their files and docs
+// (NewDocs), in one group: all are stored or none, the first error is the
+// request's. Each is one change and one audit entry (mem.remember, target
+// "agent:<kind>/<id>.md", args the file's digest).
+func Remember(ctx context.Context, group Group, who audit.Actor, agent string, mems []*memory.Memory, files [][]byte, docs []*Doc) (proto.MemRememberResult, error) {
+	chs := make([]*state.Change, len(mems))
+	es := make([]*audit.Entry, len(mems))
+	for i, m := range mems {
+		key := m.Key()
+		chs[i] = &state.Change{Agent: agent, Space: state.SpaceMem, Key: key, Value: files[i]}
+		es[i] = &audit.Entry{Actor: who, Op: proto.OpMemRemember, Target: agent + ":" + key, Args: audit.ArgsDigest(files[i])}
+	}
+	errs, err := group(ctx, chs, es, docs)
+	if err != nil {
+		return proto.MemRememberResult{}, err
+	}
+	for _, err := range errs {
+		if err != nil {
+			return proto.MemRememberResult{}, err
+		}
+	}
+	return memory.Remembered(agent, mems), nil
+}
+
+// Query is a recall's request as mem.recall has it, over agents: its k
+// (RecallK) and its filter (NewFilter) are checked before embed is asked
+// for the query's embedding (nil: none); then Recall.
+func (s *Set) Query(ctx context.Context, agents []string, a proto.MemRecallArgs, embed func(ctx context.Context, text string) []float32, read Reader, emit func(*proto.MemoryRecord) error) error {
+	k, err := RecallK(a.Query, a.K)
+	if err != nil {
+		return err
+	}
+	f, err := NewFilter(a.Kind, a.Tags, a.Since, time.Time{})
+	if err != nil {
+		return err
+	}
+	return s.Recall(ctx, agents, a.Query, k, a.MinScore, embed(ctx, a.Query), f, read, emit)
+}
+
+// ListArgs is List with the filter of a, mem.list's args (NewFilter).
+func (s *Set) ListArgs(ctx context.Context, a proto.MemListArgs, ok func(kind string) bool, read Reader, emit func(*proto.MemoryRecord) error) error {
+	f, err := NewFilter(a.Kind, a.Tags, a.Since, time.Time{})
+	if err != nil {
+		return err
+	}
+	return s.List(ctx, a.Agent, f, ok, read, emit)
+}
+
+// KindsOutside is the kind of each of ids of agent (in order, one per
+// id) that ok does not allow (nil: every kind is allowed): those a forget
+// asks the policy about.
+func (s *Set) KindsOutside(agent string, ids []string, ok func(kind string) bool) []string {
+	if ok == nil {
+		return nil
+	}
+	var out []string
+	for _, id := range ids {
+		if kind, _ := s.Kind(agent, id); !ok(kind) {
+			out = append(out, kind)
+		}
+	}
+	return out
+}
+
+// Forget commits the deletion of ids of agent, by who (args digest), in
+// one group, and returns the records (without text) of those it deleted
+// (Forgot). A memory already gone (forgotten meanwhile) is skipped, not an
+// error.
+func (s *Set) Forget(ctx context.Context, group Group, who audit.Actor, agent string, ids []string, digest string) ([]proto.MemoryRecord, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	fs := s.Forgettable(agent, ids)
+	if len(fs) == 0 {
+		return nil, nil
+	}
+	chs := make([]*state.Change, len(fs))
+	es := make([]*audit.Entry, len(fs))
+	for i, fm := range fs {
+		chs[i] = &state.Change{Agent: agent, Space: state.SpaceMem, Key: fm.Key, Delete: true}
+		es[i] = &audit.Entry{Actor: who, Op: proto.OpMemForget, Target: agent + ":" + fm.Key, Args: digest}
+	}
+	errs, err := group(ctx, chs, es, nil)
+	if err != nil {
+		return nil, err
+	}
+	return Forgot(fs, errs)
+}
