@@ -2,7 +2,8 @@
 // (what it holds, its memories, and the kernel's files of it: policy,
 // budget, jobs), whether it exists, the record that describes it, the
 // change that creates it, the deletions that remove it and the removal
-// itself with its commits (Remove), and what a fork of it starts with.
+// itself with its commits (Remove), and its forks (Forker: the graft in
+// git beside the live copy, and what a fork starts with).
 // The kernel gates them and commits their changes.
 package agenttree
 

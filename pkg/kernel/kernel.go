@@ -5,7 +5,7 @@
 // the FUSE view call these syscalls and nothing below them; the
 // subsystems (access with its credentials, grants and what a caller
 // lists and sees, groupcommit's queue, state, agenttree with an agent's
-// creation and removal, audit with its reads, targets, shown lines and
+// creation, removal and forks (Forker), audit with its reads, targets, shown lines and
 // heads, version with its commits, tags, restores and their plans,
 // diffs, forks and pushes (Work), uncommitted, memory, memindex with its
 // expiries and the entries of a remember and a forget, recall, expiry,

@@ -161,21 +161,14 @@ func (k *Kernel) MemForget(ctx context.Context, c *Cred, a proto.MemForgetArgs, 
 // (and its memory's document), as one tx of sub-transactions, durable
 // together, and waits for it (memindex.Group).
 func (k *Kernel) group(ctx context.Context, chs []*state.Change, es []*audit.Entry, docs []*memindex.Doc) ([]error, error) {
-	t := &tx{subs: make([]*tx, len(chs))}
-	for i := range chs {
-		t.subs[i] = &tx{change: chs[i], entry: es[i]}
-		if docs != nil {
-			t.subs[i].mem = docs[i]
-		}
+	t := &tx{subs: changeTxs(chs, es)}
+	for i := range docs {
+		t.subs[i].mem = docs[i]
 	}
 	if err := k.submit(ctx, t, true); err != nil {
 		return nil, err
 	}
-	errs := make([]error, len(t.subs))
-	for i, s := range t.subs {
-		errs[i] = s.err
-	}
-	return errs, nil
+	return txErrs(t.subs), nil
 }
 
 // MemRead returns the file of a memory (for the FUSE view).

@@ -128,7 +128,7 @@ var syscalls = declare(map[string]*Syscall{
 	// Forks, messages and approvals (fork.go, msg.go, approve.go).
 	// A fork marks nothing on replay: forkReplayed has the next commit
 	// compare everything, as its paths are not in entries.
-	proto.OpAgentFork:     {Mutates: true, Event: EventAgentForked},
+	proto.OpAgentFork:     {Mutates: true, Event: proto.EventAgentForked},
 	proto.OpAgentDiff:     {},
 	proto.OpMsgSend:       {Mutates: true, Event: proto.EventMsgSent},
 	proto.OpMsgList:       {},

@@ -116,17 +116,32 @@ func (k *Kernel) commitNow(c *Cred, a proto.CommitArgs, raw []byte) (proto.Commi
 func (k *Kernel) work() *version.Work {
 	return &version.Work{Repo: k.ver.repo, Paths: k.ver.paths, State: k.state, Rescan: k.rescan, Head: k.auditHead,
 		Apply: func(chs []*state.Change, es []*audit.Entry) []error {
-			batch := make([]*tx, len(chs))
-			for i := range chs {
-				batch[i] = &tx{change: chs[i], entry: es[i]}
-			}
+			batch := changeTxs(chs, es)
 			k.commit(batch)
-			errs := make([]error, len(batch))
-			for i, t := range batch {
-				errs[i] = t.err
-			}
-			return errs
+			return txErrs(batch)
 		}}
+}
+
+// changeTxs are the transactions of changes, each with its entry of es
+// (none when es is nil).
+func changeTxs(chs []*state.Change, es []*audit.Entry) []*tx {
+	ts := make([]*tx, len(chs))
+	for i, ch := range chs {
+		ts[i] = &tx{change: ch}
+		if es != nil {
+			ts[i].entry = es[i]
+		}
+	}
+	return ts
+}
+
+// txErrs are the errors of committed transactions, in their order.
+func txErrs(ts []*tx) []error {
+	errs := make([]error, len(ts))
+	for i, t := range ts {
+		errs[i] = t.err
+	}
+	return errs
 }
 
 // auditor audits c's versioning call with args raw (commitAudit).

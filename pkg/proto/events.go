@@ -32,6 +32,9 @@ const (
 	EventScheduleFired = "schedule.fired"
 	// EventMsgSent is the event of a message put into an inbox.
 	EventMsgSent = "msg.sent"
+	// EventAgentForked is the event of a fork, published for the new
+	// agent.
+	EventAgentForked = "agent.forked"
 	// Events of approvals.
 	EventApprovalRequested = "approval.requested"
 	EventApprovalDecided   = "approval.decided"

@@ -200,3 +200,21 @@ func (w *Work) Diff(a proto.CommitDiffArgs, barrier func(fn func()) error) ([]pr
 	}
 	return out, nil
 }
+
+// AgentDiff is Repo.AgentDiff of a, live state included, in a barrier
+// (after a rescan, if the paths were lost).
+func (w *Work) AgentDiff(a proto.AgentDiffArgs, barrier func(fn func()) error) ([]proto.DiffRecord, error) {
+	var out []proto.DiffRecord
+	var derr error
+	if err := barrier(func() {
+		if derr = w.Rescan(); derr == nil {
+			out, derr = w.Repo.AgentDiff(w.State, w.Paths.Under, a.Agent, a.Other, a.Patch)
+		}
+	}); err != nil {
+		return nil, err
+	}
+	if derr != nil {
+		return nil, WireError(derr)
+	}
+	return out, nil
+}
