@@ -219,6 +219,15 @@ func (d *inboxDir) Create(ctx context.Context, name string, flags uint32, mode u
 	if d.pending(name) != nil {
 		return nil, nil, 0, syscall.EEXIST
 	}
+	// A send the policy refuses fails here, where every program reports
+	// it (a shell's > does not report a failing close), audited as
+	// msg.send; the write is checked again when the file is closed.
+	if err := d.fs.k.MsgMaySend(c, d.agent); err != nil {
+		if isCode(err, proto.EPERM) {
+			return nil, nil, 0, syscall.EACCES
+		}
+		return nil, nil, 0, errno(err)
+	}
 	if id, ok := msgID(name); ok && !slot {
 		if _, err := d.fs.k.MsgRead(c, d.agent, id); err == nil {
 			return nil, nil, 0, syscall.EEXIST

@@ -49,6 +49,7 @@ type Kernel interface {
 	MsgRead(c *kernel.Cred, agent, id string) (proto.MsgRecord, error)
 	MsgSend(ctx context.Context, c *kernel.Cred, a proto.MsgSendArgs, raw []byte) (proto.MsgRecord, error)
 	MsgSlot(c *kernel.Cred, to string) bool
+	MsgMaySend(c *kernel.Cred, to string) error
 	ApprovalIDs(c *kernel.Cred) []string
 	ApprovalRead(c *kernel.Cred, id string) (proto.ApprovalRecord, error)
 

@@ -52,44 +52,13 @@ func (k *Kernel) closeTalk() {
 
 // MsgSend puts a message into a.To's inbox.
 func (k *Kernel) MsgSend(ctx context.Context, c *Cred, a proto.MsgSendArgs, raw []byte) (proto.MsgRecord, error) {
-	from, ferr := inbox.Sender(a, c.Agent, c.Run)
-	if ferr != nil {
-		k.auditDenied(c, proto.OpMsgSend, inbox.Target(a.To, from, ""), raw, ferr.Code)
-		return proto.MsgRecord{}, ferr
-	}
-	tgt := inbox.Target(a.To, from, "")
-	deny := func(err *proto.Error, rule string) (proto.MsgRecord, error) {
-		t := tgt
-		if rule != "" {
-			t += " [" + rule + "]"
-		}
-		k.auditDenied(c, proto.OpMsgSend, strings.ToValidUTF8(t, "?"), raw, err.Code)
+	from, err := k.msgCheck(c, a, raw, false)
+	if err != nil {
 		return proto.MsgRecord{}, err
 	}
-	if err := proto.CheckAgent(a.To); err != nil {
-		return deny(proto.Errorf(err.Code, "recipient: %s", err.Message), "")
-	}
-	if from != "" {
-		if err := k.gate(call{op: proto.OpMsgSend, c: c, agent: from, raw: raw, target: tgt}); err != nil {
-			return proto.MsgRecord{}, err
-		}
-	} else if !c.Admin && c.Agent == "" {
-		return deny(proto.Errorf(proto.EPERM, "uid %d may send only as one of its agents (-a AGENT)", c.UID), "")
-	}
-	if strings.TrimSpace(a.Text) == "" && len(a.Records) == 0 {
-		return deny(proto.Errorf(proto.EINVAL, "a message needs text or attached records"), "")
-	}
-	if ok, err := k.agentExists(a.To); err != nil {
-		return proto.MsgRecord{}, proto.AsError(err)
-	} else if !ok {
-		return deny(proto.Errorf(proto.ENOENT, "no agent %q to send to (ox-spawn -a %s creates it)", a.To, a.To), "")
-	}
-	if from != "" {
-		if rule, err := policy.CheckMessage(from, a.To, k.policyOf); rule != "" {
-			return deny(proto.AsError(err), rule)
-		} else if err != nil {
-			return proto.MsgRecord{}, err
-		}
+	deny := func(err *proto.Error, rule string) (proto.MsgRecord, error) {
+		k.auditDenied(c, proto.OpMsgSend, msgTarget(a.To, from, rule), raw, err.Code)
+		return proto.MsgRecord{}, err
 	}
 	m := inbox.Message{From: from, To: a.To, Text: a.Text, ReplyTo: a.ReplyTo, Records: a.Records}
 	if from == "" || c.Agent == "" {
@@ -109,6 +78,65 @@ func (k *Kernel) MsgSend(ctx context.Context, c *Cred, a proto.MsgSendArgs, raw 
 	// inbox).
 	k.sched.MsgArrived(a.To)
 	return rec, nil
+}
+
+// msgCheck runs msg.send's checks of a, but of its text when draft (a
+// message the mount is about to be written: MsgMaySend), auditing a
+// refusal; it returns the sending agent ("" for an operator).
+func (k *Kernel) msgCheck(c *Cred, a proto.MsgSendArgs, raw []byte, draft bool) (string, error) {
+	from, ferr := inbox.Sender(a, c.Agent, c.Run)
+	deny := func(err *proto.Error, rule string) (string, error) {
+		k.auditDenied(c, proto.OpMsgSend, msgTarget(a.To, from, rule), raw, err.Code)
+		return "", err
+	}
+	if ferr != nil {
+		return deny(ferr, "")
+	}
+	if err := proto.CheckAgent(a.To); err != nil {
+		return deny(proto.Errorf(err.Code, "recipient: %s", err.Message), "")
+	}
+	if from != "" {
+		if err := k.gate(call{op: proto.OpMsgSend, c: c, agent: from, raw: raw, target: inbox.Target(a.To, from, "")}); err != nil {
+			return "", err
+		}
+	} else if !c.Admin && c.Agent == "" {
+		return deny(proto.Errorf(proto.EPERM, "uid %d may send only as one of its agents (-a AGENT)", c.UID), "")
+	}
+	if !draft && strings.TrimSpace(a.Text) == "" && len(a.Records) == 0 {
+		return deny(proto.Errorf(proto.EINVAL, "a message needs text or attached records"), "")
+	}
+	if ok, err := k.agentExists(a.To); err != nil {
+		return "", proto.AsError(err)
+	} else if !ok {
+		return deny(proto.Errorf(proto.ENOENT, "no agent %q to send to (ox-spawn -a %s creates it)", a.To, a.To), "")
+	}
+	if from != "" {
+		if rule, err := policy.CheckMessage(from, a.To, k.policyOf); rule != "" {
+			return deny(proto.AsError(err), rule)
+		} else if err != nil {
+			return "", err
+		}
+	}
+	return from, nil
+}
+
+// msgTarget is the audit target of a refused message, with the rule that
+// refused it.
+func msgTarget(to, from, rule string) string {
+	t := inbox.Target(to, from, "")
+	if rule != "" {
+		t += " [" + rule + "]"
+	}
+	return strings.ToValidUTF8(t, "?")
+}
+
+// MsgMaySend checks, as msg.send would (refusals audited alike), that c
+// may send a message to to: the mount asks it when a file is created in
+// an inbox, so that a refused send fails the create, which every program
+// reports, rather than the close, which a shell's > does not.
+func (k *Kernel) MsgMaySend(c *Cred, to string) error {
+	_, err := k.msgCheck(c, proto.MsgSendArgs{To: to}, nil, true)
+	return err
 }
 
 // msgScope checks that c may read agent's inbox.

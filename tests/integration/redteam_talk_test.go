@@ -49,10 +49,13 @@ func redTeamTalk(t *testing.T) {
 	}
 	attempt(t, "a message to itself through its inbox on the mount, not on msg.send", func() (bool, bool) {
 		since := auditSeq(t, c)
-		// cp reports what close(2) returns, where the mount's refusal of
-		// a message may come.
-		out := shOut(t, d, "ops", `echo forged | cp /dev/stdin "$OXIOS_MNT/agent/ops/inbox/m.md" 2>&1; echo "rc=$?"`)
-		return !strings.Contains(out, "rc=0") && strings.Contains(out, "rc="), auditedSince(t, c, since, proto.OpMsgSend, proto.EPERM, "ops:msg from ops")
+		// A shell's > reports a create that fails, not a close: the
+		// refusal must come at the create.
+		out := shOut(t, d, "ops", `echo forged > "$OXIOS_MNT/agent/ops/inbox/m.md"; echo "rc=$?"`)
+		if !strings.Contains(out, "Permission denied") {
+			t.Logf("out: %s", out)
+		}
+		return !strings.Contains(out, "rc=0") && strings.Contains(out, "Permission denied"), auditedSince(t, c, since, proto.OpMsgSend, proto.EPERM, "ops:msg from ops")
 	})
 	attempt(t, "an inbox flood from a run (past the recipient's msg.quota)", func() (bool, bool) {
 		d.mustOx(t, "", "ox-policy", "set", "-a", "friend", sectionPolicy(t, map[string]string{"msg": "send = [\"*\"]\naccept = [\"*\"]\nquota = \"1MiB\""}))

@@ -427,10 +427,11 @@ func TestFUSEInboxApprovals(t *testing.T) {
 	if last := got[len(got)-1]; last.From != "alice" || last.Text != "from alice" {
 		t.Fatalf("alice's message: %+v", last)
 	}
-	// eve's send is refused by bob's accept rule: EACCES, audited, nothing
-	// sent. A name that is no agent is absent.
+	// eve's send is refused by bob's accept rule: EACCES at the create
+	// (the shell's > reports it), audited, nothing sent. A name that is
+	// no agent is absent.
 	r = run("eve", `printf 'psst' | cat > MNT/agent/bob/inbox/x.md; echo status=$?; ls MNT/agent/nobody; true`)
-	if !said(r, "status=1") || !strings.Contains(r.stdout, "Permission denied") || !strings.Contains(r.stdout, "No such file") {
+	if !said(r, "status=2") || !strings.Contains(r.stdout, "cannot create") || !strings.Contains(r.stdout, "Permission denied") || !strings.Contains(r.stdout, "No such file") {
 		t.Fatalf("eve's run: %+v", r)
 	}
 	if n := len(inbox("bob")); n != len(got) {
