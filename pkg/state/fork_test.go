@@ -233,19 +233,7 @@ func TestForkRefused(t *testing.T) {
 // BenchmarkFork10k times a fork of an agent of 10,000 keys in files:
 // the journal record, its sync and the clone of the index.
 func BenchmarkFork10k(b *testing.B) {
-	s, err := Open(b.TempDir(), Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	bt := s.Begin()
-	for i := range 10000 {
-		bt.Add(&Change{Agent: "a", Key: fmt.Sprintf("d%03d/k%05d.md", i%300, i), Value: []byte(strings.Repeat("fork bench state ", 12))})
-	}
-	bt.Write()
-	bt.Sync()
-	bt.Publish()
-	s.Flush()
+	s := store10k(b)
 	for i := 0; b.Loop(); i++ {
 		bt := s.Begin()
 		if err := bt.AddFork(&Fork{From: "a", To: fmt.Sprint("f", i)}); err != nil {
@@ -260,11 +248,24 @@ func BenchmarkFork10k(b *testing.B) {
 // BenchmarkCloneTree10k times the copy of a 10,000-key index a fork
 // makes (its CPU, on the fork's way: see prepare).
 func BenchmarkCloneTree10k(b *testing.B) {
+	s := store10k(b)
+	a := s.agent(Ref(SpaceState, "a"))
+	b.ReportAllocs()
+	for b.Loop() {
+		if fc := cloneTree(a, nil, nil, nil, 1); len(fc.keys) != 10000 {
+			b.Fatal(len(fc.keys))
+		}
+	}
+}
+
+// store10k is a store whose agent a holds 10,000 keys in files, as the
+// fork benchmarks copy it.
+func store10k(b *testing.B) *Store {
 	s, err := Open(b.TempDir(), Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer s.Close()
+	b.Cleanup(func() { s.Close() })
 	bt := s.Begin()
 	for i := range 10000 {
 		bt.Add(&Change{Agent: "a", Key: fmt.Sprintf("d%03d/k%05d.md", i%300, i), Value: []byte(strings.Repeat("fork bench state ", 12))})
@@ -273,11 +274,5 @@ func BenchmarkCloneTree10k(b *testing.B) {
 	bt.Sync()
 	bt.Publish()
 	s.Flush()
-	a := s.agent(Ref(SpaceState, "a"))
-	b.ReportAllocs()
-	for b.Loop() {
-		if fc := cloneTree(a, nil, nil, nil, 1); len(fc.keys) != 10000 {
-			b.Fatal(len(fc.keys))
-		}
-	}
+	return s
 }
