@@ -45,8 +45,14 @@ const MaxDecided = 1000
 // cut without having seen it.
 const MaxWhat = 4096
 
+// MaxPending is how many requests of one agent wait at once. One more is
+// denied at once, by oxiosd: a run that could raise requests without end
+// (each exec it starts in the background asks) would bury an operator's
+// list, and the one request that matters in it.
+const MaxPending = 32
+
 // ByDaemon is who decided a request no operator could be shown (see
-// MaxWhat).
+// MaxWhat) or that came past MaxPending.
 const ByDaemon = "oxiosd"
 
 // Errors of Decide.
@@ -118,12 +124,18 @@ func New(first uint64) *Registry {
 // Ask registers req (Agent, Run, Op, What, Rule, Why; Default Approved
 // or Denied) as pending for timeout and returns it with its id. Call Wait
 // to wait for the decision. A request whose what is longer than MaxWhat
-// (see FromAsk) is denied at once.
+// (see FromAsk), or past its agent's MaxPending, is denied at once.
 func (g *Registry) Ask(req Request, timeout time.Duration) Request {
 	if req.Default != Approved {
 		req.Default = Denied
 	}
 	g.mu.Lock()
+	waiting := 0
+	for _, e := range g.reqs {
+		if e.req.Agent == req.Agent && e.req.State == Pending {
+			waiting++
+		}
+	}
 	g.seq++
 	req.ID = fmt.Sprintf("a%d", g.seq)
 	req.Time = g.now().UTC()
@@ -136,8 +148,11 @@ func (g *Registry) Ask(req Request, timeout time.Duration) Request {
 	})
 	g.mu.Unlock()
 	g.changed(req)
-	if req.long > 0 {
+	switch {
+	case req.long > 0:
 		g.decide(req.ID, Denied, ByDaemon, fmt.Sprintf("what it would do is %d bytes, more than an operator is shown (%d): denied unseen", req.long, MaxWhat))
+	case waiting >= MaxPending:
+		g.decide(req.ID, Denied, ByDaemon, fmt.Sprintf("%s has %d requests waiting for an operator already (at most %d): denied without asking", req.Agent, waiting, MaxPending))
 	}
 	return req
 }

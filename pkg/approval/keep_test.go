@@ -133,3 +133,32 @@ func TestTooLongToShowIsDenied(t *testing.T) {
 		t.Fatalf("%+v", r)
 	}
 }
+
+// An agent has at most MaxPending requests waiting; one more is denied at
+// once by oxiosd, and another agent's requests still wait.
+func TestMaxPending(t *testing.T) {
+	g := New(0)
+	ask := func(agent string) Request {
+		return g.Ask(Request{Agent: agent, Op: "exec", What: "ls", Rule: "ask.exec"}, time.Minute)
+	}
+	for i := range MaxPending {
+		if r, _ := g.Get(ask("ops").ID); r.State != Pending {
+			t.Fatalf("request %d: %+v", i, r)
+		}
+	}
+	r, _ := g.Get(ask("ops").ID)
+	if r.State != Denied || r.DecidedBy != ByDaemon || !r.Undecided() || !strings.Contains(r.Reason, "without asking") {
+		t.Fatalf("one past MaxPending: %+v", r)
+	}
+	if r, _ := g.Get(ask("web").ID); r.State != Pending {
+		t.Fatalf("another agent's request: %+v", r)
+	}
+	// Once one is decided, there is room again.
+	first := g.List("ops", true)[0]
+	if _, err := g.Decide(first.ID, false, "uid=0", "no"); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := g.Get(ask("ops").ID); r.State != Pending {
+		t.Fatalf("after a decision: %+v", r)
+	}
+}

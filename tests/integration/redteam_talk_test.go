@@ -149,6 +149,25 @@ echo "id=$id"`)
 		}
 		return id != "" && r.code != 0 && strings.Contains(r.stderr, "cancelled"), auditedSince(t, c, since, proto.OpApproveDecide, "ok", id+" cancelled by oxiosd")
 	})
+	attempt(t, "an approval flood from a run (40 execs asking in the background)", func() (bool, bool) {
+		since := auditSeq(t, c)
+		out := shOut(t, d, "ops", `i=0; while [ $i -lt 40 ]; do ox-exec -- ls /flood$i >/dev/null 2>&1 & i=$((i+1)); done
+for j in $(seq 100); do [ "$(ox-approve ls --json | grep -c flood)" -ge `+strconv.Itoa(approval.MaxPending)+` ] && break; sleep 0.1; done
+sleep 1; echo "waiting=$(ox-approve ls --json | grep -c flood)"`)
+		// The run has ended: its requests go with it (the next attacks
+		// need room for their own).
+		for deadline := time.Now().Add(10 * time.Second); strings.Contains(d.mustOx(t, "", "ox-approve", "ls", "--json"), "flood"); {
+			if time.Now().After(deadline) {
+				t.Fatal("the flood's requests outlived its run")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		ok := strings.Contains(out, "waiting="+strconv.Itoa(approval.MaxPending))
+		if !ok {
+			t.Logf("out: %s", out)
+		}
+		return ok, auditedSince(t, c, since, proto.OpApproveDecide, "ok", "denied by oxiosd")
+	})
 	attempt(t, "an exec whose arguments run past what an operator is shown", func() (bool, bool) {
 		since := auditSeq(t, c)
 		start := time.Now()
