@@ -81,7 +81,11 @@ func (k *Kernel) ScheduleAdd(ctx context.Context, c *Cred, a proto.ScheduleAddAr
 	if err != nil {
 		return proto.JobRecord{}, err
 	}
-	return k.sched.Add(ctx, c.Actor(), j, raw)
+	rec, err := k.sched.Add(ctx, c.Actor(), j, raw)
+	if perr := proto.AsError(err); err != nil && perr.Code == proto.EDQUOT {
+		k.auditDenied(c, proto.OpScheduleAdd, a.Agent+":"+a.Name, raw, perr.Code)
+	}
+	return rec, err
 }
 
 // ScheduleEnable enables a disabled job (or with a.Disable disables one:

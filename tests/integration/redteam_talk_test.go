@@ -11,6 +11,7 @@ import (
 
 	"github.com/oxios/oxios/pkg/approval"
 	"github.com/oxios/oxios/pkg/proto"
+	schedjobs "github.com/oxios/oxios/pkg/sched/jobs"
 )
 
 // redTeamTalk: a run of ops goes after what forks, messages and approvals
@@ -87,6 +88,11 @@ i=0; while [ $i -lt 10 ]; do printf '%s\n' "$big" | ox-remember >/dev/null 2>&1 
 			return false, false
 		}
 		return strings.Contains(out, "rc=77 at 2") && strings.Contains(out, "kept=2"), auditedSince(t, c, since, proto.OpMemRemember, proto.EPERM, "[memory.max_bytes]")
+	})
+	attempt(t, "a flood of jobs from a run (each a run a minute)", func() (bool, bool) {
+		since := auditSeq(t, c)
+		out := shOut(t, d, "friend", `i=0; while [ $i -lt 80 ]; do ox-schedule add --name flood$i --cron "* * * * *" -- /bin/true >/dev/null 2>&1 || { echo "rc=$? at $i"; break; }; i=$((i+1)); done; echo "added=$i"`)
+		return strings.Contains(out, "rc=1 at "+strconv.Itoa(schedjobs.MaxPerAgent)), auditedSince(t, c, since, proto.OpScheduleAdd, proto.EDQUOT, "friend:flood")
 	})
 	impossible(t, "the mount's /approvals and web's inbox from a run of ops", func() bool {
 		out := shOut(t, d, "ops", `ls -d "$OXIOS_MNT/agent/ops/inbox" || exit 9

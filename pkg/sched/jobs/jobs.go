@@ -396,7 +396,13 @@ func (t *Table) lastMsg(agent string) string {
 	return ""
 }
 
-// Add commits and arms the new job j (New made it), as who.
+// MaxPerAgent is how many jobs one agent has at most. A run may add its
+// own agent's jobs; without a bound it could add thousands firing every
+// minute, each a run.
+const MaxPerAgent = 64
+
+// Add commits and arms the new job j (New made it), as who. An agent
+// that has MaxPerAgent jobs already is refused (EDQUOT).
 func (t *Table) Add(ctx context.Context, who audit.Actor, j *File, raw []byte) (proto.JobRecord, error) {
 	if j.OnMsg() {
 		// Only messages that come from now on fire it.
@@ -409,6 +415,15 @@ func (t *Table) Add(ctx context.Context, who audit.Actor, j *File, raw []byte) (
 	}
 	if old := t.jobs.Get(j.Name); old != nil {
 		return proto.JobRecord{}, proto.Errorf(proto.EEXIST, "job %q exists (of agent %s): ox-schedule rm %s first, or choose another name", j.Name, old.Agent, j.Name)
+	}
+	n := 0
+	t.jobs.Each(func(o *File) {
+		if o.Agent == j.Agent {
+			n++
+		}
+	})
+	if n >= MaxPerAgent {
+		return proto.JobRecord{}, proto.Errorf(proto.EDQUOT, "agent %s has %d jobs, the most an agent has: ox-schedule rm one first (ox-schedule ls -a %s)", j.Agent, n, j.Agent)
 	}
 	e := &audit.Entry{Actor: who, Op: proto.OpScheduleAdd, Target: j.Agent + ":" + j.Name, Args: audit.ArgsDigest(raw)}
 	if err := t.h.Commit(ctx, j.Change(), e, j.Name, nil); err != nil {

@@ -1,14 +1,17 @@
 package jobs
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/sched"
 	"github.com/oxios/oxios/pkg/state"
@@ -228,4 +231,39 @@ func mustJSON(t *testing.T, j *File) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// An agent has at most MaxPerAgent jobs: one more is refused (EDQUOT),
+// nothing committed; another agent's jobs are not counted.
+func TestMaxPerAgent(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	commits := 0
+	tab := NewTable(Hooks{Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Commit: func(ctx context.Context, ch *state.Change, e *audit.Entry, key string, data any) error {
+			commits++
+			return nil
+		}})
+	if err := tab.Start(sched.NewManualClock(now), ByName{}, store{}); err != nil {
+		t.Fatal(err)
+	}
+	defer tab.Stop()
+	add := func(agent string, i int) error {
+		j, err := New(proto.ScheduleAddArgs{Name: fmt.Sprintf("%s-%d", agent, i), Agent: agent, Schedule: "@daily", Task: "x"}, 0, now, func([]string) error { return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = tab.Add(context.Background(), audit.Actor{}, j, nil)
+		return err
+	}
+	for i := range MaxPerAgent {
+		if err := add("a", i); err != nil {
+			t.Fatalf("job %d: %v", i, err)
+		}
+	}
+	if err := add("a", MaxPerAgent); proto.AsError(err).Code != proto.EDQUOT || commits != MaxPerAgent {
+		t.Fatalf("one past the most: %v (%d commits)", err, commits)
+	}
+	if err := add("b", 0); err != nil {
+		t.Fatalf("another agent: %v", err)
+	}
 }
