@@ -11,6 +11,7 @@ package admit
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"sync"
 	"time"
@@ -84,9 +85,20 @@ func (q *Queue[T]) fitsLocked(t *Ticket[T]) bool {
 	return t.AgentMax == 0 || q.agents[t.Agent] < t.AgentMax
 }
 
+// MaxQueuedPerAgent is how many runs of one agent wait in the queue at
+// most: a run that spawns runs without end (each waiting for a slot of
+// its agent) would otherwise grow the queue, and the daemon's memory,
+// without end.
+const MaxQueuedPerAgent = 256
+
+// ErrQueueFull refuses an entry whose agent has MaxQueuedPerAgent
+// waiting.
+var ErrQueueFull = errors.New("the agent's queue is full")
+
 // Admit takes a slot for t now (true) if it fits and the host is not
 // overloaded, or queues it (false): it may start once Ready says its
-// queueing is recorded.
+// queueing is recorded. An agent with MaxQueuedPerAgent entries waiting
+// is refused (ErrQueueFull).
 func (q *Queue[T]) Admit(t *Ticket[T]) (bool, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -97,6 +109,15 @@ func (q *Queue[T]) Admit(t *Ticket[T]) (bool, error) {
 		q.running++
 		q.agents[t.Agent]++
 		return true, nil
+	}
+	waiting := 0
+	for _, o := range q.queue {
+		if o.Agent == t.Agent {
+			waiting++
+		}
+	}
+	if waiting >= MaxQueuedPerAgent {
+		return false, ErrQueueFull
 	}
 	q.seq++
 	t.seq = q.seq

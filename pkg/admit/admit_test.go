@@ -2,6 +2,8 @@ package admit
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -183,5 +185,29 @@ func TestJudge(t *testing.T) {
 	}
 	if psiSome10([]byte("some avg10=1.50 avg60=0 avg300=0 total=1\nfull avg10=9 avg60=0 avg300=0 total=1\n")) != 1.5 || psiSome10(nil) != -1 {
 		t.Error("psi")
+	}
+}
+
+// An agent has at most MaxQueuedPerAgent entries waiting; one more is
+// refused, and another agent still queues.
+func TestQueueFull(t *testing.T) {
+	q := New[int](1, func() string { return "" })
+	defer q.Close()
+	if now, _ := q.Admit(&ticket{ID: "run", Agent: "a"}); !now {
+		t.Fatal("the first waits")
+	}
+	for i := range MaxQueuedPerAgent {
+		if now, err := q.Admit(&ticket{ID: fmt.Sprint("a", i), Agent: "a"}); now || err != nil {
+			t.Fatalf("entry %d: %v %v", i, now, err)
+		}
+	}
+	if _, err := q.Admit(&ticket{ID: "one more", Agent: "a"}); !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("one past the most: %v", err)
+	}
+	if _, err := q.Admit(&ticket{ID: "b1", Agent: "b"}); err != nil {
+		t.Fatalf("another agent: %v", err)
+	}
+	if _, queued := q.State(); queued != MaxQueuedPerAgent+1 {
+		t.Fatalf("queued %d", queued)
 	}
 }

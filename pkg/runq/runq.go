@@ -14,6 +14,7 @@ package runq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -72,6 +73,9 @@ func (q *Queue) Admit(ctx context.Context, spec supervisor.Spec, who audit.Actor
 	p := &Pending{ID: spec.ID, Agent: spec.Agent, Prio: prio, AgentMax: agentMax,
 		Item: Req{Spec: spec, Actor: who, Raw: raw, queued: time.Now().UTC(), done: make(chan struct{})}}
 	now, err := q.adm.Admit(p)
+	if errors.Is(err, admit.ErrQueueFull) {
+		return proto.RunRecord{}, nil, proto.Errorf(proto.EAGAIN, "agent %s has %d runs waiting in the queue already, the most an agent has: wait for them (ox-ps -a %s), or kill some", spec.Agent, admit.MaxQueuedPerAgent, spec.Agent)
+	}
 	if err != nil {
 		return proto.RunRecord{}, nil, proto.Errorf(proto.ESHUTDOWN, "oxiosd is shutting down")
 	}

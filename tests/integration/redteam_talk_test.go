@@ -94,6 +94,24 @@ i=0; while [ $i -lt 10 ]; do printf '%s\n' "$big" | ox-remember >/dev/null 2>&1 
 		out := shOut(t, d, "friend", `i=0; while [ $i -lt 80 ]; do ox-schedule add --name flood$i --cron "* * * * *" -- /bin/true >/dev/null 2>&1 || { echo "rc=$? at $i"; break; }; i=$((i+1)); done; echo "added=$i"`)
 		return strings.Contains(out, "rc=1 at "+strconv.Itoa(schedjobs.MaxPerAgent)), auditedSince(t, c, since, proto.OpScheduleAdd, proto.EDQUOT, "friend:flood")
 	})
+	confined(t, "runs spawning runs (each with processes of its own) under the default policy", func() bool {
+		d.mustOx(t, "", "ox-state", "save", "-a", "spawner", "x", "1")
+		out := shOut(t, d, "spawner", `i=0; while [ $i -lt 40 ]; do ox-spawn -d -- sleep 8 >/dev/null 2>&1 || break; i=$((i+1)); done; echo "spawned=$i"`)
+		var running, queued int
+		for _, l := range strings.Split(d.mustOx(t, "", "ox-ps", "-a", "spawner", "--json"), "\n") {
+			switch {
+			case strings.Contains(l, `"state":"running"`):
+				running++
+			case strings.Contains(l, `"state":"queued"`):
+				queued++
+			}
+		}
+		ok := strings.Contains(out, "spawned=40") && running <= 16 && running+queued >= 40
+		if !ok {
+			t.Logf("%s; %d running, %d queued", out, running, queued)
+		}
+		return ok
+	})
 	impossible(t, "the mount's /approvals and web's inbox from a run of ops", func() bool {
 		out := shOut(t, d, "ops", `ls -d "$OXIOS_MNT/agent/ops/inbox" || exit 9
 ls "$OXIOS_MNT/approvals" 2>&1; echo x > "$OXIOS_MNT/agent/web/inbox/m.md" 2>&1; ls "$OXIOS_MNT/agent" | grep -qx web && echo SEEN-WEB`)
