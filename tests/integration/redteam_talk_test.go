@@ -20,8 +20,7 @@ import (
 // what it asks for: a command whose tail is cut from the operator's view,
 // or text that a terminal shows as something else.
 func redTeamTalk(t *testing.T) {
-	m := startMounted(t, daemonOpts{})
-	d := m.daemon
+	d := startDaemon(t, daemonOpts{})
 	c := d.client(t)
 	d.mustOx(t, "", "ox-state", "save", "-a", "web", "secret", "s3cret")
 	d.mustOx(t, "", "ox-state", "save", "-a", "friend", "x", "1")
@@ -48,16 +47,6 @@ func redTeamTalk(t *testing.T) {
 			return strings.Contains(out, "rc=77"), auditedSince(t, c, since, tc.op, tc.code, tc.target)
 		})
 	}
-	attempt(t, "a message to itself through its inbox on the mount, not on msg.send", func() (bool, bool) {
-		since := auditSeq(t, c)
-		// A shell's > reports a create that fails, not a close: the
-		// refusal must come at the create.
-		out := shOut(t, d, "ops", `echo forged > "$OXIOS_MNT/agent/ops/inbox/m.md"; echo "rc=$?"`)
-		if !strings.Contains(out, "Permission denied") {
-			t.Logf("out: %s", out)
-		}
-		return !strings.Contains(out, "rc=0") && strings.Contains(out, "Permission denied"), auditedSince(t, c, since, proto.OpMsgSend, proto.EPERM, "ops:msg from ops")
-	})
 	attempt(t, "an inbox flood from a run (past the recipient's msg.quota)", func() (bool, bool) {
 		d.mustOx(t, "", "ox-policy", "set", "-a", "friend", sectionPolicy(t, map[string]string{"msg": "send = [\"*\"]\naccept = [\"*\"]\nquota = \"1MiB\""}))
 		since := auditSeq(t, c)
@@ -91,12 +80,12 @@ i=0; while [ $i -lt 10 ]; do printf '%s\n' "$big" | ox-remember >/dev/null 2>&1 
 	})
 	attempt(t, "a flood of jobs from a run (each a run a minute)", func() (bool, bool) {
 		since := auditSeq(t, c)
-		out := shOut(t, d, "friend", `i=0; while [ $i -lt 80 ]; do ox-schedule add --name flood$i --cron "* * * * *" -- /bin/true >/dev/null 2>&1 || { echo "rc=$? at $i"; break; }; i=$((i+1)); done; echo "added=$i"`)
+		out := shOut(t, d, "friend", `i=0; while [ $i -lt 70 ]; do ox-schedule add --name flood$i --cron "* * * * *" -- /bin/true >/dev/null 2>&1 || { echo "rc=$? at $i"; break; }; i=$((i+1)); done; echo "added=$i"`)
 		return strings.Contains(out, "rc=1 at "+strconv.Itoa(schedjobs.MaxPerAgent)), auditedSince(t, c, since, proto.OpScheduleAdd, proto.EDQUOT, "friend:flood")
 	})
 	confined(t, "runs spawning runs (each with processes of its own) under the default policy", func() bool {
 		d.mustOx(t, "", "ox-state", "save", "-a", "spawner", "x", "1")
-		out := shOut(t, d, "spawner", `i=0; while [ $i -lt 40 ]; do ox-spawn -d -- sleep 8 >/dev/null 2>&1 || break; i=$((i+1)); done; echo "spawned=$i"`)
+		out := shOut(t, d, "spawner", `i=0; while [ $i -lt 24 ]; do ox-spawn -d -- sleep 8 >/dev/null 2>&1 || break; i=$((i+1)); done; echo "spawned=$i"`)
 		var running, queued int
 		for _, l := range strings.Split(d.mustOx(t, "", "ox-ps", "-a", "spawner", "--json"), "\n") {
 			switch {
@@ -106,22 +95,12 @@ i=0; while [ $i -lt 10 ]; do printf '%s\n' "$big" | ox-remember >/dev/null 2>&1 
 				queued++
 			}
 		}
-		ok := strings.Contains(out, "spawned=40") && running <= 16 && running+queued >= 40
+		ok := strings.Contains(out, "spawned=24") && running <= 16 && queued > 0 && running+queued >= 24
 		if !ok {
 			t.Logf("%s; %d running, %d queued", out, running, queued)
 		}
 		return ok
 	})
-	impossible(t, "the mount's /approvals and web's inbox from a run of ops", func() bool {
-		out := shOut(t, d, "ops", `ls -d "$OXIOS_MNT/agent/ops/inbox" || exit 9
-ls "$OXIOS_MNT/approvals" 2>&1; echo x > "$OXIOS_MNT/agent/web/inbox/m.md" 2>&1; ls "$OXIOS_MNT/agent" | grep -qx web && echo SEEN-WEB`)
-		ok := strings.Contains(out, "/agent/ops/inbox") && strings.Count(out, "No such file or directory")+strings.Count(out, "Directory nonexistent") >= 2 && !strings.Contains(out, "SEEN-WEB")
-		if !ok {
-			t.Logf("out: %s", out)
-		}
-		return ok
-	})
-
 	// Approvals: each attack parks an exec of ls (ask.exec) in the
 	// background of a run, then looks at what the operator is shown.
 	// pending is the pending request whose what holds mark.
@@ -215,4 +194,39 @@ sleep 1; echo "waiting=$(ox-approve ls --json | grep -c flood)"`)
 		}
 		return ok
 	})
+}
+
+// redTeamTalkMount: a run of ops goes after other inboxes and the
+// approvals through the mount (apart from redTeamTalk, whose attacks take
+// longer than the mount's watchdog allows a mounted daemon on a busy
+// machine).
+func redTeamTalkMount(t *testing.T) {
+	m := startMounted(t, daemonOpts{})
+	d := m.daemon
+	c := d.client(t)
+	d.mustOx(t, "", "ox-state", "save", "-a", "web", "secret", "s3cret")
+	d.mustOx(t, "", "ox-state", "save", "-a", "ops", "x", "1")
+	d.mustOx(t, "", "ox-policy", "set", "-a", "ops", sectionPolicy(t, map[string]string{
+		"msg": "send = [\"friend\"]\naccept = [\"*\"]",
+	}))
+	attempt(t, "a message to itself through its inbox on the mount, not on msg.send", func() (bool, bool) {
+		since := auditSeq(t, c)
+		// A shell's > reports a create that fails, not a close: the
+		// refusal must come at the create.
+		out := shOut(t, d, "ops", `echo forged > "$OXIOS_MNT/agent/ops/inbox/m.md"; echo "rc=$?"`)
+		if !strings.Contains(out, "Permission denied") {
+			t.Logf("out: %s", out)
+		}
+		return !strings.Contains(out, "rc=0") && strings.Contains(out, "Permission denied"), auditedSince(t, c, since, proto.OpMsgSend, proto.EPERM, "ops:msg from ops")
+	})
+	impossible(t, "the mount's /approvals and web's inbox from a run of ops", func() bool {
+		out := shOut(t, d, "ops", `ls -d "$OXIOS_MNT/agent/ops/inbox" || exit 9
+ls "$OXIOS_MNT/approvals" 2>&1; echo x > "$OXIOS_MNT/agent/web/inbox/m.md" 2>&1; ls "$OXIOS_MNT/agent" | grep -qx web && echo SEEN-WEB`)
+		ok := strings.Contains(out, "/agent/ops/inbox") && strings.Count(out, "No such file or directory")+strings.Count(out, "Directory nonexistent") >= 2 && !strings.Contains(out, "SEEN-WEB")
+		if !ok {
+			t.Logf("out: %s", out)
+		}
+		return ok
+	})
+
 }

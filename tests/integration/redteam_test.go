@@ -283,6 +283,7 @@ func TestRedTeam(t *testing.T) {
 	t.Run("Sandbox", redTeamSandbox)
 	t.Run("Detach", redTeamDetach)
 	t.Run("Talk", redTeamTalk)
+	t.Run("TalkMount", redTeamTalkMount)
 }
 
 // redTeamLimits: a fork bomb against [limits] processes, memory
