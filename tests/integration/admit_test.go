@@ -6,6 +6,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -156,8 +157,8 @@ func TestAdmissionPerAgent(t *testing.T) {
 	}
 	// The policy's limits.runs = 1 for pb: the next one of pb waits.
 	pol := d.mustOx(t, "", "ox-policy", "show", "-a", "pb")
-	pol = strings.Replace(pol, "runs = 0", "runs = 1", 1)
-	if !strings.Contains(pol, "runs = 1") {
+	pol = regexp.MustCompile(`(?m)^runs = \d+$`).ReplaceAllString(pol, "runs = 1")
+	if !strings.Contains(pol, "\nruns = 1\n") {
 		t.Fatalf("the default policy has no limits.runs:\n%s", pol)
 	}
 	f := filepath.Join(d.dir, "pb.toml")
