@@ -140,14 +140,14 @@ i=0; while [ $i -lt 10 ]; do printf '%s\n' "$big" | ox-remember >/dev/null 2>&1 
 		// The run ends after its try, and the exec that asked with it
 		// (cancelled).
 		out := shOut(t, d, "ops", `ox-exec -- ls / >/dev/null 2>&1 &
-for i in $(seq 100); do id=$(ox-approve ls --json | jq -r "select(.run == \"$OXIOS_RUN\").id"); [ -n "$id" ] && break; sleep 0.1; done
+for i in $(seq 300); do id=$(ox-approve ls --json | jq -r "select(.run == \"$OXIOS_RUN\").id"); [ -n "$id" ] && break; sleep 0.1; done
 ox-approve yes -m mine "$id"; echo "rc=$?"`)
 		return strings.Contains(out, "rc=77"), auditedSince(t, c, since, proto.OpApproveDecide, proto.EPERM, ":a", "approve")
 	})
 	attempt(t, "an approval outliving the run that asked (approved after its caller is gone)", func() (bool, bool) {
 		since := auditSeq(t, c)
 		out := shOut(t, d, "ops", `ox-exec -- ls / >/dev/null 2>&1 &
-for i in $(seq 100); do id=$(ox-approve ls --json | jq -r "select(.run == \"$OXIOS_RUN\").id"); [ -n "$id" ] && break; sleep 0.1; done
+for i in $(seq 300); do id=$(ox-approve ls --json | jq -r "select(.run == \"$OXIOS_RUN\").id"); [ -n "$id" ] && break; sleep 0.1; done
 echo "id=$id"`)
 		_, id, _ := strings.Cut(out, "id=")
 		id = strings.TrimSpace(id)
@@ -166,7 +166,7 @@ echo "id=$id"`)
 	attempt(t, "an approval flood from a run (40 execs asking in the background)", func() (bool, bool) {
 		since := auditSeq(t, c)
 		out := shOut(t, d, "ops", `i=0; while [ $i -lt 40 ]; do ox-exec -- ls /flood$i >/dev/null 2>&1 & i=$((i+1)); done
-for j in $(seq 100); do [ "$(ox-approve ls --json | grep -c flood)" -ge `+strconv.Itoa(approval.MaxPending)+` ] && break; sleep 0.1; done
+for j in $(seq 300); do [ "$(ox-approve ls --json | grep -c flood)" -ge `+strconv.Itoa(approval.MaxPending)+` ] && break; sleep 0.1; done
 sleep 1; echo "waiting=$(ox-approve ls --json | grep -c flood)"`)
 		// The run has ended: its requests go with it (the next attacks
 		// need room for their own).
