@@ -59,6 +59,9 @@ type Message struct {
 	// Read is set once the message was received (Ack); not stored in the
 	// message line.
 	Read bool `json:"-"`
+	// line is the length of the message's line in its inbox's file (for
+	// the quota: see quota.go).
+	line int64
 }
 
 // ErrNotFound is returned for a message id an inbox does not hold.
@@ -141,6 +144,7 @@ func (s *Store) load(agent string) (*box, error) {
 		switch {
 		case l.Msg != nil:
 			m := l.Msg
+			m.line = int64(nl + 1)
 			b.msgs = append(b.msgs, m)
 			b.byID[m.ID] = m
 			if n, ok := idSeq(m.ID); ok && n > s.seq {
@@ -268,11 +272,13 @@ func (s *Store) Send(m Message) (Message, error) {
 		}
 	}
 	m.ID = fmt.Sprintf("m%010d", s.seq+1)
+	before := b.bytes
 	if err := b.appendLine(line{Msg: &m}); err != nil {
 		return Message{}, fmt.Errorf("inbox of %s: %w", m.To, err)
 	}
 	s.seq++
 	stored := m
+	stored.line = b.bytes - before
 	b.msgs = append(b.msgs, &stored)
 	b.byID[m.ID] = &stored
 	close(b.wake)

@@ -42,19 +42,15 @@ func (s *Store) room(b *box, agent string, size, quota int64) error {
 	}
 	// Keep the unread messages, and the newest received ones that fit in
 	// half the quota beside them (the newest message always: its id
-	// carries the sequence of ids across a restart).
+	// carries the sequence of ids across a restart). A message's size is
+	// what its line took (Message.line): a send refused by a full inbox
+	// costs a pass over the inbox, not an encoding of it.
 	keep := make([]bool, len(b.msgs))
-	lines := make([][]byte, len(b.msgs))
 	var unread int64
 	for i, m := range b.msgs {
-		l, err := json.Marshal(line{Msg: m})
-		if err != nil {
-			return err
-		}
-		lines[i] = append(l, '\n')
 		if !m.Read || i == len(b.msgs)-1 {
 			keep[i] = true
-			unread += int64(len(lines[i])) + ackBytes(m)
+			unread += m.line + ackBytes(m)
 		}
 	}
 	if unread+need > quota {
@@ -65,14 +61,14 @@ func (s *Store) room(b *box, agent string, size, quota int64) error {
 		if keep[i] {
 			continue
 		}
-		n := int64(len(lines[i])) + ackBytes(b.msgs[i])
+		n := b.msgs[i].line + ackBytes(b.msgs[i])
 		if kept+n+need > quota/2 {
 			break // and the older ones go too
 		}
 		keep[i] = true
 		kept += n
 	}
-	return s.rewrite(b, agent, keep, lines)
+	return s.rewrite(b, agent, keep)
 }
 
 // ackBytes is the length of m's ack line, if it was received.
@@ -83,20 +79,24 @@ func ackBytes(m *Message) int64 {
 	return int64(len(`{"ack":""}`) + len(m.ID) + 1)
 }
 
-// rewrite replaces b's file with the messages keep says (their lines
-// given), each received one with its ack, durably: a new file synced,
-// renamed over the old one, the folder synced. A crash leaves the old
-// file or the new one. Called with s.mu held.
-func (s *Store) rewrite(b *box, agent string, keep []bool, lines [][]byte) error {
+// rewrite replaces b's file with the messages keep says, each received
+// one with its ack, durably: a new file synced, renamed over the old one,
+// the folder synced. A crash leaves the old file or the new one. Called
+// with s.mu held.
+func (s *Store) rewrite(b *box, agent string, keep []bool) error {
 	var data []byte
 	msgs := make([]*Message, 0, len(b.msgs))
 	for i, m := range b.msgs {
 		if !keep[i] {
-			delete(b.byID, m.ID)
 			continue
 		}
+		l, err := json.Marshal(line{Msg: m})
+		if err != nil {
+			return err
+		}
+		m.line = int64(len(l) + 1)
 		msgs = append(msgs, m)
-		data = append(data, lines[i]...)
+		data = append(append(data, l...), '\n')
 		if m.Read {
 			data = fmt.Appendf(data, "{\"ack\":%q}\n", m.ID)
 		}
@@ -105,9 +105,6 @@ func (s *Store) rewrite(b *box, agent string, keep []bool, lines [][]byte) error
 	tmp := filepath.Join(s.dir, "."+agent+".jsonl.tmp")
 	restore := func(err error) error {
 		// The old file stands, and what b holds with it.
-		for _, m := range b.msgs {
-			b.byID[m.ID] = m
-		}
 		return fmt.Errorf("inbox of %s: dropping received messages: %w", agent, err)
 	}
 	// Opened before it is renamed: the file b appends to from now on is
@@ -126,6 +123,11 @@ func (s *Store) rewrite(b *box, agent string, keep []bool, lines [][]byte) error
 		f.Close()
 		os.Remove(tmp)
 		return restore(err)
+	}
+	for i, m := range b.msgs {
+		if !keep[i] {
+			delete(b.byID, m.ID)
+		}
 	}
 	b.f.Close()
 	b.f, b.msgs, b.bytes = f, msgs, int64(len(data))
