@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/durable"
@@ -163,12 +162,10 @@ func FromAsk(agent, run, op, what string, p *policy.Policy, a *policy.Asked) (Re
 // a terminal show other text than the request holds). Commands come
 // quoted already (policy.Quote).
 func shown(what string) string {
-	for _, r := range what {
-		if r == utf8.RuneError || r != ' ' && !strconv.IsPrint(r) {
-			return strconv.Quote(what)
-		}
+	if proto.Printable(what) {
+		return what
 	}
-	return what
+	return strconv.Quote(what)
 }
 
 // AskTarget is the audit target of the ask that registered r (its what

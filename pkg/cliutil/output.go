@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mattn/go-isatty"
+	"github.com/oxios/oxios/pkg/proto"
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 )
@@ -120,14 +121,7 @@ func cut(line string, width int) string {
 // or a zero-width character would show other text than s holds) and
 // invalid UTF-8 are shown escaped, as Go quotes them.
 func Cell(s string) string {
-	clean := utf8.ValidString(s)
-	for _, r := range s {
-		if !clean || r != ' ' && !strconv.IsPrint(r) {
-			clean = false
-			break
-		}
-	}
-	if clean {
+	if proto.Printable(s) {
 		return s
 	}
 	q := strconv.Quote(s)

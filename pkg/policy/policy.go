@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/BurntSushi/toml"
 
@@ -469,22 +468,11 @@ func (p *Policy) allowed(prog string) bool {
 func Quote(argv []string) string {
 	q := make([]string, len(argv))
 	for i, a := range argv {
-		if a == "" || strings.ContainsAny(a, " \t\n\"'\\"+Metachars) || !printable(a) {
+		if a == "" || strings.ContainsAny(a, " \t\n\"'\\"+Metachars) || !proto.Printable(a) {
 			q[i] = strconv.Quote(a)
 		} else {
 			q[i] = a
 		}
 	}
 	return strings.Join(q, " ")
-}
-
-// printable reports whether s is valid UTF-8 of printable runes and
-// ASCII spaces only (see strconv.IsPrint).
-func printable(s string) bool {
-	for _, r := range s {
-		if r == utf8.RuneError || r != ' ' && !strconv.IsPrint(r) {
-			return false
-		}
-	}
-	return true
 }

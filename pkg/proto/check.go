@@ -1,6 +1,7 @@
 package proto
 
 import (
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -222,4 +223,22 @@ func CheckMemID(id string) *Error {
 		return Errorf(EINVAL, "id %q: first character out of range", id)
 	}
 	return nil
+}
+
+// Printable reports whether s shows as it is on a terminal: valid UTF-8
+// of printable runes (strconv.IsPrint) and ASCII spaces, with no control
+// character, escape sequence, bidirectional override or zero-width
+// character that would make a terminal show other text than s holds.
+// What is not printable is shown Go-quoted (policy.Quote, an approval's
+// what, cliutil.Cell).
+func Printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if r != ' ' && !strconv.IsPrint(r) {
+			return false
+		}
+	}
+	return true
 }

@@ -275,16 +275,15 @@ func (c *conn) serve() {
 	// close. cancel() is deferred: other streams in flight end when the
 	// connection does.
 	stopFollow()
+	// A client that shut its side for writing still reads its answers;
+	// one that is gone (closed, killed) reads nothing: what it waits for
+	// (an approval, an exec) is cancelled.
+	stop := make(chan struct{})
 	if c.nflight.Load() > 0 {
-		// A client that shut its side for writing still reads its
-		// answers; one that is gone (closed, killed) reads nothing: what
-		// it waits for (an approval, an exec) is cancelled.
-		stop := make(chan struct{})
 		go c.watchHangup(cancel, stop)
-		c.inflight.Wait()
-		close(stop)
 	}
 	c.inflight.Wait()
+	close(stop)
 	c.flush()
 }
 
