@@ -160,6 +160,6 @@ func startDaemonConfig(dir, config string) *daemon {
 	cmd := exec.Command(filepath.Join(*binDir, "oxiosd"), "--config", config, "--no-mount", "--log-level", "warn",
 		"--data", filepath.Join(dir, "data"), "--socket", sock)
 	cmd.Stderr = os.Stderr
-	check(cmd.Start())
+	start(cmd)
 	return waitDaemon(cmd, sock)
 }

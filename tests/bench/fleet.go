@@ -32,7 +32,7 @@ func benchFleet(dir string, n int) {
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
 	ns := exec.Command("nats-server", "-a", "127.0.0.1", "-p", fmt.Sprint(port), "-js", "-sd", filepath.Join(dir, "js"))
-	check(ns.Start())
+	start(ns)
 	defer func() { ns.Process.Kill(); ns.Wait() }()
 	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
 	node := func(name string) *daemon {
@@ -42,7 +42,7 @@ func benchFleet(dir string, n int) {
 		cmd := exec.Command(filepath.Join(*binDir, "oxiosd"), "--config", cf, "--no-mount", "--log-level", "warn",
 			"--data", filepath.Join(dir, name), "--socket", sock)
 		cmd.Stderr = os.Stderr
-		check(cmd.Start())
+		start(cmd)
 		return waitDaemon(cmd, sock)
 	}
 	a, b := node("a"), node("b")

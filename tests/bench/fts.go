@@ -56,7 +56,7 @@ func newFTS(dir string, lines []string) *fts {
 	check(err)
 	f.out = bufio.NewReaderSize(stdout, 64<<10)
 	f.cmd.Stderr = os.Stderr
-	check(f.cmd.Start())
+	start(f.cmd)
 	return f
 }
 

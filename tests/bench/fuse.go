@@ -146,7 +146,7 @@ func startMountedDaemon(base string) *daemon {
 	cmd := exec.Command(filepath.Join(*binDir, "oxiosd"), "--config", conf, "--log-level", "warn",
 		"--data", filepath.Join(base, "data"), "--socket", sock, "--mount", mnt)
 	cmd.Stderr = os.Stderr
-	check(cmd.Start())
+	start(cmd)
 	d := &daemon{cmd: cmd, sock: sock}
 	for i := 0; i < 1000; i++ {
 		if _, err := os.Stat(filepath.Join(mnt, "agent")); err == nil {
@@ -276,7 +276,7 @@ func startLoopback(orig, mnt string) *exec.Cmd {
 	cmd := exec.Command(self)
 	cmd.Env = append(os.Environ(), "OXBENCH_LOOPBACK="+orig+":"+mnt)
 	cmd.Stderr = os.Stderr
-	check(cmd.Start())
+	start(cmd)
 	for i := 0; i < 1000; i++ {
 		if ents, err := os.ReadDir(mnt); err == nil && len(ents) > 0 || isMounted(mnt) {
 			return cmd

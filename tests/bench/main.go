@@ -216,7 +216,7 @@ func startEcho(dir string) *exec.Cmd {
 	check(err)
 	cmd := exec.Command(self, "-echo-server", sock)
 	cmd.Stderr = os.Stderr
-	check(cmd.Start())
+	start(cmd)
 	for i := 0; i < 500; i++ {
 		if c, err := net.Dial("unix", sock); err == nil {
 			c.Close()
@@ -275,7 +275,7 @@ func startDaemon(dir string) *daemon {
 	cmd := exec.Command(filepath.Join(*binDir, "oxiosd"), "--config", "", "--no-mount", "--log-level", "warn",
 		"--data", filepath.Join(dir, "data"), "--socket", sock)
 	cmd.Stderr = os.Stderr
-	check(cmd.Start())
+	start(cmd)
 	return waitDaemon(cmd, sock)
 }
 
@@ -355,5 +355,31 @@ func check(err error) {
 
 func fatal(err error) {
 	fmt.Fprintln(os.Stderr, "bench:", err)
+	children.Lock()
+	for _, p := range children.ps {
+		p.Signal(syscall.SIGTERM)
+	}
+	children.Unlock()
+	// A daemon left running would hold a pipe reading the bench's output
+	// open (and its socket): they are stopped, killed if they linger.
+	time.Sleep(time.Second)
+	children.Lock()
+	for _, p := range children.ps {
+		p.Kill()
+	}
 	os.Exit(1)
+}
+
+// children are the processes the bench started, which fatal stops.
+var children struct {
+	sync.Mutex
+	ps []*os.Process
+}
+
+// start starts cmd, which fatal stops if it is still running then.
+func start(cmd *exec.Cmd) {
+	check(cmd.Start())
+	children.Lock()
+	children.ps = append(children.ps, cmd.Process)
+	children.Unlock()
 }

@@ -47,7 +47,7 @@ func startRedis(dir string) *redis {
 	cmd := exec.Command(bin, "--port", "0", "--unixsocket", sock, "--unixsocketperm", "700",
 		"--dir", rdir, "--save", "", "--appendonly", "yes", "--appendfsync", "always",
 		"--daemonize", "no", "--logfile", filepath.Join(rdir, "redis.log"))
-	check(cmd.Start())
+	start(cmd)
 	for i := 0; i < 500; i++ {
 		if c, err := net.Dial("unix", sock); err == nil {
 			c.Close()

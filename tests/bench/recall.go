@@ -155,7 +155,7 @@ func startDaemonIn(dir string) *daemon {
 	cmd := exec.Command(filepath.Join(*binDir, "oxiosd"), "--config", "", "--no-mount", "--log-level", "warn",
 		"--data", filepath.Join(dir, "data"), "--socket", sock)
 	cmd.Stderr = os.Stderr
-	check(cmd.Start())
+	start(cmd)
 	for i := 0; i < 3000; i++ {
 		if c, err := client.Dial(context.Background(), sock); err == nil {
 			c.Close()
