@@ -152,9 +152,14 @@ func (f *Forker) Fork(a proto.ForkArgs, raw []byte, who audit.Actor, uid uint32,
 		return fail(err)
 	}
 	// The files the fork starts with changed (PlanFork), and their
-	// values: at the state now, from the store; at an older commit, from
-	// git.
-	files, err := w.Repo.Files(point, ForkFolder(a.Agent, cow))
+	// values: at the state now, from the store (whose files are HEAD's:
+	// the agent was committed first); at an older commit, from git.
+	var files map[string]string
+	if cow {
+		files, err = liveKernelFiles(w.State, a.Agent)
+	} else {
+		files, err = w.Repo.Files(point, ForkFolder(a.Agent, false))
+	}
 	if err != nil {
 		return failGrafted(err)
 	}
@@ -210,6 +215,27 @@ func (f *Forker) Fork(a proto.ForkArgs, raw []byte, who audit.Actor, uid uint32,
 		AuditSeq: fe.Seq, Time: now.Format(time.RFC3339),
 		Text: fmt.Sprintf("forked %s at %s as %s (%d files)", a.Agent, point[:12], a.Name, n),
 	}, nil
+}
+
+// liveKernelFiles lists the kernel's files of agent in the live store as
+// Repo.Files lists ForkFolder at HEAD (tree path -> blob), without their
+// blobs: a fork at the state now reads their values from the store, and
+// listing the store costs microseconds where reading the trees from git
+// took a sixth of a millisecond, before the graft's commit could begin.
+func liveKernelFiles(st version.Store, agent string) (map[string]string, error) {
+	recs, err := st.List(state.Ref(state.SpaceSys, agent), "")
+	var pe *proto.Error
+	if errors.As(err, &pe) && pe.Code == proto.ENOENT {
+		return nil, nil // no kernel files
+	}
+	if err != nil {
+		return nil, err
+	}
+	files := make(map[string]string, len(recs))
+	for _, r := range recs {
+		files[version.SpacePath(state.SpaceSys, agent, r.Key)] = ""
+	}
+	return files, nil
 }
 
 // ForkExists is the refusal of a fork as name when that agent exists.

@@ -24,15 +24,16 @@ import (
 )
 
 var (
-	binDir   = flag.String("bin", "bin", "directory with the oxiosd binary")
-	dur      = flag.Duration("d", 2*time.Second, "duration of each throughput measurement")
-	idleFor  = flag.Duration("idle", 150*time.Second, "how long to watch an idle daemon's CPU (0 to skip)")
-	only     = flag.String("only", "", "run only benchmarks whose name contains this")
-	rounds   = flag.Int("rounds", 3, "rounds of each row measured against a peer (Redis): the median is reported")
-	echoSrv  = flag.String("echo-server", "", "internal: serve a raw JSON echo on this socket")
-	keep     = flag.Bool("keep", false, "recall: leave the data directory of the recall benchmark (its path is printed), to time restarts by hand")
-	cisi     = flag.String("cisi", "../shared/data/ir/cisi", "recall: the CISI collection, whose text the recall rows use")
-	recall1M = flag.Bool("recall-1m", true, "recall: also measure at 1M memories (about a minute more)")
+	binDir     = flag.String("bin", "bin", "directory with the oxiosd binary")
+	dur        = flag.Duration("d", 2*time.Second, "duration of each throughput measurement")
+	idleFor    = flag.Duration("idle", 150*time.Second, "how long to watch an idle daemon's CPU (0 to skip)")
+	only       = flag.String("only", "", "run only benchmarks whose name contains this")
+	rounds     = flag.Int("rounds", 3, "rounds of each row measured against a peer (Redis): the median is reported")
+	echoSrv    = flag.String("echo-server", "", "internal: serve a raw JSON echo on this socket")
+	keep       = flag.Bool("keep", false, "recall: leave the data directory of the recall benchmark (its path is printed), to time restarts by hand")
+	cisi       = flag.String("cisi", "../shared/data/ir/cisi", "recall: the CISI collection, whose text the recall rows use")
+	forkRounds = flag.Int("fork-rounds", 21, "fork: rounds of a fork and a commit, each the other's baseline")
+	recall1M   = flag.Bool("recall-1m", true, "recall: also measure at 1M memories (about a minute more)")
 )
 
 func main() {
