@@ -29,19 +29,9 @@ type ForkPlan struct {
 	name  string
 }
 
-// ForkFolder is the folder of agent at the fork point whose files
-// PlanFork needs: at the state now (live) only the kernel's files, which
-// the fork starts with changed (its budget and schedules); at an older
-// commit all of them, as every file is copied from git.
-func ForkFolder(agent string, live bool) string {
-	if live {
-		return version.AgentPrefix(agent) + state.SpaceSys + "/"
-	}
-	return version.AgentPrefix(agent)
-}
-
-// PlanFork plans the fork as name of files (path -> blob: the files of
-// ForkFolder at the fork point).
+// PlanFork plans the fork as name of files (path -> blob): at the state
+// now (live), the agent's kernel files (liveKernelFiles); at an older
+// commit, all of the agent's files at it.
 func PlanFork(files map[string]string, name string, live bool) *ForkPlan {
 	p := &ForkPlan{name: name}
 	for path, blob := range files {

@@ -2,6 +2,8 @@ package agenttree
 
 import (
 	"encoding/json"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -33,16 +35,53 @@ func paths(p *ForkPlan) []string {
 	return out
 }
 
+// A fork of the state now lists the kernel's files of the live store,
+// whatever space the agent has, and nothing for an agent without them.
+func TestLiveKernelFiles(t *testing.T) {
+	st, err := state.Open(t.TempDir(), state.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	b := st.Begin()
+	for _, ch := range []*state.Change{
+		{Agent: "a", Space: state.SpaceSys, Key: "budget.json", Value: []byte("{}\n")},
+		{Agent: "a", Space: state.SpaceSys, Key: "schedules/nightly.json", Value: []byte("{}\n")},
+		{Agent: "a", Space: state.SpaceState, Key: "k", Value: []byte("v")},
+		{Agent: "b", Space: state.SpaceState, Key: "k", Value: []byte("v")},
+	} {
+		if err := b.Add(ch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Write(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	b.Publish()
+	files, err := liveKernelFiles(st, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := slices.Sorted(maps.Keys(files))
+	if want := []string{"agents/a/sys/budget.json", "agents/a/sys/schedules/nightly.json"}; !slices.Equal(got, want) {
+		t.Errorf("kernel files of a: %q, want %q", got, want)
+	}
+	if files, err := liveKernelFiles(st, "b"); err != nil || len(files) != 0 {
+		t.Errorf("kernel files of b, which has none: %v, %v", files, err)
+	}
+	plan := PlanFork(files, "c", true)
+	if got := strings.Join(paths(plan), " "); got != "sys/budget.json sys/schedules/nightly.json" {
+		t.Errorf("live fork of a reads %s", got)
+	}
+}
+
 // A fork of the state now needs only its budget and jobs (the live copy
 // holds the rest); at an older commit it needs every file. Either way
 // its jobs are left out of the graft's tree in its second commit.
 func TestPlanFork(t *testing.T) {
-	if got := ForkFolder("a", true); got != version.AgentPrefix("a")+"sys/" {
-		t.Errorf("live folder %q", got)
-	}
-	if got := ForkFolder("a", false); got != version.AgentPrefix("a") {
-		t.Errorf("folder at a commit %q", got)
-	}
 	live := PlanFork(forkFiles, "b", true)
 	if got := strings.Join(paths(live), " "); got != "sys/budget.json sys/schedules/nightly.json sys/schedules/taken-one.json" {
 		t.Errorf("live fork reads %s", got)

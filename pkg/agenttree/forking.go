@@ -158,7 +158,7 @@ func (f *Forker) Fork(a proto.ForkArgs, raw []byte, who audit.Actor, uid uint32,
 	if cow {
 		files, err = liveKernelFiles(w.State, a.Agent)
 	} else {
-		files, err = w.Repo.Files(point, ForkFolder(a.Agent, false))
+		files, err = w.Repo.Files(point, version.AgentPrefix(a.Agent))
 	}
 	if err != nil {
 		return failGrafted(err)
@@ -217,11 +217,13 @@ func (f *Forker) Fork(a proto.ForkArgs, raw []byte, who audit.Actor, uid uint32,
 	}, nil
 }
 
-// liveKernelFiles lists the kernel's files of agent in the live store as
-// Repo.Files lists ForkFolder at HEAD (tree path -> blob), without their
-// blobs: a fork at the state now reads their values from the store, and
-// listing the store costs microseconds where reading the trees from git
-// took a sixth of a millisecond, before the graft's commit could begin.
+// liveKernelFiles lists the kernel's files of agent (its sys space) in
+// the live store as Repo.Files lists a folder (tree path -> blob),
+// without their blobs: all a fork at the state now needs of them (its
+// budget and jobs, which it starts with changed: PlanFork), as it reads
+// their values from the store. Listing the store costs microseconds where
+// reading the trees from git took a sixth of a millisecond, before the
+// graft's commit could begin.
 func liveKernelFiles(st version.Store, agent string) (map[string]string, error) {
 	recs, err := st.List(state.Ref(state.SpaceSys, agent), "")
 	var pe *proto.Error

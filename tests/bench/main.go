@@ -356,17 +356,20 @@ func check(err error) {
 
 func fatal(err error) {
 	fmt.Fprintln(os.Stderr, "bench:", err)
-	children.Lock()
-	for _, p := range children.ps {
-		p.Signal(syscall.SIGTERM)
-	}
-	children.Unlock()
 	// A daemon left running would hold a pipe reading the bench's output
 	// open (and its socket): they are stopped, killed if they linger.
-	time.Sleep(time.Second)
 	children.Lock()
+	running := 0
 	for _, p := range children.ps {
-		p.Kill()
+		if p.Signal(syscall.SIGTERM) == nil {
+			running++
+		}
+	}
+	if running > 0 {
+		time.Sleep(time.Second)
+		for _, p := range children.ps {
+			p.Kill()
+		}
 	}
 	os.Exit(1)
 }
