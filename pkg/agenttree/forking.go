@@ -36,14 +36,18 @@ type Forker struct {
 	Exists func(agent string) bool
 	// Keys counts the keys of a tree (state.Store.Keys).
 	Keys func(ref string) (int, int64)
+	// Prepare begins the copy of a fork's index (state.Store.PrepareFork).
+	Prepare func(*state.Fork)
 	// CommitFirst commits agent's uncommitted state with message, as the
 	// caller.
 	CommitFirst func(agent, message string) error
 	// Apply commits the fork's batch, in one group commit: e (published
 	// as the event proto.EventAgentForked of agent name, with data), the
-	// live copy when fork is not nil, then changes. It returns the first
+	// live copy when fork is not nil, then changes, and commit (the
+	// record of the fork's git commit: version.Prepared.Record), which is
+	// durable with the batch only if all of it is. It returns the first
 	// error of the batch.
-	Apply func(e *audit.Entry, name string, fork *state.Fork, data map[string]string, changes []*state.Change) error
+	Apply func(e *audit.Entry, name string, fork *state.Fork, data map[string]string, changes []*state.Change, commit []byte) error
 	// Forked is told of a fork whose live copy stands (live: a copy of
 	// the state now, whose memories the store copied).
 	Forked func(name string, live bool)
@@ -67,10 +71,21 @@ func (f *Forker) Fork(a proto.ForkArgs, raw []byte, who audit.Actor, uid uint32,
 	if f.Exists(a.Name) {
 		return fail(ForkExists(a.Name))
 	}
+	cow := a.Rev == ""
+	var live *state.Fork
+	if cow {
+		// The copy of the agent's index (about 1 ms of CPU for 10k keys)
+		// begins now, on goroutines of its own, while the rest is worked
+		// out: the batch (state.Batch.AddFork) takes it as it stands.
+		// The agent does not change meanwhile (the committer runs
+		// nothing else), and a fork that fails first leaves the copy to
+		// the collector.
+		live = &state.Fork{From: a.Agent, To: a.Name, Skip: map[string][]string{state.SpaceSys: {jobs.Dir + "/"}}}
+		f.Prepare(live)
+	}
 	if err := w.Rescan(); err != nil {
 		return fail(err)
 	}
-	cow := a.Rev == ""
 	rev := a.Rev
 	if cow {
 		// The state now: what is uncommitted of the agent is committed
@@ -97,25 +112,24 @@ func (f *Forker) Fork(a proto.ForkArgs, raw []byte, who audit.Actor, uid uint32,
 	if err != nil {
 		return fail(err)
 	}
-	// The graft and the live copy are made side by side: both sync to
-	// disk, neither needs the other. The graft begins now and checks the
-	// name is free in HEAD and the agent has a folder at the point; the
-	// live copy waits for that, and meanwhile the rest is worked out:
-	// the copy of the agent's index (state.Fork), what the fork's commit
-	// changes below the graft (the budget used reset, the schedules left
-	// out). The commit's trailers name the audit log as it is now, before
-	// the fork's own entry, as a commit's do (all it holds was recorded up
-	// to there). A crash between the two leaves either the live copy
-	// without its commit (the fork's entry, replayed, has the next commit
-	// compare everything with HEAD: see ForkReplayed) or the commit without
-	// the live copy (NAME exists with no files: ox-fork rm NAME).
+	// The graft's commit is prepared while the rest is worked out: the
+	// graft begins now and checks that the name is free in HEAD and the
+	// agent has a folder at the point, and meanwhile the fork's plan is
+	// made (what its commit changes below the graft: the budget used
+	// reset, the schedules left out). The commit is not written: its
+	// record goes into the journal batch of the fork's live copy, one
+	// fdatasync for both, and it is published once the batch stands (see
+	// version's pending.go), so a crash leaves both or neither. The
+	// commit's trailers name the audit log as it is now, before the
+	// fork's own entry, as a commit's do (all it holds was recorded up to
+	// there).
 	seq, hash := w.Head()
 	trailers := append([]version.Trailer{
 		{Key: version.TrailerForkOf, Value: a.Agent},
 		{Key: version.TrailerForkPoint, Value: point},
 	}, version.AuditTrailers(seq, hash)...)
 	type gitResult struct {
-		cm  version.Commit
+		p   *version.Prepared
 		err error
 	}
 	gitDone := make(chan gitResult, 1)
@@ -123,32 +137,20 @@ func (f *Forker) Fork(a proto.ForkArgs, raw []byte, who audit.Actor, uid uint32,
 	staged := make(chan error, 1)
 	now := time.Now().UTC()
 	go func() {
-		cm, err := w.Repo.Fork(version.ForkOptions{
+		p, err := w.Repo.PrepareFork(version.ForkOptions{
 			From: a.Agent, Name: a.Name, Point: point,
 			Staged:   func(err error) { staged <- err },
 			After:    func() []version.PathChange { return <-afterc },
 			Trailers: trailers, Author: version.Author(uid, agent, now), When: now,
 		})
-		gitDone <- gitResult{cm, err}
+		gitDone <- gitResult{p, err}
 	}()
-	var live *state.Fork
-	if cow {
-		live = &state.Fork{From: a.Agent, To: a.Name, Skip: map[string][]string{state.SpaceSys: {jobs.Dir + "/"}}}
-	}
-	// unfork takes the graft back, if it was made, so that the name is
-	// free again.
-	unfork := func(g gitResult) {
-		if g.cm.Hash == "" {
-			return
-		}
-		if err := w.Repo.Unfork(a.Name, trailers[2:], version.Author(uid, agent, now), now); err != nil {
-			f.Log.Error("fork: taking back the graft of a fork that failed", "fork", a.Name, "err", err)
-		}
-	}
-	// A failure from here on takes the graft back.
+	// A failure from here on drops the prepared commit.
 	failGrafted := func(err error) (proto.ForkRecord, error) {
 		afterc <- nil
-		unfork(<-gitDone)
+		if g := <-gitDone; g.p != nil {
+			g.p.Abort()
+		}
 		return fail(err)
 	}
 	// The files the fork starts with changed (PlanFork), and their
@@ -183,35 +185,36 @@ func (f *Forker) Fork(a proto.ForkArgs, raw []byte, who audit.Actor, uid uint32,
 		return fail(err)
 	}
 	afterc <- plan.After
-	// The copy of the agent's index (about 1 ms of CPU for 10k keys)
-	// begins with the batch (state.Batch.AddFork), once the graft is
-	// staged, not beside it: on two cores it held the graft back that
-	// long, and the fork ends with the graft.
-	err = f.Apply(fe, a.Name, live, map[string]string{"from": a.Agent, "point": point}, changes)
 	g := <-gitDone
+	if g.err != nil {
+		return fail(g.err)
+	}
+	err = f.Apply(fe, a.Name, live, map[string]string{"from": a.Agent, "point": point}, changes, g.p.Record())
 	if err != nil {
-		unfork(g)
+		g.p.Abort()
 		return proto.ForkRecord{}, version.WireError(fmt.Errorf("forking %s: %w", a.Agent, err))
 	}
+	cm := g.p.Publish()
 	f.Forked(a.Name, cow)
 	held.Adopt(copies)
-	if g.err != nil {
-		// The live copy stands without its commit: the next commit
-		// compares everything with HEAD and records it.
-		w.Paths.Lost()
-		return proto.ForkRecord{}, version.WireError(g.err)
-	}
 	// The live state of the fork and its tree in HEAD are equal now.
 	if dirty, err := w.Paths.Under(version.AgentPrefix(a.Name)); err == nil {
 		w.Paths.Clean(dirty)
 	}
+	// The files of the fork: what the live copy copies (its index may
+	// still be on its way in: see state.Store.PrepareFork), and the
+	// kernel's files as the batch left them.
 	n := 0
 	for _, sp := range Spaces {
+		if live != nil && sp != state.SpaceSys {
+			n += live.Copied(sp)
+			continue
+		}
 		m, _ := f.Keys(state.Ref(sp, a.Name))
 		n += m
 	}
 	return proto.ForkRecord{
-		Type: proto.RecordFork, Agent: a.Name, From: a.Agent, Point: point, Commit: g.cm.Hash, Files: n,
+		Type: proto.RecordFork, Agent: a.Name, From: a.Agent, Point: point, Commit: cm.Hash, Files: n,
 		AuditSeq: fe.Seq, Time: now.Format(time.RFC3339),
 		Text: fmt.Sprintf("forked %s at %s as %s (%d files)", a.Agent, point[:12], a.Name, n),
 	}, nil
@@ -255,10 +258,12 @@ func InHead(r *version.Repo, agent string) (bool, error) {
 	return t != "", err
 }
 
-// ForkReplayed is told of each audit entry replayed at start: a fork
-// whose commit a crash may have cut off leaves the live state ahead of
-// HEAD by paths no entry names, so the next commit compares everything
-// with HEAD (it marks paths lost).
+// ForkReplayed is told of each audit entry replayed at start. The fork's
+// commit is replayed with it (its record is in the same batch), so the
+// fork's live state and its tree in HEAD agree; the paths are marked
+// lost all the same, so that the next commit compares everything with
+// HEAD (what a crash cut short is found whatever it was), a cost paid
+// once, after a crash.
 func ForkReplayed(op, result string, paths interface{ Lost() }) {
 	if result == "ok" && op == proto.OpAgentFork {
 		paths.Lost()

@@ -17,7 +17,7 @@ import (
 // A fork at a commit: one commit grafting a's folder as b, its files
 // handed to the batch with the fork's entry, the record naming both; a
 // taken name refused and audited before anything is made; a batch that
-// fails takes the graft back, so the name is free again.
+// fails drops the fork's commit, which never reaches HEAD.
 func TestForker(t *testing.T) {
 	dir := t.TempDir()
 	r, paths, _, err := version.OpenWork(filepath.Join(dir, "repo"), filepath.Join(dir, "uncommitted"))
@@ -47,9 +47,17 @@ func TestForker(t *testing.T) {
 			t.Errorf("a fork at a commit committed %s first", agent)
 			return nil
 		},
-		Apply: func(e *audit.Entry, name string, fork *state.Fork, data map[string]string, changes []*state.Change) error {
+		Apply: func(e *audit.Entry, name string, fork *state.Fork, data map[string]string, changes []*state.Change, commit []byte) error {
 			if fork != nil || !strings.HasPrefix(e.Target, name+":fork a") || data["from"] != "a" {
 				t.Errorf("batch of %s: fork %v, data %v", name, fork, data)
+			}
+			// The fork's commit rides in the batch, and is not the
+			// branch's before the batch stands.
+			if !version.IsCommitRecord(commit) {
+				t.Errorf("batch of %s: no commit record (%q)", name, commit)
+			}
+			if taken, err := InHead(r, name); taken || err != nil {
+				t.Errorf("%s is in HEAD before its batch is durable (%v)", name, err)
 			}
 			entry, applied = e, changes
 			if fail != nil {
@@ -98,7 +106,7 @@ func TestForker(t *testing.T) {
 	if h, _ := r.Resolve("HEAD"); h != head {
 		t.Error("a refused fork made a commit")
 	}
-	// A batch that fails takes the graft back.
+	// A batch that fails drops the prepared commit.
 	fail = errors.New("disk gone")
 	if _, err := fork("c"); err == nil || !strings.Contains(err.Error(), "disk gone") {
 		t.Fatalf("failed batch: %v", err)

@@ -47,6 +47,25 @@ type tx struct {
 	flight bool
 	// fork, when set, is staged before the change: see fork.go.
 	fork *state.Fork
+	// commit, when set, is the record of a git commit that this batch
+	// makes durable (version.Prepared.Record): journaled only if every
+	// transaction of the batch stages, replayed by replayAux.
+	commit []byte
+}
+
+// staged reports whether every transaction of batch staged.
+func staged(batch []*tx) bool {
+	for _, t := range batch {
+		if t.err != nil {
+			return false
+		}
+		for _, s := range t.subs {
+			if s.err != nil {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // submit queues t and, if wait, waits until it is durable (or failed),
@@ -142,13 +161,22 @@ func (k *Kernel) apply(batch []*tx) {
 			entries = append(entries, e)
 		}
 	}
+	var commits [][]byte
 	for _, t := range batch {
+		if t.commit != nil {
+			commits = append(commits, t.commit)
+		}
 		if t.subs == nil {
 			stage(t)
 			continue
 		}
 		for _, s := range t.subs {
 			stage(s)
+		}
+	}
+	if commits != nil && staged(batch) {
+		for _, c := range commits {
+			b.AddAux(c)
 		}
 	}
 	fail := func(err error) {
@@ -261,8 +289,19 @@ func (k *Kernel) appendAudit(entries []*audit.Entry) error {
 }
 
 // replayAux restores, at start, an audit entry that the journal holds
-// (audit.Log.Restore), and marks again what it changed.
+// (audit.Log.Restore), and marks again what it changed; or publishes
+// again a commit whose record it holds and git may not (a fork's: see
+// version.Repo.ReplayCommit).
 func (k *Kernel) replayAux(payload []byte) error {
+	if version.IsCommitRecord(payload) {
+		if ok, err := k.ver.repo.ReplayCommit(payload); err != nil {
+			return err
+		} else if ok {
+			head, _ := k.ver.repo.Head()
+			k.log.Info("a commit the journal held was published again", "head", head)
+		}
+		return nil
+	}
 	e, err := audit.ParseStaged(payload)
 	if err != nil {
 		return err

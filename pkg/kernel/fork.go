@@ -55,13 +55,13 @@ func (k *Kernel) Fork(ctx context.Context, c *Cred, a proto.ForkArgs, raw []byte
 
 // forker is the fork's view of the kernel, for caller c.
 func (k *Kernel) forker(c *Cred, raw []byte) *agenttree.Forker {
-	return &agenttree.Forker{W: k.work(), Exists: k.AgentExists, Keys: k.state.Keys, Log: k.log,
+	return &agenttree.Forker{W: k.work(), Exists: k.AgentExists, Keys: k.state.Keys, Prepare: k.state.PrepareFork, Log: k.log,
 		CommitFirst: func(agent, message string) error {
 			_, err := k.commitNow(c, proto.CommitArgs{Agent: agent, Message: message}, raw)
 			return err
 		},
-		Apply: func(e *audit.Entry, name string, fork *state.Fork, data map[string]string, changes []*state.Change) error {
-			batch := append([]*tx{{entry: e, event: proto.EventAgentForked, agent: name, data: data, fork: fork}}, changeTxs(changes, nil)...)
+		Apply: func(e *audit.Entry, name string, fork *state.Fork, data map[string]string, changes []*state.Change, commit []byte) error {
+			batch := append([]*tx{{entry: e, event: proto.EventAgentForked, agent: name, data: data, fork: fork, commit: commit}}, changeTxs(changes, nil)...)
 			k.commit(batch)
 			for _, err := range txErrs(batch) {
 				if err != nil {

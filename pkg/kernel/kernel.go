@@ -179,6 +179,11 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 		CheckpointBytes: 160 << 20,
 		DiskReserve:     int64(cfg.Limits.DiskReserve),
 		BeforeCheckpoint: func() error {
+			// The commits published from the journal (forks) are
+			// written before it is emptied.
+			if err := k.ver.repo.Flush(); err != nil {
+				return err
+			}
 			if err := alog.Sync(); err != nil {
 				return err
 			}

@@ -123,8 +123,22 @@ func (s *Store) floor() int64 { return s.opts.DiskReserve / 2 }
 func (s *Store) apply(r ref, room *int64) int64 {
 	a := r.a
 	if r.key == "" {
-		// The end of a fork's files: its links are made durable before
-		// any later change of its origin's files is (see fork.go).
+		// The end of a fork's files. A fork published at run time has
+		// its files queued here (see publishFork): its index is
+		// installed first.
+		var freed int64
+		s.qmu.Lock()
+		in := s.installs[r.ver]
+		delete(s.installs, r.ver)
+		s.qmu.Unlock()
+		if in != nil {
+			<-in.ready
+			for _, fr := range in.refs {
+				freed += s.apply(fr, room)
+			}
+		}
+		// Its links are made durable before any later change of its
+		// origin's files is (see fork.go).
 		if s.linked > 0 {
 			if err := s.syncfs(); err != nil {
 				slog.Error("state: syncing a fork's links", "agent", a.name, "err", err)
@@ -132,7 +146,7 @@ func (s *Store) apply(r ref, room *int64) int64 {
 				s.linked = 0
 			}
 		}
-		return overlayPerChange
+		return freed + overlayPerChange
 	}
 	a.mu.RLock()
 	e := a.keys[r.key]

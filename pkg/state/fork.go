@@ -63,12 +63,27 @@ type forkClone struct {
 	// fork. Taken before the clone, it is never less than the clone's:
 	// meanwhile the applier only writes such values to their files.
 	copies int64
+	// n is how many keys the copy has.
+	n int
 }
 
-// prepare begins the copy of From's trees, on goroutines of their own:
-// AddFork calls it, so the copy is made while the batch is written and
-// synced. It is a copy of From as it is now: From must not change until
-// the batch is published (the kernel forks on its committer).
+// Copied is how many keys of space the fork copies, known once the copy
+// has begun (PrepareFork, AddFork), before it is done.
+func (f *Fork) Copied(space string) int {
+	if fcl := f.clones[space]; fcl != nil {
+		return fcl.n
+	}
+	return 0
+}
+
+// PrepareFork begins the copy of From's trees, on goroutines of their
+// own, before f is added to a batch (AddFork does, if nobody did), so the
+// copy is made while the caller works out the rest of the batch and while
+// it is written and synced. It is a copy of From as it is now: From must
+// not change until the batch is published (the kernel forks on its
+// committer).
+func (s *Store) PrepareFork(f *Fork) { s.prepare(f) }
+
 func (s *Store) prepare(f *Fork) {
 	f.clones = map[string]*forkClone{}
 	for _, sp := range Spaces {
@@ -76,8 +91,16 @@ func (s *Store) prepare(f *Fork) {
 		if a == nil {
 			continue
 		}
+		skip := f.Skip[sp]
 		a.mu.RLock()
 		n, links, copies := len(a.keys), a.links, a.unwritten
+		if len(skip) > 0 {
+			for key := range a.keys {
+				if skipped(key, skip) {
+					n--
+				}
+			}
+		}
 		a.mu.RUnlock()
 		if n == 0 {
 			continue
@@ -88,14 +111,14 @@ func (s *Store) prepare(f *Fork) {
 			// files.
 			s.Flush()
 		}
-		fcl := &forkClone{ver: s.seq.Add(1), done: make(chan *forkCopy, 1), copies: copies}
+		fcl := &forkClone{ver: s.seq.Add(1), done: make(chan *forkCopy, 1), copies: copies, n: n}
 		// What a failed link left in the origin's origin: read now.
 		vals, err := s.linkedValues(a)
 		if err != nil {
 			fcl.err = err
 			close(fcl.done)
 		} else {
-			go func(skip []string) { fcl.done <- cloneTree(a, skip, nil, vals, fcl.ver) }(f.Skip[sp])
+			go func() { fcl.done <- cloneTree(a, skip, nil, vals, fcl.ver) }()
 		}
 		f.clones[sp] = fcl
 	}
@@ -201,7 +224,7 @@ func cloneTree(src *agent, skip []string, have map[string]*entry, vals map[strin
 	}
 	ents := make([]entry, len(src.keys)) // one allocation for all
 	for key, e := range src.keys {
-		if _, ok := have[key]; ok || len(skip) > 0 && slices.ContainsFunc(skip, func(p string) bool { return strings.HasPrefix(key, p) }) {
+		if _, ok := have[key]; ok || skipped(key, skip) {
 			drop(key)
 			continue
 		}
@@ -238,9 +261,27 @@ func cloneTree(src *agent, skip []string, have map[string]*entry, vals map[strin
 	return fc
 }
 
+// skipped reports whether key is under one of the prefixes skip.
+func skipped(key string, skip []string) bool {
+	return len(skip) > 0 && slices.ContainsFunc(skip, func(p string) bool { return strings.HasPrefix(key, p) })
+}
+
+// forkInstall is a fork's index on its way in: the applier waits for
+// it at the fork's end (a ref of key "", queued when the fork was
+// published), then links the fork's files (refs).
+type forkInstall struct {
+	ready chan struct{}
+	refs  []ref
+}
+
 // publishFork makes the fork r records (see above) and queues its files
-// for the applier. At run time its index was cloned while the journal
-// was written and synced (see AddFork); at replay it is cloned now.
+// for the applier. At run time its index is being cloned since the fork
+// was prepared (see PrepareFork): the fork's tree stays locked until the
+// clone is installed, on a goroutine of its own, so that whoever reads or
+// changes the fork meanwhile waits for it while the committer does not.
+// Its files are queued now as one ref, the fork's end, so that the
+// applier links them before any later change of the origin, whose ref
+// comes after. At replay the index is cloned now.
 func (s *Store) publishFork(r *record) error {
 	s.mu.Lock()
 	src := s.agents[r.agent]
@@ -249,21 +290,48 @@ func (s *Store) publishFork(r *record) error {
 	if src == nil {
 		return nil
 	}
-	var fc *forkCopy
 	if r.clone != nil {
-		fc = <-r.clone
-	} else {
-		// Replay: src may be a fork replayed before, not linked yet.
-		vals, err := s.linkedValues(src)
-		if err != nil {
-			return fmt.Errorf("state: fork of %s as %s: %w", r.agent, r.key, err)
+		in := &forkInstall{ready: make(chan struct{})}
+		s.qmu.Lock()
+		if s.installs == nil {
+			s.installs = map[uint64]*forkInstall{}
 		}
-		dst.mu.RLock()
-		have := maps.Clone(dst.keys)
-		dst.mu.RUnlock()
-		fc = cloneTree(src, forkSkip(r), have, vals, r.ver)
+		s.installs[r.ver] = in
+		s.qmu.Unlock()
+		dst.mu.Lock()
+		s.enqueue(overlayPerChange, ref{a: dst, ver: r.ver})
+		go func() {
+			fc := <-r.clone
+			refs, cost := s.install(src, dst, fc)
+			in.refs = refs
+			s.enqueue(cost)
+			dst.mu.Unlock() // locked by publishFork
+			close(in.ready)
+		}()
+		return nil
 	}
+	// Replay: src may be a fork replayed before, not linked yet.
+	vals, err := s.linkedValues(src)
+	if err != nil {
+		return fmt.Errorf("state: fork of %s as %s: %w", r.agent, r.key, err)
+	}
+	dst.mu.RLock()
+	have := maps.Clone(dst.keys)
+	dst.mu.RUnlock()
+	fc := cloneTree(src, forkSkip(r), have, vals, r.ver)
 	dst.mu.Lock()
+	refs, cost := s.install(src, dst, fc)
+	dst.mu.Unlock()
+	// The fork's end (key ""): see apply.
+	refs = append(refs, ref{a: dst, ver: r.ver})
+	s.enqueue(cost+overlayPerChange, refs...)
+	return nil
+}
+
+// install makes fc the index of dst, a fork of src, and returns the refs
+// of its files for the applier and what they cost the overlay. With
+// dst.mu held.
+func (s *Store) install(src, dst *agent, fc *forkCopy) ([]ref, int64) {
 	if len(dst.keys) == 0 {
 		// Every entry of a fork is unwritten (pending or linked).
 		dst.keys, dst.dirs, dst.bytes, dst.unwritten = fc.keys, fc.dirs, fc.bytes, fc.bytes
@@ -286,7 +354,6 @@ func (s *Store) publishFork(r *record) error {
 	if dst.links += fc.links; dst.links > 0 {
 		dst.origin = src
 	}
-	dst.mu.Unlock()
 	s.cache.Add(fc.cache)
 	if len(fc.meta) > 0 {
 		s.metaDirty.Store(true)
@@ -295,10 +362,7 @@ func (s *Store) publishFork(r *record) error {
 	for i := range refs {
 		refs[i].a = dst
 	}
-	// The fork's end (key ""): see apply.
-	refs = append(refs, ref{a: dst, ver: r.ver})
-	s.enqueue(fc.cost+overlayPerChange*int64(len(refs)), refs...)
-	return nil
+	return refs, fc.cost + overlayPerChange*int64(len(refs))
 }
 
 // forkSkip is the list of prefixes a fork record leaves out.

@@ -162,6 +162,9 @@ func TestForkPrepared(t *testing.T) {
 	s.prepare(&Fork{From: "a", To: "never"}) // its batch never comes
 	f := &Fork{From: "a", To: "b", Skip: map[string][]string{SpaceState: {"sched/"}}}
 	s.prepare(f)
+	if n, m := f.Copied(SpaceState), f.Copied(SpaceMem); n != 2 || m != 0 {
+		t.Errorf("the prepared fork copies %d keys of state, %d memories; want 2 (sched/ left out) and 0", n, m)
+	}
 	fork(t, s, f, save("b", "extra", "x"))
 	wantValues(t, s, "b", map[string]string{"k": "v", "d/big": big("b"), "extra": "x"})
 	wantValues(t, s, "a", want)
@@ -175,6 +178,53 @@ func TestForkPrepared(t *testing.T) {
 	s.prepare(g)
 	if err := s.Begin().AddFork(g); err == nil || err.Code != proto.ENOENT {
 		t.Errorf("fork of an agent with nothing: %v", err)
+	}
+}
+
+// A fork's index is installed after its batch is published, while the
+// committer goes on: whoever reads or changes the fork meanwhile waits
+// for it, and a change of the origin published right after the fork
+// reaches neither the fork's values nor its files.
+func TestForkInstalledBehind(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const n = 20000
+	cs := make([]*Change, 0, n)
+	for i := range n {
+		cs = append(cs, save("a", fmt.Sprintf("d%02d/k%05d", i%50, i), fmt.Sprint("v", i)))
+	}
+	commit(t, s, cs...)
+	s.Flush()
+	for round := range 3 {
+		to := fmt.Sprint("b", round)
+		fork(t, s, &Fork{From: "a", To: to})
+		key := fmt.Sprintf("d%02d/k%05d", round, round)
+		// At once, before the copy can be in: the origin changes.
+		commit(t, s, save("a", key, "new"))
+		if k, _ := s.Keys(to); k != n {
+			t.Fatalf("%s has %d keys, want %d", to, k, n)
+		}
+		if v, _, err := s.Load(to, key); err != nil || string(v) != fmt.Sprint("v", round) {
+			t.Fatalf("%s/%s = %q %v", to, key, v, err)
+		}
+		commit(t, s, save(to, "mine", "m"))
+	}
+	s.Flush()
+	checkUnwritten(t, s)
+	for round := range 3 {
+		key := fmt.Sprintf("d%02d/k%05d", round, round)
+		wantFiles(t, dir, fmt.Sprint("b", round), map[string]string{key: fmt.Sprint("v", round), "mine": "m", "d49/k19999": "v19999"})
+	}
+	wantFiles(t, dir, "a", map[string]string{"d00/k00000": "new", "d01/k00001": "new"})
+	s.qmu.Lock()
+	left := len(s.installs)
+	s.qmu.Unlock()
+	if left != 0 {
+		t.Errorf("%d installs left after the applier's flush", left)
 	}
 }
 

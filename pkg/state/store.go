@@ -156,16 +156,20 @@ type Store struct {
 	// holds: a fork's key whose link failed -> the origin's key it
 	// links to; held: how many holds each such origin key has. linked:
 	// links made since the applier last synced. Applier only (fork.go).
-	holds   map[fileKey]fileKey
-	held    map[fileKey]int
-	linked  int
-	pending int64 // overlay bytes (see overlayCost)
-	busy    bool  // applier is working on a taken slice
-	closed  bool
-	kick    chan struct{}
-	done    chan struct{}
-	failed  error // sticky journal failure
-	opened  bool  // Open succeeded: Close may save the key snapshot
+	holds  map[fileKey]fileKey
+	held   map[fileKey]int
+	linked int
+	// installs: a fork's version -> its index being installed, whose
+	// files the applier links when it reaches the fork's end (fork.go).
+	// Under qmu.
+	installs map[uint64]*forkInstall
+	pending  int64 // overlay bytes (see overlayCost)
+	busy     bool  // applier is working on a taken slice
+	closed   bool
+	kick     chan struct{}
+	done     chan struct{}
+	failed   error // sticky journal failure
+	opened   bool  // Open succeeded: Close may save the key snapshot
 
 	indexFrom string      // how Open loaded the index: "snapshot" or "walk"
 	metaDirty atomic.Bool // the keys' metadata changed since DATA/index/meta was written

@@ -32,10 +32,11 @@
 // paths) and PlanRestore (a restore's plan from a revision) in work.go;
 // Work (audited.go), the commit, tag, restore and diff against the state
 // of the kernel's syscalls, each audited through the kernel's Auditor;
-// Fork, Unfork,
-// ForkPoint and AgentDiff (a fork's commits, its point, two agents
-// compared) in fork.go. Push (push.go) sends the branch and its tags to
-// a git remote.
+// Fork, PrepareFork, ForkPoint and AgentDiff (a fork's commit, its point,
+// two agents compared) in fork.go. A prepared commit may be published
+// before it is written, its durability the caller's journal's
+// (pending.go). Push (push.go) sends the branch and its tags to a git
+// remote.
 //
 // # Why not go-git's worktree
 //

@@ -42,8 +42,7 @@ type ForkOptions struct {
 	// for it before it copies the agent's live state, while the commit is
 	// written and synced.
 	Staged func(error)
-	// Trailers of the commit; a commit taking the fork back (Unfork) has
-	// all but the first two (the fork's own).
+	// Trailers of the commit.
 	Trailers []Trailer
 	Author   Signature
 	When     time.Time
@@ -54,6 +53,18 @@ type ForkOptions struct {
 // gives below it. One commit, so one pack and one move of the branch,
 // whatever From holds.
 func (r *Repo) Fork(o ForkOptions) (Commit, error) {
+	p, err := r.PrepareFork(o)
+	if err != nil {
+		return Commit{}, err
+	}
+	return p.write()
+}
+
+// PrepareFork builds the fork's commit as Fork does, without writing it:
+// the kernel writes its record in the journal batch of the fork's live
+// copy and publishes it (see pending.go), or drops it if the batch
+// fails, so that git never holds a fork the state does not.
+func (r *Repo) PrepareFork(o ForkOptions) (*Prepared, error) {
 	staged := func(err error) {
 		if o.Staged != nil {
 			o.Staged(err)
@@ -62,9 +73,8 @@ func (r *Repo) Fork(o ForkOptions) (Commit, error) {
 	tx, err := r.Begin()
 	if err != nil {
 		staged(err)
-		return Commit{}, err
+		return nil, err
 	}
-	defer tx.Abort()
 	dst := "agents/" + o.Name
 	cur, err := r.folderAt(dst)
 	if err == nil && cur != zeroID {
@@ -75,48 +85,30 @@ func (r *Repo) Fork(o ForkOptions) (Commit, error) {
 	}
 	staged(err)
 	if err != nil {
-		return Commit{}, err
+		tx.Abort()
+		return nil, err
 	}
 	if o.After != nil {
 		for _, ch := range o.After() {
 			if !strings.HasPrefix(ch.Path, dst+"/") {
-				return Commit{}, fmt.Errorf("%w: a fork changes only its own folder, not %s", ErrBadName, ch.Path)
-			}
-			if ch.Action == Deleted {
+				err = fmt.Errorf("%w: a fork changes only its own folder, not %s", ErrBadName, ch.Path)
+			} else if ch.Action == Deleted {
 				err = tx.Delete(ch.Path)
 			} else {
 				err = tx.Put(ch.Path, []byte(ch.To))
 			}
 			if err != nil {
-				return Commit{}, err
+				tx.Abort()
+				return nil, err
 			}
 		}
 	}
-	return tx.Commit(CommitOptions{
+	return tx.Prepare(CommitOptions{
 		Message:   fmt.Sprintf("Fork %s at %s as %s", o.From, o.Point[:12], o.Name),
 		Trailers:  o.Trailers,
 		Author:    o.Author,
 		Committer: Daemon(o.When),
 	})
-}
-
-// Unfork takes back the graft of a fork whose live copy failed.
-func (r *Repo) Unfork(name string, trailers []Trailer, author Signature, when time.Time) error {
-	tx, err := r.Begin()
-	if err != nil {
-		return err
-	}
-	if err := tx.DeleteTree("agents/" + name); err != nil {
-		tx.Abort()
-		return err
-	}
-	_, err = tx.Commit(CommitOptions{
-		Message:   fmt.Sprintf("Take back the fork %s: its live copy failed", name),
-		Trailers:  trailers,
-		Author:    author,
-		Committer: Daemon(when),
-	})
-	return err
 }
 
 // ForkFile is one file a fork starts with: its tree path's space and

@@ -79,13 +79,6 @@ func TestForkGraftsAndFindsItsPoint(t *testing.T) {
 	if len(recs) != 1 || recs[0].Path != "sys/budget.json" {
 		t.Fatalf("%+v", recs)
 	}
-
-	if err := r.Unfork("b", trailers[2:], opts("").Author, testTime); err != nil {
-		t.Fatal(err)
-	}
-	if fs := mustFiles(t, r, "HEAD", "agents/b/"); len(fs) != 0 {
-		t.Fatal(fs)
-	}
 }
 
 // ReadFork reads many files on several goroutines, few on the caller's,

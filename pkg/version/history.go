@@ -337,6 +337,10 @@ func (r *Repo) Tag(name, rev string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// A tag names only written commits.
+	if err := r.Flush(); err != nil {
+		return "", err
+	}
 	r.refMu.Lock()
 	defer r.refMu.Unlock()
 	ref := "refs/tags/" + name

@@ -48,6 +48,30 @@ type odb struct {
 	packs []*pack          // recently written first
 	known map[string]*pack // by base path
 	loose [256]bool        // objects/xx exists
+	// mem holds the objects of published commits not yet written (see
+	// pending.go).
+	mem map[oid]object
+}
+
+// hold makes objs readable before they are written.
+func (db *odb) hold(objs []object) {
+	db.mu.Lock()
+	if db.mem == nil {
+		db.mem = make(map[oid]object, len(objs))
+	}
+	for _, o := range objs {
+		db.mem[o.id] = o
+	}
+	db.mu.Unlock()
+}
+
+// release forgets held objects once a pack has them.
+func (db *odb) release(objs []object) {
+	db.mu.Lock()
+	for _, o := range objs {
+		delete(db.mem, o.id)
+	}
+	db.mu.Unlock()
 }
 
 // pack is one packfile with its index kept in memory.
@@ -254,6 +278,9 @@ func (db *odb) close() error {
 func (db *odb) has(id oid) bool {
 	db.mu.RLock()
 	defer db.mu.RUnlock()
+	if _, ok := db.mem[id]; ok {
+		return true
+	}
 	for _, p := range db.packs {
 		if _, ok := p.find(id); ok {
 			return true
@@ -303,6 +330,9 @@ func (db *odb) readType(id oid, want objType) ([]byte, error) {
 }
 
 func (db *odb) readLocked(id oid, depth int) (objType, []byte, error) {
+	if o, ok := db.mem[id]; ok {
+		return o.typ, o.data, nil
+	}
 	for _, p := range db.packs {
 		if i, ok := p.find(id); ok {
 			return db.readPacked(p, p.offset(i), depth)
@@ -483,6 +513,11 @@ func (db *odb) withPrefix(prefix string) ([]oid, error) {
 	}
 	seen := map[oid]bool{}
 	db.mu.RLock()
+	for id := range db.mem {
+		if strings.HasPrefix(id.String(), prefix) {
+			seen[id] = true
+		}
+	}
 	for _, p := range db.packs {
 		lo, hi := p.bucket(first[0])
 		for i := lo; i < hi; i++ {

@@ -26,6 +26,10 @@ func CheckRemote(remote string) *proto.Error {
 // environment (an ssh agent, ~/.ssh of its user).
 func (r *Repo) Push(ctx context.Context, remote string) (proto.PushRecord, error) {
 	rec := proto.PushRecord{Type: proto.RecordPush, Remote: remote}
+	// go-git reads the files: what was published is written first.
+	if err := r.Flush(); err != nil {
+		return rec, proto.Errorf(proto.EIO, "version.push: %v", err)
+	}
 	var err error
 	// A commit may land between the listing of packs and the ref read
 	// (the committer writes packs go-git did not list): once more.

@@ -24,6 +24,11 @@ const maxSymrefDepth = 5
 // ref does not exist. A loose ref file wins over packed-refs, as in git.
 func (r *Repo) readRef(name string) (id oid, ok bool, err error) {
 	for range maxSymrefDepth {
+		if name == r.branch {
+			if h, ok := r.pendingHead(); ok {
+				return h, true, nil // published, not yet written
+			}
+		}
 		b, err := os.ReadFile(filepath.Join(r.gitDir, filepath.FromSlash(name)))
 		switch {
 		case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENOTDIR):

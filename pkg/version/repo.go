@@ -55,7 +55,14 @@ type Repo struct {
 	rootFor  oid      // the commit the committer's cache describes
 	maxPacks int
 
-	refMu    sync.Mutex // serializes ref writes
+	refMu sync.Mutex // serializes ref writes
+	// The commits published and not yet written (pending.go): the head
+	// they lead to (zero: none) and their objects, in order.
+	pendMu   sync.Mutex
+	pendHead oid
+	pendObjs []object
+	flushing bool
+	flushes  sync.WaitGroup
 	tagMu    sync.Mutex
 	tagCache map[string][]string // commit -> tags; nil: not read yet
 	mu       sync.RWMutex
@@ -167,9 +174,17 @@ func (r *Repo) Close() error {
 		r.mu.Unlock()
 		return nil
 	}
+	r.mu.Unlock()
+	// What was published is written before the files close.
+	r.flushes.Wait()
+	ferr := r.Flush()
+	r.mu.Lock()
 	r.closed = true
 	r.mu.Unlock()
-	return r.db.close()
+	if err := r.db.close(); ferr == nil {
+		ferr = err
+	}
+	return ferr
 }
 
 func (r *Repo) checkOpen() error {

@@ -163,46 +163,85 @@ func (tx *Tx) Changed() []PathChange {
 // a crash in between leaves the commit without its tag, and a failure
 // there returns the Commit together with the error.
 func (tx *Tx) Commit(o CommitOptions) (Commit, error) {
-	if tx.done {
-		return Commit{}, ErrTxDone
+	p, err := tx.prepare(o)
+	if err != nil {
+		tx.Abort()
+		return Commit{}, err
 	}
-	defer tx.Abort()
+	return p.write()
+}
+
+// Prepared is a commit built and not yet written: its objects and its
+// hash are known. Write makes it durable in the repository itself;
+// Publish makes it the branch's head at once, its durability the
+// caller's (see pending.go); Abort drops it. Each ends the transaction.
+type Prepared struct {
+	tx      *Tx
+	o       CommitOptions
+	tagRef  string
+	id      oid
+	newRoot *dirNode
+	objs    *objectSet
+	changed []PathChange
+	msg     string
+}
+
+// Prepare builds the commit the transaction would make, as Commit does,
+// without writing anything: see Prepared. A commit that is to be
+// published (Prepared.Publish) may not create a tag.
+func (tx *Tx) Prepare(o CommitOptions) (*Prepared, error) {
+	if o.Tag != "" {
+		tx.Abort()
+		return nil, fmt.Errorf("%w: a prepared commit creates no tag", ErrBadName)
+	}
+	p, err := tx.prepare(o)
+	if err != nil {
+		tx.Abort()
+		return nil, err
+	}
+	return p, nil
+}
+
+func (tx *Tx) prepare(o CommitOptions) (*Prepared, error) {
+	if tx.done {
+		return nil, ErrTxDone
+	}
 	r := tx.r
 	if err := r.checkOpen(); err != nil {
-		return Commit{}, err
+		return nil, err
 	}
 	changed, err := tx.graftChanges()
 	if err != nil {
-		return Commit{}, err
+		return nil, err
 	}
 	changed = append(tx.Changed(), changed...)
 	slices.SortFunc(changed, func(a, b PathChange) int { return strings.Compare(a.Path, b.Path) })
 	if len(changed) == 0 && !o.AllowEmpty {
-		return Commit{}, ErrNothingToCommit
+		return nil, ErrNothingToCommit
 	}
 	msg, err := buildMessage(o.Message, o.Trailers)
 	if err != nil {
-		return Commit{}, err
+		return nil, err
 	}
 	if o.Author, err = o.Author.normalize("author"); err != nil {
-		return Commit{}, err
+		return nil, err
 	}
 	if o.Committer == (Signature{}) {
 		o.Committer = o.Author
 	} else if o.Committer, err = o.Committer.normalize("committer"); err != nil {
-		return Commit{}, err
+		return nil, err
 	}
 	tagRef := ""
 	if o.Tag != "" {
 		if err := CheckTagName(o.Tag); err != nil {
-			return Commit{}, err
+			return nil, err
 		}
 		tagRef = "refs/tags/" + o.Tag
 		if taken, err := r.refExists(tagRef); err != nil || taken {
 			if err == nil {
 				err = fmt.Errorf("tag %s: %w", o.Tag, ErrExists)
 			}
-			return Commit{}, err
+			return nil, err
 		}
 	}
 
@@ -224,11 +263,11 @@ func (tx *Tx) Commit(o CommitOptions) (Commit, error) {
 	}
 	root, err := r.rootNode()
 	if err != nil {
-		return Commit{}, err
+		return nil, err
 	}
 	newRoot, err := r.build(root, top, "", objs)
 	if err != nil {
-		return Commit{}, err
+		return nil, err
 	}
 	if newRoot == nil {
 		newRoot = &dirNode{id: emptyTree}
@@ -237,11 +276,42 @@ func (tx *Tx) Commit(o CommitOptions) (Commit, error) {
 	data := encodeCommit(newRoot.id, tx.parent, o.Author, o.Committer, msg)
 	id := hashObject(objCommit, data)
 	objs.add(objCommit, id, data)
+	return &Prepared{tx: tx, o: o, tagRef: tagRef, id: id, newRoot: newRoot, objs: objs, changed: changed, msg: msg}, nil
+}
 
+// Hash is the hash the commit has (and will have once written).
+func (p *Prepared) Hash() string { return p.id.String() }
+
+// Abort drops the commit and ends the transaction.
+func (p *Prepared) Abort() { p.tx.Abort() }
+
+// describe is the Commit the prepared commit is.
+func (p *Prepared) describe() Commit {
+	o := p.o
+	cd := commitData{tree: p.newRoot.id, author: o.Author, committer: o.Committer, message: p.msg}
+	if p.tx.parent != zeroID {
+		cd.parents = []oid{p.tx.parent}
+	}
+	cd.author.When = cd.author.When.Truncate(time.Second)
+	cd.committer.When = cd.committer.When.Truncate(time.Second)
+	return describe(p.id, cd, p.changed)
+}
+
+// write writes the objects (with the published ones not yet written: see
+// pending.go) and moves the branch, durably, and ends the transaction.
+func (p *Prepared) write() (Commit, error) {
+	tx, o, id := p.tx, p.o, p.id
+	defer tx.Abort()
+	r := tx.r
 	// The branch's lock file is written and fsynced while the pack is:
 	// the fsyncs overlap. It is renamed over the branch only once the
 	// pack is in place, so the branch never names objects a crash lost.
 	r.refMu.Lock()
+	held := r.pendingObjects()
+	list := p.objs.list
+	if len(held) > 0 {
+		list = append(slices.Clip(list), held...)
+	}
 	staged := make(chan error, 1)
 	var ref *durable.Staged
 	go func() {
@@ -249,7 +319,7 @@ func (tx *Tx) Commit(o CommitOptions) (Commit, error) {
 		ref, err = r.stageRef(r.branch, id)
 		staged <- err
 	}()
-	err = r.db.writePack(objs.list)
+	err := r.db.writePack(list)
 	if serr := <-staged; err == nil && serr != nil {
 		err = fmt.Errorf("commit: %w", serr)
 	} else if err != nil {
@@ -263,29 +333,25 @@ func (tx *Tx) Commit(o CommitOptions) (Commit, error) {
 	} else if ref != nil {
 		ref.Drop()
 	}
+	if err == nil {
+		r.written(len(held))
+	}
 	r.refMu.Unlock()
 	if err != nil {
 		return Commit{}, err
 	}
-	r.root, r.rootFor = newRoot, id
+	r.root, r.rootFor = p.newRoot, id
+	res := p.describe()
 
-	cd := commitData{tree: newRoot.id, author: o.Author, committer: o.Committer, message: msg}
-	if tx.parent != zeroID {
-		cd.parents = []oid{tx.parent}
-	}
-	cd.author.When = cd.author.When.Truncate(time.Second)
-	cd.committer.When = cd.committer.When.Truncate(time.Second)
-	res := describe(id, cd, changed)
-
-	if tagRef != "" {
+	if p.tagRef != "" {
 		// Checked again: Tag may have taken the name meanwhile.
 		r.refMu.Lock()
-		taken, err := r.refExists(tagRef)
+		taken, err := r.refExists(p.tagRef)
 		if err == nil && taken {
 			err = fmt.Errorf("tag %s: %w", o.Tag, ErrExists)
 		}
 		if err == nil {
-			err = r.writeRef(tagRef, id)
+			err = r.writeRef(p.tagRef, id)
 		}
 		r.refMu.Unlock()
 		r.forgetTags()

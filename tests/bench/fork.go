@@ -14,9 +14,13 @@ import (
 // a commit of 10 changed keys of the same agent, both through oxiosd in
 // the same run (target: a fork costs no more than that commit). The fork
 // is a graft in git (the new agent's folder points at the old one's
-// tree), plus one journal batch for the live copy; the agent is removed
-// again after each round, and its files with it (not timed). The two
-// take turns going first, so that neither always follows the other.
+// tree) and a copy of the agent's index, both durable in one journal
+// batch; git's files get the graft, and the fork its index, right after
+// the reply, in the background. The agent is removed again after each
+// round, and its files with it (not timed): the removal commits twice,
+// so it waits for both, and the next round's commit never shares the
+// machine with them. The two take turns going first, so that neither
+// always follows the other.
 func benchFork(sock string) {
 	const agent = "forksrc"
 	keys := make(chan int, commitFiles)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -121,6 +122,76 @@ func TestForkKill9(t *testing.T) {
 	c = d.client(t)
 	wantState(t, c, "orig", orig)
 	wantState(t, c, "copy", fork)
+}
+
+// TestForkKill9BeforeItsCommitIsWritten forks while git's pack folder
+// refuses every write (chattr +i, as root), so the fork's commit, made
+// durable by the journal batch of its live copy, cannot reach a pack,
+// then kills oxiosd with SIGKILL. After the restart the commit the fork
+// acknowledged is HEAD's, in the files git reads, and the repository is
+// whole.
+func TestForkKill9BeforeItsCommitIsWritten(t *testing.T) {
+	t.Parallel()
+	dir := shortTempDir(t)
+	d := startDaemon(t, daemonOpts{dir: dir})
+	c := d.client(t)
+	ctx := context.Background()
+	for i := range 20 {
+		if _, err := c.StateSave(ctx, "orig", fmt.Sprintf("k%02d", i), []byte(fmt.Sprint("v", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.mustOx(t, "", "ox-commit", "-a", "orig", "-m", "before the fork")
+	repo := filepath.Join(dir, "data", "repo")
+	before := strings.TrimSpace(git(t, repo, "rev-parse", "HEAD"))
+	packs := filepath.Join(repo, ".git", "objects", "pack")
+	if out, err := exec.Command("chattr", "+i", packs).CombinedOutput(); err != nil {
+		t.Skipf("chattr +i %s: %v %s (needs root and a file system with the flag)", packs, err, out)
+	}
+	t.Cleanup(func() { exec.Command("chattr", "-i", packs).Run() })
+
+	rec, err := c.Fork(ctx, proto.ForkArgs{Agent: "orig", Name: "copy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Acknowledged and HEAD for the daemon's readers, in no file yet.
+	if !strings.Contains(d.mustOx(t, "", "ox-commit", "log", "-a", "copy", "-n", "1", "--json"), rec.Commit) {
+		t.Errorf("ox-commit log does not show the fork's commit %s", rec.Commit)
+	}
+	if h := strings.TrimSpace(git(t, repo, "rev-parse", "HEAD")); h != before {
+		t.Fatalf("git's HEAD moved to %s with its pack folder immutable", h)
+	}
+	waitFor(t, "the background write of the fork's commit to fail", func() bool {
+		return strings.Contains(d.stderr.String(), "writing a published commit failed")
+	})
+	d.kill9()
+	if out, err := exec.Command("chattr", "-i", packs).CombinedOutput(); err != nil {
+		t.Fatalf("chattr -i: %v %s", err, out)
+	}
+
+	d = startDaemon(t, daemonOpts{dir: dir})
+	c = d.client(t)
+	if !strings.Contains(d.stderr.String(), "a commit the journal held was published again") {
+		t.Errorf("the restart did not replay the fork's commit; stderr:\n%s", d.stderr.String())
+	}
+	if h := strings.TrimSpace(git(t, repo, "rev-parse", "HEAD")); h != rec.Commit {
+		t.Fatalf("git's HEAD after the restart is %s, the fork acknowledged %s (before it: %s)", h, rec.Commit, before)
+	}
+	if of := git(t, repo, "log", "-1", "--format=%(trailers:key=Oxios-Fork-Of,valueonly)", rec.Commit); strings.TrimSpace(of) != "orig" {
+		t.Errorf("the fork commit's Oxios-Fork-Of: %q", of)
+	}
+	git(t, repo, "fsck", "--strict", "--no-dangling")
+	// The fork goes on from its commit.
+	if _, err := c.StateSave(ctx, "copy", "k00", []byte("copy's")); err != nil {
+		t.Fatal(err)
+	}
+	next := parseCommit(t, d.mustOx(t, "", "ox-commit", "-a", "copy", "-m", "after"))
+	if next.Parent != rec.Commit || next.changed() != "m agents/copy/state/k00" {
+		t.Errorf("the fork's next commit: %+v", next)
+	}
+	if v, _, err := c.StateLoad(ctx, "copy", "k19"); err != nil || string(v) != "v19" {
+		t.Errorf("copy/k19 = %q %v", v, err)
+	}
 }
 
 // TestForkIsolation changes the origin and the fork after a fork, before
