@@ -3,6 +3,7 @@ package integration
 import (
 	"encoding/json"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -72,7 +73,11 @@ func TestForkDivergeDiffRemove(t *testing.T) {
 		t.Fatalf("exp's memory: %q", r)
 	}
 	// The fork commit's trailers name the fork point, and git agrees the
-	// trees are one object.
+	// trees are one object. git's files get the commit in the
+	// background, milliseconds after the reply (ox-fork(1)).
+	waitFor(t, "the fork's commit in git's files", func() bool {
+		return exec.Command("git", "-C", repo, "cat-file", "-e", rec.Commit).Run() == nil
+	})
 	msg := git(t, repo, "log", "-1", "--format=%B", rec.Commit+"~0")
 	if !strings.Contains(git(t, repo, "log", "--format=%B"), "Oxios-Fork-Point: "+rec.Point) {
 		t.Fatalf("no fork trailer in the log; last: %s", msg)
