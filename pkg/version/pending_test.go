@@ -2,6 +2,7 @@ package version
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -153,4 +154,36 @@ func TestCloseWritesPublished(t *testing.T) {
 		t.Fatalf("HEAD %s after close, want %s", h, cm.Hash)
 	}
 	fsck(t, dir)
+}
+
+// Forks published one after another while the background flush writes
+// the earlier ones: each is a commit on the one before, and git's files
+// end at the last, whole.
+func TestPublishedInARow(t *testing.T) {
+	needGit(t)
+	r := open(t)
+	change(t, r, map[string][]byte{"agents/a/state/k": []byte("v\n")}, "one")
+	var hashes []string
+	for i := range 20 {
+		cm := prepareFork(t, r, fmt.Sprint("f", i)).Publish()
+		if len(hashes) > 0 && cm.Parent != hashes[len(hashes)-1] {
+			t.Fatalf("fork %d: parent %s, want %s", i, cm.Parent, hashes[len(hashes)-1])
+		}
+		hashes = append(hashes, cm.Hash)
+		if i == 10 {
+			// A commit in the middle writes what is pending with its own.
+			hashes = append(hashes, change(t, r, map[string][]byte{"agents/f3/state/k": []byte("w\n")}, "mid").Hash)
+		}
+	}
+	r.flushes.Wait()
+	if h := gitHead(t, r); h != hashes[len(hashes)-1] {
+		t.Fatalf("git HEAD %s, want %s", h, hashes[len(hashes)-1])
+	}
+	if n := strings.Count(git(t, r.Dir(), "rev-list", "HEAD"), "\n"); n != len(hashes)+1 {
+		t.Fatalf("%d commits in git's history, want %d", n, len(hashes)+1)
+	}
+	fsck(t, r.Dir())
+	if fs := mustFiles(t, r, "HEAD", "agents/"); len(fs) != 21 || fs["agents/f3/state/k"] != BlobHash([]byte("w\n")) {
+		t.Fatalf("files at HEAD: %v", fs)
+	}
 }
