@@ -295,6 +295,9 @@ func TestScheduleOverlapSkip(t *testing.T) {
 // the other, and every later commit with them.
 func TestForkWithScheduleChangesDoesNotDeadlock(t *testing.T) {
 	k := testKernel(t, t.TempDir(), nil)
+	// Closed before the folder is removed: the forks' commits reach git
+	// in the background.
+	defer k.Close()
 	ctx := context.Background()
 	admin := &Cred{UID: uint32(os.Getuid()), Admin: true}
 	if _, err := k.StateSave(ctx, admin, proto.StateSaveArgs{Agent: "src", Key: "k", Value: "v"}, nil); err != nil {
