@@ -25,7 +25,13 @@ func benchServer(b *testing.B) *client.Client {
 }
 
 // benchServerAt is benchServer, and the server's socket.
-func benchServerAt(b *testing.B) (*client.Client, string) {
+func benchServerAt(b testing.TB) (*client.Client, string) {
+	c, sock, _ := serverAt(b)
+	return c, sock
+}
+
+// serverAt is benchServerAt, and the server.
+func serverAt(b testing.TB) (*client.Client, string, *server.Server) {
 	dir := b.TempDir()
 	cfg := config.Default()
 	cfg.Data = filepath.Join(dir, "data")
@@ -51,7 +57,7 @@ func benchServerAt(b *testing.B) (*client.Client, string) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { c.Close() })
-	return c, cfg.Socket
+	return c, cfg.Socket, srv
 }
 
 func newServer(k *kernel.Kernel, log *slog.Logger) *server.Server {
