@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"runtime"
 	"sync"
 	"time"
 
@@ -188,7 +187,7 @@ func (c *conn) waitReadable() error {
 		n, rerr = unix.Read(int(fd), c.primed.buf[:])
 		if rerr == unix.EAGAIN && c.spinSkip > 0 {
 			c.spinSkip--
-		} else if rerr == unix.EAGAIN && spinCPUs && c.s.working.Load() == 0 && c.s.spinning.CompareAndSwap(false, true) {
+		} else if rerr == unix.EAGAIN && c.s.working.Load() == 0 && c.s.spinning.CompareAndSwap(false, true) {
 			n, rerr = c.spin(fd)
 			c.s.spinning.Store(false)
 			if rerr == unix.EAGAIN {
@@ -217,10 +216,6 @@ func (c *conn) waitReadable() error {
 // again and again, before it parks: about the time a client takes to send
 // the next one after its answer.
 const spinFor = 30 * time.Microsecond
-
-// spinCPUs: there is a CPU to spin on besides the one the client needs
-// to send its next request.
-var spinCPUs = runtime.GOMAXPROCS(0) > 1
 
 // spinBackoff is how many waits a connection parks at once after a spin
 // that its client did not end.
