@@ -25,13 +25,7 @@ func benchServer(b *testing.B) *client.Client {
 }
 
 // benchServerAt is benchServer, and the server's socket.
-func benchServerAt(b testing.TB) (*client.Client, string) {
-	c, sock, _ := serverAt(b)
-	return c, sock
-}
-
-// serverAt is benchServerAt, and the server.
-func serverAt(b testing.TB) (*client.Client, string, *server.Server) {
+func benchServerAt(b *testing.B) (*client.Client, string) {
 	dir := b.TempDir()
 	cfg := config.Default()
 	cfg.Data = filepath.Join(dir, "data")
@@ -57,7 +51,7 @@ func serverAt(b testing.TB) (*client.Client, string, *server.Server) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { c.Close() })
-	return c, cfg.Socket, srv
+	return c, cfg.Socket
 }
 
 func newServer(k *kernel.Kernel, log *slog.Logger) *server.Server {

@@ -110,9 +110,8 @@ func (c *conn) dispatch(ctx context.Context, line []byte, held int64, r *bufio.R
 	c.sem <- struct{}{}
 	c.inflight.Add(1)
 	c.nflight.Add(1)
-	c.s.working.Add(1)
 	go func() {
-		defer func() { c.s.working.Add(-1); c.nflight.Add(-1); <-c.sem; c.inflight.Done() }()
+		defer func() { c.nflight.Add(-1); <-c.sem; c.inflight.Done() }()
 		res, err := c.call(ctx, h.Serve, &call{c: c, req: req})
 		c.s.buffered.give(held)
 		c.wmu.Lock()

@@ -185,17 +185,6 @@ func (c *conn) waitReadable() error {
 	var n int
 	err = rc.Read(func(fd uintptr) bool {
 		n, rerr = unix.Read(int(fd), c.primed.buf[:])
-		if rerr == unix.EAGAIN && c.spinSkip > 0 {
-			c.spinSkip--
-		} else if rerr == unix.EAGAIN && c.s.working.Load() == 0 && c.s.spinning.CompareAndSwap(false, true) {
-			n, rerr = c.spin(fd)
-			c.s.spinning.Store(false)
-			if rerr == unix.EAGAIN {
-				// Its client takes longer than a spin: the next few
-				// waits park at once.
-				c.spinSkip = spinBackoff
-			}
-		}
 		if rerr == unix.EAGAIN || rerr == unix.EINTR {
 			return false
 		}
@@ -210,37 +199,6 @@ func (c *conn) waitReadable() error {
 	// n == 0 is the end of the stream: the reader will find it again.
 	c.primed.b = c.primed.buf[:n]
 	return nil
-}
-
-// spinFor is how long a connection waits for its next request, reading
-// again and again, before it parks: about the time a client takes to send
-// the next one after its answer.
-const spinFor = 30 * time.Microsecond
-
-// spinBackoff is how many waits a connection parks at once after a spin
-// that its client did not end.
-const spinBackoff = 2
-
-// spin reads fd until it has something, for spinFor at most, and stops
-// as soon as another connection or request is being served. A client
-// that sends one request after the other (a shell loop of ox-*
-// commands, a run's tool calls) then finds the daemon still running.
-// Parked, the connection is woken by the netpoller on a CPU that was let
-// halt meanwhile, and on this project's 2-core VM that took longer than
-// the request itself. With one connection of sequential 100-byte reads,
-// alternating 5 s runs of each build: 30.5k/s against 19.9k/s without
-// spinning, and less CPU per read; a 16-deep pipeline and 64 clients
-// saving were unchanged. Only one connection spins at a time, and none
-// while anything else is served: without that check, 64 clients saving
-// lost 30% of their rate to the spinner.
-func (c *conn) spin(fd uintptr) (int, error) {
-	deadline := time.Now().Add(spinFor)
-	for {
-		n, err := unix.Read(int(fd), c.primed.buf[:])
-		if err != unix.EAGAIN || c.s.working.Load() != 0 || !time.Now().Before(deadline) {
-			return n, err
-		}
-	}
 }
 
 // primedReader is the connection as its read buffer sees it: the bytes

@@ -43,13 +43,6 @@ type Server struct {
 	lineTimeout     time.Duration
 	idleTimeout     time.Duration // 0: none
 	drainingForRead atomic.Bool
-	// working counts what is being served now: connections reading or
-	// serving a request, and requests served on goroutines of their
-	// own. A connection waits for its next request spinning only when
-	// nothing else is (see waitReadable); spinning marks the one that
-	// does.
-	working  atomic.Int32
-	spinning atomic.Bool
 
 	mu       sync.Mutex
 	lns      []net.Listener
@@ -190,10 +183,6 @@ type conn struct {
 	state atomic.Int32  // connBusy, connIdle, connEvicted
 	since atomic.Int64  // when it last became idle (unix nanos)
 	r     *bufio.Reader // nil while idle
-	// working: counted in Server.working; spinSkip: waits left that
-	// park without spinning (waitReadable). The serving goroutine's.
-	working  bool
-	spinSkip int
 	// follow ends when the client stops sending (EOF, or the daemon stops
 	// reading): streams that would otherwise run forever (tail -f) watch
 	// it, since nothing else tells a waiting stream that its reader left.
@@ -222,8 +211,6 @@ func (c *conn) serve() {
 	}
 	c.uid = uc.Uid
 	c.state.Store(connBusy)
-	c.setWorking(true)
-	defer c.setWorking(false)
 	if perr := s.admit(c); perr != nil {
 		c.sendError(0, perr)
 		c.flush()
@@ -344,7 +331,6 @@ func (c *conn) idle(first bool) bool {
 	c.putReader()
 	c.since.Store(time.Now().UnixNano())
 	c.state.Store(connIdle)
-	c.setWorking(false)
 	for {
 		limit := s.idleTimeout
 		if first {
@@ -374,23 +360,9 @@ func (c *conn) idle(first bool) bool {
 		if err != nil || !c.state.CompareAndSwap(connIdle, connBusy) {
 			return false
 		}
-		c.setWorking(true)
 		c.r = readers.Get().(*bufio.Reader)
 		c.r.Reset(&c.primed)
 		return true
-	}
-}
-
-// setWorking counts the connection in Server.working, or not.
-func (c *conn) setWorking(on bool) {
-	if c.working == on {
-		return
-	}
-	c.working = on
-	if on {
-		c.s.working.Add(1)
-	} else {
-		c.s.working.Add(-1)
 	}
 }
 
