@@ -118,7 +118,16 @@ func (s *Store) prepare(f *Fork) {
 			fcl.err = err
 			close(fcl.done)
 		} else {
-			go func() { fcl.done <- cloneTree(a, skip, nil, vals, fcl.ver) }()
+			// From is read-locked here, on the caller's goroutine, and
+			// stays so until the copy is made: a change of From
+			// published after the fork (publishFork does not wait for
+			// the copy) waits for it, rather than show in the fork.
+			a.mu.RLock()
+			go func() {
+				fc := cloneLocked(a, skip, nil, vals, fcl.ver)
+				a.mu.RUnlock()
+				fcl.done <- fc
+			}()
 		}
 		f.clones[sp] = fcl
 	}
@@ -212,6 +221,11 @@ type forkCopy struct {
 func cloneTree(src *agent, skip []string, have map[string]*entry, vals map[string][]byte, ver uint64) *forkCopy {
 	src.mu.RLock()
 	defer src.mu.RUnlock()
+	return cloneLocked(src, skip, have, vals, ver)
+}
+
+// cloneLocked is cloneTree with src.mu held for reading.
+func cloneLocked(src *agent, skip []string, have map[string]*entry, vals map[string][]byte, ver uint64) *forkCopy {
 	fc := &forkCopy{keys: make(map[string]*entry, len(src.keys)), refs: make([]ref, 0, len(src.keys)+1)}
 	// Its folders are the origin's, less those of the keys left out.
 	fc.dirs = maps.Clone(src.dirs)
