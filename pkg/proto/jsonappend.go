@@ -2,64 +2,111 @@ package proto
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"strconv"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // AppendString appends s as a JSON string, byte for byte what
 // encoding/json writes with HTML escaping off: invalid UTF-8 becomes
 // U+FFFD, and U+2028/U+2029 are escaped. Hot paths (replies, audit lines)
 // encode by hand with it instead of through reflection.
-func AppendString(b []byte, s string) []byte {
+func AppendString(b []byte, s string) []byte { return appendString(b, s) }
+
+// AppendBytes is AppendString of the bytes of v, with no copy of them to
+// a string first (v is only read, and not kept).
+func AppendBytes(b []byte, v []byte) []byte {
+	return appendString(b, unsafe.String(unsafe.SliceData(v), len(v)))
+}
+
+// Words of 8 bytes are tested at once (SWAR): text that needs no escape,
+// most of what is encoded, is copied 8 bytes a step instead of one.
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// plainWord reports whether each of the 8 bytes of w is printable ASCII
+// that a JSON string holds as it is: 0x20 to 0x7f except the quote and
+// the backslash.
+// (Each test below is exact for "some byte is": x-ones&^x&highs is
+// non-zero iff a byte of x is 0, and w-0x20*ones&^w&highs iff a byte of
+// w is below 0x20, given none is 0x80 or more, which w&highs tests.)
+func plainWord(w uint64) bool {
+	q := w ^ 0x22*ones // zero where '"'
+	e := w ^ 0x5c*ones // zero where a backslash
+	return (w|(w-0x20*ones)&^w|(q-ones)&^q|(e-ones)&^e)&highs == 0
+}
+
+// word is the 8 bytes of s from i, little-endian (the compiler makes it
+// one load).
+func word(s string, i int) uint64 {
+	_ = s[i+7]
+	return uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+		uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+}
+
+func appendString(b []byte, s string) []byte {
 	const hexDigits = "0123456789abcdef"
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
+		for i+8 <= len(s) && plainWord(word(s, i)) {
+			i += 8
+		}
+		// Byte by byte up to the end of the word that held something
+		// to look at (a rune may take the step past it), and on while
+		// runes of more than one byte follow: text in a script other than
+		// Latin fails every word's test, so it is not tried for them.
+		for limit := min(i+8, len(s)); i < limit; {
+			c := s[i]
+			if c < utf8.RuneSelf {
+				if c >= 0x20 && c != '"' && c != '\\' {
+					i++
+					continue
+				}
+				b = append(b, s[start:i]...)
+				switch c {
+				case '"', '\\':
+					b = append(b, '\\', c)
+				case '\n':
+					b = append(b, '\\', 'n')
+				case '\r':
+					b = append(b, '\\', 'r')
+				case '\t':
+					b = append(b, '\\', 't')
+				case '\b':
+					b = append(b, '\\', 'b')
+				case '\f':
+					b = append(b, '\\', 'f')
+				default:
+					b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+				}
 				i++
+				start = i
 				continue
 			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && size == 1 {
+				b = append(b, s[start:i]...)
+				b = append(b, `\ufffd`...)
+				i++
+				start = i
+				continue
 			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			if r == '\u2028' || r == '\u2029' {
+				b = append(b, s[start:i]...)
+				b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+				i += size
+				start = i
+				continue
+			}
 			i += size
-			start = i
-			continue
+			limit = min(i+8, len(s))
 		}
-		i += size
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')
@@ -67,6 +114,31 @@ func AppendString(b []byte, s string) []byte {
 
 // AppendStateRecord appends r as JSON, the same as encoding/json would.
 func AppendStateRecord(b []byte, r *StateRecord) []byte {
+	b = appendStateHead(b, r)
+	if r.Value != nil {
+		b = append(b, `,"value":`...)
+		b = AppendString(b, *r.Value)
+	}
+	return appendStateTail(b, r.Encoding, r.Deleted)
+}
+
+// AppendStateRecordValue appends r as JSON with the value v, as
+// AppendStateRecord would with r.Value and r.Encoding set by EncodeValue
+// (which it ignores), without making v a string first.
+func AppendStateRecordValue(b []byte, r *StateRecord, v []byte) []byte {
+	b = append(appendStateHead(b, r), `,"value":`...)
+	enc := ""
+	if isText(v) {
+		b = AppendBytes(b, v)
+	} else {
+		b = append(base64.StdEncoding.AppendEncode(append(b, '"'), v), '"')
+		enc = EncodingBase64
+	}
+	return appendStateTail(b, enc, r.Deleted)
+}
+
+// appendStateHead appends a state record's fields up to its value.
+func appendStateHead(b []byte, r *StateRecord) []byte {
 	b = append(b, `{"type":`...)
 	b = AppendString(b, r.Type)
 	b = append(b, `,"agent":`...)
@@ -77,16 +149,17 @@ func AppendStateRecord(b []byte, r *StateRecord) []byte {
 	b = strconv.AppendInt(b, r.Size, 10)
 	b = append(b, `,"modified":"`...)
 	b = r.Modified.AppendFormat(b, time.RFC3339Nano)
-	b = append(b, '"')
-	if r.Value != nil {
-		b = append(b, `,"value":`...)
-		b = AppendString(b, *r.Value)
-	}
-	if r.Encoding != "" {
+	return append(b, '"')
+}
+
+// appendStateTail appends a state record's fields after its value, and
+// closes it.
+func appendStateTail(b []byte, encoding string, deleted bool) []byte {
+	if encoding != "" {
 		b = append(b, `,"encoding":`...)
-		b = AppendString(b, r.Encoding)
+		b = AppendString(b, encoding)
 	}
-	if r.Deleted {
+	if deleted {
 		b = append(b, `,"deleted":true`...)
 	}
 	return append(b, '}')

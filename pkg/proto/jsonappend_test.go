@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -40,7 +41,35 @@ func FuzzAppendString(f *testing.F) {
 		if got := AppendString(nil, s); string(got) != string(bytes.TrimSpace(want.Bytes())) {
 			t.Fatalf("%q: got %s want %s", s, got, want.Bytes())
 		}
+		if got := AppendBytes(nil, []byte(s)); string(got) != string(bytes.TrimSpace(want.Bytes())) {
+			t.Fatalf("bytes %q: got %s want %s", s, got, want.Bytes())
+		}
 	})
+}
+
+// TestAppendStringEveryPosition puts each byte that needs care at each
+// place of a string longer than two words, so that it falls in every
+// lane of the 8-byte test, at a word's edge, and in the tail after the
+// last whole word; a rune also straddles the word's edge.
+func TestAppendStringEveryPosition(t *testing.T) {
+	specials := []string{"\x00", "\x1f", "\x20", "\"", "\\", "\x7f", "\x80", "\xff", "\n", "é", "\u2028", "\u2029", "€", "\U0001F600", "!", "#", "[", "]"}
+	base := strings.Repeat("abcdefgh", 3) + "xyz"
+	for _, sp := range specials {
+		for i := 0; i <= len(base); i++ {
+			s := base[:i] + sp + base[i:]
+			var want bytes.Buffer
+			enc := json.NewEncoder(&want)
+			enc.SetEscapeHTML(false)
+			enc.Encode(s)
+			w := string(bytes.TrimSpace(want.Bytes()))
+			if got := AppendString(nil, s); string(got) != w {
+				t.Fatalf("%q: got %s want %s", s, got, w)
+			}
+			if got := AppendBytes([]byte("x"), []byte(s)); string(got) != "x"+w {
+				t.Fatalf("bytes %q: got %s want x%s", s, got, w)
+			}
+		}
+	}
 }
 
 // FuzzParseStateRecord: what the hand parser accepts, encoding/json reads

@@ -2,6 +2,7 @@ package proto
 
 import (
 	"encoding/base64"
+	"encoding/binary"
 	"time"
 	"unicode/utf8"
 )
@@ -97,9 +98,21 @@ func DecodeValue(value, encoding string) ([]byte, *Error) {
 // that JSON escaping (up to 6 bytes each) cannot grow it past base64's 4/3.
 func isText(v []byte) bool {
 	ctl := 0
-	for _, c := range v {
-		if c < 0x20 && c != '\n' && c != '\t' && c != '\r' {
-			ctl++
+	i := 0
+	for i < len(v) {
+		// Whole words with no byte below 0x20 (and none of 0x80 or more,
+		// which the test needs to be exact) have no control byte.
+		for i+8 <= len(v) {
+			w := binary.LittleEndian.Uint64(v[i:])
+			if (w|(w-0x20*ones)&^w)&highs != 0 {
+				break
+			}
+			i += 8
+		}
+		for limit := min(i+8, len(v)); i < limit; i++ {
+			if c := v[i]; c < 0x20 && c != '\n' && c != '\t' && c != '\r' {
+				ctl++
+			}
 		}
 	}
 	return ctl*15 <= len(v) && utf8.Valid(v)

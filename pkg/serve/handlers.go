@@ -56,9 +56,7 @@ func stateLoad(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request
 	if err != nil {
 		return nil, err
 	}
-	val, enc := proto.EncodeValue(v)
-	rec.Value, rec.Encoding = &val, enc
-	return proto.AppendStateRecord(make([]byte, 0, 160+len(val)), &rec), nil
+	return proto.AppendStateRecordValue(r.Scratch(192+len(v)*4/3), &rec, v), nil
 }
 
 func stateList(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {

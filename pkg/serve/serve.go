@@ -24,6 +24,19 @@ type Request struct {
 	Op   string
 	Args json.RawMessage
 	Out  Out
+	// Buf, if not nil, is the front end's buffer for the result: it is
+	// done with the result before it serves its next call, so a handler
+	// may build the result in it (Scratch) instead of allocating.
+	Buf []byte
+}
+
+// Scratch returns an empty buffer of at least n bytes for the result:
+// r.Buf if it is big enough, else a new one, which becomes r.Buf.
+func (r *Request) Scratch(n int) []byte {
+	if cap(r.Buf) < n {
+		r.Buf = make([]byte, 0, n)
+	}
+	return r.Buf[:0]
 }
 
 // Out is where a served call writes its stream items.

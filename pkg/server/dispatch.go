@@ -94,10 +94,17 @@ func (c *conn) dispatch(ctx context.Context, line []byte, held int64, r *bufio.R
 		return
 	}
 	if h.Inline {
+		ic.Buf = c.scratch
 		res, err := c.call(ctx, h.Serve, ic)
 		c.s.buffered.give(held)
 		c.reply(ic.req.ID, res, err)
 		ic.req.Args = nil
+		// The reply is in the write buffer: the result's buffer serves
+		// the next inline call, unless it grew big.
+		if cap(ic.Buf) <= maxScratch {
+			c.scratch = ic.Buf
+		}
+		ic.Buf = nil
 		c.flushIf(r)
 		return
 	}
@@ -131,7 +138,7 @@ func (c *conn) call(ctx context.Context, serveFn serve.Func, r *call) (res []byt
 			res, err = nil, proto.Errorf(proto.EIO, "internal error serving %s (logged by oxiosd)", r.req.Op)
 		}
 	}()
-	r.Request = serve.Request{Op: r.req.Op, Args: r.req.Args, Out: r}
+	r.Request = serve.Request{Op: r.req.Op, Args: r.req.Args, Out: r, Buf: r.Buf}
 	return serveFn(c.s.k, ctx, c.cred, &r.Request)
 }
 

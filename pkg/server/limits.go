@@ -177,28 +177,30 @@ func (c *conn) readLine(r *bufio.Reader, maxLine int, deadline time.Time) (line 
 // client.
 func (c *conn) waitReadable() error {
 	c.primed.init(c)
-	rc, err := c.nc.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var rerr error
-	var n int
-	err = rc.Read(func(fd uintptr) bool {
-		n, rerr = unix.Read(int(fd), c.primed.buf[:])
-		if rerr == unix.EAGAIN || rerr == unix.EINTR {
-			return false
+	if c.raw == nil {
+		rc, err := c.nc.SyscallConn()
+		if err != nil {
+			return err
 		}
-		return true
-	})
-	if err != nil {
+		c.raw, c.readPrimed = rc, c.readPrimedFn
+	}
+	c.primed.n, c.primed.err = 0, nil
+	if err := c.raw.Read(c.readPrimed); err != nil {
 		return err
 	}
-	if rerr != nil {
-		return os.NewSyscallError("read", rerr)
+	if c.primed.err != nil {
+		return os.NewSyscallError("read", c.primed.err)
 	}
 	// n == 0 is the end of the stream: the reader will find it again.
-	c.primed.b = c.primed.buf[:n]
+	c.primed.b = c.primed.buf[:c.primed.n]
 	return nil
+}
+
+// readPrimedFn is waitReadable's read, made a func value once per
+// connection (c.readPrimed) rather than a closure per wait.
+func (c *conn) readPrimedFn(fd uintptr) bool {
+	c.primed.n, c.primed.err = unix.Read(int(fd), c.primed.buf[:])
+	return c.primed.err != unix.EAGAIN && c.primed.err != unix.EINTR
 }
 
 // primedReader is the connection as its read buffer sees it: the bytes
@@ -206,6 +208,9 @@ func (c *conn) waitReadable() error {
 type primedReader struct {
 	c *conn
 	b []byte
+	// n and err are the last read's, in waitReadable.
+	n   int
+	err error
 	// 2 KiB holds a pipelined burst of a few dozen small requests in one
 	// read, at 4 MiB for 2,000 idle connections.
 	buf [2 << 10]byte

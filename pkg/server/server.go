@@ -17,6 +17,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -28,6 +29,10 @@ import (
 // maxInflight bounds the requests of one connection being served at once;
 // past it the server stops reading that connection until one finishes.
 const maxInflight = 256
+
+// maxScratch bounds the result buffer a connection keeps between its
+// inline calls: a big result's buffer is left to the collector.
+const maxScratch = 4 << 10
 
 // Server accepts connections and dispatches their requests.
 type Server struct {
@@ -169,7 +174,8 @@ type conn struct {
 	werr error
 	ibuf []byte // stream item scratch, under wmu
 
-	icall call // the inline request being served, on the reading goroutine
+	icall   call   // the inline request being served, on the reading goroutine
+	scratch []byte // the inline call's result buffer (serve.Request.Buf)
 
 	// primed holds what the idle wait read before the connection had a
 	// read buffer; the buffer reads it first.
@@ -180,9 +186,13 @@ type conn struct {
 	sem      chan struct{}
 
 	uid   uint32
-	state atomic.Int32  // connBusy, connIdle, connEvicted
-	since atomic.Int64  // when it last became idle (unix nanos)
-	r     *bufio.Reader // nil while idle
+	state atomic.Int32 // connBusy, connIdle, connEvicted
+	since atomic.Int64 // when it last became idle (unix nanos)
+	armed time.Time    // the read deadline set (setReadDeadline)
+	raw   syscall.RawConn
+	// readPrimed is waitReadable's read (readPrimedFn), made once.
+	readPrimed func(fd uintptr) bool
+	r          *bufio.Reader // nil while idle
 	// follow ends when the client stops sending (EOF, or the daemon stops
 	// reading): streams that would otherwise run forever (tail -f) watch
 	// it, since nothing else tells a waiting stream that its reader left.
@@ -246,7 +256,7 @@ func (c *conn) serve() {
 		if b, _ := c.r.Peek(c.r.Buffered()); bytes.IndexByte(b, '\n') < 0 && bytes.IndexByte(c.primed.b, '\n') < 0 {
 			// The line is not all here: it has line_timeout to arrive.
 			deadline = time.Now().Add(s.lineTimeout)
-			c.nc.SetReadDeadline(deadline)
+			c.setReadDeadline(deadline)
 			if s.drainingForRead.Load() {
 				break
 			}
@@ -329,24 +339,27 @@ const hangupPoll = 200 * time.Millisecond
 func (c *conn) idle(first bool) bool {
 	s := c.s
 	c.putReader()
-	c.since.Store(time.Now().UnixNano())
+	now := time.Now()
+	c.since.Store(now.UnixNano())
 	c.state.Store(connIdle)
+	limit := s.idleTimeout
+	if first {
+		limit = s.helloTimeout
+	}
+	due := now.Add(limit)
 	for {
-		limit := s.idleTimeout
-		if first {
-			limit = s.helloTimeout
-		}
-		if limit > 0 {
-			c.nc.SetReadDeadline(time.Now().Add(limit))
-		} else {
-			c.nc.SetReadDeadline(time.Time{})
-		}
+		c.armIdle(due, limit)
 		if s.drainingForRead.Load() {
 			return false
 		}
 		err := c.waitReadable()
 		if errors.Is(err, os.ErrDeadlineExceeded) && !s.drainingForRead.Load() {
+			if now := time.Now(); now.Before(due) {
+				c.armed = time.Time{} // passed: armIdle sets due
+				continue              // the deadline was an earlier wait's (armIdle)
+			}
 			if c.nflight.Load() > 0 {
+				due = time.Now().Add(limit)
 				continue // a stream is still running for it
 			}
 			if !c.state.CompareAndSwap(connIdle, connBusy) {
@@ -364,6 +377,33 @@ func (c *conn) idle(first bool) bool {
 		c.r.Reset(&c.primed)
 		return true
 	}
+}
+
+// armIdle sets the read deadline for an idle wait that ends at due (none
+// when limit is 0). Setting a deadline costs about as much as serving a
+// small request, so a deadline already set is kept when it is no later
+// than due and early by less than an eighth of the limit: a client that
+// sends requests one after the other sets it about once in limit/8. The
+// wait that such a deadline ends early is taken up again (idle).
+func (c *conn) armIdle(due time.Time, limit time.Duration) {
+	if limit <= 0 {
+		if !c.armed.IsZero() {
+			c.setReadDeadline(time.Time{})
+		}
+		return
+	}
+	if !c.armed.IsZero() && !c.armed.After(due) && due.Sub(c.armed) < limit/8 {
+		return
+	}
+	c.setReadDeadline(due)
+}
+
+// setReadDeadline sets the connection's read deadline, and remembers it
+// for armIdle; only the reading goroutine calls it (Shutdown's wake-up
+// does not go through it, and is seen by drainingForRead).
+func (c *conn) setReadDeadline(t time.Time) {
+	c.nc.SetReadDeadline(t)
+	c.armed = t
 }
 
 // putReader returns the read buffer to the pool (it must be empty).
