@@ -2,6 +2,7 @@ package proto
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"strings"
 	"unicode/utf8"
@@ -98,25 +99,21 @@ func flatStrings(args []byte, set func(name, value []byte) bool) bool {
 		if len(p) < 5 || p[0] != '"' {
 			return false
 		}
-		q := bytes.IndexByte(p[1:], '"')
+		q := plainString(p[1:])
 		if q < 0 {
 			return false
 		}
 		name := p[1 : 1+q]
-		if !plain(name) {
-			return false
-		}
 		p = p[q+2:]
 		if len(p) < 2 || p[0] != ':' || p[1] != '"' {
 			return false
 		}
 		p = p[2:]
-		q = bytes.IndexByte(p, '"')
+		q = plainString(p)
 		if q < 0 {
 			return false
 		}
-		val := p[:q]
-		if !plain(val) || !set(name, val) {
+		if !set(name, p[:q]) {
 			return false
 		}
 		p = p[q+1:]
@@ -128,6 +125,31 @@ func flatStrings(args []byte, set func(name, value []byte) bool) bool {
 		}
 		p = p[1:]
 	}
+}
+
+// plainString returns the index in p of the quote that ends the string p
+// begins with, or -1 if there is none or the string is not plain (see
+// plain). It looks at 8 bytes a step while they are printable ASCII.
+func plainString(p []byte) int {
+	i := 0
+	for i+8 <= len(p) && plainWord(binary.LittleEndian.Uint64(p[i:])) {
+		i += 8
+	}
+	ascii := true
+	for ; i < len(p); i++ {
+		switch c := p[i]; {
+		case c == '"':
+			if !ascii && !utf8.Valid(p[:i]) {
+				return -1
+			}
+			return i
+		case c < 0x20 || c == '\\':
+			return -1
+		case c >= utf8.RuneSelf:
+			ascii = false
+		}
+	}
+	return -1
 }
 
 // plain reports whether s may stand between quotes in JSON as it is:

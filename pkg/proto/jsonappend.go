@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"strconv"
-	"time"
 	"unicode/utf8"
 	"unsafe"
 )
@@ -148,7 +147,7 @@ func appendStateHead(b []byte, r *StateRecord) []byte {
 	b = append(b, `,"size":`...)
 	b = strconv.AppendInt(b, r.Size, 10)
 	b = append(b, `,"modified":"`...)
-	b = r.Modified.AppendFormat(b, time.RFC3339Nano)
+	b = AppendTime(b, r.Modified)
 	return append(b, '"')
 }
 
@@ -190,14 +189,11 @@ func ParseStateRecordOf(b []byte, r *StateRecord, agent, key string) bool {
 		if len(p) == 0 || p[0] != '"' {
 			return false
 		}
-		q := bytes.IndexByte(p[1:], '"')
+		q := plainString(p[1:])
 		if q < 0 {
 			return false
 		}
 		s := p[1 : 1+q]
-		if !plain(s) {
-			return false
-		}
 		if string(s) == known {
 			*dst = known
 		} else {

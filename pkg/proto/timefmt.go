@@ -1,0 +1,82 @@
+package proto
+
+import "time"
+
+// AppendTime appends t as t.AppendFormat(b, time.RFC3339Nano) does, about
+// twice as fast for what records carry (UTC, years 0 to 9999), which
+// it writes by hand: every state reply has a time in it.
+func AppendTime(b []byte, t time.Time) []byte {
+	if t.Location() != time.UTC {
+		return t.AppendFormat(b, time.RFC3339Nano)
+	}
+	sec := t.Unix()
+	days := sec / 86400
+	if sec%86400 < 0 {
+		days--
+	}
+	sod := int(sec - days*86400)
+	y, m, d := civil(days)
+	if y < 0 || y > 9999 {
+		return t.AppendFormat(b, time.RFC3339Nano)
+	}
+	var buf [30]byte // 2006-01-02T15:04:05.999999999Z
+	put2(buf[0:], y/100)
+	put2(buf[2:], y%100)
+	buf[4] = '-'
+	put2(buf[5:], m)
+	buf[7] = '-'
+	put2(buf[8:], d)
+	buf[10] = 'T'
+	put2(buf[11:], sod/3600)
+	buf[13] = ':'
+	put2(buf[14:], sod/60%60)
+	buf[16] = ':'
+	put2(buf[17:], sod%60)
+	n := 19
+	if ns := t.Nanosecond(); ns != 0 {
+		buf[19] = '.'
+		put2(buf[20:], ns/1e7)
+		put2(buf[22:], ns/1e5%100)
+		put2(buf[24:], ns/1e3%100)
+		put2(buf[26:], ns/10%100)
+		buf[28] = byte('0' + ns%10)
+		n = 29
+		for buf[n-1] == '0' {
+			n--
+		}
+	}
+	buf[n] = 'Z'
+	return append(b, buf[:n+1]...)
+}
+
+const digits2 = "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899"
+
+// put2 writes v (0 to 99) as two digits.
+func put2(b []byte, v int) {
+	_ = b[1]
+	b[0], b[1] = digits2[2*v], digits2[2*v+1]
+}
+
+// civil returns the proleptic Gregorian date of the day days after
+// 1970-01-01 (H. Hinnant's civil_from_days).
+func civil(days int64) (y, m, d int) {
+	z := days + 719468
+	era := z / 146097
+	if z < 0 && z%146097 != 0 {
+		era--
+	}
+	doe := z - era*146097                                  // [0, 146096]
+	yoe := (doe - doe/1460 + doe/36524 - doe/146096) / 365 // [0, 399]
+	doy := doe - (365*yoe + yoe/4 - yoe/100)               // [0, 365]
+	mp := (5*doy + 2) / 153                                // [0, 11], from March
+	d = int(doy - (153*mp+2)/5 + 1)
+	m = int(mp + 3)
+	if mp >= 10 {
+		m = int(mp - 9)
+	}
+	y = int(yoe + era*400)
+	if m <= 2 {
+		y++
+	}
+	return y, m, d
+}
