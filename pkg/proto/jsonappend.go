@@ -210,7 +210,15 @@ func ParseStateRecordOf(b []byte, r *StateRecord, agent, key string) bool {
 	for n < len(p) && n < 19 && (p[n] >= '0' && p[n] <= '9' || n == 0 && p[n] == '-') {
 		n++
 	}
-	size, err := strconv.ParseInt(string(p[:n]), 10, 64)
+	var size int64
+	var err error
+	if n > 0 && n < 19 && p[0] != '-' {
+		for _, c := range p[:n] { // 18 digits cannot overflow
+			size = size*10 + int64(c-'0')
+		}
+	} else {
+		size, err = strconv.ParseInt(string(p[:n]), 10, 64)
+	}
 	if err != nil || n > 1 && (p[0] == '0' || p[0] == '-' && p[1] == '0') {
 		return false
 	}
@@ -220,7 +228,12 @@ func ParseStateRecordOf(b []byte, r *StateRecord, agent, key string) bool {
 		return false
 	}
 	q := bytes.IndexByte(p, '"')
-	if q < 0 || r.Modified.UnmarshalText(p[:q]) != nil {
+	if q < 0 {
+		return false
+	}
+	if t, ok := parseTime(p[:q]); ok {
+		r.Modified = t
+	} else if r.Modified.UnmarshalText(p[:q]) != nil {
 		return false
 	}
 	p = p[q+1:]

