@@ -39,6 +39,10 @@ func (l *Log) AppendAt(entries []*Entry) error {
 // of the daemon's CPU there. e.Time must be UTC. ParseStaged reads it
 // back field for field.
 func AppendStaged(b []byte, e *Entry) []byte {
+	if b == nil {
+		// Room for the line of a plain entry: one allocation, not three.
+		b = make([]byte, 0, 256+len(e.Op)+len(e.Target)+len(e.Args)+len(e.Result)+len(e.Actor.Agent)+len(e.Actor.Run))
+	}
 	return append(appendBody(b, e, &zeroPrev), '}')
 }
 

@@ -78,9 +78,6 @@ func (b *Batch) Add(c *Change) *proto.Error {
 	if !c.Delete && len(c.Value) > b.s.opts.MaxValue {
 		return proto.Errorf(proto.E2BIG, "%s: value for %q is %d bytes, more than limits.max_value %d", c.Agent, c.Key, len(c.Value), b.s.opts.MaxValue)
 	}
-	if b.exists == nil {
-		b.exists, b.dirs = map[akey]bool{}, map[akey]int{}
-	}
 	a := b.s.agent(ref)
 	exists := func(key string) bool {
 		if v, ok := b.exists[akey{ref, key}]; ok {
@@ -125,7 +122,12 @@ func (b *Batch) Add(c *Change) *proto.Error {
 			return proto.Errorf(proto.EISDIR, "%s: cannot save %q: it is a folder of other keys", c.Agent, c.Key)
 		}
 	}
-	// Accepted: account for it in the batch's view.
+	// Accepted: account for it in the batch's view (made when first
+	// needed: a batch of saves of keys that exist, the common one, has
+	// none; reading a nil map finds nothing).
+	if (c.Delete || !had) && b.exists == nil {
+		b.exists, b.dirs = map[akey]bool{}, map[akey]int{}
+	}
 	switch {
 	case c.Delete:
 		b.exists[akey{ref, c.Key}] = false
