@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -107,6 +108,9 @@ type journal struct {
 	pos   int64 // where the next record goes
 	alloc int64 // bytes preallocated
 	buf   []byte
+	// used mirrors pos-journalHeader for readers that do not hold the
+	// journal's lock (the applier: see Store.drainNow).
+	used atomic.Int64
 }
 
 // ErrJournalDamaged means the journal's header is unreadable: the daemon
@@ -225,7 +229,7 @@ func (j *journal) flush() error {
 	if _, err := j.f.WriteAt(j.buf, j.pos); err != nil {
 		return err
 	}
-	j.pos += int64(len(j.buf))
+	j.setPos(j.pos + int64(len(j.buf)))
 	if cap(j.buf) > 4<<20 {
 		j.buf = nil // do not keep a huge batch's buffer around
 	}
@@ -237,6 +241,12 @@ func (j *journal) sync() error { return unix.Fdatasync(int(j.f.Fd())) }
 
 // size is how much of the current generation is in use.
 func (j *journal) size() int64 { return j.pos - journalHeader }
+
+// setPos moves where the next record goes.
+func (j *journal) setPos(pos int64) {
+	j.pos = pos
+	j.used.Store(pos - journalHeader)
+}
 
 // discard undoes the records written since start: they are zeroed, so a
 // later, shorter batch cannot leave them behind as valid records.
@@ -250,7 +260,7 @@ func (j *journal) discard(start int64) error {
 			return err
 		}
 	}
-	j.pos = start
+	j.setPos(start)
 	return nil
 }
 
@@ -260,7 +270,7 @@ func (j *journal) reset() error {
 	if err := j.writeHeader(); err != nil {
 		return err
 	}
-	j.pos = journalHeader
+	j.setPos(journalHeader)
 	return nil
 }
 
@@ -305,7 +315,7 @@ func (j *journal) replay(fn func(*record) error) error {
 		}
 		pos += recHeader + int64(n)
 	}
-	j.pos = pos
+	j.setPos(pos)
 	return nil
 }
 

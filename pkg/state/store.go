@@ -165,6 +165,7 @@ type Store struct {
 	installs map[uint64]*forkInstall
 	pending  int64 // overlay bytes (see overlayCost)
 	busy     bool  // applier is working on a taken slice
+	flushers int   // callers of Flush waiting for the queue to drain
 	closed   bool
 	kick     chan struct{}
 	done     chan struct{}
@@ -717,11 +718,15 @@ func (s *Store) root(ref string) string {
 // Flush waits until every published change is in its file (not
 // necessarily durable: the journal covers that).
 func (s *Store) Flush() {
+	s.qmu.Lock()
+	s.flushers++
+	s.qmu.Unlock()
 	s.kickApplier()
 	s.qmu.Lock()
 	for (len(s.queue) > 0 || s.busy) && !s.closed {
 		s.qcond.Wait()
 	}
+	s.flushers--
 	s.qmu.Unlock()
 }
 

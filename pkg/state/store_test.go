@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -466,5 +467,72 @@ func TestCloseTwice(t *testing.T) {
 	defer s.Close()
 	if v, _, err := s.Load("a", "k"); err != nil || string(v) != "v" {
 		t.Fatalf("after reopening: %q %v", v, err)
+	}
+}
+
+// TestApplierWaitsForALullUnderLoad: under a steady stream of saves the
+// applier writes a key's file about once per applyMaxDelay, not after
+// every run of its own: a run takes what came during the last one only
+// when its timer fires. Before, it took it at once, and the file of a
+// key saved every few milliseconds was made again after each run.
+func TestApplierWaitsForALullUnderLoad(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const keys = 32
+	file := func(i int) string { return filepath.Join(dir, "repo", "agents", "a", "state", fmt.Sprintf("k%d", i)) }
+	type made struct {
+		key int
+		ino uint64
+	}
+	files := map[made]bool{}
+	last := make([]string, keys)
+	start := time.Now()
+	// Batches of a save of each key, one after the other, as a daemon
+	// under many clients commits them: the applier's queue never empties.
+	for i := 0; time.Since(start) < 2*applyMaxDelay+applyMaxDelay/4; i++ {
+		var batch []*Change
+		for k := range keys {
+			last[k] = fmt.Sprintf("v%d", i)
+			batch = append(batch, save("a", fmt.Sprintf("k%d", k), last[k]))
+		}
+		commit(t, s, batch...)
+		for k := range keys {
+			if fi, err := os.Stat(file(k)); err == nil {
+				files[made{k, fi.Sys().(*syscall.Stat_t).Ino}] = true
+			}
+		}
+		// Below applyBatch changes in applyMaxDelay, which would start
+		// a run at once.
+		time.Sleep(2 * time.Millisecond)
+	}
+	// A run at about applyMaxDelay and one at twice it (a loaded machine
+	// may split one): at most a few files per key. Taking each run's
+	// leftovers at once made one for about every run of the applier. And
+	// at least one: a run that found each key's change outdated by a
+	// later one wrote no file at all until the saves stopped.
+	seen := map[int]bool{}
+	for f := range files {
+		seen[f.key] = true
+	}
+	if len(files) > 4*keys || len(seen) < keys {
+		t.Fatalf("%d keys saved without a pause had %d files made in %v, of %d keys", keys, len(files), time.Since(start).Round(time.Millisecond), len(seen))
+	}
+	// The stream stopped: the files follow within a lull.
+	deadline := time.Now().Add(applyMaxDelay + time.Second)
+	for k := range keys {
+		for {
+			if b, err := os.ReadFile(file(k)); err == nil && string(b) == last[k] {
+				break
+			}
+			if time.Now().After(deadline) {
+				b, err := os.ReadFile(file(k))
+				t.Fatalf("file of k%d after the stream stopped: %q %v, want %q", k, b, err, last[k])
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 }
