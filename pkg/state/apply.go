@@ -65,21 +65,18 @@ func (s *Store) applier() {
 			}
 			var freed int64
 			room := s.freeSpace()
-			// A key's last change of the run, past the run's last
-			// fork's end, is written with the key's latest value (see
-			// apply).
-			forkEnd := -1
-			last := make(map[fileKey]int, len(q))
-			for i, r := range q {
-				if r.key == "" {
-					forkEnd = i
+			// A key's last change of the run is written with the key's
+			// latest value (see apply), until a fork is made.
+			var last map[fileKey]int
+			if !s.forked.Load() {
+				last = make(map[fileKey]int, len(q))
+				for i, r := range q {
+					last[fileKey{r.a, r.key}] = i
 				}
-				last[fileKey{r.a, r.key}] = i
 			}
 			for i, r := range q {
-				freed += s.apply(r, &room, i > forkEnd && last[fileKey{r.a, r.key}] == i)
+				freed += s.apply(r, &room, last != nil && last[fileKey{r.a, r.key}] == i)
 			}
-			clear(last)
 			s.qmu.Lock()
 			s.pending -= freed
 			s.busy = false
@@ -103,13 +100,17 @@ func (s *Store) applier() {
 }
 
 // drainNow reports whether the applier, done with a run, takes what was
-// queued meanwhile at once rather than when the timer fires: when someone
+// queued meanwhile at once rather than when the timer fires: after a fork
+// (see apply), when someone
 // waits for the queue to drain (Flush, Close), or it is as long as enqueue
 // itself would kick the applier for, or no timer is armed for it, or the
 // journal is due for a checkpoint, which waits for an empty queue. s.qmu
 // is held.
 func (s *Store) drainNow() bool {
-	return s.flushers > 0 || s.closed || !s.timerArmed ||
+	// After a fork, changes are written strictly in order (see apply):
+	// a run right after the last one is what keeps a key saved without a
+	// pause from waiting for a pause to get its file.
+	return s.forked.Load() || s.flushers > 0 || s.closed || !s.timerArmed ||
 		len(s.queue) >= applyBatch || s.pending >= s.opts.MaxPendingBytes/2 ||
 		s.j.used.Load() >= s.opts.CheckpointBytes
 }
@@ -191,10 +192,15 @@ func (s *Store) apply(r ref, room *int64, latest bool) int64 {
 	// key has had since r is written now, with r: its own ref, in the next
 	// run, then finds nothing to write. A key saved more often than a run
 	// of the applier reaches it would otherwise find each of its changes
-	// outdated, and get no file until the saves stop. Not before a fork's
-	// end still to come in the run: the fork's links, made there, must
-	// find the files as they were at the fork.
-	write := e != nil && e.pending() && (current || latest && !e.linked())
+	// outdated, and get no file until the saves stop.
+	//
+	// Only while no fork was ever begun (s.forked, read under a's lock):
+	// a fork links its keys to their origin's files when the applier
+	// reaches its end, and those files must then be as they were at the
+	// fork, which only changes written in their order ensure. A fork
+	// begun after this read finds the key either still pending (it copies
+	// the value) or written with a value published before it.
+	write := e != nil && e.pending() && (current || latest && !e.linked() && !s.forked.Load())
 	link := current && e.linked()
 	var mod int64
 	var origin *agent

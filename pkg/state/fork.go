@@ -85,6 +85,7 @@ func (f *Fork) Copied(space string) int {
 func (s *Store) PrepareFork(f *Fork) { s.prepare(f) }
 
 func (s *Store) prepare(f *Fork) {
+	s.forked.Store(true) // before any origin is read: see apply
 	f.clones = map[string]*forkClone{}
 	for _, sp := range Spaces {
 		a := s.agent(Ref(sp, f.From))
@@ -297,6 +298,7 @@ type forkInstall struct {
 // applier links them before any later change of the origin, whose ref
 // comes after. At replay the index is cloned now.
 func (s *Store) publishFork(r *record) error {
+	s.forked.Store(true) // a replayed fork: see apply
 	s.mu.Lock()
 	src := s.agents[r.agent]
 	dst := s.agentLocked(r.key)

@@ -167,10 +167,13 @@ type Store struct {
 	busy     bool  // applier is working on a taken slice
 	flushers int   // callers of Flush waiting for the queue to drain
 	closed   bool
-	kick     chan struct{}
-	done     chan struct{}
-	failed   error // sticky journal failure
-	opened   bool  // Open succeeded: Close may save the key snapshot
+	// forked: a fork was begun since Open; from then on the applier
+	// writes changes strictly in their order (see apply).
+	forked atomic.Bool
+	kick   chan struct{}
+	done   chan struct{}
+	failed error // sticky journal failure
+	opened bool  // Open succeeded: Close may save the key snapshot
 
 	indexFrom string      // how Open loaded the index: "snapshot" or "walk"
 	metaDirty atomic.Bool // the keys' metadata changed since DATA/index/meta was written
