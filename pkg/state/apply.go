@@ -101,15 +101,13 @@ func (s *Store) applier() {
 
 // drainNow reports whether the applier, done with a run, takes what was
 // queued meanwhile at once rather than when the timer fires: after a fork
-// (see apply), when someone
-// waits for the queue to drain (Flush, Close), or it is as long as enqueue
-// itself would kick the applier for, or no timer is armed for it, or the
-// journal is due for a checkpoint, which waits for an empty queue. s.qmu
-// is held.
+// (changes are then written strictly in order, see apply, and a run right
+// after the last is what keeps a key saved without a pause from waiting
+// for the pause to get its file), when someone waits for the queue to
+// drain (Flush, Close), when it is as long as enqueue itself would kick
+// the applier for, when no timer is armed for it, or when the journal is
+// due for a checkpoint, which waits for an empty queue. s.qmu is held.
 func (s *Store) drainNow() bool {
-	// After a fork, changes are written strictly in order (see apply):
-	// a run right after the last one is what keeps a key saved without a
-	// pause from waiting for a pause to get its file.
 	return s.forked.Load() || s.flushers > 0 || s.closed || !s.timerArmed ||
 		len(s.queue) >= applyBatch || s.pending >= s.opts.MaxPendingBytes/2 ||
 		s.j.used.Load() >= s.opts.CheckpointBytes
