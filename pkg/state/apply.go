@@ -66,16 +66,13 @@ func (s *Store) applier() {
 			var freed int64
 			room := s.freeSpace()
 			// A key's last change of the run is written with the key's
-			// latest value (see apply), until a fork is made.
-			var last map[fileKey]int
-			if !s.forked.Load() {
-				last = make(map[fileKey]int, len(q))
-				for i, r := range q {
-					last[fileKey{r.a, r.key}] = i
-				}
+			// latest value (see apply).
+			last := make(map[fileKey]int, len(q))
+			for i, r := range q {
+				last[fileKey{r.a, r.key}] = i
 			}
 			for i, r := range q {
-				freed += s.apply(r, &room, last != nil && last[fileKey{r.a, r.key}] == i)
+				freed += s.apply(r, &room, last[fileKey{r.a, r.key}] == i)
 			}
 			s.qmu.Lock()
 			s.pending -= freed
@@ -100,15 +97,15 @@ func (s *Store) applier() {
 }
 
 // drainNow reports whether the applier, done with a run, takes what was
-// queued meanwhile at once rather than when the timer fires: after a fork
-// (changes are then written strictly in order, see apply, and a run right
+// queued meanwhile at once rather than when the timer fires: while a fork
+// is linking (changes are then written strictly in order, see apply, and a run right
 // after the last is what keeps a key saved without a pause from waiting
 // for the pause to get its file), when someone waits for the queue to
 // drain (Flush, Close), when it is as long as enqueue itself would kick
 // the applier for, when no timer is armed for it, or when the journal is
 // due for a checkpoint, which waits for an empty queue. s.qmu is held.
 func (s *Store) drainNow() bool {
-	return s.forked.Load() || s.flushers > 0 || s.closed || !s.timerArmed ||
+	return s.linking.Load() > 0 || s.flushers > 0 || s.closed || !s.timerArmed ||
 		len(s.queue) >= applyBatch || s.pending >= s.opts.MaxPendingBytes/2 ||
 		s.j.used.Load() >= s.opts.CheckpointBytes
 }
@@ -180,6 +177,12 @@ func (s *Store) apply(r ref, room *int64, latest bool) int64 {
 				s.linked = 0
 			}
 		}
+		// Its links are made (or held, see hold): its origin's later
+		// changes may be written ahead again.
+		if in != nil && in.origin != nil {
+			in.origin.linking.Add(-1)
+			s.linking.Add(-1)
+		}
 		return freed + overlayPerChange
 	}
 	a.mu.RLock()
@@ -192,13 +195,14 @@ func (s *Store) apply(r ref, room *int64, latest bool) int64 {
 	// of the applier reaches it would otherwise find each of its changes
 	// outdated, and get no file until the saves stop.
 	//
-	// Only while no fork was ever begun (s.forked, read under a's lock):
-	// a fork links its keys to their origin's files when the applier
-	// reaches its end, and those files must then be as they were at the
-	// fork, which only changes written in their order ensure. A fork
-	// begun after this read finds the key either still pending (it copies
-	// the value) or written with a value published before it.
-	write := e != nil && e.pending() && (current || latest && !e.linked() && !s.forked.Load())
+	// Not while a fork of a is linking (a.linking, read under a's lock,
+	// after e): a fork links its keys to their origin's files when the
+	// applier reaches its end, and those files must then be as they were
+	// at the fork, which only changes written in their order ensure. A
+	// fork begun after this read (it counts itself before it reads a)
+	// finds the key either still pending (it copies the value) or
+	// written with a value published before it.
+	write := e != nil && e.pending() && (current || latest && !e.linked() && a.linking.Load() == 0)
 	link := current && e.linked()
 	var mod int64
 	var origin *agent

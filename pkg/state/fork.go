@@ -85,7 +85,6 @@ func (f *Fork) Copied(space string) int {
 func (s *Store) PrepareFork(f *Fork) { s.prepare(f) }
 
 func (s *Store) prepare(f *Fork) {
-	s.forked.Store(true) // before any origin is read: see apply
 	f.clones = map[string]*forkClone{}
 	for _, sp := range Spaces {
 		a := s.agent(Ref(sp, f.From))
@@ -123,6 +122,9 @@ func (s *Store) prepare(f *Fork) {
 			// stays so until the copy is made: a change of From
 			// published after the fork (publishFork does not wait for
 			// the copy) waits for it, rather than show in the fork.
+			// Its files stay as they are until the fork's end is
+			// applied: counted before it is read (see apply).
+			s.beginLinking(a)
 			a.mu.RLock()
 			go func() {
 				fc := cloneLocked(a, skip, nil, vals, fcl.ver)
@@ -285,8 +287,18 @@ func skipped(key string, skip []string) bool {
 // it at the fork's end (a ref of key "", queued when the fork was
 // published), then links the fork's files (refs).
 type forkInstall struct {
-	ready chan struct{}
-	refs  []ref
+	ready  chan struct{}
+	refs   []ref
+	origin *agent // whose linking the fork's end ends (beginLinking)
+}
+
+// beginLinking counts a fork of a begun: until its end is applied, a's
+// files stay as they are at the fork (see apply). A fork whose batch
+// fails is never ended: its origin keeps the strict order until the
+// daemon restarts, which costs file writes, not correctness.
+func (s *Store) beginLinking(a *agent) {
+	a.linking.Add(1)
+	s.linking.Add(1)
 }
 
 // publishFork makes the fork r records (see above) and queues its files
@@ -298,7 +310,6 @@ type forkInstall struct {
 // applier links them before any later change of the origin, whose ref
 // comes after. At replay the index is cloned now.
 func (s *Store) publishFork(r *record) error {
-	s.forked.Store(true) // a replayed fork: see apply
 	s.mu.Lock()
 	src := s.agents[r.agent]
 	dst := s.agentLocked(r.key)
@@ -307,7 +318,7 @@ func (s *Store) publishFork(r *record) error {
 		return nil
 	}
 	if r.clone != nil {
-		in := &forkInstall{ready: make(chan struct{})}
+		in := &forkInstall{ready: make(chan struct{}), origin: src}
 		s.qmu.Lock()
 		if s.installs == nil {
 			s.installs = map[uint64]*forkInstall{}
@@ -334,6 +345,17 @@ func (s *Store) publishFork(r *record) error {
 	dst.mu.RLock()
 	have := maps.Clone(dst.keys)
 	dst.mu.RUnlock()
+	// The fork's end, when the applier reaches it, counts the links made
+	// (see apply).
+	s.beginLinking(src)
+	ready := make(chan struct{})
+	close(ready)
+	s.qmu.Lock()
+	if s.installs == nil {
+		s.installs = map[uint64]*forkInstall{}
+	}
+	s.installs[r.ver] = &forkInstall{ready: ready, origin: src}
+	s.qmu.Unlock()
 	fc := cloneTree(src, forkSkip(r), have, vals, r.ver)
 	dst.mu.Lock()
 	refs, cost := s.install(src, dst, fc)

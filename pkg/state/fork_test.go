@@ -326,3 +326,48 @@ func store10k(b *testing.B) *Store {
 	s.Flush()
 	return s
 }
+
+// TestForkEndsItsLinking: a fork counts itself linking on its origin
+// until the applier has made its links (the origin's changes are then
+// written strictly in order, see apply), and no longer after: the count
+// returns to zero, for a fork published at run time and for one replayed.
+func TestForkEndsItsLinking(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit(t, s, save("a", "k", "v1"), save("a", "j", "w"))
+	s.Flush() // a's files are written: the fork links them
+	a := s.agent(Ref(SpaceState, "a"))
+	f := &Fork{From: "a", To: "f"}
+	s.PrepareFork(f)
+	if n := a.linking.Load(); n != 1 || s.linking.Load() != 1 {
+		t.Fatalf("a fork being made: origin linking %d, store %d", n, s.linking.Load())
+	}
+	fork(t, s, f)
+	commit(t, s, save("a", "k", "v2")) // after the fork: not in it
+	s.Flush()
+	if n := a.linking.Load(); n != 0 || s.linking.Load() != 0 {
+		t.Fatalf("after the fork's end: origin linking %d, store %d", n, s.linking.Load())
+	}
+	wantValues(t, s, "f", map[string]string{"k": "v1", "j": "w"})
+	wantValues(t, s, "a", map[string]string{"k": "v2", "j": "w"})
+	if b, err := os.ReadFile(filepath.Join(dir, "repo", "agents", "f", "state", "k")); err != nil || string(b) != "v1" {
+		t.Fatalf("fork's file: %q %v", b, err)
+	}
+	// A fork replayed from the journal ends its linking too.
+	commit(t, s, save("a", "k", "v3"))
+	fork(t, s, &Fork{From: "a", To: "g"})
+	crash(s)
+	s, err = Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.Flush()
+	if n := s.linking.Load(); n != 0 {
+		t.Fatalf("after a replayed fork: store linking %d", n)
+	}
+	wantValues(t, s, "g", map[string]string{"k": "v3", "j": "w"})
+}

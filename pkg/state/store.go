@@ -167,13 +167,14 @@ type Store struct {
 	busy     bool  // applier is working on a taken slice
 	flushers int   // callers of Flush waiting for the queue to drain
 	closed   bool
-	// forked: a fork was begun since Open; from then on the applier
-	// writes changes strictly in their order (see apply).
-	forked atomic.Bool
-	kick   chan struct{}
-	done   chan struct{}
-	failed error // sticky journal failure
-	opened bool  // Open succeeded: Close may save the key snapshot
+	// linking counts the forks begun whose links the applier has not
+	// made yet (agent.linking, summed): while there are any, it writes
+	// changes strictly in their order (see apply, drainNow).
+	linking atomic.Int64
+	kick    chan struct{}
+	done    chan struct{}
+	failed  error // sticky journal failure
+	opened  bool  // Open succeeded: Close may save the key snapshot
 
 	indexFrom string      // how Open loaded the index: "snapshot" or "walk"
 	metaDirty atomic.Bool // the keys' metadata changed since DATA/index/meta was written
@@ -202,6 +203,10 @@ type agent struct {
 	// this agent's own (pending or linked): what a fork of it must have
 	// the applier write as copies.
 	unwritten int64
+	// linking counts the forks of this agent begun whose links to its
+	// files the applier has not made yet: until then its files must stay
+	// as they were at each fork (see apply).
+	linking atomic.Int32
 }
 
 // entry is one key of the index. There is one per key (a million for an
