@@ -333,10 +333,7 @@ func store10k(b *testing.B) *Store {
 // returns to zero, for a fork published at run time and for one replayed.
 func TestForkEndsItsLinking(t *testing.T) {
 	dir := t.TempDir()
-	s, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustOpen(t, dir)
 	commit(t, s, save("a", "k", "v1"), save("a", "j", "w"))
 	s.Flush() // a's files are written: the fork links them
 	a := s.agent(Ref(SpaceState, "a"))
@@ -360,10 +357,7 @@ func TestForkEndsItsLinking(t *testing.T) {
 	commit(t, s, save("a", "k", "v3"))
 	fork(t, s, &Fork{From: "a", To: "g"})
 	crash(s)
-	s, err = Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s = mustOpen(t, dir)
 	defer s.Close()
 	s.Flush()
 	if n := s.linking.Load(); n != 0 {

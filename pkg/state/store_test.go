@@ -477,10 +477,7 @@ func TestCloseTwice(t *testing.T) {
 // key saved every few milliseconds was made again after each run.
 func TestApplierWaitsForALullUnderLoad(t *testing.T) {
 	dir := t.TempDir()
-	s, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustOpen(t, dir)
 	defer s.Close()
 	const keys = 32
 	file := func(i int) string { return filepath.Join(dir, "repo", "agents", "a", "state", fmt.Sprintf("k%d", i)) }
