@@ -128,8 +128,10 @@ func flatStrings(args []byte, set func(name, value []byte) bool) bool {
 }
 
 // plainString returns the index in p of the quote that ends the string p
-// begins with, or -1 if there is none or the string is not plain (see
-// plain). It looks at 8 bytes a step while they are printable ASCII.
+// begins with, or -1 if there is none or the string is not plain: not
+// valid UTF-8, or holding an escape or a control byte (what may stand
+// between quotes in JSON as it is). It looks at 8 bytes a step while they
+// are printable ASCII.
 func plainString(p []byte) int {
 	i := 0
 	for i+8 <= len(p) && plainWord(binary.LittleEndian.Uint64(p[i:])) {
@@ -150,21 +152,6 @@ func plainString(p []byte) int {
 		}
 	}
 	return -1
-}
-
-// plain reports whether s may stand between quotes in JSON as it is:
-// valid UTF-8 with no escapes or control bytes.
-func plain(s []byte) bool {
-	ascii := true
-	for _, c := range s {
-		if c < 0x20 || c == '\\' {
-			return false
-		}
-		if c >= utf8.RuneSelf {
-			ascii = false
-		}
-	}
-	return ascii || utf8.Valid(s)
 }
 
 // PlainObject reports whether b is a JSON object of string fields only,

@@ -40,6 +40,10 @@ func plainWord(w uint64) bool {
 	return (w|(w-0x20*ones)&^w|(q-ones)&^q|(e-ones)&^e)&highs == 0
 }
 
+// printableWord reports whether each of the 8 bytes of w is 0x20 to 0x7f
+// (see plainWord).
+func printableWord(w uint64) bool { return (w|(w-0x20*ones)&^w)&highs == 0 }
+
 // word is the 8 bytes of s from i, little-endian (the compiler makes it
 // one load).
 func word(s string, i int) uint64 {

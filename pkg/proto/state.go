@@ -100,13 +100,8 @@ func isText(v []byte) bool {
 	ctl := 0
 	i := 0
 	for i < len(v) {
-		// Whole words with no byte below 0x20 (and none of 0x80 or more,
-		// which the test needs to be exact) have no control byte.
-		for i+8 <= len(v) {
-			w := binary.LittleEndian.Uint64(v[i:])
-			if (w|(w-0x20*ones)&^w)&highs != 0 {
-				break
-			}
+		// Whole words of printable ASCII have no control byte.
+		for i+8 <= len(v) && printableWord(binary.LittleEndian.Uint64(v[i:])) {
 			i += 8
 		}
 		for limit := min(i+8, len(v)); i < limit; i++ {

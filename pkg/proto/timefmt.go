@@ -82,7 +82,7 @@ func civil(days int64) (y, m, d int) {
 }
 
 // parseTime reads a time in the form AppendTime writes for UTC, the same
-// as time.Time.UnmarshalText would, in 60% of its time. ok is false
+// as time.Time.UnmarshalText would, in about 70% of its time. ok is false
 // for anything else (another zone, a value out of range), which the
 // caller then gives to UnmarshalText.
 func parseTime(b []byte) (t time.Time, ok bool) {
@@ -123,8 +123,7 @@ func parseTime(b []byte) (t time.Time, ok bool) {
 		}
 		ns = f
 	}
-	unix := daysSinceEpoch(y, mo, d)*86400 + int64(h*3600+mi*60+sec)
-	return time.Unix(unix, int64(ns)).UTC(), true
+	return time.Date(y, time.Month(mo), d, h, mi, sec, ns, time.UTC), true
 }
 
 // daysIn is the number of days of month m of year y.
@@ -139,21 +138,4 @@ func daysIn(m, y int) int {
 		return 30
 	}
 	return 31
-}
-
-// daysSinceEpoch is the day of y-m-d counted from 1970-01-01, for years
-// 0 to 9999 (H. Hinnant's days_from_civil).
-func daysSinceEpoch(y, m, d int) int64 {
-	if m <= 2 {
-		y--
-	}
-	era := y / 400
-	if y < 0 {
-		era = (y - 399) / 400
-	}
-	yoe := y - era*400
-	mp := (m + 9) % 12
-	doy := (153*mp+2)/5 + d - 1
-	doe := yoe*365 + yoe/4 - yoe/100 + doy
-	return int64(era)*146097 + int64(doe) - 719468
 }

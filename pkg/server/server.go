@@ -354,7 +354,7 @@ func (c *conn) idle(first bool) bool {
 		}
 		err := c.waitReadable()
 		if errors.Is(err, os.ErrDeadlineExceeded) && !s.drainingForRead.Load() {
-			if now := time.Now(); now.Before(due) {
+			if time.Now().Before(due) {
 				c.armed = time.Time{} // passed: armIdle sets due
 				continue              // the deadline was an earlier wait's (armIdle)
 			}

@@ -163,7 +163,9 @@ func (s *Store) apply(r ref, room *int64, latest bool) int64 {
 		delete(s.installs, r.ver)
 		s.qmu.Unlock()
 		if in != nil {
-			<-in.ready
+			if in.ready != nil {
+				<-in.ready
+			}
 			for _, fr := range in.refs {
 				freed += s.apply(fr, room, false)
 			}

@@ -287,9 +287,19 @@ func skipped(key string, skip []string) bool {
 // it at the fork's end (a ref of key "", queued when the fork was
 // published), then links the fork's files (refs).
 type forkInstall struct {
-	ready  chan struct{}
+	ready  chan struct{} // nil: installed already (a replayed fork)
 	refs   []ref
 	origin *agent // whose linking the fork's end ends (beginLinking)
+}
+
+// addInstall registers the install of the fork whose end is ref ver.
+func (s *Store) addInstall(ver uint64, in *forkInstall) {
+	s.qmu.Lock()
+	if s.installs == nil {
+		s.installs = map[uint64]*forkInstall{}
+	}
+	s.installs[ver] = in
+	s.qmu.Unlock()
 }
 
 // beginLinking counts a fork of a begun: until its end is applied, a's
@@ -319,12 +329,7 @@ func (s *Store) publishFork(r *record) error {
 	}
 	if r.clone != nil {
 		in := &forkInstall{ready: make(chan struct{}), origin: src}
-		s.qmu.Lock()
-		if s.installs == nil {
-			s.installs = map[uint64]*forkInstall{}
-		}
-		s.installs[r.ver] = in
-		s.qmu.Unlock()
+		s.addInstall(r.ver, in)
 		dst.mu.Lock()
 		s.enqueue(overlayPerChange, ref{a: dst, ver: r.ver})
 		go func() {
@@ -346,16 +351,9 @@ func (s *Store) publishFork(r *record) error {
 	have := maps.Clone(dst.keys)
 	dst.mu.RUnlock()
 	// The fork's end, when the applier reaches it, counts the links made
-	// (see apply).
+	// (see apply); its index is installed here, not behind it.
 	s.beginLinking(src)
-	ready := make(chan struct{})
-	close(ready)
-	s.qmu.Lock()
-	if s.installs == nil {
-		s.installs = map[uint64]*forkInstall{}
-	}
-	s.installs[r.ver] = &forkInstall{ready: ready, origin: src}
-	s.qmu.Unlock()
+	s.addInstall(r.ver, &forkInstall{origin: src})
 	fc := cloneTree(src, forkSkip(r), have, vals, r.ver)
 	dst.mu.Lock()
 	refs, cost := s.install(src, dst, fc)
