@@ -843,11 +843,17 @@ func finish(rep *proto.Reply, result any) error {
 		return rep.Error
 	}
 	if result != nil && rep.Result != nil {
-		if r, ok := result.(*proto.StateRecord); ok {
+		switch r := result.(type) {
+		case *proto.StateRecord:
 			if proto.ParseStateRecord(rep.Result, r) {
 				return nil
 			}
 			*r = proto.StateRecord{}
+		case *proto.MemRememberResult:
+			if proto.ParseMemRememberResult(rep.Result, r) {
+				return nil
+			}
+			*r = proto.MemRememberResult{}
 		}
 		if err := json.Unmarshal(rep.Result, result); err != nil {
 			return fmt.Errorf("decoding result: %w", err)

@@ -9,7 +9,8 @@ import (
 )
 
 // encodeArgs writes the args of the frequent ops by hand and the rest with
-// encoding/json; the bytes are the same either way.
+// encoding/json; the daemon reads the same args either way (the hand
+// leaves HTML's characters unescaped, as they need not be).
 func encodeArgs(args any) ([]byte, error) {
 	if b, ok := appendArgs(nil, args); ok {
 		return b, nil
@@ -80,6 +81,11 @@ func appendArgs(b []byte, args any) (_ []byte, ok bool) {
 		b = field(b, "value", a.Value, false)
 		b = field(b, "encoding", a.Encoding, true)
 		return append(b, '}'), true
+	case proto.MemRememberArgs:
+		if b == nil {
+			b = make([]byte, 0, proto.MemRememberArgsSize(&a))
+		}
+		return proto.AppendMemRememberArgs(b, &a)
 	}
 	return b, false
 }

@@ -33,8 +33,11 @@ func (c *Client) MemList(ctx context.Context, a proto.MemListArgs, fn func(proto
 func (c *Client) memStream(ctx context.Context, op string, args any, fn func(proto.MemoryRecord) error) error {
 	return c.Stream(ctx, op, args, func(item json.RawMessage) error {
 		var rec proto.MemoryRecord
-		if err := json.Unmarshal(item, &rec); err != nil {
-			return err
+		if !proto.ParseMemoryRecord(item, &rec) {
+			rec = proto.MemoryRecord{}
+			if err := json.Unmarshal(item, &rec); err != nil {
+				return err
+			}
 		}
 		return fn(rec)
 	})

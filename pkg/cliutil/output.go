@@ -30,6 +30,7 @@ type Printer struct {
 	header []string
 	rows   int
 	enc    *json.Encoder
+	line   []byte // a record's line, reused (proto.AppendRecord)
 }
 
 // NewPrinter returns a printer for the command's stdout; header names the
@@ -62,6 +63,11 @@ func IsTerminal(f *os.File) bool {
 // Print prints one record: rec as JSON, or row as a table row.
 func (p *Printer) Print(rec any, row ...string) error {
 	if p.JSON {
+		if b, ok := proto.AppendRecord(p.line[:0], rec); ok {
+			p.line = append(b, '\n')
+			_, err := p.out.Write(p.line)
+			return err
+		}
 		return p.enc.Encode(rec)
 	}
 	p.printHeader()

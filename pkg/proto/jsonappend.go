@@ -261,6 +261,11 @@ func ParseStateRecordOf(b []byte, r *StateRecord, agent, key string) bool {
 // have it: json.Marshal without HTML escaping (values are data: `<`
 // stays `<` for jq, and for size), with no newline.
 func Marshal(v any) ([]byte, error) {
+	if n := recordSize(v); n > 0 {
+		if b, ok := AppendRecord(make([]byte, 0, n), v); ok {
+			return b, nil
+		}
+	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
