@@ -28,7 +28,11 @@ import (
 // memPublish applies a durable batch's memory changes to the recall
 // indexes and the expiry heap. Committer only.
 func (k *Kernel) memPublish(batch []*tx) {
-	var chs []memindex.Change
+	n := 0
+	for _, t := range batch {
+		n += max(len(t.subs), 1)
+	}
+	chs := make([]memindex.Change, 0, n)
 	one := func(t *tx) {
 		ch := t.change
 		if ch == nil || t.err != nil || ch.Space != state.SpaceMem {

@@ -126,11 +126,13 @@ func (k *Kernel) work() *version.Work {
 // (none when es is nil).
 func changeTxs(chs []*state.Change, es []*audit.Entry) []*tx {
 	ts := make([]*tx, len(chs))
+	tv := make([]tx, len(chs))
 	for i, ch := range chs {
-		ts[i] = &tx{change: ch}
+		tv[i].change = ch
 		if es != nil {
-			ts[i].entry = es[i]
+			tv[i].entry = es[i]
 		}
+		ts[i] = &tv[i]
 	}
 	return ts
 }

@@ -24,10 +24,13 @@ type Group func(ctx context.Context, chs []*state.Change, es []*audit.Entry, doc
 func Remember(ctx context.Context, group Group, who audit.Actor, agent string, mems []*memory.Memory, files [][]byte, docs []*Doc) (proto.MemRememberResult, error) {
 	chs := make([]*state.Change, len(mems))
 	es := make([]*audit.Entry, len(mems))
+	chv := make([]state.Change, len(mems))
+	ev := make([]audit.Entry, len(mems))
 	for i, m := range mems {
 		key := m.Key()
-		chs[i] = &state.Change{Agent: agent, Space: state.SpaceMem, Key: key, Value: files[i]}
-		es[i] = &audit.Entry{Actor: who, Op: proto.OpMemRemember, Target: agent + ":" + key, Args: audit.ArgsDigest(files[i])}
+		chv[i] = state.Change{Agent: agent, Space: state.SpaceMem, Key: key, Value: files[i]}
+		ev[i] = audit.Entry{Actor: who, Op: proto.OpMemRemember, Target: agent + ":" + key, Args: audit.ArgsDigest(files[i])}
+		chs[i], es[i] = &chv[i], &ev[i]
 	}
 	errs, err := group(ctx, chs, es, docs)
 	if err != nil {

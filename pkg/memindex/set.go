@@ -262,7 +262,8 @@ func (s *Set) Apply(chs []Change, seq uint64) []expiry.Item {
 		}
 		u := byAgent[ch.Agent]
 		if u == nil {
-			u = &upd{m: s.get(ch.Agent, true)}
+			// Room for the rest of the batch: most are one agent's.
+			u = &upd{m: s.get(ch.Agent, true), adds: make([]recall.Prepared, 0, len(chs)-i), exps: make([]int64, 0, len(chs)-i)}
 			byAgent[ch.Agent] = u
 			order = append(order, u)
 		}

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -153,5 +155,64 @@ func BenchmarkIndex1M(b *testing.B) {
 		b.ReportMetric(load.Seconds(), "load-s")
 		b.ReportMetric(float64(size)/(1<<20), "file-MiB")
 		runtime.KeepAlive(ix2)
+	}
+}
+
+// cisiLines are n lines as the bench's remember row makes them: CISI's
+// title and abstract lines, each joined with a later one (synthetic
+// text without the collection).
+func cisiLines(n int) []string {
+	var text []string
+	if recs, err := parseCISI(filepath.Join(cisiDir, "CISI.ALL"), "TAWXBKC"); err == nil {
+		for _, r := range recs {
+			for _, l := range strings.Split(r.fields['T']+r.fields['W'], "\n") {
+				if l = strings.TrimSpace(l); l != "" {
+					text = append(text, l)
+				}
+			}
+		}
+	} else {
+		docs, _ := synthCorpus(n, 20000, 42)
+		for _, d := range docs {
+			text = append(text, d.Text)
+		}
+	}
+	var lines []string
+	for pass := 1; len(lines) < n; pass++ {
+		for i := 0; i < len(text) && len(lines) < n; i++ {
+			lines = append(lines, text[i]+" "+text[(i+pass)%len(text)])
+		}
+	}
+	return lines
+}
+
+// BenchmarkPrepare is the analysis of a memory's text, as a remember
+// does it before the commit (per line of CISI).
+func BenchmarkPrepare(b *testing.B) {
+	lines := cisiLines(100_000)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		Prepare(Doc{ID: "x", Text: lines[i%len(lines)]})
+	}
+}
+
+// BenchmarkAddPrepared is the insertion of analysed memories into an
+// index, as the committer does it, in batches of 1000 (per memory).
+func BenchmarkAddPrepared(b *testing.B) {
+	lines := cisiLines(100_000)
+	ps := make([]Prepared, len(lines))
+	for i, l := range lines {
+		ps[i] = Prepare(Doc{ID: fmt.Sprintf("%026d", i), Text: l})
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	ix := New(DefaultParams)
+	for i := 0; i < b.N; i += 1000 {
+		if i%len(ps) == 0 {
+			ix = New(DefaultParams)
+		}
+		j := i % len(ps)
+		ix.AddPrepared(ps[j:min(j+1000, len(ps))])
 	}
 }

@@ -146,6 +146,8 @@ type Index struct {
 	totalLen int64
 
 	acc accArrays // for accumulate
+
+	tfs []termFreq // addLocked's, reused
 }
 
 // New returns an empty index with the given BM25 parameters.
@@ -173,26 +175,26 @@ func (ix *Index) Add(d Doc) error {
 	if err := checkDoc(&d); err != nil {
 		return err
 	}
-	terms := Analyze(d.Text)
+	p := Prepare(d)
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	ix.addLocked(&d, terms)
+	ix.addLocked(&p)
 	return nil
 }
 
 // AddBatch indexes many documents under one lock.
 func (ix *Index) AddBatch(docs []Doc) error {
-	analyzed := make([][]string, len(docs))
+	ps := make([]Prepared, len(docs))
 	for i := range docs {
 		if err := checkDoc(&docs[i]); err != nil {
 			return fmt.Errorf("document %d of batch: %w", i, err)
 		}
-		analyzed[i] = Analyze(docs[i].Text)
+		ps[i] = Prepare(docs[i])
 	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	for i := range docs {
-		ix.addLocked(&docs[i], analyzed[i])
+	for i := range ps {
+		ix.addLocked(&ps[i])
 	}
 	return nil
 }
@@ -209,9 +211,9 @@ func (ix *Index) termID(s string) uint32 {
 	return id
 }
 
-// addLocked adds an analyzed document, replacing any with its ID; terms
-// are consumed in order.
-func (ix *Index) addLocked(d *Doc, terms []string) {
+// addLocked adds a prepared document, replacing any with its ID.
+func (ix *Index) addLocked(p *Prepared) {
+	d := &p.doc
 	if n, ok := ix.ids.find(ix, d.ID); ok {
 		ix.deleteLocked(n)
 	}
@@ -219,21 +221,13 @@ func (ix *Index) addLocked(d *Doc, terms []string) {
 	if !d.Time.IsZero() {
 		t = d.Time.UnixNano()
 	}
-	counts := make(map[uint32]uint32, len(terms))
-	var order []uint32
-	for _, s := range terms {
-		tid := ix.termID(s)
-		if counts[tid] == 0 {
-			order = append(order, tid)
-		}
-		counts[tid]++
+	tfs := ix.tfs[:0]
+	for i, s := range p.terms {
+		tfs = append(tfs, termFreq{ix.termID(s), uint16(min(p.counts[i], maxTF))})
 	}
-	tfs := make([]termFreq, len(order))
-	for i, tid := range order {
-		tfs[i] = termFreq{tid, uint16(min(counts[tid], maxTF))}
-	}
+	ix.tfs = tfs
 	n := uint32(len(ix.docs))
-	length := uint32(len(terms))
+	length := p.length
 	for _, tf := range tfs {
 		ix.post[tf.term].add(n, tf.tf, length)
 	}
@@ -672,13 +666,52 @@ func (h minHeap) fix() {
 // so that a caller holding up others (the kernel's committer) only pays
 // for the insertion.
 type Prepared struct {
-	doc   Doc
-	terms []string
+	doc Doc
+	// terms are the document's distinct terms, in the order they first
+	// come; counts, how often each comes; length, how many terms it has.
+	terms  []string
+	counts []uint32
+	length uint32
 }
 
 // Prepare analyzes d for AddPrepared.
 func Prepare(d Doc) Prepared {
-	return Prepared{doc: d, terms: Analyze(d.Text)}
+	all := Analyze(d.Text)
+	p := Prepared{doc: d, length: uint32(len(all)), counts: make([]uint32, 0, len(all))}
+	// The distinct terms go in all's own array: the j-th is written once
+	// the i-th (i >= j) has been read.
+	terms := all[:0]
+	if len(all) <= 64 {
+		// A short text: an open-addressed table of 128 on the stack, by a
+		// hash of a few bytes, is cheaper than a map.
+		var slot [128]uint8 // index in terms + 1
+	next:
+		for _, s := range all {
+			h := (uint(len(s))*31 + uint(s[0])*7 + uint(s[len(s)/2])*17 + uint(s[len(s)-1])*131) & 127
+			for ; slot[h] != 0; h = (h + 1) & 127 {
+				if j := slot[h] - 1; terms[j] == s {
+					p.counts[j]++
+					continue next
+				}
+			}
+			slot[h] = uint8(len(terms) + 1)
+			terms = append(terms, s)
+			p.counts = append(p.counts, 1)
+		}
+	} else {
+		seen := make(map[string]int, len(all)/2)
+		for _, s := range all {
+			if j, ok := seen[s]; ok {
+				p.counts[j]++
+				continue
+			}
+			seen[s] = len(terms)
+			terms = append(terms, s)
+			p.counts = append(p.counts, 1)
+		}
+	}
+	p.terms = terms
+	return p
 }
 
 // AddPrepared indexes prepared documents under one lock, replacing any
@@ -692,7 +725,7 @@ func (ix *Index) AddPrepared(ps []Prepared) error {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	for i := range ps {
-		ix.addLocked(&ps[i].doc, ps[i].terms)
+		ix.addLocked(&ps[i])
 	}
 	return nil
 }

@@ -1,6 +1,15 @@
 package recall
 
-import "testing"
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"unicode"
+	"unicode/utf8"
+)
 
 // Pairs from the Snowball project's English vocabulary and output
 // (snowballstem/snowball-data, english/diffs.txt) plus the algorithm's
@@ -82,6 +91,134 @@ func TestStemKeepsFirstByte(t *testing.T) {
 	for _, w := range words {
 		if s := Stem(w); s == "" || s[0] != w[0] {
 			t.Errorf("Stem(%q) = %q: the first byte changed", w, s)
+		}
+	}
+}
+
+// forTokensByRune is forTokens as it was before its ASCII path: every
+// rune decoded and classified (the reference FuzzTokenize holds it to).
+func forTokensByRune(text string, fn func(w []byte)) {
+	buf := make([]byte, 0, maxTokenBytes+8)
+	flush := func() {
+		w := bytes.Trim(buf, "'")
+		if len(w) > 0 {
+			fn(w)
+		}
+		buf = buf[:0]
+	}
+	for i := 0; i < len(text); {
+		r, size := utf8.DecodeRuneInString(text[i:])
+		i += size
+		switch {
+		case r == utf8.RuneError && size <= 1:
+			flush()
+		case r < 0x80 && (r >= 'a' && r <= 'z' || r >= '0' && r <= '9'):
+			buf = append(buf, byte(r))
+		case r < 0x80 && r >= 'A' && r <= 'Z':
+			buf = append(buf, byte(r)+'a'-'A')
+		case r == '\'' || r == '\u2019':
+			if len(buf) > 0 {
+				buf = append(buf, '\'')
+			}
+		case unicode.Is(unicode.Mn, r):
+		case unicode.IsLetter(r) || unicode.IsDigit(r):
+			r = unicode.ToLower(r)
+			if f, ok := latinFold[r]; ok {
+				buf = append(buf, f...)
+			} else {
+				buf = utf8.AppendRune(buf, r)
+			}
+		default:
+			flush()
+		}
+		if len(buf) >= maxTokenBytes {
+			flush()
+		}
+	}
+	flush()
+}
+
+func FuzzTokenize(f *testing.F) {
+	f.Add("Café CAFE\u0301 naïve, x1 don't 'quoted' \xff bad")
+	f.Add(strings.Repeat("a", 70) + "'b ÆØÅ z\u2019s")
+	f.Add("The 2 Libraries' catalogues; e-mail\tand\nso-on")
+	f.Fuzz(func(t *testing.T, text string) {
+		var got, want []string
+		forTokens(text, func(w []byte) { got = append(got, string(w)) })
+		forTokensByRune(text, func(w []byte) { want = append(want, string(w)) })
+		if !slices.Equal(got, want) {
+			t.Fatalf("%q: tokens %q, want %q", text, got, want)
+		}
+		for _, w := range got {
+			s, ok := term([]byte(w))
+			_, stop := stopWords[w]
+			if ok == stop || ok && s != Stem(w) {
+				t.Fatalf("%q: term %q %v, want %q (stop word: %v)", w, s, ok, Stem(w), stop)
+			}
+		}
+	})
+}
+
+// The word cache gives Stem's answer while it grows and is replaced
+// under readers (run with -race), and stop words stay stop words.
+func TestTermCache(t *testing.T) {
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 3000; i++ {
+				w := fmt.Sprintf("running%dings", i*4+g)
+				if s, ok := term([]byte(w)); !ok || s != Stem(w) {
+					t.Errorf("term(%q) = %q, %v; want %q", w, s, ok, Stem(w))
+					return
+				}
+				if s, ok := term([]byte("the")); ok {
+					t.Errorf("term(the) = %q, not a stop word", s)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	words.mu.Lock()
+	frozen, fresh := len(*words.frozen.Load()), len(words.fresh)
+	words.mu.Unlock()
+	// The fresh words wait for a quarter of the frozen ones.
+	if frozen+fresh < 12000 || fresh > 64+frozen/4 {
+		t.Errorf("the cache holds %d frozen and %d fresh words after 12,000 new ones", frozen, fresh)
+	}
+}
+
+// Prepare counts each distinct term once, in the order they first come,
+// in short texts (the table) and long ones (the map) alike.
+func TestPrepareCounts(t *testing.T) {
+	for _, text := range []string{
+		"libraries library librarian the catalogue catalogues and a library",
+		strings.Repeat("catalog indexing indexes retrieval of the documents ", 30),
+		strings.Repeat("x ", 200) + "y",
+	} {
+		all := Analyze(text)
+		p := Prepare(Doc{ID: "d", Text: text})
+		if int(p.length) != len(all) {
+			t.Fatalf("%q: length %d, %d terms", text, p.length, len(all))
+		}
+		var flat []string
+		for i, s := range p.terms {
+			if slices.Contains(p.terms[:i], s) {
+				t.Fatalf("%q: %q comes twice in %q", text, s, p.terms)
+			}
+			for range p.counts[i] {
+				flat = append(flat, s)
+			}
+		}
+		slices.Sort(flat)
+		slices.Sort(all)
+		if !slices.Equal(flat, all) {
+			t.Fatalf("%q: terms %q counts %v, analysis %q", text, p.terms, p.counts, all)
+		}
+		if first := Analyze(text)[0]; p.terms[0] != first {
+			t.Fatalf("%q: first term %q, want %q", text, p.terms[0], first)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package recall
 import (
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
 )
@@ -41,6 +42,26 @@ func forTokens(text string, fn func(w []byte)) {
 		buf = buf[:0]
 	}
 	for i := 0; i < len(text); {
+		if c := text[i]; c < utf8.RuneSelf {
+			// ASCII, as the switch below has it, without decoding.
+			i++
+			switch {
+			case c >= 'a' && c <= 'z' || c >= '0' && c <= '9':
+				buf = append(buf, c)
+			case c >= 'A' && c <= 'Z':
+				buf = append(buf, c+'a'-'A')
+			case c == '\'':
+				if len(buf) > 0 {
+					buf = append(buf, '\'')
+				}
+			default:
+				flush()
+			}
+			if len(buf) >= maxTokenBytes {
+				flush()
+			}
+			continue
+		}
 		r, size := utf8.DecodeRuneInString(text[i:])
 		i += size
 		switch {
@@ -108,40 +129,82 @@ var stopWords = func() map[string]struct{} {
 
 // Analyze turns text into index terms: tokens without stop words, stemmed.
 func Analyze(text string) []string {
-	var out []string
+	out := make([]string, 0, len(text)/10+4)
 	forTokens(text, func(w []byte) {
-		if _, stop := stopWords[string(w)]; !stop {
-			out = append(out, stemWord(w))
+		if s, ok := term(w); ok {
+			out = append(out, s)
 		}
 	})
 	return out
 }
 
-// stemCache memoizes Stem: text is Zipfian, a few thousand words make most
-// of it, and stemming is most of the cost of analysis. Once it holds
+// words memoizes the analysis of a token: its stem (Stem), or that it is a
+// stop word. Text is Zipfian, a few thousand words make most of it, and
+// stemming was most of the cost of analysis; remembers analyse their texts
+// side by side, so the words known are read without a lock. frozen is
+// never changed once published: the words stemmed since it was made wait
+// in fresh (under mu) until there are a quarter as many, then a new frozen
+// holds them all, so copies cost O(1) a word. Once the cache holds
 // stemCacheMax words (a few MiB) it takes no more: a flood of one-off
 // tokens (hashes, numbers) cannot grow it.
-var stemCache = struct {
-	sync.RWMutex
-	m map[string]string
-}{m: map[string]string{}}
+var words struct {
+	frozen atomic.Pointer[map[string]string]
+	mu     sync.Mutex
+	fresh  map[string]string
+}
+
+// stopMark is a stop word's entry in words: no stem is empty.
+const stopMark = ""
 
 const stemCacheMax = 1 << 16
 
-// stemWord is Stem(string(w)), through the cache.
-func stemWord(w []byte) string {
-	stemCache.RLock()
-	s, ok := stemCache.m[string(w)]
-	stemCache.RUnlock()
+func init() {
+	m := make(map[string]string, len(stopWords))
+	for w := range stopWords {
+		m[w] = stopMark
+	}
+	words.frozen.Store(&m)
+	words.fresh = map[string]string{}
+}
+
+// term is w's index term, its stem; ok is false for a stop word.
+func term(w []byte) (string, bool) {
+	if s, ok := (*words.frozen.Load())[string(w)]; ok {
+		return s, s != stopMark
+	}
+	words.mu.Lock()
+	s, ok := words.fresh[string(w)]
+	words.mu.Unlock()
 	if ok {
-		return s
+		return s, true
 	}
 	word := string(w)
 	s = Stem(word)
-	stemCache.Lock()
-	if len(stemCache.m) < stemCacheMax {
-		stemCache.m[word] = s
+	words.mu.Lock()
+	defer words.mu.Unlock()
+	frozen := *words.frozen.Load()
+	if n := len(frozen) + len(words.fresh); n < stemCacheMax {
+		words.fresh[word] = s
+		if len(words.fresh) >= 64+len(frozen)/4 {
+			m := make(map[string]string, n+1)
+			for w, s := range frozen {
+				m[w] = s
+			}
+			for w, s := range words.fresh {
+				m[w] = s
+			}
+			words.frozen.Store(&m)
+			words.fresh = map[string]string{}
+		}
 	}
-	stemCache.Unlock()
-	return s
+	return s, true
+}
+
+// stemWord is Stem(string(w)), through the cache, for a word that is not
+// a stop word.
+func stemWord(w []byte) string {
+	if s, ok := term(w); ok {
+		return s
+	}
+	return Stem(string(w))
 }
