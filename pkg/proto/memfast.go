@@ -214,13 +214,15 @@ func MemRememberArgsSize(a *MemRememberArgs) int {
 // unspecified state, for anything else, which the caller then decodes
 // with encoding/json.
 func ParseMemoryRecord(b []byte, r *MemoryRecord) bool {
-	rest, ok := parseMemoryRecord(b, r)
+	rest, ok := parseMemoryRecord(b, r, nil)
 	return ok && len(rest) == 0
 }
 
 // parseMemoryRecord reads the record at the start of p into r and
-// returns what follows it.
-func parseMemoryRecord(p []byte, r *MemoryRecord) (_ []byte, ok bool) {
+// returns what follows it. An agent or a kind equal to prev's (if not
+// nil) reuses prev's string: a remember's records are mostly of one
+// agent and one kind.
+func parseMemoryRecord(p []byte, r *MemoryRecord, prev *MemoryRecord) (_ []byte, ok bool) {
 	*r = MemoryRecord{}
 	lit := func(s string) bool {
 		if len(p) < len(s) || string(p[:len(s)]) != s {
@@ -232,6 +234,16 @@ func parseMemoryRecord(p []byte, r *MemoryRecord) (_ []byte, ok bool) {
 	str := func(dst *string) bool {
 		*dst, p, ok = jsonString(p)
 		return ok
+	}
+	known := func(dst *string, s string) bool {
+		if len(p) > len(s)+1 && p[0] == '"' && p[len(s)+1] == '"' && string(p[1:len(s)+1]) == s && plainString(p[1:]) == len(s) {
+			*dst, p = s, p[len(s)+2:]
+			return true
+		}
+		return str(dst)
+	}
+	if prev == nil {
+		prev = &MemoryRecord{}
 	}
 	num := func(dst *float64) bool {
 		*dst, p, ok = jsonFloat(p)
@@ -263,7 +275,7 @@ func parseMemoryRecord(p []byte, r *MemoryRecord) (_ []byte, ok bool) {
 	} else if !str(&r.Type) {
 		return nil, false
 	}
-	if !lit(`,"id":`) || !str(&r.ID) || !lit(`,"agent":`) || !str(&r.Agent) || !lit(`,"kind":`) || !str(&r.Kind) {
+	if !lit(`,"id":`) || !str(&r.ID) || !lit(`,"agent":`) || !known(&r.Agent, prev.Agent) || !lit(`,"kind":`) || !known(&r.Kind, prev.Kind) {
 		return nil, false
 	}
 	if lit(`,"text":`) && !str(&r.Text) {
@@ -315,8 +327,12 @@ func ParseMemRememberResult(b []byte, res *MemRememberResult) bool {
 	// A record is at least 80 bytes: room for all, without growing.
 	res.Memories = make([]MemoryRecord, 0, bytes.Count(p, []byte(`{"type":`)))
 	for {
+		var prev *MemoryRecord
+		if n := len(res.Memories); n > 0 {
+			prev = &res.Memories[n-1]
+		}
 		res.Memories = append(res.Memories, MemoryRecord{})
-		if p, ok = parseMemoryRecord(p, &res.Memories[len(res.Memories)-1]); !ok || len(p) == 0 {
+		if p, ok = parseMemoryRecord(p, &res.Memories[len(res.Memories)-1], prev); !ok || len(p) == 0 {
 			return false
 		}
 		if p[0] != ',' {
