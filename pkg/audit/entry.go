@@ -73,7 +73,7 @@ const (
 
 	// timeLayout is RFC 3339 with all nine digits of nanoseconds, so every
 	// time has the same width.
-	timeLayout = "2006-01-02T15:04:05.000000000Z07:00"
+	timeLayout = proto.TimeNano9
 )
 
 // FormatTime formats t as entries write their time (UTC, nanoseconds, fixed
@@ -95,7 +95,7 @@ func appendBody(b []byte, e *Entry, prev *[32]byte) []byte {
 	b = append(b, linePrefix...)
 	b = strconv.AppendUint(b, e.Seq, 10)
 	b = append(b, `,"time":"`...)
-	b = e.Time.AppendFormat(b, timeLayout)
+	b = proto.AppendTimeNano9(b, e.Time)
 	b = append(b, `","actor":{"uid":`...)
 	b = strconv.AppendUint(b, uint64(e.Actor.UID), 10)
 	if e.Actor.PID != 0 {

@@ -159,14 +159,14 @@ func (m *Memory) Encode() []byte {
 		b = append(b, m.Source...)
 	}
 	b = append(b, "\ncreated: "...)
-	b = m.Created.UTC().AppendFormat(b, timeLayout)
+	b = proto.AppendTime(b, m.Created.UTC())
 	if m.Importance != 0 {
 		b = append(b, "\nimportance: "...)
 		b = strconv.AppendFloat(b, m.Importance, 'g', -1, 64)
 	}
 	if !m.Expires.IsZero() {
 		b = append(b, "\nexpires: "...)
-		b = m.Expires.UTC().AppendFormat(b, timeLayout)
+		b = proto.AppendTime(b, m.Expires.UTC())
 	}
 	b = append(b, "\n---\n"...)
 	b = append(b, m.Text...)

@@ -5,9 +5,20 @@ import "time"
 // AppendTime appends t as t.AppendFormat(b, time.RFC3339Nano) does, about
 // twice as fast for what records carry (UTC, years 0 to 9999), which
 // it writes by hand: every state reply has a time in it.
-func AppendTime(b []byte, t time.Time) []byte {
+func AppendTime(b []byte, t time.Time) []byte { return appendTime(b, t, time.RFC3339Nano) }
+
+// TimeNano9 is RFC 3339 with every digit of the nanoseconds: a fixed
+// width, as the audit log has its times.
+const TimeNano9 = "2006-01-02T15:04:05.000000000Z07:00"
+
+// AppendTimeNano9 appends t as t.AppendFormat(b, TimeNano9) does, about
+// twice as fast (as AppendTime).
+func AppendTimeNano9(b []byte, t time.Time) []byte { return appendTime(b, t, TimeNano9) }
+
+// appendTime is AppendTime for layout, RFC3339Nano or TimeNano9.
+func appendTime(b []byte, t time.Time, layout string) []byte {
 	if t.Location() != time.UTC {
-		return t.AppendFormat(b, time.RFC3339Nano)
+		return t.AppendFormat(b, layout)
 	}
 	sec := t.Unix()
 	days := sec / 86400
@@ -17,7 +28,7 @@ func AppendTime(b []byte, t time.Time) []byte {
 	sod := int(sec - days*86400)
 	y, m, d := civil(days)
 	if y < 0 || y > 9999 {
-		return t.AppendFormat(b, time.RFC3339Nano)
+		return t.AppendFormat(b, layout)
 	}
 	var buf [30]byte // 2006-01-02T15:04:05.999999999Z
 	put2(buf[0:], y/100)
@@ -33,7 +44,7 @@ func AppendTime(b []byte, t time.Time) []byte {
 	buf[16] = ':'
 	put2(buf[17:], sod%60)
 	n := 19
-	if ns := t.Nanosecond(); ns != 0 {
+	if ns := t.Nanosecond(); ns != 0 || layout == TimeNano9 {
 		buf[19] = '.'
 		put2(buf[20:], ns/1e7)
 		put2(buf[22:], ns/1e5%100)
@@ -41,7 +52,7 @@ func AppendTime(b []byte, t time.Time) []byte {
 		put2(buf[26:], ns/10%100)
 		buf[28] = byte('0' + ns%10)
 		n = 29
-		for buf[n-1] == '0' {
+		for layout != TimeNano9 && buf[n-1] == '0' {
 			n--
 		}
 	}

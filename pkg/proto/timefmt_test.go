@@ -6,13 +6,17 @@ import (
 	"time"
 )
 
-// AppendTime must write what time.RFC3339Nano does, for every time.
+// AppendTime must write what time.RFC3339Nano does, for every time, and
+// AppendTimeNano9 what TimeNano9 does.
 func TestAppendTimeMatchesRFC3339Nano(t *testing.T) {
 	check := func(tm time.Time) {
 		t.Helper()
 		want := tm.Format(time.RFC3339Nano)
 		if got := string(AppendTime([]byte("x"), tm)); got != "x"+want {
 			t.Fatalf("%d.%09d %v: got %s want x%s", tm.Unix(), tm.Nanosecond(), tm.Location(), got, want)
+		}
+		if got, want := string(AppendTimeNano9([]byte("x"), tm)), "x"+tm.Format(TimeNano9); got != want {
+			t.Fatalf("%d.%09d %v: nano9 got %s want %s", tm.Unix(), tm.Nanosecond(), tm.Location(), got, want)
 		}
 		// And back: parseTime reads what UnmarshalText does, or declines.
 		var slow time.Time
