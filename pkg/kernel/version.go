@@ -126,13 +126,17 @@ func (k *Kernel) work() *version.Work {
 // (none when es is nil).
 func changeTxs(chs []*state.Change, es []*audit.Entry) []*tx {
 	ts := make([]*tx, len(chs))
-	tv := make([]tx, len(chs))
+	var tv []tx // in blocks of 32, as memindex.Remember has its changes
 	for i, ch := range chs {
-		tv[i].change = ch
-		if es != nil {
-			tv[i].entry = es[i]
+		if i%32 == 0 {
+			tv = make([]tx, min(32, len(chs)-i))
 		}
-		ts[i] = &tv[i]
+		t := &tv[i%32]
+		t.change = ch
+		if es != nil {
+			t.entry = es[i]
+		}
+		ts[i] = t
 	}
 	return ts
 }

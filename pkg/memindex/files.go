@@ -145,10 +145,10 @@ func Rebuild(keys []string, load func(key string) ([]byte, error), skipped func(
 		}()
 	}
 	wg.Wait()
-	keep := preps[:0]
+	keep := make([]*recall.Prepared, 0, len(preps))
 	for i := range preps {
 		if ok[i] {
-			keep = append(keep, preps[i])
+			keep = append(keep, &preps[i])
 		}
 	}
 	ix := recall.New(recall.DefaultParams)

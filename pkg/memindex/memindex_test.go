@@ -40,9 +40,10 @@ type index struct{ ix *recall.Index }
 
 func testIndex(t *testing.T, mems []*memory.Memory) *index {
 	m := &index{ix: recall.New(recall.DefaultParams)}
-	var preps []recall.Prepared
+	var preps []*recall.Prepared
 	for i, mm := range mems {
-		preps = append(preps, recall.Prepare(DocOf(mm, 100+i, nil)))
+		p := recall.Prepare(DocOf(mm, 100+i, nil))
+		preps = append(preps, &p)
 	}
 	if err := m.ix.AddPrepared(preps); err != nil {
 		t.Fatal(err)

@@ -248,7 +248,7 @@ type Change struct {
 func (s *Set) Apply(chs []Change, seq uint64) []expiry.Item {
 	type upd struct {
 		m    *agentIndex
-		adds []recall.Prepared
+		adds []*recall.Prepared
 		exps []int64
 		dels []string
 	}
@@ -263,7 +263,7 @@ func (s *Set) Apply(chs []Change, seq uint64) []expiry.Item {
 		u := byAgent[ch.Agent]
 		if u == nil {
 			// Room for the rest of the batch: most are one agent's.
-			u = &upd{m: s.get(ch.Agent, true), adds: make([]recall.Prepared, 0, len(chs)-i), exps: make([]int64, 0, len(chs)-i)}
+			u = &upd{m: s.get(ch.Agent, true), adds: make([]*recall.Prepared, 0, len(chs)-i), exps: make([]int64, 0, len(chs)-i)}
 			byAgent[ch.Agent] = u
 			order = append(order, u)
 		}
@@ -281,7 +281,7 @@ func (s *Set) Apply(chs []Change, seq uint64) []expiry.Item {
 			}
 			d = NewDoc(mm, len(ch.Value), nil)
 		}
-		u.adds = append(u.adds, d.Prep)
+		u.adds = append(u.adds, &d.Prep)
 		u.exps = append(u.exps, d.Expires)
 	}
 	var expiries []expiry.Item
@@ -469,7 +469,7 @@ func (s *Set) catchUp(from map[string]uint64, src Source) error {
 	}
 	for agent, keys := range touched {
 		m := s.ix[agent]
-		var adds []recall.Prepared
+		var adds []*recall.Prepared
 		sorted := make([]string, 0, len(keys))
 		for key := range keys {
 			sorted = append(sorted, key)
@@ -491,7 +491,8 @@ func (s *Set) catchUp(from map[string]uint64, src Source) error {
 				m.ix.Delete(id)
 				continue
 			}
-			adds = append(adds, recall.Prepare(DocOf(mm, len(v), nil)))
+			p := recall.Prepare(DocOf(mm, len(v), nil))
+			adds = append(adds, &p)
 		}
 		if err := m.ix.AddPrepared(adds); err != nil {
 			return err

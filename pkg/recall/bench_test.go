@@ -201,9 +201,10 @@ func BenchmarkPrepare(b *testing.B) {
 // index, as the committer does it, in batches of 1000 (per memory).
 func BenchmarkAddPrepared(b *testing.B) {
 	lines := cisiLines(100_000)
-	ps := make([]Prepared, len(lines))
+	ps := make([]*Prepared, len(lines))
 	for i, l := range lines {
-		ps[i] = Prepare(Doc{ID: fmt.Sprintf("%026d", i), Text: l})
+		p := Prepare(Doc{ID: fmt.Sprintf("%026d", i), Text: l})
+		ps[i] = &p
 	}
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -716,7 +716,7 @@ func Prepare(d Doc) Prepared {
 
 // AddPrepared indexes prepared documents under one lock, replacing any
 // with the same ID.
-func (ix *Index) AddPrepared(ps []Prepared) error {
+func (ix *Index) AddPrepared(ps []*Prepared) error {
 	for i := range ps {
 		if err := checkDoc(&ps[i].doc); err != nil {
 			return fmt.Errorf("document %d of batch: %w", i, err)
@@ -724,8 +724,8 @@ func (ix *Index) AddPrepared(ps []Prepared) error {
 	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	for i := range ps {
-		ix.addLocked(&ps[i])
+	for _, p := range ps {
+		ix.addLocked(p)
 	}
 	return nil
 }
