@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -347,8 +348,9 @@ func (s *Store) writeFile(agentName, key string, value []byte, mod int64) error 
 		b = b[n:]
 	}
 	// The file's mtime is the save's, so a restart reports the same time.
-	ts := []unix.Timespec{unix.NsecToTimespec(mod), unix.NsecToTimespec(mod)}
-	_ = unix.UtimesNanoAt(unix.AT_FDCWD, tmp, ts, 0)
+	// Set through the descriptor (futimens): no second walk of the path.
+	ts := [2]unix.Timespec{unix.NsecToTimespec(mod), unix.NsecToTimespec(mod)}
+	_, _, _ = unix.Syscall6(unix.SYS_UTIMENSAT, uintptr(fd), 0, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
 	if err := unix.Close(fd); err != nil {
 		os.Remove(tmp)
 		return err
@@ -362,7 +364,14 @@ func (s *Store) place(tmp, agentName, key string) error {
 	dst := s.path(agentName, key)
 	var err error
 	for try := 0; ; try++ {
-		err = os.Rename(tmp, dst)
+		// rename(2) itself, not os.Rename, which looks the destination
+		// up first (to refuse a folder in its place with EEXIST): one
+		// failing stat a file, as a new key's file has nothing there.
+		// A folder in its place is EISDIR here, handled below.
+		err = nil
+		if e := unix.Rename(tmp, dst); e != nil {
+			err = &os.LinkError{Op: "rename", Old: tmp, New: dst, Err: e}
+		}
 		if err == nil || try == 3 {
 			break
 		}
