@@ -266,6 +266,11 @@ func Marshal(v any) ([]byte, error) {
 			return b, nil
 		}
 	}
+	return marshalJSON(v)
+}
+
+// marshalJSON is Marshal through encoding/json, for every record.
+func marshalJSON(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)

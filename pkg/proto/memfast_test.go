@@ -1,25 +1,12 @@
 package proto
 
 import (
-	"bytes"
 	"encoding/json"
 	"math"
 	"reflect"
 	"testing"
 	"time"
 )
-
-// encodingJSON is what Marshal wrote before its fast paths: encoding/json
-// without HTML escaping, no newline.
-func encodingJSON(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
-}
 
 // memoryRecords are records with each field set, unset and at its edges.
 func memoryRecords() []MemoryRecord {
@@ -54,7 +41,7 @@ func TestAppendMemoryRecordMatchesEncodingJSON(t *testing.T) {
 	recs := memoryRecords()
 	for i := range recs {
 		r := &recs[i]
-		want, werr := encodingJSON(r)
+		want, werr := marshalJSON(r)
 		got, ok := AppendMemoryRecord([]byte("prefix"), r)
 		if werr != nil {
 			if ok || string(got) != "prefix" {
@@ -84,12 +71,12 @@ func TestAppendMemoryRecordMatchesEncodingJSON(t *testing.T) {
 		}
 	}
 	res := MemRememberResult{Memories: recs[:8]}
-	want, _ := encodingJSON(&res)
+	want, _ := marshalJSON(&res)
 	if got, ok := AppendMemRememberResult(nil, &res); !ok || string(got) != string(want) {
 		t.Errorf("result:\nfast %q\nwant %q", got, want)
 	}
 	for _, res := range []MemRememberResult{{}, {Memories: []MemoryRecord{}}} {
-		want, _ := encodingJSON(&res)
+		want, _ := marshalJSON(&res)
 		if got, _ := Marshal(&res); string(got) != string(want) {
 			t.Errorf("result %+v: %q, want %q", res, got, want)
 		}
