@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/sched/jobs"
 )
 
 var schedIdle = flag.Duration("sched-idle", 60*time.Second, "schedules: how long to watch oxiosd holding 1,000 jobs none of which is due (the issue's target is 0 ticks over 150s)")
@@ -18,10 +19,13 @@ func benchSchedules(d *daemon, n int) {
 	c := dial(d.sock)
 	defer c.Close()
 	ctx := context.Background()
+	// Spread over enough agents that none passes jobs.MaxPerAgent (1,000
+	// jobs: 16 agents of 62 or 63).
+	agents := max(10, (n+jobs.MaxPerAgent-1)/jobs.MaxPerAgent)
 	t0 := time.Now()
 	for i := range n {
 		_, err := c.ScheduleAdd(ctx, proto.ScheduleAddArgs{
-			Agent: fmt.Sprintf("sched%d", i%10), Name: fmt.Sprintf("job%04d", i),
+			Agent: fmt.Sprintf("sched%d", i%agents), Name: fmt.Sprintf("job%04d", i),
 			Schedule: fmt.Sprintf("%d %d 1 1 *", i%60, (i/60)%24), TZ: "UTC", Command: []string{"true"},
 		})
 		check(err)
