@@ -82,9 +82,6 @@ func appendArgs(b []byte, args any) (_ []byte, ok bool) {
 		b = field(b, "encoding", a.Encoding, true)
 		return append(b, '}'), true
 	case proto.MemRememberArgs:
-		if b == nil {
-			b = make([]byte, 0, proto.MemRememberArgsSize(&a))
-		}
 		return proto.AppendMemRememberArgs(b, &a)
 	}
 	return b, false

@@ -34,10 +34,20 @@ const (
 // (Each test below is exact for "some byte is": x-ones&^x&highs is
 // non-zero iff a byte of x is 0, and w-0x20*ones&^w&highs iff a byte of
 // w is below 0x20, given none is 0x80 or more, which w&highs tests.)
-func plainWord(w uint64) bool {
+func plainWord(w uint64) bool { return (w|loud(w))&highs == 0 }
+
+// quietWord reports whether none of the 8 bytes of w is a control byte
+// (below 0x20), the quote or the backslash: plainWord without its test
+// for bytes from 0x80 up, which a JSON string may hold as they are.
+func quietWord(w uint64) bool { return loud(w)&highs == 0 }
+
+// loud has, under highs, a bit set if some byte of w is a control byte,
+// the quote or the backslash (exact for "some byte is", whatever the
+// other bytes: the has-zero and has-less-than-n tests, n up to 0x80).
+func loud(w uint64) uint64 {
 	q := w ^ 0x22*ones // zero where '"'
 	e := w ^ 0x5c*ones // zero where a backslash
-	return (w|(w-0x20*ones)&^w|(q-ones)&^q|(e-ones)&^e)&highs == 0
+	return (w-0x20*ones)&^w | (q-ones)&^q | (e-ones)&^e
 }
 
 // printableWord reports whether each of the 8 bytes of w is 0x20 to 0x7f
@@ -261,10 +271,8 @@ func ParseStateRecordOf(b []byte, r *StateRecord, agent, key string) bool {
 // have it: json.Marshal without HTML escaping (values are data: `<`
 // stays `<` for jq, and for size), with no newline.
 func Marshal(v any) ([]byte, error) {
-	if n := recordSize(v); n > 0 {
-		if b, ok := AppendRecord(make([]byte, 0, n), v); ok {
-			return b, nil
-		}
+	if b, ok := AppendRecord(nil, v); ok {
+		return b, nil
 	}
 	return marshalJSON(v)
 }

@@ -3,6 +3,7 @@ package proto
 import (
 	"bytes"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -150,9 +151,10 @@ func AppendMemRememberResult(b []byte, res *MemRememberResult) ([]byte, bool) {
 
 // AppendMemRememberArgs appends a as encoding/json writes it, but for
 // HTML's characters, which stay as they are: the shape the daemon's fast
-// path reads (fastRememberArgs). ok is false, with b as it was, for an
-// importance that is not finite.
+// path reads (fastRememberArgs), with room made for it at once. ok is
+// false, with b as it was, for an importance that is not finite.
 func AppendMemRememberArgs(b []byte, a *MemRememberArgs) (_ []byte, ok bool) {
+	b = slices.Grow(b, memRememberArgsSize(a))
 	b0 := len(b)
 	b = append(b, `{"agent":`...)
 	b = AppendString(b, a.Agent)
@@ -195,9 +197,8 @@ func AppendMemRememberArgs(b []byte, a *MemRememberArgs) (_ []byte, ok bool) {
 	return append(b, ']', '}'), true
 }
 
-// MemRememberArgsSize is about what AppendMemRememberArgs writes for a,
-// to size a buffer once.
-func MemRememberArgsSize(a *MemRememberArgs) int {
+// memRememberArgsSize is about what AppendMemRememberArgs writes for a.
+func memRememberArgsSize(a *MemRememberArgs) int {
 	n := 32 + len(a.Agent)
 	for i := range a.Memories {
 		m := &a.Memories[i]
@@ -214,15 +215,15 @@ func MemRememberArgsSize(a *MemRememberArgs) int {
 // unspecified state, for anything else, which the caller then decodes
 // with encoding/json.
 func ParseMemoryRecord(b []byte, r *MemoryRecord) bool {
-	rest, ok := parseMemoryRecord(b, r, nil)
+	rest, ok := parseMemoryRecord(b, r, "", "")
 	return ok && len(rest) == 0
 }
 
 // parseMemoryRecord reads the record at the start of p into r and
-// returns what follows it. An agent or a kind equal to prev's (if not
-// nil) reuses prev's string: a remember's records are mostly of one
-// agent and one kind.
-func parseMemoryRecord(p []byte, r *MemoryRecord, prev *MemoryRecord) (_ []byte, ok bool) {
+// returns what follows it. An agent or a kind equal to agent or kind
+// reuses that string rather than allocating its own (a remember's records
+// are mostly of one agent and one kind), as a type of "memory" does.
+func parseMemoryRecord(p []byte, r *MemoryRecord, agent, kind string) (_ []byte, ok bool) {
 	*r = MemoryRecord{}
 	lit := func(s string) bool {
 		if len(p) < len(s) || string(p[:len(s)]) != s {
@@ -236,14 +237,13 @@ func parseMemoryRecord(p []byte, r *MemoryRecord, prev *MemoryRecord) (_ []byte,
 		return ok
 	}
 	known := func(dst *string, s string) bool {
-		if len(p) > len(s)+1 && p[0] == '"' && p[len(s)+1] == '"' && string(p[1:len(s)+1]) == s && plainString(p[1:]) == len(s) {
-			*dst, p = s, p[len(s)+2:]
-			return true
+		if len(p) > 0 && p[0] == '"' {
+			if q := plainString(p[1:]); q >= 0 && string(p[1:1+q]) == s {
+				*dst, p = s, p[q+2:]
+				return true
+			}
 		}
 		return str(dst)
-	}
-	if prev == nil {
-		prev = &MemoryRecord{}
 	}
 	num := func(dst *float64) bool {
 		*dst, p, ok = jsonFloat(p)
@@ -266,16 +266,8 @@ func parseMemoryRecord(p []byte, r *MemoryRecord, prev *MemoryRecord) (_ []byte,
 		p = p[q+2:]
 		return true
 	}
-	if !lit(`{"type":`) {
-		return nil, false
-	}
-	// The type is "memory" but for a stranger's record: no copy of it.
-	if lit(`"memory"`) {
-		r.Type = RecordMemory
-	} else if !str(&r.Type) {
-		return nil, false
-	}
-	if !lit(`,"id":`) || !str(&r.ID) || !lit(`,"agent":`) || !known(&r.Agent, prev.Agent) || !lit(`,"kind":`) || !known(&r.Kind, prev.Kind) {
+	if !lit(`{"type":`) || !known(&r.Type, RecordMemory) || !lit(`,"id":`) || !str(&r.ID) ||
+		!lit(`,"agent":`) || !known(&r.Agent, agent) || !lit(`,"kind":`) || !known(&r.Kind, kind) {
 		return nil, false
 	}
 	if lit(`,"text":`) && !str(&r.Text) {
@@ -326,15 +318,14 @@ func ParseMemRememberResult(b []byte, res *MemRememberResult) bool {
 	}
 	// A record is at least 80 bytes: room for all, without growing.
 	res.Memories = make([]MemoryRecord, 0, bytes.Count(p, []byte(`{"type":`)))
+	var agent, kind string // the record before's
 	for {
-		var prev *MemoryRecord
-		if n := len(res.Memories); n > 0 {
-			prev = &res.Memories[n-1]
-		}
 		res.Memories = append(res.Memories, MemoryRecord{})
-		if p, ok = parseMemoryRecord(p, &res.Memories[len(res.Memories)-1], prev); !ok || len(p) == 0 {
+		r := &res.Memories[len(res.Memories)-1]
+		if p, ok = parseMemoryRecord(p, r, agent, kind); !ok || len(p) == 0 {
 			return false
 		}
+		agent, kind = r.Agent, r.Kind
 		if p[0] != ',' {
 			return string(p) == "]}"
 		}
@@ -343,33 +334,20 @@ func ParseMemRememberResult(b []byte, res *MemRememberResult) bool {
 }
 
 // AppendRecord appends v as Marshal writes it, for the records that have
-// a fast path here; ok is false, with b as it was, for others.
+// a fast path here, with room made for it at once; ok is false, with b as
+// it was, for others.
 func AppendRecord(b []byte, v any) ([]byte, bool) {
 	switch r := v.(type) {
 	case *MemoryRecord:
-		return AppendMemoryRecord(b, r)
+		return AppendMemoryRecord(slices.Grow(b, memoryRecordSize(r)), r)
 	case MemoryRecord:
-		return AppendMemoryRecord(b, &r)
-	case *MemRememberResult:
-		return AppendMemRememberResult(b, r)
-	}
-	return b, false
-}
-
-// recordSize is about what AppendRecord writes for v, 0 for what it does
-// not write.
-func recordSize(v any) int {
-	switch r := v.(type) {
-	case *MemoryRecord:
-		return memoryRecordSize(r)
-	case MemoryRecord:
-		return memoryRecordSize(&r)
+		return AppendMemoryRecord(slices.Grow(b, memoryRecordSize(&r)), &r)
 	case *MemRememberResult:
 		n := 16
 		for i := range r.Memories {
 			n += memoryRecordSize(&r.Memories[i])
 		}
-		return n
+		return AppendMemRememberResult(slices.Grow(b, n), r)
 	}
-	return 0
+	return b, false
 }

@@ -167,7 +167,7 @@ func TestAppendMemRememberArgs(t *testing.T) {
 		if !reflect.DeepEqual(fast, a) || !reflect.DeepEqual(slow, a) {
 			t.Errorf("%s:\nfast %+v\nslow %+v\nwant %+v", b, fast, slow, a)
 		}
-		if n := MemRememberArgsSize(&a); n < len(b) {
+		if n := memRememberArgsSize(&a); n < len(b) {
 			t.Errorf("%s: sized %d, wrote %d", b, n, len(b))
 		}
 	}

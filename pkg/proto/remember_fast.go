@@ -245,42 +245,9 @@ func hex4(p []byte) (rune, bool) {
 // jsonFloat decodes the number at the start of p, written as JSON writes
 // numbers (-?int frac? exp?).
 func jsonFloat(p []byte) (float64, []byte, bool) {
-	i := 0
-	if i < len(p) && p[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(p) && p[i] == '0':
-		i++
-	case i < len(p) && p[i] >= '1' && p[i] <= '9':
-		for i < len(p) && p[i] >= '0' && p[i] <= '9' {
-			i++
-		}
-	default:
+	i := skipNumber(p, 0)
+	if i < 0 {
 		return 0, nil, false
-	}
-	if i < len(p) && p[i] == '.' {
-		i++
-		d := i
-		for i < len(p) && p[i] >= '0' && p[i] <= '9' {
-			i++
-		}
-		if i == d {
-			return 0, nil, false
-		}
-	}
-	if i < len(p) && (p[i] == 'e' || p[i] == 'E') {
-		i++
-		if i < len(p) && (p[i] == '+' || p[i] == '-') {
-			i++
-		}
-		d := i
-		for i < len(p) && p[i] >= '0' && p[i] <= '9' {
-			i++
-		}
-		if i == d {
-			return 0, nil, false
-		}
 	}
 	f, err := strconv.ParseFloat(string(p[:i]), 64)
 	if err != nil {

@@ -44,7 +44,8 @@ func appendTime(b []byte, t time.Time, layout string) []byte {
 	buf[16] = ':'
 	put2(buf[17:], sod%60)
 	n := 19
-	if ns := t.Nanosecond(); ns != 0 || layout == TimeNano9 {
+	fixed := layout == TimeNano9
+	if ns := t.Nanosecond(); ns != 0 || fixed {
 		buf[19] = '.'
 		put2(buf[20:], ns/1e7)
 		put2(buf[22:], ns/1e5%100)
@@ -52,7 +53,7 @@ func appendTime(b []byte, t time.Time, layout string) []byte {
 		put2(buf[26:], ns/10%100)
 		buf[28] = byte('0' + ns%10)
 		n = 29
-		for layout != TimeNano9 && buf[n-1] == '0' {
+		for !fixed && buf[n-1] == '0' {
 			n--
 		}
 	}

@@ -153,16 +153,6 @@ func skipString(b []byte, i int) int {
 	}
 }
 
-// quietWord reports whether the 8 bytes of w are neither a control byte,
-// a quote nor a backslash (bytes from 0x80 up are quiet: json.Valid does
-// not check UTF-8).
-func quietWord(w uint64) bool {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	has := func(x uint64) uint64 { return (x - ones) &^ x & highs } // a zero byte
-	ctl := (w - 0x20*ones) &^ w & highs                             // a byte below 0x20
-	return ctl|has(w^('"'*ones))|has(w^('\\'*ones)) == 0
-}
-
 // skipNumber is the index after the number that starts at b[i], or -1:
 // -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
 func skipNumber(b []byte, i int) int {
@@ -173,7 +163,7 @@ func skipNumber(b []byte, i int) int {
 		}
 		return j, j > i
 	}
-	if b[i] == '-' {
+	if i < len(b) && b[i] == '-' {
 		i++
 	}
 	switch {
