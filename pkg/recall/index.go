@@ -147,7 +147,7 @@ type Index struct {
 
 	acc accArrays // for accumulate
 
-	tfs []termFreq // addLocked's, reused
+	tfs []termFreq // addLocked's, reused up to 1024 terms
 }
 
 // New returns an empty index with the given BM25 parameters.
@@ -225,7 +225,9 @@ func (ix *Index) addLocked(p *Prepared) {
 	for i, s := range p.terms {
 		tfs = append(tfs, termFreq{ix.termID(s), uint16(min(p.counts[i], maxTF))})
 	}
-	ix.tfs = tfs
+	if cap(tfs) <= 1024 {
+		ix.tfs = tfs // a long text's does not stay with the index
+	}
 	n := uint32(len(ix.docs))
 	length := p.length
 	for _, tf := range tfs {
