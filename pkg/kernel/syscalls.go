@@ -23,6 +23,14 @@ type Syscall struct {
 	// Inline: quick and never blocking, so the server runs it on the
 	// connection's reading goroutine.
 	Inline bool
+	// Alone: quick, but it waits for its own commit (an fdatasync). The
+	// server runs it on the reading goroutine when it is the connection's
+	// only request (none in flight, none received behind it): a
+	// sequential client's save is then spared the hand-off to a goroutine
+	// of its own, which cost a third of its throughput (3.5k saves a
+	// second against 5.4k). Requests that come pipelined run each on a
+	// goroutine of its own, and group-commit together.
+	Alone bool
 	// Event names the bus event of an entry of the op that succeeded; ""
 	// names it after the op.
 	Event string
@@ -61,13 +69,13 @@ func Syscalls() []*Syscall {
 var syscalls = declare(map[string]*Syscall{
 	proto.OpHello: {Inline: true},
 
-	proto.OpStateSave:   {Mutates: true, Key: proto.KeyStored, Event: proto.EventStateChanged, Dirties: agenttree.ChangedKey(state.SpaceState)},
-	proto.OpStateDelete: {Mutates: true, Key: proto.KeyRead, Event: proto.EventStateChanged, Dirties: agenttree.ChangedKey(state.SpaceState)},
+	proto.OpStateSave:   {Alone: true, Mutates: true, Key: proto.KeyStored, Event: proto.EventStateChanged, Dirties: agenttree.ChangedKey(state.SpaceState)},
+	proto.OpStateDelete: {Alone: true, Mutates: true, Key: proto.KeyRead, Event: proto.EventStateChanged, Dirties: agenttree.ChangedKey(state.SpaceState)},
 	proto.OpStateLoad:   {Key: proto.KeyRead, Inline: true},
 	proto.OpStateList:   {Existing: true, Key: proto.KeyPrefix},
 
-	proto.OpMemRemember: {Mutates: true, Event: proto.EventMemoryAdded, Dirties: agenttree.ChangedKey(state.SpaceMem)},
-	proto.OpMemForget:   {Existing: true, Mutates: true, Event: proto.EventMemoryForgotten, Dirties: agenttree.ChangedKey(state.SpaceMem)},
+	proto.OpMemRemember: {Alone: true, Mutates: true, Event: proto.EventMemoryAdded, Dirties: agenttree.ChangedKey(state.SpaceMem)},
+	proto.OpMemForget:   {Existing: true, Alone: true, Mutates: true, Event: proto.EventMemoryForgotten, Dirties: agenttree.ChangedKey(state.SpaceMem)},
 	proto.OpMemRecall:   {Existing: true},
 	proto.OpMemList:     {Existing: true},
 

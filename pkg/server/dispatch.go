@@ -18,10 +18,11 @@ import (
 // kernel's syscall table that a front end may call (serve.Lookup): the
 // server has no list of its own. Inline syscalls are quick and never
 // block (loads, hello): they run on the reading goroutine, which keeps a
-// sequential client at one goroutine hop per request. The others
-// (anything that waits for a commit, or streams) run on their own
-// goroutine so pipelined requests behind them proceed and group-commit
-// together.
+// sequential client at one goroutine hop per request. Alone syscalls
+// (saves, remembers: quick, but they wait for their commit) run there too
+// when they are the connection's only request, as a sequential client's
+// are. The others, and alone ones that come pipelined, run on their own
+// goroutine so requests behind them proceed and group-commit together.
 
 // decodeRequest parses one request line into req and returns its
 // syscall. The error names the problem; req holds what could be read
@@ -93,7 +94,7 @@ func (c *conn) dispatch(ctx context.Context, line []byte, held int64, r *bufio.R
 		c.flushIf(r)
 		return
 	}
-	if h.Inline {
+	if h.Inline || h.Alone && c.alone(r) {
 		ic.Buf = c.scratch
 		res, err := c.call(ctx, h.Serve, ic)
 		c.s.buffered.give(held)
@@ -126,6 +127,16 @@ func (c *conn) dispatch(ctx context.Context, line []byte, held int64, r *bufio.R
 		c.flushLocked()
 		c.wmu.Unlock()
 	}()
+}
+
+// alone reports whether the request just read from r is all the
+// connection has: none in flight, no bytes received behind it. An Alone
+// syscall then runs on the reading goroutine, since nothing would proceed
+// beside it; what the client sends meanwhile waits in the socket and is
+// read when it is done (then, with the others, on goroutines of their
+// own).
+func (c *conn) alone(r *bufio.Reader) bool {
+	return c.nflight.Load() == 0 && r.Buffered() == 0 && len(c.primed.b) == 0
 }
 
 // call runs a handler. A panic is a bug, but one request's bug must not take

@@ -57,6 +57,72 @@ func TestPipelining(t *testing.T) {
 	}
 }
 
+// TestAloneThenPipelined: a save that is all its connection has runs on
+// the connection's reading goroutine; requests the client sends while it
+// commits wait in the socket, and are then served like any pipeline, each
+// with its own reply. Whatever the order of the writes, no reply is lost,
+// doubled or mismatched, and every save is there after.
+func TestAloneThenPipelined(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	rc := d.raw(t)
+	for round := 0; round < 20; round++ {
+		base := uint64(round * 1000)
+		// One save alone, then, without waiting for its reply, a pipeline
+		// of saves, loads and a delete behind it: sent at once in some
+		// rounds, after the first has surely been read in others.
+		rc.send(fmt.Sprintf(`{"id":%d,"op":"state.save","args":{"agent":"alone","key":"r%d/first","value":"v"}}`, base+1, round))
+		if round%2 == 1 {
+			time.Sleep(time.Millisecond)
+		}
+		var batch bytes.Buffer
+		for i := 2; i <= 40; i++ {
+			switch i % 3 {
+			case 0:
+				fmt.Fprintf(&batch, `{"id":%d,"op":"state.load","args":{"agent":"alone","key":"r%d/first"}}`+"\n", base+uint64(i), round)
+			default:
+				fmt.Fprintf(&batch, `{"id":%d,"op":"state.save","args":{"agent":"alone","key":"r%d/k%d","value":"v%d"}}`+"\n", base+uint64(i), round, i, i)
+			}
+		}
+		if _, err := rc.c.Write(batch.Bytes()); err != nil {
+			t.Fatal(err)
+		}
+		seen := map[uint64]bool{}
+		for range 40 {
+			r := rc.reply()
+			if r.ID <= base || r.ID > base+40 || seen[r.ID] {
+				t.Fatalf("round %d: reply %+v (seen %v)", round, r, seen[r.ID])
+			}
+			// A load behind the alone save may be served before it
+			// commits (replies are matched by id, not order): it finds
+			// the key or ENOENT, never anything else.
+			if !r.OK && !((r.ID-base)%3 == 0 && r.Error != nil && r.Error.Code == proto.ENOENT) {
+				t.Fatalf("round %d: reply %+v", round, r)
+			}
+			seen[r.ID] = true
+		}
+		// A sequential client: each save alone, and read back.
+		for i := range 5 {
+			rc.send(fmt.Sprintf(`{"id":%d,"op":"state.save","args":{"agent":"alone","key":"seq","value":"%d.%d"}}`, base+100+uint64(i), round, i))
+			if r := rc.reply(); !r.OK || r.ID != base+100+uint64(i) {
+				t.Fatalf("round %d: sequential save %d: %+v", round, i, r)
+			}
+		}
+	}
+	c := d.client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n := 0
+	err := c.StateList(ctx, "alone", "", func(r proto.StateRecord) error { n++; return nil })
+	// 20 rounds of a first key and 26 saved behind it, and "seq".
+	if err != nil || n != 20*27+1 {
+		t.Fatalf("%d keys (%v), want %d", n, err, 20*27+1)
+	}
+	if v, _, err := c.StateLoad(ctx, "alone", "seq"); err != nil || string(v) != "19.4" {
+		t.Fatalf("seq = %q %v, want the last sequential save", v, err)
+	}
+}
+
 // TestBadInput sends every kind of bad request; each gets an error naming
 // the problem, and the same connection keeps serving.
 func TestBadInput(t *testing.T) {
