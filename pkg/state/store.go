@@ -138,6 +138,11 @@ type Store struct {
 	tmpN  atomic.Uint64
 	cache atomic.Int64
 
+	// spares are temp files the applier may write over (see spare);
+	// noExchange: the file system has no RENAME_EXCHANGE. The applier's.
+	spares     []string
+	noExchange bool
+
 	mu     sync.RWMutex
 	agents map[string]*agent
 
@@ -823,6 +828,10 @@ func (s *Store) close() error {
 	close(s.kick)
 	s.qmu.Unlock()
 	<-s.done
+	for _, p := range s.spares {
+		os.RemoveAll(p)
+	}
+	s.spares = nil
 	if cerr := s.j.close(); err == nil {
 		err = cerr
 	}
