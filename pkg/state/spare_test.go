@@ -8,6 +8,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // inode is the inode number of the file at path.
@@ -18,6 +20,22 @@ func inode(t *testing.T, path string) uint64 {
 		t.Fatal(err)
 	}
 	return fi.Sys().(*syscall.Stat_t).Ino
+}
+
+// leases reports whether the file system of dir grants write leases,
+// which a spare needs.
+func leases(t *testing.T, dir string) bool {
+	f, err := os.Create(filepath.Join(dir, "lease-probe"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	if _, err := unix.FcntlInt(f.Fd(), unix.F_SETLEASE, unix.F_WRLCK); err != nil {
+		return false
+	}
+	unix.FcntlInt(f.Fd(), unix.F_SETLEASE, unix.F_UNLCK)
+	return true
 }
 
 // spareValue is a value of round i, too large for the cache (read from its
@@ -47,6 +65,9 @@ func TestSparesOnlyWhenUnseen(t *testing.T) {
 	write(2)
 	if s.noExchange {
 		t.Skip("the file system has no RENAME_EXCHANGE: no spares")
+	}
+	if !leases(t, dir) {
+		t.Skip("the file system grants no write leases: no spares")
 	}
 	if got := inode(t, path); got != first {
 		t.Fatalf("the third value's file is inode %d, not the first's %d: no spare was used", got, first)
