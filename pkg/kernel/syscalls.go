@@ -29,7 +29,9 @@ type Syscall struct {
 	// sequential client's save is then spared the hand-off to a goroutine
 	// of its own, which cost a third of its throughput (3.5k saves a
 	// second against 5.4k). Requests that come pipelined run each on a
-	// goroutine of its own, and group-commit together.
+	// goroutine of its own, and group-commit together. As with Inline,
+	// its args are then the connection's read buffer: the method keeps
+	// nothing of them past its return (values and texts are copies).
 	Alone bool
 	// Event names the bus event of an entry of the op that succeeded; ""
 	// names it after the op.
@@ -75,7 +77,7 @@ var syscalls = declare(map[string]*Syscall{
 	proto.OpStateList:   {Existing: true, Key: proto.KeyPrefix},
 
 	proto.OpMemRemember: {Alone: true, Mutates: true, Event: proto.EventMemoryAdded, Dirties: agenttree.ChangedKey(state.SpaceMem)},
-	proto.OpMemForget:   {Existing: true, Alone: true, Mutates: true, Event: proto.EventMemoryForgotten, Dirties: agenttree.ChangedKey(state.SpaceMem)},
+	proto.OpMemForget:   {Existing: true, Mutates: true, Event: proto.EventMemoryForgotten, Dirties: agenttree.ChangedKey(state.SpaceMem)},
 	proto.OpMemRecall:   {Existing: true},
 	proto.OpMemList:     {Existing: true},
 

@@ -15,10 +15,11 @@ import (
 // buffer nor in the bytes the idle wait read.
 func TestAlone(t *testing.T) {
 	const save = `{"id":1,"op":"state.save","args":{"agent":"a","key":"k","value":"v"}}` + "\n"
-	// Only these wait for nothing but their commit. Streams and other
-	// waits (an approval, an exec, a run, a message) would hold the
-	// connection's reading.
-	alone := map[string]bool{proto.OpStateSave: true, proto.OpStateDelete: true, proto.OpMemRemember: true, proto.OpMemForget: true}
+	// Only these wait for nothing but their commit, and answer with one
+	// record. Streams (mem.forget's records) and other waits (an
+	// approval, an exec, a run, a message) would hold the connection's
+	// reading.
+	alone := map[string]bool{proto.OpStateSave: true, proto.OpStateDelete: true, proto.OpMemRemember: true}
 	for op := range alone {
 		if h, ok := serve.Lookup(op); !ok || !h.Alone || h.Inline {
 			t.Errorf("%s: served %v, Alone %v, Inline %v; want Alone only", op, ok, h.Alone, h.Inline)

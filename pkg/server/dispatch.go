@@ -19,10 +19,11 @@ import (
 // server has no list of its own. Inline syscalls are quick and never
 // block (loads, hello): they run on the reading goroutine, which keeps a
 // sequential client at one goroutine hop per request. Alone syscalls
-// (saves, remembers: quick, but they wait for their commit) run there too
-// when they are the connection's only request, as a sequential client's
-// are. The others, and alone ones that come pipelined, run on their own
-// goroutine so requests behind them proceed and group-commit together.
+// (saves, deletes, remembers: quick, but they wait for their commit) run
+// there too when they are the connection's only request, as a sequential
+// client's are. The others, and alone ones that come pipelined, run on
+// their own goroutine so requests behind them proceed and group-commit
+// together.
 
 // decodeRequest parses one request line into req and returns its
 // syscall. The error names the problem; req holds what could be read
@@ -83,6 +84,7 @@ func (c *conn) dispatch(ctx context.Context, line []byte, held int64, r *bufio.R
 	// The inline call is the connection's own (one at a time, on this
 	// goroutine): no allocation for the request or its Out.
 	ic := &c.icall
+	ic.c = c
 	h, perr := decodeRequest(line, &ic.req)
 	if perr != nil {
 		c.s.buffered.give(held)

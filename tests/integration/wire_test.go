@@ -108,6 +108,12 @@ func TestAloneThenPipelined(t *testing.T) {
 				t.Fatalf("round %d: sequential save %d: %+v", round, i, r)
 			}
 		}
+		// A remember alone: its text must not be the read buffer, which
+		// the next requests (and other connections) reuse.
+		rc.send(fmt.Sprintf(`{"id":%d,"op":"mem.remember","args":{"agent":"alone","memories":[{"text":"round %d remembered alone"}]}}`, base+200, round))
+		if r := rc.reply(); !r.OK || r.ID != base+200 {
+			t.Fatalf("round %d: remember: %+v", round, r)
+		}
 	}
 	c := d.client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -120,6 +126,31 @@ func TestAloneThenPipelined(t *testing.T) {
 	}
 	if v, _, err := c.StateLoad(ctx, "alone", "seq"); err != nil || string(v) != "19.4" {
 		t.Fatalf("seq = %q %v, want the last sequential save", v, err)
+	}
+	// Every value and text as sent, though the buffers they came in have
+	// long been read into again.
+	for round := range 20 {
+		for i := 2; i <= 40; i++ {
+			if i%3 == 0 {
+				continue
+			}
+			if v, _, err := c.StateLoad(ctx, "alone", fmt.Sprintf("r%d/k%d", round, i)); err != nil || string(v) != fmt.Sprintf("v%d", i) {
+				t.Fatalf("r%d/k%d = %q %v", round, i, v, err)
+			}
+		}
+	}
+	texts := map[string]bool{}
+	err = c.MemList(ctx, proto.MemListArgs{Agent: "alone"}, func(m proto.MemoryRecord) error {
+		texts[m.Text] = true
+		return nil
+	})
+	if err != nil || len(texts) != 20 {
+		t.Fatalf("%d distinct memories (%v), want 20", len(texts), err)
+	}
+	for round := range 20 {
+		if want := fmt.Sprintf("round %d remembered alone", round); !texts[want] {
+			t.Fatalf("no memory %q in %v", want, texts)
+		}
 	}
 }
 
