@@ -732,3 +732,56 @@ func TestFUSEBusyShutdown(t *testing.T) {
 		t.Fatalf("after the busy stop: %+v", r)
 	}
 }
+
+// TestFUSEHeldFileKeepsItsValue: a state file open through the mount
+// reads the value it had when opened, whole, however often the key is
+// saved meanwhile. The daemon writes a later value into a file a save
+// replaced only when no one has it open (the mount's open file included),
+// so the held file is never written over.
+func TestFUSEHeldFileKeepsItsValue(t *testing.T) {
+	t.Parallel()
+	m := startMounted(t, daemonOpts{})
+	c := m.client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// Larger than the daemon's cache of small values, so that the mount
+	// serves it from its file, and small enough for that file to be kept
+	// for a later value once replaced.
+	value := func(i int) []byte { return bytes.Repeat([]byte{'a' + byte(i)}, 8<<10) }
+	file := filepath.Join(m.data, "repo", "agents", "held", "state", "k")
+	save := func(i int) {
+		t.Helper()
+		if _, err := c.StateSave(ctx, "held", "k", value(i)); err != nil {
+			t.Fatal(err)
+		}
+		// The file follows the save once saves pause.
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if b, _ := os.ReadFile(file); bytes.Equal(b, value(i)) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("value %d never reached %s", i, file)
+			}
+		}
+	}
+	save(0)
+	f, err := os.Open(filepath.Join(m.mnt, "agent", "held", "state", "k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	head := make([]byte, 10)
+	if _, err := io.ReadFull(f, head); err != nil || !bytes.Equal(head, value(0)[:10]) {
+		t.Fatalf("first read: %q %v", head, err)
+	}
+	for i := 1; i <= 6; i++ {
+		save(i)
+	}
+	all, err := io.ReadAll(io.NewSectionReader(f, 0, 1<<20))
+	if err != nil || !bytes.Equal(all, value(0)) {
+		t.Fatalf("the held file reads %d bytes %.12q... (%v), want the value it was opened with", len(all), all, err)
+	}
+	if v, _ := m.load(t, "held", "k"); v != string(value(6)) {
+		t.Fatalf("the key's value is %.12q..., want the last saved", v)
+	}
+}
