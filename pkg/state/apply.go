@@ -209,8 +209,9 @@ func (s *Store) apply(r ref, room *int64, latest bool) int64 {
 	link := current && e.linked()
 	var mod int64
 	var origin *agent
+	var replaces bool // the key may have a file this one replaces
 	if write || link {
-		value, mod, origin = e.val, e.mod, a.origin
+		value, mod, origin, replaces = e.val, e.mod, a.origin, e.ver&newBit == 0
 	}
 	tomb := !write && e == nil && a.tombs[r.key] == r.ver
 	a.mu.RUnlock()
@@ -254,7 +255,7 @@ func (s *Store) apply(r ref, room *int64, latest bool) int64 {
 	case write:
 		err := s.takeRoom(room, int64(len(value))+fileOverhead, "the file")
 		if err == nil {
-			err = s.writeFile(a.name, r.key, value, mod)
+			err = s.writeFile(a.name, r.key, value, mod, replaces)
 		}
 		if err != nil {
 			// The value stays in the overlay (readers are right) and the
@@ -331,8 +332,9 @@ func (s *Store) retryLater(r ref, doing string, err error) {
 // writeFile puts value at the key's path: temp file, write, rename. It
 // does not fsync: the journal holds the value until a checkpoint's syncfs.
 // Anything in the way is stale (the index says which keys exist, and no
-// key can be both a value and a folder): it is removed.
-func (s *Store) writeFile(agentName, key string, value []byte, mod int64) error {
+// key can be both a value and a folder): it is removed. replaces says the
+// key may have a file already (see place).
+func (s *Store) writeFile(agentName, key string, value []byte, mod int64, replaces bool) error {
 	tmp, fd, size, err := s.spare()
 	if err != nil {
 		return err
@@ -362,7 +364,7 @@ func (s *Store) writeFile(agentName, key string, value []byte, mod int64) error 
 		os.Remove(tmp)
 		return err
 	}
-	return s.place(tmp, agentName, key)
+	return s.place(tmp, agentName, key, replaces)
 }
 
 // Spares. A key's file is replaced by a new one, never written over, so
@@ -442,10 +444,12 @@ func (s *Store) retire(p string) {
 }
 
 // place renames the temp file tmp to the key's path, making its folders
-// and removing what is in the way.
-func (s *Store) place(tmp, agentName, key string) error {
+// and removing what is in the way. With replaces (the key may have a
+// file), it first tries to swap tmp with that file, which it keeps as a
+// spare.
+func (s *Store) place(tmp, agentName, key string, replaces bool) error {
 	dst := s.path(agentName, key)
-	if !s.noExchange {
+	if replaces && !s.noExchange {
 		// Swapped with what is there: the replaced file becomes a spare.
 		// Nothing there (a new key) is ENOENT: renamed below.
 		err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, dst, unix.RENAME_EXCHANGE)

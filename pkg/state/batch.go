@@ -282,7 +282,11 @@ func (s *Store) publishRecord(r *record) error {
 		a.tombs[r.key] = r.ver
 	} else {
 		delete(a.tombs, r.key)
-		a.addKey(r.key, &entry{size: int64(len(r.value)), mod: r.mod.UnixNano(), ver: r.ver | pendBit, val: r.value})
+		ver := r.ver | pendBit
+		if !had {
+			ver |= newBit
+		}
+		a.addKey(r.key, &entry{size: int64(len(r.value)), mod: r.mod.UnixNano(), ver: ver, val: r.value})
 	}
 	metaChanged := a.setMeta(r, had)
 	if had != (r.kind != recDelete) {

@@ -464,7 +464,7 @@ func (s *Store) linkFile(from, to, key string, mod int64) error {
 		if rerr != nil {
 			return rerr
 		}
-		return s.writeFile(to, key, v, mod)
+		return s.writeFile(to, key, v, mod, false)
 	}
-	return s.place(tmp, to, key)
+	return s.place(tmp, to, key, false)
 }

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"syscall"
 	"testing"
 
@@ -108,31 +107,13 @@ func TestSparesOnlyWhenUnseen(t *testing.T) {
 	}
 
 	// Loads while the applier rewrites: every value whole.
-	var wg sync.WaitGroup
-	stop := make(chan struct{})
-	for range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				v, _, err := s.Load("a", "k")
-				if err != nil || len(v) != len(spareValue(0)) || !bytes.Equal(v, bytes.Repeat(v[:1], len(v))) {
-					t.Errorf("torn load: %d bytes %.20q, %v", len(v), v, err)
-					return
-				}
-			}
-		}()
-	}
+	stop := loading(t, s, "a", "k", func(v []byte) bool {
+		return len(v) == len(spareValue(0)) && bytes.Equal(v, bytes.Repeat(v[:1], len(v)))
+	})
 	for i := 16; i < 200; i++ {
 		write(i)
 	}
-	close(stop)
-	wg.Wait()
+	stop()
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}

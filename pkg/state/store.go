@@ -230,16 +230,20 @@ type entry struct {
 // pendBit marks an entry whose value is pending (versions count changes
 // and never come near it). linkBit marks an entry of a fork whose value
 // is in its agent's origin's file, not yet linked into its own (see
-// fork.go).
+// fork.go). newBit marks a value published for a key that had none: it
+// has no file to replace, so the applier renames it into place without
+// trying to swap it with one first (see place; a hint only, a wrong one
+// costs a syscall that fails).
 const (
 	pendBit = 1 << 63
 	linkBit = 1 << 62
+	newBit  = 1 << 61
 )
 
 func (e *entry) pending() bool   { return e.ver&pendBit != 0 }
 func (e *entry) linked() bool    { return e.ver&linkBit != 0 }
 func (e *entry) unwritten() bool { return e.ver&(pendBit|linkBit) != 0 }
-func (e *entry) version() uint64 { return e.ver &^ (pendBit | linkBit) }
+func (e *entry) version() uint64 { return e.ver &^ (pendBit | linkBit | newBit) }
 
 // cached is the entry's cached value, if it has one.
 func (e *entry) cached() []byte {

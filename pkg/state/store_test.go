@@ -242,35 +242,41 @@ func TestConcurrentReadersSeeWholeValues(t *testing.T) {
 	defer s.Close()
 	vals := [][]byte{bytes.Repeat([]byte("a"), 100<<10), bytes.Repeat([]byte("b"), 50<<10)}
 	commit(t, s, &Change{Agent: "a", Key: "k", Value: vals[0]})
+	stop := loading(t, s, "a", "k", func(v []byte) bool { return bytes.Equal(v, vals[0]) || bytes.Equal(v, vals[1]) })
+	for i := 0; i < 200; i++ {
+		commit(t, s, &Change{Agent: "a", Key: "k", Value: vals[i%2]})
+	}
+	stop()
+}
+
+// loading loads agent's key from 2 goroutines over and over until stop is
+// called (which waits for them), failing t at a load that errs or whose
+// value whole rejects.
+func loading(t *testing.T, s *Store, agent, key string, whole func([]byte) bool) (stop func()) {
 	var wg sync.WaitGroup
-	stop := make(chan struct{})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for i := 0; i < 200; i++ {
-			commit(t, s, &Change{Agent: "a", Key: "k", Value: vals[i%2]})
-		}
-		close(stop)
-	}()
-	for r := 0; r < 2; r++ {
+	done := make(chan struct{})
+	for range 2 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for {
 				select {
-				case <-stop:
+				case <-done:
 					return
 				default:
 				}
-				v, _, err := s.Load("a", "k")
-				if err != nil || !bytes.Equal(v, vals[0]) && !bytes.Equal(v, vals[1]) {
-					t.Errorf("torn read: %d bytes, %v", len(v), err)
+				v, _, err := s.Load(agent, key)
+				if err != nil || !whole(v) {
+					t.Errorf("torn load of %s/%s: %d bytes %.20q, %v", agent, key, len(v), v, err)
 					return
 				}
 			}
 		}()
 	}
-	wg.Wait()
+	return func() {
+		close(done)
+		wg.Wait()
+	}
 }
 
 // TestOverlayAccounting: once the applier is done, the overlay counts
