@@ -180,6 +180,13 @@ func (n *fileNode) unsavedLocked() bool {
 	return n.local && !n.q.Busy()
 }
 
+// unsaved is unsavedLocked for a caller without n.mu.
+func (n *fileNode) unsaved() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.unsavedLocked()
+}
+
 // fromRecLocked takes the mode and ctime of a record of the store unless
 // the mount holds newer ones.
 func (n *fileNode) fromRecLocked(rec *proto.StateRecord) {

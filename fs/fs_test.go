@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oxios/oxios/pkg/bus"
 	"github.com/oxios/oxios/pkg/config"
 	"github.com/oxios/oxios/pkg/kernel"
 	"github.com/oxios/oxios/pkg/proto"
@@ -164,5 +165,44 @@ func TestFolders(t *testing.T) {
 	// Names that are no key are refused, not silently mangled.
 	if err := os.WriteFile(filepath.Join(st, string([]byte{0xff})), nil, 0o644); !errors.Is(err, syscall.EINVAL) {
 		t.Fatalf("a name that is not UTF-8: %v, want EINVAL", err)
+	}
+}
+
+// TestLateDeleteSparesANewFile: the deletion of a key over the socket
+// reaches the mount's invalidator late, after a file of the same name was
+// made through the mount (its create found no key). The deletion is of
+// the key's earlier life: the new file stays, and its close saves it.
+func TestLateDeleteSparesANewFile(t *testing.T) {
+	tm := mountForTest(t, nil)
+	tm.save(t, "ops", "n/a", "one")
+	c := tm.admin(t)
+	if _, err := tm.k.StateDelete(context.Background(), c, proto.StateArgs{Agent: "ops", Key: "n/a"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(tm.dir, "agent", "ops", "state", "n")
+	within(t, "the deleted key's folder goes", func() bool {
+		_, err := os.Stat(dir)
+		return errors.Is(err, os.ErrNotExist)
+	})
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "a"), os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("two"); err != nil {
+		t.Fatal(err)
+	}
+	// The deletion's event, as if it came only now.
+	tm.m.fs.changed(&bus.Event{Name: proto.EventStateChanged, Agent: "ops", Key: "n/a", Deleted: true})
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if v, _, err := tm.k.StateLoad(context.Background(), c, proto.StateArgs{Agent: "ops", Key: "n/a"}, nil); err != nil || string(v) != "two" {
+		t.Fatalf("the key after the mount's close: %q %v", v, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "a")); err != nil || string(b) != "two" {
+		t.Fatalf("read through the mount: %q %v", b, err)
 	}
 }

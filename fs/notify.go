@@ -96,6 +96,13 @@ func (f *FS) changed(ev *bus.Event) {
 		switch n := ch.Operations().(type) {
 		case *fileNode:
 			n.invalidated()
+			if ev.Deleted && n.unsaved() {
+				// Made through the mount, and no save of it queued:
+				// its create found no key, so the deletion is of the
+				// key's earlier life, reaching us late. The file and
+				// its folders stay; its first save makes the key.
+				return
+			}
 			if ev.Deleted {
 				parent.NotifyDelete(name, ch)
 				parent.RmChild(name)
