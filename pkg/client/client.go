@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/rawio"
 )
 
 // ErrUnreachable wraps failures to reach the daemon at all: no socket, or
@@ -40,6 +41,7 @@ var ErrOutcomeUnknown = errors.New("outcome unknown")
 // came, and one write as many requests as were queued.
 type Client struct {
 	nc     net.Conn
+	ncw    io.Writer // nc, written with raw system calls (rawWriter)
 	hello  proto.Hello
 	socket string
 
@@ -155,7 +157,7 @@ func Dial(ctx context.Context, socket string) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{nc: nc, r: r, hello: *hello, socket: socket, last: time.Now(), pending: map[uint64]*call{}}, nil
+	return &Client{nc: nc, ncw: rawWriter(nc), r: r, hello: *hello, socket: socket, last: time.Now(), pending: map[uint64]*call{}}, nil
 }
 
 // dial connects to socket and reads the daemon's hello.
@@ -175,7 +177,7 @@ func dial(ctx context.Context, socket string) (net.Conn, *bufio.Reader, *proto.H
 		}
 		return nil, nil, nil, fmt.Errorf("%w: %s: %v", ErrUnreachable, socket, err)
 	}
-	r := bufio.NewReaderSize(nc, 64<<10)
+	r := bufio.NewReaderSize(rawReader(nc), 64<<10)
 	// The hello is the first line; a refused peer gets an error line instead.
 	if dl, ok := ctx.Deadline(); ok {
 		nc.SetReadDeadline(dl)
@@ -224,6 +226,28 @@ func (c *Client) Close() error {
 	err := c.nc.Close()
 	c.die(fmt.Errorf("%w: connection closed", ErrUnreachable))
 	return err
+}
+
+// rawReader and rawWriter are nc read and written with raw system calls
+// (package rawio): a caller waiting for its reply reads the connection
+// itself, and a raw call does not wake the runtime's monitor thread for
+// it; nc itself if it has no file descriptor.
+func rawReader(nc net.Conn) io.Reader {
+	if sc, ok := nc.(syscall.Conn); ok {
+		if rc, err := sc.SyscallConn(); err == nil {
+			return rawio.NewReader(rc)
+		}
+	}
+	return nc
+}
+
+func rawWriter(nc net.Conn) io.Writer {
+	if sc, ok := nc.(syscall.Conn); ok {
+		if rc, err := sc.SyscallConn(); err == nil {
+			return rawio.NewWriter(rc)
+		}
+	}
+	return nc
 }
 
 func readLine(r *bufio.Reader) ([]byte, error) {
@@ -581,7 +605,7 @@ func (c *Client) revive() {
 	}
 	c.wmu.Lock()
 	c.nc.Close()
-	c.nc, c.r, c.hello = nc, r, *hello
+	c.nc, c.ncw, c.r, c.hello = nc, rawWriter(nc), r, *hello
 	c.werr, c.out, c.flushing = nil, c.out[:0], false
 	c.wmu.Unlock()
 	c.err = nil
@@ -624,7 +648,7 @@ func (c *Client) flush() error {
 		buf := c.out
 		c.out = c.spare[:0]
 		c.wmu.Unlock()
-		n, err := c.nc.Write(buf)
+		n, err := c.ncw.Write(buf)
 		if err != nil && n == 0 {
 			err = &notSentError{err}
 		}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
+	"io"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,15 +12,15 @@ import (
 	"github.com/oxios/oxios/pkg/proto"
 )
 
-// countConn counts the writes made on a connection.
-type countConn struct {
-	net.Conn
+// countWriter counts the writes made on a connection.
+type countWriter struct {
+	w      io.Writer
 	writes atomic.Int64
 }
 
-func (c *countConn) Write(b []byte) (int, error) {
+func (c *countWriter) Write(b []byte) (int, error) {
 	c.writes.Add(1)
-	return c.Conn.Write(b)
+	return c.w.Write(b)
 }
 
 // A pipeline's run of calls is one write, its replies reach each call
@@ -29,8 +29,8 @@ func (c *countConn) Write(b []byte) (int, error) {
 func TestPipelineOneWrite(t *testing.T) {
 	d := startFake(t)
 	c := dialFake(t, d)
-	cc := &countConn{Conn: c.nc}
-	c.nc = cc
+	cc := &countWriter{w: c.ncw}
+	c.ncw = cc
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for round := range 3 {

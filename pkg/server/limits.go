@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/rawio"
 )
 
 // What a client may hold of the daemon (issue 18): a connection that sends
@@ -177,13 +178,6 @@ func (c *conn) readLine(r *bufio.Reader, maxLine int, deadline time.Time) (line 
 // client.
 func (c *conn) waitReadable() error {
 	c.primed.init(c)
-	if c.raw == nil {
-		rc, err := c.nc.SyscallConn()
-		if err != nil {
-			return err
-		}
-		c.raw, c.readPrimed = rc, c.readPrimedFn
-	}
 	c.primed.n, c.primed.err = 0, nil
 	if err := c.raw.Read(c.readPrimed); err != nil {
 		return err
@@ -199,8 +193,12 @@ func (c *conn) waitReadable() error {
 // readPrimedFn is waitReadable's read, made a func value once per
 // connection (c.readPrimed) rather than a closure per wait.
 func (c *conn) readPrimedFn(fd uintptr) bool {
-	c.primed.n, c.primed.err = unix.Read(int(fd), c.primed.buf[:])
-	return c.primed.err != unix.EAGAIN && c.primed.err != unix.EINTR
+	for {
+		c.primed.n, c.primed.err = rawio.Read(fd, c.primed.buf[:])
+		if c.primed.err != unix.EINTR {
+			return c.primed.err != unix.EAGAIN
+		}
+	}
 }
 
 // primedReader is the connection as its read buffer sees it: the bytes
@@ -224,7 +222,7 @@ func (p *primedReader) Read(b []byte) (int, error) {
 		p.b = p.b[n:]
 		return n, nil
 	}
-	return p.c.nc.Read(b)
+	return p.c.rio.Read(b)
 }
 
 // Connection states, for eviction.

@@ -24,6 +24,7 @@ import (
 
 	"github.com/oxios/oxios/pkg/kernel"
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/rawio"
 )
 
 // maxInflight bounds the requests of one connection being served at once;
@@ -117,7 +118,13 @@ func (s *Server) Serve(ln net.Listener) error {
 			nc.Close()
 			continue
 		}
-		c := &conn{s: s, nc: uc}
+		rc, err := uc.SyscallConn()
+		if err != nil {
+			nc.Close()
+			continue
+		}
+		c := &conn{s: s, nc: uc, raw: rc, rio: rawio.NewReader(rc), wio: rawio.NewWriter(rc)}
+		c.readPrimed = c.readPrimedFn
 		s.mu.Lock()
 		if s.draining {
 			s.mu.Unlock()
@@ -192,7 +199,12 @@ type conn struct {
 	raw   syscall.RawConn
 	// readPrimed is waitReadable's read (readPrimedFn), made once.
 	readPrimed func(fd uintptr) bool
-	r          *bufio.Reader // nil while idle
+	// rio is the socket as the read buffer reads it (the reading
+	// goroutine's), wio as the write buffer writes it (under wmu): with
+	// raw system calls (see package rawio).
+	rio *rawio.Reader
+	wio *rawio.Writer
+	r   *bufio.Reader // nil while idle
 	// follow ends when the client stops sending (EOF, or the daemon stops
 	// reading): streams that would otherwise run forever (tail -f) watch
 	// it, since nothing else tells a waiting stream that its reader left.
@@ -420,7 +432,7 @@ func (c *conn) putReader() {
 func (c *conn) writer() *bufio.Writer {
 	if c.w == nil {
 		c.w = writers.Get().(*bufio.Writer)
-		c.w.Reset(c.nc)
+		c.w.Reset(c.wio)
 	}
 	return c.w
 }
