@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -104,10 +105,13 @@ type journal struct {
 	path  string
 	chunk int64 // growth step (see chunkFor)
 	fresh bool  // created by this open
-	gen   uint64
-	pos   int64 // where the next record goes
-	alloc int64 // bytes preallocated
-	buf   []byte
+	// ino and dev name the file opened (see Store.sameJournal); its
+	// number cannot be reused while it is open.
+	ino, dev uint64
+	gen      uint64
+	pos      int64 // where the next record goes
+	alloc    int64 // bytes preallocated
+	buf      []byte
 	// used mirrors pos-journalHeader for readers that do not hold the
 	// journal's lock (the applier: see Store.drainNow).
 	used atomic.Int64
@@ -129,6 +133,9 @@ func openJournal(path string, chunk int64) (*journal, error) {
 		return nil, err
 	}
 	j.alloc = fi.Size()
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		j.ino, j.dev = st.Ino, uint64(st.Dev)
+	}
 	if fi.Size() == 0 {
 		// New journal: generation 1, space reserved, all durable before use.
 		j.gen, j.fresh = 1, true
