@@ -47,8 +47,9 @@ type ManualClock struct {
 	now    time.Time
 	timers []*manualTimer
 	// armed is signalled each time a timer is set, so a test can wait
-	// until the scheduler sleeps.
+	// until the scheduler sleeps; arms counts the settings.
 	armed chan struct{}
+	arms  uint64
 }
 
 // NewManualClock returns a clock that reads now until it is moved.
@@ -65,6 +66,16 @@ func (c *ManualClock) Now() time.Time {
 
 // Armed is signalled whenever a timer of the clock is set or reset.
 func (c *ManualClock) Armed() <-chan struct{} { return c.armed }
+
+// Arms counts the times a timer of the clock was set or reset. A timer
+// set after a test moved the clock, for a time after the clock's, shows
+// that its owner has seen the clock's time (a timer set before, for a
+// later time, shows nothing).
+func (c *ManualClock) Arms() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.arms
+}
 
 // Next is the time the earliest armed timer waits for; false when none
 // waits. A timer armed for a time after the clock's shows that its owner
@@ -125,6 +136,7 @@ func (t *manualTimer) ResetAt(at time.Time) {
 	default:
 	}
 	t.at, t.active = at, true
+	c.arms++
 	found := false
 	for _, x := range c.timers {
 		if x == t {

@@ -158,7 +158,19 @@ func start(t *testing.T, now time.Time, r *recorder) (*Scheduler, *ManualClock) 
 	s := New(clk, r.hooks())
 	s.Start()
 	t.Cleanup(s.Stop)
-	return s, clk
+	// Wait until the loop has set its first timer: set after a test
+	// moved the clock, it would look like a pass that saw the move.
+	deadline := time.After(5 * time.Second)
+	for {
+		if _, ok := clk.Next(); ok {
+			return s, clk
+		}
+		select {
+		case <-clk.Armed():
+		case <-deadline:
+			t.Fatal("the scheduler's loop did not start")
+		}
+	}
 }
 
 func TestFiresAtTheMinute(t *testing.T) {
@@ -221,15 +233,19 @@ func TestTimeZone(t *testing.T) {
 func TestOverlap(t *testing.T) {
 	t0 := time.Date(2026, 11, 21, 10, 0, 30, 0, time.UTC)
 	// minute moves the clock to the next minute and waits until the
-	// scheduler handled it: its timer is armed again, for a time after
-	// the new one. (Any re-arming is not enough: a pass woken by
-	// something else may have read the clock before it moved.)
+	// scheduler handled it: its timer is set again, after the move, for
+	// a time after the new one. (A timer set before the move, for a
+	// later time, shows nothing: the scheduler slept through it, its
+	// loop's first timer (MaxSleep) among them. A pass woken by
+	// something else may have read the clock before it moved, and then
+	// sets the timer for a time not after the new one.)
 	minute := func(clk *ManualClock) {
 		now := clk.Now().Truncate(time.Minute).Add(time.Minute)
+		arms := clk.Arms()
 		clk.Set(now)
 		deadline := time.After(5 * time.Second)
 		for {
-			if next, ok := clk.Next(); ok && next.After(now) {
+			if next, ok := clk.Next(); ok && next.After(now) && clk.Arms() > arms {
 				return
 			}
 			select {
