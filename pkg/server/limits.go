@@ -4,14 +4,12 @@ import (
 	"bufio"
 	"errors"
 	"io"
-	"os"
 	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/oxios/oxios/pkg/proto"
-	"github.com/oxios/oxios/pkg/rawio"
 )
 
 // What a client may hold of the daemon (issue 18): a connection that sends
@@ -178,27 +176,13 @@ func (c *conn) readLine(r *bufio.Reader, maxLine int, deadline time.Time) (line 
 // client.
 func (c *conn) waitReadable() error {
 	c.primed.init(c)
-	c.primed.n, c.primed.err = 0, nil
-	if err := c.raw.Read(c.readPrimed); err != nil {
+	n, err := c.rio.Read(c.primed.buf[:])
+	if err != nil && err != io.EOF {
 		return err
 	}
-	if c.primed.err != nil {
-		return os.NewSyscallError("read", c.primed.err)
-	}
-	// n == 0 is the end of the stream: the reader will find it again.
-	c.primed.b = c.primed.buf[:c.primed.n]
+	// At the end of the stream the reader finds it again.
+	c.primed.b = c.primed.buf[:n]
 	return nil
-}
-
-// readPrimedFn is waitReadable's read, made a func value once per
-// connection (c.readPrimed) rather than a closure per wait.
-func (c *conn) readPrimedFn(fd uintptr) bool {
-	for {
-		c.primed.n, c.primed.err = rawio.Read(fd, c.primed.buf[:])
-		if c.primed.err != unix.EINTR {
-			return c.primed.err != unix.EAGAIN
-		}
-	}
 }
 
 // primedReader is the connection as its read buffer sees it: the bytes
@@ -206,9 +190,6 @@ func (c *conn) readPrimedFn(fd uintptr) bool {
 type primedReader struct {
 	c *conn
 	b []byte
-	// n and err are the last read's, in waitReadable.
-	n   int
-	err error
 	// 2 KiB holds a pipelined burst of a few dozen small requests in one
 	// read, at 4 MiB for 2,000 idle connections.
 	buf [2 << 10]byte

@@ -17,7 +17,6 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -123,8 +122,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			nc.Close()
 			continue
 		}
-		c := &conn{s: s, nc: uc, raw: rc, rio: rawio.NewReader(rc), wio: rawio.NewWriter(rc)}
-		c.readPrimed = c.readPrimedFn
+		c := &conn{s: s, nc: uc, rio: rawio.NewReader(rc), wio: rawio.NewWriter(rc)}
 		s.mu.Lock()
 		if s.draining {
 			s.mu.Unlock()
@@ -196,9 +194,6 @@ type conn struct {
 	state atomic.Int32 // connBusy, connIdle, connEvicted
 	since atomic.Int64 // when it last became idle (unix nanos)
 	armed time.Time    // the read deadline set (setReadDeadline)
-	raw   syscall.RawConn
-	// readPrimed is waitReadable's read (readPrimedFn), made once.
-	readPrimed func(fd uintptr) bool
 	// rio is the socket as the read buffer reads it (the reading
 	// goroutine's), wio as the write buffer writes it (under wmu): with
 	// raw system calls (see package rawio).
