@@ -98,6 +98,55 @@ func (r *Reader) Read(b []byte) (int, error) {
 	return n, nil
 }
 
+// Feed reads the socket into b and hands each read to fn, which serves
+// b[:n] and reports whether to go on reading, until fn says no or a read
+// fails. It returns the n of the read fn turned down, or the error: io.EOF
+// at the end of the stream, a deadline or Close as Read returns them.
+//
+// Between reads Feed waits in the poller without the read that Read makes
+// first, which finds a drained socket empty. The poller's readiness is
+// cleared once, when Feed starts (syscall.RawConn.Read does it), and the
+// runtime's poller is edge-triggered: bytes that arrive after a read mark
+// the socket ready, and the wait returns. That holds only if the read
+// took all the socket had. A read that filled b is followed by another at
+// once. A shorter one took all of a Unix stream socket's receive queue:
+// its read stops short only when the queue is empty, unless the socket
+// has SO_PASSCRED set (reads stop where the writer changes; the daemon
+// clears it) or the peer sent file descriptors or out-of-band data. A
+// peer that does the latter only delays itself: its bytes are read when
+// it sends more, or when the wait's deadline passes and the caller reads
+// again.
+func (r *Reader) Feed(b []byte, fn func(n int) bool) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	n, rerr := 0, error(nil)
+	err := r.rc.Read(func(fd uintptr) bool {
+		for {
+			n, rerr = Read(fd, b)
+			switch {
+			case rerr == unix.EINTR:
+				continue
+			case rerr == unix.EAGAIN:
+				return false
+			case rerr != nil || n == 0 || !fn(n):
+				return true
+			case n < len(b):
+				return false // took all the socket had: wait for more
+			}
+		}
+	})
+	switch {
+	case err != nil:
+		return 0, err
+	case rerr != nil:
+		return 0, os.NewSyscallError("read", rerr)
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
 // Writer writes a socket with Write. It is one goroutine's at a time.
 type Writer struct {
 	rc  syscall.RawConn

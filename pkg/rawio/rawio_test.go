@@ -152,3 +152,123 @@ func TestEmpty(t *testing.T) {
 		t.Fatalf("empty write: %d, %v", n, err)
 	}
 }
+
+// Feed wakes for every message, whether it arrives while the reader
+// waits, or while fn is still serving the one before (then its edge comes
+// before the reader waits again, and must not be lost: a lost wake-up
+// would leave the reader waiting until the deadline).
+func TestFeedWakesForEveryArrival(t *testing.T) {
+	a, b := pair(t)
+	const rounds = 300
+	next := make(chan int, 1)
+	werr := make(chan error, 1)
+	go func() {
+		for i := range rounds {
+			<-next
+			if i%3 == 1 {
+				time.Sleep(200 * time.Microsecond) // the reader is waiting by now
+			}
+			if _, err := a.Write([]byte{byte(i)}); err != nil {
+				werr <- err
+				return
+			}
+		}
+		werr <- nil
+	}()
+	b.SetReadDeadline(time.Now().Add(20 * time.Second))
+	r := NewReader(raw(t, b))
+	buf := make([]byte, 64)
+	var got []byte
+	next <- 0
+	n, err := r.Feed(buf, func(n int) bool {
+		got = append(got, buf[:n]...)
+		if len(got) == rounds {
+			return false
+		}
+		next <- 0
+		if len(got)%3 == 2 {
+			// The next message arrives while this one is served.
+			time.Sleep(300 * time.Microsecond)
+		}
+		return true
+	})
+	if err != nil {
+		t.Fatalf("after %d of %d messages: %v", len(got), rounds, err)
+	}
+	if n != 1 || len(got) != rounds {
+		t.Fatalf("last read %d, got %d bytes", n, len(got))
+	}
+	for i, c := range got {
+		if c != byte(i) {
+			t.Fatalf("byte %d is %d", i, c)
+		}
+	}
+	if err := <-werr; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A message longer than Feed's buffer comes in full reads and the rest,
+// read one after the other without waiting; what fn turns down is the
+// caller's, and the socket keeps what follows; then EOF.
+func TestFeedLongMessageThenEOF(t *testing.T) {
+	a, b := pair(t)
+	msg := make([]byte, 10<<10+17)
+	for i := range msg {
+		msg[i] = byte(i * 13)
+	}
+	if _, err := a.Write(msg); err != nil {
+		t.Fatal(err)
+	}
+	b.SetReadDeadline(time.Now().Add(20 * time.Second))
+	r := NewReader(raw(t, b))
+	buf := make([]byte, 1<<10)
+	var got []byte
+	var sizes []int
+	n, err := r.Feed(buf, func(n int) bool {
+		got = append(got, buf[:n]...)
+		sizes = append(sizes, n)
+		return len(got) < len(msg)
+	})
+	if err != nil || n != 17 || !bytes.Equal(got, msg) {
+		t.Fatalf("Feed = %d, %v; reads %v, %d bytes of %d", n, err, sizes, len(got), len(msg))
+	}
+	// Turned down: the next message stays for a plain Read.
+	if _, err := a.Write([]byte("next")); err != nil {
+		t.Fatal(err)
+	}
+	n, err = r.Feed(buf, func(int) bool { return false })
+	if err != nil || string(buf[:n]) != "next" {
+		t.Fatalf("Feed = %q, %v", buf[:n], err)
+	}
+	a.CloseWrite()
+	calls := 0
+	if _, err := r.Feed(buf, func(int) bool { calls++; return true }); err != io.EOF || calls != 0 {
+		t.Fatalf("at the end: %v after %d calls, want io.EOF", err, calls)
+	}
+}
+
+// Feed's wait ends at the deadline, and when the connection is closed.
+func TestFeedDeadlineAndClose(t *testing.T) {
+	a, b := pair(t)
+	r := NewReader(raw(t, b))
+	buf := make([]byte, 64)
+	if _, err := a.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	b.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	calls := 0
+	start := time.Now()
+	_, err := r.Feed(buf, func(int) bool { calls++; return true })
+	if !errors.Is(err, os.ErrDeadlineExceeded) || calls != 1 || time.Since(start) < 90*time.Millisecond {
+		t.Fatalf("Feed = %v after %d calls and %v, want the deadline after one", err, calls, time.Since(start))
+	}
+	b.SetReadDeadline(time.Time{})
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		b.Close()
+	}()
+	if _, err := r.Feed(buf, func(int) bool { return true }); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Feed of a closed connection = %v, want net.ErrClosed", err)
+	}
+}

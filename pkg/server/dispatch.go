@@ -97,18 +97,7 @@ func (c *conn) dispatch(ctx context.Context, line []byte, held int64, r *bufio.R
 		return
 	}
 	if h.Inline || h.Alone && c.alone(r) {
-		ic.Buf = c.scratch
-		res, err := c.call(ctx, h.Serve, ic)
-		c.s.buffered.give(held)
-		c.reply(ic.req.ID, res, err)
-		ic.req.Args = nil
-		// The reply is in the write buffer: the result's buffer serves
-		// the next inline call, unless it grew big.
-		if cap(ic.Buf) <= maxScratch {
-			c.scratch = ic.Buf
-		}
-		ic.Buf = nil
-		c.flushIf(r)
+		c.serveInline(ctx, h, held, r.Buffered() > 0)
 		return
 	}
 	req := ic.req
@@ -129,6 +118,27 @@ func (c *conn) dispatch(ctx context.Context, line []byte, held int64, r *bufio.R
 		c.flushLocked()
 		c.wmu.Unlock()
 	}()
+}
+
+// serveInline serves c.icall on the reading goroutine, and flushes the
+// reply unless more requests are buffered behind it (more): a pipelining
+// client gets its replies batched into fewer writes.
+func (c *conn) serveInline(ctx context.Context, h serve.Handler, held int64, more bool) {
+	ic := &c.icall
+	ic.Buf = c.scratch
+	res, err := c.call(ctx, h.Serve, ic)
+	c.s.buffered.give(held)
+	c.reply(ic.req.ID, res, err)
+	ic.req.Args = nil
+	// The reply is in the write buffer: the result's buffer serves the
+	// next inline call, unless it grew big.
+	if cap(ic.Buf) <= maxScratch {
+		c.scratch = ic.Buf
+	}
+	ic.Buf = nil
+	if !more {
+		c.flush()
+	}
 }
 
 // alone reports whether the request just read from r is all the

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"io"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/serve"
 )
 
 // What a client may hold of the daemon (issue 18): a connection that sends
@@ -170,19 +172,74 @@ func (c *conn) readLine(r *bufio.Reader, maxLine int, deadline time.Time) (line 
 }
 
 // waitReadable waits, holding no read buffer, until the connection has
-// something to read (or is closed), or its read deadline passes. It reads
-// the first bytes itself, into the connection's small primed buffer,
-// rather than peeking: one syscall less per request of a sequential
-// client.
-func (c *conn) waitReadable() error {
+// something to read for the full path (or is closed), or its read
+// deadline passes. It reads the first bytes itself, into the connection's
+// small primed buffer, rather than peeking: one syscall less per request
+// of a sequential client. After the first request it serves the requests
+// that run on the reading goroutine right there (serveIdle), and goes on
+// waiting without the read that would find the socket empty
+// (rawio.Reader.Feed): one syscall less again.
+func (c *conn) waitReadable(first bool) error {
 	c.primed.init(c)
-	n, err := c.rio.Read(c.primed.buf[:])
-	if err != nil && err != io.EOF {
+	if first {
+		// The hello wait: its limit is hello_timeout until a request
+		// has come, so it ends with the first.
+		n, err := c.rio.Read(c.primed.buf[:])
+		c.primed.b = c.primed.buf[:n]
 		return err
 	}
-	// At the end of the stream the reader finds it again.
-	c.primed.b = c.primed.buf[:n]
+	if c.feed == nil {
+		c.feed = c.serveIdle
+	}
+	// serveIdle leaves in c.primed what it did not serve.
+	if _, err := c.rio.Feed(c.primed.buf[:], c.feed); err != nil {
+		c.primed.b = nil
+		return err
+	}
 	return nil
+}
+
+// serveIdle serves b[:n] of the idle wait (c.primed.buf) while the
+// connection is idle, if the reading goroutine would serve all of it:
+// whole request lines in the shape clients send (fastRequest) of Inline
+// ops, and an Alone op as the last with nothing in flight. It reports
+// whether it did, and the wait goes on. Otherwise what it did not serve
+// is left in c.primed for the full path (a partial line, a request that
+// needs its own goroutine, one the decoder must explain), and so is
+// everything when the connection was evicted or the daemon is draining.
+func (c *conn) serveIdle(n int) bool {
+	c.primed.b = c.primed.buf[:n]
+	if !c.state.CompareAndSwap(connIdle, connBusy) {
+		return false // evicted: it is closed
+	}
+	p := c.primed.b
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			break
+		}
+		req, ok := fastRequest(p[:i])
+		if !ok {
+			break
+		}
+		h, ok := serve.Lookup(req.Op)
+		more := i+1 < len(p)
+		if !ok || !h.Inline && !(h.Alone && !more && n < len(c.primed.buf) && c.nflight.Load() == 0) {
+			break
+		}
+		p = p[i+1:]
+		c.s.quiet.touch()
+		c.icall.c, c.icall.req = c, req
+		c.serveInline(c.ctx, h, 0, more)
+	}
+	served := len(p) == 0
+	if !served && len(p) < len(c.primed.b) {
+		c.flush() // the replies to the requests before p
+	}
+	c.primed.b = p
+	c.since.Store(time.Now().UnixNano())
+	c.state.Store(connIdle)
+	return served && !c.s.drainingForRead.Load()
 }
 
 // primedReader is the connection as its read buffer sees it: the bytes

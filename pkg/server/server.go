@@ -204,6 +204,10 @@ type conn struct {
 	// reading): streams that would otherwise run forever (tail -f) watch
 	// it, since nothing else tells a waiting stream that its reader left.
 	follow context.Context
+	// ctx is the requests' context (serve's), for the requests served
+	// while idle (serveIdle, made once as feed).
+	ctx  context.Context
+	feed func(n int) bool
 }
 
 func (c *conn) serve() {
@@ -251,6 +255,7 @@ func (c *conn) serve() {
 	follow, stopFollow := context.WithCancel(ctx)
 	defer context.AfterFunc(s.ctx, stopFollow)()
 	c.follow = follow
+	c.ctx = ctx
 	first := true
 	for {
 		if c.r == nil || c.r.Buffered() == 0 {
@@ -359,8 +364,12 @@ func (c *conn) idle(first bool) bool {
 		if s.drainingForRead.Load() {
 			return false
 		}
-		err := c.waitReadable()
+		err := c.waitReadable(first)
 		if errors.Is(err, os.ErrDeadlineExceeded) && !s.drainingForRead.Load() {
+			// Requests served in the wait (serveIdle) moved its start.
+			if d := time.Unix(0, c.since.Load()).Add(limit); d.After(due) {
+				due = d
+			}
 			if time.Now().Before(due) {
 				c.armed = time.Time{} // passed: armIdle sets due
 				continue              // the deadline was an earlier wait's (armIdle)
@@ -376,6 +385,12 @@ func (c *conn) idle(first bool) bool {
 			c.flush()
 			s.log.Debug("closing a connection that sends nothing", "uid", c.uid, "after", limit)
 			return false
+		}
+		if err == nil && len(c.primed.b) == 0 {
+			continue // serveIdle stopped the wait: draining, or evicted
+		}
+		if errors.Is(err, io.EOF) {
+			err = nil // the read buffer finds it again
 		}
 		if err != nil || !c.state.CompareAndSwap(connIdle, connBusy) {
 			return false
@@ -490,6 +505,14 @@ func peerCred(nc *net.UnixConn) (*unix.Ucred, error) {
 	var cerr error
 	err = rc.Control(func(fd uintptr) {
 		uc, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+		if cerr == nil {
+			// An accepted socket inherits SO_PASSCRED from its listener
+			// (systemd's PassCredentials=). The daemon takes the peer's
+			// credentials from SO_PEERCRED, and a read of a socket that
+			// has it set stops where the writer changes, which the idle
+			// wait (rawio.Reader.Feed) must not see.
+			cerr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PASSCRED, 0)
+		}
 	})
 	if err == nil {
 		err = cerr

@@ -315,3 +315,115 @@ func TestSharedClientPipelining(t *testing.T) {
 		t.Fatalf("nested calls in a stream: %d keys, %v", n, err)
 	}
 }
+
+// TestServedWhileIdle: after its first request, a connection's quick
+// requests (loads, hello, an alone save) are served by its idle wait as
+// they arrive, and anything else is left to the full path. Whatever the
+// requests and however the client splits its writes (across the wait's
+// 2 KiB buffer, mid-line, a byte at a time, with a stream, a bad line or a
+// save in a batch of loads), every request gets its one right reply.
+func TestServedWhileIdle(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	rc := d.raw(t)
+	load := func(id uint64, key string) string {
+		return fmt.Sprintf(`{"id":%d,"op":"state.load","args":{"agent":"idle","key":"%s"}}`, id, key)
+	}
+	write := func(s string) {
+		t.Helper()
+		if _, err := rc.c.Write([]byte(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// want reads n replies and checks each by id: loads of "k" give its
+	// value, the ids in other get their own check.
+	want := func(n int, value string, other map[uint64]func(wireReply) bool) {
+		t.Helper()
+		seen := map[uint64]bool{}
+		for len(seen) < n {
+			r := rc.reply()
+			if r.Item != nil {
+				if _, ok := other[r.ID]; !ok {
+					t.Fatalf("item for request %d: %+v", r.ID, r)
+				}
+				continue
+			}
+			if seen[r.ID] {
+				t.Fatalf("second reply to %d: %+v", r.ID, r)
+			}
+			seen[r.ID] = true
+			if check, ok := other[r.ID]; ok {
+				if !check(r) {
+					t.Fatalf("reply %+v", r)
+				}
+				continue
+			}
+			var rec stateRec
+			if err := json.Unmarshal(r.Result, &rec); err != nil || !r.OK || rec.Key != "k" || rec.Value == nil || *rec.Value != value {
+				t.Fatalf("load %d: %+v, want value %q", r.ID, r, value)
+			}
+		}
+	}
+	ok := func(r wireReply) bool { return r.OK }
+	for round := range 10 {
+		base := uint64(round+1) * 1000
+		value := fmt.Sprintf("v%d-%s", round, strings.Repeat("x", round*50))
+		// An alone save, then its load: both served in the wait.
+		rc.send(fmt.Sprintf(`{"id":%d,"op":"state.save","args":{"agent":"idle","key":"k","value":"%s"}}`, base, value))
+		want(1, value, map[uint64]func(wireReply) bool{base: ok})
+		rc.send(load(base+1, "k"))
+		want(1, value, nil)
+
+		// 60 loads in one write: more than the wait's buffer holds, with
+		// a line across its end.
+		var b strings.Builder
+		for i := range 60 {
+			b.WriteString(load(base+10+uint64(i), "k") + "\n")
+		}
+		write(b.String())
+		want(60, value, nil)
+
+		// Half a line, then the rest with a load behind it.
+		l := load(base+100, "k") + "\n" + load(base+101, "k") + "\n"
+		write(l[:30])
+		time.Sleep(20 * time.Millisecond)
+		write(l[30:])
+		want(2, value, nil)
+
+		// A byte at a time.
+		l = load(base+110, "k") + "\n"
+		for i := range len(l) {
+			write(l[i : i+1])
+			if i%16 == 0 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		want(1, value, nil)
+
+		// Loads around a stream, a line that is not JSON, a save with
+		// requests behind it, a missing key and a CRLF line, in one write.
+		b.Reset()
+		b.WriteString(load(base+200, "k") + "\n")
+		fmt.Fprintf(&b, `{"id":%d,"op":"state.list","args":{"agent":"idle"}}`+"\n", base+201)
+		b.WriteString(load(base+202, "k") + "\n")
+		fmt.Fprintf(&b, `{"id":%d,"op":"state.load","args":{"agent":"idle","key":}`+"\n", base+203)
+		b.WriteString(load(base+204, "k") + "\n")
+		fmt.Fprintf(&b, `{"id":%d,"op":"state.save","args":{"agent":"idle","key":"other","value":"o%d"}}`+"\n", base+205, round)
+		b.WriteString(load(base+206, "k") + "\n")
+		b.WriteString(load(base+207, "missing") + "\n")
+		b.WriteString(load(base+208, "k") + "\r\n")
+		write(b.String())
+		want(9, value, map[uint64]func(wireReply) bool{
+			base + 201: func(r wireReply) bool { return r.OK && r.Done },
+			base + 203: func(r wireReply) bool { return !r.OK && r.Error != nil && r.Error.Code == proto.EBADMSG },
+			base + 205: ok,
+			base + 207: func(r wireReply) bool { return !r.OK && r.Error != nil && r.Error.Code == proto.ENOENT },
+		})
+		rc.send(fmt.Sprintf(`{"id":%d,"op":"state.load","args":{"agent":"idle","key":"other"}}`, base+300))
+		r := rc.reply()
+		var rec stateRec
+		if json.Unmarshal(r.Result, &rec); !r.OK || r.ID != base+300 || rec.Value == nil || *rec.Value != fmt.Sprintf("o%d", round) {
+			t.Fatalf("load of the pipelined save: %+v", r)
+		}
+	}
+}
