@@ -427,3 +427,52 @@ func TestServedWhileIdle(t *testing.T) {
 		}
 	}
 }
+
+// TestServedWhileIdleEviction: a connection whose requests its idle wait
+// served is idle again after each, and the first to go when its uid needs
+// room; one that has sent part of a line meanwhile is busy, and is not
+// taken; a shutdown ends the waits of the others.
+func TestServedWhileIdleEviction(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{config: "[limits]\nmax_conns_per_uid = 3\nhello_timeout = \"60s\"\nidle_timeout = \"60s\"\n"})
+	load := func(rc *rawConn, id int) {
+		t.Helper()
+		rc.send(fmt.Sprintf(`{"id":%d,"op":"state.load","args":{"agent":"ev","key":"none"}}`, id))
+		if r := rc.reply(); r.ID != uint64(id) || r.Error == nil || r.Error.Code != proto.ENOENT {
+			t.Fatalf("load %d: %+v", id, r)
+		}
+	}
+	a, b, c := d.raw(t), d.raw(t), d.raw(t)
+	for i, rc := range []*rawConn{a, b, c} {
+		load(rc, 1) // the hello wait's
+		load(rc, 2) // the idle wait's: served there
+		if i == 0 {
+			// a: part of its third request, so it is busy.
+			if _, err := a.c.Write([]byte(`{"id":3,"op":"state.load",`)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// A fourth connection: b, the longest idle, makes room.
+	e := d.raw(t)
+	load(e, 1)
+	if got := lines(b.c); len(got) > 1 {
+		t.Fatalf("evicted connection got %q", got)
+	}
+	// a finishes its request; c and e go on.
+	a.send(`"args":{"agent":"ev","key":"none"}}`)
+	if r := a.reply(); r.ID != 3 || r.Error == nil || r.Error.Code != proto.ENOENT {
+		t.Fatalf("a's split request: %+v", r)
+	}
+	load(c, 3)
+	load(e, 2)
+	// A shutdown closes the connections waiting in their idle waits.
+	start := time.Now()
+	d.stop()
+	for _, rc := range []*rawConn{a, c, e} {
+		if got := lines(rc.c); len(got) > 0 || time.Since(start) > 10*time.Second {
+			t.Fatalf("after shutdown: %q after %v", got, time.Since(start))
+		}
+	}
+}
