@@ -87,6 +87,12 @@ func (r *Reader) Read(b []byte) (int, error) {
 	err := r.rc.Read(r.fn)
 	n, rerr := r.n, r.err
 	r.b, r.err = nil, nil
+	return readResult(n, err, rerr)
+}
+
+// readResult is what a read returns: n from the read system call, err
+// from the RawConn (a deadline, Close) and rerr from the system call.
+func readResult(n int, err, rerr error) (int, error) {
 	switch {
 	case err != nil:
 		return 0, err
@@ -136,15 +142,7 @@ func (r *Reader) Feed(b []byte, fn func(n int) bool) (int, error) {
 			}
 		}
 	})
-	switch {
-	case err != nil:
-		return 0, err
-	case rerr != nil:
-		return 0, os.NewSyscallError("read", rerr)
-	case n == 0:
-		return 0, io.EOF
-	}
-	return n, nil
+	return readResult(n, err, rerr)
 }
 
 // Writer writes a socket with Write. It is one goroutine's at a time.
