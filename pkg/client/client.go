@@ -69,14 +69,40 @@ type Client struct {
 	reading bool    // a caller (the leader) is reading the connection
 	waiting []*call // calls blocked for a reply, none queued yet
 	// woken counts the callers woken by a reply that have not yet left
-	// next. While there are any, a new request is only queued: the last
-	// of them to leave writes what was queued, so the callers of one
-	// batch of replies send their next requests in one write (and the
-	// daemon reads them in one) instead of one write each.
-	woken    int
-	deferred bool  // requests are queued for the last woken caller to write
-	err      error // set when the connection is dead
-	closed   bool  // Close was called: no dialling again
+	// next. While there are any, a new request is only queued, until
+	// the queued ones make a group (groupFull): the caller whose request
+	// fills it writes them, and the last woken caller to leave writes
+	// what is queued then. So the callers of one batch of replies send
+	// their next requests in a few writes (and the daemon reads them in
+	// a few) instead of one write each.
+	woken int
+	// deferred: requests are queued for the last woken caller to write;
+	// ndeferred of them since the last write, of a group of group.
+	deferred  bool
+	ndeferred int
+	group     int
+	err       error // set when the connection is dead
+	closed    bool  // Close was called: no dialling again
+}
+
+// groupFull reports whether n more requests, queued while woken callers
+// are about to send theirs, fill the group that is written at once; c.mu
+// is held. A group is a quarter of the callers woken (at least 2). One
+// write for all of them kept the daemon idle while they ran and them
+// idle while it served: the round trip was the sum of the two. In groups,
+// the daemon serves the first while the others are still being sent,
+// and their replies come back in groups too. 16 callers on one client
+// loading 100-byte values from oxiosd: 131-135k calls/s in one write,
+// 198-257k/s in groups of 4, with 4.0-4.9 us of the client's CPU a call
+// instead of 6.0-6.5 (8 callers: 73-74k/s, 109-116k/s in groups of 2;
+// 64: 424-439k/s, 403-417k/s in groups of 16).
+func (c *Client) groupFull(n int) bool {
+	if c.ndeferred == 0 {
+		// The first since the last write: the callers woken are this
+		// one, who has left, and the others.
+		c.group = max(2, (c.woken+1)/4)
+	}
+	return c.ndeferred+n >= c.group
 }
 
 // call is one request in flight. The read loop queues its replies without
@@ -409,7 +435,7 @@ func (c *Client) leave(cl *call) {
 		cl.counted = false
 		c.woken--
 		if c.woken == 0 && c.deferred {
-			c.deferred = false
+			c.deferred, c.ndeferred = false, 0
 			write = true
 		}
 	}
@@ -559,14 +585,17 @@ func (c *Client) send1(op string, rqs []request, cls []*call) error {
 			// The flusher takes our lines in its next round.
 			c.mu.Unlock()
 			c.wmu.Unlock()
-		case c.woken > 0:
+		case c.woken > 0 && !c.groupFull(len(rqs)):
 			// Callers woken by replies are about to run, and most will
-			// send a request too: the last of them writes them all.
+			// send a request too: the one that fills the group, or the
+			// last of them, writes them.
 			c.deferred = true
+			c.ndeferred += len(rqs)
 			c.mu.Unlock()
 			c.wmu.Unlock()
 		default:
 			c.flushing = true
+			c.ndeferred = 0
 			c.mu.Unlock()
 			err = c.flush() // unlocks
 		}
@@ -609,7 +638,7 @@ func (c *Client) revive() {
 	c.werr, c.out, c.flushing = nil, c.out[:0], false
 	c.wmu.Unlock()
 	c.err = nil
-	c.deferred = false
+	c.deferred, c.ndeferred = false, 0
 	c.pending = map[uint64]*call{}
 }
 

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -128,6 +129,40 @@ func TestSharedCallers(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// Callers woken by one batch of replies send their next requests in
+// groups (groupFull): whether a caller's request fills a group, waits for
+// the last woken caller, or is the last, none is left unsent, also when
+// callers stop at different times and the rest are fewer than a group.
+func TestSharedCallersGroups(t *testing.T) {
+	d := startFake(t)
+	c := dialFake(t, d)
+	cc := &countWriter{w: c.ncw}
+	c.ncw = cc
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	calls := 0
+	for round := range 20 {
+		n := 2 + round*3 // 2 to 59 callers
+		var total atomic.Int64
+		parallel(t, n, func(g int) error {
+			for i := range 1 + (g*7+round)%40 {
+				key := fmt.Sprintf("r%d/g%d/%d", round, g, i)
+				v, _, err := c.StateLoad(ctx, "a", key)
+				if err != nil || string(v) != key {
+					return fmt.Errorf("%s: %q %v", key, v, err)
+				}
+				total.Add(1)
+			}
+			return nil
+		})
+		calls += int(total.Load())
+	}
+	// Groups, not one write a call: fewer writes than calls.
+	if w := cc.writes.Load(); w >= int64(calls) {
+		t.Fatalf("%d calls took %d writes", calls, w)
+	}
 }
 
 // parallel runs fn(0..n-1) on n goroutines and fails t with the errors
