@@ -54,11 +54,12 @@ func Write(fd uintptr, b []byte) (int, error) {
 
 // Reader reads a socket with Read. It is one goroutine's at a time.
 type Reader struct {
-	rc  syscall.RawConn
-	b   []byte
-	n   int
-	err error
-	fn  func(fd uintptr) bool // r.read, made once
+	rc   syscall.RawConn
+	b    []byte
+	n    int
+	err  error
+	each func(n int) bool      // Feed's fn; nil for Read
+	fn   func(fd uintptr) bool // r.read, made once
 }
 
 // NewReader returns a Reader of the socket rc is of.
@@ -68,11 +69,20 @@ func NewReader(rc syscall.RawConn) *Reader {
 	return r
 }
 
+// read is the RawConn's read: true when it is done, false to wait for the
+// socket to be readable (see Feed for when that needs no EAGAIN first).
 func (r *Reader) read(fd uintptr) bool {
 	for {
 		r.n, r.err = Read(fd, r.b)
-		if r.err != unix.EINTR {
-			return r.err != unix.EAGAIN
+		switch {
+		case r.err == unix.EINTR:
+			continue
+		case r.err == unix.EAGAIN:
+			return false
+		case r.err != nil || r.n == 0 || r.each == nil || !r.each(r.n):
+			return true
+		case r.n < len(r.b):
+			return false // took all the socket had: wait for more
 		}
 	}
 }
@@ -80,19 +90,18 @@ func (r *Reader) read(fd uintptr) bool {
 // Read reads what the socket has, waiting for something if it has
 // nothing (up to the connection's read deadline); io.EOF at its end.
 func (r *Reader) Read(b []byte) (int, error) {
+	return r.feed(b, nil)
+}
+
+// feed runs the RawConn's read with b and each, and returns its result.
+func (r *Reader) feed(b []byte, each func(n int) bool) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
-	r.b, r.n, r.err = b, 0, nil
+	r.b, r.n, r.err, r.each = b, 0, nil, each
 	err := r.rc.Read(r.fn)
 	n, rerr := r.n, r.err
-	r.b, r.err = nil, nil
-	return readResult(n, err, rerr)
-}
-
-// readResult is what a read returns: n from the read system call, err
-// from the RawConn (a deadline, Close) and rerr from the system call.
-func readResult(n int, err, rerr error) (int, error) {
+	r.b, r.err, r.each = nil, nil, nil
 	switch {
 	case err != nil:
 		return 0, err
@@ -123,26 +132,7 @@ func readResult(n int, err, rerr error) (int, error) {
 // it sends more, or when the wait's deadline passes and the caller reads
 // again.
 func (r *Reader) Feed(b []byte, fn func(n int) bool) (int, error) {
-	if len(b) == 0 {
-		return 0, nil
-	}
-	n, rerr := 0, error(nil)
-	err := r.rc.Read(func(fd uintptr) bool {
-		for {
-			n, rerr = Read(fd, b)
-			switch {
-			case rerr == unix.EINTR:
-				continue
-			case rerr == unix.EAGAIN:
-				return false
-			case rerr != nil || n == 0 || !fn(n):
-				return true
-			case n < len(b):
-				return false // took all the socket had: wait for more
-			}
-		}
-	})
-	return readResult(n, err, rerr)
+	return r.feed(b, fn)
 }
 
 // Writer writes a socket with Write. It is one goroutine's at a time.

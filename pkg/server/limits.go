@@ -188,9 +188,6 @@ func (c *conn) waitReadable(first bool) error {
 		c.primed.b = c.primed.buf[:n]
 		return err
 	}
-	if c.feed == nil {
-		c.feed = c.serveIdle
-	}
 	// serveIdle leaves in c.primed what it did not serve.
 	if _, err := c.rio.Feed(c.primed.buf[:], c.feed); err != nil {
 		c.primed.b = nil

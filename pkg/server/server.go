@@ -255,7 +255,7 @@ func (c *conn) serve() {
 	follow, stopFollow := context.WithCancel(ctx)
 	defer context.AfterFunc(s.ctx, stopFollow)()
 	c.follow = follow
-	c.ctx = ctx
+	c.ctx, c.feed = ctx, c.serveIdle
 	first := true
 	for {
 		if c.r == nil || c.r.Buffered() == 0 {
