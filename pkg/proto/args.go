@@ -64,8 +64,12 @@ func DecodeStateArgs(op string, args json.RawMessage, a *StateArgs) *Error {
 	if fastStateArgs(args, a) {
 		return nil
 	}
-	*a = StateArgs{}
-	return DecodeArgs(op, args, a)
+	// Decoded into its own struct: a, given to encoding/json, would be
+	// moved to the heap on every call, the fast ones too.
+	b := new(StateArgs)
+	perr := DecodeArgs(op, args, b)
+	*a = *b
+	return perr
 }
 
 // DecodeSaveArgs decodes the args of state.save like DecodeStateArgs.
@@ -73,8 +77,10 @@ func DecodeSaveArgs(args json.RawMessage, a *StateSaveArgs) *Error {
 	if fastSaveArgs(args, a) {
 		return nil
 	}
-	*a = StateSaveArgs{}
-	return DecodeArgs(OpStateSave, args, a)
+	b := new(StateSaveArgs) // as in DecodeStateArgs
+	perr := DecodeArgs(OpStateSave, args, b)
+	*a = *b
+	return perr
 }
 
 // The fast path decodes the args clients send most, in the shape
@@ -88,43 +94,53 @@ func DecodeSaveArgs(args json.RawMessage, a *StateSaveArgs) *Error {
 // each; set reports whether it knows the field. ok is false if anything is
 // off.
 func flatStrings(args []byte, set func(name, value []byte) bool) bool {
+	p, ok := flatBody(args)
+	for ok && len(p) > 0 {
+		var name, value []byte
+		name, value, p, ok = flatField(p)
+		ok = ok && set(name, value)
+	}
+	return ok
+}
+
+// flatBody returns what is between the braces of args, for flatField.
+func flatBody(args []byte) ([]byte, bool) {
 	if len(args) < 2 || args[0] != '{' || args[len(args)-1] != '}' {
-		return false
+		return nil, false
 	}
-	p := args[1 : len(args)-1]
+	return args[1 : len(args)-1], true
+}
+
+// flatField parses the first field of p, the body of flat string args
+// (flatBody) or what is left of it, and returns its name and value and
+// the rest of p after it (and its comma). ok is false if the field is not
+// a plain string field, or nothing follows a comma.
+func flatField(p []byte) (name, value, rest []byte, ok bool) {
+	if len(p) < 5 || p[0] != '"' {
+		return nil, nil, nil, false
+	}
+	q := plainString(p[1:])
+	if q < 0 {
+		return nil, nil, nil, false
+	}
+	name = p[1 : 1+q]
+	p = p[q+2:]
+	if len(p) < 2 || p[0] != ':' || p[1] != '"' {
+		return nil, nil, nil, false
+	}
+	p = p[2:]
+	q = plainString(p)
+	if q < 0 {
+		return nil, nil, nil, false
+	}
+	value, p = p[:q], p[q+1:]
 	if len(p) == 0 {
-		return true
+		return name, value, p, true
 	}
-	for {
-		if len(p) < 5 || p[0] != '"' {
-			return false
-		}
-		q := plainString(p[1:])
-		if q < 0 {
-			return false
-		}
-		name := p[1 : 1+q]
-		p = p[q+2:]
-		if len(p) < 2 || p[0] != ':' || p[1] != '"' {
-			return false
-		}
-		p = p[2:]
-		q = plainString(p)
-		if q < 0 {
-			return false
-		}
-		if !set(name, p[:q]) {
-			return false
-		}
-		p = p[q+1:]
-		if len(p) == 0 {
-			return true
-		}
-		if p[0] != ',' {
-			return false
-		}
-		p = p[1:]
+	if p[0] != ',' || len(p) == 1 {
+		return nil, nil, nil, false
 	}
+	return name, value, p[1:], true
 }
 
 // plainString returns the index in p of the quote that ends the string p
@@ -173,17 +189,27 @@ func fastFields(args []byte, names []string, dst ...*string) bool {
 
 // fastFieldsSeen is fastFields, and says which fields were given (bit i
 // for names[i]).
+//
+// It loops over flatField itself rather than handing flatStrings a
+// closure: dst, pointers into the caller's args struct, then stays on
+// the caller's stack.
 func fastFieldsSeen(args []byte, names []string, dst ...*string) (seen uint32, ok bool) {
-	ok = flatStrings(args, func(name, v []byte) bool {
+	p, ok := flatBody(args)
+fields:
+	for ok && len(p) > 0 {
+		var name, v []byte
+		if name, v, p, ok = flatField(p); !ok {
+			break
+		}
 		for i, n := range names {
 			if n == string(name) && seen&(1<<i) == 0 {
 				*dst[i] = string(v)
 				seen |= 1 << i
-				return true
+				continue fields
 			}
 		}
-		return false
-	})
+		ok = false
+	}
 	return seen, ok
 }
 
