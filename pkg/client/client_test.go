@@ -138,8 +138,7 @@ func TestSharedCallers(t *testing.T) {
 func TestSharedCallersGroups(t *testing.T) {
 	d := startFake(t)
 	c := dialFake(t, d)
-	cc := &countWriter{w: c.ncw}
-	c.ncw = cc
+	cc := countWrites(c)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	calls := 0

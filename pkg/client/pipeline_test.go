@@ -18,6 +18,13 @@ type countWriter struct {
 	writes atomic.Int64
 }
 
+// countWrites has c's writes to its connection counted.
+func countWrites(c *Client) *countWriter {
+	cc := &countWriter{w: c.ncw}
+	c.ncw = cc
+	return cc
+}
+
 func (c *countWriter) Write(b []byte) (int, error) {
 	c.writes.Add(1)
 	return c.w.Write(b)
@@ -29,8 +36,7 @@ func (c *countWriter) Write(b []byte) (int, error) {
 func TestPipelineOneWrite(t *testing.T) {
 	d := startFake(t)
 	c := dialFake(t, d)
-	cc := &countWriter{w: c.ncw}
-	c.ncw = cc
+	cc := countWrites(c)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for round := range 3 {

@@ -89,19 +89,9 @@ func DecodeSaveArgs(args json.RawMessage, a *StateSaveArgs) *Error {
 // repeated fields) declines, and encoding/json decides. FuzzFastArgs holds
 // the two to the same results.
 
-// flatStrings parses args made only of string fields with plain names and
-// values (no escapes, no control bytes, valid UTF-8) and calls set for
-// each; set reports whether it knows the field. ok is false if anything is
-// off.
-func flatStrings(args []byte, set func(name, value []byte) bool) bool {
-	p, ok := flatBody(args)
-	for ok && len(p) > 0 {
-		var name, value []byte
-		name, value, p, ok = flatField(p)
-		ok = ok && set(name, value)
-	}
-	return ok
-}
+// Flat string args are an object of string fields only, with plain names
+// and values (no escapes, no control bytes, valid UTF-8). flatBody and
+// flatField parse them.
 
 // flatBody returns what is between the braces of args, for flatField.
 func flatBody(args []byte) ([]byte, bool) {
@@ -171,12 +161,16 @@ func plainString(p []byte) int {
 }
 
 // PlainObject reports whether b is a JSON object of string fields only,
-// each name and value plain (see flatStrings): the shape clients send the
+// each name and value plain (see flatField): the shape clients send the
 // args of the frequent ops in. Such an object is valid JSON with nothing
 // after it, which the server's fast path then need not check with a full
 // scan.
 func PlainObject(b []byte) bool {
-	return flatStrings(b, func(name, value []byte) bool { return true })
+	p, ok := flatBody(b)
+	for ok && len(p) > 0 {
+		_, _, p, ok = flatField(p)
+	}
+	return ok
 }
 
 // fastFields fills dst[i] from the field names[i] of args: string fields
@@ -190,9 +184,8 @@ func fastFields(args []byte, names []string, dst ...*string) bool {
 // fastFieldsSeen is fastFields, and says which fields were given (bit i
 // for names[i]).
 //
-// It loops over flatField itself rather than handing flatStrings a
-// closure: dst, pointers into the caller's args struct, then stays on
-// the caller's stack.
+// It loops over flatField itself, with no closure: dst, pointers into
+// the caller's args struct, then stays on the caller's stack.
 func fastFieldsSeen(args []byte, names []string, dst ...*string) (seen uint32, ok bool) {
 	p, ok := flatBody(args)
 fields:
