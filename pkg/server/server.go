@@ -387,7 +387,7 @@ func (c *conn) idle(first bool) bool {
 			return false
 		}
 		if err == nil && len(c.primed.b) == 0 {
-			continue // serveIdle stopped the wait: draining, or evicted
+			continue // serveIdle served all and stopped the wait: the daemon drains
 		}
 		if errors.Is(err, io.EOF) {
 			err = nil // the read buffer finds it again
