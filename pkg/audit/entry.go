@@ -55,7 +55,9 @@ type Recorder func(ctx context.Context, e *Entry, event, agent, key string, data
 // (possibly large or secret) arguments themselves.
 func ArgsDigest(args []byte) string {
 	sum := blake3.Sum256(args)
-	return hex.EncodeToString(sum[:])
+	var h [64]byte // one allocation, the string's (EncodeToString makes two)
+	hex.Encode(h[:], sum[:])
+	return string(h[:])
 }
 
 // The fixed parts of an entry line that verification finds by offset.

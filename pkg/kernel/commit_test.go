@@ -21,7 +21,7 @@ import (
 )
 
 // queueKernel is a kernel on data with no scheduler.
-func queueKernel(t *testing.T, data string) *Kernel {
+func queueKernel(t testing.TB, data string) *Kernel {
 	t.Helper()
 	cfg := config.Default()
 	cfg.Data = data

@@ -50,6 +50,13 @@ type Batch struct {
 	// as files of their own (its origin's pending values): files, not
 	// journal records.
 	copies int64
+	// last is the ref (and agent, once it exists) of the last change: a
+	// batch of one agent's memories makes its ref and finds its agent
+	// once, not once a change.
+	last struct {
+		space, agent, ref string
+		a                 *agent
+	}
 }
 
 type akey struct{ agent, key string }
@@ -74,11 +81,20 @@ func (b *Batch) Add(c *Change) *proto.Error {
 	if err := checkSpace(c.Space); err != nil {
 		return err
 	}
-	ref := Ref(c.Space, c.Agent)
 	if !c.Delete && len(c.Value) > b.s.opts.MaxValue {
 		return proto.Errorf(proto.E2BIG, "%s: value for %q is %d bytes, more than limits.max_value %d", c.Agent, c.Key, len(c.Value), b.s.opts.MaxValue)
 	}
-	a := b.s.agent(ref)
+	l := &b.last
+	if l.ref == "" || l.space != c.Space || l.agent != c.Agent {
+		l.space, l.agent, l.ref, l.a = c.Space, c.Agent, Ref(c.Space, c.Agent), nil
+	}
+	ref, a := l.ref, l.a
+	if a == nil {
+		// Not cached while the agent does not exist: a change may be its
+		// first (agents, once made, stay in the store's map).
+		a = b.s.agent(ref)
+		l.a = a
+	}
 	exists := func(key string) bool {
 		if v, ok := b.exists[akey{ref, key}]; ok {
 			return v
@@ -252,31 +268,64 @@ func (b *Batch) Abort(cause error) {
 // applier. It releases the journal.
 func (b *Batch) Publish() {
 	s := b.s
+	q := &queued{refs: make([]ref, 0, len(b.changes))}
 	for _, c := range b.changes {
-		s.publishRecord(c.rec)
+		s.publishRecord(c.rec, q)
 	}
+	q.flush(s)
 	s.jmu.Unlock()
 }
 
-// publishRecord applies one journal record to the index and queues it.
-func (s *Store) publishRecord(r *record) error {
+// queued gathers the refs (and their overlay cost) of a batch's records
+// for one enqueue: a batch of a thousand memories took the queue's lock
+// and rearmed the applier's timer a thousand times. last is the agent of
+// the last record, so that a run of one agent's records finds it once
+// (agents are never taken out of the store's map).
+type queued struct {
+	refs []ref
+	cost int64
+	last *agent
+}
+
+// flush enqueues what q holds.
+func (q *queued) flush(s *Store) {
+	if len(q.refs) > 0 {
+		s.enqueue(q.cost, q.refs...)
+	}
+	q.refs, q.cost = q.refs[:0], 0
+}
+
+// publishRecord applies one journal record to the index and queues it:
+// with q, in q (the caller enqueues it), else at once.
+func (s *Store) publishRecord(r *record, q *queued) error {
 	if r.kind == recFork {
+		if q != nil {
+			q.flush(s) // a fork queues its own files, behind these
+		}
 		return s.publishFork(r)
 	}
-	s.mu.Lock()
-	a := s.agentLocked(r.agent)
-	s.mu.Unlock()
+	var a *agent
+	if q != nil && q.last != nil && q.last.name == r.agent {
+		a = q.last
+	} else {
+		s.mu.Lock()
+		a = s.agentLocked(r.agent)
+		s.mu.Unlock()
+		if q != nil {
+			q.last = a
+		}
+	}
 	a.mu.Lock()
 	var released int64 // a pending value this change replaces
-	if old := a.keys[r.key]; old != nil && old.cached() != nil {
+	old, had := a.keys[r.key]
+	if old != nil && old.cached() != nil {
 		s.cache.Add(-int64(len(old.cached())))
 	} else if old != nil && old.pending() {
 		released = int64(cap(old.val))
 	}
-	if old := a.keys[r.key]; old != nil && old.linked() {
+	if old != nil && old.linked() {
 		a.unlinked()
 	}
-	_, had := a.keys[r.key]
 	if r.kind == recDelete {
 		a.removeKey(r.key)
 		a.tombs[r.key] = r.ver
@@ -297,7 +346,13 @@ func (s *Store) publishRecord(r *record) error {
 	if metaChanged {
 		s.metaDirty.Store(true)
 	}
-	s.enqueue(overlayCost(r.value)-released, ref{a: a, key: r.key, ver: r.ver})
+	cost, rf := overlayCost(r.value)-released, ref{a: a, key: r.key, ver: r.ver}
+	if q == nil {
+		s.enqueue(cost, rf)
+		return nil
+	}
+	q.refs = append(q.refs, rf)
+	q.cost += cost
 	return nil
 }
 

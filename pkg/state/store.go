@@ -362,7 +362,7 @@ func (s *Store) recover() error {
 			}
 			return s.opts.ReplayAux(r.value)
 		}
-		return s.publishRecord(r)
+		return s.publishRecord(r, nil)
 	})
 	s.jmu.Unlock()
 	if err != nil {
