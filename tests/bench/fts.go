@@ -22,6 +22,7 @@ import (
 
 type fts struct {
 	bulkRate float64
+	bulkCPU  float64 // the shell's CPU time (user+sys) for the bulk load, s
 	cmd      *exec.Cmd
 	in       io.WriteCloser
 	out      *bufio.Reader
@@ -48,7 +49,8 @@ func newFTS(dir string, lines []string) *fts {
 	load.Stderr = os.Stderr
 	t0 := time.Now()
 	check(load.Run())
-	f := &fts{bulkRate: float64(len(lines)) / time.Since(t0).Seconds()}
+	f := &fts{bulkRate: float64(len(lines)) / time.Since(t0).Seconds(),
+		bulkCPU: (load.ProcessState.UserTime() + load.ProcessState.SystemTime()).Seconds()}
 	f.cmd = exec.Command(bin, db)
 	f.in, err = f.cmd.StdinPipe()
 	check(err)
