@@ -365,3 +365,53 @@ func TestForkEndsItsLinking(t *testing.T) {
 	}
 	wantValues(t, s, "g", map[string]string{"k": "v3", "j": "w"})
 }
+
+// TestForkMidBatch: a fork in the middle of a batch, with changes of
+// other agents before and after it and of the fork after it (the batch
+// must not change the origin: see AddFork). The changes and the fork's
+// files reach the index and, once the applier has written and linked
+// them, the files: a batch queues its records for the applier in one go,
+// with a fork's own files between those before it and those after it.
+func TestForkMidBatch(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	commit(t, s, save("a", "k", big("v1")), save("a", "other", "o1"))
+	s.Flush()
+	commit(t, s, save("a", "k", big("v2"))) // pending at the fork
+	b := s.Begin()
+	if err := b.Add(save("c", "x", big("x1"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.AddFork(&Fork{From: "a", To: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*Change{save("b", "k", big("b1")), save("b", "own", "b1"), save("c", "y", "y1")} {
+		if err := b.Add(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Write(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	b.Publish()
+	want := map[string]map[string]string{
+		"a": {"k": big("v2"), "other": "o1"},
+		"b": {"k": big("b1"), "other": "o1", "own": "b1"},
+		"c": {"x": big("x1"), "y": "y1"},
+	}
+	for agent, w := range want {
+		wantValues(t, s, agent, w)
+	}
+	s.Flush()
+	for agent, w := range want {
+		wantValues(t, s, agent, w)
+		wantFiles(t, dir, agent, w)
+	}
+}
