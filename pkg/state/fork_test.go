@@ -389,18 +389,9 @@ func TestForkMidBatch(t *testing.T) {
 	if err := b.AddFork(&Fork{From: "a", To: "b"}); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []*Change{save("b", "k", big("b1")), save("b", "own", "b1"), save("c", "y", "y1")} {
-		if err := b.Add(c); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := b.Write(); err != nil {
+	if err := finish(t, b, save("b", "k", big("b1")), save("b", "own", "b1"), save("c", "y", "y1")); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	b.Publish()
 	want := map[string]map[string]string{
 		"a": {"k": big("v2"), "other": "o1"},
 		"b": {"k": big("b1"), "other": "o1", "own": "b1"},

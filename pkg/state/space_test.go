@@ -20,6 +20,13 @@ func write(t *testing.T, s *Store, f *Fork, changes ...*Change) error {
 			t.Fatal(err)
 		}
 	}
+	return finish(t, b, changes...)
+}
+
+// finish adds changes to b and commits it: Write (its error returned),
+// Sync and Publish.
+func finish(t *testing.T, b *Batch, changes ...*Change) error {
+	t.Helper()
 	for _, c := range changes {
 		if err := b.Add(c); err != nil {
 			t.Fatal(err)
