@@ -86,9 +86,10 @@ func benchRecall(dir string) {
 	t0, ticks0 := time.Now(), ticks(pid)
 	check(cmd.Run())
 	bulkRate := bulk / time.Since(t0).Seconds()
-	// CPU a memory, both processes (daemon and client; the shell is
-	// one): it moves much less than the rate with the machine's other
-	// load. The daemon's ticks are USER_HZ (100 on Linux).
+	// CPU a memory, of the daemon and the client together (the anchor
+	// is one process, the shell): it moves much less than the rate with
+	// the machine's other load. The daemon's ticks are USER_HZ (100 on
+	// Linux).
 	daemonCPU := float64(ticks(pid)-ticks0) / 100 / bulk * 1e6
 	clientCPU := (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds() / bulk * 1e6
 	fts := newFTS(base, lines)
