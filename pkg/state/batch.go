@@ -276,9 +276,9 @@ func (b *Batch) Publish() {
 	s.jmu.Unlock()
 }
 
-// queued gathers the refs (and their overlay cost) of a batch's records
-// for one enqueue: a batch of a thousand memories took the queue's lock
-// and rearmed the applier's timer a thousand times. last is the agent of
+// queued gathers the refs (and their overlay cost) of a batch's records,
+// or of a replay's, for one enqueue: a batch of a thousand memories took
+// the queue's lock and rearmed the applier's timer a thousand times. last is the agent of
 // the last record, so that a run of one agent's records finds it once
 // (agents are never taken out of the store's map).
 type queued struct {
@@ -295,25 +295,19 @@ func (q *queued) flush(s *Store) {
 	q.refs, q.cost = q.refs[:0], 0
 }
 
-// publishRecord applies one journal record to the index and queues it:
-// with q, in q (the caller enqueues it), else at once.
+// publishRecord applies one journal record to the index and queues it in
+// q, which the caller enqueues (flush).
 func (s *Store) publishRecord(r *record, q *queued) error {
 	if r.kind == recFork {
-		if q != nil {
-			q.flush(s) // a fork queues its own files, behind these
-		}
+		q.flush(s) // a fork queues its own files, behind these
 		return s.publishFork(r)
 	}
-	var a *agent
-	if q != nil && q.last != nil && q.last.name == r.agent {
-		a = q.last
-	} else {
+	a := q.last
+	if a == nil || a.name != r.agent {
 		s.mu.Lock()
 		a = s.agentLocked(r.agent)
 		s.mu.Unlock()
-		if q != nil {
-			q.last = a
-		}
+		q.last = a
 	}
 	a.mu.Lock()
 	var released int64 // a pending value this change replaces
@@ -346,13 +340,8 @@ func (s *Store) publishRecord(r *record, q *queued) error {
 	if metaChanged {
 		s.metaDirty.Store(true)
 	}
-	cost, rf := overlayCost(r.value)-released, ref{a: a, key: r.key, ver: r.ver}
-	if q == nil {
-		s.enqueue(cost, rf)
-		return nil
-	}
-	q.refs = append(q.refs, rf)
-	q.cost += cost
+	q.refs = append(q.refs, ref{a: a, key: r.key, ver: r.ver})
+	q.cost += overlayCost(r.value) - released
 	return nil
 }
 

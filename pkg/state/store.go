@@ -352,6 +352,7 @@ func (s *Store) recover() error {
 	// record is published: a checkpoint now would recycle the journal
 	// under the replay.
 	s.jmu.Lock()
+	q := &queued{}
 	err := s.j.replay(func(r *record) error {
 		if r.ver > s.seq.Load() {
 			s.seq.Store(r.ver)
@@ -362,8 +363,9 @@ func (s *Store) recover() error {
 			}
 			return s.opts.ReplayAux(r.value)
 		}
-		return s.publishRecord(r, nil)
+		return s.publishRecord(r, q)
 	})
+	q.flush(s)
 	s.jmu.Unlock()
 	if err != nil {
 		return fmt.Errorf("state: replaying journal: %w", err)
