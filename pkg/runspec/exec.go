@@ -142,7 +142,7 @@ func ExecCap(p *policy.Policy) int {
 
 // ExecEnv is the environment of an exec of agent, HOME being home.
 func ExecEnv(agent, home string) []string {
-	return []string{"PATH=" + Path(), "HOME=" + home, "LANG=C.UTF-8", "OXIOS_AGENT=" + agent}
+	return append([]string{"PATH=" + Path(), "HOME=" + home, "LANG=C.UTF-8", "OXIOS_AGENT=" + agent}, sandbox.RaceEnv...)
 }
 
 // ExecRecord is the record of an exec of argv for agent (run: the

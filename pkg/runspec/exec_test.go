@@ -40,7 +40,7 @@ func TestExecTimeoutCapEnv(t *testing.T) {
 		t.Fatal(c)
 	}
 	env := ExecEnv("ops", "/w")
-	if len(env) != 4 || env[1] != "HOME=/w" || env[3] != "OXIOS_AGENT=ops" || !strings.HasPrefix(env[0], "PATH=") {
+	if len(env) != 4+len(sandbox.RaceEnv) || env[1] != "HOME=/w" || env[3] != "OXIOS_AGENT=ops" || !strings.HasPrefix(env[0], "PATH=") {
 		t.Fatal(env)
 	}
 }

@@ -73,7 +73,8 @@ type Where struct {
 // Env is the environment of run id of the spawn a, working in dir: PATH,
 // HOME, the OXIOS_ variables (for an LLM run, with model, the [llm]
 // section l and its key, key), then sysEnv (oxiosd's own additions, such
-// as a scheduled run's OXIOS_SCHEDULE), then a's own.
+// as a scheduled run's OXIOS_SCHEDULE) and a race-built oxiosd's GORACE
+// (sandbox.RaceEnv), then a's own.
 func Env(a proto.SpawnArgs, id, dir string, w Where, l config.LLM, model, key string, sysEnv []string) []string {
 	env := []string{
 		"PATH=" + Path(), "HOME=" + dir, "LANG=C.UTF-8",
@@ -89,6 +90,7 @@ func Env(a proto.SpawnArgs, id, dir string, w Where, l config.LLM, model, key st
 		}
 	}
 	env = append(env, sysEnv...)
+	env = append(env, sandbox.RaceEnv...)
 	return append(env, a.Env...)
 }
 

@@ -36,6 +36,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// RaceEnv is what a race-built oxiosd adds to the environment of what it
+// starts: its own GORACE (see race.go). Nil in other builds.
+var RaceEnv []string
+
 // InitName is the argv[0] under which oxiosd's executable runs as the
 // sandbox's shim. A binary that starts sandboxes calls Main first thing.
 const InitName = "oxios-sandbox-init"
@@ -122,7 +126,7 @@ func Cmd(spec *Spec) (path string, argv, env []string, attr *syscall.SysProcAttr
 	attr = &syscall.SysProcAttr{Setpgid: true, Cloneflags: Cloneflags(spec.Net)}
 	// One P and no collector: the shim allocates little and lives on as
 	// a waiting init; the command gets spec.Env, not these.
-	env = []string{specEnv + "=" + string(b), "GOMAXPROCS=1", "GOGC=off"}
+	env = append([]string{specEnv + "=" + string(b), "GOMAXPROCS=1", "GOGC=off"}, RaceEnv...)
 	return exe, []string{InitName}, env, attr, nil
 }
 
