@@ -152,6 +152,10 @@ type Runs struct {
 	// ../share/oxios/tools beside oxiosd (an install), else ../share/tools
 	// (a build in the source tree). See ToolsDir.
 	Tools string `toml:"tools"`
+	// ToolsCache is the folder of the compiled tools, kept across
+	// restarts and shared by daemons that name the same folder; "" =
+	// DATA/cache/tools. See ToolsCacheDir.
+	ToolsCache string `toml:"tools_cache"`
 	// Cgroups gives each run and exec a control group of its own when the
 	// machine lets oxiosd make them (see supervisor.Cgroups).
 	Cgroups bool `toml:"cgroups"`

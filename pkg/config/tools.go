@@ -39,3 +39,12 @@ func (c Config) ToolsDir() string {
 	}
 	return installed
 }
+
+// ToolsCacheDir is the folder of the compiled WASM tools: runs.tools_cache
+// if set, else DATA/cache/tools.
+func (c Config) ToolsCacheDir() string {
+	if c.Runs.ToolsCache != "" {
+		return c.Runs.ToolsCache
+	}
+	return filepath.Join(c.Data, "cache", "tools")
+}

@@ -13,7 +13,9 @@ import (
 )
 
 // toolRunner is the kernel's WASM runner, made on first use.
-func (k *Kernel) toolRunner() *wasm.Runner { return k.tools.Runner(k.cfg.ToolsDir()) }
+func (k *Kernel) toolRunner() *wasm.Runner {
+	return k.tools.Runner(k.cfg.ToolsDir(), k.cfg.ToolsCacheDir())
+}
 
 // closeTools ends the runner's runtimes and compiled modules.
 func (k *Kernel) closeTools() { k.tools.Close(context.Background()) }

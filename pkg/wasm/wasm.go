@@ -6,7 +6,8 @@
 // has no network (wazero's WASI has sockets only when a host adds them,
 // and this one adds none), and is bounded in memory, wall-clock time and
 // output. Compiled modules are kept per path, size and mtime, so only the
-// first call of a tool pays for the compile.
+// first call of a tool pays for the compile; with a cache folder
+// (NewCached), only the first call on this machine.
 package wasm
 
 import (
@@ -128,9 +129,16 @@ type module struct {
 	compile time.Duration
 }
 
-// New returns a Runner for the tools in dir.
-func New(dir string) *Runner {
-	return &Runner{dir: dir, cache: wazero.NewCompilationCache(), runtimes: map[uint32]*runtime{}}
+// New returns a Runner for the tools in dir, which keeps what it
+// compiles in memory.
+func New(dir string) *Runner { return NewCached(dir, "") }
+
+// NewCached returns a Runner for the tools in dir that keeps what it
+// compiles in the folder cache too (see CheckCache), so that the next
+// runner on the same folder, in this process or another, loads a tool
+// instead of compiling it again; "" keeps it in memory only.
+func NewCached(dir, cache string) *Runner {
+	return &Runner{dir: dir, cache: openCache(cache), runtimes: map[uint32]*runtime{}}
 }
 
 // Dir is the tools folder.
@@ -143,10 +151,11 @@ type Lazy struct {
 	r    *Runner
 }
 
-// Runner is the runner of the tools in dir, made at the first call (dir
-// of later calls is not looked at).
-func (l *Lazy) Runner(dir string) *Runner {
-	l.once.Do(func() { l.r = New(dir) })
+// Runner is the runner of the tools in dir with its compilation cache
+// in the folder cache (NewCached), made at the first call (the
+// arguments of later calls are not looked at).
+func (l *Lazy) Runner(dir, cache string) *Runner {
+	l.once.Do(func() { l.r = NewCached(dir, cache) })
 	return l.r
 }
 

@@ -16,8 +16,9 @@ import (
 // tools is a tools folder holding testdata/hostile as "hostile", built
 // once for the package's tests; runner runs them.
 var (
-	tools  string
-	runner *Runner
+	tools    string
+	cacheDir string // the compiled tools of the tests' runners
+	runner   *Runner
 )
 
 func TestMain(m *testing.M) {
@@ -42,8 +43,10 @@ func testMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	tools = dir
-	runner = New(dir)
+	tools, cacheDir = dir, filepath.Join(dir, "cache")
+	// The runners of the tests share a cache folder: hostile compiles
+	// once (12 s under -race), and TestCompileCacheOnDisk sees the files.
+	runner = NewCached(dir, cacheDir)
 	defer runner.Close(context.Background())
 	return m.Run()
 }
@@ -168,7 +171,7 @@ func TestOutputCap(t *testing.T) {
 }
 
 func TestCompileCached(t *testing.T) {
-	r := New(tools)
+	r := NewCached(tools, cacheDir)
 	defer r.Close(context.Background())
 	s := Spec{Tool: "hostile", Args: []string{"exit", "0"}, Timeout: time.Minute}
 	first, err := r.Run(context.Background(), s)
@@ -247,12 +250,12 @@ func TestCoalesceData(t *testing.T) {
 func TestLazy(t *testing.T) {
 	var l Lazy
 	l.Close(context.Background()) // none made: nothing to close
-	if r := l.Runner(tools); r != nil {
+	if r := l.Runner(tools, ""); r != nil {
 		t.Fatal("a runner made after Close")
 	}
 	var m Lazy
-	r := m.Runner(tools)
-	if r == nil || r.Dir() != tools || m.Runner(t.TempDir()) != r {
+	r := m.Runner(tools, "")
+	if r == nil || r.Dir() != tools || m.Runner(t.TempDir(), "") != r {
 		t.Fatal("one runner, of the first dir")
 	}
 	m.Close(context.Background())

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/oxios/oxios/pkg/proto"
 )
@@ -63,7 +64,53 @@ func wasmTools(t *testing.T, names ...string) string {
 	return dir
 }
 
-func toolsConfig(dir string) string { return "[runs]\ntools = \"" + dir + "\"\n" }
+// toolsConfig is the config of a daemon running the tools in dir. The
+// daemons of the tests share one cache of compiled tools (under binDir,
+// which TestMain makes 0700 and removes): under -race a tool takes about
+// 12 s to compile, once per tool this way, not once per daemon.
+func toolsConfig(dir string) string {
+	return "[runs]\ntools = \"" + dir + "\"\ntools_cache = \"" + filepath.Join(binDir, "toolcache") + "\"\n"
+}
+
+// TestToolsCacheRefused: oxiosd does not start on a cache of compiled
+// tools that others may write (their code would run inside it), and says
+// which folder and why; the default one is made 0700.
+func TestToolsCacheRefused(t *testing.T) {
+	t.Parallel()
+	dir := shortTempDir(t)
+	open := filepath.Join(dir, "open")
+	if err := os.Mkdir(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o777); err != nil { // past the umask
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "oxios.toml")
+	if err := os.WriteFile(cfg, []byte("[runs]\ntools_cache = \""+filepath.Join(open, "cache")+"\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A daemon that starts anyway is killed after a while, and fails this.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin("oxiosd"), "--config", cfg, "--data", filepath.Join(dir, "data"), "--socket", filepath.Join(dir, "s"), "--no-mount")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "runs.tools_cache") || !strings.Contains(string(out), open+": mode 0777") {
+		t.Fatalf("oxiosd with a world-writable folder above its tools cache: %v\n%s", err, out)
+	}
+	// The default, DATA/cache/tools, is made private at the first call
+	// (one of a tool missing from the folder: nothing to compile, which
+	// TestCompileCacheOnDisk of pkg/wasm covers).
+	tools := wasmTools(t, "textstat")
+	d := startDaemon(t, daemonOpts{config: "[runs]\ntools = \"" + tools + "\"\n"})
+	createAgent(t, d, "ops")
+	if r := d.ox(`{"a":1}`, "ox-exec", "-a", "ops", "--wasm", "jsonq", ".a"); r.code == 0 || !strings.Contains(r.stderr, "jsonq") {
+		t.Fatalf("jsonq, absent: %d %q %s", r.code, r.stdout, r.stderr)
+	}
+	fi, err := os.Stat(filepath.Join(d.data, "cache", "tools"))
+	if err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("DATA/cache/tools after a call: %v %v", fi, err)
+	}
+}
 
 func TestWasmTools(t *testing.T) {
 	t.Parallel()

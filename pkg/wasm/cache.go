@@ -1,0 +1,104 @@
+package wasm
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/tetratelabs/wazero"
+)
+
+// MaxCacheBytes bounds the compiled tools kept on disk: a folder past it
+// is emptied when a runner opens it (each new build of a tool adds an
+// entry, and nothing else removes the old ones). It holds dozens of
+// tools: a tool of 3.4 MB compiles to about 10 MB.
+const MaxCacheBytes = 512 << 20
+
+// CheckCache reports whether dir may hold compiled tools: code that runs
+// inside the process that loads it, so whoever can write there can run
+// code as that process. dir, if it exists, must be a folder of the
+// process's own user that no one else may write; each folder above it
+// must belong to that user or root and be writable by no one else
+// either, unless it is sticky (/tmp), where others cannot move or
+// replace what is ours. What does not exist yet is made, 0700, at first
+// use.
+func CheckCache(dir string) error {
+	if !filepath.IsAbs(dir) {
+		return fmt.Errorf("%s: not an absolute path", dir)
+	}
+	uid := uint32(os.Geteuid())
+	for p, own := filepath.Clean(dir), true; ; p, own = filepath.Dir(p), false {
+		// own: dir itself; the rest are the folders above it.
+		fi, err := os.Lstat(p)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			// Made 0700 with what is missing below it.
+		case err != nil:
+			return err
+		default:
+			st, ok := fi.Sys().(*syscall.Stat_t)
+			if !ok {
+				return fmt.Errorf("%s: cannot read its owner", p)
+			}
+			mode := fi.Mode()
+			switch {
+			case !mode.IsDir():
+				return fmt.Errorf("%s: not a folder (%v)", p, mode.Type())
+			case own && st.Uid != uid:
+				return fmt.Errorf("%s: owned by uid %d, not by oxiosd's uid %d: compiled tools run inside oxiosd, so their folder must be its own (chown)", p, st.Uid, uid)
+			case !own && st.Uid != uid && st.Uid != 0:
+				return fmt.Errorf("%s (above %s): owned by uid %d: whoever owns a folder above the tools' cache can replace it (choose a folder owned by root or uid %d)", p, dir, st.Uid, uid)
+			case mode.Perm()&0o022 != 0 && (own || mode&fs.ModeSticky == 0):
+				return fmt.Errorf("%s: mode %04o lets others write there: compiled tools run inside oxiosd, so no one else may change them (chmod go-w)", p, mode.Perm())
+			}
+		}
+		if p == filepath.Dir(p) {
+			return nil
+		}
+	}
+}
+
+// openCache is the compilation cache of a runner: on disk in dir (made
+// 0700 if need be, emptied if past MaxCacheBytes), or in memory when dir
+// is "" or cannot be used, which is logged (calls then compile each tool
+// once per runner, as with no dir).
+func openCache(dir string) wazero.CompilationCache {
+	if dir == "" {
+		return wazero.NewCompilationCache()
+	}
+	err := CheckCache(dir)
+	if err == nil {
+		if cacheSize(dir) > MaxCacheBytes {
+			err = os.RemoveAll(dir)
+		}
+	}
+	if err == nil {
+		err = os.MkdirAll(dir, 0o700)
+	}
+	if err == nil {
+		var c wazero.CompilationCache
+		if c, err = wazero.NewCompilationCacheWithDir(dir); err == nil {
+			return c
+		}
+	}
+	slog.Warn("wasm: tools are compiled again at each start: the cache folder cannot be used", "dir", dir, "err", err)
+	return wazero.NewCompilationCache()
+}
+
+// cacheSize is the bytes of the files under dir (0 if it cannot be read).
+func cacheSize(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
