@@ -129,10 +129,15 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 	if err := durable.Private(cfg.Data); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
-	// Compiled tools run inside the daemon: a cache folder others may
-	// write is refused at the start, not found out at the first call.
-	if err := wasm.CheckCache(cfg.ToolsCacheDir()); err != nil {
-		return nil, fmt.Errorf("runs.tools_cache: %w", err)
+	// Compiled tools run inside the daemon: a cache folder the config
+	// names and others may write is refused at the start, not found out
+	// at the first call. The default one, DATA/cache/tools, is checked
+	// then: a data folder under a folder others may write (which started
+	// before there was a cache) compiles in memory, with a warning.
+	if cfg.Runs.ToolsCache != "" {
+		if err := wasm.CheckCache(cfg.Runs.ToolsCache); err != nil {
+			return nil, fmt.Errorf("runs.tools_cache: %w", err)
+		}
 	}
 	alog, err := audit.Open(filepath.Join(cfg.Data, "audit"), audit.Options{})
 	if err != nil {
