@@ -24,15 +24,42 @@ const MaxCacheBytes = 512 << 20
 // process's own user that no one else may write; each folder above it
 // must belong to that user or root and be writable by no one else
 // either, unless it is sticky (/tmp), where others cannot move or
-// replace what is ours. What does not exist yet is made, 0700, at first
-// use.
+// replace what is ours. A symbolic link on the way must belong to that
+// user or root too, and the folders it leads to pass the same checks.
+// What does not exist yet is made, 0700, at first use.
 func CheckCache(dir string) error {
 	if !filepath.IsAbs(dir) {
 		return fmt.Errorf("%s: not an absolute path", dir)
 	}
+	dir = filepath.Clean(dir)
+	if err := checkChain(dir, dir); err != nil {
+		return err
+	}
+	// The folders the links lead to: the longest part of dir that
+	// exists, resolved, and the rest of dir under it.
+	base, rest := dir, ""
+	for {
+		if _, err := os.Lstat(base); err == nil || base == filepath.Dir(base) {
+			break
+		}
+		base, rest = filepath.Dir(base), filepath.Join(filepath.Base(base), rest)
+	}
+	real, err := filepath.EvalSymlinks(base)
+	if err != nil {
+		return err
+	}
+	if real = filepath.Join(real, rest); real != dir {
+		return checkChain(real, dir)
+	}
+	return nil
+}
+
+// checkChain checks p and the folders above it for CheckCache, which was
+// asked about dir.
+func checkChain(p, dir string) error {
 	uid := uint32(os.Geteuid())
-	for p, own := filepath.Clean(dir), true; ; p, own = filepath.Dir(p), false {
-		// own: dir itself; the rest are the folders above it.
+	for own := true; ; p, own = filepath.Dir(p), false {
+		// own: the cache folder itself; the rest are the folders above it.
 		fi, err := os.Lstat(p)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
@@ -46,6 +73,11 @@ func CheckCache(dir string) error {
 			}
 			mode := fi.Mode()
 			switch {
+			case mode&fs.ModeSymlink != 0 && st.Uid != uid && st.Uid != 0:
+				return fmt.Errorf("%s (on the way to %s): a link owned by uid %d, who can point it elsewhere", p, dir, st.Uid)
+			case mode&fs.ModeSymlink != 0:
+				// Where it leads is checked on its own (CheckCache); the
+				// folder it is in, next.
 			case !mode.IsDir():
 				return fmt.Errorf("%s: not a folder (%v)", p, mode.Type())
 			case own && st.Uid != uid:

@@ -120,6 +120,36 @@ func TestCheckCache(t *testing.T) {
 			t.Errorf("%s (%s): %v, want an error naming %q", tc.name, tc.dir, err, tc.want)
 		}
 	}
+	// Links: ours to our folder passes; ours to an open folder, and one
+	// to a folder of ours under an open one, do not.
+	if err := os.Mkdir(filepath.Join(base, "open4"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(filepath.Join(base, "open4"), 0o777)
+	link := func(name, to string) string {
+		t.Helper()
+		p := filepath.Join(base, name)
+		if err := os.Symlink(to, p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name, dir, want string
+	}{
+		{"a link to our folder", link("toours", mk("ours2", 0o700)), ""},
+		{"under a link to our folder", filepath.Join(link("toours3", mk("ours3", 0o700)), "cache"), ""},
+		{"a link to an open folder", link("toopen", mk("open3", 0o777)), "mode 0777"},
+		{"a link to a folder of ours under an open one", link("tohidden", mk("open4/x", 0o700)), "mode 0777"},
+	} {
+		err := CheckCache(tc.dir)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s (%s): refused: %v", tc.name, tc.dir, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s (%s): %v, want an error naming %q", tc.name, tc.dir, err, tc.want)
+		}
+	}
 	if os.Geteuid() != 0 {
 		t.Log("not root: the owners' cases need chown")
 		return
@@ -133,6 +163,13 @@ func TestCheckCache(t *testing.T) {
 	}
 	if err := CheckCache(filepath.Join(theirs, "cache")); err == nil || !strings.Contains(err.Error(), "owned by uid 65534") {
 		t.Errorf("a folder under one of uid 65534: %v", err)
+	}
+	theirLink := link("theirlink", mk("ours5", 0o700))
+	if err := os.Lchown(theirLink, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckCache(theirLink); err == nil || !strings.Contains(err.Error(), "a link owned by uid 65534") {
+		t.Errorf("a link of uid 65534: %v", err)
 	}
 	// A runner on a folder it refuses keeps its compiled tools in memory.
 	r := NewCached(tools, filepath.Join(mk("open2", 0o777), "cache"))
