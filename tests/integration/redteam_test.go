@@ -958,6 +958,7 @@ func redTeamSandbox(t *testing.T) {
 probe data ls %[1]s
 probe secret cat %[2]s
 probe audit sh -c 'echo x >> %[1]s/audit/x'
+probe toolcache sh -c 'echo x > %[1]s/cache/tools/planted'
 probe daemonproc ls /proc/%[3]d/
 probe killdaemon kill -9 %[3]d
 probe initroot ls /proc/1/root/
@@ -998,6 +999,7 @@ probe mem ls -la %[8]s
 	expect("read oxiosd's data dir from a run", "data", "No such file")
 	expect("read another agent's state in DATA from a run (cat DATA/repo/agents/web/state/secret)", "secret", "No such file")
 	expect("append to the audit segments from a run", "audit", "nonexistent", "No such file")
+	expect("plant compiled code in the tools' cache (DATA/cache/tools, which oxiosd loads and runs)", "toolcache", "nonexistent", "No such file")
 	expect("look at the daemon in /proc/PID from a run", "daemonproc", "No such file")
 	expect("kill -9 the daemon from a run", "killdaemon", "No such process")
 	expect("/proc/1/root of the run's init (a way out of the mount namespace)", "initroot", "Permission denied")
@@ -1027,6 +1029,9 @@ probe mem ls -la %[8]s
 		l := probeLine(out, "mem")
 		return strings.Contains(l, "oxiosd.sock") && !strings.Contains(l, " data")
 	})
+	if _, err := os.Stat(filepath.Join(d.data, "cache", "tools", "planted")); err == nil {
+		t.Error("a run planted a file in the host's DATA/cache/tools")
+	}
 	if hits.Load() != 0 {
 		t.Errorf("the host's listener got %d connections from a run", hits.Load())
 	}
