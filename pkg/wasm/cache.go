@@ -15,7 +15,7 @@ import (
 // MaxCacheBytes bounds the compiled tools kept on disk: a folder past it
 // is emptied when a runner opens it (each new build of a tool adds an
 // entry, and nothing else removes the old ones). It holds dozens of
-// tools: a tool of 3.4 MB compiles to about 10 MB.
+// tools: a tool of 3.4 MB compiles to about 13 MB.
 const MaxCacheBytes = 512 << 20
 
 // CheckCache reports whether dir may hold compiled tools: code that runs
@@ -95,7 +95,7 @@ func checkChain(p, dir string) error {
 }
 
 // openCache is the compilation cache of a runner: on disk in dir (made
-// 0700 if need be, emptied if past MaxCacheBytes), or in memory when dir
+// 0700 if need be, its entries removed if past MaxCacheBytes), or in memory when dir
 // is "" or cannot be used, which is logged (calls then compile each tool
 // once per runner, as with no dir).
 func openCache(dir string) wazero.CompilationCache {
@@ -103,13 +103,17 @@ func openCache(dir string) wazero.CompilationCache {
 		return wazero.NewCompilationCache()
 	}
 	err := CheckCache(dir)
-	if err == nil {
-		if cacheSize(dir) > MaxCacheBytes {
-			err = os.RemoveAll(dir)
-		}
+	if err == nil && cacheSize(dir) > MaxCacheBytes {
+		err = empty(dir)
 	}
 	if err == nil {
 		err = os.MkdirAll(dir, 0o700)
+	}
+	if err == nil {
+		// Again, now that it exists: under a sticky folder (/tmp) another
+		// user may have made it between the first check and MkdirAll,
+		// which takes a folder that is there as it is.
+		err = CheckCache(dir)
 	}
 	if err == nil {
 		var c wazero.CompilationCache
@@ -121,10 +125,27 @@ func openCache(dir string) wazero.CompilationCache {
 	return wazero.NewCompilationCache()
 }
 
-// cacheSize is the bytes of the files under dir (0 if it cannot be read).
+// empty removes what dir holds and keeps dir itself: its mode, and a
+// link an operator made to it.
+func empty(dir string) error {
+	es, err := os.ReadDir(dir)
+	for _, e := range es {
+		if err == nil {
+			err = os.RemoveAll(filepath.Join(dir, e.Name()))
+		}
+	}
+	return err
+}
+
+// cacheSize is the bytes of the files under dir, a link to a folder
+// included (0 if it cannot be read).
 func cacheSize(dir string) int64 {
 	var n int64
-	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+	root, err := filepath.EvalSymlinks(dir) // WalkDir does not follow a link at its root
+	if err != nil {
+		return 0
+	}
+	filepath.WalkDir(root, func(_ string, d fs.DirEntry, err error) error {
 		if err == nil && d.Type().IsRegular() {
 			if fi, err := d.Info(); err == nil {
 				n += fi.Size()

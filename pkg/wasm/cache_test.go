@@ -60,10 +60,15 @@ func TestCompileCacheOnDisk(t *testing.T) {
 }
 
 // TestCacheOverLimitEmptied: a cache folder past MaxCacheBytes is emptied
-// when a runner opens it.
+// when a runner opens it, and stays where and what it was.
 func TestCacheOverLimitEmptied(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "cache")
-	if err := os.MkdirAll(filepath.Join(dir, "old"), 0o700); err != nil {
+	// Through a link an operator made to the folder, which stays a link.
+	real := filepath.Join(t.TempDir(), "cache")
+	dir := filepath.Join(t.TempDir(), "link")
+	if err := os.MkdirAll(filepath.Join(real, "old"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(real, dir); err != nil {
 		t.Fatal(err)
 	}
 	big := filepath.Join(dir, "old", "entry")
@@ -80,6 +85,9 @@ func TestCacheOverLimitEmptied(t *testing.T) {
 	}
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		t.Fatalf("the cache folder is gone: %v", err)
+	}
+	if fi, err := os.Lstat(dir); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		t.Fatalf("the link to the cache folder was replaced: %v %v", fi, err)
 	}
 }
 
@@ -98,11 +106,22 @@ func TestCheckCache(t *testing.T) {
 		}
 		return p
 	}
+	type cacheCase struct{ name, dir, want string }
+	check := func(cases []cacheCase) {
+		t.Helper()
+		for _, tc := range cases {
+			err := CheckCache(tc.dir)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("%s (%s): refused: %v", tc.name, tc.dir, err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("%s (%s): %v, want an error naming %q", tc.name, tc.dir, err, tc.want)
+			}
+		}
+	}
 	file := filepath.Join(base, "file")
 	os.WriteFile(file, nil, 0o600)
-	for _, tc := range []struct {
-		name, dir, want string
-	}{
+	check([]cacheCase{
 		{"ours, 0700", mk("ok", 0o700), ""},
 		{"not made yet", filepath.Join(base, "new", "cache"), ""},
 		{"under a sticky world-writable folder", filepath.Join(mk("sticky", 0o777|os.ModeSticky), "cache"), ""},
@@ -111,15 +130,7 @@ func TestCheckCache(t *testing.T) {
 		{"world-writable and sticky itself", mk("tmpish", 0o777|os.ModeSticky), "mode 0777"},
 		{"under a world-writable folder", filepath.Join(mk("open", 0o777), "cache"), "mode 0777"},
 		{"a file", file, "not a folder"},
-	} {
-		err := CheckCache(tc.dir)
-		switch {
-		case tc.want == "" && err != nil:
-			t.Errorf("%s (%s): refused: %v", tc.name, tc.dir, err)
-		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
-			t.Errorf("%s (%s): %v, want an error naming %q", tc.name, tc.dir, err, tc.want)
-		}
-	}
+	})
 	// Links: ours to our folder passes; ours to an open folder, and one
 	// to a folder of ours under an open one, do not.
 	if err := os.Mkdir(filepath.Join(base, "open4"), 0o700); err != nil {
@@ -134,22 +145,12 @@ func TestCheckCache(t *testing.T) {
 		}
 		return p
 	}
-	for _, tc := range []struct {
-		name, dir, want string
-	}{
+	check([]cacheCase{
 		{"a link to our folder", link("toours", mk("ours2", 0o700)), ""},
 		{"under a link to our folder", filepath.Join(link("toours3", mk("ours3", 0o700)), "cache"), ""},
 		{"a link to an open folder", link("toopen", mk("open3", 0o777)), "mode 0777"},
 		{"a link to a folder of ours under an open one", link("tohidden", mk("open4/x", 0o700)), "mode 0777"},
-	} {
-		err := CheckCache(tc.dir)
-		switch {
-		case tc.want == "" && err != nil:
-			t.Errorf("%s (%s): refused: %v", tc.name, tc.dir, err)
-		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
-			t.Errorf("%s (%s): %v, want an error naming %q", tc.name, tc.dir, err, tc.want)
-		}
-	}
+	})
 	if os.Geteuid() != 0 {
 		t.Log("not root: the owners' cases need chown")
 		return
