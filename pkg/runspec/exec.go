@@ -67,8 +67,10 @@ func ExecUID(sb *sandbox.Spec, run *supervisor.Run, uids UIDs, dir string) (home
 	uid := uids.AcquireUID()
 	sb.UID = uid
 	release = func() { uids.ReleaseUID(uid) }
-	if err := sandbox.Chown(dir, uid); err != nil {
-		return "", release, err
+	if !sb.UserNS {
+		if err := sandbox.Chown(dir, uid); err != nil {
+			return "", release, err
+		}
 	}
 	return sandbox.WorkDir, release, nil
 }

@@ -133,7 +133,7 @@ func Sandbox(h Host, agent string, p *policy.Policy, dir string, llm, run bool) 
 		return nil, nil // "available", and nothing is
 	}
 	spec := &sandbox.Spec{
-		Root: h.Root, Net: llm || sp.Network,
+		Root: h.Root, Net: llm || sp.Network, UserNS: f.Rootless,
 		NoSeccomp: !f.Seccomp, NoLandlock: f.Landlock == 0,
 		Binds: []sandbox.Bind{{Src: dir, Path: sandbox.WorkDir, RW: true}}, Dir: sandbox.WorkDir,
 	}

@@ -304,22 +304,40 @@ func buildDev(root string) error {
 }
 
 // confine drops every privilege: the capability bounding set, the
-// groups, root itself (for the spec's uid), then sets no_new_privs and
-// installs Landlock and the seccomp filter, on every thread.
+// groups, root itself (for the spec's uid), or, in a user namespace,
+// the capabilities held in it; then sets no_new_privs and installs
+// Landlock and the seccomp filter, on every thread.
 func confine(s *Spec) error {
 	for c := 0; c <= 63; c++ {
 		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
 			return fmt.Errorf("dropping capability %d: %w", c, err)
 		}
 	}
-	if err := syscall.Setgroups(nil); err != nil {
-		return fmt.Errorf("setgroups: %w", err)
-	}
-	if err := syscall.Setresgid(int(s.GID), int(s.GID), int(s.GID)); err != nil {
-		return fmt.Errorf("setresgid: %w", err)
-	}
-	if err := syscall.Setresuid(int(s.UID), int(s.UID), int(s.UID)); err != nil {
-		return fmt.Errorf("setresuid: %w", err)
+	if s.UserNS {
+		// The shim already has the ids of the command (the only ones its
+		// user namespace maps), so no change of uid drops what it holds:
+		// the ambient set and the capabilities of this thread, the one
+		// that forks the command, go by hand. (setgroups is refused in
+		// the namespace, and the groups are oxiosd's user's, mapped to
+		// nobody.)
+		if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+			return fmt.Errorf("clearing ambient capabilities: %w", err)
+		}
+		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+		var none [2]unix.CapUserData
+		if err := unix.Capset(&hdr, &none[0]); err != nil {
+			return fmt.Errorf("dropping capabilities: %w", err)
+		}
+	} else {
+		if err := syscall.Setgroups(nil); err != nil {
+			return fmt.Errorf("setgroups: %w", err)
+		}
+		if err := syscall.Setresgid(int(s.GID), int(s.GID), int(s.GID)); err != nil {
+			return fmt.Errorf("setresgid: %w", err)
+		}
+		if err := syscall.Setresuid(int(s.UID), int(s.UID), int(s.UID)); err != nil {
+			return fmt.Errorf("setresuid: %w", err)
+		}
 	}
 	// On this thread, which forks the command (Main locked it); seccomp's
 	// TSYNC carries it to the others.

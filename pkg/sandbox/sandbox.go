@@ -75,6 +75,13 @@ type Spec struct {
 	Binds []Bind `json:"binds"`
 	// Net keeps the host's network (no network namespace).
 	Net bool `json:"net,omitempty"`
+	// UserNS makes the sandbox in a user namespace of its own, for an
+	// oxiosd that does not run as root (Features.Rootless): UID and GID
+	// inside map to oxiosd's own outside, the only ids an ordinary user
+	// may map. The shim holds CAP_SYS_ADMIN and CAP_SETPCAP in that
+	// namespace alone, to build the root, and drops them before the
+	// command.
+	UserNS bool `json:"userns,omitempty"`
 	// NoLandlock, NoSeccomp leave those layers out (the machine lacks
 	// them and the policy lets runs start with less).
 	NoLandlock bool `json:"no_landlock,omitempty"`
@@ -124,10 +131,25 @@ func Cmd(spec *Spec) (path string, argv, env []string, attr *syscall.SysProcAttr
 		return "", nil, nil, nil, err
 	}
 	attr = &syscall.SysProcAttr{Setpgid: true, Cloneflags: Cloneflags(spec.Net)}
+	if spec.UserNS {
+		userNS(attr, spec.UID, spec.GID)
+	}
 	// One P and no collector: the shim allocates little and lives on as
 	// a waiting init; the command gets spec.Env, not these.
 	env = append([]string{specEnv + "=" + string(b), "GOMAXPROCS=1", "GOGC=off"}, RaceEnv...)
 	return exe, []string{InitName}, env, attr, nil
+}
+
+// userNS makes attr start its process in a user namespace of its own, as
+// uid and gid inside, which are oxiosd's own ids outside, with the
+// capabilities the shim needs to build the sandbox in it (in that
+// namespace only: outside it has none of oxiosd's rights but its ids).
+func userNS(attr *syscall.SysProcAttr, uid, gid uint32) {
+	attr.Cloneflags |= unix.CLONE_NEWUSER
+	attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: int(uid), HostID: os.Getuid(), Size: 1}}
+	attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: int(gid), HostID: os.Getgid(), Size: 1}}
+	attr.GidMappingsEnableSetgroups = false
+	attr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP}
 }
 
 // initPath is the shim: the small program InitName beside the running
@@ -226,8 +248,12 @@ func ReadStatus(f *os.File, pending ...string) Status {
 // Features is what the machine offers for sandboxes.
 type Features struct {
 	// Namespaces: oxiosd may make mount, pid, net, IPC and UTS namespaces
-	// and switch uids (it runs as root).
+	// for runs: as root, with a uid of their own on the host; rootless,
+	// inside a user namespace of their own.
 	Namespaces bool `json:"namespaces"`
+	// Rootless: oxiosd is not root, and makes each sandbox in an
+	// unprivileged user namespace (every run is oxiosd's user outside).
+	Rootless bool `json:"rootless,omitempty"`
 	Seccomp    bool `json:"seccomp"`
 	// Landlock is the Landlock ABI version, 0 when the kernel has none.
 	Landlock int `json:"landlock"`
@@ -240,6 +266,9 @@ func (f Features) String() string {
 	var s []string
 	if f.Namespaces {
 		s = append(s, "namespaces")
+		if f.Rootless {
+			s = append(s, "rootless")
+		}
 	}
 	if f.Seccomp {
 		s = append(s, "seccomp")
@@ -258,27 +287,33 @@ func (f Features) Full() bool { return f.Namespaces && f.Seccomp && f.Landlock >
 
 // Probe finds what the machine offers. Namespaces are tried for real, in
 // a child (/bin/true in every namespace a sandbox uses), since a container
-// may forbid them even to root.
+// may forbid them even to root, and a kernel or AppArmor may forbid
+// unprivileged user namespaces to an ordinary user.
 func Probe() Features {
 	var f Features
-	if os.Geteuid() != 0 {
-		f.Missing = append(f.Missing, "namespaces and per-run uids: oxiosd does not run as root")
+	attr := &syscall.SysProcAttr{Cloneflags: Cloneflags(false)}
+	if os.Geteuid() == 0 {
+		attr.Credential = &syscall.Credential{Uid: FirstUID, Gid: FirstUID, NoSetGroups: false}
 	} else {
-		p, err := os.StartProcess("/bin/true", []string{"true"}, &os.ProcAttr{Sys: &syscall.SysProcAttr{
-			Cloneflags: Cloneflags(false), Credential: &syscall.Credential{Uid: FirstUID, Gid: FirstUID, NoSetGroups: false},
-		}})
-		if err == nil {
-			var st *os.ProcessState
-			st, err = p.Wait()
-			if err == nil && !st.Success() {
-				err = fmt.Errorf("/bin/true: %s", st)
-			}
+		f.Rootless = true
+		userNS(attr, FirstUID, FirstUID)
+	}
+	p, err := os.StartProcess("/bin/true", []string{"true"}, &os.ProcAttr{Sys: attr})
+	if err == nil {
+		var st *os.ProcessState
+		st, err = p.Wait()
+		if err == nil && !st.Success() {
+			err = fmt.Errorf("/bin/true: %s", st)
 		}
-		if err != nil {
-			f.Missing = append(f.Missing, "namespaces: "+err.Error())
-		} else {
-			f.Namespaces = true
-		}
+	}
+	switch {
+	case err == nil:
+		f.Namespaces = true
+	case f.Rootless:
+		f.Rootless = false
+		f.Missing = append(f.Missing, "namespaces: oxiosd does not run as root, and the kernel refuses it an unprivileged user namespace ("+err.Error()+"): "+UserNSHint())
+	default:
+		f.Missing = append(f.Missing, "namespaces: "+err.Error())
 	}
 	if seccompSupported() {
 		f.Seccomp = true

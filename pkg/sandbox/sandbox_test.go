@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -18,18 +19,21 @@ func TestMain(m *testing.M) {
 // returns its output and status.
 func run(t *testing.T, ws string, script string, binds ...Bind) (string, Status) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("sandboxes need root")
+	rootless := os.Geteuid() != 0
+	if rootless && !Probe().Rootless {
+		t.Skip("sandboxes need root or unprivileged user namespaces")
 	}
 	root := filepath.Join(t.TempDir(), "root")
 	if err := PrepareRoot(root); err != nil {
 		t.Fatal(err)
 	}
 	uid := uint32(FirstUID + 4242)
-	if err := Chown(ws, uid); err != nil {
-		t.Fatal(err)
+	if !rootless {
+		if err := Chown(ws, uid); err != nil {
+			t.Fatal(err)
+		}
 	}
-	spec := &Spec{Root: root, UID: uid, GID: uid, Argv: []string{"/bin/sh", "-c", script}, Env: []string{"PATH=/usr/bin:/bin"}, Dir: ws,
+	spec := &Spec{Root: root, UID: uid, GID: uid, UserNS: rootless, Argv: []string{"/bin/sh", "-c", script}, Env: []string{"PATH=/usr/bin:/bin"}, Dir: ws,
 		Binds: append([]Bind{{Path: ws, RW: true}}, binds...)}
 	path, argv, env, attr, err := Cmd(spec)
 	if err != nil {
@@ -97,5 +101,66 @@ func TestStatusSignal(t *testing.T) {
 	_, st = run(t, ws, `exec /nonexistent`)
 	if !st.Exited || st.Code != 127 {
 		t.Fatalf("status %+v, want exit 127", st)
+	}
+}
+
+// TestRootless runs this package's sandbox tests again as an ordinary
+// user (nobody), whose sandboxes are made in user namespaces: the same
+// walls from inside.
+func TestRootless(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("run as root: it runs the tests again as nobody")
+	}
+	if os.Getenv("OXIOS_SANDBOX_ROOTLESS_CHILD") != "" {
+		return
+	}
+	// The test binary where nobody can run it.
+	dir, err := os.MkdirTemp("", "oxios-rootless-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Its folder is bound into the sandboxes (the shim's folder): the
+	// tests' files are kept out of it.
+	exe := filepath.Join(dir, "bin", "sandbox.test")
+	if err := os.Mkdir(filepath.Dir(exe), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(exe, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const nobody = 65534
+	cmd := exec.Command(exe, "-test.run=^(TestConfined|TestStatusSignal)$", "-test.v", "-test.count=1")
+	tmp := filepath.Join(dir, "tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(tmp, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Dir = tmp
+	cmd.Env = []string{"OXIOS_SANDBOX_ROOTLESS_CHILD=1", "PATH=/usr/bin:/bin", "TMPDIR=" + tmp, "HOME=" + tmp}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	out, err := cmd.CombinedOutput()
+	t.Logf("as nobody:\n%s", out)
+	if err != nil {
+		t.Fatalf("the sandbox tests as nobody: %v", err)
+	}
+	if strings.Contains(string(out), "SKIP") {
+		if ok := Probe(); ok.Namespaces {
+			t.Fatal("skipped as nobody on a machine whose root may make namespaces")
+		}
+	}
+	if !strings.Contains(string(out), "--- PASS: TestConfined") {
+		t.Fatal("TestConfined did not pass as nobody")
 	}
 }

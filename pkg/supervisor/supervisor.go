@@ -371,8 +371,15 @@ func (r *Run) sandboxed(cmd *exec.Cmd) (*os.File, error) {
 	if sb.Dir == "" {
 		sb.Dir = r.spec.Dir
 	}
-	if err := sandbox.Chown(r.spec.Dir, r.uid); err != nil {
-		return nil, fmt.Errorf("workspace: %w", err)
+	// Rootless, the uid is the run's inside its user namespace, and
+	// oxiosd's own outside: the workspace and the socket are already
+	// that uid's.
+	sockUID := uint32(os.Getuid())
+	if !sb.UserNS {
+		if err := sandbox.Chown(r.spec.Dir, r.uid); err != nil {
+			return nil, fmt.Errorf("workspace: %w", err)
+		}
+		sockUID = r.uid
 	}
 	if r.spec.SocketAt != "" && s.Listen != nil {
 		dir := filepath.Join(filepath.Dir(s.dir), "sockets")
@@ -381,7 +388,7 @@ func (r *Run) sandboxed(cmd *exec.Cmd) (*os.File, error) {
 		}
 		path := filepath.Join(dir, r.spec.ID+".sock")
 		os.Remove(path)
-		c, err := s.Listen(path, r.uid)
+		c, err := s.Listen(path, sockUID)
 		if err != nil {
 			return nil, fmt.Errorf("the run's socket: %w", err)
 		}
