@@ -254,7 +254,7 @@ type Features struct {
 	// Rootless: oxiosd is not root, and makes each sandbox in an
 	// unprivileged user namespace (every run is oxiosd's user outside).
 	Rootless bool `json:"rootless,omitempty"`
-	Seccomp    bool `json:"seccomp"`
+	Seccomp  bool `json:"seccomp"`
 	// Landlock is the Landlock ABI version, 0 when the kernel has none.
 	Landlock int `json:"landlock"`
 	// Missing says what is missing and why, for the log and ox-status.
