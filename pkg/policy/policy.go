@@ -146,7 +146,15 @@ type Budget struct {
 
 // Limits are the resource limits of a run's processes; 0 is no limit.
 type Limits struct {
-	Memory    config.Size `toml:"memory"`
+	Memory config.Size `toml:"memory"`
+	// Disk is the size of a run's or an exec's workspace, a filesystem
+	// of its own (a tmpfs, oxiosd being root); Tmp the size of its
+	// scratch folders (/tmp, /var/tmp, /run and /dev/shm, one tmpfs).
+	// Both count against Memory where a cgroup binds it. Absent from a
+	// policy: DefaultDisk, DefaultTmp; "0": no limit of its own (the
+	// workspace is a folder of DATA's filesystem).
+	Disk      config.Size `toml:"disk"`
+	Tmp       config.Size `toml:"tmp"`
 	CPU       Duration    `toml:"cpu"`
 	Processes uint64      `toml:"processes"`
 	OpenFiles uint64      `toml:"open_files"`
@@ -154,6 +162,13 @@ type Limits struct {
 	// (issue 8).
 	Runs int `toml:"runs"`
 }
+
+// The sizes of a workspace and of the scratch folders when a policy
+// does not say.
+const (
+	DefaultDisk config.Size = 1 << 30
+	DefaultTmp  config.Size = 256 << 20
+)
 
 // Duration is a Go duration in TOML ("30s", "1h"; "0" is none).
 type Duration time.Duration
@@ -231,6 +246,12 @@ func Parse(b []byte) (*Policy, error) {
 		default:
 			return nil, &Error{Line: lineOf(b, "kinds"), Reason: fmt.Sprintf("memory.kinds: %q is not a kind (working, episodic, semantic)", k)}
 		}
+	}
+	if !md.IsDefined("limits", "disk") {
+		p.Limits.Disk = DefaultDisk
+	}
+	if !md.IsDefined("limits", "tmp") {
+		p.Limits.Tmp = DefaultTmp
 	}
 	if p.Limits.Runs < 0 {
 		return nil, &Error{Line: lineOf(b, "runs"), Reason: "limits.runs may not be negative"}

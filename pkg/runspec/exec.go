@@ -109,13 +109,19 @@ func RunExec(ctx context.Context, h Host, sup *supervisor.Supervisor, data strin
 		return none, &Refusal{Err: proto.AsError(err)}
 	}
 	argv := append([]string{prog}, x.Argv[1:]...)
-	dir, err := Workspace(data, x.Agent, x.Run)
+	dir, done, err := Workspace(data, x.Agent, x.Run)
 	if err != nil {
 		return none, proto.AsError(err)
 	}
+	defer done()
 	sb, serr := Sandbox(h, x.Agent, p, dir, false, false)
 	if serr != nil {
 		return none, &Refusal{Err: serr, Rule: " [sandbox.isolation]"}
+	}
+	if x.Run == nil {
+		if err := supervisor.MakeWorkspace(dir, sb); err != nil {
+			return none, proto.AsError(err)
+		}
 	}
 	home, release, err := ExecUID(sb, x.Run, sup, dir)
 	defer release()
@@ -188,12 +194,22 @@ func ExecTarget(agent string, argv []string, cmd, outcome string) string {
 }
 
 // Workspace makes and returns the folder an exec or a WASM tool call of
-// agent works in: the workspace of run, the caller, or else the agent's
-// DATA/work/AGENT/exec.
-func Workspace(data, agent string, run *supervisor.Run) (string, error) {
-	dir := filepath.Join(data, "work", agent, "exec")
+// agent works in: the workspace of run, the caller, or else a folder of
+// its own, DATA/work/AGENT/exec-*, which done removes (each exec its own:
+// two at once of one agent each have theirs, and nothing one leaves is
+// found by the next). done is to be called once the call has ended.
+func Workspace(data, agent string, run *supervisor.Run) (dir string, done func(), err error) {
 	if run != nil {
 		dir = run.Spec().Dir
+		return dir, func() {}, os.MkdirAll(dir, 0o700)
 	}
-	return dir, os.MkdirAll(dir, 0o700)
+	parent := filepath.Join(data, "work", agent)
+	if err := os.MkdirAll(parent, 0o700); err != nil {
+		return "", func() {}, err
+	}
+	dir, err = os.MkdirTemp(parent, "exec-")
+	if err != nil {
+		return "", func() {}, err
+	}
+	return dir, func() { sandbox.RemoveWorkspace(dir) }, nil
 }

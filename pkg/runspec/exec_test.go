@@ -75,13 +75,25 @@ func TestExecAndToolTargets(t *testing.T) {
 
 func TestWorkspace(t *testing.T) {
 	data := t.TempDir()
-	dir, err := Workspace(data, "a", nil)
-	if err != nil || dir != filepath.Join(data, "work", "a", "exec") {
+	dir, done, err := Workspace(data, "a", nil)
+	if err != nil || filepath.Dir(dir) != filepath.Join(data, "work", "a") || !strings.HasPrefix(filepath.Base(dir), "exec-") {
 		t.Fatal(dir, err)
 	}
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
 		t.Fatalf("%v %v", fi, err)
 	}
+	// Each exec its own: a second at once has another, and the first's
+	// files are gone once it is done.
+	dir2, done2, err := Workspace(data, "a", nil)
+	if err != nil || dir2 == dir {
+		t.Fatalf("second exec's workspace %q (the first's %q): %v", dir2, dir, err)
+	}
+	os.WriteFile(filepath.Join(dir, "left"), []byte("x"), 0o600)
+	done()
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the first exec's workspace is left: %v", err)
+	}
+	done2()
 }
 
 // pool is a UIDs that hands out the test's own uid (which a workspace

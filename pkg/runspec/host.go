@@ -17,6 +17,11 @@ import (
 func OpenHost(data, socket, mount string, log *slog.Logger) Host {
 	root := filepath.Join(data, "sandbox")
 	h := Host{Features: sandbox.ProbeRoot(root), Root: root, Data: data, Socket: socket, Mount: mount}
+	if n, err := sandbox.SweepWorkspaces(filepath.Join(data, "work")); err != nil {
+		log.Warn("workspaces left by the last run of oxiosd", "unmounted", n, "err", err)
+	} else if n > 0 {
+		log.Info("workspaces left by the last run of oxiosd unmounted", "count", n)
+	}
 	if len(h.Features.Missing) > 0 {
 		log.Warn("the sandbox of runs lacks layers: a policy with [sandbox] isolation = \"full\" refuses runs that would need them",
 			"have", h.Features.String(), "missing", strings.Join(h.Features.Missing, "; "))

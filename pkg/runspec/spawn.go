@@ -134,6 +134,7 @@ func Sandbox(h Host, agent string, p *policy.Policy, dir string, llm, run bool) 
 	}
 	spec := &sandbox.Spec{
 		Root: h.Root, Net: llm || sp.Network, UserNS: f.Rootless,
+		Disk: uint64(p.Limits.Disk), Tmp: uint64(p.Limits.Tmp),
 		NoSeccomp: !f.Seccomp, NoLandlock: f.Landlock == 0,
 		Binds: []sandbox.Bind{{Src: dir, Path: sandbox.WorkDir, RW: true}}, Dir: sandbox.WorkDir,
 	}

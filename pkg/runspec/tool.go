@@ -83,10 +83,11 @@ type ToolCall struct {
 // a call stopped at its time limit (ETIMEDOUT, the outcome and
 // " [tools.timeout]").
 func RunTool(ctx context.Context, runner *wasm.Runner, data string, p *policy.Policy, x ToolCall, log *slog.Logger) (rec proto.ToolRecord, outcome string, refused []Refusal, err error) {
-	dir, err := Workspace(data, x.Agent, x.Run)
+	dir, done, err := Workspace(data, x.Agent, x.Run)
 	if err != nil {
 		return rec, "", nil, proto.AsError(err)
 	}
+	defer done()
 	res, err := runner.Run(ctx, ToolSpec(x.Agent, x.Tool, x.Args, x.Input, dir, p, x.Timeout))
 	if err != nil {
 		return rec, "", nil, &Refusal{Err: ToolError(err, x.Tool, runner.Dir())}

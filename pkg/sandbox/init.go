@@ -155,13 +155,8 @@ func build(s *Spec) error {
 	if err := buildDev(root); err != nil {
 		return err
 	}
-	for _, d := range []string{"/tmp", "/run", "/var/tmp"} {
-		if err := mkdirAll(root, d); err != nil {
-			return err
-		}
-		if err := unix.Mount("tmpfs", filepath.Join(root, d), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777,size=256m"); err != nil {
-			return fmt.Errorf("tmpfs %s: %w", d, err)
-		}
+	if err := scratch(root, s.Tmp); err != nil {
+		return err
 	}
 	// Shallow paths first: a bind below another is made after it.
 	binds := append([]Bind(nil), s.Binds...)
@@ -296,11 +291,43 @@ func buildDev(root string) error {
 			return err
 		}
 	}
-	shm := filepath.Join(dev, "shm")
-	if err := os.Mkdir(shm, 0o1777); err != nil {
+	return os.Mkdir(filepath.Join(dev, "shm"), 0o1777)
+}
+
+// scratch mounts one tmpfs of size bytes and binds a folder of it at
+// each of /tmp, /var/tmp, /run and /dev/shm: what a run writes there is
+// bounded once for all four (where each was a tmpfs of its own, 832 MiB
+// of RAM together), and counts against its memory cgroup. The tmpfs
+// itself is mounted aside and detached once bound, so that no folder of
+// it shows but those four.
+func scratch(root string, size uint64) error {
+	aside := filepath.Join(root, ".scratch")
+	if err := os.Mkdir(aside, 0o700); err != nil {
 		return err
 	}
-	return unix.Mount("tmpfs", shm, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777,size=64m")
+	if err := unix.Mount("tmpfs", aside, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, tmpfsOptions("0755", size)); err != nil {
+		return fmt.Errorf("tmpfs for /tmp: %w", err)
+	}
+	for _, d := range []string{"/tmp", "/var/tmp", "/run", "/dev/shm"} {
+		src := filepath.Join(aside, strings.ReplaceAll(d[1:], "/", "-"))
+		if err := os.Mkdir(src, 0o777); err != nil {
+			return err
+		}
+		// The mode is set again: Mkdir's is masked by the umask.
+		if err := os.Chmod(src, 0o777|os.ModeSticky); err != nil {
+			return err
+		}
+		if err := mkdirAll(root, d); err != nil {
+			return err
+		}
+		if err := unix.Mount(src, filepath.Join(root, d), "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind %s: %w", d, err)
+		}
+	}
+	if err := unix.Unmount(aside, unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detaching the scratch tmpfs: %w", err)
+	}
+	return os.Remove(aside)
 }
 
 // confine drops every privilege: the capability bounding set, the

@@ -86,6 +86,12 @@ type Spec struct {
 	// them and the policy lets runs start with less).
 	NoLandlock bool `json:"no_landlock,omitempty"`
 	NoSeccomp  bool `json:"no_seccomp,omitempty"`
+	// Disk is the size of the workspace (0: no limit of its own): the
+	// caller mounts it (MountWorkspace) when oxiosd is root.
+	Disk uint64 `json:"disk,omitempty"`
+	// Tmp is the size of the one tmpfs that holds /tmp, /var/tmp, /run
+	// and /dev/shm (0: the kernel's default, half of RAM).
+	Tmp uint64 `json:"tmp,omitempty"`
 	// Rlimits are set by the shim on itself before it starts the
 	// command, which inherits them. Set from outside (prlimit) they
 	// would race the shim's change of uid: once it runs as the agent's

@@ -41,7 +41,10 @@ import (
 // prlimit(2) to the leader right after it starts (its children inherit
 // them). Zero means unlimited.
 type Limits struct {
-	Memory    uint64 // bytes of address space (RLIMIT_AS)
+	// Memory is bytes of data (RLIMIT_DATA: heap and private writable
+	// mappings, not the address space a JIT or a Go program reserves
+	// and never touches) where no cgroup binds the run's memory.
+	Memory    uint64
 	CPU       uint64 // seconds of CPU time (RLIMIT_CPU)
 	Processes uint64 // RLIMIT_NPROC (per uid: root is not bound by it)
 	OpenFiles uint64 // RLIMIT_NOFILE
@@ -200,17 +203,34 @@ func (r *Run) Spec() Spec { return r.spec }
 // Done is closed once the run has exited and its exit record is logged.
 func (r *Run) Done() <-chan struct{} { return r.done }
 
+// MakeWorkspace makes dir, the workspace of a run or an exec in the
+// sandbox sb (nil: none): a filesystem of its own of sb.Disk bytes when
+// oxiosd is root (sandbox.MountWorkspace), else a folder.
+func MakeWorkspace(dir string, sb *sandbox.Spec) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("workspace: %w", err)
+	}
+	if sb == nil || sb.UserNS || sb.Disk == 0 {
+		return nil
+	}
+	if err := sandbox.MountWorkspace(dir, sb.Disk, 0); err != nil {
+		os.Remove(dir)
+		return err
+	}
+	return nil
+}
+
 // Start starts a run.
 func (s *Supervisor) Start(spec Spec) (*Run, error) {
 	if len(spec.Argv) == 0 {
 		return nil, proto.Errorf(proto.EINVAL, "nothing to run")
 	}
-	if err := os.MkdirAll(spec.Dir, 0o700); err != nil {
-		return nil, fmt.Errorf("workspace: %w", err)
+	if err := MakeWorkspace(spec.Dir, spec.Sandbox); err != nil {
+		return nil, err
 	}
 	logf, err := os.OpenFile(filepath.Join(s.dir, spec.ID+".jsonl"), os.O_CREATE|os.O_EXCL|os.O_RDWR|os.O_APPEND, 0o600)
 	if err != nil {
-		os.RemoveAll(spec.Dir)
+		sandbox.RemoveWorkspace(spec.Dir)
 		return nil, fmt.Errorf("run log: %w", err)
 	}
 	r := &Run{s: s, spec: spec, logf: logf, sum: blake3.New(32, nil), changed: make(chan struct{}), done: make(chan struct{})}
@@ -350,7 +370,7 @@ func (r *Run) abandon() {
 	name := r.logf.Name()
 	r.logf.Close()
 	os.Remove(name)
-	os.RemoveAll(r.spec.Dir)
+	sandbox.RemoveWorkspace(r.spec.Dir)
 	r.unsandbox()
 	r.s.Cgroups.release(r.group)
 }
@@ -554,7 +574,7 @@ func (r *Run) wait(outR, errR *os.File, readers *sync.WaitGroup) {
 	r.rec.Text = runText(&r.rec)
 	r.appendLocked(b)
 	r.mu.Unlock()
-	os.RemoveAll(r.spec.Dir)
+	sandbox.RemoveWorkspace(r.spec.Dir)
 	r.unsandbox()
 	s.mu.Lock()
 	delete(s.byPID, r.rec.PID)
@@ -991,7 +1011,7 @@ func (s *Supervisor) load() error {
 			}
 			r.rec.State = proto.RunLost
 			if rec.Workspace != "" {
-				os.RemoveAll(rec.Workspace)
+				sandbox.RemoveWorkspace(rec.Workspace)
 			}
 		} else {
 			r.rec.State = proto.RunExited
@@ -1098,8 +1118,8 @@ func (l Limits) sandboxRlimits() []sandbox.Rlimit {
 
 func rlimitName(res int) string {
 	switch res {
-	case unix.RLIMIT_AS:
-		return "RLIMIT_AS"
+	case unix.RLIMIT_DATA:
+		return "RLIMIT_DATA"
 	case unix.RLIMIT_CPU:
 		return "RLIMIT_CPU"
 	case unix.RLIMIT_NPROC:
@@ -1122,7 +1142,7 @@ func setLimits(l Limits, set func(res int, lim *unix.Rlimit) error) []error {
 			errs = append(errs, err)
 		}
 	}
-	add(unix.RLIMIT_AS, l.Memory)
+	add(unix.RLIMIT_DATA, l.Memory)
 	add(unix.RLIMIT_CPU, l.CPU)
 	add(unix.RLIMIT_NPROC, l.Processes)
 	add(unix.RLIMIT_NOFILE, l.OpenFiles)
