@@ -49,6 +49,16 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "building binaries:", err)
 		os.Exit(1)
 	}
+	// The red team's probe of the kernel's entries (tests/rtprobe):
+	// static and without the race detector, so that its data stays below
+	// 4 GiB, where a 32-bit call can point.
+	probe := exec.Command("go", "build", "-o", dir+"/oxios-rtprobe", "../rtprobe")
+	probe.Env = append(os.Environ(), "CGO_ENABLED=0")
+	probe.Stdout, probe.Stderr = os.Stderr, os.Stderr
+	if err := probe.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building oxios-rtprobe:", err)
+		os.Exit(1)
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -73,6 +83,9 @@ type daemonOpts struct {
 	config string   // contents of oxios.toml, "" for none
 	args   []string // extra flags
 	dir    string   // reuse a data dir (restart)
+	// uid, when not 0, runs oxiosd as that user (rootless), which then
+	// owns its folder.
+	uid uint32
 }
 
 type syncBuffer struct {
@@ -116,6 +129,19 @@ func startDaemon(t *testing.T, o daemonOpts) *daemon {
 	d.notify = notifyListener(t, d.dir)
 	d.cmd = exec.Command(bin("oxiosd"), args...)
 	d.cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+d.notify.LocalAddr().String())
+	if o.uid != 0 {
+		for _, p := range []string{d.dir, d.notify.LocalAddr().String()} {
+			if err := os.Chown(p, int(o.uid), int(o.uid)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if o.config != "" {
+			os.Chown(filepath.Join(d.dir, "oxios.toml"), int(o.uid), int(o.uid))
+		}
+		d.cmd.Dir = d.dir
+		d.cmd.Env = append(d.cmd.Env, "HOME="+d.dir, "XDG_RUNTIME_DIR="+d.dir)
+		d.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: o.uid, Gid: o.uid}}
+	}
 	d.cmd.Stderr = d.stderr
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -284,6 +284,8 @@ func TestRedTeam(t *testing.T) {
 	t.Run("Detach", redTeamDetach)
 	t.Run("Talk", redTeamTalk)
 	t.Run("TalkMount", redTeamTalkMount)
+	t.Run("Kernel", redTeamKernel)
+	t.Run("Rootless", redTeamRootless)
 }
 
 // redTeamLimits: a fork bomb against [limits] processes, memory
