@@ -5,6 +5,7 @@ import (
 
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/state"
 )
 
 // policyAsk is what a call asks of the agent's policy.
@@ -76,7 +77,7 @@ func (k *Kernel) gate(cl call) *proto.Error {
 			return p.CheckStateList()
 		}
 		total, old := k.state.Usage(agent, key)
-		return p.CheckStateWrite(key, total-old+max(size, 0))
+		return p.CheckStateWrite(key, total-old+state.Cost(size))
 	})
 }
 

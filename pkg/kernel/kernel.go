@@ -255,7 +255,6 @@ func (k *Kernel) Close() error {
 	k.stopScheduler()
 	k.adm.Close()
 	k.sup.Close()
-	k.box.Close()
 	k.closeTools()
 	k.refusals.Flush()
 	if !k.txq.Shut() {

@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"io"
+	"path/filepath"
 
 	"github.com/oxios/oxios/pkg/runspec"
 	"github.com/oxios/oxios/pkg/sandbox"
@@ -23,4 +24,9 @@ func (k *Kernel) SandboxFeatures() sandbox.Features { return k.box.Features }
 // server): listen serves path, connectable by uid only, until closed.
 func (k *Kernel) SetRunListener(listen func(path string, uid uint32) (io.Closer, error)) {
 	k.sup.Listen = listen
+	if k.cfg.Socket != "" {
+		if abs, err := filepath.Abs(k.cfg.Socket); err == nil {
+			k.sup.SocketDir = abs + ".runs"
+		}
+	}
 }

@@ -22,14 +22,6 @@ func OpenHost(data, socket, mount string, log *slog.Logger) Host {
 	} else if n > 0 {
 		log.Info("workspaces left by the last run of oxiosd unmounted", "count", n)
 	}
-	if h.Features.Namespaces && !h.Features.Rootless {
-		dir := filepath.Join(data, "sockets")
-		if err := sandbox.MountSockets(dir); err != nil {
-			log.Warn("the runs' sockets stay on DATA's filesystem (a run's mountinfo shows their path)", "err", err)
-		} else {
-			h.Sockets = dir
-		}
-	}
 	if len(h.Features.Missing) > 0 {
 		log.Warn("the sandbox of runs lacks layers: a policy with [sandbox] isolation = \"full\" refuses runs that would need them",
 			"have", h.Features.String(), "missing", strings.Join(h.Features.Missing, "; "))
@@ -41,11 +33,3 @@ func OpenHost(data, socket, mount string, log *slog.Logger) Host {
 
 // Where is where oxiosd serves the runs made on h.
 func (h Host) Where() Where { return Where{Socket: h.Socket, Mount: h.Mount} }
-
-// Close unmounts what OpenHost mounted (the runs' sockets' tmpfs), once
-// the runs are over.
-func (h Host) Close() {
-	if h.Sockets != "" {
-		sandbox.UnmountSockets(h.Sockets)
-	}
-}

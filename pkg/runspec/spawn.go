@@ -113,9 +113,6 @@ type Host struct {
 	Data     string
 	Socket   string
 	Mount    string
-	// Sockets is the tmpfs the runs' own sockets are made in, when
-	// OpenHost mounted one (Close unmounts it).
-	Sockets string
 }
 
 // Sandbox is the sandbox of a run (run) or an exec of agent under

@@ -88,7 +88,13 @@ func RunTool(ctx context.Context, runner *wasm.Runner, data string, p *policy.Po
 		return rec, "", nil, proto.AsError(err)
 	}
 	defer done()
-	res, err := runner.Run(ctx, ToolSpec(x.Agent, x.Tool, x.Args, x.Input, dir, p, x.Timeout))
+	spec := ToolSpec(x.Agent, x.Tool, x.Args, x.Input, dir, p, x.Timeout)
+	if x.Run != nil {
+		// The run's workspace: what the tool writes is the run's (its
+		// sandbox uid as root; rootless, oxiosd's own, which it already is).
+		spec.Mounts[0].Owner = x.Run.UID()
+	}
+	res, err := runner.Run(ctx, spec)
 	if err != nil {
 		return rec, "", nil, &Refusal{Err: ToolError(err, x.Tool, runner.Dir())}
 	}

@@ -116,23 +116,3 @@ func unescapeMount(s string) string {
 	}
 	return b.String()
 }
-
-// MountSockets makes dir (DATA/sockets), where the runs' own sockets
-// are made, a tmpfs of its own, so that a socket bound into a sandbox
-// shows in its /proc/self/mountinfo as "/ID.sock", not as a path of the
-// data directory. A tmpfs a crashed oxiosd left there is replaced.
-func MountSockets(dir string) error {
-	unix.Unmount(dir, unix.MNT_DETACH)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0700,size=64k,nr_inodes=65536"); err != nil {
-		return fmt.Errorf("the runs' sockets' tmpfs on %s: %w", dir, err)
-	}
-	return nil
-}
-
-// UnmountSockets undoes MountSockets.
-func UnmountSockets(dir string) error {
-	return unix.Unmount(dir, unix.MNT_DETACH)
-}

@@ -580,8 +580,24 @@ func forEachParent(key string, fn func(string)) {
 	}
 }
 
-// Usage returns the bytes held by an agent's keys, and key's own size
-// (0 if it has none).
+// KeyOverhead is what a key counts against its agent's state.quota
+// besides its value: a key costs oxiosd memory and an inode however
+// small its value, so a quota of bytes bounds the number of keys too
+// (256 MiB, the default, holds at most 1,048,576 empty keys).
+const KeyOverhead = 256
+
+// Cost is what a value of size bytes counts against the quota as a key
+// (size < 0: a removal, which adds nothing).
+func Cost(size int64) int64 {
+	if size < 0 {
+		return 0
+	}
+	return size + KeyOverhead
+}
+
+// Usage is what agentName's state counts against its quota (its values'
+// bytes and KeyOverhead a key), and what key counts of it (0 when it
+// does not exist).
 func (s *Store) Usage(agentName, key string) (total, size int64) {
 	a := s.agent(agentName)
 	if a == nil {
@@ -590,9 +606,9 @@ func (s *Store) Usage(agentName, key string) (total, size int64) {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	if e := a.keys[key]; e != nil {
-		size = e.size
+		size = Cost(e.size)
 	}
-	return a.bytes, size
+	return a.bytes + int64(len(a.keys))*KeyOverhead, size
 }
 
 // Agents lists the agents that have state or memories, sorted.

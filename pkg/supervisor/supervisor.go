@@ -103,6 +103,12 @@ type Supervisor struct {
 	// closing what it returns stops serving it. Set by the daemon (the
 	// socket server); without it sandboxed runs have no socket.
 	Listen func(path string, uid uint32) (io.Closer, error)
+	// SocketDir is where the runs' own sockets are made (DATA/sockets
+	// when ""). A socket bound into a sandbox shows in its mountinfo as
+	// its path within its filesystem: beside oxiosd's socket, on the
+	// runtime folder's tmpfs (/run, $XDG_RUNTIME_DIR), that path says
+	// nothing of the data directory.
+	SocketDir string
 
 	mu     sync.RWMutex
 	runs   map[string]*Run
@@ -402,7 +408,10 @@ func (r *Run) sandboxed(cmd *exec.Cmd) (*os.File, error) {
 		sockUID = r.uid
 	}
 	if r.spec.SocketAt != "" && s.Listen != nil {
-		dir := filepath.Join(filepath.Dir(s.dir), "sockets")
+		dir := s.SocketDir
+		if dir == "" {
+			dir = filepath.Join(filepath.Dir(s.dir), "sockets")
+		}
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, err
 		}

@@ -28,6 +28,7 @@ type rootFS struct {
 	proc  experimentalsys.FS
 	guest string    // where the guest sees it
 	ref   *refusals // escapes refused, for the call's Result
+	owner int       // given what the guest creates (0: left to oxiosd)
 }
 
 // refusals are the guest paths a call was refused because they lead out
@@ -126,6 +127,9 @@ func (r *rootFS) OpenFile(p string, flag experimentalsys.Oflag, perm fs.FileMode
 		return nil, e
 	}
 	defer f.Close()
+	if r.owner != 0 && flag&experimentalsys.O_CREAT != 0 {
+		f.Chown(r.owner, r.owner)
+	}
 	// What the first open did (create, truncate) is done; the reopen
 	// takes the file as it is, and follows the /proc link to it.
 	again := flag &^ (experimentalsys.O_CREAT | experimentalsys.O_EXCL | experimentalsys.O_TRUNC | experimentalsys.O_NOFOLLOW)
@@ -150,6 +154,9 @@ func (r *rootFS) Stat(p string) (sys.Stat_t, experimentalsys.Errno) {
 
 func (r *rootFS) Mkdir(p string, perm fs.FileMode) experimentalsys.Errno {
 	e := errno(r.root.Mkdir(name(p), perm))
+	if e == 0 && r.owner != 0 {
+		r.root.Lchown(name(p), r.owner, r.owner)
+	}
 	if e == experimentalsys.ENOTDIR {
 		e = experimentalsys.ENOENT
 	}

@@ -69,6 +69,10 @@ type Mount struct {
 	Host     string
 	Guest    string
 	ReadOnly bool
+	// Owner, when not 0, is given what the tool creates there: the uid
+	// of the run whose workspace it is, so that the run can read and
+	// change what its tool wrote.
+	Owner uint32
 }
 
 // Spec is one call.
@@ -280,7 +284,7 @@ func (r *Runner) Run(ctx context.Context, s Spec) (Result, error) {
 		if err != nil {
 			return Result{}, fmt.Errorf("tool %s: mount %s: %v", s.Tool, mt.Guest, err)
 		}
-		rfs.guest, rfs.ref = mt.Guest, ref
+		rfs.guest, rfs.ref, rfs.owner = mt.Guest, ref, int(mt.Owner)
 		defer rfs.Close()
 		var mfs experimentalsys.FS = rfs
 		if mt.ReadOnly {

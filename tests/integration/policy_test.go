@@ -11,10 +11,12 @@ import (
 // Policies: ox-policy show/set/check/test, and the kernel enforcing an
 // agent's policy on its runs through the socket and the mount.
 
+// strictPolicy's quota holds three small keys (each counts 256 bytes
+// besides its value), not a fourth of 100 bytes.
 const strictPolicy = `[state]
 read = ["notes/**", "public/*"]
 write = ["notes/**"]
-quota = "64"
+quota = "1100"
 
 [memory]
 kinds = ["episodic"]
@@ -258,5 +260,23 @@ func TestPolicyAndConfigHotReload(t *testing.T) {
 	waitFor(t, "the broken config to be refused", func() bool { return strings.Contains(d.stderr.String(), "config refused") })
 	if r := d.ox("", "ox-spawn", "-a", "ops", "a task"); strings.Contains(r.stderr, "base_url") {
 		t.Fatalf("a broken config was applied: %s", r.stderr)
+	}
+}
+
+// TestStateQuotaCountsKeys: a key counts against state.quota however
+// small its value (state.KeyOverhead), so the quota bounds how many keys
+// an agent makes: empty keys made in a loop stop at quota/256, refused
+// and audited as state.quota.
+func TestStateQuotaCountsKeys(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	d.mustOx(t, "", "ox-policy", "set", "-a", "many", writePolicy(t, "[state]\nread = [\"**\"]\nwrite = [\"**\"]\nquota = \"4KiB\"\n"))
+	out := runOutput(t, d, "many", `i=0; while ox-state save k$i "" 2>/dev/null >/dev/null; do i=$((i+1)); done; echo "made=$i"`)
+	if !strings.Contains(out, "made=16") {
+		t.Fatalf("empty keys made under a 4 KiB quota: %q, want 16 (4096/256)", out)
+	}
+	log := d.ox("", "ox-audit", "log", "-a", "many", "--json").stdout
+	if !strings.Contains(log, "[state.quota]") {
+		t.Fatalf("the refusal is not audited as state.quota:\n%s", log)
 	}
 }

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -211,22 +212,25 @@ func TestWasmHostile(t *testing.T) {
 		t.Fatalf("echo: %d %+v %s", r.code, rec, r.stderr)
 	}
 	// Files: the workspace is /work; the host is not there, even through
-	// a symlink the agent left in its workspace.
-	ws := filepath.Join(d.data, "work", "ops", "exec")
+	// a symlink the agent left in its workspace. A tool called from a run
+	// works in the run's workspace, which lives as long as the run.
+	script := fmt.Sprintf(`ox-exec --json --wasm jsonq -- write /work/out >/dev/null; echo "wrote=$(cat /work/out)"
+ln -s /etc/passwd /work/passwd
+for p in /etc/passwd /work/../../etc/passwd /work/passwd %s; do ox-exec --json --wasm jsonq -- read $p; echo "read $p rc=$?"; done`, filepath.Join(d.data, "audit"))
+	out := runOutput(t, d, "ops", script)
+	if !strings.Contains(out, "wrote=hostile") {
+		t.Fatalf("write to the run's workspace: %q", out)
+	}
+	if strings.Contains(out, "root:") || strings.Count(out, " rc=0") != 0 || strings.Count(out, "read ") != 4 {
+		t.Errorf("reads outside the workspace: %q", out)
+	}
+	// An exec outside a run has a workspace of its own, new each time:
+	// the last one's file is not there.
 	if r, rec := tool("", "write", "/work/out"); r.code != 0 || rec.Status != 0 {
 		t.Fatalf("write to the workspace: %d %+v", r.code, rec)
 	}
-	if b, err := os.ReadFile(filepath.Join(ws, "out")); err != nil || string(b) != "hostile" {
-		t.Fatalf("the workspace has %q %v", b, err)
-	}
-	if err := os.Symlink("/etc/passwd", filepath.Join(ws, "passwd")); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range []string{"/etc/passwd", "/work/../../etc/passwd", "/work/passwd", filepath.Join(d.data, "audit")} {
-		r, rec := tool("", "read", p)
-		if r.code == 0 || rec.Status == 0 || strings.Contains(rec.Stdout, "root:") {
-			t.Errorf("read %s: %d %+v", p, r.code, rec)
-		}
+	if r, rec := tool("", "read", "/work/out"); r.code == 0 || rec.Status == 0 {
+		t.Errorf("a second exec read the first's file: %d %+v", r.code, rec)
 	}
 	// No network.
 	if r, rec := tool("", "dial", "127.0.0.1:1"); r.code == 0 || !strings.Contains(rec.Stderr, "dial") {
