@@ -89,6 +89,12 @@ func main() {
 	}
 	if run("sandbox") {
 		benchSandbox(d, 100)
+		rl := startRootless(dir)
+		benchBwrap(d, rl, 100)
+		if rl != nil {
+			rl.cmd.Process.Kill()
+			rl.cmd.Wait()
+		}
 	}
 	if run("agent") {
 		benchAgent(dir)
