@@ -327,8 +327,11 @@ func Probe() Features {
 		f.Missing = append(f.Missing, "seccomp: the kernel has no seccomp filters")
 	}
 	f.Landlock = landlockABI()
-	if f.Landlock == 0 {
+	switch {
+	case f.Landlock == 0:
 		f.Missing = append(f.Missing, "landlock: the kernel has no Landlock (or it is not among the LSMs enabled at boot)")
+	case f.Landlock < 6:
+		f.Missing = append(f.Missing, fmt.Sprintf("landlock/%d: abstract Unix sockets and signals are not scoped: runs granted the network can reach each other's abstract sockets (ABI 6, Linux 6.12, scopes them)", f.Landlock))
 	}
 	return f
 }

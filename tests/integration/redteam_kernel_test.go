@@ -166,6 +166,15 @@ probe mountinfo cat /proc/self/mountinfo
 		})
 	}
 
+	// Code the run wrote, run from an anonymous file (memfd_create, then
+	// exec of /proc/self/fd/N): allowed by design (a run builds and runs
+	// programs in /work anyway), and it runs inside the same walls.
+	confined(t, name("a program run from a memfd keeps the run's uid, no capabilities and the filter"), func() bool {
+		r := spawnArgv(t, d, "ops", "oxios-rtprobe", "memfd-exec", "/bin/grep", "grep", "-E", "^(Uid|CapEff|Seccomp):", "/proc/self/status")
+		t.Logf("memfd: %+v", r)
+		return r.status == 0 && strings.Contains(r.out, "CapEff:\t0000000000000000") && strings.Contains(r.out, "Seccomp:\t2") && strings.Contains(r.out, "\t19")
+	})
+
 	// A key another run of another agent would find: none can be made,
 	// and /proc/keys of a run shows none of another's.
 	impossible(t, name("a run of web reads a key that a run of ops added to a keyring"), func() bool {

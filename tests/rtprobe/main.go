@@ -152,6 +152,24 @@ func main() {
 		}
 	case "native":
 		native(args[0])
+	case "memfd-exec":
+		// A program copied into an anonymous file and run from it (args:
+		// the program, then its argv): no
+		// path of it exists for Landlock to judge.
+		b, err := os.ReadFile(args[0])
+		if err != nil {
+			reportErr("memfd-exec", err)
+			os.Exit(1)
+		}
+		fd, err := unix.MemfdCreate("oxios-rt", 0)
+		if err == nil {
+			_, err = unix.Write(fd, b)
+		}
+		if err == nil {
+			err = unix.Exec(fmt.Sprintf("/proc/self/fd/%d", fd), args[1:], os.Environ())
+		}
+		reportErr("memfd-exec", err)
+		os.Exit(1)
 	case "abstract-listen":
 		l, err := net.Listen("unix", "@"+args[0])
 		if err != nil {
