@@ -29,6 +29,9 @@ type Cred struct {
 	Run   string
 	// Grants are the agent patterns a non-admin user was granted.
 	Grants []string
+	// Node is the fleet node whose signed call this is ("": a local
+	// caller): the uid, agent and grants are what that node vouched for.
+	Node string
 }
 
 // RunResolver maps a peer (uid and pid) to the agent run it belongs to.
@@ -136,5 +139,5 @@ func (c *Cred) Reads(in *audit.Info) bool {
 
 // Actor is c as an audit entry names who acted.
 func (c *Cred) Actor() audit.Actor {
-	return audit.Actor{UID: c.UID, PID: c.PID, Agent: c.Agent, Run: c.Run}
+	return audit.Actor{UID: c.UID, PID: c.PID, Agent: c.Agent, Run: c.Run, Node: c.Node}
 }

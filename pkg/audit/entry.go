@@ -20,6 +20,9 @@ type Actor struct {
 	PID   int32  `json:"pid,omitempty"`
 	Agent string `json:"agent,omitempty"`
 	Run   string `json:"run,omitempty"`
+	// Node is the fleet node a call came from (its signature verified),
+	// "" for a call made here.
+	Node string `json:"node,omitempty"`
 }
 
 // Entry is one audit record. Its JSON line is the on-disk form and the
@@ -111,6 +114,10 @@ func appendBody(b []byte, e *Entry, prev *[32]byte) []byte {
 	if e.Actor.Run != "" {
 		b = append(b, `,"run":`...)
 		b = proto.AppendString(b, e.Actor.Run)
+	}
+	if e.Actor.Node != "" {
+		b = append(b, `,"node":`...)
+		b = proto.AppendString(b, e.Actor.Node)
 	}
 	b = append(b, `},"op":`...)
 	b = proto.AppendString(b, e.Op)

@@ -87,6 +87,11 @@ func Peek(line []byte) (info Info, ok bool) {
 			return info, false
 		}
 	}
+	if p.lit(`,"node":`) {
+		if info.Actor.Node, ok = p.str(); !ok {
+			return info, false
+		}
+	}
 	if !p.lit(`},"op":`) {
 		return info, false
 	}

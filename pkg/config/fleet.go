@@ -33,6 +33,18 @@ type Fleet struct {
 	// Replicas is how many NATS servers keep each bucket and stream; 0 is
 	// 3 when three or more servers are named, else 1.
 	Replicas int `toml:"replicas"`
+	// Peers are the other nodes this one trusts, by name, each with the
+	// public nkey of its user (U...): calls and audit heads are signed
+	// with the node's nkey (NKey, or the seed in Creds), and one is taken
+	// only when the key of the node it names signed it.
+	Peers map[string]string `toml:"peers"`
+	// Admins are the peers whose admin is this node's admin too; any
+	// other node's admin calls here as a user granted nothing.
+	Admins []string `toml:"admins"`
+	// Insecure joins without a node key: calls and heads unsigned, and
+	// anyone who reaches the NATS servers may call as anyone. Never the
+	// default: a fleet without a key refuses to start without it.
+	Insecure bool `toml:"insecure"`
 }
 
 // On reports whether the daemon joins a fleet.
@@ -68,6 +80,22 @@ func (c *Config) resolveFleet() error {
 	}
 	if f.Creds != "" && f.NKey != "" {
 		return fmt.Errorf("config: fleet.creds and fleet.nkey: name one of them, not both")
+	}
+	if f.Creds == "" && f.NKey == "" && !f.Insecure {
+		return fmt.Errorf("config: [fleet] has no node key: set fleet.nkey (or fleet.creds) to the node's NATS user, whose key signs its calls and audit heads, and list the other nodes' public keys in [fleet.peers] (contrib/fleet/fleet-keys makes them); insecure = true joins without, letting anyone who reaches the servers call as anyone")
+	}
+	for name, key := range f.Peers {
+		if err := CheckNodeName(name); err != nil {
+			return fmt.Errorf("config: fleet.peers: %v", err)
+		}
+		if !strings.HasPrefix(key, "U") || len(key) != 56 {
+			return fmt.Errorf("config: fleet.peers.%s: %q is not a user's public nkey (U followed by 55 characters)", name, key)
+		}
+	}
+	for _, a := range f.Admins {
+		if _, ok := f.Peers[a]; !ok && a != f.Node {
+			return fmt.Errorf("config: fleet.admins: %q is not in [fleet.peers]", a)
+		}
 	}
 	if (f.TLSCert == "") != (f.TLSKey == "") {
 		return fmt.Errorf("config: fleet.tls_cert and fleet.tls_key go together")

@@ -26,6 +26,10 @@ type callMsg struct {
 	Op   string          `json:"op"`
 	Args json.RawMessage `json:"args,omitempty"`
 	Cred callerCred      `json:"cred"`
+	// To is the node the call is for, Expires when it stops being good
+	// (Unix ms): with ID, what keeps a signed call from being sent again.
+	To      string `json:"to,omitempty"`
+	Expires int64  `json:"expires,omitempty"`
 }
 
 // callerCred is the identity a call carries: the called kernel checks the
@@ -92,7 +96,7 @@ func (f *Fleet) roomiest(ctx context.Context) (string, error) {
 	}
 	best, bestLoad := "", 0.0
 	for _, n := range nodes {
-		if !n.Alive || n.Host.Overloaded {
+		if !n.Alive || n.Host.Overloaded || !f.trust.known(n.Node) {
 			continue
 		}
 		busy := float64(n.Admission.Running + n.Admission.Queued)
@@ -210,7 +214,8 @@ func (f *Fleet) callOne(ctx context.Context, node string, cred callerCred, op st
 		return nil, err
 	}
 	defer func() { msgs.Stop() }()
-	req, _ := json.Marshal(callMsg{ID: id, From: f.name, Op: op, Args: args, Cred: cred})
+	body, _ := json.Marshal(callMsg{ID: id, From: f.name, Op: op, Args: args, Cred: cred, To: node, Expires: time.Now().Add(callTTL).UnixMilli()})
+	req := f.trust.seal(body)
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	rep, err := f.nc.RequestWithContext(rctx, subjCall+node, req)
 	cancel()
@@ -338,8 +343,32 @@ func asProto(err error) *proto.Error {
 // on its own goroutine with its records published to the reply stream.
 func (f *Fleet) serveCall(m *nats.Msg) {
 	var cm callMsg
-	if err := json.Unmarshal(m.Data, &cm); err != nil || cm.ID == "" {
+	body := m.Data
+	var s signed
+	if json.Unmarshal(m.Data, &s) == nil && s.Sig != "" {
+		body = s.Body
+	}
+	if err := json.Unmarshal(body, &cm); err != nil || cm.ID == "" {
 		b, _ := json.Marshal(envelope{Done: true, Error: proto.Errorf(proto.EBADMSG, "fleet: a call that does not decode")})
+		m.Respond(b)
+		return
+	}
+	// Who sent it is whose key signed it: the name it gives is checked
+	// against that key, and the call against its addressee, its expiry
+	// and the ids seen.
+	verified, err := f.trust.open(m.Data, cm.From)
+	if err == nil {
+		if json.Unmarshal(verified, &cm) != nil {
+			err = errors.New("a signed call that does not decode")
+		} else {
+			err = f.trust.fresh(cm.To, cm.ID, cm.Expires)
+		}
+	}
+	if err != nil {
+		f.log.Warn("fleet: a call refused", "claims", cm.From, "op", cm.Op, "err", err)
+		f.k.Refused(&kernel.Cred{UID: cm.Cred.UID, Agent: cm.Cred.Agent, Node: cm.From}, proto.OpFleetCall,
+			"from "+cm.From+": "+cm.Op+": "+err.Error(), nil, proto.EACCES)
+		b, _ := json.Marshal(envelope{Done: true, Error: proto.Errorf(proto.EACCES, "fleet: call refused: %v", err)})
 		m.Respond(b)
 		return
 	}
@@ -452,7 +481,10 @@ func (f *Fleet) runCall(cm callMsg) {
 			}
 		}
 	}()
-	c := &kernel.Cred{UID: cm.Cred.UID, GID: cm.Cred.GID, Admin: cm.Cred.Admin, Agent: cm.Cred.Agent, Grants: cm.Cred.Grants}
+	// The caller is what the signing node vouches for, as this node's
+	// trust maps it: another node's admin is an admin here only when
+	// [fleet] admins names that node.
+	c := &kernel.Cred{UID: cm.Cred.UID, GID: cm.Cred.GID, Admin: cm.Cred.Admin && f.trust.admin(cm.From), Agent: cm.Cred.Agent, Grants: cm.Cred.Grants, Node: cm.From}
 	f.log.Debug("fleet: call", "from", cm.From, "op", cm.Op, "uid", c.UID, "agent", c.Agent)
 	res, err := f.k.ServeFleet(ctx, c, cm.Op, cm.Args, out)
 	close(stop)

@@ -48,6 +48,8 @@ type Kernel interface {
 	Resources(ctx context.Context, c *kernel.Cred, a proto.ResourcesArgs, raw []byte) (proto.ResourcesRecord, error)
 	Events(ctx context.Context, c *kernel.Cred, a proto.EventsArgs, raw []byte, emit func(rec any) error, flush func() error) error
 	ServeFleet(ctx context.Context, c *kernel.Cred, op string, args json.RawMessage, out serve.Out) (json.RawMessage, error)
+	// Refused audits a refusal (a message no trusted node signed).
+	Refused(c *kernel.Cred, op, target string, raw []byte, code string)
 }
 
 // admin is the node itself, as it reads its own audit head.
@@ -70,7 +72,8 @@ type Fleet struct {
 	nodes jetstream.KeyValue // nil until the bucket is there
 	ready chan struct{}      // closed once nodes is set
 
-	wit *witnesses
+	wit   *witnesses
+	trust *trust
 	// headCh wakes the heartbeat to publish the audit head now.
 	headCh chan struct{}
 	subs   []*nats.Subscription
@@ -90,6 +93,13 @@ type Options struct {
 // heartbeat, its audit heads, its answers to calls. The servers need not
 // be up yet: the client connects (and reconnects) in the background.
 func Join(ctx context.Context, cfg config.Fleet, o Options) (*Fleet, error) {
+	tr, err := newTrust(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if tr.insecure {
+		o.Log.Warn("fleet: insecure = true: calls and audit heads are not signed, and anyone who reaches the NATS servers may call this node as anyone")
+	}
 	wit, err := openWitnesses(filepath.Join(o.Data, "fleet", "witness"), o.Log)
 	if err != nil {
 		return nil, err
@@ -97,7 +107,7 @@ func Join(ctx context.Context, cfg config.Fleet, o Options) (*Fleet, error) {
 	f := &Fleet{
 		cfg: cfg, name: cfg.Node, hb: time.Duration(cfg.Heartbeat), k: o.Kernel, log: o.Log,
 		server: o.Server, started: time.Now().UTC(), ready: make(chan struct{}),
-		wit: wit, headCh: make(chan struct{}, 1),
+		wit: wit, trust: tr, headCh: make(chan struct{}, 1),
 	}
 	opts := []nats.Option{
 		nats.Name("oxiosd " + cfg.Node),
@@ -262,7 +272,7 @@ func (f *Fleet) sendHead(seq uint64, hash string) {
 		return
 	}
 	b, _ := json.Marshal(proto.WitnessHead{Seq: seq, Hash: hash, Time: time.Now().UTC()})
-	f.nc.Publish(subjHead+f.name, b)
+	f.nc.Publish(subjHead+f.name, f.trust.seal(b))
 }
 
 // watchCommits publishes the audit head after every commit, besides the
@@ -339,6 +349,9 @@ func (f *Fleet) node(ctx context.Context, name string) (proto.NodeRecord, error)
 	nodes, err := f.Nodes(ctx)
 	if err != nil {
 		return proto.NodeRecord{}, err
+	}
+	if !f.trust.known(name) {
+		return proto.NodeRecord{}, proto.Errorf(proto.EACCES, "node %q is not in [fleet.peers] of this node: a call goes only to a node whose key it knows", name)
 	}
 	for _, n := range nodes {
 		if n.Node == name {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/oxios/oxios/pkg/kernel"
 	"github.com/oxios/oxios/pkg/proto"
 )
 
@@ -201,8 +202,16 @@ func (f *Fleet) seeHead(m *nats.Msg) {
 	if node == f.name || node == "" {
 		return
 	}
+	body, err := f.trust.open(m.Data, node)
+	if err != nil {
+		// Reported as what it is: a head its node did not sign, never a
+		// tamper of that node's log.
+		f.log.Warn("fleet: a forged audit head ignored", "claims", node, "err", err)
+		f.k.Refused(&kernel.Cred{Node: node}, proto.OpFleetWitness, "forged audit head claiming node "+node+": "+err.Error(), nil, proto.EACCES)
+		return
+	}
 	var h proto.WitnessHead
-	if json.Unmarshal(m.Data, &h) != nil || h.Seq == 0 {
+	if json.Unmarshal(body, &h) != nil || h.Seq == 0 {
 		return
 	}
 	if last, ok := f.wit.see(node, h); ok && f.wit.checking(node) {
@@ -223,8 +232,13 @@ func (f *Fleet) recheck(node string, old proto.WitnessHead) {
 		f.log.Debug("fleet: a peer's hash of an old head", "node", node, "seq", old.Seq, "err", err)
 		return // gone, or busy: the next head asks again
 	}
+	body, err := f.trust.open(m.Data, node)
+	if err != nil {
+		f.log.Warn("fleet: a forged answer to a recheck ignored", "claims", node, "err", err)
+		return
+	}
 	var got proto.WitnessHead
-	if json.Unmarshal(m.Data, &got) != nil {
+	if json.Unmarshal(body, &got) != nil {
 		return
 	}
 	f.log.Debug("fleet: rechecked a peer's old head", "node", node, "seq", old.Seq, "same", got.Hash == old.Hash)
@@ -249,7 +263,7 @@ func (f *Fleet) answerHash(m *nats.Msg) {
 		return
 	}
 	b, _ := json.Marshal(proto.WitnessHead{Seq: q.Seq, Hash: h, Time: time.Now().UTC()})
-	m.Respond(b)
+	m.Respond(f.trust.seal(b))
 }
 
 // witnessAnswer is what a peer holds of a node's heads.

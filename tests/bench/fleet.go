@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/nats-io/nkeys"
+
 	"context"
 	"encoding/json"
 	"fmt"
@@ -35,9 +37,22 @@ func benchFleet(dir string, n int) {
 	start(ns)
 	defer func() { ns.Process.Kill(); ns.Wait() }()
 	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	// Each node signs with its own nkey and trusts the other's (issue
+	// 44): the remote rows include signing and verifying each call.
+	seeds, pubs := map[string]string{}, map[string]string{}
+	for _, name := range []string{"a", "b"} {
+		kp, err := nkeys.CreateUser()
+		check(err)
+		seed, _ := kp.Seed()
+		pubs[name], _ = kp.PublicKey()
+		seeds[name] = filepath.Join(dir, name+".nk")
+		check(os.WriteFile(seeds[name], seed, 0o600))
+	}
 	node := func(name string) *daemon {
+		other := map[string]string{"a": "b", "b": "a"}[name]
 		cf := filepath.Join(dir, name+".toml")
-		check(os.WriteFile(cf, []byte(fmt.Sprintf("[fleet]\nservers = [%q]\nnode = %q\nheartbeat = \"1s\"\n", url, name)), 0o600))
+		check(os.WriteFile(cf, []byte(fmt.Sprintf("[fleet]\nservers = [%q]\nnode = %q\nheartbeat = \"1s\"\nnkey = %q\nadmins = [%q]\n\n[fleet.peers]\n%s = %q\n",
+			url, name, seeds[name], other, other, pubs[other])), 0o600))
 		sock := filepath.Join(dir, name+".sock")
 		cmd := exec.Command(filepath.Join(*binDir, "oxiosd"), "--config", cf, "--no-mount", "--log-level", "warn",
 			"--data", filepath.Join(dir, name), "--socket", sock)

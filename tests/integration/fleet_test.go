@@ -3,6 +3,7 @@ package integration
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -15,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
+
 	"github.com/oxios/oxios/pkg/audit"
 )
 
@@ -25,7 +29,14 @@ type natsCluster struct {
 	urls  []string
 	procs []*exec.Cmd
 	logs  []*syncBuffer
+	// seeds and pubs are the nkeys of the NATS users the servers let in
+	// (by name: the nodes a, b, c, and "intruder", a client with
+	// credentials that is no node): seed files and public keys.
+	seeds, pubs map[string]string
 }
+
+// fleetUsers are the NATS users of startNATS.
+var fleetUsers = []string{"a", "b", "c", "intruder"}
 
 func startNATS(t *testing.T) *natsCluster {
 	t.Helper()
@@ -39,6 +50,22 @@ func startNATS(t *testing.T) *natsCluster {
 		c.urls = append(c.urls, fmt.Sprintf("nats://127.0.0.1:%d", client[i]))
 	}
 	dir := t.TempDir()
+	c.seeds, c.pubs = map[string]string{}, map[string]string{}
+	var users []string
+	for _, u := range fleetUsers {
+		kp, err := nkeys.CreateUser()
+		if err != nil {
+			t.Fatal(err)
+		}
+		seed, _ := kp.Seed()
+		pub, _ := kp.PublicKey()
+		f := filepath.Join(dir, u+".nk")
+		if err := os.WriteFile(f, append(seed, '\n'), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c.seeds[u], c.pubs[u] = f, pub
+		users = append(users, fmt.Sprintf("{nkey: %q}", pub))
+	}
 	for i := range 3 {
 		var routes []string
 		for j := range 3 {
@@ -50,7 +77,8 @@ func startNATS(t *testing.T) *natsCluster {
 listen: 127.0.0.1:%d
 jetstream { store_dir: %q }
 cluster { name: oxios, listen: 127.0.0.1:%d, routes: [%s] }
-`, i, client[i], filepath.Join(dir, fmt.Sprint("js", i)), route[i], strings.Join(routes, ", "))
+authorization { users: [%s] }
+`, i, client[i], filepath.Join(dir, fmt.Sprint("js", i)), route[i], strings.Join(routes, ", "), strings.Join(users, ", "))
 		cf := filepath.Join(dir, fmt.Sprintf("n%d.conf", i))
 		if err := os.WriteFile(cf, []byte(conf), 0o600); err != nil {
 			t.Fatal(err)
@@ -103,8 +131,19 @@ func fleetWait(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-func fleetConfig(node string, servers ...string) string {
-	return fmt.Sprintf("[fleet]\nservers = [%q]\nnode = %q\nheartbeat = \"500ms\"\nreplicas = 3\n", strings.Join(servers, "\", \""), node)
+// fleetConfig is node's [fleet]: its NATS user's nkey, which signs its
+// calls and heads, the other nodes as peers, and admins, the peers whose
+// admin is its admin too.
+func fleetConfig(nc *natsCluster, node string, admins []string, servers ...string) string {
+	var peers []string
+	for _, p := range []string{"a", "b", "c"} {
+		if p != node {
+			peers = append(peers, fmt.Sprintf("%s = %q", p, nc.pubs[p]))
+		}
+	}
+	ad, _ := json.Marshal(admins)
+	return fmt.Sprintf("[fleet]\nservers = [%q]\nnode = %q\nheartbeat = \"500ms\"\nreplicas = 3\nnkey = %q\nadmins = %s\n\n[fleet.peers]\n%s\n",
+		strings.Join(servers, "\", \""), node, nc.seeds[node], ad, strings.Join(peers, "\n"))
 }
 
 // fleetNodes is what ox-status on d says of the nodes: name -> ok.
@@ -154,7 +193,13 @@ func TestFleet(t *testing.T) {
 	for i, n := range names {
 		// Each node names one server: it learns the others from the
 		// cluster, and finds them when its own is killed.
-		cfg := fleetConfig(n, nc.urls[i])
+		// Each trusts the others' admins, but c trusts only a's: b's
+		// admin calls c as a user granted nothing.
+		admins := []string{"a", "b", "c"}
+		if n == "c" {
+			admins = []string{"a"}
+		}
+		cfg := fleetConfig(nc, n, admins, nc.urls[i])
 		cfgs[n] = cfg
 		wg.Add(1)
 		go func() {
@@ -210,7 +255,7 @@ func TestFleet(t *testing.T) {
 			t.Fatalf("a's audit log has the spawn that ran on b:\n%s", s)
 		}
 		r = a.ox("", "ox-spawn", "--node", "nosuch", "-a", "ops", "-n", "--", "true")
-		if r.code == 0 || !strings.Contains(r.stderr, `no node "nosuch"`) {
+		if r.code == 0 || !strings.Contains(r.stderr, `node "nosuch" is not in [fleet.peers]`) {
 			t.Fatalf("a spawn on a node that is not there: exit %d, stderr %q", r.code, r.stderr)
 		}
 		r = a.ox("", "ox-spawn", "--node", "any", "-a", "ops", "-n", "--json", "--", "true")
@@ -269,6 +314,10 @@ func TestFleet(t *testing.T) {
 		c.ox("", "ox-state", "save", "-a", "ops", "k2", "v")
 		fleetWait(t, 30*time.Second, "c's state events", func() bool { return strings.Contains(evOut.String(), `"node":"c"`) })
 	})
+
+	// Before the subtests that kill a NATS server and restart c (whose
+	// restarted daemon ends with its subtest).
+	t.Run("trust", func(t *testing.T) { fleetTrust(t, nc, a, b, c) })
 
 	t.Run("nats-server-killed-mid-run", func(t *testing.T) {
 		cmd := exec.Command(bin("ox-spawn"), "--node", "b", "-a", "ops", "-n", "--json", "--", "sh", "-c", "echo started; sleep 3; echo finished; exit 5")
@@ -448,4 +497,110 @@ func rewriteAudit(t *testing.T, dir string, from uint64) {
 	if err := os.Rename(tmp, dir); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// fleetTrust attacks the fleet's trust (issue 44) as an outsider would:
+// each attempt is refused, and the refusal is on the called node's audit
+// log with the node the call claimed to come from.
+func fleetTrust(t *testing.T, nc *natsCluster, a, b, c *daemon) {
+	// No credentials: NATS itself refuses.
+	if conn, err := nats.Connect(nc.urls[1], nats.MaxReconnects(0)); err == nil || !strings.Contains(err.Error(), "Authorization") {
+		if conn != nil {
+			conn.Close()
+		}
+		t.Errorf("a client without credentials: %v", err)
+	}
+	// A client with credentials that is no node: its calls are not
+	// signed by any peer's key.
+	opt, err := nats.NkeyOptionFromSeed(nc.seeds["intruder"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := nats.Connect(strings.Join(nc.urls, ","), opt)
+	if err != nil {
+		t.Fatalf("the intruder (a NATS user that is no node) could not connect: %v", err)
+	}
+	defer in.Close()
+	spawn, _ := json.Marshal(map[string]any{"agent": "payroll", "command": []string{"/bin/sh", "-c", "ox-state save pwned yes"}})
+	call := func(node string, msg []byte) string {
+		rep, err := in.Request("oxios.call."+node, msg, 5*time.Second)
+		if err != nil {
+			t.Logf("call to %s: no answer: %v", node, err)
+			return "no answer: " + err.Error()
+		}
+		t.Logf("call to %s: %s", node, rep.Data)
+		return string(rep.Data)
+	}
+	unsigned, _ := json.Marshal(map[string]any{"id": "forged-1", "from": "a", "op": "run.spawn", "args": json.RawMessage(spawn),
+		"cred": map[string]any{"uid": 0, "admin": true}, "to": "b", "expires": time.Now().Add(10 * time.Second).UnixMilli()})
+	if got := call("b", unsigned); !strings.Contains(got, "EACCES") {
+		t.Errorf("an unsigned call claiming node a, as admin: %s", got)
+	}
+	// Signed with the intruder's own key, claiming a.
+	ikp, _ := nkeys.FromSeed(mustRead(t, nc.seeds["intruder"]))
+	sign := func(kp nkeys.KeyPair, body []byte) []byte {
+		sig, _ := kp.Sign(body)
+		b, _ := json.Marshal(map[string]any{"body": json.RawMessage(body), "sig": base64.RawStdEncoding.EncodeToString(sig)})
+		return b
+	}
+	if got := call("b", sign(ikp, unsigned)); !strings.Contains(got, "EACCES") || !strings.Contains(got, "did not sign") {
+		t.Errorf("a call claiming node a, signed by another key: %s", got)
+	}
+	// A member node's own key, claiming admin where its admin is not
+	// trusted: b's admin calls c as a user granted nothing.
+	bkp, _ := nkeys.FromSeed(mustRead(t, nc.seeds["b"]))
+	asB := func(id, to string) []byte {
+		body, _ := json.Marshal(map[string]any{"id": id, "from": "b", "op": "run.spawn", "args": json.RawMessage(spawn),
+			"cred": map[string]any{"uid": 0, "admin": true}, "to": to, "expires": time.Now().Add(10 * time.Second).UnixMilli()})
+		return sign(bkp, body)
+	}
+	before := c.ox("", "ox-state", "ls", "-a", "payroll").stdout
+	call("c", asB("b-admin-1", "c"))
+	// A legitimate call, sent again: refused as seen.
+	legit := asB("b-replay-1", "a")
+	call("a", legit)
+	if got := call("a", legit); !strings.Contains(got, "seen before") {
+		t.Errorf("a signed call sent again: %s", got)
+	}
+	// Sent to another node than the one it names.
+	if got := call("c", asB("b-wrong-node", "a")); !strings.Contains(got, "for node") {
+		t.Errorf("a signed call for a, sent to c: %s", got)
+	}
+	var clog string
+	for i := 0; i < 150 && !strings.Contains(clog, `"node":"b"`); i++ {
+		time.Sleep(100 * time.Millisecond)
+		clog = c.ox("", "ox-audit", "log", "--json").stdout
+	}
+	if !strings.Contains(clog, `"node":"b"`) || !strings.Contains(clog, "payroll") {
+		t.Errorf("c's audit log lacks the refusal of b's admin, with node b:\n%s", clog)
+	}
+	if after := c.ox("", "ox-state", "ls", "-a", "payroll").stdout; after != before || strings.Contains(after, "pwned") {
+		t.Errorf("payroll's state on c changed: %q -> %q", before, after)
+	}
+	log := b.ox("", "ox-audit", "log", "--json", "--op", "fleet.call").stdout
+	if !strings.Contains(log, `"node":"a"`) || !strings.Contains(log, "EACCES") {
+		t.Errorf("b's audit log lacks the refused forged calls with the node they claimed:\n%s", log)
+	}
+	// A forged head of a: ignored by its peers, never an alarm on a.
+	forged, _ := json.Marshal(map[string]any{"seq": 1, "hash": strings.Repeat("0", 64), "time": time.Now().UTC()})
+	for range 3 {
+		in.Publish("oxios.head.a", forged)
+	}
+	in.Flush()
+	time.Sleep(time.Second)
+	if r := a.ox("", "ox-audit", "verify"); r.code != 0 {
+		t.Errorf("a forged head of a made a's verify fail: %d %s", r.code, r.stderr)
+	}
+	if w, _ := os.ReadFile(filepath.Join(b.data, "fleet", "witness", "a.jsonl")); strings.Contains(string(w), strings.Repeat("0", 64)) {
+		t.Errorf("b kept a forged head of a")
+	}
+}
+
+func mustRead(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []byte(strings.TrimSpace(string(b)))
 }
