@@ -207,7 +207,7 @@ func TestExitCodes(t *testing.T) {
 		// A command with subcommands, run with none or a wrong one.
 		for _, name := range []string{"ox-audit", "ox-budget", "ox-policy", "ox-schedule", "ox-state"} {
 			want(t, d.ox("", name), 2, "give a command", name)
-			want(t, d.ox("", name, "bogus"), 2, `unknown command "bogus"`, name+" bogus")
+			want(t, d.ox("", name, "bogus"), 2, "unknown command bogus ("+name+" help lists them)", name+" bogus")
 		}
 		// A required flag left out: one line naming it, not the help.
 		r := d.ox("", "ox-schedule", "add", "-a", "ops", "--cron", "@daily", "--", "true")
