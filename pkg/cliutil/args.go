@@ -1,6 +1,7 @@
 package cliutil
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -185,6 +186,12 @@ scan:
 	for j := range levels {
 		out = append(out, names[j])
 		out = append(out, flags[j]...)
+	}
+	// urfave/cli takes the first argument after --help as the command to
+	// help with (`ox-state load KEY --help` would answer "unknown command
+	// KEY"): asked for help, a command is given no arguments.
+	if slices.ContainsFunc(flags[last], func(f string) bool { return f == "-h" || f == "--help" }) && !complete {
+		return out
 	}
 	if dash {
 		out = append(out, "--")

@@ -39,7 +39,8 @@ func TestArgs(t *testing.T) {
 		{"list x --all --json", "list --all --json x"},
 		{"ls -a ops -- -weird-key", "ls -a ops -- -weird-key"},
 		{"tag add name -a ops", "tag add -a ops name"},
-		{"tag name -h", "tag -h name"}, // not a subcommand: an argument
+		{"tag name -h", "tag -h"},      // not a subcommand: an argument, and help takes none
+		{"ls x y --help", "ls --help"}, // urfave/cli would look for the command x
 		{"- -a ops", "-a ops -"},
 		{"x --nosuch y", "--nosuch x y"}, // unknown: urfave/cli names it
 		{"x -a ops --generate-bash-completion", "-a ops x --generate-bash-completion"},

@@ -64,6 +64,15 @@ func TestFlagsAfterArgs(t *testing.T) {
 	if r.stdout != "hello" {
 		t.Fatalf("ox-state load KEY -a ops = %q", r.stdout)
 	}
+	// Before the subcommand (issue 47): ox-state -a web load config/port.
+	r = mustOK(d.ox("", "ox-state", "-a", "ops", "load", "notes/today.md"), "ox-state -a ops load")
+	if r.stdout != "hello" {
+		t.Fatalf("ox-state -a ops load KEY = %q", r.stdout)
+	}
+	r = mustOK(d.ox("", "ox-state", "--json", "-a", "ops", "ls"), "ox-state --json -a ops ls")
+	if !strings.Contains(r.stdout, `"key":"notes/today.md"`) {
+		t.Fatalf("ox-state --json -a ops ls:\n%s", r.stdout)
+	}
 	r = mustOK(d.ox("", "ox-state", "ls", "notes", "-a", "ops", "--json"), "ox-state ls")
 	if !strings.Contains(r.stdout, `"notes/today.md"`) {
 		t.Fatalf("ox-state ls PREFIX -a ops:\n%s", r.stdout)
