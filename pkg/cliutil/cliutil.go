@@ -148,6 +148,7 @@ func App(name, usage string) *cli.App {
 // Run runs app with os.Args (flags anywhere, see Args) and exits with the
 // right code.
 func Run(app *cli.App) {
+	CompleteIfAsked(app)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	prepare(app)
 	showCommandFlags()
