@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -70,7 +71,7 @@ func executable(p string) bool {
 
 // List returns every command, sorted by name; the first of a name found
 // in Dirs is the one ox runs. With usage, each Own one is asked for its
-// one-line usage (in parallel, 3 s at most).
+// one-line usage.
 func List(usage bool) []Command {
 	seen := map[string]bool{}
 	var cmds []Command
@@ -90,12 +91,19 @@ func List(usage bool) []Command {
 	}
 	slices.SortFunc(cmds, func(a, b Command) int { return strings.Compare(a.Name, b.Name) })
 	if usage {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
+		// A few at a time, each given 5 s: on a busy machine two dozen
+		// starts at once outlast any short deadline.
 		var wg sync.WaitGroup
+		sem := make(chan struct{}, 2*runtime.NumCPU())
 		for i := range cmds {
 			if cmds[i].Own {
-				wg.Go(func() { cmds[i].Usage = Usage(ctx, cmds[i].Path) })
+				wg.Go(func() {
+					sem <- struct{}{}
+					defer func() { <-sem }()
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					defer cancel()
+					cmds[i].Usage = Usage(ctx, cmds[i].Path)
+				})
 			}
 		}
 		wg.Wait()
