@@ -628,7 +628,7 @@ func (s *Store) Load(agentName, key string) ([]byte, proto.StateRecord, error) {
 	rec := proto.StateRecord{Type: proto.RecordState, Agent: agentName, Key: key}
 	a := s.agent(agentName)
 	if a == nil {
-		return nil, rec, proto.Errorf(proto.ENOENT, "no agent %q", agentName)
+		return nil, rec, proto.NoAgent(agentName)
 	}
 	a.mu.RLock()
 	e := a.keys[key]
@@ -689,7 +689,7 @@ func (s *Store) Stat(agentName, key string) (proto.StateRecord, error) {
 	rec := proto.StateRecord{Type: proto.RecordState, Agent: agentName, Key: key}
 	a := s.agent(agentName)
 	if a == nil {
-		return rec, proto.Errorf(proto.ENOENT, "no agent %q", agentName)
+		return rec, proto.NoAgent(agentName)
 	}
 	a.mu.RLock()
 	defer a.mu.RUnlock()
@@ -707,7 +707,7 @@ func (s *Store) Stat(agentName, key string) (proto.StateRecord, error) {
 func (s *Store) List(agentName, prefix string) ([]proto.StateRecord, error) {
 	a := s.agent(agentName)
 	if a == nil {
-		return nil, proto.Errorf(proto.ENOENT, "no agent %q", agentName)
+		return nil, proto.NoAgent(agentName)
 	}
 	prefix = strings.TrimSuffix(prefix, "/")
 	var out []proto.StateRecord
