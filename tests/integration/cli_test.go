@@ -405,9 +405,10 @@ func TestStatusAsksTheDaemon(t *testing.T) {
 		t.Errorf("policies check of a folder that does not exist: %v", c)
 	}
 	// No daemon: the mount is not checked (one at the default place may
-	// be another daemon's).
+	// be another daemon's), and the exit is 69 (EX_UNAVAILABLE), as for
+	// every command.
 	r = run(t, []string{"OXIOS_SOCKET=" + filepath.Join(dir, "none.sock")}, "", "ox-status", "--config", "", "--timeout", "1s")
-	if r.code != 1 || !strings.Contains(r.stdout, `"check":"mount","ok":false`) || !strings.Contains(r.stdout, "not checked") {
+	if r.code != 69 || !strings.Contains(r.stdout, `"check":"mount","ok":false`) || !strings.Contains(r.stdout, "not checked") {
 		t.Errorf("ox-status without a daemon: exit %d\n%s", r.code, r.stdout)
 	}
 }
