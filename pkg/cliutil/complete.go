@@ -20,7 +20,7 @@ import (
 // `ox-state --complete WORD... CURRENT` prints what CURRENT may become
 // after the words before it, one a line ("value<TAB>what it is"), read
 // off the command's own cli.App (subcommands, flags, the kinds of its
-// arguments) and, for agents, keys, runs and jobs, asked of the daemon.
+// arguments) and, for agents, keys, runs, jobs and revisions, asked of the daemon.
 // A line ":files" asks the shell to complete file names. So the scripts
 // of pkg/completion are the same few lines for every command, and what
 // they offer is always what the binary on PATH takes.
@@ -32,6 +32,7 @@ const (
 	kindKeys   = "keys"
 	kindRuns   = "runs"
 	kindJobs   = "jobs"
+	kindRevs   = "revisions"
 	kindFiles  = "files"
 )
 
@@ -39,7 +40,8 @@ const (
 var argKinds = map[string]string{
 	"AGENT": kindAgents, "OTHER": kindAgents, "TO": kindAgents,
 	"KEY": kindKeys, "PREFIX": kindKeys,
-	"RUN":  kindRuns,
+	"RUN": kindRuns,
+	"REV": kindRevs, "REV2": kindRevs,
 	"FILE": kindFiles, "DIR": kindFiles,
 }
 
@@ -293,6 +295,8 @@ func (c *completer) value(f cli.Flag, typed, prefix string) {
 	switch {
 	case slices.Contains(f.Names(), "agent"):
 		c.kind(kindAgents, typed, prefix)
+	case slices.Contains(f.Names(), "rev"):
+		c.kind(kindRevs, typed, prefix)
 	case isFileFlag(f):
 		fmt.Fprintln(c.w, ":files")
 	}
@@ -351,5 +355,16 @@ func (c *completer) kind(kind, typed, prefix string) {
 		})
 	case kindJobs:
 		cl.ScheduleList(ctx, agent, func(r proto.JobRecord) error { add(r.Name, r.Agent+" "+r.Schedule); return nil })
+	case kindRevs:
+		// HEAD, and the last commits (of the agent, when one is named)
+		// by tag and by short hash.
+		add("HEAD", "the last commit")
+		cl.CommitLog(ctx, proto.CommitLogArgs{Agent: agent, N: 50}, func(r proto.CommitRecord) error {
+			for _, t := range r.Tags {
+				add(t, r.Message)
+			}
+			add(r.Commit[:min(12, len(r.Commit))], r.Message)
+			return nil
+		})
 	}
 }

@@ -76,6 +76,8 @@ func TestArgKind(t *testing.T) {
 		{"ox-agents", "NAME...", "", 0, kindAgents},
 		{"ox-schedule", "NAME", "", 0, kindJobs},
 		{"ox-commit", "NAME [REV]", "", 0, ""},
+		{"ox-commit", "NAME [REV]", "", 1, kindRevs},
+		{"ox-commit", "REV [REV2]", "", 1, kindRevs},
 		{"ox-msg", "TO [TEXT...]", "", 0, kindAgents},
 		{"ox-msg", "TO [TEXT...]", "", 2, ""},
 		{"ox-fork", "", "ox-fork [-r REV] AGENT NEW\nox-fork diff AGENT", 0, kindAgents},

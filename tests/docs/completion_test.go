@@ -151,7 +151,7 @@ func startDaemon(t *testing.T) string {
 
 // TestCompletions completes, in bash, every subcommand and every flag
 // --help lists of every command (before the subcommand too), and real
-// values from a daemon: agents, keys, runs; then the same values in zsh
+// values from a daemon: agents, keys, runs, revisions; then the same values in zsh
 // and fish when they are installed.
 func TestCompletions(t *testing.T) {
 	dir := built(t)
@@ -163,6 +163,11 @@ func TestCompletions(t *testing.T) {
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("ox-state save: %v\n%s", err, out)
 		}
+	}
+	tag := exec.Command(filepath.Join(dir, "ox-commit"), "-a", "web", "-m", "first", "--tag", "v1")
+	tag.Env = c.env
+	if out, err := tag.CombinedOutput(); err != nil {
+		t.Fatalf("ox-commit --tag v1: %v\n%s", err, out)
 	}
 	cmd := exec.Command(filepath.Join(dir, "ox-spawn"), "-a", "web", "-d", "--", "sleep", "60")
 	cmd.Env = c.env
@@ -222,6 +227,9 @@ func TestCompletions(t *testing.T) {
 			{words("ox-state load c -a web "), nil, true},
 			{words("ox-agents show w"), []string{"web"}, true},
 			{words("ox-kill "), []string{run}, false},
+			{words("ox-commit show v"), []string{"v1"}, true},
+			{words("ox-commit diff -a web HEAD "), []string{"HEAD", "v1"}, false},
+			{words("ox-fork -r H"), []string{"HEAD"}, true},
 			{words("ox state load -a web n"), []string{"notes/today.md"}, true},
 			{words("ox sta"), []string{"state", "status"}, true},
 			{words("ox help sta"), []string{"state", "status"}, true},
