@@ -14,13 +14,14 @@ import (
 
 	"github.com/oxios/oxios/pkg/client"
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/skill"
 )
 
 // CompleteFlag is the hidden entry point the shell completions call:
 // `ox-state --complete WORD... CURRENT` prints what CURRENT may become
 // after the words before it, one a line ("value<TAB>what it is"), read
 // off the command's own cli.App (subcommands, flags, the kinds of its
-// arguments) and, for agents, keys, runs, jobs and revisions, asked of the daemon.
+// arguments) and, for agents, keys, runs, jobs, revisions and skills, asked of the daemon.
 // A line ":files" asks the shell to complete file names. So the scripts
 // of pkg/completion are the same few lines for every command, and what
 // they offer is always what the binary on PATH takes.
@@ -33,20 +34,36 @@ const (
 	kindRuns   = "runs"
 	kindJobs   = "jobs"
 	kindRevs   = "revisions"
+	kindSkills = "skills"
 	kindFiles  = "files"
 )
 
-// argKinds maps the words of a command's ArgsUsage to what completes them.
-var argKinds = map[string]string{
-	"AGENT": kindAgents, "OTHER": kindAgents, "TO": kindAgents,
-	"KEY": kindKeys, "PREFIX": kindKeys,
-	"RUN": kindRuns,
-	"REV": kindRevs, "REV2": kindRevs,
-	"FILE": kindFiles, "DIR": kindFiles,
+// wordKind returns what completes the word of a command's ArgsUsage
+// (a switch, not a map: nothing to build at every command's start).
+func wordKind(app, w string) string {
+	switch w {
+	case "AGENT", "OTHER", "TO":
+		return kindAgents
+	case "KEY", "PREFIX":
+		return kindKeys
+	case "RUN":
+		return kindRuns
+	case "REV", "REV2":
+		return kindRevs
+	case "FILE", "DIR":
+		return kindFiles
+	case "NAME": // it names different things
+		switch app {
+		case "ox-agents":
+			return kindAgents
+		case "ox-schedule":
+			return kindJobs
+		case "ox-skill":
+			return kindSkills
+		}
+	}
+	return ""
 }
-
-// nameKinds is what NAME means, by command: it names different things.
-var nameKinds = map[string]string{"ox-agents": kindAgents, "ox-schedule": kindJobs}
 
 // CompleteIfAsked answers `PROG --complete WORD...` and exits; Run calls
 // it first, and so must a command that runs its app itself.
@@ -229,14 +246,15 @@ func findFlag(levels [][]cli.Flag, lvl *level, name string) cli.Flag {
 	return found
 }
 
-var flagGroupRe = regexp.MustCompile(`\[-[^\]]*\]`)
-
 // argKind returns what the n-th argument of a command is, read from its
 // ArgsUsage ("KEY [VALUE]", "RUN...") or else from its UsageText's first
 // line ("ox-fork [-r REV] AGENT NEW").
 func argKind(app, usage, text string, n int) string {
 	if strings.TrimSpace(usage) == "" && text != "" {
 		line, _, _ := strings.Cut(text, "\n")
+		// Compiled here, when asked: a regexp at package level would be
+		// compiled at every command's start.
+		flagGroupRe := regexp.MustCompile(`\[-[^\]]*\]`)
 		fields := strings.Fields(flagGroupRe.ReplaceAllString(line, ""))
 		if len(fields) > 0 {
 			usage = strings.Join(fields[1:], " ")
@@ -264,10 +282,7 @@ func argKind(app, usage, text string, n int) string {
 	if i := strings.IndexByte(w, '|'); i >= 0 {
 		w = w[:i]
 	}
-	if w == "NAME" {
-		return nameKinds[app]
-	}
-	return argKinds[w]
+	return wordKind(app, w)
 }
 
 // completer writes the candidates that begin with what is typed.
@@ -355,6 +370,18 @@ func (c *completer) kind(kind, typed, prefix string) {
 		})
 	case kindJobs:
 		cl.ScheduleList(ctx, agent, func(r proto.JobRecord) error { add(r.Name, r.Agent+" "+r.Schedule); return nil })
+	case kindSkills:
+		if agent != "" {
+			seen := map[string]bool{}
+			cl.StateList(ctx, agent, skill.Prefix, func(r proto.StateRecord) error {
+				name, _, _ := strings.Cut(strings.TrimPrefix(r.Key, skill.Prefix), "/")
+				if !seen[name] {
+					seen[name] = true
+					add(name, "")
+				}
+				return nil
+			})
+		}
 	case kindRevs:
 		// HEAD, and the last commits (of the agent, when one is named)
 		// by tag and by short hash.

@@ -75,6 +75,7 @@ func TestArgKind(t *testing.T) {
 		{"ox-kill", "RUN...", "", 1, kindRuns},
 		{"ox-agents", "NAME...", "", 0, kindAgents},
 		{"ox-schedule", "NAME", "", 0, kindJobs},
+		{"ox-skill", "NAME...", "", 2, kindSkills},
 		{"ox-commit", "NAME [REV]", "", 0, ""},
 		{"ox-commit", "NAME [REV]", "", 1, kindRevs},
 		{"ox-commit", "REV [REV2]", "", 1, kindRevs},

@@ -151,13 +151,13 @@ func startDaemon(t *testing.T) string {
 
 // TestCompletions completes, in bash, every subcommand and every flag
 // --help lists of every command (before the subcommand too), and real
-// values from a daemon: agents, keys, runs, revisions; then the same values in zsh
+// values from a daemon: agents, keys, runs, revisions, skills; then the same values in zsh
 // and fish when they are installed.
 func TestCompletions(t *testing.T) {
 	dir := built(t)
 	sock := startDaemon(t)
 	c := newCompleter(t, sock)
-	for _, kv := range [][]string{{"web", "config/port", "8080"}, {"web", "notes/today.md", "hi"}, {"ops", "x", "1"}} {
+	for _, kv := range [][]string{{"web", "config/port", "8080"}, {"web", "notes/today.md", "hi"}, {"ops", "x", "1"}, {"ops", "skills/triage/SKILL.md", "a skill"}} {
 		cmd := exec.Command(filepath.Join(dir, "ox-state"), "save", "-a", kv[0], kv[1], kv[2])
 		cmd.Env = c.env
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -230,6 +230,7 @@ func TestCompletions(t *testing.T) {
 			{words("ox-commit show v"), []string{"v1"}, true},
 			{words("ox-commit diff -a web HEAD "), []string{"HEAD", "v1"}, false},
 			{words("ox-fork -r H"), []string{"HEAD"}, true},
+			{words("ox-skill show -a ops "), []string{"triage"}, true},
 			{words("ox state load -a web n"), []string{"notes/today.md"}, true},
 			{words("ox sta"), []string{"state", "status"}, true},
 			{words("ox help sta"), []string{"state", "status"}, true},
