@@ -26,8 +26,10 @@ func TestOx(t *testing.T) {
 	if r := run(t, env, "", "ox", "state", "save", "-a", "web", "config/port", "8080"); r.code != 0 {
 		t.Fatalf("ox state save: exit %d\n%s", r.code, r.stderr)
 	}
-	if r := run(t, env, "", "ox", "state", "-a", "web", "load", "config/port"); r.code != 0 || r.stdout != "8080" {
-		t.Fatalf("ox state -a web load config/port: exit %d, %q\n%s", r.code, r.stdout, r.stderr)
+	for _, line := range [][]string{{"state", "-a", "web", "load", "config/port"}, {"state", "load", "-a", "web", "config/port"}, {"state", "load", "config/port", "-a", "web"}} {
+		if r := run(t, env, "", "ox", line...); r.code != 0 || r.stdout != "8080" {
+			t.Fatalf("ox %s: exit %d, %q\n%s", strings.Join(line, " "), r.code, r.stdout, r.stderr)
+		}
 	}
 	// The command's status and messages are ox's.
 	r := run(t, env, "", "ox", "state", "-a", "web", "load", "nope")
