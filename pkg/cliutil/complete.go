@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"regexp"
 	"slices"
@@ -15,13 +16,14 @@ import (
 	"github.com/oxios/oxios/pkg/client"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/skill"
+	"github.com/oxios/oxios/share"
 )
 
 // CompleteFlag is the hidden entry point the shell completions call:
 // `ox-state --complete WORD... CURRENT` prints what CURRENT may become
 // after the words before it, one a line ("value<TAB>what it is"), read
 // off the command's own cli.App (subcommands, flags, the kinds of its
-// arguments) and, for agents, keys, runs, jobs, revisions and skills, asked of the daemon.
+// arguments) and, for agents, keys, runs, jobs, revisions, skills and personas, asked of the daemon.
 // A line ":files" asks the shell to complete file names. So the scripts
 // of pkg/completion are the same few lines for every command, and what
 // they offer is always what the binary on PATH takes.
@@ -29,13 +31,14 @@ const CompleteFlag = "--complete"
 
 // Value kinds the daemon is asked for, and files, which the shell lists.
 const (
-	kindAgents = "agents"
-	kindKeys   = "keys"
-	kindRuns   = "runs"
-	kindJobs   = "jobs"
-	kindRevs   = "revisions"
-	kindSkills = "skills"
-	kindFiles  = "files"
+	kindAgents   = "agents"
+	kindKeys     = "keys"
+	kindRuns     = "runs"
+	kindJobs     = "jobs"
+	kindRevs     = "revisions"
+	kindSkills   = "skills"
+	kindPersonas = "personas"
+	kindFiles    = "files"
 )
 
 // wordKind returns what completes the word of a command's ArgsUsage
@@ -312,6 +315,8 @@ func (c *completer) value(f cli.Flag, typed, prefix string) {
 		c.kind(kindAgents, typed, prefix)
 	case slices.Contains(f.Names(), "rev"):
 		c.kind(kindRevs, typed, prefix)
+	case slices.Contains(f.Names(), "persona"):
+		c.kind(kindPersonas, typed, prefix)
 	case isFileFlag(f):
 		fmt.Fprintln(c.w, ":files")
 	}
@@ -335,6 +340,14 @@ func (c *completer) kind(kind, typed, prefix string) {
 	if kind == kindFiles {
 		fmt.Fprintln(c.w, ":files")
 		return
+	}
+	if kind == kindPersonas {
+		// The shipped ones, even with no daemon; the agent's own after.
+		ents, _ := fs.ReadDir(share.Personas, "personas")
+		for _, e := range ents {
+			c.cur = prefix + typed
+			c.add(prefix+strings.TrimSuffix(e.Name(), ".toml"), "shipped")
+		}
 	}
 	socket := c.seen["socket"]
 	if socket == "" {
@@ -378,6 +391,16 @@ func (c *completer) kind(kind, typed, prefix string) {
 				if !seen[name] {
 					seen[name] = true
 					add(name, "")
+				}
+				return nil
+			})
+		}
+	case kindPersonas:
+		if agent != "" {
+			cl.StateList(ctx, agent, "personas/", func(r proto.StateRecord) error {
+				name := strings.TrimPrefix(r.Key, "personas/")
+				if _, err := fs.Stat(share.Personas, "personas/"+name+".toml"); err != nil {
+					add(name, "the agent's")
 				}
 				return nil
 			})

@@ -27,7 +27,7 @@ func TestComplete(t *testing.T) {
 	t.Setenv("OXIOS_SOCKET", t.TempDir()+"/none.sock") // no daemon: no values
 	app := subApp()
 	app.Commands = append(app.Commands,
-		&cli.Command{Name: "save", ArgsUsage: "KEY FILE", Flags: ClientFlags(&cli.StringFlag{Name: "from", TakesFile: true})},
+		&cli.Command{Name: "save", ArgsUsage: "KEY FILE", Flags: ClientFlags(&cli.StringFlag{Name: "from", TakesFile: true}, &cli.StringFlag{Name: "persona", Aliases: []string{"P"}})},
 		&cli.Command{Name: "secret", Hidden: true})
 	for _, tc := range []struct {
 		line      []string
@@ -47,6 +47,7 @@ func TestComplete(t *testing.T) {
 		{[]string{"save", "--from", "x"}, []string{":files"}, nil},
 		{[]string{"save", "-a", "w", "--", "-"}, nil, []string{"--agent"}}, // after --, arguments
 		{[]string{"load", "k", ""}, nil, []string{"load", ":files"}},
+		{[]string{"save", "--persona", "re"}, []string{"reviewer"}, []string{"ops"}}, // shipped: no daemon needed
 	} {
 		got := completions(app, tc.line...)
 		for _, w := range tc.want {

@@ -151,7 +151,7 @@ func startDaemon(t *testing.T) string {
 
 // TestCompletions completes, in bash, every subcommand and every flag
 // --help lists of every command (before the subcommand too), and real
-// values from a daemon: agents, keys, runs, revisions, skills; then the same values in zsh
+// values from a daemon: agents, keys, runs, revisions, skills, personas; then the same values in zsh
 // and fish when they are installed.
 func TestCompletions(t *testing.T) {
 	dir := built(t)
@@ -231,6 +231,7 @@ func TestCompletions(t *testing.T) {
 			{words("ox-commit diff -a web HEAD "), []string{"HEAD", "v1"}, false},
 			{words("ox-fork -r H"), []string{"HEAD"}, true},
 			{words("ox-skill show -a ops "), []string{"triage"}, true},
+			{words("ox-spawn -a ops -P rev"), []string{"reviewer"}, true},
 			{words("ox state load -a web n"), []string{"notes/today.md"}, true},
 			{words("ox sta"), []string{"state", "status"}, true},
 			{words("ox help sta"), []string{"state", "status"}, true},
