@@ -157,7 +157,7 @@ func TestCompletions(t *testing.T) {
 	dir := built(t)
 	sock := startDaemon(t)
 	c := newCompleter(t, sock)
-	for _, kv := range [][]string{{"web", "config/port", "8080"}, {"web", "notes/today.md", "hi"}, {"ops", "x", "1"}, {"ops", "skills/triage/SKILL.md", "a skill"}} {
+	for _, kv := range [][]string{{"web", "config/port", "8080"}, {"web", "notes/today.md", "hi"}, {"ops", "x", "1"}, {"ops", "skills/triage/SKILL.md", "a skill"}, {"web", "notes/two words*.md", "x"}} {
 		cmd := exec.Command(filepath.Join(dir, "ox-state"), "save", "-a", kv[0], kv[1], kv[2])
 		cmd.Env = c.env
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -222,7 +222,7 @@ func TestCompletions(t *testing.T) {
 			{words("ox-state load -a "), []string{"web", "ops"}, false},
 			{words("ox-state load -a w"), []string{"web"}, true},
 			{[]string{"ox-state", "ls", "--agent", "=", "w"}, []string{"web"}, true},
-			{words("ox-state -a web load "), []string{"config/port", "notes/today.md"}, true},
+			{words("ox-state -a web load "), []string{"config/port", "notes/today.md", "notes/two words*.md"}, true},
 			{words("ox-state rm k -a web c"), []string{"config/port"}, true}, // flags after the words count
 			{words("ox-state load c -a web "), nil, true},
 			{words("ox-agents show w"), []string{"web"}, true},
@@ -232,7 +232,7 @@ func TestCompletions(t *testing.T) {
 			{words("ox-fork -r H"), []string{"HEAD"}, true},
 			{words("ox-skill show -a ops "), []string{"triage"}, true},
 			{words("ox-spawn -a ops -P rev"), []string{"reviewer"}, true},
-			{words("ox state load -a web n"), []string{"notes/today.md"}, true},
+			{words("ox state load -a web n"), []string{"notes/today.md", "notes/two words*.md"}, true}, // a space, a '*': one value each
 			{words("ox sta"), []string{"state", "status"}, true},
 			{words("ox help sta"), []string{"state", "status"}, true},
 			{words("ox state l"), []string{"load", "ls"}, true},
