@@ -225,6 +225,13 @@ loop:
 			}
 			log.Info("shutting down", "signal", s.String())
 			break loop
+		case <-c.Context.Done():
+			// cliutil.Run catches SIGTERM and SIGINT from the start: one
+			// that came while oxiosd started, before sigs was set up,
+			// cancelled this context and would otherwise be lost (the
+			// daemon went on running, deaf to the stop it was sent).
+			log.Info("shutting down", "signal", "received while starting")
+			break loop
 		case err := <-serveErr:
 			if err != nil {
 				exitErr = cliutil.Failf("serving: %v", err)

@@ -136,3 +136,40 @@ func TestStatusNamesOpenAIBaseURL(t *testing.T) {
 		t.Fatalf("ox-status's llm check of an OPENAI_BASE_URL endpoint: exit %d\n%s", r.code, r.stdout)
 	}
 }
+
+// TestDaemonEarlySIGTERM: a SIGTERM sent while oxiosd starts (its socket
+// is there, its signal handling not yet) stops it; it was lost, and the
+// daemon ran on.
+func TestDaemonEarlySIGTERM(t *testing.T) {
+	t.Parallel()
+	dir := shortTempDir(t)
+	sock := filepath.Join(dir, "s.sock")
+	cmd := exec.Command(bin("oxiosd"), "--config", "", "--data", filepath.Join(dir, "data"), "--socket", sock, "--no-mount")
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("no socket within 30 s:\n%s", stderr.String())
+		}
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("oxiosd exited with %v after an early SIGTERM:\n%s", err, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		<-exited
+		t.Fatalf("oxiosd ran on 30 s after a SIGTERM sent while it started:\n%s", stderr.String())
+	}
+}
