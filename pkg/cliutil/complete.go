@@ -137,15 +137,9 @@ func Complete(ctx context.Context, w io.Writer, app *cli.App, words []string) {
 			out.value(f, val, name+"=")
 		}
 	case !dash && strings.HasPrefix(cur, "-"):
-		var flags []cli.Flag
-		flags = append(flags, lvlFlags[len(lvlFlags)-1]...)
-		if len(path) == 0 {
-			flags = append(flags, cli.HelpFlag)
-			if !app.HideVersion && app.Version != "" {
-				flags = append(flags, cli.VersionFlag)
-			}
-		} else {
-			flags = append(flags, cli.HelpFlag)
+		flags := append(slices.Clone(lvlFlags[len(lvlFlags)-1]), cli.HelpFlag)
+		if len(path) == 0 && !app.HideVersion && app.Version != "" {
+			flags = append(flags, cli.VersionFlag)
 		}
 		// The flags of the commands below may come first too.
 		var walk func([]*cli.Command)
