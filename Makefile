@@ -44,10 +44,22 @@ RUNDIR ?= $(CURDIR)/.oxios
 .DEFAULT_GOAL := build
 
 .PHONY: build
-build: tools ## build every cmd/* into bin/, and the WASM tools
+build: tools ## build every cmd/* into bin/, the WASM tools and the completions
 	@# Static binaries (no cgo): no dynamic loader and libc to set up at each
 	@# start, about 2.5 ms of every ox-* command; os/user reads /etc/passwd.
 	CGO_ENABLED=0 $(GO) build $(GOBUILDFLAGS) -ldflags "$(LDFLAGS)" -o bin/ $(addprefix ./cmd/,$(BINARIES)) ./cmd/oxiosd/oxios-sandbox-init
+	@$(MAKE) --no-print-directory completions
+
+.PHONY: completions
+completions: ## write bin/completions/{bash,zsh,fish}: one script per command, from ox completion
+	@# The scripts pass what is typed to each command's hidden --complete
+	@# (pkg/cliutil/complete.go), which reads it against its own flags and
+	@# subcommands and asks the daemon for agents, keys, runs and jobs.
+	@set -e; for sh in bash zsh fish; do mkdir -p bin/completions/$$sh; \
+		for c in $(BINARIES); do \
+			case $$sh in zsh) f=_$$c ;; fish) f=$$c.fish ;; *) f=$$c ;; esac; \
+			bin/ox completion $$sh $$c > bin/completions/$$sh/$$f; \
+		done; done
 
 .PHONY: tools
 tools: $(TOOLWASM) ## build the WASM tools tools/* into share/tools/NAME.wasm
@@ -147,9 +159,9 @@ install: build ## install binaries, man pages, completions, systemd units, defau
 		echo "install -m 0644 $$p $(DESTDIR)$(MANDIR)/man$$s/"; \
 		install -m 0644 $$p $(DESTDIR)$(MANDIR)/man$$s/; done
 	install -d $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR)
-	install -m 0644 $(wildcard completions/bash/*) $(DESTDIR)$(BASHCOMPDIR)/
-	install -m 0644 $(wildcard completions/zsh/_*) $(DESTDIR)$(ZSHCOMPDIR)/
-	install -m 0644 $(wildcard completions/fish/*.fish) $(DESTDIR)$(FISHCOMPDIR)/
+	install -m 0644 $(addprefix bin/completions/bash/,$(BINARIES)) $(DESTDIR)$(BASHCOMPDIR)/
+	install -m 0644 $(addprefix bin/completions/zsh/_,$(BINARIES)) $(DESTDIR)$(ZSHCOMPDIR)/
+	install -m 0644 $(addprefix bin/completions/fish/,$(addsuffix .fish,$(BINARIES))) $(DESTDIR)$(FISHCOMPDIR)/
 	install -d $(DESTDIR)$(SYSTEMDDIR) $(DESTDIR)$(SYSTEMDUSERDIR)
 	@set -e; for u in $(UNITS); do \
 		echo "install $$u -> $(DESTDIR)$(SYSTEMDDIR)/"; \
@@ -182,9 +194,9 @@ uninstall: ## remove what install installed (an edited /etc/oxios/oxios.toml sta
 	@set -e; for p in $(MANPAGES); do s=$${p##*.}; \
 		echo "rm -f $(DESTDIR)$(MANDIR)/man$$s/$${p##*/}"; \
 		rm -f $(DESTDIR)$(MANDIR)/man$$s/$${p##*/}; done
-	rm -f $(addprefix $(DESTDIR)$(BASHCOMPDIR)/,$(notdir $(wildcard completions/bash/*)))
-	rm -f $(addprefix $(DESTDIR)$(ZSHCOMPDIR)/,$(notdir $(wildcard completions/zsh/_*)))
-	rm -f $(addprefix $(DESTDIR)$(FISHCOMPDIR)/,$(notdir $(wildcard completions/fish/*.fish)))
+	rm -f $(addprefix $(DESTDIR)$(BASHCOMPDIR)/,$(BINARIES))
+	rm -f $(addprefix $(DESTDIR)$(ZSHCOMPDIR)/_,$(BINARIES))
+	rm -f $(addprefix $(DESTDIR)$(FISHCOMPDIR)/,$(addsuffix .fish,$(BINARIES)))
 	rm -f $(addprefix $(DESTDIR)$(SYSTEMDDIR)/,$(notdir $(UNITS)))
 	rm -f $(addprefix $(DESTDIR)$(SYSTEMDUSERDIR)/,$(notdir $(USERUNITS)))
 	rm -f $(DESTDIR)$(DATADIR)/oxios/oxios.toml

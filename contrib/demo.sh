@@ -8,7 +8,7 @@
 set -euo pipefail
 
 bindir=$(cd "${1:-bin}" && pwd)
-for b in oxiosd ox-agents ox-state ox-audit ox-commit ox-events ox-remember ox-recall ox-forget ox-spawn ox-ps ox-wait ox-kill ox-attach ox-exec ox-budget ox-agent ox-policy ox-top ox-status ox-schedule ox-fork ox-msg ox-approve oxios-sandbox-init fakellm; do
+for b in oxiosd ox ox-agents ox-state ox-audit ox-commit ox-events ox-remember ox-recall ox-forget ox-spawn ox-ps ox-wait ox-kill ox-attach ox-exec ox-budget ox-agent ox-policy ox-top ox-status ox-schedule ox-fork ox-msg ox-approve oxios-sandbox-init fakellm; do
 	[[ -x $bindir/$b ]] || { echo "demo: no $bindir/$b; run make build first" >&2; exit 2; }
 done
 export PATH=$bindir:$PATH
@@ -109,6 +109,10 @@ run 'ox-state save -a demo greeting "hello, world"'
 run 'printf "deploy at 10\ncheck the disks\n" | ox-state save -a demo notes/today.md'
 run 'uname -a | ox-state save -a demo notes/host'
 run 'head -c 48 /dev/urandom | ox-state save -a demo blob.bin'
+
+say "ox is the front door: ox NAME runs ox-NAME (flags anywhere), ox help lists the commands."
+run 'ox state -a demo load greeting; echo'
+run 'ox help | head -8'
 
 say "Load writes the raw value, so load is the inverse of save."
 run 'ox-state load -a demo notes/today.md'

@@ -42,7 +42,7 @@ func listFlags() []cli.Flag {
 
 func lsCmd(c *cli.Context) error {
 	if c.NArg() > 0 {
-		return cliutil.Usagef("unknown command %q (commands: ls, yes, no)", c.Args().First())
+		return cliutil.UnknownCommand(c)
 	}
 	agent := c.String("agent")
 	if agent != "" {

@@ -161,7 +161,7 @@ func actionLetter(a string) string {
 
 func commitCmd(c *cli.Context) error {
 	if c.NArg() > 0 {
-		return cliutil.Usagef("unknown command %q (commands: log, show, diff, tag, restore; or none to commit)", c.Args().First())
+		return cliutil.UnknownCommand(c)
 	}
 	agent, err := agentOpt(c)
 	if err != nil {

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -85,6 +86,12 @@ func add(c *cli.Context) error {
 	}
 	defer cl.Close()
 	rec, err := cl.ScheduleAdd(c.Context, a)
+	var pe *proto.Error
+	if errors.As(err, &pe) && pe.Code == proto.EINVAL {
+		// A bad --cron or --tz is a usage error, exit 2 (issue 47): the
+		// daemon's parser judges it, so that one parser decides what runs.
+		return &cliutil.ExitError{Code: cliutil.ExitUsage, Err: err}
+	}
 	if err != nil {
 		return err
 	}

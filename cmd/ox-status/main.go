@@ -30,7 +30,7 @@ func main() {
 	def := proto.DefaultPaths()
 	app := cliutil.App("ox-status", "check that Oxios works here, and say what to fix")
 	app.Version = version
-	app.Description = "Checks, in order: the config file parses; the daemon answers on its socket; its mount is there and answers; it can write its data dir; its runs are sandboxed; the policy files of its policies folder parse; its model endpoint answers, when one is configured. Prints one check record per check (a table on a terminal), with what to do about each that failed, and exits 1 if any failed. Paths come from the daemon when it answers, else from the config file."
+	app.Description = "Checks, in order: the config file parses; the daemon answers on its socket; its mount is there and answers; it can write its data dir; its runs are sandboxed; the policy files of its policies folder parse; its model endpoint answers, when one is configured. Prints one check record per check (a table on a terminal), with what to do about each that failed, and exits 1 if any failed (69 if the daemon is unreachable, 77 if it refuses this user). Paths come from the daemon when it answers, else from the config file."
 	app.Flags = []cli.Flag{
 		cliutil.SocketFlag, cliutil.JSONFlag,
 		&cli.StringFlag{Name: "config", Usage: "the config file `FILE` to check (\"\" for none)", Value: def.Config, EnvVars: []string{"OXIOS_CONFIG"}, TakesFile: true},
@@ -84,6 +84,9 @@ func status(c *cli.Context) error {
 		}
 	}
 	cancel()
+	// An unreachable daemon is exit 69 and one that refuses this user 77,
+	// as for every command (issue 47), once every check has been printed.
+	sockCode := cliutil.Code(err)
 	if err != nil {
 		fix := "start oxiosd: systemctl start oxiosd.socket (the system's), systemctl --user start oxiosd.socket (yours), or oxiosd & ; if it runs elsewhere, set OXIOS_SOCKET or --socket to its socket"
 		var pe *proto.Error
@@ -187,13 +190,25 @@ func status(c *cli.Context) error {
 		if d != nil && d.LLMCircuit != "" && d.LLMCircuit != "closed" {
 			msg += "; oxiosd's circuit breaker for it is " + d.LLMCircuit + " (runs wait for it to cool down)"
 		}
-		ch.add("llm", err, msg, "check that the endpoint runs and is reachable from here, and [llm] base_url in oxios.toml (an OpenAI-compatible API base such as http://localhost:11434/v1)")
+		fix := "check that the endpoint runs and is reachable from here, and [llm] base_url in oxios.toml (an OpenAI-compatible API base such as http://localhost:11434/v1)"
+		if cfg.LLM.BaseURL == "" || cfg.LLM.URLFromEnv() {
+			// base_url is not set: the URL is OPENAI_BASE_URL's (issue 47).
+			who := "this environment"
+			if d != nil {
+				who = "oxiosd's environment"
+			}
+			fix = "check that the endpoint runs and is reachable from here, and OPENAI_BASE_URL in " + who + ", where the URL comes from ([llm] base_url is not set in oxios.toml; setting it overrides the variable)"
+		}
+		ch.add("llm", err, msg, fix)
 	}
 	if d != nil {
 		fleetChecks(c.Context, sock, timeout, ch)
 	}
 	if ch.failed > 0 {
 		ch.p.Flush()
+		if sockCode == cliutil.ExitUnavailable || sockCode == cliutil.ExitDenied {
+			return cliutil.Silent(sockCode)
+		}
 		return cliutil.Silent(cliutil.ExitFailure)
 	}
 	return nil

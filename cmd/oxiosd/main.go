@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -62,7 +63,7 @@ func configErr(err error) error {
 // settings merges flags over the config file.
 func settings(c *cli.Context) (config.Config, error) {
 	explicit := c.IsSet("config")
-	cfg, err := config.Load(c.String("config"), explicit)
+	cfg, err := config.Load(absPath(c.String("config")), explicit)
 	if err != nil {
 		return cfg, configErr(err)
 	}
@@ -75,13 +76,12 @@ func settings(c *cli.Context) (config.Config, error) {
 		cfg.NoMount = c.Bool("no-mount")
 	}
 	// Absolute, so that what the daemon reports (ox-status) means the same
-	// to a client in another folder.
-	for _, p := range []*string{&cfg.Data, &cfg.Mount} {
-		if *p != "" && !filepath.IsAbs(*p) {
-			if abs, err := filepath.Abs(*p); err == nil {
-				*p = abs
-			}
-		}
+	// to a client in another folder, and the socket it hands its runs
+	// (OXIOS_SOCKET) reaches it from their workspace: `oxiosd --socket
+	// s.sock` served, but every run's tools answered "oxiosd unreachable:
+	// s.sock" (issue 47).
+	for _, p := range []*string{&cfg.Data, &cfg.Mount, &cfg.Socket} {
+		*p = absPath(*p)
 	}
 	if _, err := config.ParseLevel(cfg.LogLevel); err != nil {
 		if !c.IsSet("log-level") {
@@ -97,6 +97,32 @@ func settings(c *cli.Context) (config.Config, error) {
 	return cfg, nil
 }
 
+// absPath returns p made absolute; "" (none) stays "".
+func absPath(p string) string {
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	if abs, err := filepath.Abs(p); err == nil {
+		return abs
+	}
+	return p
+}
+
+// underJournal reports whether standard error is journald's stream:
+// JOURNAL_STREAM names its device and inode (systemd.exec(5)); a program
+// it started with stderr sent elsewhere has the variable but not the file.
+func underJournal() bool {
+	dev, ino, ok := strings.Cut(os.Getenv("JOURNAL_STREAM"), ":")
+	if !ok {
+		return false
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(2, &st); err != nil {
+		return false
+	}
+	return strconv.FormatUint(uint64(st.Dev), 10) == dev && strconv.FormatUint(st.Ino, 10) == ino
+}
+
 func run(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return cliutil.Usagef("unexpected argument %q", c.Args().First())
@@ -107,7 +133,17 @@ func run(c *cli.Context) error {
 		return err
 	}
 	level, _ := config.ParseLevel(cfg.LogLevel)
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	opts := &slog.HandlerOptions{Level: level}
+	if underJournal() {
+		// journald stamps every line itself: a second time is noise.
+		opts.ReplaceAttr = func(groups []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey && len(groups) == 0 {
+				return slog.Attr{}
+			}
+			return a
+		}
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, opts))
 	slog.SetDefault(log)
 
 	gid := -1
@@ -188,6 +224,13 @@ loop:
 				continue
 			}
 			log.Info("shutting down", "signal", s.String())
+			break loop
+		case <-c.Context.Done():
+			// cliutil.Run catches SIGTERM and SIGINT from the start: one
+			// that came while oxiosd started, before sigs was set up,
+			// cancelled this context and would otherwise be lost (the
+			// daemon went on running, deaf to the stop it was sent).
+			log.Info("shutting down", "signal", "received while starting")
 			break loop
 		case err := <-serveErr:
 			if err != nil {

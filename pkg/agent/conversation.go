@@ -39,9 +39,12 @@ type Conversation struct {
 func LoadConversation(ctx context.Context, k Kernel, id string) (*Conversation, error) {
 	if id == "" {
 		recs, err := k.StateList(ctx, ConversationPrefix)
-		if err != nil {
+		var pe *proto.Error
+		if err != nil && (!errors.As(err, &pe) || pe.Code != proto.ENOENT) {
 			return nil, err
 		}
+		// An agent with no state at all (-a fresh -c) has no conversation
+		// either: that is what to say, not "no agent".
 		var last proto.StateRecord
 		for _, r := range recs {
 			if last.Key == "" || r.Modified.After(last.Modified) {
@@ -60,7 +63,7 @@ func LoadConversation(ctx context.Context, k Kernel, id string) (*Conversation, 
 	if err != nil {
 		var pe *proto.Error
 		if errors.As(err, &pe) && pe.Code == proto.ENOENT {
-			return nil, proto.Errorf(proto.ENOENT, "no conversation %q (ox-state list -a AGENT %s lists them)", id, ConversationPrefix)
+			return nil, proto.Errorf(proto.ENOENT, "no conversation %q (ox-state ls -a AGENT %s lists them)", id, ConversationPrefix)
 		}
 		return nil, err
 	}

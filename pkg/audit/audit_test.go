@@ -374,7 +374,7 @@ func TestHeadBehind(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep := mustVerify(t, dir)
-	if rep.Entries != 50 || !strings.Contains(rep.Note, "behind") {
+	if rep.Entries != 50 || !strings.Contains(rep.Note, "behind") || !strings.Contains(rep.Note, "after a crash") {
 		t.Fatalf("Verify: %+v", rep)
 	}
 	l = open(t, dir, Options{})
@@ -384,6 +384,27 @@ func TestHeadBehind(t *testing.T) {
 	l.Close()
 	if rep := mustVerify(t, dir); rep.Note != "" {
 		t.Fatalf("note after Open: %q", rep.Note)
+	}
+}
+
+// A log a daemon holds open runs ahead of its head between syncs: the
+// note says so, not "after a crash" (issue 47).
+func TestHeadBehindLive(t *testing.T) {
+	dir := t.TempDir()
+	l := open(t, dir, Options{SegmentBytes: 2 << 10})
+	defer l.Close()
+	appendSync(t, l, 10, 5)
+	old, err := os.ReadFile(filepath.Join(dir, headName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendSync(t, l, 40, 5)
+	if err := os.WriteFile(filepath.Join(dir, headName), old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rep := mustVerify(t, dir)
+	if !rep.OK || !strings.Contains(rep.Note, "a daemon runs on it") || strings.Contains(rep.Note, "crash") {
+		t.Fatalf("Verify of a live log: %+v", rep)
 	}
 }
 

@@ -139,7 +139,7 @@ func App(name, usage string) *cli.App {
 			return &ExitError{Code: ExitUsage, Err: err}
 		},
 		CommandNotFound: func(c *cli.Context, cmd string) {
-			fmt.Fprintf(os.Stderr, "%s: unknown command %q (see %s --help)\n", name, cmd, name)
+			fmt.Fprintf(os.Stderr, "%s: unknown command %s (%s help lists them)\n", name, cmd, name)
 			os.Exit(ExitUsage)
 		},
 	}
@@ -148,8 +148,10 @@ func App(name, usage string) *cli.App {
 // Run runs app with os.Args (flags anywhere, see Args) and exits with the
 // right code.
 func Run(app *cli.App) {
+	CompleteIfAsked(app)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	prepare(app)
+	showCommandFlags()
 	err := app.RunContext(ctx, Args(app, os.Args))
 	stop()
 	os.Exit(Report(filepath.Base(os.Args[0]), err))
@@ -224,7 +226,8 @@ func plural(n int, one, many string) string {
 }
 
 // needCommand is the action of a command run without one of its
-// subcommands.
+// subcommands. `help [COMMAND]` is one of them though hidden from the
+// list: the help the unknown-command message points to.
 func needCommand(name string, cmds []*cli.Command) cli.ActionFunc {
 	var names []string
 	for _, c := range cmds {
@@ -234,10 +237,33 @@ func needCommand(name string, cmds []*cli.Command) cli.ActionFunc {
 	}
 	return func(c *cli.Context) error {
 		if c.NArg() > 0 {
-			return Usagef("unknown command %q: want one of %s (see %s --help)", c.Args().First(), strings.Join(names, ", "), name)
+			return UnknownCommand(c)
 		}
 		return Usagef("give a command: %s (see %s --help)", strings.Join(names, ", "), name)
 	}
+}
+
+// UnknownCommand is what a command with subcommands answers to an argument
+// that names none of them, or to `help [COMMAND]`: help is one of its
+// commands though hidden from the list, the one the message points to.
+func UnknownCommand(c *cli.Context) error {
+	name := c.App.Name
+	if c.Command != nil && c.Command.Name != "" && c.Command.Name != c.App.Name {
+		name += " " + c.Command.FullName()
+	}
+	first := c.Args().First()
+	if first == "help" {
+		if c.NArg() == 1 {
+			return cli.ShowAppHelp(c)
+		}
+		first = c.Args().Get(1)
+		for _, cmd := range c.App.Commands {
+			if cmd.HasName(first) && !cmd.Hidden {
+				return cli.ShowCommandHelp(c, cmd.Name)
+			}
+		}
+	}
+	return Usagef("unknown command %s (%s help lists them)", first, name)
 }
 
 // SubcommandUsage marks every subcommand's usage errors as exit 2 too.

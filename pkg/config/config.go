@@ -139,7 +139,13 @@ type LLM struct {
 	// endpoint's default).
 	MaxTokens   int     `toml:"max_tokens"`
 	Temperature float64 `toml:"temperature"`
+
+	urlFromEnv bool
 }
+
+// URLFromEnv reports whether BaseURL came from OPENAI_BASE_URL, base_url
+// being unset: what to point at when the endpoint fails (ox-status).
+func (l LLM) URLFromEnv() bool { return l.urlFromEnv }
 
 // Runs configures the supervisor.
 type Runs struct {
@@ -352,6 +358,7 @@ func (c *Config) resolve() error {
 	if c.LLM.BaseURL == "" {
 		// The convention of OpenAI's clients (and llm, mods, aider).
 		c.LLM.BaseURL, urlFrom = os.Getenv("OPENAI_BASE_URL"), "OPENAI_BASE_URL (the environment; llm.base_url is not set)"
+		c.LLM.urlFromEnv = c.LLM.BaseURL != ""
 	}
 	if c.LLM.BaseURL != "" {
 		if err := CheckBaseURL(c.LLM.BaseURL); err != nil {

@@ -644,7 +644,7 @@ func (s *Store) Load(agentName, key string) ([]byte, proto.StateRecord, error) {
 	rec := proto.StateRecord{Type: proto.RecordState, Agent: agentName, Key: key}
 	a := s.agent(agentName)
 	if a == nil {
-		return nil, rec, proto.Errorf(proto.ENOENT, "no agent %q", agentName)
+		return nil, rec, proto.NoAgent(agentName)
 	}
 	a.mu.RLock()
 	e := a.keys[key]
@@ -705,7 +705,7 @@ func (s *Store) Stat(agentName, key string) (proto.StateRecord, error) {
 	rec := proto.StateRecord{Type: proto.RecordState, Agent: agentName, Key: key}
 	a := s.agent(agentName)
 	if a == nil {
-		return rec, proto.Errorf(proto.ENOENT, "no agent %q", agentName)
+		return rec, proto.NoAgent(agentName)
 	}
 	a.mu.RLock()
 	defer a.mu.RUnlock()
@@ -723,7 +723,7 @@ func (s *Store) Stat(agentName, key string) (proto.StateRecord, error) {
 func (s *Store) List(agentName, prefix string) ([]proto.StateRecord, error) {
 	a := s.agent(agentName)
 	if a == nil {
-		return nil, proto.Errorf(proto.ENOENT, "no agent %q", agentName)
+		return nil, proto.NoAgent(agentName)
 	}
 	prefix = strings.TrimSuffix(prefix, "/")
 	var out []proto.StateRecord

@@ -271,7 +271,8 @@ func WireError(err error) error {
 	case errors.As(err, &pe):
 		return pe
 	case errors.Is(err, ErrUnknownRevision):
-		return proto.Errorf(proto.ENOENT, "%v", err)
+		// The hint names where revisions are listed (issue 47).
+		return proto.Errorf(proto.ENOENT, "%v (ox-commit log lists the commits; HEAD, HEAD~N and tags name them too)", err)
 	case errors.Is(err, ErrAmbiguous), errors.Is(err, ErrBadName):
 		return proto.Errorf(proto.EINVAL, "%v", err)
 	case errors.Is(err, ErrExists):

@@ -262,8 +262,11 @@ func TestExamplesRun(t *testing.T) {
 		"OPENAI_BASE_URL="+llm.URL,
 	)
 	env = slicesDeleteEnv(env, "OXIOS_AGENT")
-	// Each page gets a fresh daemon, as if it were the reader's first,
-	// holding what a reader's agent ops would: a few keys and a memory.
+	// Each page gets a fresh daemon, as if it were the reader's first.
+	// README.md is a walkthrough: its blocks run in order on an empty
+	// daemon, each on what the ones before left, as a reader pastes them
+	// (issue 47). A man page's examples stand alone: its daemon holds what
+	// a reader's agent ops would, a few keys and a memory.
 	var stop func(show bool)
 	pageFailed := false
 	t.Cleanup(func() {
@@ -278,6 +281,9 @@ func TestExamplesRun(t *testing.T) {
 		pageFailed = false
 		os.RemoveAll(data)
 		stop = startExampleDaemon(t, bin, env, w, cfg, data, sock, mnt)
+		if page == "README.md" {
+			return
+		}
 		seed := `set -e
 ox-state save -a ops notes/today.md "deploy at 10" >/dev/null
 df -h 2>/dev/null | ox-state save -a ops disk/latest >/dev/null

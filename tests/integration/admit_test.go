@@ -270,7 +270,7 @@ func TestStatus(t *testing.T) {
 	bad := filepath.Join(d.dir, "bad.toml")
 	os.WriteFile(bad, []byte("[runs]\nmax_concurent = 4\n"), 0o600)
 	r = run(t, []string{"OXIOS_SOCKET=" + filepath.Join(d.dir, "nothing.sock")}, "", "ox-status", "--config", bad, "--timeout", "1s")
-	if r.code != 1 || !strings.Contains(r.stdout, "max_concurent") || !strings.Contains(r.stdout, `"check":"socket","ok":false`) || !strings.Contains(r.stdout, "start oxiosd") {
+	if r.code != 69 || !strings.Contains(r.stdout, "max_concurent") || !strings.Contains(r.stdout, `"check":"socket","ok":false`) || !strings.Contains(r.stdout, "start oxiosd") {
 		t.Fatalf("ox-status with a bad config and no daemon: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }

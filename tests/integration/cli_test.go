@@ -64,6 +64,15 @@ func TestFlagsAfterArgs(t *testing.T) {
 	if r.stdout != "hello" {
 		t.Fatalf("ox-state load KEY -a ops = %q", r.stdout)
 	}
+	// Before the subcommand (issue 47): ox-state -a web load config/port.
+	r = mustOK(d.ox("", "ox-state", "-a", "ops", "load", "notes/today.md"), "ox-state -a ops load")
+	if r.stdout != "hello" {
+		t.Fatalf("ox-state -a ops load KEY = %q", r.stdout)
+	}
+	r = mustOK(d.ox("", "ox-state", "--json", "-a", "ops", "ls"), "ox-state --json -a ops ls")
+	if !strings.Contains(r.stdout, `"key":"notes/today.md"`) {
+		t.Fatalf("ox-state --json -a ops ls:\n%s", r.stdout)
+	}
 	r = mustOK(d.ox("", "ox-state", "ls", "notes", "-a", "ops", "--json"), "ox-state ls")
 	if !strings.Contains(r.stdout, `"notes/today.md"`) {
 		t.Fatalf("ox-state ls PREFIX -a ops:\n%s", r.stdout)
@@ -207,7 +216,7 @@ func TestExitCodes(t *testing.T) {
 		// A command with subcommands, run with none or a wrong one.
 		for _, name := range []string{"ox-audit", "ox-budget", "ox-policy", "ox-schedule", "ox-state"} {
 			want(t, d.ox("", name), 2, "give a command", name)
-			want(t, d.ox("", name, "bogus"), 2, `unknown command "bogus"`, name+" bogus")
+			want(t, d.ox("", name, "bogus"), 2, "unknown command bogus ("+name+" help lists them)", name+" bogus")
 		}
 		// A required flag left out: one line naming it, not the help.
 		r := d.ox("", "ox-schedule", "add", "-a", "ops", "--cron", "@daily", "--", "true")
@@ -396,9 +405,10 @@ func TestStatusAsksTheDaemon(t *testing.T) {
 		t.Errorf("policies check of a folder that does not exist: %v", c)
 	}
 	// No daemon: the mount is not checked (one at the default place may
-	// be another daemon's).
+	// be another daemon's), and the exit is 69 (EX_UNAVAILABLE), as for
+	// every command.
 	r = run(t, []string{"OXIOS_SOCKET=" + filepath.Join(dir, "none.sock")}, "", "ox-status", "--config", "", "--timeout", "1s")
-	if r.code != 1 || !strings.Contains(r.stdout, `"check":"mount","ok":false`) || !strings.Contains(r.stdout, "not checked") {
+	if r.code != 69 || !strings.Contains(r.stdout, `"check":"mount","ok":false`) || !strings.Contains(r.stdout, "not checked") {
 		t.Errorf("ox-status without a daemon: exit %d\n%s", r.code, r.stdout)
 	}
 }

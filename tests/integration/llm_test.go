@@ -76,6 +76,12 @@ func TestLLMConversationContinue(t *testing.T) {
 			t.Errorf("%v: exit %d\n%s%s", bad, r.code, r.stdout, r.stderr)
 		}
 	}
+	// An agent that has nothing yet has no conversation to continue
+	// (issue 47: it said "no agent").
+	r = d.ox("", "ox-spawn", "-a", "fresh", "-c", "hi")
+	if r.code == 0 || !strings.Contains(r.stdout+r.stderr, "no conversation to continue") || strings.Contains(r.stdout+r.stderr, "no agent") {
+		t.Errorf("ox-spawn -a fresh -c: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 	if s.Started() != n {
 		t.Errorf("the endpoint was asked for a conversation that is not there")
 	}

@@ -96,15 +96,15 @@ func TestScheduleCommands(t *testing.T) {
 		t.Fatalf("no schedule.fire entry for %s:\n%s", run.ID, a.stdout)
 	}
 
-	// Refusals.
+	// Refusals: a bad cron expression or zone is a usage error (issue 47).
 	for _, c := range []struct {
 		args []string
 		code int
 		msg  string
 	}{
-		{[]string{"add", "-a", "ops", "--name", "x", "--cron", "0 24 * * *", "--", "true"}, 1, "field 2 (hour)"},
-		{[]string{"add", "-a", "ops", "--name", "x", "--cron", "0 * * *", "--", "true"}, 1, "EINVAL"},
-		{[]string{"add", "-a", "ops", "--name", "x", "--cron", "@daily", "--tz", "Moon/Base", "--", "true"}, 1, "unknown time zone"},
+		{[]string{"add", "-a", "ops", "--name", "x", "--cron", "0 24 * * *", "--", "true"}, 2, "field 2 (hour)"},
+		{[]string{"add", "-a", "ops", "--name", "x", "--cron", "0 * * *", "--", "true"}, 2, "EINVAL"},
+		{[]string{"add", "-a", "ops", "--name", "x", "--cron", "@daily", "--tz", "Moon/Base", "--", "true"}, 2, "unknown time zone"},
 		{[]string{"add", "-a", "ops", "--name", "nightly", "--cron", "@daily", "--", "true"}, 1, "EEXIST"},
 		{[]string{"add", "-a", "ops", "--name", "x", "--cron", "@daily", "--overlap", "never", "--", "true"}, 2, "--overlap"},
 		{[]string{"add", "-a", "ops", "--name", "x", "--cron", "@daily"}, 2, "TASK"},
