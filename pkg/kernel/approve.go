@@ -33,10 +33,8 @@ func (k *Kernel) StopAsking() {
 // kept ones with a.All; with a.Follow, then each new request and
 // decision until ctx ends.
 func (k *Kernel) ApproveList(ctx context.Context, c *Cred, a proto.ApproveListArgs, raw []byte, emit func(*proto.ApprovalRecord) error) error {
-	if a.Agent != "" {
-		if err := k.gate(call{op: proto.OpApproveList, c: c, agent: a.Agent, raw: raw}); err != nil {
-			return err
-		}
+	if err := k.gate(call{op: proto.OpApproveList, c: c, agent: a.Agent, raw: raw}); err != nil {
+		return err
 	}
 	return k.asks.Stream(ctx, k.bus, a, c.Lists(a.Agent), emit)
 }

@@ -28,6 +28,9 @@ type call struct {
 	// target, when set, is the audit target of a refusal instead of
 	// agent:key (an exec's command, a fetch's URL).
 	target string
+	// every: the call is about every agent (agent is ""), which is the
+	// admin's whatever the op (a recall or a version log of all agents).
+	every bool
 	// policy is what the call asks of the agent's policy, if anything; a
 	// caller it does not bind (the admin) skips it. size is a write's.
 	policy policyAsk
@@ -36,23 +39,36 @@ type call struct {
 
 // gate is the one way into a syscall: it runs a call through the checks
 // every syscall has, in order, whichever front end made it (the socket
-// server, the mount): validate (the agent's name; the key by the op's
-// declared rule), authorize (may the caller act on the agent), whether
-// the agent exists (for an op declared Existing), then the agent's
-// policy. A refusal is audited with its code and returned; what
-// passes goes on to the method's work, whose changes the committer makes
-// durable, audits and publishes.
+// server, the mount, the fleet): validate (the agent's name; the key by
+// the op's declared rule), authorize (may the caller act on the agent; is
+// it the admin, for an op declared Admin), whether the agent exists (for
+// an op declared Existing), then the agent's policy. A refusal is audited
+// with its code (refusal below) and returned; what passes goes on to the
+// method's work, whose changes the committer makes durable, audits and
+// publishes. Every op a front end serves calls it (TestEveryServedOpGated
+// in pkg/serve holds them to it).
 func (k *Kernel) gate(cl call) *proto.Error {
-	rule, existing := proto.KeyNone, false
+	if k.gated != nil {
+		k.gated(cl.op)
+	}
+	rule, existing, admin, named := proto.KeyNone, false, cl.every, !cl.every
 	if sc := syscalls[cl.op]; sc != nil {
 		rule, existing = sc.Key, sc.Existing
+		admin = admin || sc.Admin
+		named = named && (sc.Agent == agentNamed || cl.agent != "")
 	}
-	err := proto.CheckAgent(cl.agent)
+	var err *proto.Error
+	if named {
+		err = proto.CheckAgent(cl.agent)
+	}
 	if err == nil {
 		err = rule.Check(cl.key)
 	}
-	if err == nil {
+	if err == nil && named {
 		err = cl.c.Allowed(cl.agent)
+	}
+	if err == nil && admin && !cl.c.Admin {
+		err = notAdmin(cl.c, cl.op, cl.every)
 	}
 	if err != nil {
 		k.auditDenied(cl.c, cl.op, strings.ToValidUTF8(cl.auditTarget(rule), "?"), cl.raw, err.Code)
@@ -89,6 +105,34 @@ func (cl *call) auditTarget(rule proto.KeyRule) string {
 		return cl.target
 	case rule != proto.KeyNone || cl.key != "":
 		return target(cl.agent, cl.key)
+	case cl.agent == "":
+		return "*" // every agent, or none
 	}
 	return cl.agent
 }
+
+// The kinds of refusal, each answered with one code whatever the op
+// (oxios(7), ERRORS): what the agent's policy does not allow is EPERM
+// (enforce, naming the rule); what is the admin's, to anyone else, is
+// EACCES (notAdmin); another agent's data, to a run or a user not granted
+// it, is EPERM (access.Cred.Allowed); over a budget is EDQUOT
+// (checkBudget).
+
+// notAdmin is the refusal of an op (or, every, of its call over every
+// agent) that is the admin's to a caller who is not.
+func notAdmin(c *Cred, op string, every bool) *proto.Error {
+	what := op
+	if every {
+		what += " of every agent"
+	}
+	hint := "see [access] in oxios.toml(5)"
+	if every {
+		hint = "name your agent with -a"
+	}
+	return proto.Errorf(proto.EACCES, "%s is for the admin: %s (%s)", what, c.NotAdmin(), hint)
+}
+
+// OnGate has fn called with the op of each call that enters the gate,
+// before it is checked: tests count with it that every op a front end
+// serves goes through the gate. Set it before serving.
+func (k *Kernel) OnGate(fn func(op string)) { k.gated = fn }

@@ -91,7 +91,8 @@ type Kernel struct {
 	bus      *bus.Bus
 	ver      *versioning
 	runs     RunResolver
-	fleet    Fleet // nil alone (fleet.go)
+	fleet    Fleet           // nil alone (fleet.go)
+	gated    func(op string) // a test's count of the calls the gate sees (OnGate)
 	uid      uint32
 	breakers llm.Breakers // the model endpoints' (llmhealth.go)
 
@@ -286,6 +287,18 @@ func (k *Kernel) Identify(uid, gid uint32, pid int32) (*Cred, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// HelloCall is the hello op: the hello again, once the gate let it
+// through, to a client that speaks protocol a.Proto (0: any).
+func (k *Kernel) HelloCall(ctx context.Context, c *Cred, a proto.HelloArgs, raw []byte) (proto.Hello, error) {
+	if err := k.gate(call{op: proto.OpHello, c: c, raw: raw}); err != nil {
+		return proto.Hello{}, err
+	}
+	if a.Proto != 0 && a.Proto != proto.Version {
+		return proto.Hello{}, proto.Errorf(proto.EPROTO, "client speaks protocol %d, oxiosd speaks %d", a.Proto, proto.Version)
+	}
+	return k.Hello(c), nil
 }
 
 // Hello is the greeting the server sends on a new connection.

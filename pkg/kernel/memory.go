@@ -113,9 +113,7 @@ func (k *Kernel) MemRemember(ctx context.Context, c *Cred, a proto.MemRememberAr
 func (k *Kernel) MemRecall(ctx context.Context, c *Cred, a proto.MemRecallArgs, raw []byte, emit func(*proto.MemoryRecord) error) error {
 	var agents []string
 	if a.AllAgents {
-		if !c.Admin {
-			err := proto.Errorf(proto.EACCES, "recall over every agent is for the admin; name your agent with -a")
-			k.auditDenied(c, proto.OpMemRecall, "*", raw, err.Code)
+		if err := k.gate(call{op: proto.OpMemRecall, c: c, raw: raw, every: true}); err != nil {
 			return err
 		}
 		agents = k.mem.Agents()

@@ -53,7 +53,23 @@ type Syscall struct {
 	// agent; version.* and audit.log read a removed agent's history;
 	// events.subscribe may wait for one.
 	Existing bool
+	// Admin: only the admin calls the op; the gate refuses anyone else
+	// with EACCES, in the same words for every op (notAdmin).
+	Admin bool
+	// Agent is how a call names its agent: one it must name (the
+	// default), a filter ("" for every agent the caller may see), or
+	// none (the op is about the daemon, the log or the fleet).
+	Agent agentRule
 }
+
+// agentRule is how a syscall's call names its agent (Syscall.Agent).
+type agentRule uint8
+
+const (
+	agentNamed  agentRule = iota // the call names one agent
+	agentFilter                  // "" lists every agent the caller may see
+	agentNone                    // the op acts on no agent
+)
 
 // Lookup returns the declaration of op, or nil.
 func Lookup(op string) *Syscall { return syscalls[op] }
@@ -69,7 +85,7 @@ func Syscalls() []*Syscall {
 
 // syscalls is the table.
 var syscalls = declare(map[string]*Syscall{
-	proto.OpHello: {Inline: true},
+	proto.OpHello: {Inline: true, Agent: agentNone},
 
 	proto.OpStateSave:   {Alone: true, Mutates: true, Key: proto.KeyStored, Event: proto.EventStateChanged, Dirties: agenttree.ChangedKey(state.SpaceState)},
 	proto.OpStateDelete: {Alone: true, Mutates: true, Key: proto.KeyRead, Event: proto.EventStateChanged, Dirties: agenttree.ChangedKey(state.SpaceState)},
@@ -88,34 +104,34 @@ var syscalls = declare(map[string]*Syscall{
 	proto.OpCommitShow:    {},
 	proto.OpCommitDiff:    {},
 
-	proto.OpAuditLog:    {},
-	proto.OpAuditShow:   {},
-	proto.OpAuditHead:   {},
-	proto.OpAuditVerify: {},
-	proto.OpAuditExport: {},
-	proto.OpEvents:      {},
+	proto.OpAuditLog:    {Agent: agentFilter},
+	proto.OpAuditShow:   {Agent: agentNone},
+	proto.OpAuditHead:   {Admin: true, Agent: agentNone},
+	proto.OpAuditVerify: {Admin: true, Agent: agentNone},
+	proto.OpAuditExport: {Admin: true, Agent: agentNone},
+	proto.OpEvents:      {Agent: agentFilter},
 
 	proto.OpPolicyShow:  {Existing: true},
-	proto.OpPolicySet:   {Mutates: true, Dirties: agenttree.ChangedFile(sysPolicy)},
+	proto.OpPolicySet:   {Admin: true, Mutates: true, Dirties: agenttree.ChangedFile(sysPolicy)},
 	proto.OpPolicyCheck: {Existing: true},
 	proto.OpPolicyTest:  {Existing: true},
 
-	proto.OpResources: {Existing: true},
-	proto.OpStatus:    {},
+	proto.OpResources: {Existing: true, Agent: agentFilter},
+	proto.OpStatus:    {Agent: agentNone},
 
 	proto.OpRunSpawn:  {Mutates: true, Event: proto.EventRunStarted},
 	proto.OpRunAttach: {},
 	proto.OpRunWait:   {},
 	proto.OpRunKill:   {Mutates: true},
-	proto.OpRunPs:     {Existing: true},
+	proto.OpRunPs:     {Existing: true, Agent: agentFilter},
 	proto.OpExec:      {Existing: true, Mutates: true},
 	proto.OpNetFetch:  {Existing: true, Mutates: true},
 	proto.OpToolRun:   {Existing: true, Mutates: true},
 	proto.OpToolList:  {Existing: true},
 
 	proto.OpBudgetShow:   {Existing: true},
-	proto.OpBudgetSet:    {Mutates: true, Dirties: agenttree.ChangedFile(sysBudget)},
-	proto.OpBudgetReset:  {Mutates: true, Dirties: agenttree.ChangedFile(sysBudget)},
+	proto.OpBudgetSet:    {Admin: true, Mutates: true, Dirties: agenttree.ChangedFile(sysBudget)},
+	proto.OpBudgetReset:  {Admin: true, Mutates: true, Dirties: agenttree.ChangedFile(sysBudget)},
 	proto.OpBudgetCheck:  {Existing: true},
 	proto.OpBudgetCharge: {Mutates: true, Dirties: agenttree.ChangedFile(sysBudget)},
 
@@ -123,7 +139,7 @@ var syscalls = declare(map[string]*Syscall{
 	proto.OpScheduleRm:     {Mutates: true, Dirties: agenttree.ChangedJob},
 	proto.OpScheduleRun:    {Mutates: true},
 	proto.OpScheduleEnable: {Mutates: true, Dirties: agenttree.ChangedJob},
-	proto.OpScheduleList:   {Existing: true},
+	proto.OpScheduleList:   {Existing: true, Agent: agentFilter},
 
 	proto.OpLLMGate: {Existing: true},
 
@@ -131,9 +147,9 @@ var syscalls = declare(map[string]*Syscall{
 	proto.OpMCPCall:    {Existing: true, Mutates: true},
 	proto.OpMCPResult:  {Existing: true, Mutates: true},
 
-	proto.OpAgentList:   {},
+	proto.OpAgentList:   {Agent: agentNone},
 	proto.OpAgentShow:   {Existing: true},
-	proto.OpAgentRemove: {Mutates: true, Event: proto.EventAgentRemoved, Dirties: agenttree.RemovedFile},
+	proto.OpAgentRemove: {Admin: true, Existing: true, Mutates: true, Event: proto.EventAgentRemoved, Dirties: agenttree.RemovedFile},
 
 	// Forks, messages and approvals (fork.go, msg.go, approve.go).
 	// A fork marks nothing on replay: forkReplayed has the next commit
@@ -143,15 +159,15 @@ var syscalls = declare(map[string]*Syscall{
 	proto.OpMsgSend:       {Mutates: true, Event: proto.EventMsgSent},
 	proto.OpMsgList:       {},
 	proto.OpMsgRecv:       {},
-	proto.OpApproveList:   {},
+	proto.OpApproveList:   {Agent: agentFilter},
 	proto.OpApproveDecide: {Mutates: true, Event: proto.EventApprovalDecided},
 	proto.OpApproveAsk:    {Mutates: true, Event: proto.EventApprovalRequested, Recorded: true},
 
 	// The fleet (fleet.go, pkg/fleet): the called node audits what it does.
-	proto.OpFleetStatus:  {},
-	proto.OpFleetCall:    {},
-	proto.OpFleetWitness: {},
-	proto.OpVersionPush:  {Mutates: true},
+	proto.OpFleetStatus:  {Agent: agentNone},
+	proto.OpFleetCall:    {Agent: agentNone},
+	proto.OpFleetWitness: {Admin: true, Agent: agentNone},
+	proto.OpVersionPush:  {Admin: true, Mutates: true, Agent: agentNone},
 
 	// Recorded by the kernel itself, never called by a client.
 	proto.OpAgentCreate:  {Mutates: true, Dirties: agenttree.ChangedFile(sysPolicy), Recorded: true},
