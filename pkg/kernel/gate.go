@@ -7,16 +7,6 @@ import (
 	"github.com/oxios/oxios/pkg/proto"
 )
 
-// policyAsk is what a call asks of the agent's policy.
-type policyAsk uint8
-
-const (
-	askNone  policyAsk = iota
-	askRead            // read key
-	askWrite           // write key at size (< 0: delete it)
-	askList            // list keys
-)
-
 // call is one call of a syscall as the gate sees it. It is passed by
 // value: the gate runs on every state.load, and costs no allocation.
 type call struct {
@@ -85,14 +75,12 @@ func (k *Kernel) gate(cl call) *proto.Error {
 	}
 	agent, key, size, ask := cl.agent, cl.key, cl.size, cl.policy
 	return k.enforce(cl.c, agent, cl.op, cl.auditTarget(rule), cl.raw, func(p *policy.Policy) error {
-		switch ask {
-		case askRead:
-			return p.CheckStateRead(key)
-		case askList:
-			return p.CheckStateList()
+		q := asking{ask: ask, key: key}
+		if ask == askWrite {
+			total, old := k.state.Usage(agent, key)
+			q.total = total - old + max(size, 0)
 		}
-		total, old := k.state.Usage(agent, key)
-		return p.CheckStateWrite(key, total-old+max(size, 0))
+		return answer(p, q)
 	})
 }
 

@@ -223,7 +223,7 @@ func (k *Kernel) expire(now int64, due map[string][]string) {
 // mayRecall asks agent's policy whether c may use memories of kind ("":
 // any kind it is given).
 func (k *Kernel) mayRecall(c *Cred, op, agent, kind string, raw []byte) *proto.Error {
-	return k.permit(c, agent, op, agent, raw, func(p *policy.Policy) error { return p.CheckRecall(kind) })
+	return k.permit(c, agent, op, agent, raw, func(p *policy.Policy) error { return answer(p, asking{ask: askRecall, key: kind}) })
 }
 
 // kindsOf returns, for a caller bound by agent's policy, which kinds it

@@ -143,5 +143,5 @@ func (k *Kernel) PolicyCheck(ctx context.Context, c *Cred, a proto.PolicyCheckAr
 	if err := k.gate(call{op: proto.OpPolicyCheck, c: c, agent: a.Agent, raw: raw}); err != nil {
 		return proto.PolicyCheckRecord{}, err
 	}
-	return judge.Check(a, k.policyOf, k.state.Usage)
+	return judge.Check(a, k.policyOf, k.dryRun)
 }

@@ -56,6 +56,10 @@ type Syscall struct {
 	// Admin: only the admin calls the op; the gate refuses anyone else
 	// with EACCES, in the same words for every op (notAdmin).
 	Admin bool
+	// Asks is the op's policy question (question.go): what the gate asks
+	// of the agent's policy for a call, and what the dry run (ox-policy
+	// check, ox-policy test) asks for the op.
+	Asks policyAsk
 	// Agent is how a call names its agent: one it must name (the
 	// default), a filter ("" for every agent the caller may see), or
 	// none (the op is about the daemon, the log or the fleet).
@@ -87,15 +91,15 @@ func Syscalls() []*Syscall {
 var syscalls = declare(map[string]*Syscall{
 	proto.OpHello: {Inline: true, Agent: agentNone},
 
-	proto.OpStateSave:   {Alone: true, Mutates: true, Key: proto.KeyStored, Event: proto.EventStateChanged, Dirties: agenttree.ChangedKey(state.SpaceState)},
-	proto.OpStateDelete: {Alone: true, Mutates: true, Key: proto.KeyRead, Event: proto.EventStateChanged, Dirties: agenttree.ChangedKey(state.SpaceState)},
-	proto.OpStateLoad:   {Key: proto.KeyRead, Inline: true},
-	proto.OpStateList:   {Existing: true, Key: proto.KeyPrefix},
+	proto.OpStateSave:   {Asks: askWrite, Alone: true, Mutates: true, Key: proto.KeyStored, Event: proto.EventStateChanged, Dirties: agenttree.ChangedKey(state.SpaceState)},
+	proto.OpStateDelete: {Asks: askWrite, Alone: true, Mutates: true, Key: proto.KeyRead, Event: proto.EventStateChanged, Dirties: agenttree.ChangedKey(state.SpaceState)},
+	proto.OpStateLoad:   {Asks: askRead, Key: proto.KeyRead, Inline: true},
+	proto.OpStateList:   {Asks: askList, Existing: true, Key: proto.KeyPrefix},
 
-	proto.OpMemRemember: {Alone: true, Mutates: true, Event: proto.EventMemoryAdded, Dirties: agenttree.ChangedKey(state.SpaceMem)},
-	proto.OpMemForget:   {Existing: true, Mutates: true, Event: proto.EventMemoryForgotten, Dirties: agenttree.ChangedKey(state.SpaceMem)},
-	proto.OpMemRecall:   {Existing: true},
-	proto.OpMemList:     {Existing: true},
+	proto.OpMemRemember: {Asks: askRemember, Alone: true, Mutates: true, Event: proto.EventMemoryAdded, Dirties: agenttree.ChangedKey(state.SpaceMem)},
+	proto.OpMemForget:   {Asks: askRecall, Existing: true, Mutates: true, Event: proto.EventMemoryForgotten, Dirties: agenttree.ChangedKey(state.SpaceMem)},
+	proto.OpMemRecall:   {Asks: askRecall, Existing: true},
+	proto.OpMemList:     {Asks: askRecall, Existing: true},
 
 	proto.OpCommit:        {Mutates: true, Event: proto.EventCommit},
 	proto.OpCommitTag:     {Mutates: true, Event: proto.EventTag},
@@ -124,9 +128,9 @@ var syscalls = declare(map[string]*Syscall{
 	proto.OpRunWait:   {},
 	proto.OpRunKill:   {Mutates: true},
 	proto.OpRunPs:     {Existing: true, Agent: agentFilter},
-	proto.OpExec:      {Existing: true, Mutates: true},
-	proto.OpNetFetch:  {Existing: true, Mutates: true},
-	proto.OpToolRun:   {Existing: true, Mutates: true},
+	proto.OpExec:      {Asks: askExec, Existing: true, Mutates: true},
+	proto.OpNetFetch:  {Asks: askHost, Existing: true, Mutates: true},
+	proto.OpToolRun:   {Asks: askTool, Existing: true, Mutates: true},
 	proto.OpToolList:  {Existing: true},
 
 	proto.OpBudgetShow:   {Existing: true},
@@ -144,7 +148,7 @@ var syscalls = declare(map[string]*Syscall{
 	proto.OpLLMGate: {Existing: true},
 
 	proto.OpMCPServers: {Existing: true},
-	proto.OpMCPCall:    {Existing: true, Mutates: true},
+	proto.OpMCPCall:    {Asks: askMCP, Existing: true, Mutates: true},
 	proto.OpMCPResult:  {Existing: true, Mutates: true},
 
 	proto.OpAgentList:   {Agent: agentNone},
