@@ -30,8 +30,8 @@ type call struct {
 // gate is the one way into a syscall: it runs a call through the checks
 // every syscall has, in order, whichever front end made it (the socket
 // server, the mount, the fleet): validate (the agent's name; the key by
-// the op's declared rule), authorize (may the caller act on the agent; is
-// it the admin, for an op declared Admin), whether the agent exists (for
+// the op's declared rule), authorize (is it the admin, for an op declared
+// Admin; may the caller act on the agent), whether the agent exists (for
 // an op declared Existing), then the agent's policy. A refusal is audited
 // with its code (refusal below) and returned; what passes goes on to the
 // method's work, whose changes the committer makes durable, audits and
@@ -54,11 +54,12 @@ func (k *Kernel) gate(cl call) *proto.Error {
 	if err == nil {
 		err = rule.Check(cl.key)
 	}
-	if err == nil && named {
-		err = cl.c.Allowed(cl.agent)
-	}
+	// What is the admin's is refused as such, whichever agent it names.
 	if err == nil && admin && !cl.c.Admin {
 		err = notAdmin(cl.c, cl.op, cl.every)
+	}
+	if err == nil && named {
+		err = cl.c.Allowed(cl.agent)
 	}
 	if err != nil {
 		k.auditDenied(cl.c, cl.op, strings.ToValidUTF8(cl.auditTarget(rule), "?"), cl.raw, err.Code)
