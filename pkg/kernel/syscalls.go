@@ -11,8 +11,11 @@ import (
 // its method. The table below is the one list of operations: front ends
 // serve exactly the ops not Recorded (pkg/serve adapts each from the wire,
 // and its test holds the two lists equal), crash replay marks what
-// Dirties says, and the event bus names what Event says. Adding a syscall
-// is one entry here, one method and its adapter in pkg/serve.
+// Dirties says, the gate (gate.go) checks what Admin, Agent, Key and
+// Existing say and asks what Asks says, and the dry run (question.go)
+// asks the same. Adding a syscall is one entry here, one method that
+// enters the gate under its op (TestEveryServedOpGated in pkg/serve fails
+// otherwise) and its adapter in pkg/serve.
 type Syscall struct {
 	Op string
 	// Mutates: the call commits a change, with its audit entry, through
