@@ -42,7 +42,8 @@ func (k *Kernel) gate(cl call) *proto.Error {
 		k.gated(cl.op)
 	}
 	rule, existing, admin, named := proto.KeyNone, false, cl.every, !cl.every
-	if sc := syscalls[cl.op]; sc != nil {
+	sc := syscalls[cl.op]
+	if sc != nil {
 		rule, existing = sc.Key, sc.Existing
 		admin = admin || sc.Admin
 		named = named && (sc.Agent == agentNamed || cl.agent != "")
@@ -54,12 +55,8 @@ func (k *Kernel) gate(cl call) *proto.Error {
 	if err == nil {
 		err = rule.Check(cl.key)
 	}
-	// What is the admin's is refused as such, whichever agent it names.
-	if err == nil && admin && !cl.c.Admin {
-		err = notAdmin(cl.c, cl.op, cl.every)
-	}
-	if err == nil && named {
-		err = cl.c.Allowed(cl.agent)
+	if err == nil {
+		err = authorize(cl.c, cl.op, sc, admin, named, cl.agent, cl.every)
 	}
 	if err != nil {
 		k.auditDenied(cl.c, cl.op, strings.ToValidUTF8(cl.auditTarget(rule), "?"), cl.raw, err.Code)
@@ -71,7 +68,7 @@ func (k *Kernel) gate(cl call) *proto.Error {
 	if existing && cl.agent != "" && !k.AgentExists(cl.agent) {
 		return proto.NoAgent(cl.agent)
 	}
-	if cl.policy == askNone || cl.c.Admin {
+	if cl.policy == askNone || !cl.policy.binds(cl.c) {
 		return nil
 	}
 	agent, key, size, ask := cl.agent, cl.key, cl.size, cl.policy
@@ -83,6 +80,25 @@ func (k *Kernel) gate(cl call) *proto.Error {
 		}
 		return answer(p, q)
 	})
+}
+
+// authorize is the gate's step that says who may call op, declared by
+// sc (nil: not in the table): what is the admin's (admin) is refused
+// as such to anyone else, whichever agent it names; what is an
+// operator's (Syscall.Operator) to a run; an op that names its agent
+// (named) to a caller who may not act on it. The dry run (question.go)
+// takes the same step.
+func authorize(c *Cred, op string, sc *Syscall, admin, named bool, agent string, every bool) *proto.Error {
+	if admin && !c.Admin {
+		return notAdmin(c, op, every)
+	}
+	if sc != nil && sc.Operator && c.Run != "" {
+		return proto.Errorf(proto.EPERM, "run %s of agent %q may not call %s: an operator does", c.Run, c.Agent, op)
+	}
+	if named {
+		return c.Allowed(agent)
+	}
+	return nil
 }
 
 // auditTarget is the target of the call's audit entry, made only for a

@@ -147,6 +147,11 @@ func (k *Kernel) MemForget(ctx context.Context, c *Cred, a proto.MemForgetArgs, 
 	if err := k.gate(call{op: proto.OpMemForget, c: c, agent: a.Agent, raw: raw}); err != nil {
 		return nil, err
 	}
+	// The op's question first, as the dry run asks it (may the agent use
+	// memories at all), then of each kind the forgotten ones are of.
+	if err := k.mayRecall(c, proto.OpMemForget, a.Agent, "", raw); err != nil {
+		return nil, err
+	}
 	ids, err := k.mem.ToForget(a.Agent, a)
 	if err != nil {
 		return nil, err

@@ -111,6 +111,8 @@ func (k *Kernel) msgCheck(c *Cred, a proto.MsgSendArgs, raw []byte, draft bool) 
 		return deny(proto.Errorf(proto.ENOENT, "no agent %q to send to (ox-spawn -a %s creates it)", a.To, a.To), "")
 	}
 	if from != "" {
+		// The sender's policy answers the op's question (askSend); the
+		// recipient's, whether it accepts the sender.
 		if rule, err := policy.CheckMessage(from, a.To, k.policyOf); rule != "" {
 			return deny(proto.AsError(err), rule)
 		} else if err != nil {

@@ -30,6 +30,7 @@ const (
 	askTool               // run the WASM tool key
 	askHost               // fetch from host key
 	askMCP                // call tool of MCP server key
+	askSend               // send a message to agent key
 )
 
 // asking is one policy question with what it is about.
@@ -66,29 +67,61 @@ func answer(p *policy.Policy, q asking) error {
 	case askMCP:
 		_, err := p.CheckMCP(q.key, q.tool)
 		return err
+	case askSend:
+		return p.CheckSend(q.key)
 	}
 	return nil
+}
+
+// binds reports whether the question binds c: what acts as the agent
+// (an exec, a tool, a fetch, an MCP call, a message it sends) binds
+// everyone, the admin too; the agent's state and memory are the admin's
+// to use as it likes.
+func (a policyAsk) binds(c *Cred) bool {
+	switch a {
+	case askExec, askTool, askHost, askMCP, askSend:
+		return true
+	}
+	return !c.Admin
 }
 
 // dryOps are the words ox-policy check takes for an op besides its name.
 var dryOps = map[string]string{"read": proto.OpStateLoad, "write": proto.OpStateSave, "memory": proto.OpMemRemember, "tool": proto.OpToolRun, "fetch": proto.OpNetFetch}
 
 // dryRun is the gate, its Do skipped, for op called with args (the
-// words of ox-policy check, or what an audit entry says) by a run of
-// agent under policy p: the op's declared question, answered by answer.
-// A nil *Denied is allowed; an ask rule's verdict is a Denied whose rule
-// is named ask.* (judge.Asks); an error means the op or its args are not
-// understood.
-func dryRun(p *policy.Policy, usage judge.Usage, agent, op string, args []string) (*policy.Denied, error) {
+// words of ox-policy check, or what an audit entry says) by c on agent
+// under policy p: the gate's authorize step (authorize), then the op's
+// declared question if it binds c, answered by answer. It returns ""
+// when the call would pass, else the refusal's code and what refused
+// it: a policy rule (EPERM), "admin" for what is the admin's (EACCES),
+// "access" for an agent c may not act on (EPERM). An ask rule's verdict
+// is "" with a Denied whose rule is named ask.* (judge.Asks); an error
+// means the op or its args are not understood.
+func dryRun(p *policy.Policy, usage judge.Usage, c *Cred, agent, op string, args []string) (string, *policy.Denied, error) {
 	if alias, ok := dryOps[op]; ok {
 		op = alias
 	}
 	sc := syscalls[op]
 	if sc == nil || sc.Recorded {
-		return nil, proto.Errorf(proto.EINVAL, "op %q: no such syscall (oxios(7) lists them)", op)
+		return "", nil, proto.Errorf(proto.EINVAL, "op %q: no such syscall (oxios(7) lists them)", op)
 	}
-	if sc.Admin {
-		return &policy.Denied{Rule: "admin", Reason: op + " is for the admin, not a run of " + agent}, nil
+	// An op that names its agent, called with none, is about every
+	// agent: the admin's, as the gate has it.
+	every := agent == "" && sc.Agent == agentNamed
+	perr := authorize(c, op, sc, sc.Admin || every, !every && (sc.Agent == agentNamed || agent != ""), agent, every)
+	if perr == nil && sc.Names && len(args) > 0 {
+		perr = authorize(c, op, sc, false, true, args[0], false)
+		args = args[1:]
+	}
+	if perr != nil {
+		rule := "access"
+		if perr.Code == proto.EACCES {
+			rule = "admin"
+		}
+		return perr.Code, &policy.Denied{Rule: rule, Reason: perr.Message}, nil
+	}
+	if sc.Asks == askNone || !sc.Asks.binds(c) {
+		return "", nil, nil
 	}
 	arg := func(i int) string {
 		if i < len(args) {
@@ -103,7 +136,7 @@ func dryRun(p *policy.Policy, usage judge.Usage, agent, op string, args []string
 		q.total = total - size
 	case askExec:
 		if len(args) == 0 {
-			return nil, proto.Errorf(proto.EINVAL, "exec: give the command")
+			return "", nil, proto.Errorf(proto.EINVAL, "exec: give the command")
 		}
 		switch {
 		case args[0] == "--": // an argv, even of one word
@@ -121,21 +154,44 @@ func dryRun(p *policy.Policy, usage judge.Usage, agent, op string, args []string
 	err := answer(p, q)
 	var d *policy.Denied
 	if errors.As(err, &d) {
-		return d, nil
+		return proto.EPERM, d, nil
 	}
 	if a := policy.AsAsked(err); a != nil {
 		// An ask rule: reported as a rule of its own (ask.*), which
 		// callers tell from a refusal by its name.
-		return &policy.Denied{Rule: a.Rule, Reason: a.Reason}, nil
+		return "", &policy.Denied{Rule: a.Rule, Reason: a.Reason}, nil
 	}
 	if err != nil {
-		return nil, proto.Errorf(proto.EINVAL, "%s %s: %v", op, strings.Join(args, " "), err)
+		return "", nil, proto.Errorf(proto.EINVAL, "%s %s: %v", op, strings.Join(args, " "), err)
 	}
-	return nil, nil
+	return "", nil, nil
 }
 
-// dryRun is dryRun on the kernel's state (a write is judged against the
-// agent's quota).
+// dryRun is the dry run of ox-policy check and ox-policy test
+// (judge.Func): a call by a run of agent, on the kernel's state (a write
+// is judged against the agent's quota).
 func (k *Kernel) dryRun(p *policy.Policy, agent, op string, args []string) (*policy.Denied, error) {
-	return dryRun(p, k.state.Usage, agent, op, args)
+	_, d, err := dryRun(p, k.state.Usage, &Cred{Agent: agent, Run: "-"}, agent, op, args)
+	return d, err
+}
+
+// Verdict is the dry run of a call by c: what the gate answers c's call
+// of op on agent with args (the words of ox-policy check), under the
+// agent's policy in force, its work skipped. It returns "" for a call
+// that passes, else the refusal's code (EACCES, EPERM) and what refused
+// it (a policy rule, "admin", "access"); an ask rule is "" with its
+// rule. TestEveryCallAgrees (pkg/serve) holds every served op's real
+// call to it, for every kind of caller.
+func (k *Kernel) Verdict(c *Cred, agent, op string, args []string) (code, rule string, err error) {
+	var p *policy.Policy
+	if agent != "" { // an op on no agent asks no policy
+		if p, err = k.policyOf(agent); err != nil {
+			return "", "", err
+		}
+	}
+	code, d, err := dryRun(p, k.state.Usage, c, agent, op, args)
+	if d != nil {
+		rule = d.Rule
+	}
+	return code, rule, err
 }

@@ -63,6 +63,13 @@ type Syscall struct {
 	// of the agent's policy for a call, and what the dry run (ox-policy
 	// check, ox-policy test) asks for the op.
 	Asks policyAsk
+	// Operator: a person calls the op (an approval's decision); the gate
+	// refuses a run of any agent with EPERM.
+	Operator bool
+	// Names: the call names a second agent (a fork's new one), on which
+	// the gate authorizes the caller too; the dry run takes it as its
+	// first word.
+	Names bool
 	// Agent is how a call names its agent: one it must name (the
 	// default), a filter ("" for every agent the caller may see), or
 	// none (the op is about the daemon, the log or the fleet).
@@ -161,13 +168,13 @@ var syscalls = declare(map[string]*Syscall{
 	// Forks, messages and approvals (fork.go, msg.go, approve.go).
 	// A fork marks nothing on replay: forkReplayed has the next commit
 	// compare everything, as its paths are not in entries.
-	proto.OpAgentFork:     {Mutates: true, Event: proto.EventAgentForked},
+	proto.OpAgentFork:     {Names: true, Mutates: true, Event: proto.EventAgentForked},
 	proto.OpAgentDiff:     {},
-	proto.OpMsgSend:       {Mutates: true, Event: proto.EventMsgSent},
+	proto.OpMsgSend:       {Asks: askSend, Mutates: true, Event: proto.EventMsgSent},
 	proto.OpMsgList:       {},
 	proto.OpMsgRecv:       {},
 	proto.OpApproveList:   {Agent: agentFilter},
-	proto.OpApproveDecide: {Mutates: true, Event: proto.EventApprovalDecided},
+	proto.OpApproveDecide: {Operator: true, Mutates: true, Event: proto.EventApprovalDecided},
 	proto.OpApproveAsk:    {Mutates: true, Event: proto.EventApprovalRequested, Recorded: true},
 
 	// The fleet (fleet.go, pkg/fleet): the called node audits what it does.

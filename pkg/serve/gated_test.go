@@ -109,7 +109,11 @@ func gatedArgs(run, pending string) map[string]string {
 // handler) by a user granted no agent, and the gate must be the first
 // thing it meets, under its own op (a method that called another's gate
 // would audit a refusal under the wrong op).
-func TestEveryServedOpGated(t *testing.T) {
+// gatedFixture is a kernel whose agent ops has a key k, a run (sleeping
+// a minute, killed at the end of the test), a job j1 and an approval
+// pending (an exec that an ask rule holds), as gatedArgs name them.
+func gatedFixture(t *testing.T) (k *kernel.Kernel, run, pending string) {
+	t.Helper()
 	dir := t.TempDir()
 	cfg := config.Default()
 	cfg.Data = filepath.Join(dir, "data")
@@ -119,7 +123,7 @@ func TestEveryServedOpGated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer k.Close()
+	t.Cleanup(func() { k.Close() })
 	if err := k.StartScheduler(nil); err != nil {
 		t.Fatal(err)
 	}
@@ -128,11 +132,13 @@ func TestEveryServedOpGated(t *testing.T) {
 	if _, err := k.StateSave(ctx, admin, proto.StateSaveArgs{Agent: "ops", Key: "k", Value: "v"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	run, err := k.RunSpawn(ctx, admin, proto.SpawnArgs{Agent: "ops", Command: []string{"sleep", "60"}}, nil)
+	r, err := k.RunSpawn(ctx, admin, proto.SpawnArgs{Agent: "ops", Command: []string{"sleep", "60"}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer k.RunKill(ctx, admin, proto.KillArgs{Runs: []string{run.ID}}, nil, func(*proto.RunRecord) error { return nil })
+	t.Cleanup(func() {
+		k.RunKill(ctx, admin, proto.KillArgs{Runs: []string{r.ID}}, nil, func(*proto.RunRecord) error { return nil })
+	})
 	if _, err := k.ScheduleAdd(ctx, admin, proto.ScheduleAddArgs{Agent: "ops", Name: "j1", Schedule: "@daily", Command: []string{"true"}}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -141,9 +147,8 @@ func TestEveryServedOpGated(t *testing.T) {
 		t.Fatal(err)
 	}
 	asked, stopAsking := context.WithCancel(ctx)
-	defer stopAsking()
+	t.Cleanup(stopAsking)
 	go k.Exec(asked, admin, proto.ExecArgs{Agent: "ops", Argv: []string{"true"}}, nil)
-	pending := ""
 	for i := 0; pending == "" && i < 500; i++ {
 		k.ApproveList(ctx, admin, proto.ApproveListArgs{}, nil, func(r *proto.ApprovalRecord) error {
 			pending = r.ID
@@ -154,7 +159,12 @@ func TestEveryServedOpGated(t *testing.T) {
 	if pending == "" {
 		t.Fatal("the exec that asks is not pending")
 	}
+	return k, r.ID, pending
+}
 
+func TestEveryServedOpGated(t *testing.T) {
+	k, run, pending := gatedFixture(t)
+	ctx := context.Background()
 	var mu sync.Mutex
 	var seen []string
 	k.OnGate(func(op string) {
@@ -165,7 +175,7 @@ func TestEveryServedOpGated(t *testing.T) {
 	done, cancel := context.WithCancel(ctx)
 	cancel()
 	stranger := &kernel.Cred{UID: 4242, PID: 1, Grants: []string{"team-*"}}
-	args := gatedArgs(run.ID, pending)
+	args := gatedArgs(run, pending)
 	n := 0
 	for _, sc := range kernel.Syscalls() {
 		h, ok := Lookup(sc.Op)
