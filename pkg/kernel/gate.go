@@ -71,14 +71,14 @@ func (k *Kernel) gate(cl call) *proto.Error {
 	if cl.policy == askNone || !cl.policy.binds(cl.c) {
 		return nil
 	}
-	agent, key, size, ask := cl.agent, cl.key, cl.size, cl.policy
-	return k.enforce(cl.c, agent, cl.op, cl.auditTarget(rule), cl.raw, func(p *policy.Policy) error {
+	c, op, agent, key, size, ask := cl.c, cl.op, cl.agent, cl.key, cl.size, cl.policy
+	return k.enforce(c, agent, op, cl.auditTarget(rule), cl.raw, func(p *policy.Policy) error {
 		q := asking{ask: ask, key: key}
 		if ask == askWrite {
 			total, old := k.state.Usage(agent, key)
 			q.total = total - old + max(size, 0)
 		}
-		return answer(p, q)
+		return k.hooked(k.root, p, c, op, agent, q)
 	})
 }
 

@@ -101,7 +101,15 @@ func (k *Kernel) MemRemember(ctx context.Context, c *Cred, a proto.MemRememberAr
 		for _, f := range files {
 			held += int64(len(f))
 		}
-		return p.CheckMemoryBytes(held)
+		if err := p.CheckMemoryBytes(held); err != nil {
+			return err
+		}
+		for _, kind := range memory.KindsOf(mems) {
+			if err := k.hook(ctx, p, c, proto.OpMemRemember, a.Agent, asking{ask: askRemember, key: kind}, false); err != nil {
+				return err
+			}
+		}
+		return nil
 	}); err != nil {
 		return proto.MemRememberResult{}, err
 	}
@@ -228,7 +236,9 @@ func (k *Kernel) expire(now int64, due map[string][]string) {
 // mayRecall asks agent's policy whether c may use memories of kind ("":
 // any kind it is given).
 func (k *Kernel) mayRecall(c *Cred, op, agent, kind string, raw []byte) *proto.Error {
-	return k.permit(c, agent, op, agent, raw, func(p *policy.Policy) error { return answer(p, asking{ask: askRecall, key: kind}) })
+	return k.permit(c, agent, op, agent, raw, func(p *policy.Policy) error {
+		return k.hooked(k.root, p, c, op, agent, asking{ask: askRecall, key: kind})
+	})
 }
 
 // kindsOf returns, for a caller bound by agent's policy, which kinds it

@@ -118,6 +118,15 @@ func (k *Kernel) msgCheck(c *Cred, a proto.MsgSendArgs, raw []byte, draft bool) 
 		} else if err != nil {
 			return "", err
 		}
+		if !draft {
+			p, err := k.policyOf(from)
+			if err != nil {
+				return "", err
+			}
+			if d := policy.AsDenied(k.hook(k.root, p, c, proto.OpMsgSend, from, asking{ask: askSend, key: a.To}, false)); d != nil {
+				return deny(d.Refused("send to "+a.To), d.Rule)
+			}
+		}
 	}
 	return from, nil
 }

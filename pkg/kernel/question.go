@@ -91,13 +91,14 @@ var dryOps = map[string]string{"read": proto.OpStateLoad, "write": proto.OpState
 // dryRun is the gate, its Do skipped, for op called with args (the
 // words of ox-policy check, or what an audit entry says) by c on agent
 // under policy p: the gate's authorize step (authorize), then the op's
-// declared question if it binds c, answered by answer. It returns ""
+// declared question if it binds c, answered by answer and, if the rules
+// allow, by the policy's hook (hook, when not nil; hook.go). It returns ""
 // when the call would pass, else the refusal's code and what refused
 // it: a policy rule (EPERM), "admin" for what is the admin's (EACCES),
 // "access" for an agent c may not act on (EPERM). An ask rule's verdict
 // is "" with a Denied whose rule is named ask.* (judge.Asks); an error
 // means the op or its args are not understood.
-func dryRun(p *policy.Policy, usage judge.Usage, c *Cred, agent, op string, args []string) (string, *policy.Denied, error) {
+func dryRun(p *policy.Policy, usage judge.Usage, hook dryHook, c *Cred, agent, op string, args []string) (string, *policy.Denied, error) {
 	if alias, ok := dryOps[op]; ok {
 		op = alias
 	}
@@ -152,6 +153,9 @@ func dryRun(p *policy.Policy, usage judge.Usage, c *Cred, agent, op string, args
 		q.tool = arg(1)
 	}
 	err := answer(p, q)
+	if err == nil && hook != nil {
+		err = hook(p, c, op, agent, q)
+	}
 	var d *policy.Denied
 	if errors.As(err, &d) {
 		return proto.EPERM, d, nil
@@ -167,11 +171,19 @@ func dryRun(p *policy.Policy, usage judge.Usage, c *Cred, agent, op string, args
 	return "", nil, nil
 }
 
+// dryHook replays a policy's hook in a dry run (dryRun).
+type dryHook func(p *policy.Policy, c *Cred, op, agent string, q asking) error
+
+// dryHook runs p's hook as the dry run's (hook).
+func (k *Kernel) dryHook(p *policy.Policy, c *Cred, op, agent string, q asking) error {
+	return k.hook(k.root, p, c, op, agent, q, true)
+}
+
 // dryRun is the dry run of ox-policy check and ox-policy test
 // (judge.Func): a call by a run of agent, on the kernel's state (a write
 // is judged against the agent's quota).
 func (k *Kernel) dryRun(p *policy.Policy, agent, op string, args []string) (*policy.Denied, error) {
-	_, d, err := dryRun(p, k.state.Usage, &Cred{Agent: agent, Run: "-"}, agent, op, args)
+	_, d, err := dryRun(p, k.state.Usage, k.dryHook, &Cred{Agent: agent, Run: "-"}, agent, op, args)
 	return d, err
 }
 
@@ -189,7 +201,7 @@ func (k *Kernel) Verdict(c *Cred, agent, op string, args []string) (code, rule s
 			return "", "", err
 		}
 	}
-	code, d, err := dryRun(p, k.state.Usage, c, agent, op, args)
+	code, d, err := dryRun(p, k.state.Usage, k.dryHook, c, agent, op, args)
 	if d != nil {
 		rule = d.Rule
 	}

@@ -42,7 +42,7 @@ func TestDryRun(t *testing.T) {
 		{proto.OpAgentShow, nil, ""},
 		{proto.OpPolicySet, nil, "admin"},
 	} {
-		_, d, err := dryRun(p, noUsage, &Cred{Agent: "ops", Run: "r1"}, "ops", c.op, c.args)
+		_, d, err := dryRun(p, noUsage, nil, &Cred{Agent: "ops", Run: "r1"}, "ops", c.op, c.args)
 		if err != nil {
 			t.Fatalf("%s %v: %v", c.op, c.args, err)
 		}
@@ -54,10 +54,10 @@ func TestDryRun(t *testing.T) {
 			t.Errorf("%s %v: rule %q, want %q", c.op, c.args, got, c.rule)
 		}
 	}
-	if _, _, err := dryRun(p, noUsage, &Cred{Agent: "ops", Run: "r1"}, "ops", "explode", nil); err == nil {
+	if _, _, err := dryRun(p, noUsage, nil, &Cred{Agent: "ops", Run: "r1"}, "ops", "explode", nil); err == nil {
 		t.Error("an unknown op was judged")
 	}
-	if _, _, err := dryRun(p, noUsage, &Cred{Agent: "ops", Run: "r1"}, "ops", proto.OpExec, nil); err == nil {
+	if _, _, err := dryRun(p, noUsage, nil, &Cred{Agent: "ops", Run: "r1"}, "ops", proto.OpExec, nil); err == nil {
 		t.Error("exec without a command was judged")
 	}
 	if _, err := judge.Proposed("[signals]\non_violation = \"explode\"\n"); err == nil {
@@ -79,7 +79,7 @@ func TestReplayDryRun(t *testing.T) {
 	}
 	var got []string
 	res, err := judge.Replay(context.Background(), p, func(p *policy.Policy, agent, op string, args []string) (*policy.Denied, error) {
-		_, d, err := dryRun(p, noUsage, &Cred{Agent: agent, Run: "r1"}, agent, op, args)
+		_, d, err := dryRun(p, noUsage, nil, &Cred{Agent: agent, Run: "r1"}, agent, op, args)
 		return d, err
 	}, "ops", entries, func(r *proto.PolicyTestRecord) error {
 		got = append(got, r.Target+" "+r.Change+" "+r.Rule)
@@ -96,7 +96,7 @@ func TestReplayDryRun(t *testing.T) {
 		t.Errorf("result: %+v", res)
 	}
 	if _, err := judge.Replay(context.Background(), p, func(p *policy.Policy, agent, op string, args []string) (*policy.Denied, error) {
-		_, d, err := dryRun(p, noUsage, &Cred{Agent: agent, Run: "r1"}, agent, op, args)
+		_, d, err := dryRun(p, noUsage, nil, &Cred{Agent: agent, Run: "r1"}, agent, op, args)
 		return d, err
 	}, "ops", []string{"not json"}, nil); err == nil {
 		t.Error("a line that is not JSON was taken")

@@ -192,6 +192,7 @@ var syscalls = declare(map[string]*Syscall{
 	proto.OpScheduleFire: {Mutates: true, Event: proto.EventScheduleFired, Dirties: agenttree.ChangedJob, Recorded: true},
 	proto.OpFSAccess:     {Recorded: true},
 	opConnect:            {Recorded: true},
+	opHook:               {Recorded: true},
 })
 
 // declare names each syscall of table after its op.

@@ -48,6 +48,9 @@ func (k *Kernel) ToolRun(ctx context.Context, c *Cred, a proto.ToolRunArgs, raw 
 		}
 		terr = nil
 	}
+	if terr == nil {
+		terr = k.hook(ctx, p, c, proto.OpToolRun, a.Agent, asking{ask: askTool, key: a.Tool}, false)
+	}
 	if terr != nil {
 		if d := policy.AsDenied(terr); d != nil {
 			return deny(d.Refused("tool "+a.Tool), runspec.ToolTarget(a.Agent, a.Tool, " ["+d.Rule+"]"))

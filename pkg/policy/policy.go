@@ -38,6 +38,7 @@ type Policy struct {
 	Msg     Msg     `toml:"msg"`
 	MCP     MCP     `toml:"mcp"`
 	Sandbox Sandbox `toml:"sandbox"`
+	Hooks   Hooks   `toml:"hooks"`
 
 	hosts []hostRule // net.allow, parsed
 }
@@ -262,6 +263,9 @@ func Parse(b []byte) (*Policy, error) {
 		return nil, &Error{Line: lineOf(b, "on_violation"), Reason: fmt.Sprintf("signals.on_violation: %q: want \"deny\", \"stop\" or \"kill\"", p.Signals.OnViolation)}
 	}
 	if err := p.parseAsk(b); err != nil {
+		return nil, err
+	}
+	if err := p.Hooks.check(b); err != nil {
 		return nil, err
 	}
 	switch p.Sandbox.Isolation {
