@@ -15,7 +15,7 @@ import (
 // the record on its stdin.
 var hookScripts = map[string]string{
 	// Allows, once it has read a record of an exec of echo.
-	"allow": `rec=$(cat); case "$rec" in *'"argv":["echo","hi"]'*) exit 0;; esac; echo "not the record: $rec"; exit 77`,
+	"allow":  `rec=$(cat); case "$rec" in *'"argv":["echo","hi"]'*) exit 0;; esac; echo "not the record: $rec"; exit 77`,
 	"refuse": `cat >/dev/null; echo "echo is loud today"; echo "second line"; exit 77`,
 	"sleep":  `exec sleep 30`,
 	"crash":  `kill -SEGV $$`,

@@ -70,6 +70,9 @@ type Syscall struct {
 	// the gate authorizes the caller too; the dry run takes it as its
 	// first word.
 	Names bool
+	// Fleet: a fleet call (fleet.call) may carry the op to other nodes
+	// (proto.FleetCallable, which TestFleetCallable holds to this).
+	Fleet bool
 	// Agent is how a call names its agent: one it must name (the
 	// default), a filter ("" for every agent the caller may see), or
 	// none (the op is about the daemon, the log or the fleet).
@@ -118,26 +121,26 @@ var syscalls = declare(map[string]*Syscall{
 	proto.OpCommitShow:    {},
 	proto.OpCommitDiff:    {},
 
-	proto.OpAuditLog:    {Agent: agentFilter},
+	proto.OpAuditLog:    {Fleet: true, Agent: agentFilter},
 	proto.OpAuditShow:   {Agent: agentNone},
-	proto.OpAuditHead:   {Admin: true, Agent: agentNone},
-	proto.OpAuditVerify: {Admin: true, Agent: agentNone},
+	proto.OpAuditHead:   {Fleet: true, Admin: true, Agent: agentNone},
+	proto.OpAuditVerify: {Fleet: true, Admin: true, Agent: agentNone},
 	proto.OpAuditExport: {Admin: true, Agent: agentNone},
-	proto.OpEvents:      {Agent: agentFilter},
+	proto.OpEvents:      {Fleet: true, Agent: agentFilter},
 
 	proto.OpPolicyShow:  {Existing: true},
 	proto.OpPolicySet:   {Admin: true, Mutates: true, Dirties: agenttree.ChangedFile(sysPolicy)},
 	proto.OpPolicyCheck: {Existing: true},
 	proto.OpPolicyTest:  {Existing: true},
 
-	proto.OpResources: {Existing: true, Agent: agentFilter},
-	proto.OpStatus:    {Agent: agentNone},
+	proto.OpResources: {Fleet: true, Existing: true, Agent: agentFilter},
+	proto.OpStatus:    {Fleet: true, Agent: agentNone},
 
-	proto.OpRunSpawn:  {Mutates: true, Event: proto.EventRunStarted},
-	proto.OpRunAttach: {},
-	proto.OpRunWait:   {},
-	proto.OpRunKill:   {Mutates: true},
-	proto.OpRunPs:     {Existing: true, Agent: agentFilter},
+	proto.OpRunSpawn:  {Fleet: true, Mutates: true, Event: proto.EventRunStarted},
+	proto.OpRunAttach: {Fleet: true},
+	proto.OpRunWait:   {Fleet: true},
+	proto.OpRunKill:   {Fleet: true, Mutates: true},
+	proto.OpRunPs:     {Fleet: true, Existing: true, Agent: agentFilter},
 	proto.OpExec:      {Asks: askExec, Existing: true, Mutates: true},
 	proto.OpNetFetch:  {Asks: askHost, Existing: true, Mutates: true},
 	proto.OpToolRun:   {Asks: askTool, Existing: true, Mutates: true},
