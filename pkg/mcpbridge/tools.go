@@ -7,45 +7,14 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/oxios/oxios/pkg/proto"
 )
 
-// The tools: one a syscall, named as the model-facing tools of ox-agent
-// are where they overlap. Arguments are the wire args of the syscall
-// minus the agent, which is the server's.
-
-type keyIn struct {
-	Key string `json:"key" jsonschema:"the state key, a relative path such as notes/today.md"`
-}
-
-type writeIn struct {
-	Key   string `json:"key" jsonschema:"the state key, a relative path such as notes/today.md"`
-	Value string `json:"value" jsonschema:"the value: UTF-8 text, or base64 with encoding base64"`
-	// Encoding lets a client save bytes that are not text.
-	Encoding string `json:"encoding,omitempty" jsonschema:"empty for text, or base64"`
-}
-
-type listIn struct {
-	Prefix string `json:"prefix,omitempty" jsonschema:"only keys at or below this prefix, e.g. notes/"`
-}
-
-type rememberIn struct {
-	Text       string   `json:"text" jsonschema:"what to remember"`
-	Kind       string   `json:"kind,omitempty" jsonschema:"working, episodic (the default) or semantic"`
-	Tags       []string `json:"tags,omitempty"`
-	TTL        string   `json:"ttl,omitempty" jsonschema:"a Go duration after which it is forgotten, e.g. 24h"`
-	Importance float64  `json:"importance,omitempty"`
-}
-
-type recallIn struct {
-	Query string   `json:"query" jsonschema:"what to search for"`
-	K     int      `json:"k,omitempty" jsonschema:"at most this many memories (default 10)"`
-	Kind  string   `json:"kind,omitempty"`
-	Tags  []string `json:"tags,omitempty"`
-}
+// The tools: one a syscall; those an LLM run has too are defined once,
+// in specs.go. Arguments are the wire args of the syscall minus the
+// agent, which is the server's.
 
 type forgetIn struct {
 	IDs  []string `json:"ids,omitempty" jsonschema:"the memories to forget, by id"`
@@ -101,36 +70,31 @@ type auditLogIn struct {
 
 type noIn struct{}
 
-// addTool adds a tool whose input schema is inferred from In, as
-// mcp.AddTool does, but with each list argument declared "type": "array"
-// (optional, as it is not required) instead of ["null", "array"]: the
-// MCP Inspector's CLI cannot fill the latter, and sends the list as a
-// string.
+// addTool adds a tool whose input schema is inferred from In
+// (schemaFor).
 func addTool[In, Out any](s *mcp.Server, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out]) {
-	in, err := jsonschema.For[In](nil)
-	if err != nil {
-		panic(fmt.Sprintf("tool %s: %v", t.Name, err)) // a type of this file
-	}
-	for _, p := range in.Properties {
-		if len(p.Types) == 2 && p.Types[0] == "null" && p.Types[1] == "array" {
-			p.Type, p.Types = "array", nil
-		}
-	}
-	t.InputSchema = in
+	t.InputSchema = schemaFor[In](t.Name)
 	mcp.AddTool(s, t, h)
+}
+
+// addShared adds the tool of spec, which the LLM runner's tools share
+// (Shared), with its description and input.
+func addShared[In, Out any](s *mcp.Server, name string, ann *mcp.ToolAnnotations, h mcp.ToolHandlerFor[In, Out]) {
+	sp := SharedTool(name)
+	addTool(s, &mcp.Tool{Name: sp.Name, Description: sp.Description, Annotations: ann}, h)
 }
 
 func (s *Server) addTools() {
 	ag := s.cfg.Agent
 	ro := &mcp.ToolAnnotations{ReadOnlyHint: true}
 	idem := &mcp.ToolAnnotations{IdempotentHint: true}
-	addTool(s.mcp, &mcp.Tool{Name: "state_read", Description: "Read the value of a state key.", Annotations: ro},
-		func(ctx context.Context, _ *mcp.CallToolRequest, in keyIn) (*mcp.CallToolResult, any, error) {
+	addShared(s.mcp, "state_read", ro,
+		func(ctx context.Context, _ *mcp.CallToolRequest, in KeyIn) (*mcp.CallToolResult, any, error) {
 			_, rec, err := s.c.StateLoad(ctx, ag, in.Key)
 			return records(err, rec)
 		})
-	addTool(s.mcp, &mcp.Tool{Name: "state_write", Description: "Save a value under a state key, replacing what was there. Durable once it returns.", Annotations: idem},
-		func(ctx context.Context, _ *mcp.CallToolRequest, in writeIn) (*mcp.CallToolResult, any, error) {
+	addShared(s.mcp, "state_write", idem,
+		func(ctx context.Context, _ *mcp.CallToolRequest, in WriteIn) (*mcp.CallToolResult, any, error) {
 			v, perr := proto.DecodeValue(in.Value, in.Encoding)
 			if perr != nil {
 				return nil, nil, perr
@@ -138,25 +102,25 @@ func (s *Server) addTools() {
 			rec, err := s.c.StateSave(ctx, ag, in.Key, v)
 			return records(err, rec)
 		})
-	addTool(s.mcp, &mcp.Tool{Name: "state_list", Description: "List the state keys (with size and modification time), optionally under a prefix.", Annotations: ro},
-		func(ctx context.Context, _ *mcp.CallToolRequest, in listIn) (*mcp.CallToolResult, any, error) {
+	addShared(s.mcp, "state_list", ro,
+		func(ctx context.Context, _ *mcp.CallToolRequest, in ListIn) (*mcp.CallToolResult, any, error) {
 			var out []any
 			err := s.c.StateList(ctx, ag, in.Prefix, func(r proto.StateRecord) error { out = append(out, r); return nil })
 			return records(err, out...)
 		})
 	addTool(s.mcp, &mcp.Tool{Name: "state_delete", Description: "Delete a state key.", Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true)}},
-		func(ctx context.Context, _ *mcp.CallToolRequest, in keyIn) (*mcp.CallToolResult, any, error) {
+		func(ctx context.Context, _ *mcp.CallToolRequest, in KeyIn) (*mcp.CallToolResult, any, error) {
 			rec, err := s.c.StateDelete(ctx, ag, in.Key)
 			return records(err, rec)
 		})
-	addTool(s.mcp, &mcp.Tool{Name: "remember", Description: "Keep a memory (working, episodic or semantic)."},
-		func(ctx context.Context, _ *mcp.CallToolRequest, in rememberIn) (*mcp.CallToolResult, any, error) {
+	addShared(s.mcp, "remember", nil,
+		func(ctx context.Context, _ *mcp.CallToolRequest, in RememberIn) (*mcp.CallToolResult, any, error) {
 			recs, err := s.c.MemRemember(ctx, proto.MemRememberArgs{Agent: ag, Memories: []proto.MemoryInput{{
 				Kind: in.Kind, Text: in.Text, Tags: in.Tags, TTL: in.TTL, Importance: in.Importance, Source: "mcp"}}})
 			return records(err, anys(recs)...)
 		})
-	addTool(s.mcp, &mcp.Tool{Name: "recall", Description: "Search the memories, best match first.", Annotations: ro},
-		func(ctx context.Context, _ *mcp.CallToolRequest, in recallIn) (*mcp.CallToolResult, any, error) {
+	addShared(s.mcp, "recall", ro,
+		func(ctx context.Context, _ *mcp.CallToolRequest, in RecallIn) (*mcp.CallToolResult, any, error) {
 			if in.K <= 0 {
 				in.K = 10
 			}
