@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -27,6 +29,9 @@ allow = ["true", "sleep"]
 allow = ["t"]
 [net]
 allow = ["127.0.0.1"]
+[msg]
+send = ["*"]
+accept = ["*"]
 [[mcp.servers]]
 name = "s"
 command = ["true"]
@@ -78,18 +83,43 @@ func isRefusal(code string) bool { return code == proto.EPERM || code == proto.E
 // TestEveryCallAgrees is the table of the gate: every served op, called
 // by the admin, a run of the agent itself, a run of another agent, a user
 // granted the agent and a user not granted it, under a permissive and a
-// narrow policy. For every row the real call's verdict is the dry run's
+// narrow policy, and one whose hooks refuse everything. For every row the real call's verdict is the dry run's
 // (kernel.Verdict; for a run of the agent, ox-policy check's too), a
 // refusal is audited under the op called with the code the caller got,
 // and nothing is refused under another op.
 func TestEveryCallAgrees(t *testing.T) {
-	for _, pol := range []struct{ name, text string }{{"permissive", permissive}, {"narrow", narrow}} {
-		t.Run(pol.name, func(t *testing.T) { agreeTable(t, pol.text) })
+	// A third policy: the permissive one, with a hook for every class of
+	// question that refuses whatever it is asked, so that every call the
+	// rules allow is put to its hook, as its dry run is.
+	hooks := t.TempDir()
+	refuse := filepath.Join(hooks, "refuse")
+	if err := os.WriteFile(refuse, []byte("#!/bin/sh\ncat >/dev/null; echo not today; exit 77\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	hooked := permissive + "[sandbox]\nread_only = [\"" + hooks + "\"]\n[hooks]\n"
+	for _, class := range []string{"state", "memory", "exec", "tools", "net", "mcp", "msg"} {
+		hooked += class + " = [\"" + refuse + "\"]\n"
+	}
+	for _, pol := range []struct{ name, text string }{{"permissive", permissive}, {"narrow", narrow}, {"hooked", hooked}} {
+		t.Run(pol.name, func(t *testing.T) {
+			rules := agreeTable(t, pol.text)
+			if pol.name != "hooked" {
+				return
+			}
+			for _, class := range []string{"state", "memory", "exec", "tools", "net", "mcp", "msg"} {
+				if rules["hooks."+class] == 0 {
+					t.Errorf("no call was refused by hooks.%s (refusals by rule: %v)", class, rules)
+				}
+			}
+		})
 	}
 }
 
-func agreeTable(t *testing.T, text string) {
-	k, run, pending := gatedFixture(t)
+// agreeTable runs the table under policy text, and returns how many
+// rows the dry run refused by each rule.
+func agreeTable(t *testing.T, text string) map[string]int {
+	rules := map[string]int{}
+	k, run, pending, asked := gatedFixture(t)
 	ctx := context.Background()
 	admin := &kernel.Cred{Admin: true}
 	set := func() {
@@ -201,6 +231,9 @@ func agreeTable(t *testing.T, text string) {
 			}
 			entries := rowEvents()
 			rows++
+			if want != "" {
+				rules[rule]++
+			}
 			if want != "" && got != want {
 				t.Errorf("%s: the dry run refuses it (%s, %s), the call answers %q: %v", row, want, rule, got, rerr)
 			}
@@ -236,10 +269,21 @@ func agreeTable(t *testing.T, text string) {
 			set()
 			rowEvents()
 		}
+		if op == proto.OpApproveDecide {
+			// The exec it approved (or refused) ends, audited, before
+			// the next row, whose audit it is not.
+			select {
+			case <-asked:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the exec held for approval did not end once decided")
+			}
+			rowEvents()
+		}
 	}
 	if rows < 5*50 {
 		t.Fatalf("only %d rows: the table is broken", rows)
 	}
+	return rules
 }
 
 // jsonString is s as a JSON string.

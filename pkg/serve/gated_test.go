@@ -111,8 +111,9 @@ func gatedArgs(run, pending string) map[string]string {
 // would audit a refusal under the wrong op).
 // gatedFixture is a kernel whose agent ops has a key k, a run (sleeping
 // a minute, killed at the end of the test), a job j1 and an approval
-// pending (an exec that an ask rule holds), as gatedArgs name them.
-func gatedFixture(t *testing.T) (k *kernel.Kernel, run, pending string) {
+// pending (an exec that an ask rule holds, which closes asked once it
+// returns), as gatedArgs name them.
+func gatedFixture(t *testing.T) (k *kernel.Kernel, run, pending string, asked <-chan struct{}) {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := config.Default()
@@ -146,9 +147,13 @@ func gatedFixture(t *testing.T) (k *kernel.Kernel, run, pending string) {
 	if _, err := k.PolicySet(ctx, admin, proto.PolicySetArgs{Agent: "ops", Text: "[ask]\nexec = [\"true\"]\n"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	asked, stopAsking := context.WithCancel(ctx)
+	asking, stopAsking := context.WithCancel(ctx)
 	t.Cleanup(stopAsking)
-	go k.Exec(asked, admin, proto.ExecArgs{Agent: "ops", Argv: []string{"true"}}, nil)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		k.Exec(asking, admin, proto.ExecArgs{Agent: "ops", Argv: []string{"true"}}, nil)
+	}()
 	for i := 0; pending == "" && i < 500; i++ {
 		k.ApproveList(ctx, admin, proto.ApproveListArgs{}, nil, func(r *proto.ApprovalRecord) error {
 			pending = r.ID
@@ -159,11 +164,11 @@ func gatedFixture(t *testing.T) (k *kernel.Kernel, run, pending string) {
 	if pending == "" {
 		t.Fatal("the exec that asks is not pending")
 	}
-	return k, r.ID, pending
+	return k, r.ID, pending, done
 }
 
 func TestEveryServedOpGated(t *testing.T) {
-	k, run, pending := gatedFixture(t)
+	k, run, pending, _ := gatedFixture(t)
 	ctx := context.Background()
 	var mu sync.Mutex
 	var seen []string
