@@ -1,7 +1,9 @@
 // Package kernel is the one place where Oxios does anything: each exported
 // method is a syscall, declared once in the syscall table (syscalls.go),
 // and each goes through one gate (gate.go): validate -> authorize ->
-// policy -> do -> audit (refusals too) -> publish. The socket server and
+// policy (its rules, an ask, its hook: question.go, hook.go) -> do ->
+// audit (refusals too) -> publish. The dry run (ox-policy check and
+// test) is the gate with the work skipped, for any caller (Verdict). The socket server and
 // the FUSE view call these syscalls and nothing below them; the
 // subsystems (access with its credentials, grants and what a caller
 // lists and sees, groupcommit's queue, state, agenttree with an agent's

@@ -12,7 +12,8 @@ import (
 // The policy question of a syscall (Syscall.Asks) is the one value both
 // the gate and the dry run ask: enforcement answers it for a call
 // (answer), and ox-policy check and ox-policy test (dryRun) for an op
-// named with words, through the same answer. What an op asks is declared
+// named with words, through the same answer and the same hook (hook.go),
+// after the same authorize step (gate.go). What an op asks is declared
 // once, in the syscall table; an op that asks nothing is allowed by any
 // policy, and one that is the admin's is refused to a run.
 

@@ -3,8 +3,10 @@
 // this command, what may it spend, under which limits do its runs run. It
 // decides and explains (by naming the rule); the kernel enforces and
 // audits. It also loads an agent's policy file (the default when it has
-// none), describes it as a record, and says what a violation does to the
-// run that made it (signals.on_violation).
+// none), describes it as a record, says what a violation does to the
+// run that made it (signals.on_violation), and which programs answer a
+// class of question once the rules allow ([hooks], hooks.go: the kernel
+// runs them).
 package policy
 
 import (
