@@ -42,6 +42,10 @@ type asking struct {
 	argv  []string // exec: the argv, or
 	line  string   // its command line
 	total int64    // a write: the bytes the agent's state would hold
+	// A message: its sender, and the recipient's policy, which must
+	// accept it (nil: not asked).
+	from    string
+	accepts *policy.Policy
 }
 
 // answer is p's answer to q: nil allows, a *policy.Denied refuses, a
@@ -68,8 +72,11 @@ func answer(p *policy.Policy, q asking) error {
 	case askMCP:
 		_, err := p.CheckMCP(q.key, q.tool)
 		return err
-	case askSend:
-		return p.CheckSend(q.key)
+	case askSend: // policy.CheckMessage's two questions
+		if err := p.CheckSend(q.key); err != nil || q.accepts == nil {
+			return err
+		}
+		return q.accepts.CheckAccept(q.from)
 	}
 	return nil
 }
@@ -93,13 +100,13 @@ var dryOps = map[string]string{"read": proto.OpStateLoad, "write": proto.OpState
 // words of ox-policy check, or what an audit entry says) by c on agent
 // under policy p: the gate's authorize step (authorize), then the op's
 // declared question if it binds c, answered by answer and, if the rules
-// allow, by the policy's hook (hook, when not nil; hook.go). It returns ""
+// allow, by the policy's hook (env's, when env is not nil; hook.go). It returns ""
 // when the call would pass, else the refusal's code and what refused
 // it: a policy rule (EPERM), "admin" for what is the admin's (EACCES),
 // "access" for an agent c may not act on (EPERM). An ask rule's verdict
 // is "" with a Denied whose rule is named ask.* (judge.Asks); an error
 // means the op or its args are not understood.
-func dryRun(p *policy.Policy, usage judge.Usage, hook dryHook, c *Cred, agent, op string, args []string) (string, *policy.Denied, error) {
+func dryRun(p *policy.Policy, usage judge.Usage, env *dryEnv, c *Cred, agent, op string, args []string) (string, *policy.Denied, error) {
 	if alias, ok := dryOps[op]; ok {
 		op = alias
 	}
@@ -152,10 +159,19 @@ func dryRun(p *policy.Policy, usage judge.Usage, hook dryHook, c *Cred, agent, o
 		q.key = judge.HostOf(q.key)
 	case askMCP:
 		q.tool = arg(1)
+	case askSend:
+		q.from, q.accepts = agent, p
+		if q.key != agent && env != nil {
+			rp, err := env.policyOf(q.key)
+			if err != nil {
+				return "", nil, err
+			}
+			q.accepts = rp
+		}
 	}
 	err := answer(p, q)
-	if err == nil && hook != nil {
-		err = hook(p, c, op, agent, q)
+	if err == nil && env != nil {
+		err = env.hook(p, c, op, agent, q)
 	}
 	var d *policy.Denied
 	if errors.As(err, &d) {
@@ -172,19 +188,29 @@ func dryRun(p *policy.Policy, usage judge.Usage, hook dryHook, c *Cred, agent, o
 	return "", nil, nil
 }
 
-// dryHook replays a policy's hook in a dry run (dryRun).
-type dryHook func(p *policy.Policy, c *Cred, op, agent string, q asking) error
+// dryEnv is what a dry run asks of the kernel besides the policy it
+// judges by: a hook's verdict (hook, told it is a dry run), the policy
+// in force of another agent (a message's recipient).
+type dryEnv struct {
+	hook     func(p *policy.Policy, c *Cred, op, agent string, q asking) error
+	policyOf func(agent string) (*policy.Policy, error)
+}
 
-// dryHook runs p's hook as the dry run's (hook).
-func (k *Kernel) dryHook(p *policy.Policy, c *Cred, op, agent string, q asking) error {
-	return k.hook(k.root, p, c, op, agent, q, true)
+// dryEnv is the kernel's.
+func (k *Kernel) dryEnv() *dryEnv {
+	return &dryEnv{
+		hook: func(p *policy.Policy, c *Cred, op, agent string, q asking) error {
+			return k.hook(k.root, p, c, op, agent, q, true)
+		},
+		policyOf: k.policyOf,
+	}
 }
 
 // dryRun is the dry run of ox-policy check and ox-policy test
 // (judge.Func): a call by a run of agent, on the kernel's state (a write
 // is judged against the agent's quota).
 func (k *Kernel) dryRun(p *policy.Policy, agent, op string, args []string) (*policy.Denied, error) {
-	_, d, err := dryRun(p, k.state.Usage, k.dryHook, &Cred{Agent: agent, Run: "-"}, agent, op, args)
+	_, d, err := dryRun(p, k.state.Usage, k.dryEnv(), &Cred{Agent: agent, Run: "-"}, agent, op, args)
 	return d, err
 }
 
@@ -202,7 +228,7 @@ func (k *Kernel) Verdict(c *Cred, agent, op string, args []string) (code, rule s
 			return "", "", err
 		}
 	}
-	code, d, err := dryRun(p, k.state.Usage, k.dryHook, c, agent, op, args)
+	code, d, err := dryRun(p, k.state.Usage, k.dryEnv(), c, agent, op, args)
 	if d != nil {
 		rule = d.Rule
 	}
