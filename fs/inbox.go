@@ -12,6 +12,7 @@ import (
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/oxios/oxios/pkg/frontmatter"
 	"github.com/oxios/oxios/pkg/kernel"
 	"github.com/oxios/oxios/pkg/proto"
 )
@@ -302,32 +303,24 @@ func msgFile(m *proto.MsgRecord) []byte {
 // copied into another inbox forwards its text).
 func msgInput(b []byte) (proto.MsgSendArgs, error) {
 	var a proto.MsgSendArgs
-	rest, ok := bytes.CutPrefix(b, []byte("---\n"))
-	if !ok {
-		rest = b
-	}
-	for line := 2; ok; line++ {
-		l, after, found := bytes.Cut(rest, []byte("\n"))
+	text, _, err := frontmatter.Scan(b, func(line int, l string) error {
+		k, v, found := frontmatter.Field(l)
 		if !found {
-			return a, proto.Errorf(proto.EINVAL, "front matter line %d: not closed by \"---\"", line)
+			return proto.Errorf(proto.EINVAL, "front matter line %d: want \"key: value\"", line)
 		}
-		rest = after
-		if string(l) == "---" {
-			break
-		}
-		k, v, found := strings.Cut(string(l), ":")
-		if !found {
-			return a, proto.Errorf(proto.EINVAL, "front matter line %d: want \"key: value\"", line)
-		}
-		switch strings.TrimSpace(k) {
+		switch k {
 		case "id", "from", "to", "time", "sender", "read":
 		case "reply_to":
-			a.ReplyTo = strings.TrimSpace(v)
+			a.ReplyTo = v
 		default:
-			return a, proto.Errorf(proto.EINVAL, "front matter line %d: unknown key %q (reply_to is the one a sender gives)", line, k)
+			return proto.Errorf(proto.EINVAL, "front matter line %d: unknown key %q (reply_to is the one a sender gives)", line, k)
 		}
+		return nil
+	})
+	if err != nil {
+		return a, frontError(err)
 	}
-	a.Text = strings.TrimRight(string(rest), "\n")
+	a.Text = strings.TrimRight(string(text), "\n")
 	return a, nil
 }
 

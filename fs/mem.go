@@ -1,9 +1,9 @@
 package fs
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,6 +13,7 @@ import (
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/oxios/oxios/pkg/frontmatter"
 	"github.com/oxios/oxios/pkg/kernel"
 	"github.com/oxios/oxios/pkg/memory"
 	"github.com/oxios/oxios/pkg/proto"
@@ -581,24 +582,11 @@ func (h *memHandle) Release(ctx context.Context) syscall.Errno {
 // Trailing newlines are not part of the text (`echo text > note.md`).
 func memInput(b []byte) (proto.MemoryInput, error) {
 	var in proto.MemoryInput
-	rest, ok := bytes.CutPrefix(b, []byte("---\n"))
-	if !ok {
-		rest = b
-	}
-	for line := 2; ok; line++ {
-		l, after, found := bytes.Cut(rest, []byte("\n"))
+	text, _, err := frontmatter.Scan(b, func(line int, l string) error {
+		k, v, found := frontmatter.Field(l)
 		if !found {
-			return in, proto.Errorf(proto.EINVAL, "front matter line %d: not closed by \"---\"", line)
+			return proto.Errorf(proto.EINVAL, "front matter line %d: want \"key: value\"", line)
 		}
-		rest = after
-		if string(l) == "---" {
-			break
-		}
-		k, v, found := strings.Cut(string(l), ":")
-		if !found {
-			return in, proto.Errorf(proto.EINVAL, "front matter line %d: want \"key: value\"", line)
-		}
-		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
 		switch k {
 		case "id", "kind", "created":
 		case "tags":
@@ -613,7 +601,7 @@ func memInput(b []byte) (proto.MemoryInput, error) {
 		case "importance":
 			f, err := strconv.ParseFloat(v, 64)
 			if err != nil {
-				return in, proto.Errorf(proto.EINVAL, "front matter line %d: importance %q is not a number", line, v)
+				return proto.Errorf(proto.EINVAL, "front matter line %d: importance %q is not a number", line, v)
 			}
 			in.Importance = f
 		case "ttl":
@@ -621,17 +609,31 @@ func memInput(b []byte) (proto.MemoryInput, error) {
 		case "expires":
 			t, err := time.Parse(time.RFC3339Nano, v)
 			if err != nil {
-				return in, proto.Errorf(proto.EINVAL, "front matter line %d: expires %q is not an RFC 3339 time", line, v)
+				return proto.Errorf(proto.EINVAL, "front matter line %d: expires %q is not an RFC 3339 time", line, v)
 			}
 			d := time.Until(t)
 			if d <= 0 {
-				return in, proto.Errorf(proto.EINVAL, "front matter line %d: expires %s is past", line, v)
+				return proto.Errorf(proto.EINVAL, "front matter line %d: expires %s is past", line, v)
 			}
 			in.TTL = d.String()
 		default:
-			return in, proto.Errorf(proto.EINVAL, "front matter line %d: unknown key %q", line, k)
+			return proto.Errorf(proto.EINVAL, "front matter line %d: unknown key %q", line, k)
 		}
+		return nil
+	})
+	if err != nil {
+		return in, frontError(err)
 	}
-	in.Text = strings.TrimRight(string(rest), "\n")
+	in.Text = strings.TrimRight(string(text), "\n")
 	return in, nil
+}
+
+// frontError is err, of frontmatter.Scan, as the mount answers it: a
+// front matter not closed is EINVAL, as is a line its reader refused.
+func frontError(err error) error {
+	var u *frontmatter.Unclosed
+	if errors.As(err, &u) {
+		return proto.Errorf(proto.EINVAL, "front matter line %d: not closed by \"---\"", u.Line)
+	}
+	return err
 }

@@ -108,7 +108,7 @@ func check(c *cli.Context) error {
 		return err
 	}
 	if c.NArg() < 1 {
-		return cliutil.Usagef("give an OP (state.load, state.save, state.delete, state.list, mem.remember, exec, tool.run, net.fetch) and its ARGS")
+		return cliutil.Usagef("give an OP (any of oxios(7): state.load, state.save, state.list, mem.recall, exec, tool.run, net.fetch...) and its ARGS")
 	}
 	a := proto.PolicyCheckArgs{Agent: agent, Op: c.Args().First(), Args: c.Args().Tail()}
 	if f := c.String("policy"); f != "" {

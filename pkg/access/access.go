@@ -116,11 +116,11 @@ func (c *Cred) Sees(agent string) bool {
 	return agent != "" && c.Authorize(agent) == nil
 }
 
-// NotAdmin ends a refusal of what is the admin's: "run R of agent "A"
-// may not" for a run, else "uid N is not the admin".
+// NotAdmin says why c is refused what is the admin's: "run R of agent
+// "A" is not the admin" for a run, else "uid N is not the admin".
 func (c *Cred) NotAdmin() string {
 	if c.Run != "" {
-		return fmt.Sprintf("run %s of agent %q may not", c.Run, c.Agent)
+		return fmt.Sprintf("run %s of agent %q is not the admin", c.Run, c.Agent)
 	}
 	return fmt.Sprintf("uid %d is not the admin", c.UID)
 }

@@ -131,7 +131,7 @@ func TestListsSeesNotAdmin(t *testing.T) {
 	if !admin.Sees("") || !admin.Sees("x") || user.Sees("") || !user.Sees("team-a") || user.Sees("other") || !run.Sees("alpha") {
 		t.Error("events seen")
 	}
-	if got := run.NotAdmin(); got != `run r1 of agent "alpha" may not` {
+	if got := run.NotAdmin(); got != `run r1 of agent "alpha" is not the admin` {
 		t.Error(got)
 	}
 	if got := user.NotAdmin(); got != "uid 3000 is not the admin" {

@@ -44,8 +44,15 @@ func (c *Client) Remember(ctx context.Context, m proto.MemoryInput) (proto.Memor
 }
 
 func (c *Client) Recall(ctx context.Context, query string, k int) ([]proto.MemoryRecord, error) {
+	return c.RecallArgs(ctx, proto.MemRecallArgs{Query: query, K: k})
+}
+
+// RecallArgs is Recall with the args of mem.recall (a kind, tags), of the
+// agent's memories.
+func (c *Client) RecallArgs(ctx context.Context, a proto.MemRecallArgs) ([]proto.MemoryRecord, error) {
+	a.Agent = c.Agent
 	var out []proto.MemoryRecord
-	err := c.C.MemRecall(ctx, proto.MemRecallArgs{Agent: c.Agent, Query: query, K: k}, func(r proto.MemoryRecord) error {
+	err := c.C.MemRecall(ctx, a, func(r proto.MemoryRecord) error {
 		out = append(out, r)
 		return nil
 	})

@@ -20,17 +20,9 @@ type tool struct {
 	params     string // JSON schema of the arguments
 }
 
+// tools are the runner's own tools; those the MCP bridge has too come
+// first, from their one definition (mcpbridge.Shared).
 var tools = []tool{
-	{"state_read", "Read the value of one key of your state.",
-		`{"type":"object","properties":{"key":{"type":"string","description":"the key, e.g. notes/disk"}},"required":["key"]}`},
-	{"state_write", "Save a value under a key of your state (replacing what was there).",
-		`{"type":"object","properties":{"key":{"type":"string"},"value":{"type":"string","description":"UTF-8 text"}},"required":["key","value"]}`},
-	{"state_list", "List the keys of your state, with sizes, optionally under a prefix.",
-		`{"type":"object","properties":{"prefix":{"type":"string","description":"e.g. notes/ (empty: all)"}}}`},
-	{"remember", "Keep a memory for later runs.",
-		`{"type":"object","properties":{"text":{"type":"string"},"kind":{"type":"string","enum":["working","episodic","semantic"]},"tags":{"type":"array","items":{"type":"string"}}},"required":["text"]}`},
-	{"recall", "Search your memories; best matches first.",
-		`{"type":"object","properties":{"query":{"type":"string"},"k":{"type":"integer","minimum":1,"maximum":50}},"required":["query"]}`},
 	{"exec", "Run an allowed program in your workspace and get its exit status and output. Give argv (a program and its arguments) or command (one line).",
 		`{"type":"object","properties":{"argv":{"type":"array","items":{"type":"string"}},"command":{"type":"string"},"stdin":{"type":"string"}}}`},
 	{"fetch", "Fetch a URL (http or https, on a host your policy allows) and get its status and body.",
@@ -41,12 +33,131 @@ var tools = []tool{
 
 // Tools returns the tools in the endpoint's format.
 func Tools() []openai.Tool {
-	out := make([]openai.Tool, len(tools))
-	for i, t := range tools {
-		out[i] = openai.Tool{Type: openai.ToolTypeFunction, Function: &openai.FunctionDefinition{
-			Name: t.name, Description: t.desc, Parameters: json.RawMessage(t.params)}}
+	out := make([]openai.Tool, 0, len(mcpbridge.Shared())+len(tools))
+	for _, sp := range mcpbridge.Shared() {
+		out = append(out, openai.Tool{Type: openai.ToolTypeFunction, Function: &openai.FunctionDefinition{
+			Name: sp.Name, Description: sp.Description, Parameters: sp.Params()}})
+	}
+	for _, t := range tools {
+		out = append(out, openai.Tool{Type: openai.ToolTypeFunction, Function: &openai.FunctionDefinition{
+			Name: t.name, Description: t.desc, Parameters: json.RawMessage(t.params)}})
 	}
 	return out
+}
+
+// argsRecaller is a Kernel that recalls by kind and tags too (Client).
+type argsRecaller interface {
+	RecallArgs(ctx context.Context, a proto.MemRecallArgs) ([]proto.MemoryRecord, error)
+}
+
+// callShared runs a tool the MCP bridge has too, its arguments decoded
+// into the input of its one definition (mcpbridge.Shared).
+func (r *Runner) callShared(ctx context.Context, name, args string, decode func(any) error) (string, string, error) {
+	switch name {
+	case "state_read":
+		var in mcpbridge.KeyIn
+		if err := decode(&in); err != nil {
+			return "", "", err
+		}
+		if in.Key == "" {
+			return "", "", toolErrorf("state_read: give a key")
+		}
+		v, err := r.k.StateLoad(ctx, in.Key)
+		if err != nil {
+			return "", "", err
+		}
+		if !utf8.Valid(v) {
+			return fmt.Sprintf("(%d bytes of binary data)", len(v)), "", nil
+		}
+		return clip(string(v)), "", nil
+	case "state_write":
+		var in mcpbridge.WriteIn
+		var given struct {
+			Value *string `json:"value"`
+		}
+		if err := decode(&in); err != nil {
+			return "", "", err
+		}
+		if json.Unmarshal([]byte(args), &given); in.Key == "" || given.Value == nil {
+			return "", "", toolErrorf("state_write: give a key and a value")
+		}
+		v, perr := proto.DecodeValue(in.Value, in.Encoding)
+		if perr != nil {
+			return "", "", perr
+		}
+		if err := r.k.StateSave(ctx, in.Key, v); err != nil {
+			return "", "", err
+		}
+		return fmt.Sprintf("saved %s (%d bytes)", in.Key, len(v)), "", nil
+	case "state_list":
+		var in mcpbridge.ListIn
+		if err := decode(&in); err != nil {
+			return "", "", err
+		}
+		recs, err := r.k.StateList(ctx, in.Prefix)
+		if err != nil {
+			return "", "", err
+		}
+		var b strings.Builder
+		for _, s := range recs {
+			fmt.Fprintf(&b, "%s\t%d bytes\n", s.Key, s.Size)
+		}
+		if b.Len() == 0 {
+			return "(no keys)", "", nil
+		}
+		return clip(b.String()), "", nil
+	case "remember":
+		var in mcpbridge.RememberIn
+		if err := decode(&in); err != nil {
+			return "", "", err
+		}
+		if strings.TrimSpace(in.Text) == "" {
+			return "", "", toolErrorf("remember: give the text to remember")
+		}
+		m, err := r.k.Remember(ctx, proto.MemoryInput{Kind: in.Kind, Text: in.Text, Tags: in.Tags, TTL: in.TTL, Importance: in.Importance, Source: "run:" + r.cfg.Run})
+		if err != nil {
+			return "", "", err
+		}
+		return fmt.Sprintf("remembered as %s (%s)", m.ID, m.Kind), "", nil
+	case "recall":
+		return r.recallTool(ctx, decode)
+	}
+	return "", "", toolErrorf("%s: this runner does not offer it", name)
+}
+
+// recallTool runs the recall tool.
+func (r *Runner) recallTool(ctx context.Context, decode func(any) error) (string, string, error) {
+	var in mcpbridge.RecallIn
+	if err := decode(&in); err != nil {
+		return "", "", err
+	}
+	if strings.TrimSpace(in.Query) == "" {
+		return "", "", toolErrorf("recall: give a query")
+	}
+	k := in.K
+	if k <= 0 || k > 50 {
+		k = 5
+	}
+	var mems []proto.MemoryRecord
+	var err error
+	if ar, ok := r.k.(argsRecaller); ok {
+		mems, err = ar.RecallArgs(ctx, proto.MemRecallArgs{Query: in.Query, K: k, Kind: in.Kind, Tags: in.Tags})
+	} else if in.Kind != "" || len(in.Tags) > 0 {
+		return "", "", toolErrorf("recall: kind and tags are not offered here")
+	} else {
+		mems, err = r.k.Recall(ctx, in.Query, k)
+	}
+	if err != nil {
+		return "", "", err
+	}
+	var b strings.Builder
+	for _, m := range mems {
+		fmt.Fprintf(&b, "- %s [%s, %s, score %.3f] %s\n", m.ID, m.Kind, m.Created.Format("2006-01-02"), m.Score, oneLine(m.Text, 1000))
+	}
+	if b.Len() == 0 {
+		return "(nothing recalled)", "", nil
+	}
+	return clip(b.String()), "", nil
 }
 
 // maxResult bounds what one tool gives back to the model.
@@ -56,14 +167,6 @@ const maxResult = 16 << 10
 // set by finish; err is a failed call (the model sees it).
 func (r *Runner) call(ctx context.Context, tc openai.ToolCall) (out, summary string, err error) {
 	var a struct {
-		Key     string   `json:"key"`
-		Value   *string  `json:"value"`
-		Prefix  string   `json:"prefix"`
-		Text    string   `json:"text"`
-		Kind    string   `json:"kind"`
-		Tags    []string `json:"tags"`
-		Query   string   `json:"query"`
-		K       int      `json:"k"`
 		Argv    []string `json:"argv"`
 		Command string   `json:"command"`
 		Stdin   string   `json:"stdin"`
@@ -90,74 +193,23 @@ func (r *Runner) call(ctx context.Context, tc openai.ToolCall) (out, summary str
 	if args == "" {
 		args = "{}"
 	}
-	dec := json.NewDecoder(strings.NewReader(args))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&a); err != nil {
-		return "", "", toolErrorf("%s: arguments are not the JSON object its schema asks for: %v", tc.Function.Name, err)
+	decode := func(v any) error {
+		dec := json.NewDecoder(strings.NewReader(args))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(v); err != nil {
+			return toolErrorf("%s: arguments are not the JSON object its schema asks for: %v", tc.Function.Name, err)
+		}
+		return nil
+	}
+	for _, sp := range mcpbridge.Shared() {
+		if sp.Name == tc.Function.Name {
+			return r.callShared(ctx, sp.Name, args, decode)
+		}
+	}
+	if err := decode(&a); err != nil {
+		return "", "", err
 	}
 	switch tc.Function.Name {
-	case "state_read":
-		if a.Key == "" {
-			return "", "", toolErrorf("state_read: give a key")
-		}
-		v, err := r.k.StateLoad(ctx, a.Key)
-		if err != nil {
-			return "", "", err
-		}
-		if !utf8.Valid(v) {
-			return fmt.Sprintf("(%d bytes of binary data)", len(v)), "", nil
-		}
-		return clip(string(v)), "", nil
-	case "state_write":
-		if a.Key == "" || a.Value == nil {
-			return "", "", toolErrorf("state_write: give a key and a value")
-		}
-		if err := r.k.StateSave(ctx, a.Key, []byte(*a.Value)); err != nil {
-			return "", "", err
-		}
-		return fmt.Sprintf("saved %s (%d bytes)", a.Key, len(*a.Value)), "", nil
-	case "state_list":
-		recs, err := r.k.StateList(ctx, a.Prefix)
-		if err != nil {
-			return "", "", err
-		}
-		var b strings.Builder
-		for _, s := range recs {
-			fmt.Fprintf(&b, "%s\t%d bytes\n", s.Key, s.Size)
-		}
-		if b.Len() == 0 {
-			return "(no keys)", "", nil
-		}
-		return clip(b.String()), "", nil
-	case "remember":
-		if strings.TrimSpace(a.Text) == "" {
-			return "", "", toolErrorf("remember: give the text to remember")
-		}
-		m, err := r.k.Remember(ctx, proto.MemoryInput{Kind: a.Kind, Text: a.Text, Tags: a.Tags, Source: "run:" + r.cfg.Run})
-		if err != nil {
-			return "", "", err
-		}
-		return fmt.Sprintf("remembered as %s (%s)", m.ID, m.Kind), "", nil
-	case "recall":
-		if strings.TrimSpace(a.Query) == "" {
-			return "", "", toolErrorf("recall: give a query")
-		}
-		k := a.K
-		if k <= 0 || k > 50 {
-			k = 5
-		}
-		mems, err := r.k.Recall(ctx, a.Query, k)
-		if err != nil {
-			return "", "", err
-		}
-		var b strings.Builder
-		for _, m := range mems {
-			fmt.Fprintf(&b, "- %s [%s, %s, score %.3f] %s\n", m.ID, m.Kind, m.Created.Format("2006-01-02"), m.Score, oneLine(m.Text, 1000))
-		}
-		if b.Len() == 0 {
-			return "(nothing recalled)", "", nil
-		}
-		return clip(b.String()), "", nil
 	case "exec":
 		if (len(a.Argv) == 0) == (a.Command == "") {
 			return "", "", toolErrorf("exec: give argv or command, one of them")

@@ -117,7 +117,7 @@ func TestForkChanges(t *testing.T) {
 			vals[i], _ = json.Marshal(budget.File{Limit: &proto.Budget{Tokens: 100}, Used: proto.Budget{Tokens: 60}})
 		case strings.HasPrefix(f.Key, jobs.Dir+"/"):
 			name := strings.TrimSuffix(strings.TrimPrefix(f.Key, jobs.Dir+"/"), ".json")
-			vals[i], _ = json.Marshal(jobs.File{Name: name, Agent: "a", Schedule: "@daily", LastRun: "r9"})
+			vals[i], _ = json.Marshal(jobs.File{Job: proto.Job{Name: name, Agent: "a", Schedule: "@daily", LastRun: "r9"}})
 		default:
 			vals[i] = []byte("value of " + f.Key)
 		}

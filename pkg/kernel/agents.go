@@ -2,7 +2,6 @@ package kernel
 
 import (
 	"context"
-	"strings"
 
 	"github.com/oxios/oxios/pkg/agenttree"
 	"github.com/oxios/oxios/pkg/audit"
@@ -25,6 +24,9 @@ func (k *Kernel) liveRuns(agent string) int { return k.adm.Live(agent) }
 
 // AgentList returns, sorted, the agents that exist and that c may act on.
 func (k *Kernel) AgentList(ctx context.Context, c *Cred, emit func(*proto.AgentRecord) error) error {
+	if err := k.gate(call{op: proto.OpAgentList, c: c}); err != nil {
+		return err
+	}
 	for _, agent := range k.Agents(ctx, c) {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -57,17 +59,8 @@ func (k *Kernel) AgentShow(ctx context.Context, c *Cred, agent string, raw []byt
 // files are not its own to delete.
 func (k *Kernel) AgentRemove(ctx context.Context, c *Cred, agent string, raw []byte) (proto.AgentRecord, error) {
 	op := proto.OpAgentRemove
-	if err := proto.CheckAgent(agent); err != nil {
-		k.auditDenied(c, op, strings.ToValidUTF8(agent, "?"), raw, err.Code)
+	if err := k.gate(call{op: op, c: c, agent: agent, raw: raw}); err != nil {
 		return proto.AgentRecord{}, err
-	}
-	if !c.Admin {
-		err := proto.Errorf(proto.EACCES, "%s: removing an agent is for the admin (uid %d is not one; see [access] in oxios.toml(5))", op, c.UID)
-		k.auditDenied(c, op, agent, raw, err.Code)
-		return proto.AgentRecord{}, err
-	}
-	if !k.AgentExists(agent) {
-		return proto.AgentRecord{}, proto.NoAgent(agent)
 	}
 	// A job's firing starts a run: none fires while the jobs go.
 	held := k.sched.Lock()

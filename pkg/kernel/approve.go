@@ -33,10 +33,8 @@ func (k *Kernel) StopAsking() {
 // kept ones with a.All; with a.Follow, then each new request and
 // decision until ctx ends.
 func (k *Kernel) ApproveList(ctx context.Context, c *Cred, a proto.ApproveListArgs, raw []byte, emit func(*proto.ApprovalRecord) error) error {
-	if a.Agent != "" {
-		if err := k.gate(call{op: proto.OpApproveList, c: c, agent: a.Agent, raw: raw}); err != nil {
-			return err
-		}
+	if err := k.gate(call{op: proto.OpApproveList, c: c, agent: a.Agent, raw: raw}); err != nil {
+		return err
 	}
 	return k.asks.Stream(ctx, k.bus, a, c.Lists(a.Agent), emit)
 }
@@ -50,16 +48,20 @@ func (k *Kernel) ApproveDecide(ctx context.Context, c *Cred, a proto.ApproveDeci
 		k.auditDenied(c, proto.OpApproveDecide, strings.ToValidUTF8(tgt, "?"), raw, err.Code)
 		return proto.ApprovalRecord{}, err
 	}
-	if c.Agent != "" {
-		return deny(proto.Errorf(proto.EPERM, "run %s of agent %q may not decide approvals: an operator does", c.Run, c.Agent))
-	}
+	// A run learns nothing of the requests: the gate refuses it (an
+	// operator decides) under its own agent before any is looked up.
 	r, err := k.asks.Get(a.ID)
+	agent := c.Agent
+	if err == nil {
+		agent, tgt = r.Agent, approval.DecisionTarget(r.Agent, a)
+	}
+	if agent != "" {
+		if err := k.gate(call{op: proto.OpApproveDecide, c: c, agent: agent, raw: raw, target: tgt}); err != nil {
+			return proto.ApprovalRecord{}, err
+		}
+	}
 	if err != nil {
 		return deny(proto.Errorf(proto.ENOENT, "no approval request %q (ox-approve ls lists them)", a.ID))
-	}
-	tgt = approval.DecisionTarget(r.Agent, a)
-	if err := k.gate(call{op: proto.OpApproveDecide, c: c, agent: r.Agent, raw: raw, target: tgt}); err != nil {
-		return proto.ApprovalRecord{}, err
 	}
 	rec, refused, err := k.asks.Settle(ctx, a, operator(c), c.Actor(), audit.ArgsDigest(raw))
 	if refused != nil {

@@ -10,25 +10,17 @@ import (
 // The audit syscalls read the log. What a caller sees (access.Cred.Reads):
 // the admin, every entry; anyone else, the entries about or by the agents
 // they may act on. Checking the whole chain (verify, export, head) is the
-// admin's.
+// admin's (declared Admin: the gate refuses anyone else).
 
-func (k *Kernel) requireAdmin(c *Cred, op string) *proto.Error {
-	if c.Admin {
-		return nil
-	}
-	err := proto.Errorf(proto.EACCES, "%s: reading the whole audit log is for the admin (uid %d is not one; see [access] in oxios.toml(5))", op, c.UID)
-	k.auditDenied(c, op, "audit", nil, err.Code)
-	return err
-}
+// auditCall is the gate's call of an op on the whole log.
+func auditCall(c *Cred, op string) call { return call{op: op, c: c, target: "audit"} }
 
 // AuditLog emits the lines of the selected entries, oldest first; with
 // Follow it then emits new entries as they are committed until ctx ends,
 // calling flush (if not nil) after each group so a follower sees them now.
 func (k *Kernel) AuditLog(ctx context.Context, c *Cred, a proto.AuditLogArgs, raw []byte, emit func(line []byte) error, flush func() error) error {
-	if a.Agent != "" {
-		if err := k.gate(call{op: proto.OpAuditLog, c: c, agent: a.Agent, raw: raw}); err != nil {
-			return err
-		}
+	if err := k.gate(call{op: proto.OpAuditLog, c: c, agent: a.Agent, raw: raw}); err != nil {
+		return err
 	}
 	err := k.audit.Read(ctx, &a, c.Reads, emit, flush)
 	if se, ok := err.(*audit.ScanError); ok {
@@ -39,13 +31,16 @@ func (k *Kernel) AuditLog(ctx context.Context, c *Cred, a proto.AuditLogArgs, ra
 
 // AuditShow returns the line of entry seq, when c may see it.
 func (k *Kernel) AuditShow(ctx context.Context, c *Cred, seq uint64) ([]byte, error) {
+	if err := k.gate(auditCall(c, proto.OpAuditShow)); err != nil {
+		return nil, err
+	}
 	return k.audit.Show(seq, c.UID, c.Reads)
 }
 
 // AuditHead makes every committed entry durable in the log itself and
 // returns its head.
 func (k *Kernel) AuditHead(ctx context.Context, c *Cred) (proto.AuditHead, error) {
-	if err := k.requireAdmin(c, proto.OpAuditHead); err != nil {
+	if err := k.gate(auditCall(c, proto.OpAuditHead)); err != nil {
 		return proto.AuditHead{}, err
 	}
 	return k.audit.SyncedHead()
@@ -53,7 +48,7 @@ func (k *Kernel) AuditHead(ctx context.Context, c *Cred) (proto.AuditHead, error
 
 // AuditVerify recomputes the chain of the live log up to its head.
 func (k *Kernel) AuditVerify(ctx context.Context, c *Cred) (proto.AuditVerify, error) {
-	if err := k.requireAdmin(c, proto.OpAuditVerify); err != nil {
+	if err := k.gate(auditCall(c, proto.OpAuditVerify)); err != nil {
 		return proto.AuditVerify{}, err
 	}
 	return k.audit.VerifySynced("oxiosd")
@@ -62,7 +57,7 @@ func (k *Kernel) AuditVerify(ctx context.Context, c *Cred) (proto.AuditVerify, e
 // AuditExport emits every durable line of the log and then its head line:
 // the self-contained file that `ox-audit verify --file` checks.
 func (k *Kernel) AuditExport(ctx context.Context, c *Cred, emit func(line []byte) error) error {
-	if err := k.requireAdmin(c, proto.OpAuditExport); err != nil {
+	if err := k.gate(auditCall(c, proto.OpAuditExport)); err != nil {
 		return err
 	}
 	if err := k.audit.ExportLines(ctx, emit); err != nil {

@@ -61,13 +61,8 @@ func (k *Kernel) checkBudget(c *Cred, agent string, p *policy.Policy, more proto
 	return k.asks.AskBudget(c.Actor(), agent, p, used)
 }
 
-func (k *Kernel) budgetAgent(c *Cred, op, agent string, raw []byte, admin bool) (*policy.Policy, error) {
+func (k *Kernel) budgetAgent(c *Cred, op, agent string, raw []byte) (*policy.Policy, error) {
 	if err := k.gate(call{op: op, c: c, agent: agent, raw: raw}); err != nil {
-		return nil, err
-	}
-	if admin && !c.Admin {
-		err := proto.Errorf(proto.EPERM, "only the admin changes budgets")
-		k.auditDenied(c, op, agent, raw, err.Code)
 		return nil, err
 	}
 	return k.policyOf(agent)
@@ -75,7 +70,7 @@ func (k *Kernel) budgetAgent(c *Cred, op, agent string, raw []byte, admin bool) 
 
 // BudgetShow returns agent's budget.
 func (k *Kernel) BudgetShow(ctx context.Context, c *Cred, agent string, raw []byte) (proto.BudgetRecord, error) {
-	p, err := k.budgetAgent(c, proto.OpBudgetShow, agent, raw, false)
+	p, err := k.budgetAgent(c, proto.OpBudgetShow, agent, raw)
 	if err != nil {
 		return proto.BudgetRecord{}, err
 	}
@@ -84,7 +79,7 @@ func (k *Kernel) BudgetShow(ctx context.Context, c *Cred, agent string, raw []by
 
 // BudgetSet replaces agent's limits (admin only).
 func (k *Kernel) BudgetSet(ctx context.Context, c *Cred, a proto.BudgetSetArgs, raw []byte) (proto.BudgetRecord, error) {
-	p, err := k.budgetAgent(c, proto.OpBudgetSet, a.Agent, raw, true)
+	p, err := k.budgetAgent(c, proto.OpBudgetSet, a.Agent, raw)
 	if err != nil {
 		return proto.BudgetRecord{}, err
 	}
@@ -97,7 +92,7 @@ func (k *Kernel) BudgetSet(ctx context.Context, c *Cred, a proto.BudgetSetArgs, 
 
 // BudgetReset zeroes what agent has used (admin only).
 func (k *Kernel) BudgetReset(ctx context.Context, c *Cred, agent string, raw []byte) (proto.BudgetRecord, error) {
-	p, err := k.budgetAgent(c, proto.OpBudgetReset, agent, raw, true)
+	p, err := k.budgetAgent(c, proto.OpBudgetReset, agent, raw)
 	if err != nil {
 		return proto.BudgetRecord{}, err
 	}
@@ -117,7 +112,7 @@ func (k *Kernel) budgetChangeOp(ctx context.Context, c *Cred, op, agent string, 
 // the run is ended. A check that passes changes nothing and is not
 // audited (like a read); the charge that follows is.
 func (k *Kernel) BudgetCheck(ctx context.Context, c *Cred, a proto.BudgetCheckArgs, raw []byte) (proto.BudgetRecord, error) {
-	p, err := k.budgetAgent(c, proto.OpBudgetCheck, a.Agent, raw, false)
+	p, err := k.budgetAgent(c, proto.OpBudgetCheck, a.Agent, raw)
 	if err != nil {
 		return proto.BudgetRecord{}, err
 	}
@@ -137,7 +132,7 @@ func (k *Kernel) BudgetCheck(ctx context.Context, c *Cred, a proto.BudgetCheckAr
 // when it passes a limit (it was spent); then the reply is EDQUOT and the
 // run is ended.
 func (k *Kernel) BudgetCharge(ctx context.Context, c *Cred, a proto.BudgetChargeArgs, raw []byte) (proto.BudgetRecord, error) {
-	p, err := k.budgetAgent(c, proto.OpBudgetCharge, a.Agent, raw, false)
+	p, err := k.budgetAgent(c, proto.OpBudgetCharge, a.Agent, raw)
 	if err != nil {
 		return proto.BudgetRecord{}, err
 	}

@@ -16,10 +16,8 @@ const eventQueue = 8192
 // set, then live until ctx ends. A subscriber that falls behind gets a
 // "lost" record with the count and goes on.
 func (k *Kernel) Events(ctx context.Context, c *Cred, a proto.EventsArgs, raw []byte, emit func(rec any) error, flush func() error) error {
-	if a.Agent != "" {
-		if err := k.gate(call{op: proto.OpEvents, c: c, agent: a.Agent, raw: raw}); err != nil {
-			return err
-		}
+	if err := k.gate(call{op: proto.OpEvents, c: c, agent: a.Agent, raw: raw}); err != nil {
+		return err
 	}
 	if err := a.CheckTypes(); err != nil {
 		return err

@@ -36,6 +36,9 @@ func (k *Kernel) Exec(ctx context.Context, c *Cred, a proto.ExecArgs, raw []byte
 		}
 		cerr = nil
 	}
+	if cerr == nil {
+		cerr = k.hook(ctx, p, c, proto.OpExec, a.Agent, asking{ask: askExec, argv: cmd.Argv}, false)
+	}
 	if cerr != nil {
 		if d := policy.AsDenied(cerr); d != nil {
 			return deny(d.Refused("exec"), runspec.ExecTarget(a.Agent, a.Argv, a.Command, " ["+d.Rule+"]"))

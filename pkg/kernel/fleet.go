@@ -25,7 +25,10 @@ type Fleet interface {
 func (k *Kernel) SetFleet(f Fleet) { k.fleet = f }
 
 // FleetStatus lists the nodes of the fleet.
-func (k *Kernel) FleetStatus(ctx context.Context, c *Cred, _ struct{}, _ []byte, emit func(*proto.NodeRecord) error) error {
+func (k *Kernel) FleetStatus(ctx context.Context, c *Cred, _ struct{}, raw []byte, emit func(*proto.NodeRecord) error) error {
+	if err := k.gate(call{op: proto.OpFleetStatus, c: c, raw: raw, target: "fleet"}); err != nil {
+		return err
+	}
 	if k.fleet == nil {
 		return proto.NoFleet(proto.OpFleetStatus)
 	}
@@ -40,6 +43,9 @@ func (k *Kernel) FleetStatus(ctx context.Context, c *Cred, _ struct{}, _ []byte,
 // own callers' (the identity travels with it: the NATS credentials are
 // the boundary of the fleet). Only the ops of proto.FleetCallable travel.
 func (k *Kernel) FleetCall(ctx context.Context, c *Cred, a proto.FleetCallArgs, raw []byte, emit func([]byte) error) (json.RawMessage, error) {
+	if err := k.gate(call{op: proto.OpFleetCall, c: c, raw: raw, target: "fleet:" + a.Op}); err != nil {
+		return nil, err
+	}
 	if err, refused := a.Check(); err != nil {
 		if refused {
 			k.Refused(c, proto.OpFleetCall, "fleet:"+a.Op, raw, err.Code)
@@ -54,8 +60,8 @@ func (k *Kernel) FleetCall(ctx context.Context, c *Cred, a proto.FleetCallArgs, 
 
 // FleetWitness checks the local audit chain against its heads as the peers
 // saw them.
-func (k *Kernel) FleetWitness(ctx context.Context, c *Cred, _ struct{}, _ []byte, emit func(*proto.WitnessRecord) error) error {
-	if err := k.requireAdmin(c, proto.OpFleetWitness); err != nil {
+func (k *Kernel) FleetWitness(ctx context.Context, c *Cred, _ struct{}, raw []byte, emit func(*proto.WitnessRecord) error) error {
+	if err := k.gate(call{op: proto.OpFleetWitness, c: c, raw: raw, target: "fleet"}); err != nil {
 		return err
 	}
 	if k.fleet == nil {
@@ -69,7 +75,7 @@ func (k *Kernel) FleetWitness(ctx context.Context, c *Cred, _ struct{}, _ []byte
 // as its target; credentials come from the daemon's environment (an ssh
 // agent, ~/.ssh of its user), never from the caller.
 func (k *Kernel) VersionPush(ctx context.Context, c *Cred, a proto.PushArgs, raw []byte) (proto.PushRecord, error) {
-	if err := k.requireAdmin(c, proto.OpVersionPush); err != nil {
+	if err := k.gate(call{op: proto.OpVersionPush, c: c, raw: raw, target: "remote:" + a.Remote}); err != nil {
 		return proto.PushRecord{}, err
 	}
 	// Not at a barrier (a push may take long): its entries go through

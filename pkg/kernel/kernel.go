@@ -1,7 +1,9 @@
 // Package kernel is the one place where Oxios does anything: each exported
 // method is a syscall, declared once in the syscall table (syscalls.go),
 // and each goes through one gate (gate.go): validate -> authorize ->
-// policy -> do -> audit (refusals too) -> publish. The socket server and
+// policy (its rules, an ask, its hook: question.go, hook.go) -> do ->
+// audit (refusals too) -> publish. The dry run (ox-policy check and
+// test) is the gate with the work skipped, for any caller (Verdict). The socket server and
 // the FUSE view call these syscalls and nothing below them; the
 // subsystems (access with its credentials, grants and what a caller
 // lists and sees, groupcommit's queue, state, agenttree with an agent's
@@ -91,7 +93,8 @@ type Kernel struct {
 	bus      *bus.Bus
 	ver      *versioning
 	runs     RunResolver
-	fleet    Fleet // nil alone (fleet.go)
+	fleet    Fleet           // nil alone (fleet.go)
+	gated    func(op string) // a test's count of the calls the gate sees (OnGate)
 	uid      uint32
 	breakers llm.Breakers // the model endpoints' (llmhealth.go)
 
@@ -286,6 +289,18 @@ func (k *Kernel) Identify(uid, gid uint32, pid int32) (*Cred, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// HelloCall is the hello op: the hello again, once the gate let it
+// through, to a client that speaks protocol a.Proto (0: any).
+func (k *Kernel) HelloCall(ctx context.Context, c *Cred, a proto.HelloArgs, raw []byte) (proto.Hello, error) {
+	if err := k.gate(call{op: proto.OpHello, c: c, raw: raw}); err != nil {
+		return proto.Hello{}, err
+	}
+	if a.Proto != 0 && a.Proto != proto.Version {
+		return proto.Hello{}, proto.Errorf(proto.EPROTO, "client speaks protocol %d, oxiosd speaks %d", a.Proto, proto.Version)
+	}
+	return k.Hello(c), nil
 }
 
 // Hello is the greeting the server sends on a new connection.

@@ -45,7 +45,10 @@ func (k *Kernel) MCPCall(ctx context.Context, c *Cred, a proto.MCPCallArgs, raw 
 	if err := k.enforce(c, a.Agent, proto.OpMCPCall, tgt, raw, func(p *policy.Policy) error {
 		s, err := p.CheckMCP(a.Server, a.Tool)
 		srv = s
-		return err
+		if err != nil {
+			return err
+		}
+		return k.hook(ctx, p, c, proto.OpMCPCall, a.Agent, asking{ask: askMCP, key: a.Server, tool: a.Tool}, false)
 	}); err != nil {
 		return proto.MCPCallRecord{}, err
 	}

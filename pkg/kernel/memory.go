@@ -101,7 +101,15 @@ func (k *Kernel) MemRemember(ctx context.Context, c *Cred, a proto.MemRememberAr
 		for _, f := range files {
 			held += int64(len(f))
 		}
-		return p.CheckMemoryBytes(held)
+		if err := p.CheckMemoryBytes(held); err != nil {
+			return err
+		}
+		for _, kind := range memory.KindsOf(mems) {
+			if err := k.hook(ctx, p, c, proto.OpMemRemember, a.Agent, asking{ask: askRemember, key: kind}, false); err != nil {
+				return err
+			}
+		}
+		return nil
 	}); err != nil {
 		return proto.MemRememberResult{}, err
 	}
@@ -113,9 +121,7 @@ func (k *Kernel) MemRemember(ctx context.Context, c *Cred, a proto.MemRememberAr
 func (k *Kernel) MemRecall(ctx context.Context, c *Cred, a proto.MemRecallArgs, raw []byte, emit func(*proto.MemoryRecord) error) error {
 	var agents []string
 	if a.AllAgents {
-		if !c.Admin {
-			err := proto.Errorf(proto.EACCES, "recall over every agent is for the admin; name your agent with -a")
-			k.auditDenied(c, proto.OpMemRecall, "*", raw, err.Code)
+		if err := k.gate(call{op: proto.OpMemRecall, c: c, raw: raw, every: true}); err != nil {
 			return err
 		}
 		agents = k.mem.Agents()
@@ -147,6 +153,11 @@ func (k *Kernel) MemList(ctx context.Context, c *Cred, a proto.MemListArgs, raw 
 // one group commit, and returns their records (without text).
 func (k *Kernel) MemForget(ctx context.Context, c *Cred, a proto.MemForgetArgs, raw []byte) ([]proto.MemoryRecord, error) {
 	if err := k.gate(call{op: proto.OpMemForget, c: c, agent: a.Agent, raw: raw}); err != nil {
+		return nil, err
+	}
+	// The op's question first, as the dry run asks it (may the agent use
+	// memories at all), then of each kind the forgotten ones are of.
+	if err := k.mayRecall(c, proto.OpMemForget, a.Agent, "", raw); err != nil {
 		return nil, err
 	}
 	ids, err := k.mem.ToForget(a.Agent, a)
@@ -225,7 +236,9 @@ func (k *Kernel) expire(now int64, due map[string][]string) {
 // mayRecall asks agent's policy whether c may use memories of kind ("":
 // any kind it is given).
 func (k *Kernel) mayRecall(c *Cred, op, agent, kind string, raw []byte) *proto.Error {
-	return k.permit(c, agent, op, agent, raw, func(p *policy.Policy) error { return p.CheckRecall(kind) })
+	return k.permit(c, agent, op, agent, raw, func(p *policy.Policy) error {
+		return k.hooked(k.root, p, c, op, agent, asking{ask: askRecall, key: kind})
+	})
 }
 
 // kindsOf returns, for a caller bound by agent's policy, which kinds it

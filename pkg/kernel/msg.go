@@ -111,10 +111,21 @@ func (k *Kernel) msgCheck(c *Cred, a proto.MsgSendArgs, raw []byte, draft bool) 
 		return deny(proto.Errorf(proto.ENOENT, "no agent %q to send to (ox-spawn -a %s creates it)", a.To, a.To), "")
 	}
 	if from != "" {
+		// The sender's policy answers the op's question (askSend); the
+		// recipient's, whether it accepts the sender.
 		if rule, err := policy.CheckMessage(from, a.To, k.policyOf); rule != "" {
 			return deny(proto.AsError(err), rule)
 		} else if err != nil {
 			return "", err
+		}
+		if !draft {
+			p, err := k.policyOf(from)
+			if err != nil {
+				return "", err
+			}
+			if d := policy.AsDenied(k.hook(k.root, p, c, proto.OpMsgSend, from, asking{ask: askSend, key: a.To}, false)); d != nil {
+				return deny(d.Refused("send to "+a.To), d.Rule)
+			}
 		}
 	}
 	return from, nil

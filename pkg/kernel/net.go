@@ -41,6 +41,13 @@ func (k *Kernel) NetFetch(ctx context.Context, c *Cred, a proto.FetchArgs, raw [
 			p = p.Granting()
 		}
 	}
+	// The hook of the fetch's host, once the rules allow it (a host they
+	// refuse, Fetch refuses, as it does an address).
+	if u, uerr := url.Parse(a.URL); uerr == nil && u.Hostname() != "" && answer(p, asking{ask: askHost, key: u.Hostname()}) == nil {
+		if d := policy.AsDenied(k.hook(ctx, p, c, proto.OpNetFetch, a.Agent, asking{ask: askHost, key: u.Hostname()}, false)); d != nil {
+			return deny(d.Refused("fetch "+a.URL), netfetch.Target(a.Agent, method, a.URL, " ["+d.Rule+"]"))
+		}
+	}
 	rec, ferr := netfetch.Fetch(ctx, p, a, netfetch.SystemResolve)
 	if ferr != nil {
 		pe, outcome := netfetch.Failure(ferr)

@@ -102,12 +102,7 @@ func (k *Kernel) PolicyShow(ctx context.Context, c *Cred, agent string, raw []by
 // applies (a policy that does not parse is refused with its line and the
 // old one stays), audited, durable and versioned with the agent's tree.
 func (k *Kernel) PolicySet(ctx context.Context, c *Cred, a proto.PolicySetArgs, raw []byte) (proto.PolicyRecord, error) {
-	if err := proto.CheckAgent(a.Agent); err != nil {
-		return proto.PolicyRecord{}, err
-	}
-	if !c.Admin {
-		err := proto.Errorf(proto.EPERM, "only the admin changes a policy; %s", c.NotAdmin())
-		k.auditDenied(c, proto.OpPolicySet, a.Agent+":"+sysPolicy, raw, err.Code)
+	if err := k.gate(call{op: proto.OpPolicySet, c: c, agent: a.Agent, raw: raw, target: a.Agent + ":" + sysPolicy}); err != nil {
 		return proto.PolicyRecord{}, err
 	}
 	return k.setPolicy(ctx, c, a.Agent, []byte(a.Text), raw)
@@ -148,5 +143,5 @@ func (k *Kernel) PolicyCheck(ctx context.Context, c *Cred, a proto.PolicyCheckAr
 	if err := k.gate(call{op: proto.OpPolicyCheck, c: c, agent: a.Agent, raw: raw}); err != nil {
 		return proto.PolicyCheckRecord{}, err
 	}
-	return judge.Check(a, k.policyOf, k.state.Usage)
+	return judge.Check(a, k.policyOf, k.dryRun)
 }

@@ -22,5 +22,5 @@ func (k *Kernel) PolicyTest(ctx context.Context, c *Cred, a proto.PolicyTestArgs
 	if err != nil {
 		return res, err
 	}
-	return judge.Replay(ctx, p, k.state.Usage, a.Agent, a.Entries, emit)
+	return judge.Replay(ctx, p, k.dryRun, a.Agent, a.Entries, emit)
 }

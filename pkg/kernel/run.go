@@ -216,10 +216,8 @@ func (k *Kernel) RunKill(ctx context.Context, c *Cred, a proto.KillArgs, raw []b
 // start, and with a.All the ended ones kept too. The resources of a live
 // run are sampled now, summed over its processes.
 func (k *Kernel) RunPs(ctx context.Context, c *Cred, a proto.PsArgs, raw []byte, emit func(*proto.RunRecord) error) error {
-	if a.Agent != "" {
-		if err := k.gate(call{op: proto.OpRunPs, c: c, agent: a.Agent, raw: raw}); err != nil {
-			return err
-		}
+	if err := k.gate(call{op: proto.OpRunPs, c: c, agent: a.Agent, raw: raw}); err != nil {
+		return err
 	}
 	return proto.EmitAll(k.runRecords(c, a), emit)
 }

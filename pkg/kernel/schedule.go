@@ -101,10 +101,8 @@ func (k *Kernel) ScheduleRm(ctx context.Context, c *Cred, a proto.ScheduleArgs, 
 
 // ScheduleList calls emit with each job c may see, by name.
 func (k *Kernel) ScheduleList(ctx context.Context, c *Cred, a proto.ScheduleListArgs, raw []byte, emit func(*proto.JobRecord) error) error {
-	if a.Agent != "" {
-		if err := k.gate(call{op: proto.OpScheduleList, c: c, agent: a.Agent, raw: raw}); err != nil {
-			return err
-		}
+	if err := k.gate(call{op: proto.OpScheduleList, c: c, agent: a.Agent, raw: raw}); err != nil {
+		return err
 	}
 	recs, err := k.sched.List(a.Agent, c.Lists(""))
 	if err != nil {

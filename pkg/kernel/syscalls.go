@@ -11,8 +11,11 @@ import (
 // its method. The table below is the one list of operations: front ends
 // serve exactly the ops not Recorded (pkg/serve adapts each from the wire,
 // and its test holds the two lists equal), crash replay marks what
-// Dirties says, and the event bus names what Event says. Adding a syscall
-// is one entry here, one method and its adapter in pkg/serve.
+// Dirties says, the gate (gate.go) checks what Admin, Agent, Key and
+// Existing say and asks what Asks says, and the dry run (question.go)
+// asks the same. Adding a syscall is one entry here, one method that
+// enters the gate under its op (TestEveryServedOpGated in pkg/serve fails
+// otherwise) and its adapter in pkg/serve.
 type Syscall struct {
 	Op string
 	// Mutates: the call commits a change, with its audit entry, through
@@ -53,7 +56,37 @@ type Syscall struct {
 	// agent; version.* and audit.log read a removed agent's history;
 	// events.subscribe may wait for one.
 	Existing bool
+	// Admin: only the admin calls the op; the gate refuses anyone else
+	// with EACCES, in the same words for every op (notAdmin).
+	Admin bool
+	// Asks is the op's policy question (question.go): what the gate asks
+	// of the agent's policy for a call, and what the dry run (ox-policy
+	// check, ox-policy test) asks for the op.
+	Asks policyAsk
+	// Operator: a person calls the op (an approval's decision); the gate
+	// refuses a run of any agent with EPERM.
+	Operator bool
+	// Names: the call names a second agent (a fork's new one), on which
+	// the gate authorizes the caller too; the dry run takes it as its
+	// first word.
+	Names bool
+	// Fleet: a fleet call (fleet.call) may carry the op to other nodes
+	// (proto.FleetCallable, which TestFleetCallable holds to this).
+	Fleet bool
+	// Agent is how a call names its agent: one it must name (the
+	// default), a filter ("" for every agent the caller may see), or
+	// none (the op is about the daemon, the log or the fleet).
+	Agent agentRule
 }
+
+// agentRule is how a syscall's call names its agent (Syscall.Agent).
+type agentRule uint8
+
+const (
+	agentNamed  agentRule = iota // the call names one agent
+	agentFilter                  // "" lists every agent the caller may see
+	agentNone                    // the op acts on no agent
+)
 
 // Lookup returns the declaration of op, or nil.
 func Lookup(op string) *Syscall { return syscalls[op] }
@@ -69,17 +102,17 @@ func Syscalls() []*Syscall {
 
 // syscalls is the table.
 var syscalls = declare(map[string]*Syscall{
-	proto.OpHello: {Inline: true},
+	proto.OpHello: {Inline: true, Agent: agentNone},
 
-	proto.OpStateSave:   {Alone: true, Mutates: true, Key: proto.KeyStored, Event: proto.EventStateChanged, Dirties: agenttree.ChangedKey(state.SpaceState)},
-	proto.OpStateDelete: {Alone: true, Mutates: true, Key: proto.KeyRead, Event: proto.EventStateChanged, Dirties: agenttree.ChangedKey(state.SpaceState)},
-	proto.OpStateLoad:   {Key: proto.KeyRead, Inline: true},
-	proto.OpStateList:   {Existing: true, Key: proto.KeyPrefix},
+	proto.OpStateSave:   {Asks: askWrite, Alone: true, Mutates: true, Key: proto.KeyStored, Event: proto.EventStateChanged, Dirties: agenttree.ChangedKey(state.SpaceState)},
+	proto.OpStateDelete: {Asks: askWrite, Alone: true, Mutates: true, Key: proto.KeyRead, Event: proto.EventStateChanged, Dirties: agenttree.ChangedKey(state.SpaceState)},
+	proto.OpStateLoad:   {Asks: askRead, Key: proto.KeyRead, Inline: true},
+	proto.OpStateList:   {Asks: askList, Existing: true, Key: proto.KeyPrefix},
 
-	proto.OpMemRemember: {Alone: true, Mutates: true, Event: proto.EventMemoryAdded, Dirties: agenttree.ChangedKey(state.SpaceMem)},
-	proto.OpMemForget:   {Existing: true, Mutates: true, Event: proto.EventMemoryForgotten, Dirties: agenttree.ChangedKey(state.SpaceMem)},
-	proto.OpMemRecall:   {Existing: true},
-	proto.OpMemList:     {Existing: true},
+	proto.OpMemRemember: {Asks: askRemember, Alone: true, Mutates: true, Event: proto.EventMemoryAdded, Dirties: agenttree.ChangedKey(state.SpaceMem)},
+	proto.OpMemForget:   {Asks: askRecall, Existing: true, Mutates: true, Event: proto.EventMemoryForgotten, Dirties: agenttree.ChangedKey(state.SpaceMem)},
+	proto.OpMemRecall:   {Asks: askRecall, Existing: true},
+	proto.OpMemList:     {Asks: askRecall, Existing: true},
 
 	proto.OpCommit:        {Mutates: true, Event: proto.EventCommit},
 	proto.OpCommitTag:     {Mutates: true, Event: proto.EventTag},
@@ -88,34 +121,34 @@ var syscalls = declare(map[string]*Syscall{
 	proto.OpCommitShow:    {},
 	proto.OpCommitDiff:    {},
 
-	proto.OpAuditLog:    {},
-	proto.OpAuditShow:   {},
-	proto.OpAuditHead:   {},
-	proto.OpAuditVerify: {},
-	proto.OpAuditExport: {},
-	proto.OpEvents:      {},
+	proto.OpAuditLog:    {Fleet: true, Agent: agentFilter},
+	proto.OpAuditShow:   {Agent: agentNone},
+	proto.OpAuditHead:   {Fleet: true, Admin: true, Agent: agentNone},
+	proto.OpAuditVerify: {Fleet: true, Admin: true, Agent: agentNone},
+	proto.OpAuditExport: {Admin: true, Agent: agentNone},
+	proto.OpEvents:      {Fleet: true, Agent: agentFilter},
 
 	proto.OpPolicyShow:  {Existing: true},
-	proto.OpPolicySet:   {Mutates: true, Dirties: agenttree.ChangedFile(sysPolicy)},
+	proto.OpPolicySet:   {Admin: true, Mutates: true, Dirties: agenttree.ChangedFile(sysPolicy)},
 	proto.OpPolicyCheck: {Existing: true},
 	proto.OpPolicyTest:  {Existing: true},
 
-	proto.OpResources: {Existing: true},
-	proto.OpStatus:    {},
+	proto.OpResources: {Fleet: true, Existing: true, Agent: agentFilter},
+	proto.OpStatus:    {Fleet: true, Agent: agentNone},
 
-	proto.OpRunSpawn:  {Mutates: true, Event: proto.EventRunStarted},
-	proto.OpRunAttach: {},
-	proto.OpRunWait:   {},
-	proto.OpRunKill:   {Mutates: true},
-	proto.OpRunPs:     {Existing: true},
-	proto.OpExec:      {Existing: true, Mutates: true},
-	proto.OpNetFetch:  {Existing: true, Mutates: true},
-	proto.OpToolRun:   {Existing: true, Mutates: true},
+	proto.OpRunSpawn:  {Fleet: true, Mutates: true, Event: proto.EventRunStarted},
+	proto.OpRunAttach: {Fleet: true},
+	proto.OpRunWait:   {Fleet: true},
+	proto.OpRunKill:   {Fleet: true, Mutates: true},
+	proto.OpRunPs:     {Fleet: true, Existing: true, Agent: agentFilter},
+	proto.OpExec:      {Asks: askExec, Existing: true, Mutates: true},
+	proto.OpNetFetch:  {Asks: askHost, Existing: true, Mutates: true},
+	proto.OpToolRun:   {Asks: askTool, Existing: true, Mutates: true},
 	proto.OpToolList:  {Existing: true},
 
 	proto.OpBudgetShow:   {Existing: true},
-	proto.OpBudgetSet:    {Mutates: true, Dirties: agenttree.ChangedFile(sysBudget)},
-	proto.OpBudgetReset:  {Mutates: true, Dirties: agenttree.ChangedFile(sysBudget)},
+	proto.OpBudgetSet:    {Admin: true, Mutates: true, Dirties: agenttree.ChangedFile(sysBudget)},
+	proto.OpBudgetReset:  {Admin: true, Mutates: true, Dirties: agenttree.ChangedFile(sysBudget)},
 	proto.OpBudgetCheck:  {Existing: true},
 	proto.OpBudgetCharge: {Mutates: true, Dirties: agenttree.ChangedFile(sysBudget)},
 
@@ -123,35 +156,35 @@ var syscalls = declare(map[string]*Syscall{
 	proto.OpScheduleRm:     {Mutates: true, Dirties: agenttree.ChangedJob},
 	proto.OpScheduleRun:    {Mutates: true},
 	proto.OpScheduleEnable: {Mutates: true, Dirties: agenttree.ChangedJob},
-	proto.OpScheduleList:   {Existing: true},
+	proto.OpScheduleList:   {Existing: true, Agent: agentFilter},
 
 	proto.OpLLMGate: {Existing: true},
 
 	proto.OpMCPServers: {Existing: true},
-	proto.OpMCPCall:    {Existing: true, Mutates: true},
+	proto.OpMCPCall:    {Asks: askMCP, Existing: true, Mutates: true},
 	proto.OpMCPResult:  {Existing: true, Mutates: true},
 
-	proto.OpAgentList:   {},
+	proto.OpAgentList:   {Agent: agentNone},
 	proto.OpAgentShow:   {Existing: true},
-	proto.OpAgentRemove: {Mutates: true, Event: proto.EventAgentRemoved, Dirties: agenttree.RemovedFile},
+	proto.OpAgentRemove: {Admin: true, Existing: true, Mutates: true, Event: proto.EventAgentRemoved, Dirties: agenttree.RemovedFile},
 
 	// Forks, messages and approvals (fork.go, msg.go, approve.go).
 	// A fork marks nothing on replay: forkReplayed has the next commit
 	// compare everything, as its paths are not in entries.
-	proto.OpAgentFork:     {Mutates: true, Event: proto.EventAgentForked},
+	proto.OpAgentFork:     {Names: true, Mutates: true, Event: proto.EventAgentForked},
 	proto.OpAgentDiff:     {},
-	proto.OpMsgSend:       {Mutates: true, Event: proto.EventMsgSent},
+	proto.OpMsgSend:       {Asks: askSend, Mutates: true, Event: proto.EventMsgSent},
 	proto.OpMsgList:       {},
 	proto.OpMsgRecv:       {},
-	proto.OpApproveList:   {},
-	proto.OpApproveDecide: {Mutates: true, Event: proto.EventApprovalDecided},
+	proto.OpApproveList:   {Agent: agentFilter},
+	proto.OpApproveDecide: {Operator: true, Mutates: true, Event: proto.EventApprovalDecided},
 	proto.OpApproveAsk:    {Mutates: true, Event: proto.EventApprovalRequested, Recorded: true},
 
 	// The fleet (fleet.go, pkg/fleet): the called node audits what it does.
-	proto.OpFleetStatus:  {},
-	proto.OpFleetCall:    {},
-	proto.OpFleetWitness: {},
-	proto.OpVersionPush:  {Mutates: true},
+	proto.OpFleetStatus:  {Agent: agentNone},
+	proto.OpFleetCall:    {Agent: agentNone},
+	proto.OpFleetWitness: {Admin: true, Agent: agentNone},
+	proto.OpVersionPush:  {Admin: true, Mutates: true, Agent: agentNone},
 
 	// Recorded by the kernel itself, never called by a client.
 	proto.OpAgentCreate:  {Mutates: true, Dirties: agenttree.ChangedFile(sysPolicy), Recorded: true},
@@ -162,6 +195,7 @@ var syscalls = declare(map[string]*Syscall{
 	proto.OpScheduleFire: {Mutates: true, Event: proto.EventScheduleFired, Dirties: agenttree.ChangedJob, Recorded: true},
 	proto.OpFSAccess:     {Recorded: true},
 	opConnect:            {Recorded: true},
+	opHook:               {Recorded: true},
 })
 
 // declare names each syscall of table after its op.

@@ -41,12 +41,15 @@ func (k *Kernel) ToolRun(ctx context.Context, c *Cred, a proto.ToolRunArgs, raw 
 	if err != nil {
 		return proto.ToolRecord{}, err
 	}
-	terr := p.CheckTool(a.Tool)
+	terr := answer(p, asking{ask: askTool, key: a.Tool})
 	if ask := policy.AsAsked(terr); ask != nil {
 		if perr := k.ask(ctx, c, a.Agent, proto.OpToolRun, a.Tool, p, ask); perr != nil {
 			return deny(perr, runspec.ToolTarget(a.Agent, a.Tool, " ["+ask.Rule+"]"))
 		}
 		terr = nil
+	}
+	if terr == nil {
+		terr = k.hook(ctx, p, c, proto.OpToolRun, a.Agent, asking{ask: askTool, key: a.Tool}, false)
 	}
 	if terr != nil {
 		if d := policy.AsDenied(terr); d != nil {

@@ -65,18 +65,7 @@ func (k *Kernel) rescan() error {
 // versionScope checks who may act on the versions of agent ("" = all:
 // the admin's).
 func (k *Kernel) versionScope(c *Cred, op, agent string, raw []byte) *proto.Error {
-	if agent == "" {
-		if c.Admin {
-			return nil
-		}
-		err := proto.Errorf(proto.EACCES, "%s of every agent is for the admin; name your agent with -a", op)
-		k.auditDenied(c, op, "*", raw, err.Code)
-		return err
-	}
-	if err := k.gate(call{op: op, c: c, agent: agent, raw: raw}); err != nil {
-		return err
-	}
-	return nil
+	return k.gate(call{op: op, c: c, agent: agent, raw: raw, every: agent == ""})
 }
 
 func (k *Kernel) signature(c *Cred, when time.Time) version.Signature {

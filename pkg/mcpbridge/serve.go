@@ -99,11 +99,18 @@ func (s *Server) Close() error { return s.c.Close() }
 
 // Run serves one session on t (stdio: &mcp.StdioTransport{}) and keeps
 // the resources in step with the daemon's events until ctx ends or the
-// client goes.
+// client goes. The resources are listed before the session starts: a
+// client that asks resources/list right after initialize, and then
+// leaves, sees them, not the empty list of a server still listing.
 func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go s.Watch(ctx)
+	select {
+	case <-s.synced:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	return s.mcp.Run(ctx, t)
 }
 

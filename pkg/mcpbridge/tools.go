@@ -12,39 +12,9 @@ import (
 	"github.com/oxios/oxios/pkg/proto"
 )
 
-// The tools: one a syscall, named as the model-facing tools of ox-agent
-// are where they overlap. Arguments are the wire args of the syscall
-// minus the agent, which is the server's.
-
-type keyIn struct {
-	Key string `json:"key" jsonschema:"the state key, a relative path such as notes/today.md"`
-}
-
-type writeIn struct {
-	Key   string `json:"key" jsonschema:"the state key, a relative path such as notes/today.md"`
-	Value string `json:"value" jsonschema:"the value: UTF-8 text, or base64 with encoding base64"`
-	// Encoding lets a client save bytes that are not text.
-	Encoding string `json:"encoding,omitempty" jsonschema:"empty for text, or base64"`
-}
-
-type listIn struct {
-	Prefix string `json:"prefix,omitempty" jsonschema:"only keys at or below this prefix, e.g. notes/"`
-}
-
-type rememberIn struct {
-	Text       string   `json:"text" jsonschema:"what to remember"`
-	Kind       string   `json:"kind,omitempty" jsonschema:"working, episodic (the default) or semantic"`
-	Tags       []string `json:"tags,omitempty"`
-	TTL        string   `json:"ttl,omitempty" jsonschema:"a Go duration after which it is forgotten, e.g. 24h"`
-	Importance float64  `json:"importance,omitempty"`
-}
-
-type recallIn struct {
-	Query string   `json:"query" jsonschema:"what to search for"`
-	K     int      `json:"k,omitempty" jsonschema:"at most this many memories (default 10)"`
-	Kind  string   `json:"kind,omitempty"`
-	Tags  []string `json:"tags,omitempty"`
-}
+// The tools: one a syscall; those an LLM run has too are defined once,
+// in specs.go. Arguments are the wire args of the syscall minus the
+// agent, which is the server's.
 
 type forgetIn struct {
 	IDs  []string `json:"ids,omitempty" jsonschema:"the memories to forget, by id"`
@@ -100,17 +70,31 @@ type auditLogIn struct {
 
 type noIn struct{}
 
+// addTool adds a tool whose input schema is inferred from In
+// (schemaFor).
+func addTool[In, Out any](s *mcp.Server, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out]) {
+	t.InputSchema = schemaFor[In](t.Name)
+	mcp.AddTool(s, t, h)
+}
+
+// addShared adds the tool of spec, which the LLM runner's tools share
+// (Shared), with its description and input.
+func addShared[In, Out any](s *mcp.Server, name string, ann *mcp.ToolAnnotations, h mcp.ToolHandlerFor[In, Out]) {
+	sp := SharedTool(name)
+	addTool(s, &mcp.Tool{Name: sp.Name, Description: sp.Description, Annotations: ann}, h)
+}
+
 func (s *Server) addTools() {
 	ag := s.cfg.Agent
 	ro := &mcp.ToolAnnotations{ReadOnlyHint: true}
 	idem := &mcp.ToolAnnotations{IdempotentHint: true}
-	mcp.AddTool(s.mcp, &mcp.Tool{Name: "state_read", Description: "Read the value of a state key.", Annotations: ro},
-		func(ctx context.Context, _ *mcp.CallToolRequest, in keyIn) (*mcp.CallToolResult, any, error) {
+	addShared(s.mcp, "state_read", ro,
+		func(ctx context.Context, _ *mcp.CallToolRequest, in KeyIn) (*mcp.CallToolResult, any, error) {
 			_, rec, err := s.c.StateLoad(ctx, ag, in.Key)
 			return records(err, rec)
 		})
-	mcp.AddTool(s.mcp, &mcp.Tool{Name: "state_write", Description: "Save a value under a state key, replacing what was there. Durable once it returns.", Annotations: idem},
-		func(ctx context.Context, _ *mcp.CallToolRequest, in writeIn) (*mcp.CallToolResult, any, error) {
+	addShared(s.mcp, "state_write", idem,
+		func(ctx context.Context, _ *mcp.CallToolRequest, in WriteIn) (*mcp.CallToolResult, any, error) {
 			v, perr := proto.DecodeValue(in.Value, in.Encoding)
 			if perr != nil {
 				return nil, nil, perr
@@ -118,25 +102,25 @@ func (s *Server) addTools() {
 			rec, err := s.c.StateSave(ctx, ag, in.Key, v)
 			return records(err, rec)
 		})
-	mcp.AddTool(s.mcp, &mcp.Tool{Name: "state_list", Description: "List the state keys (with size and modification time), optionally under a prefix.", Annotations: ro},
-		func(ctx context.Context, _ *mcp.CallToolRequest, in listIn) (*mcp.CallToolResult, any, error) {
+	addShared(s.mcp, "state_list", ro,
+		func(ctx context.Context, _ *mcp.CallToolRequest, in ListIn) (*mcp.CallToolResult, any, error) {
 			var out []any
 			err := s.c.StateList(ctx, ag, in.Prefix, func(r proto.StateRecord) error { out = append(out, r); return nil })
 			return records(err, out...)
 		})
-	mcp.AddTool(s.mcp, &mcp.Tool{Name: "state_delete", Description: "Delete a state key.", Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true)}},
-		func(ctx context.Context, _ *mcp.CallToolRequest, in keyIn) (*mcp.CallToolResult, any, error) {
+	addTool(s.mcp, &mcp.Tool{Name: "state_delete", Description: "Delete a state key.", Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true)}},
+		func(ctx context.Context, _ *mcp.CallToolRequest, in KeyIn) (*mcp.CallToolResult, any, error) {
 			rec, err := s.c.StateDelete(ctx, ag, in.Key)
 			return records(err, rec)
 		})
-	mcp.AddTool(s.mcp, &mcp.Tool{Name: "remember", Description: "Keep a memory (working, episodic or semantic)."},
-		func(ctx context.Context, _ *mcp.CallToolRequest, in rememberIn) (*mcp.CallToolResult, any, error) {
+	addShared(s.mcp, "remember", nil,
+		func(ctx context.Context, _ *mcp.CallToolRequest, in RememberIn) (*mcp.CallToolResult, any, error) {
 			recs, err := s.c.MemRemember(ctx, proto.MemRememberArgs{Agent: ag, Memories: []proto.MemoryInput{{
 				Kind: in.Kind, Text: in.Text, Tags: in.Tags, TTL: in.TTL, Importance: in.Importance, Source: "mcp"}}})
 			return records(err, anys(recs)...)
 		})
-	mcp.AddTool(s.mcp, &mcp.Tool{Name: "recall", Description: "Search the memories, best match first.", Annotations: ro},
-		func(ctx context.Context, _ *mcp.CallToolRequest, in recallIn) (*mcp.CallToolResult, any, error) {
+	addShared(s.mcp, "recall", ro,
+		func(ctx context.Context, _ *mcp.CallToolRequest, in RecallIn) (*mcp.CallToolResult, any, error) {
 			if in.K <= 0 {
 				in.K = 10
 			}
@@ -145,7 +129,7 @@ func (s *Server) addTools() {
 				func(m proto.MemoryRecord) error { out = append(out, m); return nil })
 			return records(err, out...)
 		})
-	mcp.AddTool(s.mcp, &mcp.Tool{Name: "forget", Description: "Forget memories by id or by tags.", Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true)}},
+	addTool(s.mcp, &mcp.Tool{Name: "forget", Description: "Forget memories by id or by tags.", Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true)}},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in forgetIn) (*mcp.CallToolResult, any, error) {
 			if len(in.IDs) == 0 && len(in.Tags) == 0 {
 				return nil, nil, proto.Errorf(proto.EINVAL, "forget: give ids or tags (forgetting everything takes ox-forget)")
@@ -155,7 +139,7 @@ func (s *Server) addTools() {
 				func(m proto.MemoryRecord) error { out = append(out, m); return nil })
 			return records(err, out...)
 		})
-	mcp.AddTool(s.mcp, &mcp.Tool{Name: "spawn", Description: "Start a run of the agent: an LLM run with a task, or a command. Returns the run record at once; follow it with wait."},
+	addTool(s.mcp, &mcp.Tool{Name: "spawn", Description: "Start a run of the agent: an LLM run with a task, or a command. Returns the run record at once; follow it with wait."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in spawnIn) (*mcp.CallToolResult, any, error) {
 			if (in.Task == "") == (len(in.Command) == 0) {
 				return nil, nil, proto.Errorf(proto.EINVAL, "spawn: give a task or a command, one of them")
@@ -163,17 +147,17 @@ func (s *Server) addTools() {
 			rec, err := s.c.Spawn(ctx, proto.SpawnArgs{Agent: ag, Task: in.Task, Command: in.Command, Input: in.Input, Model: in.Model})
 			return records(err, rec)
 		})
-	mcp.AddTool(s.mcp, &mcp.Tool{Name: "ps", Description: "List the agent's runs.", Annotations: ro},
+	addTool(s.mcp, &mcp.Tool{Name: "ps", Description: "List the agent's runs.", Annotations: ro},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in psIn) (*mcp.CallToolResult, any, error) {
 			var out []any
 			err := s.c.Ps(ctx, proto.PsArgs{Agent: ag, All: in.All}, func(r proto.RunRecord) error { out = append(out, r); return nil })
 			return records(err, out...)
 		})
-	mcp.AddTool(s.mcp, &mcp.Tool{Name: "wait", Description: "Wait for runs to exit and return their exit records; on timeout, the ones that exited and a note.", Annotations: ro},
+	addTool(s.mcp, &mcp.Tool{Name: "wait", Description: "Wait for runs to exit and return their exit records; on timeout, the ones that exited and a note.", Annotations: ro},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in runsIn) (*mcp.CallToolResult, any, error) {
 			return s.wait(ctx, in)
 		})
-	mcp.AddTool(s.mcp, &mcp.Tool{Name: "kill", Description: "Send a signal to runs of the agent (TERM by default)."},
+	addTool(s.mcp, &mcp.Tool{Name: "kill", Description: "Send a signal to runs of the agent (TERM by default)."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in killIn) (*mcp.CallToolResult, any, error) {
 			if err := s.ownRuns(ctx, in.Runs); err != nil {
 				return nil, nil, err
@@ -182,12 +166,12 @@ func (s *Server) addTools() {
 			err := s.c.Kill(ctx, proto.KillArgs{Runs: in.Runs, Signal: in.Signal}, func(r proto.RunRecord) error { out = append(out, r); return nil })
 			return records(err, out...)
 		})
-	mcp.AddTool(s.mcp, &mcp.Tool{Name: "commit", Description: "Commit the agent's uncommitted state and memory as a version."},
+	addTool(s.mcp, &mcp.Tool{Name: "commit", Description: "Commit the agent's uncommitted state and memory as a version."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in commitIn) (*mcp.CallToolResult, any, error) {
 			rec, err := s.c.Commit(ctx, proto.CommitArgs{Agent: ag, Message: in.Message, Tag: in.Tag})
 			return records(err, rec)
 		})
-	mcp.AddTool(s.mcp, &mcp.Tool{Name: "log", Description: "List the commits that changed the agent, newest first.", Annotations: ro},
+	addTool(s.mcp, &mcp.Tool{Name: "log", Description: "List the commits that changed the agent, newest first.", Annotations: ro},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in logIn) (*mcp.CallToolResult, any, error) {
 			if in.N <= 0 {
 				in.N = 20
@@ -196,18 +180,18 @@ func (s *Server) addTools() {
 			err := s.c.CommitLog(ctx, proto.CommitLogArgs{Agent: ag, Rev: in.Rev, N: in.N}, func(r proto.CommitRecord) error { out = append(out, r); return nil })
 			return records(err, out...)
 		})
-	mcp.AddTool(s.mcp, &mcp.Tool{Name: "diff", Description: "List what changed in the agent's tree between two versions (or a version and now).", Annotations: ro},
+	addTool(s.mcp, &mcp.Tool{Name: "diff", Description: "List what changed in the agent's tree between two versions (or a version and now).", Annotations: ro},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in diffIn) (*mcp.CallToolResult, any, error) {
 			var out []any
 			err := s.c.CommitDiff(ctx, proto.CommitDiffArgs{Agent: ag, From: in.From, To: in.To, Patch: in.Patch}, func(r proto.DiffRecord) error { out = append(out, r); return nil })
 			return records(err, out...)
 		})
-	mcp.AddTool(s.mcp, &mcp.Tool{Name: "restore", Description: "Make the agent's state and memory equal to a version's, and commit that.", Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true)}},
+	addTool(s.mcp, &mcp.Tool{Name: "restore", Description: "Make the agent's state and memory equal to a version's, and commit that.", Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true)}},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in restoreIn) (*mcp.CallToolResult, any, error) {
 			rec, err := s.c.CommitRestore(ctx, proto.CommitRestoreArgs{Agent: ag, Rev: in.Rev})
 			return records(err, rec)
 		})
-	mcp.AddTool(s.mcp, &mcp.Tool{Name: "audit_log", Description: "The audit log entries about the agent, as stored (hash-chained).", Annotations: ro},
+	addTool(s.mcp, &mcp.Tool{Name: "audit_log", Description: "The audit log entries about the agent, as stored (hash-chained).", Annotations: ro},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in auditLogIn) (*mcp.CallToolResult, any, error) {
 			if in.N <= 0 {
 				in.N = 50
@@ -216,7 +200,7 @@ func (s *Server) addTools() {
 			err := s.c.AuditLog(ctx, proto.AuditLogArgs{Agent: ag, Op: in.Op, SinceSeq: in.SinceSeq, N: in.N}, func(l json.RawMessage) error { out = append(out, l); return nil })
 			return records(err, out...)
 		})
-	mcp.AddTool(s.mcp, &mcp.Tool{Name: "audit_verify", Description: "Have oxiosd recompute the audit log's hash chain and say whether it is intact.", Annotations: ro},
+	addTool(s.mcp, &mcp.Tool{Name: "audit_verify", Description: "Have oxiosd recompute the audit log's hash chain and say whether it is intact.", Annotations: ro},
 		func(ctx context.Context, _ *mcp.CallToolRequest, _ noIn) (*mcp.CallToolResult, any, error) {
 			rec, err := s.c.AuditVerify(ctx)
 			if err == nil && !rec.OK {

@@ -20,7 +20,6 @@
 package memory
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
@@ -31,6 +30,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/oxios/oxios/pkg/frontmatter"
 	"github.com/oxios/oxios/pkg/proto"
 )
 
@@ -175,32 +175,20 @@ func (m *Memory) Encode() []byte {
 
 // Parse reads a memory file. The error names the line that is wrong.
 func Parse(b []byte) (*Memory, error) {
-	rest, ok := bytes.CutPrefix(b, []byte("---\n"))
-	if !ok {
-		return nil, fmt.Errorf("line 1: want \"---\" opening the front matter")
-	}
 	m := &Memory{}
 	keys := []string{"id", "kind", "tags", "source", "created", "importance", "expires"}
 	next := 0
-	for line := 2; ; line++ {
-		l, after, found := bytes.Cut(rest, []byte("\n"))
-		if !found {
-			return nil, fmt.Errorf("line %d: front matter not closed by \"---\"", line)
-		}
-		rest = after
-		if string(l) == "---" {
-			break
-		}
-		k, v, ok := strings.Cut(string(l), ": ")
+	rest, opened, err := frontmatter.Scan(b, func(line int, l string) error {
+		k, v, ok := strings.Cut(l, ": ")
 		if !ok {
-			return nil, fmt.Errorf("line %d: want \"key: value\"", line)
+			return fmt.Errorf("line %d: want \"key: value\"", line)
 		}
 		i := next
 		for i < len(keys) && keys[i] != k {
 			i++
 		}
 		if i == len(keys) {
-			return nil, fmt.Errorf("line %d: unknown, repeated or misplaced key %q", line, k)
+			return fmt.Errorf("line %d: unknown, repeated or misplaced key %q", line, k)
 		}
 		next = i + 1
 		var err error
@@ -232,8 +220,15 @@ func Parse(b []byte) (*Memory, error) {
 			m.Expires, err = parseTime(v)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("line %d: %s: %v", line, k, err)
+			return fmt.Errorf("line %d: %s: %v", line, k, err)
 		}
+		return nil
+	})
+	if !opened {
+		return nil, fmt.Errorf("line 1: want \"---\" opening the front matter")
+	}
+	if err != nil {
+		return nil, err
 	}
 	m.Text = string(rest)
 	if m.ID == "" || m.Kind == "" || m.Created.IsZero() {

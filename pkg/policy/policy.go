@@ -3,8 +3,10 @@
 // this command, what may it spend, under which limits do its runs run. It
 // decides and explains (by naming the rule); the kernel enforces and
 // audits. It also loads an agent's policy file (the default when it has
-// none), describes it as a record, and says what a violation does to the
-// run that made it (signals.on_violation).
+// none), describes it as a record, says what a violation does to the
+// run that made it (signals.on_violation), and which programs answer a
+// class of question once the rules allow ([hooks], hooks.go: the kernel
+// runs them).
 package policy
 
 import (
@@ -38,6 +40,7 @@ type Policy struct {
 	Msg     Msg     `toml:"msg"`
 	MCP     MCP     `toml:"mcp"`
 	Sandbox Sandbox `toml:"sandbox"`
+	Hooks   Hooks   `toml:"hooks"`
 
 	hosts []hostRule // net.allow, parsed
 }
@@ -283,6 +286,9 @@ func Parse(b []byte) (*Policy, error) {
 		return nil, &Error{Line: lineOf(b, "on_violation"), Reason: fmt.Sprintf("signals.on_violation: %q: want \"deny\", \"stop\" or \"kill\"", p.Signals.OnViolation)}
 	}
 	if err := p.parseAsk(b); err != nil {
+		return nil, err
+	}
+	if err := p.Hooks.check(b); err != nil {
 		return nil, err
 	}
 	switch p.Sandbox.Isolation {

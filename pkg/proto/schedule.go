@@ -69,26 +69,39 @@ type ScheduleListArgs struct {
 	Agent string `json:"agent,omitempty"`
 }
 
-// JobRecord is the "job" record: a scheduled job and where it stands.
-type JobRecord struct {
-	Type     string    `json:"type"` // always "job"
-	Name     string    `json:"name"`
-	Agent    string    `json:"agent"`
-	Schedule string    `json:"schedule"`
-	TZ       string    `json:"tz,omitempty"`
-	Priority int       `json:"priority,omitempty"`
-	Overlap  string    `json:"overlap"`
-	CatchUp  bool      `json:"catch_up,omitempty"`
-	Command  []string  `json:"command,omitempty"`
-	Task     string    `json:"task,omitempty"`
-	Created  time.Time `json:"created"`
-	// Next is when it fires next (absent once removed).
-	Next *time.Time `json:"next,omitempty"`
+// Job is a scheduled job as its file keeps it (agents/NAME/sys/
+// schedules/JOB.json, package sched/jobs): the one definition of its
+// fields, which its record (JobRecord) shows too.
+type Job struct {
+	Name      string    `json:"name"`
+	Agent     string    `json:"agent"`
+	Schedule  string    `json:"schedule"`
+	TZ        string    `json:"tz,omitempty"`
+	Priority  int       `json:"priority,omitempty"`
+	Overlap   string    `json:"overlap"`
+	CatchUp   bool      `json:"catch_up,omitempty"`
+	Command   []string  `json:"command,omitempty"`
+	Task      string    `json:"task,omitempty"`
+	Created   time.Time `json:"created"`
+	CreatedBy uint32    `json:"created_by"`
 	// LastDue is the last due time handled (fired or skipped); LastFired
 	// and LastRun the last firing and its run.
 	LastDue   *time.Time `json:"last_due,omitempty"`
 	LastFired *time.Time `json:"last_fired,omitempty"`
 	LastRun   string     `json:"last_run,omitempty"`
+	// Disabled: it does not fire until ox-schedule enable (a fork's copy
+	// of a job is).
+	Disabled bool `json:"disabled,omitempty"`
+	// LastMsg is the last message a message job fired on.
+	LastMsg string `json:"last_msg,omitempty"`
+}
+
+// JobRecord is the "job" record: a scheduled job and where it stands.
+type JobRecord struct {
+	Type string `json:"type"` // always "job"
+	Job
+	// Next is when it fires next (absent once removed).
+	Next *time.Time `json:"next,omitempty"`
 	// LastStatus is the exit status of the last run, once it exited and
 	// while oxiosd keeps its record.
 	LastStatus *int `json:"last_status,omitempty"`
@@ -96,10 +109,6 @@ type JobRecord struct {
 	// firing waits for it to end (overlap queue).
 	Running string `json:"running,omitempty"`
 	Pending bool   `json:"pending,omitempty"`
-	// Disabled: it does not fire until ox-schedule enable.
-	Disabled bool `json:"disabled,omitempty"`
-	// LastMsg is the last message a message job fired on.
-	LastMsg string `json:"last_msg,omitempty"`
 	// Run, Due and Fired are set on the event of a firing (the data of
 	// schedule.fired): the run it started, the time it was due, and why it
 	// fired: "schedule", "catch-up" (missed while oxiosd was down),

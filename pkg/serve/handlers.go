@@ -11,18 +11,6 @@ import (
 // The syscalls whose wire shape is their own: fast paths for the state
 // ops, streams with a reply, raw log lines, and calls that follow.
 
-func hello(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {
-	var a proto.HelloArgs
-	if err := proto.DecodeOptionalArgs(r.Op, r.Args, &a); err != nil {
-		return nil, err
-	}
-	if a.Proto != 0 && a.Proto != proto.Version {
-		return nil, proto.Errorf(proto.EPROTO, "client speaks protocol %d, oxiosd speaks %d", a.Proto, proto.Version)
-	}
-	h := k.Hello(c)
-	return proto.Marshal(&h)
-}
-
 // stateRecordSize is what a state record without its value takes besides
 // its agent and key (its longest time and size): the buffer it is
 // written in is allocated once, not grown four times.
@@ -174,7 +162,10 @@ func policyTest(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Reques
 }
 
 func status(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {
-	rec := k.Status(ctx, c)
+	rec, err := k.Status(ctx, c)
+	if err != nil {
+		return nil, err
+	}
 	return proto.Marshal(&rec)
 }
 

@@ -98,7 +98,7 @@ func (f Fleet) ServeFleet(ctx context.Context, c *kernel.Cred, op string, args j
 // and return one record, or stream records (unary, stream); the others
 // have a wire shape of their own (handlers.go).
 var handlers = map[string]Func{
-	proto.OpHello:          hello,
+	proto.OpHello:          unary(true, (*kernel.Kernel).HelloCall),
 	proto.OpStateSave:      stateSave,
 	proto.OpStateDelete:    stateDelete,
 	proto.OpStateLoad:      stateLoad,

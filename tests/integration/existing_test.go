@@ -18,6 +18,7 @@ var noAgentArgs = map[string]func(agent string) any{
 	"status":        func(string) any { return nil },
 	"agent.list":    func(string) any { return nil },
 	"agent.show":    func(a string) any { return map[string]any{"agent": a} },
+	"agent.remove":  func(a string) any { return map[string]any{"agent": a} },
 	"agent.diff":    func(a string) any { return map[string]any{"agent": a} },
 	"audit.log":     func(a string) any { return map[string]any{"agent": a} },
 	"audit.show":    func(string) any { return map[string]any{"seq": 1} },

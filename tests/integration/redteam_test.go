@@ -517,7 +517,7 @@ func redTeamBudget(t *testing.T) {
 	attempt(t, "ox-budget set from a run of ops (raise its own budget)", func() (bool, bool) {
 		since := auditSeq(t, c)
 		out := shOut(t, d, "ops", `ox-budget set -a ops --execs 1000000 >/dev/null 2>&1; echo "rc=$?"`)
-		return strings.Contains(out, "rc=77"), auditedSince(t, c, since, proto.OpBudgetSet, proto.EPERM, "ops")
+		return strings.Contains(out, "rc=77"), auditedSince(t, c, since, proto.OpBudgetSet, proto.EACCES, "ops")
 	})
 	attempt(t, "exec past run_execs (3rd of 2)", func() (bool, bool) {
 		since := auditSeq(t, c)
@@ -553,7 +553,7 @@ func redTeamPolicy(t *testing.T) {
 			// The policy file is written in the run's workspace: the
 			// host's files are not in the run's world.
 			out := shOut(t, d, "ops", `printf '[state]\nread = ["**"]\nwrite = ["**"]\n[exec]\nallow = ["sh"]\nshell = true\n' > "$HOME/p.toml"; ox-policy set -a `+who+` "$HOME/p.toml" >/dev/null 2>&1; echo "rc=$?"`)
-			return strings.Contains(out, "rc=77"), auditedSince(t, c, since, proto.OpPolicySet, proto.EPERM, who+":policy.toml")
+			return strings.Contains(out, "rc=77"), auditedSince(t, c, since, proto.OpPolicySet, proto.EACCES, who+":policy.toml")
 		})
 	}
 	inForce := func(agent, want string) bool {
@@ -1117,7 +1117,7 @@ cat "$HOME/out"`
 			since := auditSeq(t, c)
 			id, out, _ := spawnSh(t, d, agent, `rm -f "$HOME/out"; printf '[exec]\nallow = ["sh"]\n' > "$HOME/evil.toml"; `+detach["setsid -f"]+wait,
 				`CMD=ox-policy set -a `+agent+` "$HOME/evil.toml" >/dev/null 2>&1; echo "rc=$?" > "$HOME/out"`)
-			return strings.Contains(out, "rc=77"), auditedBy(t, c, since, proto.OpPolicySet, proto.EPERM, agent, id, agent+":")
+			return strings.Contains(out, "rc=77"), auditedBy(t, c, since, proto.OpPolicySet, proto.EACCES, agent, id, agent+":")
 		})
 	}
 	impossible(t, "a run's detached child connecting after the run ended (its pid namespace ends with it)", func() bool {

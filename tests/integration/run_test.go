@@ -420,7 +420,7 @@ func TestBudget(t *testing.T) {
 		t.Fatalf("exec after reset: %d %s", r.code, r.stderr)
 	}
 	r = d.ox("", "ox-spawn", "-a", "ops", "--", "ox-budget", "reset")
-	if !strings.Contains(r.stdout, "only the admin") {
+	if !strings.Contains(r.stdout, "budget.reset is for the admin") {
 		t.Fatalf("a run reset its own budget: %s", r.stdout)
 	}
 	// Budget use survives a restart (it is in the agent's sys/budget.json).

@@ -1,13 +1,12 @@
-// Package judge owns asking a policy about one operation the way the
-// syscalls do, without doing it: the dry run of ox-policy check (Judge,
-// Fill) and the replay of ox-policy test (Replay), which judges audited
-// past actions against a proposed policy and reports the ones it would
-// decide otherwise. It changes and audits nothing; the kernel gates the
-// syscalls and passes what a judgement needs of the state (Usage).
+// Package judge owns the records of asking a policy about operations
+// without doing them: the dry run of ox-policy check (Check, Fill) and the
+// replay of ox-policy test (Replay), which judges audited past actions
+// against a proposed policy and reports the ones it would decide
+// otherwise. It changes and audits nothing. The judging itself is the
+// kernel's gate with the work skipped (Func, pkg/kernel/question.go).
 package judge
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
@@ -20,60 +19,19 @@ import (
 // with the key's old value taken out.
 type Usage func(agent, key string) (total, size int64)
 
-// Judge asks p about one op, the way the syscalls do. A nil *Denied is
-// allowed; an error means the op or its args are not understood. An ask
-// rule's verdict is a Denied whose rule is named ask.* (see Asks).
-func Judge(p *policy.Policy, usage Usage, agent, op string, args []string) (*policy.Denied, error) {
-	arg := func(i int) string {
-		if i < len(args) {
-			return args[i]
-		}
-		return ""
-	}
-	var err error
-	switch op {
-	case proto.OpStateLoad, proto.OpStateList, "read":
-		err = p.CheckStateRead(arg(0))
-	case proto.OpStateSave, proto.OpStateDelete, "write":
-		total, size := usage(agent, arg(0))
-		err = p.CheckStateWrite(arg(0), total-size)
-	case proto.OpMemRemember, proto.OpMemRecall, proto.OpMemForget, "memory":
-		err = p.CheckMemory(arg(0), 0)
-	case proto.OpExec:
-		if len(args) == 0 {
-			return nil, proto.Errorf(proto.EINVAL, "exec: give the command")
-		}
-		if len(args) == 1 {
-			_, err = p.CheckExec(nil, args[0])
-		} else {
-			_, err = p.CheckExec(args, "")
-		}
-	case "tool.run", "tool":
-		err = p.CheckTool(arg(0))
-	case "net.fetch", "fetch":
-		err = p.CheckHost(HostOf(arg(0)))
-	default:
-		return nil, proto.Errorf(proto.EINVAL, "op %q: want state.load, state.save, state.delete, state.list, mem.remember, exec, tool.run or net.fetch", op)
-	}
-	var d *policy.Denied
-	if errors.As(err, &d) {
-		return d, nil
-	}
-	if a := policy.AsAsked(err); a != nil {
-		// An ask rule: reported as a rule of its own (ask.*), which
-		// callers tell from a refusal by its name.
-		return &policy.Denied{Rule: a.Rule, Reason: a.Reason}, nil
-	}
-	if err != nil {
-		return nil, proto.Errorf(proto.EINVAL, "%v", err)
-	}
-	return nil, nil
-}
+// Func is the kernel's dry run of one op (its gate with its work
+// skipped): op called with args by a run of agent, judged by p. A nil
+// *Denied is allowed; an error means the op or its args are not
+// understood. An ask rule's verdict is a Denied whose rule is named
+// ask.* (see Asks). The judge has no table of ops of its own: what an op
+// asks of a policy is the syscall's, so the dry run cannot disagree with
+// the call.
+type Func func(p *policy.Policy, agent, op string, args []string) (*policy.Denied, error)
 
-// Check is ox-policy check's record of a: its op judged (Judge) by the
+// Check is ox-policy check's record of a: its op judged (judge) by the
 // policy proposed in a.Policy (Proposed), or, when none is, by own, the
 // agent's policy in force.
-func Check(a proto.PolicyCheckArgs, own func(agent string) (*policy.Policy, error), usage Usage) (proto.PolicyCheckRecord, error) {
+func Check(a proto.PolicyCheckArgs, own func(agent string) (*policy.Policy, error), judge Func) (proto.PolicyCheckRecord, error) {
 	var p *policy.Policy
 	var err error
 	if a.Policy == "" {
@@ -85,7 +43,7 @@ func Check(a proto.PolicyCheckArgs, own func(agent string) (*policy.Policy, erro
 		return proto.PolicyCheckRecord{}, err
 	}
 	rec := proto.PolicyCheckRecord{Type: proto.RecordPolicyCheck, Agent: a.Agent, Op: a.Op, Args: a.Args}
-	rule, derr := Judge(p, usage, a.Agent, a.Op, a.Args)
+	rule, derr := judge(p, a.Agent, a.Op, a.Args)
 	if derr != nil {
 		return rec, derr
 	}

@@ -16,7 +16,7 @@ import (
 // what happened: an action that was done and would now be refused, one
 // a policy refused that would now be allowed, and one that would now
 // wait for an operator's approval (an ask rule).
-func Replay(ctx context.Context, p *policy.Policy, usage Usage, agent string, entries []string, emit func(*proto.PolicyTestRecord) error) (proto.PolicyTestResult, error) {
+func Replay(ctx context.Context, p *policy.Policy, judge Func, agent string, entries []string, emit func(*proto.PolicyTestRecord) error) (proto.PolicyTestResult, error) {
 	var res proto.PolicyTestResult
 	for i, line := range entries {
 		if err := ctx.Err(); err != nil {
@@ -52,7 +52,7 @@ func Replay(ctx context.Context, p *policy.Policy, usage Usage, agent string, en
 			res.Skipped++
 			continue
 		}
-		d, judged := Entry(p, usage, agent, e.Op, rest)
+		d, judged := Entry(p, judge, agent, e.Op, rest)
 		if !judged {
 			res.Skipped++
 			continue
@@ -84,7 +84,7 @@ func Replay(ctx context.Context, p *policy.Policy, usage Usage, agent string, en
 
 // Entry judges one audited action (op and what its target says after
 // "agent:"); judged is false for ops a policy does not decide.
-func Entry(p *policy.Policy, usage Usage, agent, op, what string) (*policy.Denied, bool) {
+func Entry(p *policy.Policy, judge Func, agent, op, what string) (*policy.Denied, bool) {
 	var args []string
 	switch op {
 	case proto.OpStateSave, proto.OpStateDelete, proto.OpStateLoad, proto.OpStateList:
@@ -113,16 +113,11 @@ func Entry(p *policy.Policy, usage Usage, agent, op, what string) (*policy.Denie
 	default:
 		return nil, false
 	}
-	if op == proto.OpExec && len(args) == 1 {
-		// One word: judged as argv, not as a command line.
-		_, err := p.CheckExec(args, "")
-		d, _ := err.(*policy.Denied)
-		if a := policy.AsAsked(err); a != nil {
-			d = &policy.Denied{Rule: a.Rule, Reason: a.Reason}
-		}
-		return d, true
+	if op == proto.OpExec {
+		// Judged as the argv it ran, even one word, not as a line.
+		args = append([]string{"--"}, args...)
 	}
-	d, err := Judge(p, usage, agent, op, args)
+	d, err := judge(p, agent, op, args)
 	if err != nil {
 		return nil, false
 	}

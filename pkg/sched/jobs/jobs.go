@@ -38,26 +38,9 @@ const Dir = "schedules"
 // Key is the sys key of job name's file.
 func Key(name string) string { return Dir + "/" + name + ".json" }
 
-// File is a job's file.
+// File is a job's file: the job as proto.Job defines it.
 type File struct {
-	Name      string     `json:"name"`
-	Agent     string     `json:"agent"`
-	Schedule  string     `json:"schedule"`
-	TZ        string     `json:"tz,omitempty"`
-	Priority  int        `json:"priority,omitempty"`
-	Overlap   string     `json:"overlap"`
-	CatchUp   bool       `json:"catch_up,omitempty"`
-	Command   []string   `json:"command,omitempty"`
-	Task      string     `json:"task,omitempty"`
-	Created   time.Time  `json:"created"`
-	CreatedBy uint32     `json:"created_by"`
-	LastDue   *time.Time `json:"last_due,omitempty"`
-	LastFired *time.Time `json:"last_fired,omitempty"`
-	LastRun   string     `json:"last_run,omitempty"`
-	// Disabled: not fired until enabled (a fork's copy of a job).
-	Disabled bool `json:"disabled,omitempty"`
-	// LastMsg: the last message a message job fired on.
-	LastMsg string `json:"last_msg,omitempty"`
+	proto.Job
 }
 
 // OnMsg reports whether j fires on messages rather than on a clock.
@@ -117,11 +100,11 @@ func New(a proto.ScheduleAddArgs, uid uint32, now time.Time, runnable func(comma
 			return nil, err
 		}
 	}
-	return &File{
+	return &File{proto.Job{
 		Name: a.Name, Agent: a.Agent, Schedule: expr, TZ: a.TZ, Priority: a.Priority,
 		Overlap: a.Overlap, CatchUp: a.CatchUp, Command: a.Command, Task: a.Task,
 		Created: now.UTC().Truncate(time.Second), CreatedBy: uid,
-	}, nil
+	}}, nil
 }
 
 // Hooks are what the table needs of the kernel.
@@ -343,12 +326,7 @@ func (t *Table) Stop() {
 
 // record is j as a record, with where it stands now.
 func (t *Table) record(j *File) proto.JobRecord {
-	rec := proto.JobRecord{
-		Type: proto.RecordJob, Name: j.Name, Agent: j.Agent, Schedule: j.Schedule, TZ: j.TZ,
-		Priority: j.Priority, Overlap: j.Overlap, CatchUp: j.CatchUp, Command: j.Command, Task: j.Task,
-		Created: j.Created, LastDue: j.LastDue, LastFired: j.LastFired, LastRun: j.LastRun,
-		Disabled: j.Disabled, LastMsg: j.LastMsg,
-	}
+	rec := proto.JobRecord{Type: proto.RecordJob, Job: j.Job}
 	if t.s != nil {
 		if st, ok := t.s.Status(j.Name); ok {
 			if !st.Next.IsZero() {

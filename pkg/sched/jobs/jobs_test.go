@@ -74,7 +74,7 @@ func TestCheckNameSaysJob(t *testing.T) {
 
 func TestForkCopyIsDisabledAndRenamed(t *testing.T) {
 	now := time.Now().UTC()
-	j := &File{Name: "daily", Agent: "a", Schedule: "@daily", Overlap: "skip", LastDue: &now, LastFired: &now, LastRun: "r1", LastMsg: "m1"}
+	j := &File{proto.Job{Name: "daily", Agent: "a", Schedule: "@daily", Overlap: "skip", LastDue: &now, LastFired: &now, LastRun: "r1", LastMsg: "m1"}}
 	val, _ := json.Marshal(j)
 	c := ForkCopy(val, "b", func(string) bool { return false })
 	if c == nil || c.Name != "b.daily" || c.Agent != "b" || !c.Disabled || c.LastDue != nil || c.LastFired != nil || c.LastRun != "" || c.LastMsg != "" || c.Schedule != "@daily" {
@@ -265,5 +265,31 @@ func TestMaxPerAgent(t *testing.T) {
 	}
 	if err := add("b", 0); err != nil {
 		t.Fatalf("another agent: %v", err)
+	}
+}
+
+// TestFileIsTheRecord: a job's file is written as it was before its
+// fields moved to proto.Job (the same keys, in the same order), and its
+// record shows every one of them.
+func TestFileIsTheRecord(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	j := &File{proto.Job{Name: "daily", Agent: "a", Schedule: "@daily", TZ: "UTC", Priority: 1, Overlap: "skip", CatchUp: true,
+		Command: []string{"true"}, Created: at, CreatedBy: 1000, LastDue: &at, LastFired: &at, LastRun: "r1", Disabled: true, LastMsg: "m1"}}
+	b, err := json.Marshal(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `{"name":"daily","agent":"a","schedule":"@daily","tz":"UTC","priority":1,"overlap":"skip","catch_up":true,"command":["true"],"created":"2026-01-02T03:04:05Z","created_by":1000,"last_due":"2026-01-02T03:04:05Z","last_fired":"2026-01-02T03:04:05Z","last_run":"r1","disabled":true,"last_msg":"m1"}`
+	if string(b) != want {
+		t.Errorf("the file:\n%s\nwant\n%s", b, want)
+	}
+	var file, rec map[string]any
+	json.Unmarshal(b, &file)
+	rb, _ := json.Marshal(proto.JobRecord{Type: proto.RecordJob, Job: j.Job})
+	json.Unmarshal(rb, &rec)
+	for k, v := range file {
+		if fmt.Sprint(rec[k]) != fmt.Sprint(v) {
+			t.Errorf("%s: the record says %v, the file %v", k, rec[k], v)
+		}
 	}
 }
