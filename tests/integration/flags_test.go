@@ -18,7 +18,8 @@ func commandBinaries(t *testing.T) []string {
 	}
 	var bins []string
 	for _, e := range ents {
-		if n := e.Name(); strings.HasPrefix(n, "ox") && n != "oxios-sandbox-init" && n != "ox" {
+		// oxios-rtprobe is the red team's probe (tests/rtprobe), no command.
+		if n := e.Name(); strings.HasPrefix(n, "ox") && n != "oxios-sandbox-init" && n != "ox" && n != "oxios-rtprobe" {
 			bins = append(bins, n)
 		}
 	}
