@@ -56,6 +56,12 @@ func (c *Config) resolveFleet() error {
 	if len(f.Servers) == 0 {
 		f.Servers = nil // "servers = []" is no servers
 	}
+	if len(f.Peers) == 0 {
+		f.Peers = nil
+	}
+	if len(f.Admins) == 0 {
+		f.Admins = nil
+	}
 	if f.Heartbeat <= 0 {
 		f.Heartbeat = Duration(2 * time.Second)
 	}
