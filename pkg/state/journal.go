@@ -54,6 +54,11 @@ const (
 	// this point of the journal, less the keys under the prefixes value
 	// lists (one a line); see fork.go.
 	recFork = 5
+	// recForkKeys is a fork that names the keys it copies: value is
+	// the list (each a u16 length and the key), and the tree key is a
+	// copy of those keys of the tree agent as they are at this point of
+	// the journal (see fork.go).
+	recForkKeys = 6
 
 	journalMagic  = "OXJOURN1"
 	journalHeader = 4096
@@ -87,9 +92,9 @@ type record struct {
 	// the key's) and the change's own time (mod is the value's).
 	mode  uint32
 	ctime int64
-	// Kind recFork, when published as it is made (not replayed): the
-	// clone of the origin's index (see AddFork).
-	clone chan *forkCopy
+	// Kind recForkKeys, when published as it is made (not replayed):
+	// the clone of the origin's index (see AddFork).
+	clone *forkClone
 }
 
 // ctimeOr is the time of the change itself.
@@ -336,7 +341,7 @@ func decodeRecord(p []byte) (*record, uint64, error) {
 	p = p[8:]
 	rec := &record{kind: p[0], ver: binary.LittleEndian.Uint64(p[1:]),
 		mod: time.Unix(0, int64(binary.LittleEndian.Uint64(p[9:]))).UTC()}
-	if rec.kind != recSave && rec.kind != recDelete && rec.kind != recAux && rec.kind != recSaveMeta && rec.kind != recFork {
+	if rec.kind != recSave && rec.kind != recDelete && rec.kind != recAux && rec.kind != recSaveMeta && rec.kind != recFork && rec.kind != recForkKeys {
 		return nil, gen, fmt.Errorf("%w %d", errUnknownKind, rec.kind)
 	}
 	p = p[17:]
