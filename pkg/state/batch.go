@@ -226,11 +226,14 @@ func (b *Batch) Write() error {
 		return err
 	}
 	b.start = s.j.pos
+	first := true // the batch's first record says so (see replay)
 	for _, c := range b.changes {
-		s.j.appendRecord(c.rec)
+		s.j.appendRecord(c.rec, first)
+		first = false
 	}
 	for _, r := range b.aux {
-		s.j.appendRecord(r)
+		s.j.appendRecord(r, first)
+		first = false
 	}
 	if err := s.j.flush(); err != nil {
 		err = b.fail(err)

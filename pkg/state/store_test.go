@@ -433,10 +433,10 @@ func TestUnknownRecordKindRefused(t *testing.T) {
 	if _, err := f.ReadAt(p, journalHeader+recHeader); err != nil {
 		t.Fatal(err)
 	}
-	if p[8] != recSave && p[8] != recSaveMeta {
+	if k := p[8] &^ batchStart; k != recSave && k != recSaveMeta {
 		t.Fatalf("first record is of kind %d, not a save", p[8])
 	}
-	p[8] = 99
+	p[8] = 99 | p[8]&batchStart
 	binary.LittleEndian.PutUint32(hdr[4:], crc32.Checksum(p, castagnoli))
 	f.WriteAt(hdr[:], journalHeader)
 	f.WriteAt(p, journalHeader+recHeader)
