@@ -39,7 +39,7 @@ func main() {
 	def := proto.DefaultPaths()
 	app := cliutil.App("oxiosd", "the Oxios kernel daemon")
 	app.Version = version
-	app.UsageText = "oxiosd [--config FILE] [--data DIR] [--socket PATH] [--mount DIR | --no-mount] [--log-level LEVEL]"
+	app.UsageText = "oxiosd [--config FILE] [--data DIR] [--socket PATH] [--mount DIR | --no-mount] [--log-level LEVEL] [--recover]"
 	app.Description = "oxiosd owns agent state and the audit log and serves them to ox-* commands over a Unix socket."
 	app.Flags = []cli.Flag{
 		&cli.StringFlag{Name: "config", Usage: "read configuration from `FILE` (\"\" for none)", Value: def.Config, EnvVars: []string{"OXIOS_CONFIG"}, TakesFile: true},
@@ -48,6 +48,7 @@ func main() {
 		&cli.StringFlag{Name: "mount", Usage: "mount the agents' filesystem at `DIR`", DefaultText: def.Mount, TakesFile: true},
 		&cli.BoolFlag{Name: "no-mount", Usage: "do not mount the agents' filesystem"},
 		&cli.StringFlag{Name: "log-level", Usage: "log `LEVEL`: debug, info, warn or error", DefaultText: "info"},
+		&cli.BoolFlag{Name: "recover", Usage: "start with what a damaged or missing journal still holds, recording the loss in the audit log"},
 	}
 	app.Action = run
 	cliutil.Run(app)
@@ -74,6 +75,7 @@ func settings(c *cli.Context) (config.Config, error) {
 	if c.IsSet("no-mount") {
 		cfg.NoMount = c.Bool("no-mount")
 	}
+	cfg.Recover = c.Bool("recover")
 	// Absolute, so that what the daemon reports (ox-status) means the same
 	// to a client in another folder.
 	for _, p := range []*string{&cfg.Data, &cfg.Mount} {

@@ -313,9 +313,5 @@ func (k *Kernel) replayAux(payload []byte) error {
 			k.markDirty(p)
 		}
 	}
-	appended, err := k.audit.Restore(e, k.auditSeq)
-	if appended && err == nil {
-		k.auditSeq = e.Seq
-	}
-	return err
+	return k.restoreEntry(e)
 }

@@ -112,6 +112,11 @@ type Options struct {
 	// DamageError): every intact record is replayed, and Lost names the
 	// damaged spans. Without it such a journal stops Open.
 	Recover bool
+	// AfterReplay runs once the journal is replayed into the index,
+	// before the checkpoint that empties it: an error stops Open and
+	// leaves the journal as it was (the kernel checks what was replayed
+	// against the audit log).
+	AfterReplay func(*Store) error
 	// BeforeCheckpoint runs inside a checkpoint, before the journal is
 	// recycled: whatever the kernel wrote behind the journal (the audit
 	// segments) must be made durable here.
@@ -378,6 +383,13 @@ func (s *Store) recover() error {
 		s.failed = fmt.Errorf("state: replaying journal: %w", err)
 		s.jmu.Unlock()
 		return s.failed
+	}
+	if s.opts.AfterReplay != nil {
+		if err := s.opts.AfterReplay(s); err != nil {
+			s.failed = err
+			s.jmu.Unlock()
+			return err
+		}
 	}
 	s.jmu.Unlock()
 	if len(lost) > 0 {
