@@ -148,18 +148,20 @@ func run(c *cli.Context) error {
 	// the signal's default action.
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-
 	mnt := mount(cfg, k, log)
 	// The policy files the admin left while oxiosd was down are in force
 	// before it says it is ready.
 	k.ApplyPolicies(root)
-	// Schedules fire once the socket serves: a job's run, a catch-up at
-	// start too, can call the daemon.
 	if err := k.StartScheduler(nil); err != nil {
 		log.Error("scheduler not started", "err", err)
 	}
+	// The socket serves once every subsystem is ready: a client that
+	// connected meanwhile waits in the listen backlog for its hello,
+	// rather than be told ESHUTDOWN by the scheduler not yet started
+	// (issue 45). A job's run that the start fires (a catch-up) and that
+	// calls the daemon waits the same way.
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
 	log.Info("oxiosd ready", "version", version, "socket", cfg.Socket, "activated", activated, "data", cfg.Data, "config", cfg.File)
 	daemon.SdNotify(false, daemon.SdNotifyReady)
 
