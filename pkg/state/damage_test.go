@@ -157,3 +157,45 @@ func TestJournalTornLastBatch(t *testing.T) {
 	}
 	wantKeys(t, s, map[int]bool{119: true})
 }
+
+// TestSalvageIgnoresRecordsInValues: a value that holds a record of the
+// journal's shape (the generation right, its CRC plain) is not taken for
+// one by a salvage's search for intact records: the records' CRCs are
+// seeded with a salt only the daemon reads.
+func TestSalvageIgnoresRecordsInValues(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, dir)
+	for i := range 10 {
+		commit(t, s, save("a", fmt.Sprintf("k%03d", i), "v"))
+	}
+	forged := &journal{gen: s.j.gen}
+	forged.appendRecord(&record{kind: recSave, ver: 1 << 40, agent: "victim", key: "injected", value: []byte("forged")}, true)
+	evil := s.j.pos
+	commit(t, s, save("a", "evil", string(forged.buf)))
+	commit(t, s, save("a", "after", "v"))
+	s.Flush()
+	crashed := t.TempDir()
+	copyTree(t, dir, crashed)
+	s.Close()
+	os.RemoveAll(filepath.Join(crashed, "repo"))
+	// The damage is in the forged value's own record, before the value:
+	// the search for intact records goes through the value.
+	writeAt(t, crashed, []byte{0xff}, evil+20)
+	s, err := Open(crashed, Options{Recover: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if v, _, err := s.Load("victim", "injected"); err == nil {
+		t.Fatalf("a record forged in a value was replayed: %q", v)
+	}
+	if v, _, err := s.Load("a", "after"); err != nil || string(v) != "v" {
+		t.Errorf("the save after the forged value: %q %v", v, err)
+	}
+	if _, _, err := s.Load("a", "evil"); err == nil {
+		t.Error("the damaged save came back")
+	}
+	if v, _, err := s.Load("a", "k005"); err != nil || string(v) != "v" {
+		t.Errorf("a save before the damage: %q %v", v, err)
+	}
+}

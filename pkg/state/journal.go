@@ -1,6 +1,7 @@
 package state
 
 import (
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -32,8 +33,10 @@ import (
 //
 // Layout: a 4 KiB header, then records.
 //
-//	header: "OXJOURN1" | generation u64 | crc32c u32
-//	record: len u32 | crc32c(payload) u32 | payload
+//	header: "OXJOURN2" | generation u64 | salt u64 | crc32c u32
+//	        (an older "OXJOURN1" | generation u64 | crc32c u32 is read:
+//	        its records' CRCs have no salt)
+//	record: len u32 | crc32c(salt, payload) u32 | payload
 //	payload: generation u64 | kind u8 | ver u64 | mod unix-nanos i64 |
 //	         agent (u16 len) | key (u16 len) | value (u32 len)
 //	         [ mode u32 | ctime unix-nanos i64 ]   (kind 4 only)
@@ -67,7 +70,8 @@ const (
 	// replay).
 	batchStart = 0x80
 
-	journalMagic  = "OXJOURN1"
+	journalMagic  = "OXJOURN1" // a header without salt: read, never written
+	saltedMagic   = "OXJOURN2"
 	journalHeader = 4096
 	recHeader     = 8
 	// payloadFixed is the payload size without the variable parts.
@@ -121,9 +125,13 @@ type journal struct {
 	// number cannot be reused while it is open.
 	ino, dev uint64
 	gen      uint64
-	pos      int64 // where the next record goes
-	alloc    int64 // bytes preallocated
-	buf      []byte
+	// salt seeds the records' CRCs (seed: its CRC); 0 in a journal
+	// written before it (see sum).
+	salt  uint64
+	seed  uint32
+	pos   int64 // where the next record goes
+	alloc int64 // bytes preallocated
+	buf   []byte
 	// used mirrors pos-journalHeader for readers that do not hold the
 	// journal's lock (the applier: see Store.drainNow).
 	used atomic.Int64
@@ -167,7 +175,16 @@ func openJournal(path string, chunk int64) (*journal, error) {
 		f.Close()
 		return nil, fmt.Errorf("%s: %w: header unreadable: %v", path, ErrJournalDamaged, err)
 	}
-	if string(h[:8]) != journalMagic || crc32.Checksum(h[:16], castagnoli) != binary.LittleEndian.Uint32(h[16:]) {
+	switch {
+	case string(h[:8]) == journalMagic && crc32.Checksum(h[:16], castagnoli) == binary.LittleEndian.Uint32(h[16:]):
+		// Written before the salt: its records' CRCs are plain.
+	case string(h[:8]) == saltedMagic:
+		if _, err := f.ReadAt(h[:28], 0); err != nil || crc32.Checksum(h[:24], castagnoli) != binary.LittleEndian.Uint32(h[24:]) {
+			f.Close()
+			return nil, fmt.Errorf("%s: %w: its header does not check (move it away to start without it, losing unapplied changes)", path, ErrJournalDamaged)
+		}
+		j.setSalt(binary.LittleEndian.Uint64(h[16:]))
+	default:
 		f.Close()
 		return nil, fmt.Errorf("%s: %w: its header is not a journal's (move it away to start without it, losing unapplied changes)", path, ErrJournalDamaged)
 	}
@@ -175,15 +192,46 @@ func openJournal(path string, chunk int64) (*journal, error) {
 	return j, nil
 }
 
+// writeHeader writes the header of the current generation, with a new
+// salt (see sum), and makes it durable.
 func (j *journal) writeHeader() error {
-	h := make([]byte, 20)
-	copy(h, journalMagic)
+	var r [8]byte
+	if _, err := rand.Read(r[:]); err != nil {
+		return err
+	}
+	salt := binary.LittleEndian.Uint64(r[:]) | 1 // never 0: 0 is no salt
+	h := make([]byte, 28)
+	copy(h, saltedMagic)
 	binary.LittleEndian.PutUint64(h[8:], j.gen)
-	binary.LittleEndian.PutUint32(h[16:], crc32.Checksum(h[:16], castagnoli))
+	binary.LittleEndian.PutUint64(h[16:], salt)
+	binary.LittleEndian.PutUint32(h[24:], crc32.Checksum(h[:24], castagnoli))
 	if _, err := j.f.WriteAt(h, 0); err != nil {
 		return err
 	}
-	return j.sync()
+	if err := j.sync(); err != nil {
+		return err
+	}
+	j.setSalt(salt)
+	return nil
+}
+
+// setSalt makes salt the seed of the records' CRCs.
+func (j *journal) setSalt(salt uint64) {
+	j.salt = salt
+	j.seed = crc32.Checksum(binary.LittleEndian.AppendUint64(nil, salt), castagnoli)
+}
+
+// sum is the CRC of a record's payload: seeded with the generation's
+// salt, a random number in the header, which no one but the daemon
+// reads. Replay looks for intact records past a bad one anywhere in the
+// file (see nextIntact), values included: a value an agent saved that
+// holds a record of its making must not pass for one of the journal's
+// (its salvage would replay it).
+func (j *journal) sum(p []byte) uint32 {
+	if j.salt == 0 {
+		return crc32.Checksum(p, castagnoli)
+	}
+	return crc32.Update(j.seed, castagnoli, p)
 }
 
 // grow preallocates the file to at least n bytes by writing zeros, and
@@ -237,7 +285,7 @@ func (j *journal) appendRecord(r *record, first bool) {
 		h = binary.LittleEndian.AppendUint32(h, r.mode)
 		h = binary.LittleEndian.AppendUint64(h, uint64(r.ctime))
 	}
-	binary.LittleEndian.PutUint32(h[start+4:], crc32.Checksum(h[start+recHeader:], castagnoli))
+	binary.LittleEndian.PutUint32(h[start+4:], j.sum(h[start+recHeader:]))
 	j.buf = h
 }
 
@@ -393,7 +441,7 @@ func (j *journal) readRecord(r *jreader, pos int64) (*record, int64, bool, error
 	if binary.LittleEndian.Uint64(b) != j.gen {
 		return nil, 0, false, errOtherGen
 	}
-	if crc32.Checksum(b, castagnoli) != sum {
+	if j.sum(b) != sum {
 		return nil, 0, false, errBadCRC
 	}
 	// The record keeps its value: a copy of its own, not the window.

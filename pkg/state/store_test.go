@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -437,7 +436,12 @@ func TestUnknownRecordKindRefused(t *testing.T) {
 		t.Fatalf("first record is of kind %d, not a save", p[8])
 	}
 	p[8] = 99 | p[8]&batchStart
-	binary.LittleEndian.PutUint32(hdr[4:], crc32.Checksum(p, castagnoli))
+	j, err := openJournal(filepath.Join(crash, "journal", "wal"), minJournalChunk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary.LittleEndian.PutUint32(hdr[4:], j.sum(p))
+	j.close()
 	f.WriteAt(hdr[:], journalHeader)
 	f.WriteAt(p, journalHeader+recHeader)
 
