@@ -401,11 +401,10 @@ func (j *journal) replay(fn func(*record) error, salvage bool) ([]Damage, error)
 			}
 			break
 		}
-		resume := batch
-		if salvage || dmg != nil {
-			// Every intact record, those of the damaged batch too.
-			resume, _ = j.nextIntact(pos+1, false)
-		}
+		// Every intact record, those of the damaged batch too, is
+		// salvaged (and counted when refused).
+		resume, _ := j.nextIntact(pos+1, false)
+		resume = min(resume, batch)
 		lost = append(lost, Damage{Offset: pos, Len: resume - pos})
 		if !salvage && dmg == nil {
 			dmg = &DamageError{Path: j.path}
