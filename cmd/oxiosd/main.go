@@ -40,7 +40,7 @@ func main() {
 	def := proto.DefaultPaths()
 	app := cliutil.App("oxiosd", "the Oxios kernel daemon")
 	app.Version = version
-	app.UsageText = "oxiosd [--config FILE] [--data DIR] [--socket PATH] [--mount DIR | --no-mount] [--log-level LEVEL]"
+	app.UsageText = "oxiosd [--config FILE] [--data DIR] [--socket PATH] [--mount DIR | --no-mount] [--log-level LEVEL] [--recover]"
 	app.Description = "oxiosd owns agent state and the audit log and serves them to ox-* commands over a Unix socket."
 	app.Flags = []cli.Flag{
 		&cli.StringFlag{Name: "config", Usage: "read configuration from `FILE` (\"\" for none)", Value: def.Config, EnvVars: []string{"OXIOS_CONFIG"}, TakesFile: true},
@@ -49,6 +49,7 @@ func main() {
 		&cli.StringFlag{Name: "mount", Usage: "mount the agents' filesystem at `DIR`", DefaultText: def.Mount, TakesFile: true},
 		&cli.BoolFlag{Name: "no-mount", Usage: "do not mount the agents' filesystem"},
 		&cli.StringFlag{Name: "log-level", Usage: "log `LEVEL`: debug, info, warn or error", DefaultText: "info"},
+		&cli.BoolFlag{Name: "recover", Usage: "start with what a damaged or missing journal still holds, recording the loss in the audit log"},
 	}
 	app.Action = run
 	cliutil.Run(app)
@@ -75,6 +76,7 @@ func settings(c *cli.Context) (config.Config, error) {
 	if c.IsSet("no-mount") {
 		cfg.NoMount = c.Bool("no-mount")
 	}
+	cfg.Recover = c.Bool("recover")
 	// Absolute, so that what the daemon reports (ox-status) means the same
 	// to a client in another folder, and the socket it hands its runs
 	// (OXIOS_SOCKET) reaches it from their workspace: `oxiosd --socket
@@ -182,18 +184,20 @@ func run(c *cli.Context) error {
 	// the signal's default action.
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-
 	mnt := mount(cfg, k, log)
 	// The policy files the admin left while oxiosd was down are in force
 	// before it says it is ready.
 	k.ApplyPolicies(root)
-	// Schedules fire once the socket serves: a job's run, a catch-up at
-	// start too, can call the daemon.
 	if err := k.StartScheduler(nil); err != nil {
 		log.Error("scheduler not started", "err", err)
 	}
+	// The socket serves once every subsystem is ready: a client that
+	// connected meanwhile waits in the listen backlog for its hello,
+	// rather than be told ESHUTDOWN by the scheduler not yet started
+	// (issue 45). A job's run that the start fires (a catch-up) and that
+	// calls the daemon waits the same way.
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
 	log.Info("oxiosd ready", "version", version, "socket", cfg.Socket, "activated", activated, "data", cfg.Data, "config", cfg.File)
 	daemon.SdNotify(false, daemon.SdNotifyReady)
 

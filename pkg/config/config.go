@@ -31,13 +31,16 @@ type Config struct {
 	SocketGroup string `toml:"socket_group"`
 	Mount       string `toml:"mount"`
 	NoMount     bool   `toml:"no_mount"`
-	LogLevel    string `toml:"log_level"`
-	Limits      Limits `toml:"limits"`
-	Access      Access `toml:"access"`
-	Memory      Memory `toml:"memory"`
-	LLM         LLM    `toml:"llm"`
-	Runs        Runs   `toml:"runs"`
-	Fleet       Fleet  `toml:"fleet"`
+	// Recover (oxiosd --recover, never from the file) starts with what a
+	// damaged or missing journal still holds, recording the loss.
+	Recover  bool   `toml:"-"`
+	LogLevel string `toml:"log_level"`
+	Limits   Limits `toml:"limits"`
+	Access   Access `toml:"access"`
+	Memory   Memory `toml:"memory"`
+	LLM      LLM    `toml:"llm"`
+	Runs     Runs   `toml:"runs"`
+	Fleet    Fleet  `toml:"fleet"`
 	// Policies is the folder of policy files the admin edits
 	// (NAME.toml is agent NAME's), watched and applied as they change.
 	Policies string `toml:"policies"`

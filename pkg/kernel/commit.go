@@ -184,7 +184,11 @@ func (k *Kernel) apply(batch []*tx) {
 		// A refusal of the store's (ENOSPC, its data directory gone)
 		// reaches the client as it is.
 		var perr *proto.Error
-		if !errors.As(err, &perr) {
+		switch {
+		case errors.As(err, &perr):
+		case proto.OutOfSpace(err):
+			perr = proto.Errorf(proto.ENOSPC, "commit failed: %v", err)
+		default:
 			perr = proto.Errorf(proto.EIO, "commit failed: %v", err)
 		}
 		for _, t := range batch {
@@ -313,9 +317,5 @@ func (k *Kernel) replayAux(payload []byte) error {
 			k.markDirty(p)
 		}
 	}
-	appended, err := k.audit.Restore(e, k.auditSeq)
-	if appended && err == nil {
-		k.auditSeq = e.Seq
-	}
-	return err
+	return k.restoreEntry(e)
 }

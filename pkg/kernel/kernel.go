@@ -101,6 +101,8 @@ type Kernel struct {
 	// auditSeq is the seq of the last entry appended to the audit log; only
 	// the committer (and recovery before it starts) touches it.
 	auditSeq uint64
+	// replay is what the journal held of the audit log (recover.go).
+	replay replayed
 
 	// txq is the queue of the group commit (see commit.go).
 	txq   *groupcommit.Queue[*tx]
@@ -191,6 +193,8 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 		// one and ran at the file creation rate (8.4k/s instead of 20k+).
 		CheckpointBytes: 160 << 20,
 		DiskReserve:     int64(cfg.Limits.DiskReserve),
+		Recover:         cfg.Recover,
+		AfterReplay:     k.checkRecovered,
 		BeforeCheckpoint: func() error {
 			// The commits published from the journal (forks) are
 			// written before it is emptied.
@@ -200,13 +204,16 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 			if err := alog.Sync(); err != nil {
 				return err
 			}
+			if err := k.writeMark(); err != nil {
+				return err
+			}
 			return k.ver.paths.Save()
 		},
 	})
 	if err != nil {
 		k.ver.repo.Close()
 		alog.Close()
-		return nil, err
+		return nil, openError(err)
 	}
 	if n := k.auditSeq - replayed; n > 0 {
 		log.Info("audit entries restored from the journal", "entries", n, "head", k.auditSeq)
@@ -224,6 +231,12 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 	k.openAdmission(k.root)
 	k.started = time.Now().UTC()
 	k.txq.Start()
+	if r := k.replay.recovered; r != "" {
+		if err := k.auditRecovery(r); err != nil {
+			k.Close()
+			return nil, fmt.Errorf("recording the recovery in the audit log: %w", err)
+		}
+	}
 	k.asks.ResolveLeft(k.daemonActor())
 	return k, nil
 }

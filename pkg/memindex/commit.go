@@ -94,10 +94,19 @@ func (s *Set) KindsOutside(agent string, ids []string, ok func(kind string) bool
 	return out
 }
 
+// ForgetChunk is how many memories one group of a forget deletes: a
+// forget of more commits them in groups of this many, one after another,
+// so that the changes of others wait for one group (a few milliseconds),
+// not for all (issue 45: a forget of 100k memories held every other
+// agent's save for its whole time).
+const ForgetChunk = 512
+
 // Forget commits the deletion of ids of agent, by who (args digest), in
-// one group, and returns the records (without text) of those it deleted
-// (Forgot). A memory already gone (forgotten meanwhile) is skipped, not an
-// error.
+// groups of ForgetChunk, and returns the records (without text) of those
+// it deleted (Forgot). A memory already gone (forgotten meanwhile) is
+// skipped, not an error. Each group is durable (and audited) on its own:
+// a failure, or a crash, leaves the groups before it forgotten, and
+// returns their records with the error.
 func (s *Set) Forget(ctx context.Context, group Group, who audit.Actor, agent string, ids []string, digest string) ([]proto.MemoryRecord, error) {
 	if len(ids) == 0 {
 		return nil, nil
@@ -106,15 +115,25 @@ func (s *Set) Forget(ctx context.Context, group Group, who audit.Actor, agent st
 	if len(fs) == 0 {
 		return nil, nil
 	}
-	chs := make([]*state.Change, len(fs))
-	es := make([]*audit.Entry, len(fs))
-	for i, fm := range fs {
-		chs[i] = &state.Change{Agent: agent, Space: state.SpaceMem, Key: fm.Key, Delete: true}
-		es[i] = &audit.Entry{Actor: who, Op: proto.OpMemForget, Target: agent + ":" + fm.Key, Args: digest}
+	var out []proto.MemoryRecord
+	for len(fs) > 0 {
+		part := fs[:min(len(fs), ForgetChunk)]
+		fs = fs[len(part):]
+		chs := make([]*state.Change, len(part))
+		es := make([]*audit.Entry, len(part))
+		for i, fm := range part {
+			chs[i] = &state.Change{Agent: agent, Space: state.SpaceMem, Key: fm.Key, Delete: true}
+			es[i] = &audit.Entry{Actor: who, Op: proto.OpMemForget, Target: agent + ":" + fm.Key, Args: digest}
+		}
+		errs, err := group(ctx, chs, es, nil)
+		if err != nil {
+			return out, err
+		}
+		recs, err := Forgot(part, errs)
+		out = append(out, recs...)
+		if err != nil {
+			return out, err
+		}
 	}
-	errs, err := group(ctx, chs, es, nil)
-	if err != nil {
-		return nil, err
-	}
-	return Forgot(fs, errs)
+	return out, nil
 }

@@ -288,9 +288,7 @@ func (s *Set) Apply(chs []Change, seq uint64) []expiry.Item {
 	for _, u := range order {
 		m := u.m
 		// Deletes first: a restore may move a memory to another kind.
-		for _, id := range u.dels {
-			m.ix.Delete(id)
-		}
+		m.ix.DeleteMany(u.dels)
 		if len(u.adds) > 0 {
 			for i, at := range u.exps {
 				if at != 0 {

@@ -30,6 +30,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"syscall"
 )
 
 // Version is the protocol version. A client refuses a daemon whose hello
@@ -103,7 +105,24 @@ func AsError(err error) *Error {
 	if errors.As(err, &pe) {
 		return pe
 	}
+	if OutOfSpace(err) {
+		return Errorf(ENOSPC, "%v", err)
+	}
 	return Errorf(EIO, "%v", err)
+}
+
+// OutOfSpace reports whether err is a file system out of space or quota
+// (ENOSPC, EDQUOT), wrapped or only in its words (a library that wraps
+// errors with %v): such a failure is the wire's ENOSPC, not EIO.
+func OutOfSpace(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return true
+	}
+	msg := err.Error()
+	return strings.Contains(msg, syscall.ENOSPC.Error()) || strings.Contains(msg, syscall.EDQUOT.Error())
 }
 
 // Error codes used on the wire. They are errno names so that scripts and

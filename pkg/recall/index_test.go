@@ -428,3 +428,57 @@ func TestTopKSeededMatchesBruteForce(t *testing.T) {
 		}
 	}
 }
+
+// TestDeleteMany: deleting many documents at once leaves the index as
+// deleting them one by one does: the same documents, the same hits with
+// the same scores, and the block bounds of each posting list exact.
+func TestDeleteMany(t *testing.T) {
+	docs, words := synthCorpus(3000, 400, 7)
+	one, err := Rebuild(DefaultParams, docs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	many, err := Rebuild(DefaultParams, docs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i := 0; i < len(docs); i += 3 {
+		ids = append(ids, docs[i].ID)
+	}
+	ids = append(ids, "no such doc", ids[0]) // unknown and repeated: skipped
+	for _, id := range ids {
+		one.Delete(id)
+	}
+	if n := many.DeleteMany(ids); n != 1000 {
+		t.Fatalf("DeleteMany deleted %d, want 1000", n)
+	}
+	if one.Len() != many.Len() || many.Len() != 2000 {
+		t.Fatalf("left %d and %d documents, want 2000", one.Len(), many.Len())
+	}
+	for _, q := range words[:40] {
+		a, errA := one.Search(q, Options{K: 20})
+		b, errB := many.Search(q, Options{K: 20})
+		if (errA == nil) != (errB == nil) || len(a) != len(b) {
+			t.Fatalf("%q: %d hits (%v) one by one, %d (%v) at once", q, len(a), errA, len(b), errB)
+		}
+		for i := range a {
+			if a[i].ID != b[i].ID || a[i].Score != b[i].Score {
+				t.Fatalf("%q hit %d: %s %v one by one, %s %v at once", q, i, a[i].ID, a[i].Score, b[i].ID, b[i].Score)
+			}
+		}
+	}
+	for term := range many.post {
+		p := &many.post[term]
+		for bi, got := range p.blk {
+			want := blockMax{minLen: math.MaxUint32}
+			for j := bi * blockSize; j < min((bi+1)*blockSize, len(p.docs)); j++ {
+				want.maxTF = max(want.maxTF, p.tfs[j])
+				want.minLen = min(want.minLen, many.docLen[p.docs[j]])
+			}
+			if got != want {
+				t.Fatalf("term %d block %d bound %+v, want %+v", term, bi, got, want)
+			}
+		}
+	}
+}

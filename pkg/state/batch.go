@@ -196,6 +196,13 @@ func (b *Batch) AddAux(payload []byte) {
 // journal between the sync and the publication.
 func (b *Batch) Write() error {
 	s := b.s
+	for _, c := range b.changes {
+		if r := c.rec; r.kind == recForkKeys && r.clone != nil && r.value == nil {
+			// The keys a fork copies, once its copy is made: replay
+			// copies those (see fork.go).
+			r.value = r.clone.keyList()
+		}
+	}
 	s.waitRoom(b.bytes)
 	s.jmu.Lock()
 	if s.j.size() >= s.opts.CheckpointBytes && s.failed == nil {
@@ -219,11 +226,14 @@ func (b *Batch) Write() error {
 		return err
 	}
 	b.start = s.j.pos
+	first := true // the batch's first record says so (see replay)
 	for _, c := range b.changes {
-		s.j.appendRecord(c.rec)
+		s.j.appendRecord(c.rec, first)
+		first = false
 	}
 	for _, r := range b.aux {
-		s.j.appendRecord(r)
+		s.j.appendRecord(r, first)
+		first = false
 	}
 	if err := s.j.flush(); err != nil {
 		err = b.fail(err)
@@ -298,7 +308,7 @@ func (q *queued) flush(s *Store) {
 // publishRecord applies one journal record to the index and queues it in
 // q, which the caller enqueues (flush).
 func (s *Store) publishRecord(r *record, q *queued) error {
-	if r.kind == recFork {
+	if r.kind == recFork || r.kind == recForkKeys {
 		q.flush(s) // a fork queues its own files, behind these
 		return s.publishFork(r)
 	}

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
@@ -33,12 +34,25 @@ import (
 // a later change of the origin's file without the fork's link to the
 // value before it.
 //
-// Replay is the same clone, at the same point of the journal, of the
-// index as replay has rebuilt it so far. A key the fork already has in
-// its tree was linked or written before the crash (the fork did not
-// exist before its record, and what it changed since is replayed after
-// it) and is kept; any other key is cloned from the origin, whose file
-// cannot yet have been replaced.
+// The record names the keys it copies (recForkKeys: written once the
+// clone is made, before the batch is synced). Replay is the same clone,
+// at the same point of the journal, of those keys of the index as replay
+// has rebuilt it so far. The names matter because the origin's files are
+// not as they were at the fork: the origin's changes after the fork may
+// have reached its files before the crash, and a key it saved after the
+// fork (and deleted again, the delete not yet applied) is in its tree at
+// the start, but was not in the fork (issue 45: replayed forks held keys
+// saved after them, and removed forks came back with them). A key of the
+// list the fork already has in its tree was linked or written before the
+// crash (the fork did not exist before its record, and what it changed
+// since is replayed after it) and is kept; any other is cloned from the
+// origin, whose file of it cannot have been replaced before the fork's
+// link to it was made: the applier links before it writes the origin's
+// later changes. A key of the list the origin no longer has was deleted
+// after the fork and that delete applied, so its link was made first: the
+// fork has it in its tree, or changed it after the fork (replayed after).
+// A recFork record (written before the list) clones every key the origin
+// has then.
 
 // Fork is a copy of the trees (state, memories, sys) of one agent as
 // another, new agent, staged into a Batch.
@@ -55,9 +69,11 @@ type Fork struct {
 
 // forkClone is the copy of one of From's trees, made in the background.
 type forkClone struct {
-	ver  uint64
-	done chan *forkCopy
-	err  error // reading what a failed link left in the origin's origin
+	ver uint64
+	// ready is closed once the copy is made (fc) or failed (err).
+	ready chan struct{}
+	fc    *forkCopy
+	err   error // reading what a failed link left in the origin's origin
 	// copies: bytes of From's values not in a file of its own when the
 	// copy began (its unwritten), which the applier must write for the
 	// fork. Taken before the clone, it is never less than the clone's:
@@ -111,12 +127,12 @@ func (s *Store) prepare(f *Fork) {
 			// files.
 			s.Flush()
 		}
-		fcl := &forkClone{ver: s.seq.Add(1), done: make(chan *forkCopy, 1), copies: copies, n: n}
+		fcl := &forkClone{ver: s.seq.Add(1), ready: make(chan struct{}), copies: copies, n: n}
 		// What a failed link left in the origin's origin: read now.
 		vals, err := s.linkedValues(a)
 		if err != nil {
 			fcl.err = err
-			close(fcl.done)
+			close(fcl.ready)
 		} else {
 			// From is read-locked here, on the caller's goroutine, and
 			// stays so until the copy is made: a change of From
@@ -127,9 +143,9 @@ func (s *Store) prepare(f *Fork) {
 			s.beginLinking(a)
 			a.mu.RLock()
 			go func() {
-				fc := cloneLocked(a, skip, nil, vals, fcl.ver)
+				fcl.fc = cloneLocked(a, skip, nil, nil, vals, fcl.ver)
 				a.mu.RUnlock()
-				fcl.done <- fc
+				close(fcl.ready)
 			}()
 		}
 		f.clones[sp] = fcl
@@ -174,8 +190,9 @@ func (b *Batch) AddFork(f *Fork) *proto.Error {
 		// The fork's copies of values not in a file of From's are files
 		// the applier must write: the batch needs room for them.
 		b.copies += fcl.copies
-		r := &record{kind: recFork, ver: fcl.ver, mod: now, agent: Ref(sp, f.From), key: Ref(sp, f.To),
-			value: []byte(strings.Join(f.Skip[sp], "\n")), clone: fcl.done}
+		// The record's value, the keys copied, is filled in by Write
+		// once the copy is made (see keyList).
+		r := &record{kind: recForkKeys, ver: fcl.ver, mod: now, agent: Ref(sp, f.From), key: Ref(sp, f.To), clone: fcl}
 		b.changes = append(b.changes, &Change{Agent: f.To, Space: sp, rec: r,
 			Record: proto.StateRecord{Type: proto.RecordState, Agent: f.To, Modified: now, Changed: now}})
 	}
@@ -219,32 +236,24 @@ type forkCopy struct {
 }
 
 // cloneTree clones src's index (less the keys under skip, and those in
-// have: a fork's own files at replay) for the fork record ver. vals are
-// the values of src's linked entries that are not in memory.
-func cloneTree(src *agent, skip []string, have map[string]*entry, vals map[string][]byte, ver uint64) *forkCopy {
+// have: a fork's own files at replay; only the keys in only, unless it is
+// nil) for the fork record ver. vals are the values of src's linked
+// entries that are not in memory.
+func cloneTree(src *agent, skip, only []string, have map[string]*entry, vals map[string][]byte, ver uint64) *forkCopy {
 	src.mu.RLock()
 	defer src.mu.RUnlock()
-	return cloneLocked(src, skip, have, vals, ver)
+	return cloneLocked(src, skip, only, have, vals, ver)
 }
 
 // cloneLocked is cloneTree with src.mu held for reading.
-func cloneLocked(src *agent, skip []string, have map[string]*entry, vals map[string][]byte, ver uint64) *forkCopy {
-	fc := &forkCopy{keys: make(map[string]*entry, len(src.keys)), refs: make([]ref, 0, len(src.keys)+1)}
-	// Its folders are the origin's, less those of the keys left out.
-	fc.dirs = maps.Clone(src.dirs)
-	drop := func(key string) {
-		forEachParent(key, func(dir string) {
-			if fc.dirs[dir]--; fc.dirs[dir] == 0 {
-				delete(fc.dirs, dir)
-			}
-		})
+func cloneLocked(src *agent, skip, only []string, have map[string]*entry, vals map[string][]byte, ver uint64) *forkCopy {
+	n := len(src.keys)
+	if only != nil {
+		n = len(only)
 	}
-	ents := make([]entry, len(src.keys)) // one allocation for all
-	for key, e := range src.keys {
-		if _, ok := have[key]; ok || skipped(key, skip) {
-			drop(key)
-			continue
-		}
+	fc := &forkCopy{keys: make(map[string]*entry, n), refs: make([]ref, 0, n+1)}
+	ents := make([]entry, n) // one allocation for all
+	add := func(key string, e *entry) {
 		ne := &ents[len(fc.refs)]
 		ne.size, ne.mod = e.size, e.mod
 		switch {
@@ -267,6 +276,36 @@ func cloneLocked(src *agent, skip []string, have map[string]*entry, vals map[str
 		fc.bytes += ne.size
 		fc.refs = append(fc.refs, ref{key: key, ver: ver})
 	}
+	if only != nil {
+		// The keys the fork copied (its record's list): its folders are
+		// theirs.
+		fc.dirs = map[string]int{}
+		for _, key := range only {
+			e := src.keys[key]
+			if _, ok := have[key]; ok || e == nil || skipped(key, skip) {
+				continue
+			}
+			if _, dup := fc.keys[key]; dup {
+				continue
+			}
+			forEachParent(key, func(dir string) { fc.dirs[dir]++ })
+			add(key, e)
+		}
+	} else {
+		// Its folders are the origin's, less those of the keys left out.
+		fc.dirs = maps.Clone(src.dirs)
+		for key, e := range src.keys {
+			if _, ok := have[key]; ok || skipped(key, skip) {
+				forEachParent(key, func(dir string) {
+					if fc.dirs[dir]--; fc.dirs[dir] == 0 {
+						delete(fc.dirs, dir)
+					}
+				})
+				continue
+			}
+			add(key, e)
+		}
+	}
 	for key, m := range src.meta {
 		if _, ok := fc.keys[key]; ok {
 			if fc.meta == nil {
@@ -276,6 +315,39 @@ func cloneLocked(src *agent, skip []string, have map[string]*entry, vals map[str
 		}
 	}
 	return fc
+}
+
+// keyList is the value of a fork's record: the keys its copy has, each
+// a u16 length and its bytes. It waits for the copy (see prepare).
+func (fcl *forkClone) keyList() []byte {
+	<-fcl.ready
+	if fcl.fc == nil {
+		return nil
+	}
+	n := 0
+	for _, r := range fcl.fc.refs {
+		n += 2 + len(r.key)
+	}
+	b := make([]byte, 0, n)
+	for _, r := range fcl.fc.refs {
+		b = binary.LittleEndian.AppendUint16(b, uint16(len(r.key)))
+		b = append(b, r.key...)
+	}
+	return b
+}
+
+// forkKeys decodes a recForkKeys record's list (see keyList).
+func forkKeys(r *record) ([]string, error) {
+	keys := []string{}
+	for p := r.value; len(p) > 0; {
+		if len(p) < 2 || len(p) < 2+int(binary.LittleEndian.Uint16(p)) {
+			return nil, fmt.Errorf("state: fork of %s as %s: its list of keys is cut short", r.agent, r.key)
+		}
+		n := int(binary.LittleEndian.Uint16(p))
+		keys = append(keys, string(p[2:2+n]))
+		p = p[2+n:]
+	}
+	return keys, nil
 }
 
 // skipped reports whether key is under one of the prefixes skip.
@@ -333,8 +405,8 @@ func (s *Store) publishFork(r *record) error {
 		dst.mu.Lock()
 		s.enqueue(overlayPerChange, ref{a: dst, ver: r.ver})
 		go func() {
-			fc := <-r.clone
-			refs, cost := s.install(src, dst, fc)
+			<-r.clone.ready
+			refs, cost := s.install(src, dst, r.clone.fc)
 			in.refs = refs
 			s.enqueue(cost)
 			dst.mu.Unlock() // locked by publishFork
@@ -343,6 +415,13 @@ func (s *Store) publishFork(r *record) error {
 		return nil
 	}
 	// Replay: src may be a fork replayed before, not linked yet.
+	var only []string
+	if r.kind == recForkKeys {
+		var err error
+		if only, err = forkKeys(r); err != nil {
+			return err
+		}
+	}
 	vals, err := s.linkedValues(src)
 	if err != nil {
 		return fmt.Errorf("state: fork of %s as %s: %w", r.agent, r.key, err)
@@ -354,7 +433,7 @@ func (s *Store) publishFork(r *record) error {
 	// (see apply); its index is installed here, not behind it.
 	s.beginLinking(src)
 	s.addInstall(r.ver, &forkInstall{origin: src})
-	fc := cloneTree(src, forkSkip(r), have, vals, r.ver)
+	fc := cloneTree(src, forkSkip(r), only, have, vals, r.ver)
 	dst.mu.Lock()
 	refs, cost := s.install(src, dst, fc)
 	dst.mu.Unlock()
@@ -401,9 +480,9 @@ func (s *Store) install(src, dst *agent, fc *forkCopy) ([]ref, int64) {
 	return refs, fc.cost + overlayPerChange*int64(len(refs))
 }
 
-// forkSkip is the list of prefixes a fork record leaves out.
+// forkSkip is the list of prefixes a recFork record leaves out.
 func forkSkip(r *record) []string {
-	if len(r.value) == 0 {
+	if r.kind != recFork || len(r.value) == 0 {
 		return nil
 	}
 	return strings.Split(string(r.value), "\n")

@@ -302,7 +302,7 @@ func BenchmarkCloneTree10k(b *testing.B) {
 	a := s.agent(Ref(SpaceState, "a"))
 	b.ReportAllocs()
 	for b.Loop() {
-		if fc := cloneTree(a, nil, nil, nil, 1); len(fc.keys) != 10000 {
+		if fc := cloneTree(a, nil, nil, nil, nil, 1); len(fc.keys) != 10000 {
 			b.Fatal(len(fc.keys))
 		}
 	}
@@ -404,5 +404,50 @@ func TestForkMidBatch(t *testing.T) {
 	for agent, w := range want {
 		wantValues(t, s, agent, w)
 		wantFiles(t, dir, agent, w)
+	}
+}
+
+// TestForkReplayedFromItsPoint is issue 45's repro: a fork replayed after
+// a crash copies its origin as it was at the fork, not as its files stand
+// at the crash (a key saved after the fork, written to its file, and
+// deleted, the delete not yet applied), and a fork removed since stays
+// removed.
+func TestForkReplayedFromItsPoint(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, dir)
+	commit(t, s, save("src", "k0", "v0"), &Change{Agent: "src", Space: SpaceMem, Key: "m0", Value: []byte("mem0")})
+	s.Flush()
+	fork(t, s, &Fork{From: "src", To: "dst"})
+	fork(t, s, &Fork{From: "src", To: "gone"})
+	commit(t, s, del("gone", "k0"), &Change{Agent: "gone", Space: SpaceMem, Key: "m0", Delete: true})
+	commit(t, s, save("src", "k1", "v1"), &Change{Agent: "src", Space: SpaceMem, Key: "m1", Value: []byte("mem1")})
+	s.Flush() // k1 and m1 are in src's files
+	commit(t, s, del("src", "k1"), &Change{Agent: "src", Space: SpaceMem, Key: "m1", Delete: true})
+	s.Flush()
+	crashed := t.TempDir()
+	copyTree(t, dir, crashed)
+	s.Close()
+	// The crash came before the applier removed k1's and m1's files.
+	for path, v := range map[string]string{"state/k1": "v1", "mem/m1": "mem1"} {
+		if err := os.WriteFile(filepath.Join(crashed, "repo", "agents", "src", path), []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s = mustOpen(t, crashed)
+	defer s.Close()
+	for _, flushed := range []bool{false, true} {
+		wantValues(t, s, "src", map[string]string{"k0": "v0"})
+		wantValues(t, s, "dst", map[string]string{"k0": "v0"})
+		wantValues(t, s, Ref(SpaceMem, "dst"), map[string]string{"m0": "mem0"})
+		wantValues(t, s, "gone", nil)
+		wantValues(t, s, Ref(SpaceMem, "gone"), nil)
+		if n, _ := s.Keys("gone"); n != 0 {
+			t.Errorf("flushed %v: the removed fork has %d keys", flushed, n)
+		}
+		s.Flush()
+	}
+	wantFiles(t, crashed, "dst", map[string]string{"k0": "v0"})
+	if _, err := os.Stat(filepath.Join(crashed, "repo", "agents", "dst", "state", "k1")); err == nil {
+		t.Error("dst has a file for k1, saved in src after the fork")
 	}
 }

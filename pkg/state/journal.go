@@ -1,13 +1,15 @@
 package state
 
 import (
-	"bufio"
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
+	"log/slog"
 	"os"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -31,16 +33,20 @@ import (
 //
 // Layout: a 4 KiB header, then records.
 //
-//	header: "OXJOURN1" | generation u64 | crc32c u32
-//	record: len u32 | crc32c(payload) u32 | payload
+//	header: "OXJOURN2" | generation u64 | salt u64 | crc32c u32
+//	        (an older "OXJOURN1" | generation u64 | crc32c u32 is read:
+//	        its records' CRCs have no salt)
+//	record: len u32 | crc32c(salt, payload) u32 | payload
 //	payload: generation u64 | kind u8 | ver u64 | mod unix-nanos i64 |
 //	         agent (u16 len) | key (u16 len) | value (u32 len)
 //	         [ mode u32 | ctime unix-nanos i64 ]   (kind 4 only)
 //
-// Replay reads records until one fails its length or CRC, or carries
-// another generation (left over from before the last checkpoint). A torn
-// write fails its CRC; records after it were never synced, since a batch
-// is synced before the next one is written.
+// The first record of a batch has batchStart in its kind. Replay reads
+// records until one fails its length or CRC, or carries another
+// generation (left over from before the last checkpoint). A torn write
+// fails its CRC; batches after it were never written, since a batch is
+// synced before the next one is written: an intact batch after a bad
+// record means damage, not a torn tail (see replay).
 
 const (
 	recSave   = 1
@@ -54,8 +60,18 @@ const (
 	// this point of the journal, less the keys under the prefixes value
 	// lists (one a line); see fork.go.
 	recFork = 5
+	// recForkKeys is a fork that names the keys it copies: value is
+	// the list (each a u16 length and the key), and the tree key is a
+	// copy of those keys of the tree agent as they are at this point of
+	// the journal (see fork.go).
+	recForkKeys = 6
+	// batchStart, or'ed into the kind of a batch's first record, marks
+	// where a batch begins: what tells damage from a torn last batch (see
+	// replay).
+	batchStart = 0x80
 
-	journalMagic  = "OXJOURN1"
+	journalMagic  = "OXJOURN1" // a header without salt: read, never written
+	saltedMagic   = "OXJOURN2"
 	journalHeader = 4096
 	recHeader     = 8
 	// payloadFixed is the payload size without the variable parts.
@@ -87,9 +103,9 @@ type record struct {
 	// the key's) and the change's own time (mod is the value's).
 	mode  uint32
 	ctime int64
-	// Kind recFork, when published as it is made (not replayed): the
-	// clone of the origin's index (see AddFork).
-	clone chan *forkCopy
+	// Kind recForkKeys, when published as it is made (not replayed):
+	// the clone of the origin's index (see AddFork).
+	clone *forkClone
 }
 
 // ctimeOr is the time of the change itself.
@@ -109,9 +125,13 @@ type journal struct {
 	// number cannot be reused while it is open.
 	ino, dev uint64
 	gen      uint64
-	pos      int64 // where the next record goes
-	alloc    int64 // bytes preallocated
-	buf      []byte
+	// salt seeds the records' CRCs (seed: its CRC); 0 in a journal
+	// written before it (see sum).
+	salt  uint64
+	seed  uint32
+	pos   int64 // where the next record goes
+	alloc int64 // bytes preallocated
+	buf   []byte
 	// used mirrors pos-journalHeader for readers that do not hold the
 	// journal's lock (the applier: see Store.drainNow).
 	used atomic.Int64
@@ -119,7 +139,7 @@ type journal struct {
 
 // ErrJournalDamaged means the journal's header is unreadable: the daemon
 // cannot know what it held, so it refuses to guess.
-var ErrJournalDamaged = errors.New("journal header damaged")
+var ErrJournalDamaged = errors.New("journal damaged")
 
 func openJournal(path string, chunk int64) (*journal, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
@@ -153,25 +173,65 @@ func openJournal(path string, chunk int64) (*journal, error) {
 	var h [journalHeader]byte
 	if _, err := f.ReadAt(h[:20], 0); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("%s: %w: %v", path, ErrJournalDamaged, err)
+		return nil, fmt.Errorf("%s: %w: header unreadable: %v", path, ErrJournalDamaged, err)
 	}
-	if string(h[:8]) != journalMagic || crc32.Checksum(h[:16], castagnoli) != binary.LittleEndian.Uint32(h[16:]) {
+	switch {
+	case string(h[:8]) == journalMagic && crc32.Checksum(h[:16], castagnoli) == binary.LittleEndian.Uint32(h[16:]):
+		// Written before the salt: its records' CRCs are plain.
+	case string(h[:8]) == saltedMagic:
+		if _, err := f.ReadAt(h[:28], 0); err != nil || crc32.Checksum(h[:24], castagnoli) != binary.LittleEndian.Uint32(h[24:]) {
+			f.Close()
+			return nil, fmt.Errorf("%s: %w: its header does not check (move it away to start without it, losing unapplied changes)", path, ErrJournalDamaged)
+		}
+		j.setSalt(binary.LittleEndian.Uint64(h[16:]))
+	default:
 		f.Close()
-		return nil, fmt.Errorf("%s: %w (move it away to start without it, losing unapplied changes)", path, ErrJournalDamaged)
+		return nil, fmt.Errorf("%s: %w: its header is not a journal's (move it away to start without it, losing unapplied changes)", path, ErrJournalDamaged)
 	}
 	j.gen = binary.LittleEndian.Uint64(h[8:])
 	return j, nil
 }
 
+// writeHeader writes the header of the current generation, with a new
+// salt (see sum), and makes it durable.
 func (j *journal) writeHeader() error {
-	h := make([]byte, 20)
-	copy(h, journalMagic)
+	var r [8]byte
+	if _, err := rand.Read(r[:]); err != nil {
+		return err
+	}
+	salt := binary.LittleEndian.Uint64(r[:]) | 1 // never 0: 0 is no salt
+	h := make([]byte, 28)
+	copy(h, saltedMagic)
 	binary.LittleEndian.PutUint64(h[8:], j.gen)
-	binary.LittleEndian.PutUint32(h[16:], crc32.Checksum(h[:16], castagnoli))
+	binary.LittleEndian.PutUint64(h[16:], salt)
+	binary.LittleEndian.PutUint32(h[24:], crc32.Checksum(h[:24], castagnoli))
 	if _, err := j.f.WriteAt(h, 0); err != nil {
 		return err
 	}
-	return j.sync()
+	if err := j.sync(); err != nil {
+		return err
+	}
+	j.setSalt(salt)
+	return nil
+}
+
+// setSalt makes salt the seed of the records' CRCs.
+func (j *journal) setSalt(salt uint64) {
+	j.salt = salt
+	j.seed = crc32.Checksum(binary.LittleEndian.AppendUint64(nil, salt), castagnoli)
+}
+
+// sum is the CRC of a record's payload: seeded with the generation's
+// salt, a random number in the header, which no one but the daemon
+// reads. Replay looks for intact records past a bad one anywhere in the
+// file (see nextIntact), values included: a value an agent saved that
+// holds a record of its making must not pass for one of the journal's
+// (its salvage would replay it).
+func (j *journal) sum(p []byte) uint32 {
+	if j.salt == 0 {
+		return crc32.Checksum(p, castagnoli)
+	}
+	return crc32.Update(j.seed, castagnoli, p)
 }
 
 // grow preallocates the file to at least n bytes by writing zeros, and
@@ -197,8 +257,8 @@ func (j *journal) grow(n int64) error {
 	return nil
 }
 
-// appendRecord adds r to the pending write.
-func (j *journal) appendRecord(r *record) {
+// appendRecord adds r to the pending write; first: r begins a batch.
+func (j *journal) appendRecord(r *record, first bool) {
 	n := payloadFixed + len(r.agent) + len(r.key) + len(r.value)
 	if r.kind == recSaveMeta {
 		n += metaFixed
@@ -208,7 +268,11 @@ func (j *journal) appendRecord(r *record) {
 	h = binary.LittleEndian.AppendUint32(h, uint32(n))
 	h = binary.LittleEndian.AppendUint32(h, 0) // crc, filled below
 	h = binary.LittleEndian.AppendUint64(h, j.gen)
-	h = append(h, r.kind)
+	if first {
+		h = append(h, r.kind|batchStart)
+	} else {
+		h = append(h, r.kind)
+	}
 	h = binary.LittleEndian.AppendUint64(h, r.ver)
 	h = binary.LittleEndian.AppendUint64(h, uint64(r.mod.UnixNano()))
 	h = binary.LittleEndian.AppendUint16(h, uint16(len(r.agent)))
@@ -221,7 +285,7 @@ func (j *journal) appendRecord(r *record) {
 		h = binary.LittleEndian.AppendUint32(h, r.mode)
 		h = binary.LittleEndian.AppendUint64(h, uint64(r.ctime))
 	}
-	binary.LittleEndian.PutUint32(h[start+4:], crc32.Checksum(h[start+recHeader:], castagnoli))
+	binary.LittleEndian.PutUint32(h[start+4:], j.sum(h[start+recHeader:]))
 	j.buf = h
 }
 
@@ -284,60 +348,214 @@ func (j *journal) reset() error {
 func (j *journal) close() error { return j.f.Close() }
 
 // replay reads the current generation's records in order and leaves the
-// write position after the last intact one.
-func (j *journal) replay(fn func(*record) error) error {
-	r := bufio.NewReaderSize(io.NewSectionReader(j.f, journalHeader, 1<<62), 1<<20)
+// write position after the last intact one. A record that fails its
+// checks (length, CRC, generation, fields) ends the journal if no intact
+// record that begins a batch follows it: a torn write of the last batch,
+// never acknowledged (its sync had not returned), or the old records and
+// zeros of a reused file. If one follows, the batches from there on were
+// written after the bad record's batch was synced: they and it were
+// acknowledged, and the bad bytes are damage. Replay then refuses with a
+// DamageError naming the damage and what could be salvaged, or, with
+// salvage, hands fn every intact record there is and returns the damaged
+// spans.
+func (j *journal) replay(fn func(*record) error, salvage bool) ([]Damage, error) {
 	pos := int64(journalHeader)
-	var hdr [recHeader]byte
+	var dmg *DamageError
+	var lost []Damage
+	end := int64(-1) // where the records end: the write position
+	r := &jreader{f: j.f}
 	for {
-		if _, err := io.ReadFull(r, hdr[:]); err != nil {
-			break
-		}
-		n := binary.LittleEndian.Uint32(hdr[:4])
-		if n < payloadFixed || int64(n) > j.alloc-pos {
-			break
-		}
-		p := make([]byte, n)
-		if _, err := io.ReadFull(r, p); err != nil {
-			break
-		}
-		if crc32.Checksum(p, castagnoli) != binary.LittleEndian.Uint32(hdr[4:]) {
-			break
-		}
-		rec, gen, err := decodeRecord(p)
-		if gen != j.gen {
-			break
+		rec, size, first, err := j.readRecord(r, pos)
+		if err == nil {
+			if dmg == nil {
+				if err := fn(rec); err != nil {
+					return lost, err
+				}
+			} else {
+				dmg.Records++
+				if first {
+					dmg.Batches++
+				}
+			}
+			pos += size
+			continue
 		}
 		if errors.Is(err, errUnknownKind) {
 			// Intact, of this generation, and of a kind this oxiosd does
 			// not know: written by a newer one. Stopping here would drop
 			// every acknowledged change after it.
-			return fmt.Errorf("journal record at offset %d: %w (written by a newer oxiosd?); start that version, or move the data directory aside", pos, err)
+			return lost, fmt.Errorf("journal record at offset %d: %w (written by a newer oxiosd?); start that version, or move the data directory aside", pos, err)
 		}
-		if err != nil {
+		if end < 0 {
+			end = pos
+		}
+		// Bad at pos: is there a batch after it?
+		batch, ok := j.nextIntact(pos+1, true)
+		if !ok {
+			if next, ok := j.nextIntact(pos+1, false); ok {
+				// Intact records of the last batch after a bad one:
+				// written out of order by a torn write, or the last
+				// batch damaged (the two look the same).
+				slog.Warn("state: the journal's last batch is torn: the intact records after its bad one are left out (never acknowledged if the write was torn)",
+					"bad_offset", pos, "next_intact_offset", next)
+			}
 			break
 		}
-		if err := fn(rec); err != nil {
-			return err
+		// Every intact record, those of the damaged batch too, is
+		// salvaged (and counted when refused).
+		resume, _ := j.nextIntact(pos+1, false)
+		resume = min(resume, batch)
+		lost = append(lost, Damage{Offset: pos, Len: resume - pos})
+		if !salvage && dmg == nil {
+			dmg = &DamageError{Path: j.path}
 		}
-		pos += recHeader + int64(n)
+		end = -1
+		pos = resume
 	}
-	j.setPos(pos)
-	return nil
+	if dmg != nil {
+		dmg.Damage = lost
+		return lost, dmg
+	}
+	j.setPos(end)
+	return lost, nil
 }
 
-var errShortRecord = errors.New("journal: short record")
+// readRecord reads and checks the record at pos: its size in the file
+// and whether it begins a batch. An error other than errUnknownKind means
+// the bytes at pos are not an intact record of this generation.
+func (j *journal) readRecord(r *jreader, pos int64) (*record, int64, bool, error) {
+	hdr, err := r.bytes(pos, recHeader)
+	if err != nil {
+		return nil, 0, false, err
+	}
+	n := binary.LittleEndian.Uint32(hdr[:4])
+	sum := binary.LittleEndian.Uint32(hdr[4:])
+	if n < payloadFixed || int64(n) > j.alloc-pos-recHeader {
+		return nil, 0, false, errShortRecord
+	}
+	b, err := r.bytes(pos+recHeader, int(n))
+	if err != nil {
+		return nil, 0, false, err
+	}
+	if binary.LittleEndian.Uint64(b) != j.gen {
+		return nil, 0, false, errOtherGen
+	}
+	if j.sum(b) != sum {
+		return nil, 0, false, errBadCRC
+	}
+	// The record keeps its value: a copy of its own, not the window.
+	rec, _, first, err := decodeRecord(append([]byte(nil), b...))
+	if err != nil {
+		return nil, 0, false, err
+	}
+	return rec, recHeader + int64(n), first, nil
+}
+
+// jreader reads the journal a window at a time.
+type jreader struct {
+	f   *os.File
+	off int64
+	buf []byte
+}
+
+// bytes returns the n bytes at pos, valid until the next call.
+func (r *jreader) bytes(pos int64, n int) ([]byte, error) {
+	if pos >= r.off && pos+int64(n) <= r.off+int64(len(r.buf)) {
+		return r.buf[pos-r.off:][:n], nil
+	}
+	size := max(n, 1<<20)
+	if cap(r.buf) < size {
+		r.buf = make([]byte, size)
+	}
+	m, err := r.f.ReadAt(r.buf[:size], pos)
+	r.off, r.buf = pos, r.buf[:m]
+	if m < n {
+		if err == nil {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	return r.buf[:n], nil
+}
+
+// nextIntact finds the first intact record of this generation at or
+// after from (with first, the first that begins a batch). It reads the
+// file once, a window at a time, and checks a record's CRC only where
+// its length is possible and its generation this one: zeros and old
+// records cost a comparison a byte.
+func (j *journal) nextIntact(from int64, first bool) (int64, bool) {
+	scan := &jreader{f: j.f}
+	check := &jreader{f: j.f}
+	const probe = recHeader + 8 // a record's length, CRC and generation
+	for base := from; base+recHeader+payloadFixed <= j.alloc; {
+		b, err := scan.bytes(base, int(min(1<<20, j.alloc-base)))
+		if err != nil || len(b) < probe {
+			return 0, false
+		}
+		for i := 0; i+probe <= len(b); i++ {
+			size := binary.LittleEndian.Uint32(b[i:])
+			off := base + int64(i)
+			if size < payloadFixed || int64(size) > j.alloc-off-recHeader || binary.LittleEndian.Uint64(b[i+recHeader:]) != j.gen {
+				continue
+			}
+			if _, _, isFirst, err := j.readRecord(check, off); (err == nil || errors.Is(err, errUnknownKind)) && (isFirst || !first) {
+				return off, true
+			}
+		}
+		base += int64(len(b) - probe + 1)
+	}
+	return 0, false
+}
+
+// Damage is a span of the journal that holds no intact record, between
+// intact ones.
+type Damage struct {
+	Offset, Len int64
+}
+
+// DamageError is a journal with damage in the middle: intact batches
+// follow a bad record, so what it held was acknowledged, and is lost.
+type DamageError struct {
+	Path   string
+	Damage []Damage // the spans that hold no intact record
+	// Records and Batches: the intact records after the first damage
+	// (and how many batches they begin), which a salvage keeps.
+	Records, Batches int
+}
+
+func (e *DamageError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %v in the middle: ", e.Path, ErrJournalDamaged)
+	for i, d := range e.Damage {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "bytes %d to %d (%d) hold no intact record", d.Offset, d.Offset+d.Len, d.Len)
+	}
+	fmt.Fprintf(&b, "; %d intact records (%d batches) follow, acknowledged, and can be salvaged; what the damaged bytes held (at least one record, acknowledged) cannot", e.Records, e.Batches)
+	return b.String()
+}
+
+// Is makes a DamageError an ErrJournalDamaged.
+func (e *DamageError) Is(target error) bool { return target == ErrJournalDamaged }
+
+var (
+	errShortRecord = errors.New("journal: short record")
+	errBadCRC      = errors.New("journal: bad CRC")
+	errOtherGen    = errors.New("journal: record of another generation")
+)
 
 // errUnknownKind is an intact record of a kind this version does not know.
 var errUnknownKind = errors.New("journal: unknown record kind")
 
-func decodeRecord(p []byte) (*record, uint64, error) {
+func decodeRecord(p []byte) (*record, uint64, bool, error) {
 	gen := binary.LittleEndian.Uint64(p)
 	p = p[8:]
-	rec := &record{kind: p[0], ver: binary.LittleEndian.Uint64(p[1:]),
+	first := p[0]&batchStart != 0
+	rec := &record{kind: p[0] &^ batchStart, ver: binary.LittleEndian.Uint64(p[1:]),
 		mod: time.Unix(0, int64(binary.LittleEndian.Uint64(p[9:]))).UTC()}
-	if rec.kind != recSave && rec.kind != recDelete && rec.kind != recAux && rec.kind != recSaveMeta && rec.kind != recFork {
-		return nil, gen, fmt.Errorf("%w %d", errUnknownKind, rec.kind)
+	if rec.kind != recSave && rec.kind != recDelete && rec.kind != recAux && rec.kind != recSaveMeta && rec.kind != recFork && rec.kind != recForkKeys {
+		return nil, gen, first, fmt.Errorf("%w %d", errUnknownKind, rec.kind)
 	}
 	p = p[17:]
 	field := func(lenBytes int) ([]byte, bool) {
@@ -363,15 +581,15 @@ func decodeRecord(p []byte) (*record, uint64, error) {
 	value, ok3 := field(4)
 	if ok3 && rec.kind == recSaveMeta {
 		if len(p) != metaFixed {
-			return nil, gen, errShortRecord
+			return nil, gen, first, errShortRecord
 		}
 		rec.mode = binary.LittleEndian.Uint32(p)
 		rec.ctime = int64(binary.LittleEndian.Uint64(p[4:]))
 		p = p[metaFixed:]
 	}
 	if !ok1 || !ok2 || !ok3 || len(p) != 0 {
-		return nil, gen, errShortRecord
+		return nil, gen, first, errShortRecord
 	}
 	rec.agent, rec.key, rec.value = string(agent), string(key), value
-	return rec, gen, nil
+	return rec, gen, first, nil
 }

@@ -108,6 +108,15 @@ type Options struct {
 	// batches are refused with ENOSPC (see Batch.Write). Default 64 MiB,
 	// or a sixteenth of a smaller file system.
 	DiskReserve int64
+	// Recover salvages a journal damaged in the middle (see
+	// DamageError): every intact record is replayed, and Lost names the
+	// damaged spans. Without it such a journal stops Open.
+	Recover bool
+	// AfterReplay runs once the journal is replayed into the index,
+	// before the checkpoint that empties it: an error stops Open and
+	// leaves the journal as it was (the kernel checks what was replayed
+	// against the audit log).
+	AfterReplay func(*Store) error
 	// BeforeCheckpoint runs inside a checkpoint, before the journal is
 	// recycled: whatever the kernel wrote behind the journal (the audit
 	// segments) must be made durable here.
@@ -178,8 +187,9 @@ type Store struct {
 	linking atomic.Int64
 	kick    chan struct{}
 	done    chan struct{}
-	failed  error // sticky journal failure
-	opened  bool  // Open succeeded: Close may save the key snapshot
+	failed  error    // sticky journal failure
+	lost    []Damage // the journal's damage that Open salvaged around
+	opened  bool     // Open succeeded: Close may save the key snapshot
 
 	indexFrom string      // how Open loaded the index: "snapshot" or "walk"
 	metaDirty atomic.Bool // the keys' metadata changed since DATA/index/meta was written
@@ -353,7 +363,7 @@ func (s *Store) recover() error {
 	// under the replay.
 	s.jmu.Lock()
 	q := &queued{}
-	err := s.j.replay(func(r *record) error {
+	lost, err := s.j.replay(func(r *record) error {
 		if r.ver > s.seq.Load() {
 			s.seq.Store(r.ver)
 		}
@@ -364,11 +374,26 @@ func (s *Store) recover() error {
 			return s.opts.ReplayAux(r.value)
 		}
 		return s.publishRecord(r, q)
-	})
+	}, s.opts.Recover)
 	q.flush(s)
-	s.jmu.Unlock()
+	s.lost = lost
 	if err != nil {
-		return fmt.Errorf("state: replaying journal: %w", err)
+		// Nothing is checkpointed: the journal stays as it is, for a
+		// start that salvages it (Options.Recover).
+		s.failed = fmt.Errorf("state: replaying journal: %w", err)
+		s.jmu.Unlock()
+		return s.failed
+	}
+	if s.opts.AfterReplay != nil {
+		if err := s.opts.AfterReplay(s); err != nil {
+			s.failed = err
+			s.jmu.Unlock()
+			return err
+		}
+	}
+	s.jmu.Unlock()
+	if len(lost) > 0 {
+		slog.Error("state: the journal was damaged: its intact records were salvaged, and what the damaged bytes held is lost", "damage", fmt.Sprint(lost))
 	}
 	if s.j.size() == 0 {
 		return nil
@@ -393,6 +418,10 @@ func (s *Store) recover() error {
 	}
 	return err
 }
+
+// Lost is the damage of the journal that Open salvaged around
+// (Options.Recover): what those bytes held is lost.
+func (s *Store) Lost() []Damage { return s.lost }
 
 // loadIndex reads the key snapshot if it can, else walks the work tree.
 // Files are keys, folders are prefixes.

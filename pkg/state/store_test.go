@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -433,11 +432,16 @@ func TestUnknownRecordKindRefused(t *testing.T) {
 	if _, err := f.ReadAt(p, journalHeader+recHeader); err != nil {
 		t.Fatal(err)
 	}
-	if p[8] != recSave && p[8] != recSaveMeta {
+	if k := p[8] &^ batchStart; k != recSave && k != recSaveMeta {
 		t.Fatalf("first record is of kind %d, not a save", p[8])
 	}
-	p[8] = 99
-	binary.LittleEndian.PutUint32(hdr[4:], crc32.Checksum(p, castagnoli))
+	p[8] = 99 | p[8]&batchStart
+	j, err := openJournal(filepath.Join(crash, "journal", "wal"), minJournalChunk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary.LittleEndian.PutUint32(hdr[4:], j.sum(p))
+	j.close()
 	f.WriteAt(hdr[:], journalHeader)
 	f.WriteAt(p, journalHeader+recHeader)
 

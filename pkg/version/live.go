@@ -277,6 +277,8 @@ func WireError(err error) error {
 		return proto.Errorf(proto.EINVAL, "%v", err)
 	case errors.Is(err, ErrExists):
 		return proto.Errorf(proto.EEXIST, "%v", err)
+	case proto.OutOfSpace(err):
+		return proto.Errorf(proto.ENOSPC, "versioning: %v", err)
 	}
 	return proto.Errorf(proto.EIO, "versioning: %v", err)
 }

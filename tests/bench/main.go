@@ -75,6 +75,9 @@ func main() {
 	if run("fork") {
 		benchFork(d.sock)
 	}
+	if run("forget") {
+		benchForget(d.sock)
+	}
 	if run("fuse") {
 		benchFUSE(dir)
 	}

@@ -371,3 +371,66 @@ func headOf(t *testing.T, c *client.Client) string {
 	}
 	return head
 }
+
+// TestForkReplayedFromItsPoint is issue 45's repro: a key saved in the
+// origin after its forks, in its file before the crash, and deleted (the
+// delete not yet in the files) reaches neither fork after a SIGKILL, and
+// a fork removed before stays removed.
+func TestForkReplayedFromItsPoint(t *testing.T) {
+	t.Parallel()
+	dir := shortTempDir(t)
+	d := startDaemon(t, daemonOpts{dir: dir})
+	c := d.client(t)
+	ctx := context.Background()
+	if _, err := c.StateSave(ctx, "src", "k0", []byte("v0")); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"dst", "gone"} {
+		if _, err := c.Fork(ctx, proto.ForkArgs{Agent: "src", Name: name}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.AgentRemove(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.StateSave(ctx, "src", "k1", []byte("v1")); err != nil {
+		t.Fatal(err)
+	}
+	// Until the applier has written k1's file (no timed assertion: a
+	// wait for the file).
+	k1 := filepath.Join(dir, "data", "repo", "agents", "src", "state", "k1")
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := os.Stat(k1); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("k1 never reached its file")
+		}
+	}
+	if _, err := c.StateDelete(ctx, "src", "k1"); err != nil {
+		t.Fatal(err)
+	}
+	d.kill9()
+	if _, err := os.Stat(k1); err != nil {
+		// The applier removed it before the kill: put it back, as a
+		// kill a moment earlier would have left it.
+		os.WriteFile(k1, []byte("v1"), 0o644)
+	}
+
+	d = startDaemon(t, daemonOpts{dir: dir})
+	c = d.client(t)
+	wantState(t, c, "src", map[string]string{"k0": "v0"})
+	wantState(t, c, "dst", map[string]string{"k0": "v0"})
+	err := c.AgentList(ctx, func(r proto.AgentRecord) error {
+		if r.Agent == "gone" {
+			t.Errorf("the removed fork came back: %+v", r)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.StateLoad(ctx, "gone", "k1"); err == nil {
+		t.Error("the removed fork has k1")
+	}
+}

@@ -1,0 +1,83 @@
+package kernel
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/oxios/oxios/pkg/proto"
+)
+
+// BenchmarkForgetAll forgets every memory of an agent that has n of
+// them (mem.forget by time: one request), through the kernel's gate and
+// group commit on a real store, while another agent saves a key over and
+// over: the figures are the forget's time and the p99 and max of the
+// other agent's saves while it ran (issue 45: at 100k memories the forget
+// took 47 s and held every other agent's save for all of it).
+func BenchmarkForgetAll(b *testing.B) {
+	for _, n := range []int{10_000, 100_000} {
+		b.Run(fmt.Sprintf("%dk", n/1000), func(b *testing.B) { benchForgetAll(b, n) })
+	}
+}
+
+func benchForgetAll(b *testing.B, n int) {
+	k := queueKernel(b, b.TempDir())
+	defer k.Close()
+	admin := &Cred{UID: uint32(os.Getuid()), Admin: true}
+	ctx := context.Background()
+	var waits []time.Duration
+	var forget time.Duration
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		for done := 0; done < n; done += 1000 {
+			ins := make([]proto.MemoryInput, min(1000, n-done))
+			for j := range ins {
+				ins[j].Text = fmt.Sprintf("memory %d of round %d: the deploy key lives in vault", done+j, i)
+			}
+			if _, err := k.MemRemember(ctx, admin, proto.MemRememberArgs{Agent: "big", Memories: ins}, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		// The memories' files are written first: the forget's figures
+		// are not those of a file system busy creating them.
+		k.state.Flush()
+		b.StartTimer()
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; ; j++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				t0 := time.Now()
+				if _, err := k.StateSave(ctx, admin, proto.StateSaveArgs{Agent: "other", Key: "k", Value: fmt.Sprint(j)}, nil); err != nil {
+					b.Error(err)
+					return
+				}
+				waits = append(waits, time.Since(t0))
+			}
+		}()
+		t0 := time.Now()
+		recs, err := k.MemForget(ctx, admin, proto.MemForgetArgs{Agent: "big", Before: time.Now().Add(time.Hour)}, nil)
+		forget += time.Since(t0)
+		close(stop)
+		wg.Wait()
+		if err != nil || len(recs) != n {
+			b.Fatalf("forgot %d of %d: %v", len(recs), n, err)
+		}
+	}
+	b.ReportMetric(float64(forget.Milliseconds())/float64(b.N), "forget-ms")
+	if len(waits) > 0 {
+		sort.Slice(waits, func(i, j int) bool { return waits[i] < waits[j] })
+		b.ReportMetric(float64(waits[len(waits)*99/100].Microseconds())/1000, "other-save-p99-ms")
+		b.ReportMetric(float64(waits[len(waits)-1].Microseconds())/1000, "other-save-max-ms")
+	}
+}
