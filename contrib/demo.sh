@@ -112,7 +112,7 @@ run 'head -c 48 /dev/urandom | ox-state save -a demo blob.bin'
 
 say "ox is the front door: ox NAME runs ox-NAME (flags anywhere), ox help lists the commands."
 run 'ox state -a demo load greeting; echo'
-run 'ox help | head -8'
+run 'ox help | sed -n 1,8p'
 
 say "Load writes the raw value, so load is the inverse of save."
 run 'ox-state load -a demo notes/today.md'
