@@ -66,14 +66,14 @@ func benchFleet(dir string, n int) {
 	c := dial(a.sock)
 	defer c.Close()
 	ctx := context.Background()
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	for deadline := time.Now().Add(120 * time.Second); ; {
 		nodes := 0
 		c.FleetStatus(ctx, func(proto.NodeRecord) error { nodes++; return nil })
 		if nodes == 2 {
 			break
 		}
 		if time.Now().After(deadline) {
-			fatal(fmt.Errorf("fleet: the two nodes did not see each other in 30s"))
+			fatal(fmt.Errorf("fleet: the two nodes did not see each other in 120s (JetStream places its streams in a second on a quiet machine)"))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
