@@ -76,6 +76,9 @@ test: vet fmt-check ## vet, check formatting, run all tests with -race, then a s
 	@# Allocation counts mean nothing under -race (sync.Pool drops items):
 	@# the client's are checked without it.
 	$(GO) test -count=1 -timeout 2m -run='Allocs$$' ./pkg/client
+	@# Memory, which the race detector's shadow memory hides: the bound on
+	@# long request lines (issue 45), against binaries built without it.
+	$(GO) test -count=1 -timeout 5m -run='^TestUnterminatedLoadLines$$' ./tests/integration
 	@# go test -fuzz passes quietly when nothing matches: make that loud.
 	@grep -qs '^func FuzzDecodeRequest(' pkg/server/*_test.go || \
 		{ echo "make test: FuzzDecodeRequest not found in pkg/server"; exit 1; }
