@@ -156,9 +156,9 @@ func TestRootless(t *testing.T) {
 		t.Fatalf("the sandbox tests as nobody: %v", err)
 	}
 	if strings.Contains(string(out), "SKIP") {
-		if ok := Probe(); ok.Namespaces {
-			t.Fatal("skipped as nobody on a machine whose root may make namespaces")
-		}
+		// The kernel refuses an ordinary user namespaces (a sysctl,
+		// AppArmor): what a rootless oxiosd reports, not a failure.
+		t.Skipf("as nobody, the sandboxes were skipped (%s)", UserNSHint())
 	}
 	if !strings.Contains(string(out), "--- PASS: TestConfined") {
 		t.Fatal("TestConfined did not pass as nobody")
