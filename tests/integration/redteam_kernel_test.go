@@ -46,7 +46,17 @@ type rtRun struct {
 // spawnArgv runs argv as a process run of agent and returns how it ended.
 func spawnArgv(t *testing.T, d *daemon, agent string, argv ...string) rtRun {
 	t.Helper()
-	r := d.ox("", "ox-spawn", append([]string{"-a", agent, "-n", "--"}, argv...)...)
+	return spawnEnv(t, d, agent, nil, argv...)
+}
+
+// spawnEnv is spawnArgv with the variables env (NAME=VALUE) set.
+func spawnEnv(t *testing.T, d *daemon, agent string, env []string, argv ...string) rtRun {
+	t.Helper()
+	args := []string{"-a", agent, "-n"}
+	for _, e := range env {
+		args = append(args, "-e", e)
+	}
+	r := d.ox("", "ox-spawn", append(append(args, "--"), argv...)...)
 	var x rtRun
 	var lines []string
 	for _, rec := range records(t, r.stdout) {

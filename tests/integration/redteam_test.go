@@ -837,30 +837,8 @@ func redTeamNet(t *testing.T) {
 // the run's id, its output lines (stdout and stderr) and its exit status.
 func spawnSh(t *testing.T, d *daemon, agent, script string, env ...string) (id, out string, status int) {
 	t.Helper()
-	args := []string{"-a", agent, "-n"}
-	for _, e := range env {
-		args = append(args, "-e", e)
-	}
-	r := d.ox("", "ox-spawn", append(args, "--", "/bin/sh", "-c", script)...)
-	recs := records(t, r.stdout)
-	var lines []string
-	for _, rec := range recs {
-		switch rec["type"] {
-		case "run":
-			if id == "" {
-				id, _ = rec["id"].(string)
-			}
-		case "output":
-			lines = append(lines, rec["text"].(string))
-		case "exit":
-			f, _ := rec["status"].(float64)
-			status = int(f)
-		}
-	}
-	if id == "" {
-		t.Fatalf("ox-spawn: no run record: %d %s %s", r.code, r.stdout, r.stderr)
-	}
-	return id, strings.Join(lines, "\n"), status
+	r := spawnEnv(t, d, agent, env, "/bin/sh", "-c", script)
+	return r.id, r.out, r.status
 }
 
 // auditedBy is auditedSince for an entry whose actor is agent's run.
