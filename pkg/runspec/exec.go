@@ -118,6 +118,17 @@ func RunExec(ctx context.Context, h Host, sup *supervisor.Supervisor, data strin
 	if serr != nil {
 		return none, &Refusal{Err: serr, Rule: " [sandbox.isolation]"}
 	}
+	if x.Run != nil && x.Run.ServesExecs() {
+		// A rootless run's workspace is in its own namespaces: the exec
+		// is a process of the run, started by its shim.
+		res, err := x.Run.ExecIn(ctx, supervisor.ExecSpec{
+			Argv: argv, Stdin: []byte(x.Stdin), Timeout: x.Timeout, Cap: ExecCap(p), Env: ExecEnv(x.Agent, sandbox.WorkDir),
+		})
+		if err != nil {
+			return none, &Refusal{Err: proto.Errorf(proto.ENOENT, "exec %s: %v", x.Argv[0], err)}
+		}
+		return res, nil
+	}
 	if x.Run == nil {
 		if err := supervisor.MakeWorkspace(dir, sb); err != nil {
 			return none, proto.AsError(err)
@@ -200,6 +211,9 @@ func ExecTarget(agent string, argv []string, cmd, outcome string) string {
 // found by the next). done is to be called once the call has ended.
 func Workspace(data, agent string, run *supervisor.Run) (dir string, done func(), err error) {
 	if run != nil {
+		if run.ServesExecs() {
+			return run.Workspace(), func() {}, nil
+		}
 		dir = run.Spec().Dir
 		return dir, func() {}, os.MkdirAll(dir, 0o700)
 	}

@@ -12,8 +12,10 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
+	"kernel.org/pub/linux/libs/security/libcap/psx"
 )
 
 // Main runs the shim when the process was started as InitName, and
@@ -91,6 +93,10 @@ func Main() {
 	os.Stdin.Close()
 	leader := cmd.Process.Pid
 	fmt.Fprintf(status, "started %d\n", leader)
+	var srv *server
+	if spec.Serve {
+		srv = serve(os.NewFile(ServeFD, "serve"), &spec)
+	}
 	// Reap every child (orphans re-parent to init) until the command ends.
 	for {
 		var ws syscall.WaitStatus
@@ -103,6 +109,7 @@ func Main() {
 			os.Exit(126)
 		}
 		if pid != leader {
+			srv.reaped(pid, ws)
 			continue
 		}
 		switch {
@@ -170,6 +177,16 @@ func build(s *Spec) error {
 		return strings.Count(binds[i].Path, "/") < strings.Count(binds[j].Path, "/")
 	})
 	for _, b := range binds {
+		if b.Tmpfs > 0 {
+			if err := mkdirAll(root, b.Path); err != nil {
+				return err
+			}
+			opts := tmpfsOptions("0700", b.Tmpfs) + fmt.Sprintf(",uid=%d,gid=%d", s.UID, s.GID)
+			if err := unix.Mount("tmpfs", filepath.Join(root, b.Path), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+				return fmt.Errorf("the workspace's filesystem (a tmpfs of %d bytes at %s): %w", b.Tmpfs, b.Path, err)
+			}
+			continue
+		}
 		if _, err := os.Stat(b.Source()); err != nil && b.Optional {
 			// An agent's folder of the mount appears with its first
 			// key; made here, it is there from the start.
@@ -335,8 +352,12 @@ func scratch(root string, size uint64) error {
 // the capabilities held in it; then sets no_new_privs and installs
 // Landlock and the seccomp filter, on every thread.
 func confine(s *Spec) error {
+	// Capabilities, their bounding set and no_new_privs are each
+	// thread's own: every thread drops them (psx), not only the one that
+	// forks the command, since the shim of a run that serves execs
+	// (serve.go) forks them from others.
 	for c := 0; c <= 63; c++ {
-		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
+		if err := allThreadsPrctl(unix.PR_CAPBSET_DROP, uintptr(c)); err != nil && err != unix.EINVAL {
 			return fmt.Errorf("dropping capability %d: %w", c, err)
 		}
 	}
@@ -347,13 +368,13 @@ func confine(s *Spec) error {
 		// that forks the command, go by hand. (setgroups is refused in
 		// the namespace, and the groups are oxiosd's user's, mapped to
 		// nobody.)
-		if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		if err := allThreadsPrctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL); err != nil {
 			return fmt.Errorf("clearing ambient capabilities: %w", err)
 		}
 		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 		var none [2]unix.CapUserData
-		if err := unix.Capset(&hdr, &none[0]); err != nil {
-			return fmt.Errorf("dropping capabilities: %w", err)
+		if _, _, e := psx.Syscall3(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&none[0])), 0); e != 0 {
+			return fmt.Errorf("dropping capabilities: %w", e)
 		}
 	} else {
 		if err := syscall.Setgroups(nil); err != nil {
@@ -366,9 +387,7 @@ func confine(s *Spec) error {
 			return fmt.Errorf("setresuid: %w", err)
 		}
 	}
-	// On this thread, which forks the command (Main locked it); seccomp's
-	// TSYNC carries it to the others.
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+	if err := allThreadsPrctl(unix.PR_SET_NO_NEW_PRIVS, 1); err != nil {
 		return fmt.Errorf("no_new_privs: %w", err)
 	}
 	// What is left of root: none (a uid of 0 after this is a bug).
@@ -384,6 +403,15 @@ func confine(s *Spec) error {
 		if err := loadSeccomp(); err != nil {
 			return fmt.Errorf("seccomp: %w", err)
 		}
+	}
+	return nil
+}
+
+// allThreadsPrctl is prctl(option, arg, 0, 0, 0) on every thread of the
+// shim.
+func allThreadsPrctl(option int, arg uintptr) error {
+	if _, _, e := psx.Syscall6(unix.SYS_PRCTL, uintptr(option), arg, 0, 0, 0, 0); e != 0 {
+		return e
 	}
 	return nil
 }

@@ -57,6 +57,11 @@ type Bind struct {
 	Optional bool `json:"optional,omitempty"`
 	// Mkdir makes a missing source folder (an optional bind).
 	Mkdir bool `json:"mkdir,omitempty"`
+	// Tmpfs, when not 0, mounts a tmpfs of that many bytes at Path,
+	// owned by the sandbox's uid, instead of binding a source: the
+	// workspace of a rootless sandbox (Spec.UserNS), whose size only a
+	// filesystem made inside its namespaces can bound.
+	Tmpfs uint64 `json:"tmpfs,omitempty"`
 }
 
 // Spec is one sandboxed process.
@@ -82,6 +87,11 @@ type Spec struct {
 	// namespace alone, to build the root, and drops them before the
 	// command.
 	UserNS bool `json:"userns,omitempty"`
+	// Serve: the shim, once the command has started, starts the execs
+	// oxiosd asks of it on fd 4 (ServeFD, see serve.go) inside the
+	// sandbox, as processes of the run: how a rootless run's execs reach
+	// its workspace, which is a filesystem of its mount namespace alone.
+	Serve bool `json:"serve,omitempty"`
 	// NoLandlock, NoSeccomp leave those layers out (the machine lacks
 	// them and the policy lets runs start with less).
 	NoLandlock bool `json:"no_landlock,omitempty"`

@@ -139,7 +139,7 @@ func TestRootless(t *testing.T) {
 		t.Fatal(err)
 	}
 	const nobody = 65534
-	cmd := exec.Command(exe, "-test.run=^(TestConfined|TestStatusSignal)$", "-test.v", "-test.count=1")
+	cmd := exec.Command(exe, "-test.run=^(TestConfined|TestStatusSignal|TestServe)$", "-test.v", "-test.count=1")
 	tmp := filepath.Join(dir, "tmp")
 	if err := os.Mkdir(tmp, 0o700); err != nil {
 		t.Fatal(err)

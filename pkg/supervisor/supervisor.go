@@ -174,8 +174,14 @@ type Run struct {
 	status        *os.File  // read end of the sandbox's status pipe
 	report        string    // the shim's report, read before its time (it failed to start the command)
 	sock          io.Closer // its own socket
-	wall          *time.Timer
-	reason        string // why the supervisor ended it, for the exit record
+	// A rootless run whose workspace is a filesystem of its own mount
+	// namespace (sandbox.Bind.Tmpfs): its shim serves its execs (execs),
+	// and work is that workspace, open from /proc/PID/root.
+	execs     *sandbox.Execs
+	serveShim *os.File // the shim's end of execs' socket, until it started
+	work      *os.File
+	wall      *time.Timer
+	reason    string // why the supervisor ended it, for the exit record
 	// Usage charged to this run by the kernel.
 	Tokens int64
 	Cost   float64
@@ -343,8 +349,16 @@ func (s *Supervisor) Start(spec Spec) (*Run, error) {
 		// from now on reaches the command, not a shim still building.
 		// (Not under s.mu: the shim's lookups in the mount need it.)
 		statusW.Close()
-		if ok, report := sandbox.WaitStarted(r.status); !ok {
+		ok, report := sandbox.WaitStarted(r.status)
+		if !ok {
 			r.report = report
+		}
+		if r.serveShim != nil {
+			r.serveShim.Close()
+			r.serveShim = nil
+			if ok {
+				r.openWork()
+			}
 		}
 	}
 	r.mu.Lock()
@@ -436,6 +450,17 @@ func (r *Run) sandboxed(cmd *exec.Cmd) (*os.File, error) {
 	cmd.Path, cmd.Args, cmd.Env, cmd.Dir, cmd.SysProcAttr = path, argv, env, "", attr
 	cmd.Err = nil
 	cmd.ExtraFiles = []*os.File{statusW}
+	if sb.Serve {
+		shim, execs, err := sandbox.ServePair()
+		if err != nil {
+			statusR.Close()
+			statusW.Close()
+			r.status = nil
+			return nil, err
+		}
+		r.execs, r.serveShim = execs, shim
+		cmd.ExtraFiles = append(cmd.ExtraFiles, shim)
+	}
 	return statusW, nil
 }
 
@@ -448,6 +473,17 @@ func (r *Run) unsandbox() {
 	if r.status != nil {
 		r.status.Close()
 		r.status = nil
+	}
+	if r.serveShim != nil {
+		r.serveShim.Close()
+		r.serveShim = nil
+	}
+	if r.work != nil {
+		r.work.Close()
+		r.work = nil
+	}
+	if r.execs != nil {
+		r.execs.Close()
 	}
 	if r.uid != 0 {
 		r.s.uids.release(r.uid)

@@ -294,32 +294,43 @@ probe mountinfo cat /proc/self/mountinfo
 		t.Logf("tmp: %q", r.out)
 		return strings.Count(r.out, "No space left on device") == 2
 	})
-	if uid == 0 {
-		confined(t, name("a run fills its workspace (limits.disk = 8MiB): its own ENOSPC, and another agent's save succeeds meanwhile"), func() bool {
-			hold := d.ox("", "ox-spawn", "-a", "filler", "-d", "--", "/bin/sh", "-c", "head -c 20000000 /dev/zero > /work/big; echo rc=$?; sleep 3")
-			holdID, _ := records(t, hold.stdout)[0]["id"].(string)
+	confined(t, name("a run fills its workspace (limits.disk = 8MiB): its own ENOSPC, and another agent's save succeeds meanwhile"), func() bool {
+		hold := d.ox("", "ox-spawn", "-a", "filler", "-d", "--", "/bin/sh", "-c", "head -c 20000000 /dev/zero > /work/big; echo rc=$?; sleep 3")
+		holdID, _ := records(t, hold.stdout)[0]["id"].(string)
+		var size int64
+		if uid == 0 {
 			// As root, the workspace's filesystem is mounted on the host
 			// too: once it is full, another agent saves.
-			var size int64
 			for i := 0; i < 50 && size < 8<<20; i++ {
 				time.Sleep(100 * time.Millisecond)
 				if fi, err := os.Stat(filepath.Join(d.data, "work", "filler", holdID, "big")); err == nil {
 					size = fi.Size()
 				}
 			}
-			save := d.ox("", "ox-state", "save", "-a", "other", "k", "v")
-			out := d.ox("", "ox-attach", holdID).stdout
-			t.Logf("workspace: %d bytes, %q; other's save: %+v", size, out, save)
-			return strings.Contains(out, "No space left on device") && save.code == 0
-		})
-		confined(t, name("a run fills its workspace's inodes with empty files: ENOSPC at 2048"), func() bool {
-			r := spawnArgv(t, d, "filler", "/bin/sh", "-c", `i=0; while true 2>/dev/null > /work/f$i; do i=$((i+1)); done; echo files=$i`)
-			t.Logf("inodes: %q", r.out)
-			var n int
-			fmt.Sscanf(r.out[strings.Index(r.out, "files=")+6:], "%d", &n)
-			return n > 0 && n <= 2048
-		})
-	}
+		} else {
+			// Rootless, it is a filesystem of the run's namespace alone,
+			// full well within the second.
+			time.Sleep(time.Second)
+		}
+		save := d.ox("", "ox-state", "save", "-a", "other", "k", "v")
+		out := d.ox("", "ox-attach", holdID).stdout
+		t.Logf("workspace: %d bytes, %q; other's save: %+v", size, out, save)
+		return strings.Contains(out, "No space left on device") && save.code == 0
+	})
+	confined(t, name("a run fills its workspace's inodes with empty files: ENOSPC at 2048"), func() bool {
+		r := spawnArgv(t, d, "filler", "/bin/sh", "-c", `i=0; while true 2>/dev/null > /work/f$i; do i=$((i+1)); done; echo files=$i`)
+		t.Logf("inodes: %q", r.out)
+		var n int
+		fmt.Sscanf(r.out[strings.Index(r.out, "files=")+6:], "%d", &n)
+		return n > 0 && n <= 2048
+	})
+	confined(t, name("a run's execs work in the run's own workspace, bounded with it"), func() bool {
+		r := spawnArgv(t, d, "filler", "/bin/sh", "-c", `head -c 7000000 /dev/zero > /work/big; echo mine > /work/f
+ox-exec -- cat /work/f; echo "cat rc=$?"
+ox-exec -- ls /work; head -c 2000000 /dev/zero > /work/more; echo "more rc=$?"`)
+		t.Logf("exec: %q", r.out)
+		return strings.Contains(r.out, "mine\ncat rc=0") && strings.Contains(r.out, "big\nf\n") && strings.Contains(r.out, "No space left on device") && !strings.Contains(r.out, "more rc=0")
+	})
 
 	if uid != 0 {
 		// What runs of a rootless daemon could try on each other and on

@@ -190,6 +190,26 @@ func TestWasmTools(t *testing.T) {
 	d.stop()
 }
 
+// TestWasmRootlessRun: a tool called from a run of a rootless oxiosd
+// works in the run's workspace, a filesystem of the run's own namespace
+// that oxiosd reaches through the run's root.
+func TestWasmRootlessRun(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to start oxiosd as another (ordinary) user")
+	}
+	dir := wasmTools(t, "jsonq=hostile")
+	// The rootless daemon's own tools and cache of compiled tools.
+	filepath.Walk(dir, func(p string, _ os.FileInfo, _ error) error { return os.Chown(p, nobodyUID, nobodyUID) })
+	d := startDaemon(t, daemonOpts{config: "[runs]\ntools = \"" + dir + "\"\ntools_cache = \"" + filepath.Join(dir, "cache") + "\"\n", uid: nobodyUID})
+	createAgent(t, d, "ops")
+	out := runOutput(t, d, "ops", `echo mine > /work/in; ox-exec --json --wasm jsonq -- write /work/out >/dev/null; echo "wrote=$(cat /work/out)"
+ox-exec --json --wasm jsonq -- read /work/in | grep -c mine; ox-exec --json --wasm jsonq -- read /etc/passwd; echo "passwd rc=$?"`)
+	if !strings.Contains(out, "wrote=hostile") || !strings.Contains(out, "\n1\n") || !strings.Contains(out, "passwd rc=") || strings.Contains(out, "passwd rc=0") || strings.Contains(out, "root:") {
+		t.Fatalf("a tool in a rootless run's workspace: %q", out)
+	}
+}
+
 // TestWasmHostile runs a hostile module under an allowed name (the
 // default policy allows jsonq): the sandbox, not the policy, must stop it.
 func TestWasmHostile(t *testing.T) {
