@@ -2,6 +2,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -23,6 +24,7 @@ func main() {
 	app.Description = "Sends SIGNAL (default TERM) to the process group of each RUN: STOP pauses a run, CONT resumes it, INT, TERM and KILL end it. Each signal is audited. Prints each run's record after the signal."
 	app.Flags = cliutil.ClientFlags(
 		&cli.StringFlag{Name: "signal", Aliases: []string{"s"}, Value: "TERM", Usage: "the `SIGNAL` to send: a name (STOP, CONT, INT, TERM, KILL, HUP, USR1...) or a number"},
+		&cli.StringFlag{Name: "node", Usage: "the runs are on fleet node `NAME` (ox-spawn --node placed them there)"},
 	)
 	app.Action = kill
 	cliutil.Run(app)
@@ -48,9 +50,21 @@ func kill(c *cli.Context) error {
 	}
 	defer cl.Close()
 	p := cliutil.NewPrinter(c, "RUN", "AGENT", "PID", "STATE")
-	err = cl.Kill(c.Context, proto.KillArgs{Runs: runs, Signal: c.String("signal")}, func(r proto.RunRecord) error {
+	each := func(r proto.RunRecord) error {
 		return p.Print(r, r.ID, r.Agent, fmt.Sprint(r.PID), r.State)
-	})
+	}
+	args := proto.KillArgs{Runs: runs, Signal: c.String("signal")}
+	if node := c.String("node"); node != "" {
+		_, err = cl.FleetCall(c.Context, node, proto.OpRunKill, args, func(raw json.RawMessage) error {
+			var r proto.RunRecord
+			if err := json.Unmarshal(raw, &r); err != nil {
+				return err
+			}
+			return each(r)
+		})
+	} else {
+		err = cl.Kill(c.Context, args, each)
+	}
 	if ferr := p.Flush(); err == nil {
 		err = ferr
 	}

@@ -2,6 +2,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 
 	"github.com/urfave/cli/v2"
@@ -17,7 +18,9 @@ func main() {
 	app.Version = version
 	app.ArgsUsage = "RUN..."
 	app.Description = "Waits until every RUN has exited and prints its exit record as it does (a run that already exited answers at once). Exits with the status of the last RUN named, like the shell's wait."
-	app.Flags = cliutil.ClientFlags()
+	app.Flags = cliutil.ClientFlags(
+		&cli.StringFlag{Name: "node", Usage: "the runs are on fleet node `NAME` (ox-spawn --node placed them there)"},
+	)
 	app.Action = wait
 	cliutil.Run(app)
 }
@@ -40,13 +43,24 @@ func wait(c *cli.Context) error {
 	defer cl.Close()
 	p := cliutil.NewPrinter(c, "RUN", "AGENT", "STATUS", "SIGNAL", "ERROR")
 	status := map[string]int{}
-	err = cl.Wait(c.Context, runs, func(r proto.ExitRecord) error {
+	each := func(r proto.ExitRecord) error {
 		status[r.Run] = r.Status
 		if err := p.Print(r, r.Run, r.Agent, fmt.Sprint(r.Status), r.Signal, r.Error); err != nil {
 			return err
 		}
 		return p.Flush()
-	})
+	}
+	if node := c.String("node"); node != "" {
+		_, err = cl.FleetCall(c.Context, node, proto.OpRunWait, proto.RunsArgs{Runs: runs}, func(raw json.RawMessage) error {
+			var r proto.ExitRecord
+			if err := json.Unmarshal(raw, &r); err != nil {
+				return err
+			}
+			return each(r)
+		})
+	} else {
+		err = cl.Wait(c.Context, runs, each)
+	}
 	if ferr := p.Flush(); err == nil {
 		err = ferr
 	}

@@ -30,6 +30,11 @@ type Fleet struct {
 	// Heartbeat is how often the node writes its state and audit head;
 	// a node silent for three of them is taken for gone. "" is 2s.
 	Heartbeat Duration `toml:"heartbeat"`
+	// Lost is how long a caller waits for a node that stopped answering
+	// in the middle of a call (a partition, a NATS server stopped) before
+	// it reports the call's outcome unknown; "" is 2m. A run goes on
+	// meanwhile, and its records come once the node is reached again.
+	Lost Duration `toml:"lost"`
 	// Replicas is how many NATS servers keep each bucket and stream; 0 is
 	// 3 when three or more servers are named, else 1.
 	Replicas int `toml:"replicas"`
@@ -64,6 +69,9 @@ func (c *Config) resolveFleet() error {
 	}
 	if f.Heartbeat <= 0 {
 		f.Heartbeat = Duration(2 * time.Second)
+	}
+	if f.Lost <= 0 {
+		f.Lost = Duration(2 * time.Minute)
 	}
 	if !f.On() {
 		return nil

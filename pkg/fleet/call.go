@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -94,12 +95,27 @@ func (f *Fleet) roomiest(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// The runs placed here lately: a node's heartbeat tells its load up
+	// to a heartbeat ago, and six spawns in a row must not all go to the
+	// node that looked emptiest before the first.
+	f.placeMu.Lock()
+	defer f.placeMu.Unlock()
+	recent := map[string]int{}
+	cut := time.Now().Add(-2 * f.hb)
+	kept := f.placed[:0]
+	for _, p := range f.placed {
+		if p.at.After(cut) {
+			kept = append(kept, p)
+			recent[p.node]++
+		}
+	}
+	f.placed = kept
 	best, bestLoad := "", 0.0
 	for _, n := range nodes {
 		if !n.Alive || n.Host.Overloaded || !f.trust.known(n.Node) {
 			continue
 		}
-		busy := float64(n.Admission.Running + n.Admission.Queued)
+		busy := float64(n.Admission.Running + n.Admission.Queued + recent[n.Node])
 		if m := n.Admission.MaxConcurrent; m > 0 {
 			if n.Admission.Running >= m {
 				busy += 1e6 // full: its runs would queue
@@ -113,7 +129,14 @@ func (f *Fleet) roomiest(ctx context.Context) (string, error) {
 	if best == "" {
 		return "", proto.Errorf(proto.EAGAIN, "fleet: no node has room (every live node is overloaded; ox-status shows them)")
 	}
+	f.placed = append(f.placed, placement{best, time.Now()})
 	return best, nil
+}
+
+// placement is a run placed on node at a time.
+type placement struct {
+	node string
+	at   time.Time
 }
 
 // callAll calls every live node at once and merges their records; a node
@@ -235,34 +258,41 @@ func (f *Fleet) callOne(ctx context.Context, node string, cred callerCred, op st
 		}
 	}()
 
-	// Silence longer than this asks the node bucket whether the node is
-	// still there; the node beats every heartbeat during a call.
+	// Silence longer than this pings the node; the node beats every
+	// heartbeat during a call.
 	quiet := 4 * f.hb
 	timer := time.NewTimer(quiet)
 	defer timer.Stop()
 	var run string
-	items, misses := 0, 0
+	items := 0
+	heard := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-timer.C:
 			// Only the node's daemon answers its ping, over core NATS
-			// (no JetStream leader to wait for): no answer three times in
-			// a row, and the node is taken for lost.
+			// (no JetStream leader to wait for). A node that does not
+			// answer may be cut off (a partition, its NATS server
+			// stopped) while the call goes on there: its records wait in
+			// the reply stream, and the call waits for them as long as
+			// [fleet] lost, not reporting as failed what may yet succeed.
 			if f.ping(ctx, node) {
-				misses = 0
+				heard = time.Now()
 				// The node is there but its records do not come: read
 				// them again from the last one seen.
 				if err := read(); err != nil {
 					f.log.Warn("fleet: reading a call's records again", "node", node, "err", err)
 				}
-			} else if misses++; misses >= 3 {
-				what := op
+			} else if silent := time.Since(heard); silent >= f.lost {
+				what, again := op, ""
 				if run != "" {
 					what = "run " + run
+					again = fmt.Sprintf("; ox-wait --node %s %s waits for it once the node is back", node, run)
 				}
-				return nil, proto.Errorf(proto.EHOSTUNREACH, "node %s stopped answering during %s (after %d records): its outcome is not known here; once the node is back, ox-ps --fleet shows it", node, what, items)
+				return nil, proto.Errorf(proto.EHOSTUNREACH, "node %s has not answered for %s during %s (after %d records): its outcome is not known here, and it may still be running there%s", node, silent.Round(time.Second), what, items, again)
+			} else if err := read(); err != nil {
+				f.log.Warn("fleet: reading a call's records again", "node", node, "err", err)
 			}
 			timer.Reset(quiet)
 		case n := <-ch:
@@ -273,6 +303,7 @@ func (f *Fleet) callOne(ctx context.Context, node string, cred callerCred, op st
 				lastSeq = md.Sequence.Stream
 			}
 			timer.Reset(quiet)
+			heard = time.Now()
 			var e envelope
 			if err := json.Unmarshal(n.m.Data(), &e); err != nil {
 				continue
@@ -432,7 +463,9 @@ func (o *replyOut) settle(all bool) {
 		case <-p.fut.Err():
 		case <-time.After(5 * time.Second):
 		}
-		for try := 0; try < 20; try++ {
+		// Cut off from the servers, the records wait here as long as the
+		// caller waits for them ([fleet] lost).
+		for deadline := time.Now().Add(o.f.lost); time.Now().Before(deadline); {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			_, err := o.f.js.Publish(ctx, o.subj, p.data, jetstream.WithMsgID(p.id))
 			cancel()

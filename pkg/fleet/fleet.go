@@ -57,9 +57,13 @@ var admin = &kernel.Cred{Admin: true}
 
 // Fleet is this node's membership in a fleet.
 type Fleet struct {
-	cfg     config.Fleet
-	name    string
-	hb      time.Duration
+	cfg  config.Fleet
+	name string
+	hb   time.Duration
+	lost time.Duration // [fleet] lost
+
+	placeMu sync.Mutex
+	placed  []placement // runs this node placed with "any" lately (roomiest)
 	k       Kernel
 	log     *slog.Logger
 	server  string
@@ -105,7 +109,7 @@ func Join(ctx context.Context, cfg config.Fleet, o Options) (*Fleet, error) {
 		return nil, err
 	}
 	f := &Fleet{
-		cfg: cfg, name: cfg.Node, hb: time.Duration(cfg.Heartbeat), k: o.Kernel, log: o.Log,
+		cfg: cfg, name: cfg.Node, hb: time.Duration(cfg.Heartbeat), lost: time.Duration(cfg.Lost), k: o.Kernel, log: o.Log,
 		server: o.Server, started: time.Now().UTC(), ready: make(chan struct{}),
 		wit: wit, trust: tr, headCh: make(chan struct{}, 1),
 	}
@@ -114,6 +118,12 @@ func Join(ctx context.Context, cfg config.Fleet, o Options) (*Fleet, error) {
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.RetryOnFailedConnect(true),
+		// A server that stops answering (stopped, partitioned away) is
+		// left for another of the cluster within a few heartbeats, not
+		// the two-minute pings of the default, during which every call
+		// through it would wait.
+		nats.PingInterval(pingInterval(time.Duration(cfg.Heartbeat))),
+		nats.MaxPingsOutstanding(2),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
 				o.Log.Warn("fleet: disconnected from NATS", "err", err)
@@ -381,3 +391,9 @@ func (f *Fleet) Close() error {
 
 // Data is where the peers' heads are kept, for the docs and tests.
 func Data(dataDir string) string { return filepath.Join(dataDir, "fleet") }
+
+// pingInterval is how often the node pings its NATS server: its
+// heartbeat, within 1 s and 10 s.
+func pingInterval(hb time.Duration) time.Duration {
+	return min(max(hb, time.Second), 10*time.Second)
+}

@@ -164,3 +164,24 @@ func TestWithNode(t *testing.T) {
 		}
 	}
 }
+
+// TestFreshAcrossRestart: the ids of calls seen are kept in memory, so a
+// node refuses a call made before it started (it cannot know whether it
+// saw it), takes one made after, and refuses that one sent again.
+func TestFreshAcrossRestart(t *testing.T) {
+	tr := &trust{self: "n1", seen: map[string]time.Time{}, since: time.Now()}
+	before := tr.since.Add(-time.Second).Add(callTTL).UnixMilli()
+	if err := tr.fresh("n1", "old", before); err == nil || !strings.Contains(err.Error(), "before this node started") {
+		t.Fatalf("a call made before the start: %v", err)
+	}
+	after := time.Now().Add(time.Millisecond).Add(callTTL).UnixMilli()
+	if err := tr.fresh("n1", "new", after); err != nil {
+		t.Fatalf("a call made after the start: %v", err)
+	}
+	if err := tr.fresh("n1", "new", after); err == nil || !strings.Contains(err.Error(), "seen before") {
+		t.Fatalf("the same call again: %v", err)
+	}
+	if err := tr.fresh("n2", "other", after); err == nil {
+		t.Fatal("a call for another node was taken")
+	}
+}

@@ -51,6 +51,10 @@ type trust struct {
 	admins   map[string]bool
 	insecure bool
 
+	// since is when this node started: the ids it saw before are lost
+	// with a restart, so a call made before it is refused whole.
+	since time.Time
+
 	mu   sync.Mutex
 	seen map[string]time.Time // call id -> when it expires
 }
@@ -59,7 +63,7 @@ type trust struct {
 var errUntrusted = errors.New("not signed by a trusted node")
 
 func newTrust(cfg config.Fleet) (*trust, error) {
-	t := &trust{self: cfg.Node, peers: cfg.Peers, admins: map[string]bool{}, insecure: cfg.Insecure, seen: map[string]time.Time{}}
+	t := &trust{self: cfg.Node, peers: cfg.Peers, admins: map[string]bool{}, insecure: cfg.Insecure, seen: map[string]time.Time{}, since: time.Now()}
 	for _, a := range cfg.Admins {
 		t.admins[a] = true
 	}
@@ -152,6 +156,11 @@ func (t *trust) fresh(to, id string, expires int64) error {
 	exp := time.UnixMilli(expires)
 	if now.After(exp) || exp.Sub(now) > 2*callTTL {
 		return fmt.Errorf("a call whose expiry (%s) is past or too far: %w", exp.UTC().Format(time.RFC3339), errUntrusted)
+	}
+	if made := exp.Add(-callTTL); made.Before(t.since) {
+		// Seen or not before the restart, this node cannot tell: a
+		// caller that meant it makes a new call.
+		return fmt.Errorf("a call made at %s, before this node started (%s): %w", made.UTC().Format(time.RFC3339Nano), t.since.UTC().Format(time.RFC3339Nano), errUntrusted)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()

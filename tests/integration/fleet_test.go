@@ -319,6 +319,63 @@ func TestFleet(t *testing.T) {
 	// restarted daemon ends with its subtest).
 	t.Run("trust", func(t *testing.T) { fleetTrust(t, nc, a, b, c) })
 
+	t.Run("reattach", func(t *testing.T) {
+		// A run placed on b and left (-d) is found again from a: waited
+		// for, attached to, killed, each with --node.
+		spawn := func(script string) string {
+			r := a.ox("", "ox-spawn", "--node", "b", "-a", "ops", "-d", "--json", "--", "sh", "-c", script)
+			recs := fleetRecords(t, r.stdout)
+			if r.code != 0 || len(recs) == 0 || recs[0]["id"] == nil {
+				t.Fatalf("ox-spawn --node b -d: %d %s %s", r.code, r.stdout, r.stderr)
+			}
+			return recs[0]["id"].(string)
+		}
+		id := spawn("sleep 1; echo done; exit 6")
+		if r := a.ox("", "ox-wait", "--node", "b", id); r.code != 6 {
+			t.Fatalf("ox-wait --node b %s: exit %d (want the run's 6): %s %s", id, r.code, r.stdout, r.stderr)
+		}
+		if r := a.ox("", "ox-attach", "--node", "b", "--json", id); r.code != 6 || !strings.Contains(r.stdout, `"text":"done"`) {
+			t.Fatalf("ox-attach --node b %s: exit %d: %s %s", id, r.code, r.stdout, r.stderr)
+		}
+		id = spawn("sleep 60")
+		if r := a.ox("", "ox-kill", "--node", "b", "-s", "KILL", id); r.code != 0 {
+			t.Fatalf("ox-kill --node b %s: exit %d: %s", id, r.code, r.stderr)
+		}
+		if r := a.ox("", "ox-wait", "--node", "b", id); r.code != 137 {
+			t.Fatalf("ox-wait --node b after ox-kill -s KILL: exit %d: %s %s", r.code, r.stdout, r.stderr)
+		}
+		if r := a.ox("", "ox-wait", id); r.code == 0 {
+			t.Fatalf("ox-wait of b's run on a (without --node): exit 0: %s", r.stdout)
+		}
+	})
+
+	t.Run("partition", func(t *testing.T) {
+		// b's NATS server stops answering (SIGSTOP: its connections stay
+		// open, silent) for longer than a caller used to wait, while a run
+		// placed on b goes on: b leaves it for another server of the
+		// cluster, and the caller on a gets the run's true end, once.
+		cmd := exec.Command(bin("ox-spawn"), "--node", "b", "-a", "ops", "-n", "--json", "--", "sh", "-c", "echo started; sleep 9; echo finished; exit 7")
+		cmd.Env = append(os.Environ(), "OXIOS_SOCKET="+a.sock)
+		out := &syncBuffer{}
+		var errb syncBuffer
+		cmd.Stdout, cmd.Stderr = out, &errb
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		fleetWait(t, 30*time.Second, "the run on b to start", func() bool { return strings.Contains(out.String(), "started") })
+		nc.procs[1].Process.Signal(syscall.SIGSTOP)
+		time.Sleep(12 * time.Second)
+		nc.procs[1].Process.Signal(syscall.SIGCONT)
+		err := cmd.Wait()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		if code != 7 || strings.Count(out.String(), `"text":"finished"`) != 1 || strings.Count(out.String(), `"type":"exit"`) != 1 {
+			t.Fatalf("a run on b across its NATS server stopped for 12 s: exit %d (want the run's 7, once); stdout:\n%s\nstderr: %s", code, out.String(), errb.String())
+		}
+	})
+
 	t.Run("nats-server-killed-mid-run", func(t *testing.T) {
 		cmd := exec.Command(bin("ox-spawn"), "--node", "b", "-a", "ops", "-n", "--json", "--", "sh", "-c", "echo started; sleep 3; echo finished; exit 5")
 		cmd.Env = append(os.Environ(), "OXIOS_SOCKET="+a.sock)
