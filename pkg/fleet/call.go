@@ -3,6 +3,7 @@ package fleet
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
+	"lukechampine.com/blake3"
 
 	"github.com/oxios/oxios/pkg/kernel"
 	"github.com/oxios/oxios/pkg/proto"
@@ -31,6 +33,17 @@ type callMsg struct {
 	// (Unix ms): with ID, what keeps a signed call from being sent again.
 	To      string `json:"to,omitempty"`
 	Expires int64  `json:"expires,omitempty"`
+	// ArgsRef, in place of Args: args too big for one NATS message (a
+	// spawn's stdin up to limits.max_value), put in the object store
+	// bucketArgs under the call's id; the signed digest vouches for them.
+	ArgsRef *argsRef `json:"args_ref,omitempty"`
+}
+
+// argsRef names a call's args in the object store: their size and
+// BLAKE3 digest (hex).
+type argsRef struct {
+	Size   int    `json:"size"`
+	Digest string `json:"digest"`
 }
 
 // callerCred is the identity a call carries: the called kernel checks the
@@ -237,7 +250,16 @@ func (f *Fleet) callOne(ctx context.Context, node string, cred callerCred, op st
 		return nil, err
 	}
 	defer func() { msgs.Stop() }()
-	body, _ := json.Marshal(callMsg{ID: id, From: f.name, Op: op, Args: args, Cred: cred, To: node, Expires: time.Now().Add(callTTL).UnixMilli()})
+	cm := callMsg{ID: id, From: f.name, Op: op, Args: args, Cred: cred, To: node, Expires: time.Now().Add(callTTL).UnixMilli()}
+	if len(args) > f.inline() {
+		ref, err := f.putArgs(ctx, id, args)
+		if err != nil {
+			return nil, err
+		}
+		defer f.dropArgs(id)
+		cm.Args, cm.ArgsRef = nil, ref
+	}
+	body, _ := json.Marshal(cm)
 	req := f.trust.seal(body)
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	rep, err := f.nc.RequestWithContext(rctx, subjCall+node, req)
@@ -501,6 +523,16 @@ func (f *Fleet) runCall(cm callMsg) {
 		defer sub.Unsubscribe()
 	}
 	out := &replyOut{f: f, ctx: ctx, subj: subjReply + cm.ID, id: cm.ID}
+	if cm.ArgsRef != nil {
+		args, err := f.getArgs(ctx, cm.ID, *cm.ArgsRef)
+		if err != nil {
+			f.k.Refused(&kernel.Cred{UID: cm.Cred.UID, Agent: cm.Cred.Agent, Node: cm.From}, proto.OpFleetCall,
+				"from "+cm.From+": "+cm.Op+": "+err.Error(), nil, proto.EACCES)
+			out.done(nil, err)
+			return
+		}
+		cm.Args = args
+	}
 	stop := make(chan struct{})
 	go func() {
 		t := time.NewTicker(f.hb)
@@ -528,3 +560,58 @@ func (f *Fleet) runCall(cm callMsg) {
 }
 
 var _ serve.Out = (*replyOut)(nil)
+
+// inline is how big a call's args may be to travel in the call itself:
+// the servers' largest message, less room for the rest of the call and
+// its signature.
+func (f *Fleet) inline() int {
+	return max(int(f.nc.MaxPayload())-16<<10, 64<<10)
+}
+
+// putArgs puts a call's args in the object store, for the called node
+// to fetch (getArgs), and returns what the call says of them.
+func (f *Fleet) putArgs(ctx context.Context, id string, args []byte) (*argsRef, error) {
+	obj, err := f.argsStore(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := obj.PutBytes(pctx, id, args); err != nil {
+		return nil, proto.Errorf(proto.EHOSTUNREACH, "fleet: storing the call's %d bytes of arguments: %v", len(args), err)
+	}
+	sum := blake3.Sum256(args)
+	return &argsRef{Size: len(args), Digest: hex.EncodeToString(sum[:])}, nil
+}
+
+// getArgs fetches and removes the args of call id, which must be those
+// its signed reference names.
+func (f *Fleet) getArgs(ctx context.Context, id string, ref argsRef) (json.RawMessage, error) {
+	obj, err := f.argsStore(ctx)
+	if err != nil {
+		return nil, err
+	}
+	gctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	b, err := obj.GetBytes(gctx, id)
+	if err != nil {
+		return nil, proto.Errorf(proto.EHOSTUNREACH, "fleet: fetching the call's arguments: %v", err)
+	}
+	f.dropArgs(id)
+	sum := blake3.Sum256(b)
+	if len(b) != ref.Size || hex.EncodeToString(sum[:]) != ref.Digest {
+		return nil, proto.Errorf(proto.EACCES, "fleet: call refused: its arguments in the object store are not those it was signed with (%d bytes, %d named)", len(b), ref.Size)
+	}
+	return b, nil
+}
+
+// dropArgs removes a call's args from the object store.
+func (f *Fleet) dropArgs(id string) {
+	obj, err := f.argsStore(context.Background())
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	obj.Delete(ctx, id)
+}

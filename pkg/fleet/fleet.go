@@ -31,6 +31,7 @@ import (
 // Names in NATS. One fleet per NATS account.
 const (
 	bucketNodes = "oxios_nodes"
+	bucketArgs  = "oxios_args" // object store: the args of calls too big for a message
 	streamReply = "OXIOS_REPLY"
 	subjReply   = "oxios.reply."   // + call id: a call's records, in the stream
 	subjCall    = "oxios.call."    // + node: calls to the node
@@ -74,7 +75,10 @@ type Fleet struct {
 
 	mu    sync.Mutex
 	nodes jetstream.KeyValue // nil until the bucket is there
-	ready chan struct{}      // closed once nodes is set
+
+	argsMu sync.Mutex
+	args   jetstream.ObjectStore // argsStore
+	ready  chan struct{}         // closed once nodes is set
 
 	wit   *witnesses
 	trust *trust
@@ -396,4 +400,24 @@ func Data(dataDir string) string { return filepath.Join(dataDir, "fleet") }
 // heartbeat, within 1 s and 10 s.
 func pingInterval(hb time.Duration) time.Duration {
 	return min(max(hb, time.Second), 10*time.Second)
+}
+
+// argsStore is the object store of calls' big args, made on first use.
+func (f *Fleet) argsStore(ctx context.Context) (jetstream.ObjectStore, error) {
+	f.argsMu.Lock()
+	defer f.argsMu.Unlock()
+	if f.args != nil {
+		return f.args, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	obj, err := f.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+		Bucket: bucketArgs, Description: "oxiosd fleet calls: arguments too big for one message",
+		TTL: 10 * time.Minute, Replicas: f.cfg.Replicas, Storage: jetstream.FileStorage,
+	})
+	if err != nil {
+		return nil, proto.Errorf(proto.EHOSTUNREACH, "fleet: the object store %s: %v", bucketArgs, err)
+	}
+	f.args = obj
+	return obj, nil
 }

@@ -254,6 +254,13 @@ func TestFleet(t *testing.T) {
 		if s := a.ox("", "ox-audit", "log", "--json", "--op", "run.spawn").stdout; strings.Contains(s, "ops") {
 			t.Fatalf("a's audit log has the spawn that ran on b:\n%s", s)
 		}
+		// Stdin past the servers' largest message (1 MiB) goes through
+		// the object store, up to limits.max_value.
+		big := strings.Repeat("0123456789abcdef", 3<<20/16) + "\n"
+		r = a.ox(big, "ox-spawn", "--node", "b", "-a", "ops", "--json", "--", "wc", "-c")
+		if r.code != 0 || !strings.Contains(r.stdout, fmt.Sprintf(`"text":"%d"`, len(big))) {
+			t.Fatalf("ox-spawn --node b with %d bytes of stdin: exit %d; stderr: %s\nstdout: %s", len(big), r.code, r.stderr, r.stdout)
+		}
 		r = a.ox("", "ox-spawn", "--node", "nosuch", "-a", "ops", "-n", "--", "true")
 		if r.code == 0 || !strings.Contains(r.stderr, `node "nosuch" is not in [fleet.peers]`) {
 			t.Fatalf("a spawn on a node that is not there: exit %d, stderr %q", r.code, r.stderr)
