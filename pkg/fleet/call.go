@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 	"github.com/nats-io/nuid"
 	"lukechampine.com/blake3"
 
@@ -37,6 +38,18 @@ type callMsg struct {
 	// spawn's stdin up to limits.max_value), put in the object store
 	// bucketArgs under the call's id; the signed digest vouches for them.
 	ArgsRef *argsRef `json:"args_ref,omitempty"`
+	// ReplyKey is the caller's curve key (X..., fresh for the call): the
+	// called node seals each message of the call's records to it, with
+	// a curve key of its own that its signed ack names, so that only the
+	// caller reads them and only the called node writes them.
+	ReplyKey string `json:"reply_key,omitempty"`
+}
+
+// callAck is a called node's signed answer to a call it took: the curve
+// key its records are sealed with.
+type callAck struct {
+	ID  string `json:"id"`
+	Key string `json:"key,omitempty"`
 }
 
 // argsRef names a call's args in the object store: their size and
@@ -251,6 +264,16 @@ func (f *Fleet) callOne(ctx context.Context, node string, cred callerCred, op st
 	}
 	defer func() { msgs.Stop() }()
 	cm := callMsg{ID: id, From: f.name, Op: op, Args: args, Cred: cred, To: node, Expires: time.Now().Add(callTTL).UnixMilli()}
+	var box nkeys.KeyPair // the caller's side of the sealed records
+	var err error
+	if f.trust.kp != nil {
+		if box, err = nkeys.CreateCurveKeys(); err != nil {
+			return nil, err
+		}
+		if cm.ReplyKey, err = box.PublicKey(); err != nil {
+			return nil, err
+		}
+	}
 	if len(args) > f.inline() {
 		ref, err := f.putArgs(ctx, id, args)
 		if err != nil {
@@ -270,9 +293,24 @@ func (f *Fleet) callOne(ctx context.Context, node string, cred callerCred, op st
 		}
 		return nil, proto.Errorf(proto.EHOSTUNREACH, "node %s: %v", node, err)
 	}
-	var ack envelope
-	if json.Unmarshal(rep.Data, &ack) == nil && ack.Error != nil {
-		return nil, ack.Error
+	var refused envelope
+	if json.Unmarshal(rep.Data, &refused) == nil && refused.Error != nil {
+		return nil, refused.Error
+	}
+	// The records are sealed with the key the called node's signed ack
+	// names: a message in the stream that does not open with it is no
+	// record of this call (forged, or another's), and is dropped.
+	var sender string
+	if box != nil {
+		body, err := f.trust.open(rep.Data, node)
+		var ack callAck
+		if err == nil && (json.Unmarshal(body, &ack) != nil || ack.ID != id || ack.Key == "") {
+			err = errors.New("an ack that is not for this call")
+		}
+		if err != nil {
+			return nil, proto.Errorf(proto.EACCES, "fleet: node %s's answer to the call: %v", node, err)
+		}
+		sender = ack.Key
 	}
 	defer func() {
 		if ctx.Err() != nil {
@@ -324,10 +362,17 @@ func (f *Fleet) callOne(ctx context.Context, node string, cred callerCred, op st
 				}
 				lastSeq = md.Sequence.Stream
 			}
+			data := n.m.Data()
+			if box != nil {
+				if data, err = box.Open(data, sender); err != nil {
+					f.log.Warn("fleet: a message in a call's records that its node did not seal: dropped", "node", node, "call", id)
+					continue
+				}
+			}
 			timer.Reset(quiet)
 			heard = time.Now()
 			var e envelope
-			if err := json.Unmarshal(n.m.Data(), &e); err != nil {
+			if err := json.Unmarshal(data, &e); err != nil {
 				continue
 			}
 			switch {
@@ -430,13 +475,31 @@ func (f *Fleet) serveCall(m *nats.Msg) {
 		m.Respond(b)
 		return
 	}
-	m.Respond([]byte(`{}`))
-	go f.runCall(cm)
+	var box nkeys.KeyPair
+	ack := callAck{ID: cm.ID}
+	if cm.ReplyKey != "" {
+		var err error
+		if box, err = nkeys.CreateCurveKeys(); err == nil {
+			ack.Key, err = box.PublicKey()
+		}
+		if err != nil {
+			b, _ := json.Marshal(envelope{Done: true, Error: proto.Errorf(proto.EIO, "fleet: a key for the call's records: %v", err)})
+			m.Respond(b)
+			return
+		}
+	}
+	b, _ := json.Marshal(ack)
+	m.Respond(f.trust.seal(b))
+	go f.runCall(cm, box)
 }
 
 // replyOut sends a call's records to the reply stream.
 type replyOut struct {
-	f    *Fleet
+	f *Fleet
+	// box seals each message to the caller's key (to); nil: plain, for
+	// an insecure caller.
+	box  nkeys.KeyPair
+	to   string
 	ctx  context.Context
 	subj string
 	id   string
@@ -455,6 +518,11 @@ func (o *replyOut) send(e envelope) error {
 	b, err := json.Marshal(e)
 	if err != nil {
 		return err
+	}
+	if o.box != nil {
+		if b, err = o.box.Seal(b, o.to); err != nil {
+			return err
+		}
 	}
 	// The message id makes a publish retried after a lost ack land once.
 	msgID := o.id + "-" + strconv.FormatUint(o.n.Add(1), 10)
@@ -515,14 +583,14 @@ func (o *replyOut) done(res json.RawMessage, err error) {
 	o.mu.Unlock()
 }
 
-func (f *Fleet) runCall(cm callMsg) {
+func (f *Fleet) runCall(cm callMsg, box nkeys.KeyPair) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sub, err := f.nc.Subscribe(subjCancel+cm.ID, func(*nats.Msg) { cancel() })
 	if err == nil {
 		defer sub.Unsubscribe()
 	}
-	out := &replyOut{f: f, ctx: ctx, subj: subjReply + cm.ID, id: cm.ID}
+	out := &replyOut{f: f, box: box, to: cm.ReplyKey, ctx: ctx, subj: subjReply + cm.ID, id: cm.ID}
 	if cm.ArgsRef != nil {
 		args, err := f.getArgs(ctx, cm.ID, *cm.ArgsRef)
 		if err != nil {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
 	"github.com/oxios/oxios/pkg/audit"
@@ -381,6 +382,12 @@ func TestFleet(t *testing.T) {
 		if code != 7 || strings.Count(out.String(), `"text":"finished"`) != 1 || strings.Count(out.String(), `"type":"exit"`) != 1 {
 			t.Fatalf("a run on b across its NATS server stopped for 12 s: exit %d (want the run's 7, once); stdout:\n%s\nstderr: %s", code, out.String(), errb.String())
 		}
+		// The cluster takes its stopped server back (its streams catch up,
+		// their leaders are elected again: seconds, or half a minute under
+		// make test's load) before the next subtest kills another.
+		fleetWait(t, 120*time.Second, "spawns on b to work again after the partition", func() bool {
+			return a.ox("", "ox-spawn", "--node", "b", "-a", "ops", "-n", "--", "true").code == 0
+		})
 	})
 
 	t.Run("nats-server-killed-mid-run", func(t *testing.T) {
@@ -596,7 +603,7 @@ func fleetTrust(t *testing.T, nc *natsCluster, a, b, c *daemon) {
 		return string(rep.Data)
 	}
 	unsigned, _ := json.Marshal(map[string]any{"id": "forged-1", "from": "a", "op": "run.spawn", "args": json.RawMessage(spawn),
-		"cred": map[string]any{"uid": 0, "admin": true}, "to": "b", "expires": time.Now().Add(10 * time.Second).UnixMilli()})
+		"cred": map[string]any{"uid": 0, "admin": true}, "to": "b", "expires": time.Now().Add(29 * time.Second).UnixMilli()})
 	if got := call("b", unsigned); !strings.Contains(got, "EACCES") {
 		t.Errorf("an unsigned call claiming node a, as admin: %s", got)
 	}
@@ -615,7 +622,7 @@ func fleetTrust(t *testing.T, nc *natsCluster, a, b, c *daemon) {
 	bkp, _ := nkeys.FromSeed(mustRead(t, nc.seeds["b"]))
 	asB := func(id, to string) []byte {
 		body, _ := json.Marshal(map[string]any{"id": id, "from": "b", "op": "run.spawn", "args": json.RawMessage(spawn),
-			"cred": map[string]any{"uid": 0, "admin": true}, "to": to, "expires": time.Now().Add(10 * time.Second).UnixMilli()})
+			"cred": map[string]any{"uid": 0, "admin": true}, "to": to, "expires": time.Now().Add(29 * time.Second).UnixMilli()})
 		return sign(bkp, body)
 	}
 	before := c.ox("", "ox-state", "ls", "-a", "payroll").stdout
@@ -645,6 +652,55 @@ func fleetTrust(t *testing.T, nc *natsCluster, a, b, c *daemon) {
 	if !strings.Contains(log, `"node":"a"`) || !strings.Contains(log, "EACCES") {
 		t.Errorf("b's audit log lacks the refused forged calls with the node they claimed:\n%s", log)
 	}
+	// The intruder watches b's calls and the reply stream: it answers a
+	// call's records with a forged end, and reads what it can of them.
+	js, err := jetstream.New(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make(chan string, 4)
+	sub, err := in.Subscribe("oxios.call.b", func(m *nats.Msg) {
+		var sm struct{ Body json.RawMessage }
+		var cm struct{ ID string }
+		if json.Unmarshal(m.Data, &sm) == nil && json.Unmarshal(sm.Body, &cm) == nil && cm.ID != "" {
+			for _, forged := range []string{`{"item":{"type":"output","text":"FORGED"}}`, `{"item":{"type":"exit","status":0,"text":"FORGED"}}`, `{"done":true}`} {
+				js.Publish(context.Background(), "oxios.reply."+cm.ID, []byte(forged))
+			}
+			ids <- cm.ID
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := a.ox("", "ox-spawn", "--node", "b", "-a", "ops", "-n", "--json", "--", "sh", "-c", "sleep 1; echo TOPSECRET; exit 4")
+	sub.Unsubscribe()
+	if r.code != 4 || !strings.Contains(r.stdout, `"text":"TOPSECRET"`) || strings.Contains(r.stdout, "FORGED") {
+		t.Errorf("a call whose records an intruder forged: exit %d (want the run's 4): %s %s", r.code, r.stdout, r.stderr)
+	}
+	select {
+	case id := <-ids:
+		cons, err := js.OrderedConsumer(context.Background(), "OXIOS_REPLY", jetstream.OrderedConsumerConfig{FilterSubjects: []string{"oxios.reply." + id}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch, err := cons.FetchNoWait(100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			if strings.Contains(string(m.Data()), "TOPSECRET") || strings.Contains(string(m.Data()), `"type"`) && !strings.Contains(string(m.Data()), "FORGED") {
+				t.Errorf("the intruder read a record of the call in the reply stream: %q", m.Data())
+			}
+		}
+		if n < 4 {
+			t.Errorf("the intruder saw %d messages of the call in the reply stream: the check above proves nothing", n)
+		}
+	default:
+		t.Error("the intruder saw no call to b: the checks above prove nothing")
+	}
+
 	// A forged head of a: ignored by its peers, never an alarm on a.
 	forged, _ := json.Marshal(map[string]any{"seq": 1, "hash": strings.Repeat("0", 64), "time": time.Now().UTC()})
 	for range 3 {
