@@ -150,7 +150,9 @@ var syscalls = declare(map[string]*Syscall{
 	proto.OpBudgetSet:    {Admin: true, Mutates: true, Dirties: agenttree.ChangedFile(sysBudget)},
 	proto.OpBudgetReset:  {Admin: true, Mutates: true, Dirties: agenttree.ChangedFile(sysBudget)},
 	proto.OpBudgetCheck:  {Existing: true},
-	proto.OpBudgetCharge: {Mutates: true, Dirties: agenttree.ChangedFile(sysBudget)},
+	// A run's model calls are charged by the kernel (llm.chat): what a
+	// run says it used is no budget's source of truth.
+	proto.OpBudgetCharge: {Admin: true, Mutates: true, Dirties: agenttree.ChangedFile(sysBudget)},
 
 	proto.OpScheduleAdd:    {Mutates: true, Dirties: agenttree.ChangedJob},
 	proto.OpScheduleRm:     {Mutates: true, Dirties: agenttree.ChangedJob},
@@ -159,6 +161,7 @@ var syscalls = declare(map[string]*Syscall{
 	proto.OpScheduleList:   {Existing: true, Agent: agentFilter},
 
 	proto.OpLLMGate: {Existing: true},
+	proto.OpLLMChat: {Existing: true, Mutates: true, Dirties: agenttree.ChangedFile(sysBudget)},
 
 	proto.OpMCPServers: {Existing: true},
 	proto.OpMCPCall:    {Asks: askMCP, Existing: true, Mutates: true},

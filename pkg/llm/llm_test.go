@@ -100,9 +100,16 @@ func TestBreakerOpensAndRecovers(t *testing.T) {
 	if n != 5 {
 		t.Fatalf("%d requests, want 5 (4 retries)", n)
 	}
-	// The next call waits, probes (half-open), fails and re-opens for
-	// longer, ... until the endpoint is back.
-	turn, err := c.Chat(context.Background(), hello, nil, llm.Options{})
+	// The next call fails at once, saying when the endpoint is tried
+	// again (a cron job does not hang on it), and sends nothing.
+	_, err = c.Chat(context.Background(), hello, nil, llm.Options{})
+	var le *llm.Error
+	if !errors.As(err, &le) || le.Class != llm.Circuit || le.RetryAt.IsZero() || !strings.Contains(err.Error(), "next try at") || len(s.Requests()) != n {
+		t.Fatalf("a call while open: %v (%d requests)", err, len(s.Requests()))
+	}
+	// One that asks to wait waits, probes (half-open), fails and re-opens
+	// for longer, ... until the endpoint is back.
+	turn, err := c.Chat(context.Background(), hello, nil, llm.Options{Wait: true})
 	if err != nil {
 		t.Fatal(err)
 	}
