@@ -146,13 +146,11 @@ var syscalls = declare(map[string]*Syscall{
 	proto.OpToolRun:   {Asks: askTool, Existing: true, Mutates: true},
 	proto.OpToolList:  {Existing: true},
 
-	proto.OpBudgetShow:  {Existing: true},
-	proto.OpBudgetSet:   {Admin: true, Mutates: true, Dirties: agenttree.ChangedFile(sysBudget)},
-	proto.OpBudgetReset: {Admin: true, Mutates: true, Dirties: agenttree.ChangedFile(sysBudget)},
-	proto.OpBudgetCheck: {Existing: true},
-	// A run's model calls are charged by the kernel (llm.chat): what a
-	// run says it used is no budget's source of truth.
-	proto.OpBudgetCharge: {Admin: true, Mutates: true, Dirties: agenttree.ChangedFile(sysBudget)},
+	proto.OpBudgetShow:   {Existing: true},
+	proto.OpBudgetSet:    {Admin: true, Mutates: true, Dirties: agenttree.ChangedFile(sysBudget)},
+	proto.OpBudgetReset:  {Admin: true, Mutates: true, Dirties: agenttree.ChangedFile(sysBudget)},
+	proto.OpBudgetCheck:  {Existing: true},
+	proto.OpBudgetCharge: {Admin: true, Mutates: true, Dirties: agenttree.ChangedFile(sysBudget)}, // a run's calls are charged by llm.chat
 
 	proto.OpScheduleAdd:    {Mutates: true, Dirties: agenttree.ChangedJob},
 	proto.OpScheduleRm:     {Mutates: true, Dirties: agenttree.ChangedJob},
