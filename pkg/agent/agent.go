@@ -314,6 +314,8 @@ func endpointFatal(le *llm.Error) *Fatal {
 		code = proto.E2BIG
 	case llm.Refused:
 		code = proto.EINVAL
+	case llm.InStream:
+		code = proto.EPROTO
 	}
 	return &Fatal{Code: code, Endpoint: true, Err: le}
 }

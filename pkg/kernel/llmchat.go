@@ -235,6 +235,9 @@ func (k *Kernel) LLMChat(ctx context.Context, c *Cred, a proto.LLMChatArgs, raw 
 		result, answer := "ok", ""
 		if f != nil {
 			result = llmErrno(f)
+			if ctx.Err() != nil {
+				result = proto.ECANCELED // the caller went (a run killed)
+			}
 			rec.FailedTokens += pt + ct
 		} else {
 			answer = answerDigest(ans)

@@ -426,6 +426,11 @@ func (c *Client) attempt(ctx context.Context, req openai.ChatCompletionRequest, 
 		for _, tc := range t.ToolCalls {
 			n = max(n, pieces, Estimate(text.String())+Estimate(tc.Function.Name+tc.Function.Arguments)+4)
 		}
+		if req.MaxTokens > 0 {
+			// The server stops at max_tokens (and is stopped past it,
+			// below): more is the estimate's error.
+			n = min(n, req.MaxTokens)
+		}
 		u := openai.Usage{PromptTokens: EstimateMessages(msgs) + EstimateTools(req.Tools), CompletionTokens: n}
 		u.TotalTokens = u.PromptTokens + u.CompletionTokens
 		return u
