@@ -239,6 +239,13 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 					continue
 				}
 			}
+			if len(tools) > 0 && refusesTools(le) {
+				// llama-server without --jinja: a plain chat still works.
+				tools, toolTokens = nil, 0
+				r.emit(&proto.EndpointRecord{Type: proto.RecordEndpoint, Event: "no-tools",
+					Text: fmt.Sprintf("the endpoint refuses tools (%v): asking again without them, as a plain chat", le.Err)})
+				continue
+			}
 			return res, endpointFatal(le)
 		}
 		compacted = false
@@ -300,6 +307,17 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 		}
 	}
 	return res, &Fatal{Code: proto.ELOOP, Err: fmt.Errorf("no answer after %d model turns (the run's turn limit, --max-turns)", r.cfg.MaxTurns)}
+}
+
+// refusesTools reports whether a model call failed because the endpoint
+// does not take tools (llama-server without --jinja: "tools param
+// requires --jinja flag"; others: tools "not supported").
+func refusesTools(le *llm.Error) bool {
+	if le.Class != llm.Refused {
+		return false
+	}
+	m := strings.ToLower(le.Err.Error())
+	return strings.Contains(m, "--jinja") || strings.Contains(m, "tool") && (strings.Contains(m, "not supported") || strings.Contains(m, "unsupported") || strings.Contains(m, "does not support"))
 }
 
 // endpointFatal is the Fatal of a failed model call, coded by its class.
