@@ -228,6 +228,12 @@ func TestLLMKilledMidStreamCharged(t *testing.T) {
 	if !strings.Contains(au.stdout, "ECANCELED") || !strings.Contains(au.stdout, "ops:test-model") {
 		t.Errorf("the killed call is not audited: %s", au.stdout)
 	}
+	// ox-budget show with no agent: every agent's use, one record each.
+	all := d.ox("", "ox-budget", "show", "--json")
+	recs := records(t, all.stdout)
+	if all.code != 0 || len(recs) == 0 || recs[0]["agent"] != "ops" {
+		t.Errorf("ox-budget show with no agent: %d %s %s", all.code, all.stdout, all.stderr)
+	}
 }
 
 // TestLLMErrorInStreamNotDown: an error the server sends inside a 200
