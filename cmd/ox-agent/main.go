@@ -38,6 +38,7 @@ func main() {
 		&cli.StringFlag{Name: "system", Aliases: []string{"s"}, Usage: "a system prompt `TEXT` for the run, after the built-in one (replaces the persona's)"},
 		&cli.StringFlag{Name: "persona", Aliases: []string{"P"}, Usage: "the persona `NAME`: the agent's own (state key personas/NAME) or a shipped one", EnvVars: []string{"OXIOS_LLM_PERSONA"}},
 		&cli.BoolFlag{Name: "personas", Usage: "list the personas the agent may use, and exit"},
+		&cli.BoolFlag{Name: "models", Usage: "list the models oxiosd offers (-m NAME) with the health of their endpoints, and exit"},
 		&cli.BoolFlag{Name: "continue", Aliases: []string{"c"}, Usage: "continue the agent's latest conversation"},
 		&cli.StringFlag{Name: "conversation", Usage: "continue the conversation of run `ID`"},
 		&cli.BoolFlag{Name: "no-keep", Usage: "do not keep the run's conversation in the agent's state"},
@@ -74,6 +75,9 @@ func main() {
 
 func run(c *cli.Context) error {
 	task := strings.Join(c.Args().Slice(), " ")
+	if c.Bool("models") {
+		return listModels(c)
+	}
 	name, err := cliutil.Agent(c)
 	if err != nil {
 		return err
@@ -260,4 +264,34 @@ func readContext() (string, error) {
 		return "", cliutil.Failf("stdin: %v", err)
 	}
 	return string(b), nil
+}
+
+// listModels lists the models oxiosd offers: [llm]'s, then each
+// [models.NAME], with the state of its endpoint's circuit breaker.
+func listModels(c *cli.Context) error {
+	cl, err := cliutil.Connect(c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	d, err := cl.Status(c.Context)
+	if err != nil {
+		return err
+	}
+	p := cliutil.NewPrinter(c, "NAME", "MODEL", "STATE", "PRICES", "ENDPOINT")
+	for _, m := range d.Models {
+		prices := "-"
+		if m.PromptPrice > 0 || m.CompletionPrice > 0 {
+			prices = fmt.Sprintf("%g/%g", m.PromptPrice, m.CompletionPrice)
+		}
+		name := m.Name
+		if m.Default {
+			name += " (default)"
+		}
+		text := fmt.Sprintf("%s: %s, circuit %s", m.Name, m.Model, m.State)
+		p.Print(map[string]any{"type": "model", "name": m.Name, "model": m.Model, "endpoint": m.Endpoint, "state": m.State,
+			"prompt_price": m.PromptPrice, "completion_price": m.CompletionPrice, "default": m.Default, "text": text},
+			name, m.Model, m.State, prices, m.Endpoint)
+	}
+	return p.Flush()
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -177,20 +178,32 @@ func (k *Kernel) LLMChat(ctx context.Context, c *Cred, a proto.LLMChatArgs, raw 
 		return proto.LLMTurnRecord{}, proto.Errorf(proto.EINVAL, "temperature %v: want 0 to 2", *a.Temperature)
 	}
 	l := k.liveCfg().LLM
-	if l.BaseURL == "" {
-		return proto.LLMTurnRecord{}, proto.Errorf(proto.ENOEXEC, "no model endpoint is configured: set base_url in the [llm] section of oxios.toml")
-	}
 	p, err := k.policyOf(a.Agent)
 	if err != nil {
 		return proto.LLMTurnRecord{}, err
 	}
 	r := k.callerRun(c, a.Agent)
-	model := a.Model
-	if model == "" && r != nil {
-		model = r.Spec().Model
+	name := a.Model
+	if name == "" && r != nil {
+		name = r.Spec().Model
 	}
-	if model == "" {
-		model = l.Model
+	if name == "" {
+		name = l.Model
+	}
+	// A [models.NAME] of that name brings its endpoint, key, prices and
+	// options; another name is a model of [llm]'s endpoint.
+	l, model, entry := l.Resolve(name)
+	if l.BaseURL == "" {
+		return proto.LLMTurnRecord{}, proto.Errorf(proto.ENOEXEC, "no model endpoint is configured: set base_url in the [llm] section of oxios.toml (or of [models.%s])", name)
+	}
+	if entry != nil {
+		if entry.MaxTokens > 0 && (a.MaxTokens == 0 || a.MaxTokens > entry.MaxTokens) {
+			a.MaxTokens = entry.MaxTokens
+		}
+		if a.Temperature == nil && entry.Temperature != nil {
+			t := float32(*entry.Temperature)
+			a.Temperature = &t
+		}
 	}
 	caller := c.Run
 	if caller == "" {
@@ -324,6 +337,31 @@ func (k *Kernel) LLMChat(ctx context.Context, c *Cred, a proto.LLMChatArgs, raw 
 	}
 	rec.Text = fmt.Sprintf("%s: %d prompt + %d completion tokens", rec.Model, rec.PromptTokens, rec.CompletionTokens)
 	return rec, nil
+}
+
+// models lists the models runs may ask for: [llm]'s, then each
+// [models.NAME] by name, with the state of its endpoint's breaker.
+func (k *Kernel) models() []proto.ModelInfo {
+	l := k.liveCfg().LLM
+	if l.BaseURL == "" && len(l.Models) == 0 {
+		return nil
+	}
+	var out []proto.ModelInfo
+	if l.BaseURL != "" {
+		out = append(out, proto.ModelInfo{Name: l.Model, Model: l.Model, Endpoint: l.BaseURL, PromptPrice: l.PromptPrice,
+			CompletionPrice: l.CompletionPrice, State: k.breakers.Says(l.BaseURL), Default: true})
+	}
+	names := make([]string, 0, len(l.Models))
+	for n := range l.Models {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		r, model, _ := l.Resolve(n)
+		out = append(out, proto.ModelInfo{Name: n, Model: model, Endpoint: r.BaseURL, PromptPrice: r.PromptPrice,
+			CompletionPrice: r.CompletionPrice, State: k.breakers.Says(r.BaseURL)})
+	}
+	return out
 }
 
 // llmChatEvent is the bus event of a charged model call.

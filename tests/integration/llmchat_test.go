@@ -259,3 +259,36 @@ func TestLLMErrorInStreamNotDown(t *testing.T) {
 		t.Errorf("the next run: exit %d\n%s", r.code, r.stdout)
 	}
 }
+
+// TestLLMNamedModels: [models.NAME] in oxios.toml names a model with its
+// own endpoint, key, prices and options; ox-spawn -m NAME asks it, and
+// ox-agent --models lists the models with their endpoints' health.
+func TestLLMNamedModels(t *testing.T) {
+	t.Parallel()
+	big := llmtest.New(llmtest.Turn{Content: "a big answer", PromptTokens: 100, CompletionTokens: 10})
+	t.Cleanup(big.Close)
+	extra := fmt.Sprintf("\n[models.big]\nbase_url = %q\nmodel = \"big-model-v2\"\nkey_env = \"OXIOS_TEST_BIG_KEY\"\nprompt_price = 10.0\ncompletion_price = 20.0\nmax_tokens = 500\ntemperature = 0.0\n", big.URL)
+	d, small := llmDaemonEnv(t, extra, []string{"OXIOS_TEST_BIG_KEY=sk-big"}, llmtest.Turn{Content: "small"})
+	r := d.ox("", "ox-spawn", "-a", "ops", "--no-memory", "-m", "big", "think big")
+	if r.code != 0 || !strings.Contains(r.stdout, "a big answer") {
+		t.Fatalf("ox-spawn -m big: %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if len(small.Requests()) != 0 || len(big.Requests()) != 1 {
+		t.Fatalf("requests: %d to [llm]'s endpoint, %d to big's", len(small.Requests()), len(big.Requests()))
+	}
+	q := big.Requests()[0]
+	if q.Body.Model != "big-model-v2" || q.Auth != "Bearer sk-big" || q.Body.MaxTokens != 500 || !strings.Contains(string(q.Raw), `"temperature":0,`) {
+		t.Errorf("the call to big: model %q, auth %q, max_tokens %d, body %.200s", q.Body.Model, q.Auth, q.Body.MaxTokens, q.Raw)
+	}
+	// Priced at big's prices: 100 * 10 + 10 * 20 per million.
+	b := d.ox("", "ox-budget", "show", "-a", "ops", "--json")
+	if !strings.Contains(b.stdout, `"cost":0.0012`) {
+		t.Errorf("budget after a call of big: %s", b.stdout)
+	}
+	m := d.ox("", "ox-agent", "--models", "--json")
+	recs := records(t, m.stdout)
+	if m.code != 0 || len(recs) != 2 || recs[0]["name"] != "test-model" || recs[0]["default"] != true ||
+		recs[1]["name"] != "big" || recs[1]["model"] != "big-model-v2" || recs[1]["state"] != "closed" {
+		t.Errorf("ox-agent --models: %d %s %s", m.code, m.stdout, m.stderr)
+	}
+}
