@@ -341,6 +341,14 @@ func (c *Client) Chat(ctx context.Context, msgs []openai.ChatCompletionMessage, 
 		}
 		addUsage(&spent, aerr.Spent)
 		if ctx.Err() != nil {
+			// The caller went (a run killed). An endpoint that streamed is
+			// up; a probe cut short is let go, not left to its lease, so
+			// that other calls are not refused meanwhile.
+			if aerr.Spent.TotalTokens > 0 {
+				c.report(ctx, true, attempt, nil, &open, &opt)
+			} else if probe {
+				c.report(ctx, false, attempt, aerr.Err, &open, &opt)
+			}
 			return nil, ctx.Err()
 		}
 		last = aerr

@@ -425,3 +425,29 @@ func TestBeforeAndSpentEveryAttempt(t *testing.T) {
 		t.Errorf("used %v for max_tokens %v", used, asked)
 	}
 }
+
+// TestCancelledProbeLetGo: a probe whose caller goes (a run killed) is let
+// go at once, not held for its lease, so later calls are not refused while
+// nobody probes.
+func TestCancelledProbeLetGo(t *testing.T) {
+	s := llmtest.New(llmtest.Turn{Status: 500, Repeat: 5}, llmtest.Turn{Content: "late", Delay: llmtest.Duration(time.Minute)})
+	defer s.Close()
+	c := client(s.URL, nil)
+	c.Breaker().ProbeLease = time.Hour
+	if _, err := c.Chat(context.Background(), hello, nil, llm.Options{}); !errors.Is(err, llm.ErrOpen) {
+		t.Fatalf("after the failures: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for s.Started() < 6 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		cancel()
+	}()
+	if _, err := c.Chat(ctx, hello, nil, llm.Options{Wait: true}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("the cancelled probe: %v", err)
+	}
+	if st := c.Breaker().State(); st != llm.Open {
+		t.Errorf("breaker %v after its probe was cancelled: want open again, its probe let go", st)
+	}
+}
