@@ -76,7 +76,16 @@ func (h *llmClients) client(l config.LLM, key string, gate llm.Gate) *llm.Client
 type promptMemo struct {
 	mu sync.Mutex
 	m  map[string]promptKnown
+	// ratio is, per agent, endpoint and model, what the endpoint counted of a
+	// prompt over the conservative estimate of it (at most 1): a new
+	// conversation's estimate is scaled by it, with a margin, so that it
+	// comes near the server's count instead of several times over it.
+	ratio map[string]float64
 }
+
+// ratioMargin is what a learned ratio is raised by: an estimate errs
+// high by this much rather than low.
+const ratioMargin = 1.15
 
 type promptKnown struct {
 	n      int      // messages counted
@@ -99,19 +108,40 @@ func digests(tools json.RawMessage, msgs []openai.ChatCompletionMessage) [][32]b
 }
 
 // estimate is the prompt tokens of msgs (with tools, toolTokens of
-// them) for caller, whose prefixes digest to sums.
-func (p *promptMemo) estimate(caller string, msgs []openai.ChatCompletionMessage, sums [][32]byte, toolTokens int) int {
+// them) for caller, whose prefixes digest to sums, at the endpoint and
+// model of key; full says it is all estimated (no prefix was counted).
+func (p *promptMemo) estimate(caller, key string, msgs []openai.ChatCompletionMessage, sums [][32]byte, toolTokens int) (n int, full bool) {
 	p.mu.Lock()
 	k, ok := p.m[caller]
+	r := p.ratio[key]
 	p.mu.Unlock()
 	if ok && k.n <= len(msgs) && sums[k.n] == k.sum {
 		n := k.tokens
 		for _, m := range msgs[k.n:] {
 			n += llm.EstimateMessage(m)
 		}
-		return n
+		return n, false
 	}
-	return llm.EstimateMessages(msgs) + toolTokens
+	n = llm.EstimateMessages(msgs) + toolTokens
+	if r > 0 {
+		n = min(n, int(float64(n)*r*ratioMargin)+1)
+	}
+	return n, true
+}
+
+// calibrate keeps, for the endpoint and model of key, the ratio of what
+// the endpoint counted of a prompt (counted) to its conservative
+// estimate (estimated).
+func (p *promptMemo) calibrate(key string, counted, estimated int) {
+	if counted <= 0 || estimated <= 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ratio == nil || len(p.ratio) >= 256 {
+		p.ratio = map[string]float64{}
+	}
+	p.ratio[key] = min(1, float64(counted)/float64(estimated))
 }
 
 // learn keeps what the endpoint counted for caller's msgs.
@@ -211,6 +241,9 @@ func (k *Kernel) LLMChat(ctx context.Context, c *Cred, a proto.LLMChatArgs, raw 
 	}
 	sums := digests(a.Tools, msgs)
 	toolTokens := llm.EstimateTools(tools)
+	// Per agent too: what one agent sends cannot make another's estimates
+	// low.
+	ratioKey := a.Agent + "\x00" + l.BaseURL + "\x00" + model
 	gate := k.breakers.Get(l.BaseURL, llm.Lease(l.Timeout)).Gate()
 	cl := k.llmClients.client(l, os.Getenv(l.KeyEnv), gate)
 
@@ -224,7 +257,7 @@ func (k *Kernel) LLMChat(ctx context.Context, c *Cred, a proto.LLMChatArgs, raw 
 	attemptNo := 0
 	before := func(attempt int) (int, error) {
 		attemptNo = attempt
-		prompt = k.prompts.estimate(caller, msgs, sums, toolTokens)
+		prompt, _ = k.prompts.estimate(caller, ratioKey, msgs, sums, toolTokens)
 		if qerr := k.checkBudget(c, a.Agent, p, proto.Budget{Tokens: int64(prompt + minAnswer)}); qerr != nil {
 			k.auditDenied(c, proto.OpLLMChat, a.Agent+":"+model, raw, qerr.Code)
 			r.OverBudget(qerr.Message)
@@ -323,6 +356,9 @@ func (k *Kernel) LLMChat(ctx context.Context, c *Cred, a proto.LLMChatArgs, raw 
 		rec.Model = turn.Model
 	}
 	k.prompts.learn(caller, len(msgs), sums[len(msgs)], turn.Usage.PromptTokens)
+	if turn.Usage.PromptTokens > 0 {
+		k.prompts.calibrate(ratioKey, turn.Usage.PromptTokens, llm.EstimateMessages(msgs)+toolTokens)
+	}
 	rec.Content, rec.Finish, rec.Attempts = turn.Content, turn.Finish, turn.Attempts
 	if len(turn.ToolCalls) > 0 {
 		rec.ToolCalls, _ = json.Marshal(turn.ToolCalls)
