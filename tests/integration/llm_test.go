@@ -217,7 +217,7 @@ func TestLLMEndpointErrors(t *testing.T) {
 	}{
 		{"auth", llmtest.Turn{Status: 401, Error: "Incorrect API key provided: sk-xx"}, "EACCES", []string{"HTTP 401", "API key"}},
 		{"notfound", llmtest.Turn{Status: 404, Error: "page not found"}, "ENOENT", []string{"HTTP 404", "/v1/chat/completions"}},
-		{"jinja", llmtest.Turn{Status: 500, Error: "tools param requires --jinja flag"}, "EINVAL", []string{"--jinja"}},
+		{"refused", llmtest.Turn{Status: 501, Error: "chat completions are not implemented here"}, "EINVAL", []string{"HTTP 501", "not implemented"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			d, s := llmDaemon(t, "", c.turn, llmtest.Turn{Content: "must not be asked"})

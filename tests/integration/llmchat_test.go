@@ -292,3 +292,19 @@ func TestLLMNamedModels(t *testing.T) {
 		t.Errorf("ox-agent --models: %d %s %s", m.code, m.stdout, m.stderr)
 	}
 }
+
+// TestLLMPlainChatWithoutTools: an endpoint that refuses tools
+// (llama-server without --jinja) is asked again without them, and the run
+// answers as a plain chat.
+func TestLLMPlainChatWithoutTools(t *testing.T) {
+	t.Parallel()
+	d, s := llmDaemon(t, "", llmtest.Turn{Status: 500, Error: "tools param requires --jinja flag"}, llmtest.Turn{Content: "plain answer"})
+	r := d.ox("", "ox-spawn", "-a", "ops", "--no-memory", "x")
+	if r.code != 0 || !strings.Contains(r.stdout, "plain answer") || !strings.Contains(r.stdout, `"event":"no-tools"`) {
+		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	q := s.Requests()
+	if len(q) != 2 || len(q[0].Body.Tools) == 0 || strings.Contains(string(q[1].Raw), `"tools"`) {
+		t.Errorf("%d requests; the second: %.300s", len(q), q[len(q)-1].Raw)
+	}
+}
