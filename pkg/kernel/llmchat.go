@@ -226,6 +226,9 @@ func (k *Kernel) LLMChat(ctx context.Context, c *Cred, a proto.LLMChatArgs, raw 
 	if l.BaseURL == "" {
 		return proto.LLMTurnRecord{}, proto.Errorf(proto.ENOEXEC, "no model endpoint is configured: set base_url in the [llm] section of oxios.toml (or of [models.%s])", name)
 	}
+	if a.MaxTokens == 0 && l.MaxTokens > 0 {
+		a.MaxTokens = l.MaxTokens // the config's cap, for a caller that sets none
+	}
 	if entry != nil {
 		if entry.MaxTokens > 0 && (a.MaxTokens == 0 || a.MaxTokens > entry.MaxTokens) {
 			a.MaxTokens = entry.MaxTokens
