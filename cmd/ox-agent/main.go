@@ -19,8 +19,6 @@ import (
 
 	"github.com/oxios/oxios/pkg/agent"
 	"github.com/oxios/oxios/pkg/cliutil"
-	"github.com/oxios/oxios/pkg/config"
-	"github.com/oxios/oxios/pkg/llm"
 	"github.com/oxios/oxios/pkg/proto"
 )
 
@@ -35,12 +33,12 @@ func main() {
 		cliutil.SocketFlag,
 		cliutil.AgentFlag,
 		cliutil.JSONFlag,
-		&cli.StringFlag{Name: "url", Usage: "the endpoint's base `URL` (.../v1)", EnvVars: []string{"OXIOS_LLM_URL", "OPENAI_BASE_URL"}},
 		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "the `MODEL` to ask", EnvVars: []string{"OXIOS_LLM_MODEL"}, Value: "gpt-4o-mini"},
 		&cli.StringFlag{Name: "run", Usage: "the run `ID` (set by oxiosd; by hand: one made of the time)", EnvVars: []string{"OXIOS_RUN"}},
 		&cli.StringFlag{Name: "system", Aliases: []string{"s"}, Usage: "a system prompt `TEXT` for the run, after the built-in one (replaces the persona's)"},
 		&cli.StringFlag{Name: "persona", Aliases: []string{"P"}, Usage: "the persona `NAME`: the agent's own (state key personas/NAME) or a shipped one", EnvVars: []string{"OXIOS_LLM_PERSONA"}},
 		&cli.BoolFlag{Name: "personas", Usage: "list the personas the agent may use, and exit"},
+		&cli.BoolFlag{Name: "models", Usage: "list the models oxiosd offers (-m NAME) with the health of their endpoints, and exit"},
 		&cli.BoolFlag{Name: "continue", Aliases: []string{"c"}, Usage: "continue the agent's latest conversation"},
 		&cli.StringFlag{Name: "conversation", Usage: "continue the conversation of run `ID`"},
 		&cli.BoolFlag{Name: "no-keep", Usage: "do not keep the run's conversation in the agent's state"},
@@ -50,9 +48,7 @@ func main() {
 		&cli.Float64Flag{Name: "temperature", Aliases: []string{"t"}, Usage: "the sampling temperature `T` (0 to 2)", EnvVars: []string{"OXIOS_LLM_TEMPERATURE"}},
 		&cli.IntFlag{Name: "max-tokens", Usage: "cap each answer at `N` tokens (budgets cap it too)", EnvVars: []string{"OXIOS_LLM_MAX_TOKENS"}},
 		&cli.IntFlag{Name: "max-turns", Usage: "end the run as failed after `N` model calls", Value: 50},
-		&cli.DurationFlag{Name: "timeout", Usage: "give up on one model call, its whole answer, after `D`", EnvVars: []string{"OXIOS_LLM_TIMEOUT"}, Value: 10 * time.Minute},
-		&cli.DurationFlag{Name: "first-token-timeout", Usage: "give up on an attempt that sends no token for `D` (first, or between two)", EnvVars: []string{"OXIOS_LLM_FIRST_TOKEN_TIMEOUT"}, Value: time.Minute},
-		&cli.IntFlag{Name: "retries", Usage: "try a failed model call `N` more times", EnvVars: []string{"OXIOS_LLM_RETRIES"}, Value: 4},
+		&cli.BoolFlag{Name: "wait-endpoint", Usage: "when the endpoint's circuit is open, wait for it to be tried again instead of failing at once", EnvVars: []string{"OXIOS_LLM_WAIT"}},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "on a terminal, show only the answers"},
 		&cli.BoolFlag{Name: "verbose", Usage: "on a terminal, show the system prompts and recalled memories too; off one, the delta records too"},
 	}
@@ -79,6 +75,9 @@ func main() {
 
 func run(c *cli.Context) error {
 	task := strings.Join(c.Args().Slice(), " ")
+	if c.Bool("models") {
+		return listModels(c)
+	}
 	name, err := cliutil.Agent(c)
 	if err != nil {
 		return err
@@ -88,13 +87,6 @@ func run(c *cli.Context) error {
 	}
 	if strings.TrimSpace(task) == "" {
 		return cliutil.Usagef("give a TASK")
-	}
-	url := c.String("url")
-	if url == "" {
-		return cliutil.Usagef("no model endpoint: set OXIOS_LLM_URL, OPENAI_BASE_URL or --url (oxiosd sets it from base_url in the [llm] section of oxios.toml)")
-	}
-	if err := config.CheckBaseURL(url); err != nil {
-		return cliutil.Usagef("--url: %v", err)
 	}
 	if c.IsSet("temperature") && (c.Float64("temperature") < 0 || c.Float64("temperature") > 2) {
 		return cliutil.Usagef("--temperature %v: want 0 to 2", c.Float64("temperature"))
@@ -167,19 +159,15 @@ func run(c *cli.Context) error {
 	out.Deltas = os.Getenv("OXIOS_RUN") != ""
 	cfg.Stream = !out.JSON || out.Deltas || out.Verbose
 	cfg.Emit = func(rec any) { out.Record(agent.Marshal(rec)) }
-	key := os.Getenv("OXIOS_LLM_KEY")
-	if key == "" {
-		key = os.Getenv("OPENAI_API_KEY")
-	}
-	lc := llm.DefaultConfig(url, key, cfg.Model)
-	lc.Timeout, lc.FirstToken, lc.Retries = c.Duration("timeout"), c.Duration("first-token-timeout"), c.Int("retries")
+	// The model is called by oxiosd (llm.chat): the endpoint and its key
+	// are its, never this process's.
 	var r *agent.Runner
-	lc.Observe = func(e llm.Event) { r.Endpoint(e) }
-	d := llm.DefaultConfig(url, "", "")
-	lc.Gate = &agent.Gate{C: cl, Agent: name, Endpoint: url,
-		Local:         llm.NewBreaker(d.Threshold, d.Cooldown, d.MaxCooldown).Gate(),
-		OnConfigError: func(why string) { r.ConfigRefused(why, url) }}
-	r = agent.New(cfg, k, llm.New(lc))
+	m := &agent.KernelModel{C: cl, Agent: name, Model: cfg.Model, Wait: c.Bool("wait-endpoint"),
+		Observe: func(e proto.EndpointRecord) { r.EndpointRecord(e) }}
+	if !c.IsSet("model") && !given("model") {
+		m.Model = "" // the run's, else the [llm] model
+	}
+	r = agent.New(cfg, k, m)
 	_, err = r.Run(c.Context)
 	if !c.Bool("no-keep") && answered(r.Messages()) {
 		conv := &agent.Conversation{Run: run, Agent: name, Model: cfg.Model, Persona: persona, Saved: time.Now().UTC(), Messages: r.Messages()}
@@ -276,4 +264,34 @@ func readContext() (string, error) {
 		return "", cliutil.Failf("stdin: %v", err)
 	}
 	return string(b), nil
+}
+
+// listModels lists the models oxiosd offers: [llm]'s, then each
+// [models.NAME], with the state of its endpoint's circuit breaker.
+func listModels(c *cli.Context) error {
+	cl, err := cliutil.Connect(c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	d, err := cl.Status(c.Context)
+	if err != nil {
+		return err
+	}
+	p := cliutil.NewPrinter(c, "NAME", "MODEL", "STATE", "PRICES", "ENDPOINT")
+	for _, m := range d.Models {
+		prices := "-"
+		if m.PromptPrice > 0 || m.CompletionPrice > 0 {
+			prices = fmt.Sprintf("%g/%g", m.PromptPrice, m.CompletionPrice)
+		}
+		name := m.Name
+		if m.Default {
+			name += " (default)"
+		}
+		text := fmt.Sprintf("%s: %s, circuit %s", m.Name, m.Model, m.State)
+		p.Print(map[string]any{"type": "model", "name": m.Name, "model": m.Model, "endpoint": m.Endpoint, "state": m.State,
+			"prompt_price": m.PromptPrice, "completion_price": m.CompletionPrice, "default": m.Default, "text": text},
+			name, m.Model, m.State, prices, m.Endpoint)
+	}
+	return p.Flush()
 }

@@ -29,7 +29,7 @@ func main() {
 		&cli.Int64Flag{Name: "run-execs", Usage: "execs one run may make"},
 	}
 	app.Commands = cliutil.SubcommandUsage([]*cli.Command{
-		{Name: "show", Usage: "show an agent's limits and what it has used", Flags: cliutil.ClientFlags(), Action: show},
+		{Name: "show", Usage: "show an agent's limits and what it has used; with no agent, every agent's use and cost, one line each", Flags: cliutil.ClientFlags(), Action: show},
 		{Name: "set", Usage: "set an agent's limits (admin); flags not given keep their value", Flags: cliutil.ClientFlags(limitFlags...), Action: set},
 		{Name: "reset", Usage: "zero what an agent has used (admin)", Flags: cliutil.ClientFlags(), Action: reset},
 	})
@@ -64,6 +64,9 @@ func print(c *cli.Context, r proto.BudgetRecord) error {
 }
 
 func show(c *cli.Context) error {
+	if c.String("agent") == "" {
+		return showAll(c)
+	}
 	agent, err := cliutil.Agent(c)
 	if err != nil {
 		return err
@@ -153,4 +156,37 @@ func reset(c *cli.Context) error {
 		return err
 	}
 	return print(c, r)
+}
+
+// showAll shows the budget of every agent the caller may see, one line
+// each (records with --json): what it used and what its limits are.
+func showAll(c *cli.Context) error {
+	cl, err := cliutil.Connect(c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	var agents []string
+	if err := cl.AgentList(c.Context, func(a proto.AgentRecord) error {
+		agents = append(agents, a.Agent)
+		return nil
+	}); err != nil {
+		return err
+	}
+	p := cliutil.NewPrinter(c, "AGENT", "TOKENS", "LIMIT", "COST", "LIMIT", "WALL", "EXECS")
+	lim := func(v float64) string {
+		if v == 0 {
+			return "-"
+		}
+		return fmt.Sprint(v)
+	}
+	for _, a := range agents {
+		r, err := cl.BudgetShow(c.Context, a)
+		if err != nil {
+			return err
+		}
+		p.Print(r, a, fmt.Sprint(r.Used.Tokens), lim(float64(r.Limit.Tokens)), fmt.Sprintf("%.4g", r.Used.Cost), lim(r.Limit.Cost),
+			(time.Duration(r.Used.Wall * float64(time.Second))).Round(time.Second).String(), fmt.Sprint(r.Used.Execs))
+	}
+	return p.Flush()
 }

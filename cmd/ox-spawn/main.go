@@ -41,6 +41,7 @@ func main() {
 		&cli.BoolFlag{Name: "no-recall", Usage: "an LLM run recalls no memories at its start"},
 		&cli.BoolFlag{Name: "no-summary", Usage: "an LLM run remembers no summary at its end"},
 		&cli.BoolFlag{Name: "no-memory", Usage: "--no-recall and --no-summary"},
+		&cli.BoolFlag{Name: "wait-endpoint", Usage: "an LLM run whose model endpoint is down (circuit open) waits for it instead of failing at once"},
 		&cli.BoolFlag{Name: "no-keep", Usage: "do not keep the LLM run's conversation in the agent's state"},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "on a terminal, show only the answers and the output"},
 		&cli.BoolFlag{Name: "verbose", Usage: "on a terminal, show system prompts and recalled memories too; off one, the delta records too"},
@@ -210,7 +211,7 @@ func spawnOn(c *cli.Context, cl *client.Client, node string, a proto.SpawnArgs) 
 }
 
 // llmFlags are the options of LLM runs only.
-var llmFlags = []string{"system", "persona", "continue", "conversation", "temperature", "max-tokens", "no-recall", "no-summary", "no-memory", "no-keep"}
+var llmFlags = []string{"system", "persona", "continue", "conversation", "temperature", "max-tokens", "no-recall", "no-summary", "no-memory", "no-keep", "wait-endpoint"}
 
 // llmArgs are an LLM run's options, or nil when none is given.
 func llmArgs(c *cli.Context) (*proto.LLMArgs, error) {
@@ -218,6 +219,7 @@ func llmArgs(c *cli.Context) (*proto.LLMArgs, error) {
 		System: c.String("system"), Persona: c.String("persona"),
 		Continue: c.Bool("continue"), Conversation: c.String("conversation"), MaxTokens: c.Int("max-tokens"),
 		NoRecall: c.Bool("no-recall") || c.Bool("no-memory"), NoSummary: c.Bool("no-summary") || c.Bool("no-memory"), NoKeep: c.Bool("no-keep"),
+		WaitEndpoint: c.Bool("wait-endpoint"),
 	}
 	if o.Continue && o.Conversation != "" {
 		return nil, cliutil.Usagef("--continue continues the latest conversation, --conversation a named one: give one")

@@ -115,6 +115,10 @@ type Runner struct {
 	// same summary is not written again.
 	recalled map[string]bool
 	mcp      *mcpbridge.Pool // the run's MCP servers (mcp.go)
+	// metered: the model's calls are budgeted and charged by the kernel
+	// (KernelModel), not by the runner.
+	metered    bool
+	configSaid bool
 }
 
 // New returns a runner.
@@ -131,7 +135,8 @@ func New(cfg Config, k Kernel, m Model) *Runner {
 	if cfg.Emit == nil {
 		cfg.Emit = func(any) {}
 	}
-	return &Runner{cfg: cfg, k: k, m: m}
+	mt, _ := m.(interface{ Metered() bool })
+	return &Runner{cfg: cfg, k: k, m: m, metered: mt != nil && mt.Metered()}
 }
 
 const systemPrompt = `You are %s, an agent running under Oxios (run %s). You act only through the tools you are given; each is a system call checked against your policy and written to an audit log.
@@ -188,12 +193,16 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 		if err := ctx.Err(); err != nil {
 			return res, cancelled(ctx)
 		}
-		prompt := r.estimate(toolTokens)
-		b, err := r.k.BudgetCheck(ctx, int64(prompt+minAnswer))
-		if err != nil {
-			return res, r.fatal(ctx, err)
+		maxTokens, capped := r.cfg.MaxTokens, false
+		if !r.metered {
+			// A model called directly: the runner reserves and charges.
+			prompt := r.estimate(toolTokens)
+			b, err := r.k.BudgetCheck(ctx, int64(prompt+minAnswer))
+			if err != nil {
+				return res, r.fatal(ctx, err)
+			}
+			maxTokens, capped = r.room(b, prompt)
 		}
-		maxTokens, capped := r.room(b, prompt)
 		start := r.cfg.Now()
 		turn, err := r.m.Chat(ctx, r.msgs, tools, llm.Options{MaxTokens: maxTokens, Temperature: r.cfg.Temperature, OnDelta: r.delta})
 		r.flushDelta()
@@ -203,6 +212,11 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 			}
 			var le *llm.Error
 			if !errors.As(err, &le) {
+				var pe *proto.Error
+				if errors.As(err, &pe) {
+					// The kernel's answer (llm.chat): over budget, refused.
+					return res, r.fatal(ctx, err)
+				}
 				return res, &Fatal{Code: proto.EHOSTDOWN, Endpoint: true, Err: err}
 			}
 			// What the failed attempts used was spent: charged, and an
@@ -212,7 +226,7 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 				res.Summary = le.Partial
 			}
 			if le.Spent.TotalTokens > 0 {
-				t := &llm.Turn{Model: le.Model, Attempts: le.Attempts, Spent: le.Spent}
+				t := &llm.Turn{Model: le.Model, Attempts: le.Attempts, Spent: le.Spent, Charged: le.Charged}
 				if f := r.charge(ctx, t, r.cfg.Now().Sub(start)); f != nil {
 					res.Tokens = r.tokens
 					return res, f
@@ -224,6 +238,13 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 					compacted = true
 					continue
 				}
+			}
+			if len(tools) > 0 && refusesTools(le) {
+				// llama-server without --jinja: a plain chat still works.
+				tools, toolTokens = nil, 0
+				r.emit(&proto.EndpointRecord{Type: proto.RecordEndpoint, Event: "no-tools",
+					Text: fmt.Sprintf("the endpoint refuses tools (%v): asking again without them, as a plain chat", le.Err)})
+				continue
 			}
 			return res, endpointFatal(le)
 		}
@@ -244,6 +265,9 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 		}
 		r.known = turn.Usage.PromptTokens + turn.Usage.CompletionTokens
 		r.knownN = len(r.msgs)
+		if turn.Charged {
+			maxTokens, capped = turn.MaxTokens, turn.Capped
+		}
 		if turn.Finish == string(openai.FinishReasonLength) && capped {
 			return res, &Fatal{Code: proto.EDQUOT, Err: fmt.Errorf("budget exhausted: the answer was cut at the %d tokens the budget had left (the run used %d tokens; ox-budget show -a %s)", maxTokens, r.tokens, r.cfg.Agent)}
 		}
@@ -285,6 +309,17 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 	return res, &Fatal{Code: proto.ELOOP, Err: fmt.Errorf("no answer after %d model turns (the run's turn limit, --max-turns)", r.cfg.MaxTurns)}
 }
 
+// refusesTools reports whether a model call failed because the endpoint
+// does not take tools (llama-server without --jinja: "tools param
+// requires --jinja flag"; others: tools "not supported").
+func refusesTools(le *llm.Error) bool {
+	if le.Class != llm.Refused {
+		return false
+	}
+	m := strings.ToLower(le.Err.Error())
+	return strings.Contains(m, "--jinja") || strings.Contains(m, "tool") && (strings.Contains(m, "not supported") || strings.Contains(m, "unsupported") || strings.Contains(m, "does not support"))
+}
+
 // endpointFatal is the Fatal of a failed model call, coded by its class.
 func endpointFatal(le *llm.Error) *Fatal {
 	code := proto.EHOSTDOWN
@@ -297,6 +332,8 @@ func endpointFatal(le *llm.Error) *Fatal {
 		code = proto.E2BIG
 	case llm.Refused:
 		code = proto.EINVAL
+	case llm.InStream:
+		code = proto.EPROTO
 	}
 	return &Fatal{Code: code, Endpoint: true, Err: le}
 }
@@ -399,10 +436,28 @@ func (r *Runner) Endpoint(e llm.Event) {
 		rec.Text = fmt.Sprintf("model call failed (attempt %d): %v; retrying in %v", e.Attempt, e.Err, e.Wait.Round(time.Millisecond))
 	case "open":
 		rec.Text = fmt.Sprintf("circuit open after %d failed attempts: %v", e.Attempt, e.Err)
+	case "discarded":
+		r.flushDelta()
+		rec.Text = fmt.Sprintf("attempt %d failed after %d bytes of its answer: that text is discarded", e.Attempt, e.Discarded)
 	default:
 		rec.Text = "circuit " + e.Kind
 	}
 	r.emit(rec)
+}
+
+// EndpointRecord records an event of the endpoint as the kernel told it
+// (llm.chat): a retry, a change of the breaker, an attempt's text
+// discarded, the config file refused (said once).
+func (r *Runner) EndpointRecord(e proto.EndpointRecord) {
+	if e.Event == "config" {
+		if r.configSaid {
+			return
+		}
+		r.configSaid = true
+	}
+	r.flushDelta()
+	e.Type = proto.RecordEndpoint
+	r.emit(&e)
 }
 
 // ConfigRefused records that oxiosd refused its config file: the run goes
@@ -433,7 +488,18 @@ func (r *Runner) charge(ctx context.Context, t *llm.Turn, took time.Duration) er
 	if model == "" {
 		model = r.cfg.Model
 	}
-	b, err := r.k.BudgetCharge(ctx, model, p, c)
+	var b proto.BudgetRecord
+	var err error
+	if t.Charged {
+		// The kernel charged it (llm.chat): the run's figures are its.
+		r.tokens = max(r.tokens, t.RunTokens)
+		b.RunUsed = &proto.Budget{Tokens: t.RunTokens, Cost: t.RunCost}
+		if t.Over != "" {
+			err = proto.Errorf(proto.EDQUOT, "%s", t.Over)
+		}
+	} else {
+		b, err = r.k.BudgetCharge(ctx, model, p, c)
+	}
 	rec := &proto.UsageRecord{Type: proto.RecordUsage, Model: model, PromptTokens: int64(t.Usage.PromptTokens), CompletionTokens: int64(t.Usage.CompletionTokens),
 		FailedTokens: failed, RunTokens: r.tokens, Seconds: took.Seconds(), Attempts: t.Attempts}
 	if b.RunUsed != nil {

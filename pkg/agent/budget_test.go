@@ -165,3 +165,30 @@ func TestRunnerMemoryNoPileUp(t *testing.T) {
 		t.Errorf("memory was used with recall and summary off")
 	}
 }
+
+// TestRunnerPlainChatWithoutTools: an endpoint that refuses tools
+// (llama-server without --jinja) is asked again without them, and the run
+// goes on as a plain chat, said by an endpoint record.
+func TestRunnerPlainChatWithoutTools(t *testing.T) {
+	k := &memKernel{state: map[string][]byte{}}
+	r, s, recs := runner(t, k, agent.Config{Agent: "a", Run: "r", Task: "hi", Recall: -1},
+		llmtest.Turn{Status: 500, Error: "tools param requires --jinja flag"},
+		llmtest.Turn{Content: "hello"})
+	res, err := r.Run(context.Background())
+	if err != nil || res.Summary != "hello" {
+		t.Fatalf("res %+v, %v", res, err)
+	}
+	reqs := s.Requests()
+	if len(reqs) != 2 || len(reqs[0].Body.Tools) == 0 || strings.Contains(string(reqs[1].Raw), `"tools"`) {
+		t.Fatalf("%d requests; the second sent tools: %s", len(reqs), reqs[len(reqs)-1].Raw)
+	}
+	said := false
+	for _, rec := range *recs {
+		if e, ok := rec.(*proto.EndpointRecord); ok && e.Event == "no-tools" {
+			said = true
+		}
+	}
+	if !said {
+		t.Errorf("no record says the tools were left out")
+	}
+}

@@ -55,7 +55,10 @@ func (r *Runner) mcpTools(ctx context.Context) []openai.Tool {
 	dir, _ := os.Getwd()
 	pool, errs := mcpbridge.Open(ctx, infos, mk, mcpbridge.Options{Dir: dir, Stderr: os.Stderr})
 	for _, err := range errs {
-		fmt.Fprintf(os.Stderr, "ox-agent: %v\n", err)
+		// On the record, not only on stderr: the run goes on without the
+		// server's tools, and whoever reads its log learns why.
+		r.emit(&proto.ToolResultRecord{Type: proto.RecordToolResult, Name: "mcp", Error: true,
+			Text: fmt.Sprintf("an MCP server did not start, and its tools are not offered: %v (start_timeout of its [[mcp.servers]] in the policy)", err)})
 	}
 	r.mcp = pool
 	var out []openai.Tool

@@ -39,8 +39,11 @@ type Config struct {
 	Access   Access `toml:"access"`
 	Memory   Memory `toml:"memory"`
 	LLM      LLM    `toml:"llm"`
-	Runs     Runs   `toml:"runs"`
-	Fleet    Fleet  `toml:"fleet"`
+	// Models are the named models of [models.NAME] (kept in LLM.Models,
+	// which a reload carries).
+	Models map[string]Model `toml:"models"`
+	Runs   Runs             `toml:"runs"`
+	Fleet  Fleet            `toml:"fleet"`
 	// Policies is the folder of policy files the admin edits
 	// (NAME.toml is agent NAME's), watched and applied as they change.
 	Policies string `toml:"policies"`
@@ -142,8 +145,52 @@ type LLM struct {
 	// endpoint's default).
 	MaxTokens   int     `toml:"max_tokens"`
 	Temperature float64 `toml:"temperature"`
+	// Models are the [models.NAME] of the file: a run that asks for NAME
+	// (ox-spawn -m NAME) gets its endpoint, model, key and prices.
+	Models map[string]Model `toml:"-"`
 
 	urlFromEnv bool
+}
+
+// Model is a named model ([models.NAME]): where and what to ask, with
+// its key and prices, and the options of its answers. What it leaves
+// empty is [llm]'s.
+type Model struct {
+	BaseURL string `toml:"base_url"` // "": [llm]'s
+	Model   string `toml:"model"`    // "": NAME
+	KeyEnv  string `toml:"key_env"`  // "": [llm]'s
+	// Prices per million tokens: this model's (0: free).
+	PromptPrice     float64 `toml:"prompt_price" json:"prompt_price,omitempty"`
+	CompletionPrice float64 `toml:"completion_price" json:"completion_price,omitempty"`
+	// MaxTokens caps each answer (0: [llm]'s); Temperature, if set, is
+	// sent when the run sets none.
+	MaxTokens   int      `toml:"max_tokens"`
+	Temperature *float64 `toml:"temperature"`
+}
+
+// Resolve is the endpoint config of the model name asks: that of
+// [models.NAME] over l (its endpoint, key and prices), with the model to
+// ask at the endpoint; l itself with name when no entry has that name.
+func (l LLM) Resolve(name string) (LLM, string, *Model) {
+	m, ok := l.Models[name]
+	if !ok {
+		return l, name, nil
+	}
+	if m.BaseURL != "" {
+		l.BaseURL = m.BaseURL
+	}
+	if m.KeyEnv != "" {
+		l.KeyEnv = m.KeyEnv
+	}
+	l.PromptPrice, l.CompletionPrice = m.PromptPrice, m.CompletionPrice
+	if m.MaxTokens > 0 {
+		l.MaxTokens = m.MaxTokens
+	}
+	model := m.Model
+	if model == "" {
+		model = name
+	}
+	return l, model, &m
 }
 
 // URLFromEnv reports whether BaseURL came from OPENAI_BASE_URL, base_url
@@ -377,6 +424,28 @@ func (c *Config) resolve() error {
 	if c.LLM.MaxTokens < 0 {
 		return fmt.Errorf("config: llm.max_tokens %d: want 0 (no cap) or more", c.LLM.MaxTokens)
 	}
+	for name, m := range c.Models {
+		if err := proto.CheckAgent(name); err != nil || strings.ContainsAny(name, "/ ") {
+			return fmt.Errorf("config: models.%s: want a name of letters, digits, '-', '_' and '.'", name)
+		}
+		if m.BaseURL != "" {
+			if err := CheckBaseURL(m.BaseURL); err != nil {
+				return fmt.Errorf("config: models.%s.base_url: %v", name, err)
+			}
+		} else if c.LLM.BaseURL == "" {
+			return fmt.Errorf("config: models.%s: no base_url, and [llm] has none", name)
+		}
+		if m.PromptPrice < 0 || m.CompletionPrice < 0 || m.MaxTokens < 0 {
+			return fmt.Errorf("config: models.%s: prices and max_tokens may not be negative", name)
+		}
+		if t := m.Temperature; t != nil && (*t < 0 || *t > 2) {
+			return fmt.Errorf("config: models.%s.temperature %v: want 0 to 2", name, *t)
+		}
+	}
+	if len(c.Models) == 0 {
+		c.Models = nil // an empty [models] is none
+	}
+	c.LLM.Models = c.Models
 	if t := c.LLM.Temperature; t != -1 && (t < 0 || t > 2) {
 		return fmt.Errorf("config: llm.temperature %v: want 0 to 2, or -1 for the endpoint's default", t)
 	}

@@ -54,3 +54,29 @@ func TestMountAt(t *testing.T) {
 		t.Fatal(c.MountAt())
 	}
 }
+
+func TestNamedModels(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "oxios.toml")
+	os.WriteFile(f, []byte("[llm]\nbase_url = \"http://a/v1\"\nmodel = \"m\"\nprompt_price = 1.0\n[models.fast]\nmodel = \"m-mini\"\ncompletion_price = 2.0\n[models.far]\nbase_url = \"https://b/v1\"\nkey_env = \"FAR_KEY\"\n"), 0o600)
+	c, err := Load(f, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, model, m := c.LLM.Resolve("fast")
+	if m == nil || model != "m-mini" || l.BaseURL != "http://a/v1" || l.PromptPrice != 0 || l.CompletionPrice != 2 {
+		t.Errorf("fast: %q %+v", model, l)
+	}
+	l, model, _ = c.LLM.Resolve("far")
+	if model != "far" || l.BaseURL != "https://b/v1" || l.KeyEnv != "FAR_KEY" {
+		t.Errorf("far: %q %+v", model, l)
+	}
+	if l, model, m := c.LLM.Resolve("gpt-x"); m != nil || model != "gpt-x" || l.BaseURL != "http://a/v1" {
+		t.Errorf("a name without an entry: %q %+v", model, l)
+	}
+	for _, bad := range []string{"[models.x]\nbase_url = \"http://u:p@h/v1\"\n", "[models.x]\ntemperature = 3.0\n", "[models.x]\nprompt_price = -1.0\n"} {
+		os.WriteFile(f, []byte("[llm]\nbase_url = \"http://a/v1\"\n"+bad), 0o600)
+		if _, err := Load(f, true); err == nil {
+			t.Errorf("loaded %q", bad)
+		}
+	}
+}

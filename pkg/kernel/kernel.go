@@ -97,6 +97,9 @@ type Kernel struct {
 	gated    func(op string) // a test's count of the calls the gate sees (OnGate)
 	uid      uint32
 	breakers llm.Breakers // the model endpoints' (llmhealth.go)
+	// llmClients and prompts are llm.chat's (llmchat.go).
+	llmClients llmClients
+	prompts    promptMemo
 
 	// auditSeq is the seq of the last entry appended to the audit log; only
 	// the committer (and recovery before it starts) touches it.

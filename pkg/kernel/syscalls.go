@@ -150,7 +150,7 @@ var syscalls = declare(map[string]*Syscall{
 	proto.OpBudgetSet:    {Admin: true, Mutates: true, Dirties: agenttree.ChangedFile(sysBudget)},
 	proto.OpBudgetReset:  {Admin: true, Mutates: true, Dirties: agenttree.ChangedFile(sysBudget)},
 	proto.OpBudgetCheck:  {Existing: true},
-	proto.OpBudgetCharge: {Mutates: true, Dirties: agenttree.ChangedFile(sysBudget)},
+	proto.OpBudgetCharge: {Admin: true, Mutates: true, Dirties: agenttree.ChangedFile(sysBudget)}, // a run's calls are charged by llm.chat
 
 	proto.OpScheduleAdd:    {Mutates: true, Dirties: agenttree.ChangedJob},
 	proto.OpScheduleRm:     {Mutates: true, Dirties: agenttree.ChangedJob},
@@ -159,6 +159,7 @@ var syscalls = declare(map[string]*Syscall{
 	proto.OpScheduleList:   {Existing: true, Agent: agentFilter},
 
 	proto.OpLLMGate: {Existing: true},
+	proto.OpLLMChat: {Existing: true, Mutates: true, Dirties: agenttree.ChangedFile(sysBudget)},
 
 	proto.OpMCPServers: {Existing: true},
 	proto.OpMCPCall:    {Asks: askMCP, Existing: true, Mutates: true},

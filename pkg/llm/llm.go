@@ -14,11 +14,11 @@
 package llm
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -73,14 +73,32 @@ func DefaultConfig(url, key, model string) Config {
 
 // Options are the settings of one call.
 type Options struct {
+	// Model, if set, is asked instead of the config's.
+	Model string
 	// MaxTokens caps the answer (max_tokens); 0 sends none.
 	MaxTokens int
-	// Temperature, if set, is sent.
+	// Temperature, if set, is sent: 0 too, exactly (go-openai leaves a
+	// zero out; the transport puts it back).
 	Temperature *float32
 	// OnDelta, if set, is given each piece of the answer's text as it
 	// comes. Pieces of an attempt that then fails are not taken back: the
-	// caller is told of the retry by Observe.
+	// caller is told by a "discarded" Event.
 	OnDelta func(string)
+	// Before, if set, is asked before each attempt (retries included)
+	// for its max_tokens: the budget left, which may have shrunk by what
+	// the failed attempts used. An error ends the call with it.
+	Before func(attempt int) (maxTokens int, err error)
+	// Spent, if set, is told after each attempt what it used: the usage
+	// the endpoint reported or, when it reported none, the count of what
+	// it streamed (also when the call is cancelled mid-stream); and the
+	// attempt's answer (nil when it failed: failure says why).
+	Spent func(attempt int, used openai.Usage, answer *Turn, failure *Error)
+	// Observe, if set, is told of this call's events instead of the
+	// config's Observe.
+	Observe func(Event)
+	// Wait: a call that finds the breaker open waits for its probe
+	// instead of failing at once with the Circuit class.
+	Wait bool
 }
 
 // Gate is a circuit breaker: the client's own (Breaker) or one that lives
@@ -94,12 +112,16 @@ type Gate interface {
 	Report(ctx context.Context, ok bool) (changed string, err error)
 }
 
-// Event is a retry or a change of the breaker's state.
+// Event is a retry, a change of the breaker's state, or an attempt whose
+// streamed text was thrown away.
 type Event struct {
-	Kind    string // "retry", "open", "half-open", "closed"
+	Kind    string // "retry", "open", "half-open", "closed", "discarded"
 	Attempt int
 	Wait    time.Duration
 	Err     error
+	// Discarded is how much text the failed attempt had streamed
+	// ("discarded" events).
+	Discarded int
 }
 
 // Turn is the model's answer: text and/or tool calls, and the usage the
@@ -113,8 +135,20 @@ type Turn struct {
 	Model    string
 	Attempts int
 	// Spent is what failed attempts used: the usage they reported, or,
-	// for a stream cut after it began, an estimate of it.
+	// for a stream cut after it began, the count of what it streamed.
 	Spent openai.Usage
+	// Charged: the kernel made the call (llm.chat) and charged it, each
+	// attempt as it ended. MaxTokens is the answer's max_tokens, Capped
+	// says the budget set it; Cost is the answer's; RunTokens and RunCost
+	// the run's after the call; Over, the budget the answer took the run
+	// or agent past (the run ends).
+	Charged   bool
+	MaxTokens int
+	Capped    bool
+	Cost      float64
+	RunTokens int64
+	RunCost   float64
+	Over      string
 }
 
 // Class says what kind of failure an Error is.
@@ -131,6 +165,11 @@ const (
 	Overflow  Class = "overflow"  // 400: the conversation is longer than the context
 	Refused   Class = "refused"   // another 4xx, or a 5xx that says it is permanent
 	Circuit   Class = "breaker"   // the circuit is open
+	// InStream is an error the server sent inside a 200 answer's stream
+	// (llama-server's failure to parse the model's tool call): the
+	// endpoint is up, so the breaker does not move, and the same request
+	// would fail the same way, so it is not retried.
+	InStream Class = "stream"
 )
 
 // Error is a failure of the endpoint, after retries.
@@ -148,6 +187,11 @@ type Error struct {
 	Spent   openai.Usage
 	Partial string
 	Model   string
+	// RetryAt is when an open breaker lets the next call try the endpoint
+	// (Circuit class).
+	RetryAt time.Time
+	// Charged: the kernel charged Spent (llm.chat).
+	Charged bool
 }
 
 func (e *Error) Error() string {
@@ -209,41 +253,68 @@ func New(cfg Config) *Client {
 // config names a Gate).
 func (c *Client) Breaker() *Breaker { return c.br }
 
-func (c *Client) observe(e Event) {
-	if c.cfg.Observe != nil {
+func (c *Client) observe(opt *Options, e Event) {
+	if opt.Observe != nil {
+		opt.Observe(e)
+	} else if c.cfg.Observe != nil {
 		c.cfg.Observe(e)
 	}
 }
 
 // Chat sends the conversation and returns the model's turn, streamed and
-// assembled. Failed attempts are retried when that may help; while the
-// breaker is open Chat waits for it to let a probe through (within the
-// retries), and gives up with ErrOpen when none is left.
+// assembled. Failed attempts are retried when that may help. A call that
+// finds the breaker open fails at once with the Circuit class (naming
+// when the endpoint is tried again) unless opt.Wait; once its own
+// failures opened it, the call waits for the probe within its retries.
 func (c *Client) Chat(ctx context.Context, msgs []openai.ChatCompletionMessage, tools []openai.Tool, opt Options) (*Turn, error) {
 	req := openai.ChatCompletionRequest{
-		Model: c.cfg.Model, Messages: msgs, Tools: tools, Stream: true,
+		Model: c.cfg.Model, Messages: msgs, Stream: true,
 		StreamOptions: &openai.StreamOptions{IncludeUsage: true},
 		MaxTokens:     opt.MaxTokens,
 	}
+	if opt.Model != "" {
+		req.Model = opt.Model
+	}
+	if len(tools) > 0 {
+		// No tools, no "tools": a server without tool support (llama-server
+		// without --jinja) answers plain chat.
+		req.Tools = tools
+	}
+	zeroTemp := false
 	if opt.Temperature != nil {
 		req.Temperature = *opt.Temperature
-		if req.Temperature == 0 {
-			// go-openai leaves out a zero; this is zero to any server.
-			req.Temperature = math.SmallestNonzeroFloat32
-		}
+		zeroTemp = req.Temperature == 0
 	}
 	backoff := c.cfg.Backoff
 	var spent openai.Usage
 	var last *Error
 	open := false // the last change of the breaker this call saw opened it
 	for attempt := 1; ; attempt++ {
+		if opt.Before != nil {
+			n, err := opt.Before(attempt)
+			if err != nil {
+				return nil, err
+			}
+			req.MaxTokens = n
+		}
 		wait, probe, err := c.gate.Allow(ctx)
 		if err != nil {
 			return nil, err
 		}
 		if wait > 0 {
+			if !opt.Wait && !open {
+				// Down before this call: say so now, not after the cooldown
+				// (a cron job would hang on it).
+				at := time.Now().Add(wait)
+				e := &Error{Class: Circuit, Retry: true, Attempts: attempt - 1, URL: c.cfg.BaseURL, Spent: spent, RetryAt: at,
+					Err: fmt.Errorf("%w; next try at %s (in %v)", ErrOpen, at.UTC().Format(time.RFC3339), wait.Round(time.Millisecond))}
+				if last != nil {
+					e.Err = errors.Join(last.Err, e.Err)
+				}
+				return nil, e
+			}
 			// Open: wait for the probe's turn (the wait is not an attempt).
-			c.observe(Event{Kind: "retry", Attempt: attempt, Wait: wait, Err: ErrOpen})
+			c.observe(&opt, Event{Kind: "retry", Attempt: attempt, Wait: wait, Err: ErrOpen})
 			if err := sleep(ctx, wait); err != nil {
 				return nil, err
 			}
@@ -251,16 +322,33 @@ func (c *Client) Chat(ctx context.Context, msgs []openai.ChatCompletionMessage, 
 			continue
 		}
 		if probe {
-			c.observe(Event{Kind: "half-open", Attempt: attempt})
+			c.observe(&opt, Event{Kind: "half-open", Attempt: attempt})
 		}
-		t, aerr := c.attempt(ctx, req, msgs, opt)
+		t, aerr := c.attempt(ctx, req, msgs, zeroTemp, &opt)
 		if aerr == nil {
-			c.report(ctx, true, attempt, nil, &open)
+			if opt.Spent != nil {
+				opt.Spent(attempt, t.Usage, t, nil)
+			}
+			c.report(ctx, true, attempt, nil, &open, &opt)
 			t.Attempts, t.Spent = attempt, spent
 			return t, nil
 		}
+		if opt.Spent != nil {
+			opt.Spent(attempt, aerr.Spent, nil, aerr)
+		}
+		if aerr.Partial != "" {
+			c.observe(&opt, Event{Kind: "discarded", Attempt: attempt, Err: aerr.Err, Discarded: len(aerr.Partial)})
+		}
 		addUsage(&spent, aerr.Spent)
 		if ctx.Err() != nil {
+			// The caller went (a run killed). An endpoint that streamed is
+			// up; a probe cut short is let go, not left to its lease, so
+			// that other calls are not refused meanwhile.
+			if aerr.Spent.TotalTokens > 0 {
+				c.report(ctx, true, attempt, nil, &open, &opt)
+			} else if probe {
+				c.report(ctx, false, attempt, aerr.Err, &open, &opt)
+			}
 			return nil, ctx.Err()
 		}
 		last = aerr
@@ -268,14 +356,14 @@ func (c *Client) Chat(ctx context.Context, msgs []openai.ChatCompletionMessage, 
 		switch last.Class {
 		case Transport, Timeout, Server:
 			if last.Retry {
-				c.report(ctx, false, attempt, last.Err, &open)
+				c.report(ctx, false, attempt, last.Err, &open, &opt)
 				break
 			}
 			fallthrough
 		default:
 			// The endpoint answered: it is up (busy, for a 429), or the
 			// request is wrong.
-			c.report(ctx, true, attempt, nil, &open)
+			c.report(ctx, true, attempt, nil, &open, &opt)
 		}
 		if !last.Retry {
 			return nil, last
@@ -295,7 +383,7 @@ func (c *Client) Chat(ctx context.Context, msgs []openai.ChatCompletionMessage, 
 		if last.RetryAfter > 0 {
 			wait = last.RetryAfter
 		}
-		c.observe(Event{Kind: "retry", Attempt: attempt, Wait: wait, Err: last.Err})
+		c.observe(&opt, Event{Kind: "retry", Attempt: attempt, Wait: wait, Err: last.Err})
 		if err := sleep(ctx, wait); err != nil {
 			return nil, err
 		}
@@ -303,11 +391,11 @@ func (c *Client) Chat(ctx context.Context, msgs []openai.ChatCompletionMessage, 
 }
 
 // report tells the gate an attempt's outcome and observes a change.
-func (c *Client) report(ctx context.Context, ok bool, attempt int, err error, open *bool) {
-	changed, _ := c.gate.Report(ctx, ok)
+func (c *Client) report(ctx context.Context, ok bool, attempt int, err error, open *bool, opt *Options) {
+	changed, _ := c.gate.Report(context.WithoutCancel(ctx), ok)
 	if changed != "" {
 		*open = changed == Open.String()
-		c.observe(Event{Kind: changed, Attempt: attempt, Err: err})
+		c.observe(opt, Event{Kind: changed, Attempt: attempt, Err: err})
 	}
 }
 
@@ -319,7 +407,7 @@ var (
 )
 
 // attempt is one streamed request.
-func (c *Client) attempt(ctx context.Context, req openai.ChatCompletionRequest, msgs []openai.ChatCompletionMessage, opt Options) (*Turn, *Error) {
+func (c *Client) attempt(ctx context.Context, req openai.ChatCompletionRequest, msgs []openai.ChatCompletionMessage, zeroTemp bool, opt *Options) (*Turn, *Error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if c.cfg.Timeout > 0 {
@@ -333,20 +421,35 @@ func (c *Client) attempt(ctx context.Context, req openai.ChatCompletionRequest, 
 		idle = time.AfterFunc(c.cfg.FirstToken, func() { cancel(errFirstToken) })
 		defer idle.Stop()
 	}
-	note := &noted{}
+	note := &noted{zeroTemp: zeroTemp}
 	ctx = context.WithValue(ctx, notedKey{}, note)
 	t := &Turn{}
 	var text strings.Builder
+	pieces := 0 // pieces of text or tool calls streamed
+	streamed := func() openai.Usage {
+		// The server did the work but did not say how much: the prompt,
+		// estimated, and what came, counted (a piece is a token on
+		// llama.cpp and OpenAI; more if its text is longer).
+		n := max(pieces, Estimate(text.String()))
+		for _, tc := range t.ToolCalls {
+			n = max(n, pieces, Estimate(text.String())+Estimate(tc.Function.Name+tc.Function.Arguments)+4)
+		}
+		if req.MaxTokens > 0 {
+			// The server stops at max_tokens (and is stopped past it,
+			// below): more is the estimate's error.
+			n = min(n, req.MaxTokens)
+		}
+		u := openai.Usage{PromptTokens: EstimateMessages(msgs) + EstimateTools(req.Tools), CompletionTokens: n}
+		u.TotalTokens = u.PromptTokens + u.CompletionTokens
+		return u
+	}
 	fail := func(err error) *Error {
 		e := c.classify(ctx, err, note, started)
 		e.Partial, e.Model = text.String(), t.Model
 		if t.Usage.TotalTokens > 0 {
 			e.Spent = t.Usage
 		} else if started {
-			// The server did the work but never said how much: the
-			// prompt and what came, estimated.
-			e.Spent = openai.Usage{PromptTokens: EstimateMessages(msgs), CompletionTokens: Estimate(text.String()) + len(t.ToolCalls)*8}
-			e.Spent.TotalTokens = e.Spent.PromptTokens + e.Spent.CompletionTokens
+			e.Spent = streamed()
 		}
 		return e
 	}
@@ -379,6 +482,9 @@ func (c *Client) attempt(ctx context.Context, req openai.ChatCompletionRequest, 
 					idle.Reset(c.cfg.FirstToken)
 				}
 			}
+			if ch.Delta.Content != "" || len(ch.Delta.ToolCalls) > 0 {
+				pieces++
+			}
 			if ch.Delta.Content != "" {
 				text.WriteString(ch.Delta.Content)
 				if opt.OnDelta != nil {
@@ -392,18 +498,20 @@ func (c *Client) attempt(ctx context.Context, req openai.ChatCompletionRequest, 
 				t.Finish = string(ch.FinishReason)
 			}
 		}
+		if req.MaxTokens > 0 && pieces > req.MaxTokens {
+			// A server that does not stop at max_tokens is stopped here:
+			// what it sends past the cap would be charged past the budget.
+			t.Finish = string(openai.FinishReasonLength)
+			break
+		}
 	}
 	t.Content = text.String()
 	if t.Content == "" && len(t.ToolCalls) == 0 && t.Finish == "" {
 		return nil, fail(errEmpty)
 	}
 	if t.Usage.TotalTokens == 0 && t.Usage.PromptTokens+t.Usage.CompletionTokens == 0 {
-		// A server that does not report usage: charge an estimate.
-		t.Usage = openai.Usage{PromptTokens: EstimateMessages(msgs), CompletionTokens: Estimate(t.Content)}
-		for _, tc := range t.ToolCalls {
-			t.Usage.CompletionTokens += Estimate(tc.Function.Name+tc.Function.Arguments) + 4
-		}
-		t.Usage.TotalTokens = t.Usage.PromptTokens + t.Usage.CompletionTokens
+		// A server that does not report usage: charge what it streamed.
+		t.Usage = streamed()
 	}
 	return t, nil
 }
@@ -413,6 +521,9 @@ type noted struct {
 	url        string
 	status     int
 	retryAfter string
+	// zeroTemp: the request's temperature is 0, which go-openai leaves
+	// out of the body (omitempty); the transport writes it in.
+	zeroTemp bool
 }
 
 type notedKey struct{}
@@ -422,8 +533,14 @@ type notedKey struct{}
 type noting struct{ base http.RoundTripper }
 
 func (n noting) RoundTrip(req *http.Request) (*http.Response, error) {
+	nt, _ := req.Context().Value(notedKey{}).(*noted)
+	if nt != nil && nt.zeroTemp && req.Body != nil {
+		if err := zeroTemperature(req); err != nil {
+			return nil, err
+		}
+	}
 	resp, err := n.base.RoundTrip(req)
-	if nt, ok := req.Context().Value(notedKey{}).(*noted); ok {
+	if nt != nil {
 		u := *req.URL
 		u.User = nil
 		nt.url = u.String()
@@ -433,6 +550,25 @@ func (n noting) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	return resp, err
+}
+
+// zeroTemperature writes "temperature":0 into req's JSON body: go-openai
+// leaves a zero out (omitempty), and a server's default is not greedy. A
+// tiny nonzero value instead is not greedy either on llama.cpp, which
+// samples with 1e-45 differently from 0.
+func zeroTemperature(req *http.Request) error {
+	body, err := io.ReadAll(req.Body)
+	req.Body.Close()
+	if err != nil {
+		return err
+	}
+	if len(body) > 0 && body[0] == '{' && !bytes.Contains(body, []byte(`"temperature":`)) {
+		body = append([]byte(`{"temperature":0,`), body[1:]...)
+	}
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	req.ContentLength = int64(len(body))
+	return nil
 }
 
 // classify says what an attempt's failure is and whether it is worth
@@ -461,6 +597,12 @@ func (c *Client) classify(ctx context.Context, err error, nt *noted, started boo
 	var api *openai.APIError
 	var rq *openai.RequestError
 	msg := err.Error()
+	if nt.status == http.StatusOK && errors.As(err, &api) && api.HTTPStatusCode == 0 {
+		// An error event inside the answer's stream: the server is up
+		// and said what went wrong (a tool call it could not parse).
+		e.Class, e.Err = InStream, fmt.Errorf("the endpoint %s reported an error inside its answer: %s", nt.url, api.Message)
+		return e
+	}
 	switch {
 	case errors.As(err, &api):
 		e.Status, msg = api.HTTPStatusCode, api.Message

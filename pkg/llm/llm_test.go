@@ -100,9 +100,16 @@ func TestBreakerOpensAndRecovers(t *testing.T) {
 	if n != 5 {
 		t.Fatalf("%d requests, want 5 (4 retries)", n)
 	}
-	// The next call waits, probes (half-open), fails and re-opens for
-	// longer, ... until the endpoint is back.
-	turn, err := c.Chat(context.Background(), hello, nil, llm.Options{})
+	// The next call fails at once, saying when the endpoint is tried
+	// again (a cron job does not hang on it), and sends nothing.
+	_, err = c.Chat(context.Background(), hello, nil, llm.Options{})
+	var le *llm.Error
+	if !errors.As(err, &le) || le.Class != llm.Circuit || le.RetryAt.IsZero() || !strings.Contains(err.Error(), "next try at") || len(s.Requests()) != n {
+		t.Fatalf("a call while open: %v (%d requests)", err, len(s.Requests()))
+	}
+	// One that asks to wait waits, probes (half-open), fails and re-opens
+	// for longer, ... until the endpoint is back.
+	turn, err := c.Chat(context.Background(), hello, nil, llm.Options{Wait: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,5 +334,120 @@ func TestBreakerProbeLease(t *testing.T) {
 	}
 	if !b.Success() || b.State() != llm.Closed {
 		t.Errorf("state %v", b.State())
+	}
+}
+
+// TestWireTemperatureAndTools: temperature 0 goes on the wire as 0,
+// exactly (go-openai leaves a zero out; a tiny nonzero value is not
+// greedy on llama.cpp); tools go only when there are some.
+func TestWireTemperatureAndTools(t *testing.T) {
+	s := llmtest.New(llmtest.Turn{Content: "a", Repeat: 3})
+	defer s.Close()
+	c := client(s.URL, nil)
+	zero, warm := float32(0), float32(0.7)
+	for _, temp := range []*float32{&zero, &warm, nil} {
+		if _, err := c.Chat(context.Background(), hello, nil, llm.Options{Temperature: temp}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reqs := s.Requests()
+	if raw := string(reqs[0].Raw); !strings.Contains(raw, `"temperature":0,`) || strings.Contains(raw, "e-45") {
+		t.Errorf("temperature 0 sent as %s", raw)
+	}
+	if raw := string(reqs[1].Raw); !strings.Contains(raw, `"temperature":0.7`) || strings.Count(raw, `"temperature"`) != 1 {
+		t.Errorf("temperature 0.7 sent as %s", raw)
+	}
+	if raw := string(reqs[2].Raw); strings.Contains(raw, `"temperature"`) {
+		t.Errorf("no temperature sent as %s", raw)
+	}
+	for _, q := range reqs {
+		if strings.Contains(string(q.Raw), `"tools"`) {
+			t.Errorf("tools sent with none to offer: %s", q.Raw)
+		}
+	}
+}
+
+// TestErrorInStream: an error the server sends inside a 200 answer (a
+// tool call it failed to parse) is said as what it is: not retried, and
+// the breaker does not move (the endpoint is up).
+func TestErrorInStream(t *testing.T) {
+	s := llmtest.New(llmtest.Turn{Content: "partial", StreamError: "Failed to parse tool call", Repeat: 4}, llmtest.Turn{Content: "ok"})
+	defer s.Close()
+	c := client(s.URL, nil)
+	for i := 0; i < 4; i++ {
+		_, err := c.Chat(context.Background(), hello, nil, llm.Options{})
+		var le *llm.Error
+		if !errors.As(err, &le) || le.Class != llm.InStream || le.Retry || !strings.Contains(err.Error(), "Failed to parse tool call") {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	if n := len(s.Requests()); n != 4 {
+		t.Errorf("%d requests, want 4 (none retried)", n)
+	}
+	if st := c.Breaker().State(); st != llm.Closed {
+		t.Errorf("breaker %v after errors inside answers", st)
+	}
+}
+
+// TestBeforeAndSpentEveryAttempt: max_tokens is asked before every
+// attempt, retries included, and each attempt's use is told as it ends:
+// counted from what it streamed when the server reported none.
+func TestBeforeAndSpentEveryAttempt(t *testing.T) {
+	long := strings.Repeat("word ", 4000)
+	s := llmtest.New(llmtest.Turn{Content: long, StallAfter: llmtest.Duration(5 * time.Second), NoUsage: true, Repeat: 2}, llmtest.Turn{Content: "done"})
+	defer s.Close()
+	cfg := llm.DefaultConfig(s.URL, "", "m")
+	cfg.FirstToken, cfg.Backoff, cfg.MaxBackoff = 200*time.Millisecond, time.Millisecond, time.Millisecond
+	left := 3000
+	var asked []int
+	var used []int
+	turn, err := llm.New(cfg).Chat(context.Background(), hello, nil, llm.Options{
+		Before: func(int) (int, error) { asked = append(asked, left/2); return left / 2, nil },
+		Spent: func(_ int, u openai.Usage, _ *llm.Turn, _ *llm.Error) {
+			used = append(used, u.CompletionTokens)
+			left -= u.TotalTokens
+		},
+	})
+	if err != nil || turn.Content != "done" {
+		t.Fatalf("turn %+v, %v", turn, err)
+	}
+	if len(asked) != 3 || asked[1] >= asked[0] || asked[2] >= asked[1] {
+		t.Errorf("max_tokens asked %v: want one a attempt, shrinking", asked)
+	}
+	for i, q := range s.Requests() {
+		if q.Body.MaxTokens != asked[i] {
+			t.Errorf("attempt %d sent max_tokens %d, asked %d", i+1, q.Body.MaxTokens, asked[i])
+		}
+	}
+	// The stalled attempts streamed max_tokens (the server's count, 4
+	// bytes a token): that is charged, though no usage came.
+	if len(used) != 3 || used[0] != asked[0] || used[1] != asked[1] {
+		t.Errorf("used %v for max_tokens %v", used, asked)
+	}
+}
+
+// TestCancelledProbeLetGo: a probe whose caller goes (a run killed) is let
+// go at once, not held for its lease, so later calls are not refused while
+// nobody probes.
+func TestCancelledProbeLetGo(t *testing.T) {
+	s := llmtest.New(llmtest.Turn{Status: 500, Repeat: 5}, llmtest.Turn{Content: "late", Delay: llmtest.Duration(time.Minute)})
+	defer s.Close()
+	c := client(s.URL, nil)
+	c.Breaker().ProbeLease = time.Hour
+	if _, err := c.Chat(context.Background(), hello, nil, llm.Options{}); !errors.Is(err, llm.ErrOpen) {
+		t.Fatalf("after the failures: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for s.Started() < 6 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		cancel()
+	}()
+	if _, err := c.Chat(ctx, hello, nil, llm.Options{Wait: true}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("the cancelled probe: %v", err)
+	}
+	if st := c.Breaker().State(); st != llm.Open {
+		t.Errorf("breaker %v after its probe was cancelled: want open again, its probe let go", st)
 	}
 }

@@ -157,8 +157,16 @@ func allowed(allow []string, tool string) bool {
 	return false
 }
 
+// startTimeout bounds starting s: its policy's, else the pool's.
+func (s *server) startTimeout() time.Duration {
+	if t := time.Duration(s.info.StartTimeout * float64(time.Second)); t > 0 {
+		return t
+	}
+	return s.opts.StartTimeout
+}
+
 func (s *server) list(ctx context.Context) ([]Tool, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.opts.StartTimeout)
+	ctx, cancel := context.WithTimeout(ctx, s.startTimeout())
 	defer cancel()
 	sess, err := s.session(ctx)
 	if err != nil {
@@ -322,7 +330,7 @@ func (p *Pool) Call(ctx context.Context, fn string, args json.RawMessage) (strin
 // crash) has its own time limit, StartTimeout: the call's timeout is the
 // policy's bound on the tool, not on the server's start.
 func (s *server) call(ctx context.Context, tool string, args map[string]any, timeout time.Duration) (string, *CallError) {
-	sctx, cancel := context.WithTimeout(ctx, s.opts.StartTimeout)
+	sctx, cancel := context.WithTimeout(ctx, s.startTimeout())
 	sess, err := s.session(sctx)
 	cancel()
 	if err != nil {

@@ -29,6 +29,9 @@ type MCPServer struct {
 	Allow []string `toml:"allow" json:"allow,omitempty"`
 	// Timeout bounds one call (default 30s).
 	Timeout Duration `toml:"timeout" json:"-"`
+	// StartTimeout bounds starting the server and listing its tools
+	// (default 10s).
+	StartTimeout Duration `toml:"start_timeout" json:"-"`
 }
 
 // checkMCP validates the [mcp] section.
@@ -66,8 +69,8 @@ func (m *MCP) check(b []byte) error {
 				return &Error{Line: line, Reason: fmt.Sprintf("mcp.servers %s: allow %q is not a tool name or glob", s.Name, a)}
 			}
 		}
-		if s.Timeout < 0 {
-			return &Error{Line: line, Reason: fmt.Sprintf("mcp.servers %s: timeout may not be negative", s.Name)}
+		if s.Timeout < 0 || s.StartTimeout < 0 {
+			return &Error{Line: line, Reason: fmt.Sprintf("mcp.servers %s: timeout and start_timeout may not be negative", s.Name)}
 		}
 	}
 	return nil
@@ -124,7 +127,7 @@ func (p *Policy) MCPServers() proto.MCPServersResult {
 	res := proto.MCPServersResult{Servers: []proto.MCPServerInfo{}}
 	for i := range p.MCP.Servers {
 		s := &p.MCP.Servers[i]
-		res.Servers = append(res.Servers, proto.MCPServerInfo{Name: s.Name, Command: s.Command, URL: s.URL, Env: s.Env, Allow: s.Allow, Timeout: s.CallTimeout().Seconds()})
+		res.Servers = append(res.Servers, proto.MCPServerInfo{Name: s.Name, Command: s.Command, URL: s.URL, Env: s.Env, Allow: s.Allow, Timeout: s.CallTimeout().Seconds(), StartTimeout: s.StartTimeout.D().Seconds()})
 	}
 	return res
 }

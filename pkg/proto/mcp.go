@@ -36,6 +36,9 @@ type MCPServerInfo struct {
 	Env     []string `json:"env,omitempty"`
 	Allow   []string `json:"allow,omitempty"`
 	Timeout float64  `json:"timeout"` // seconds
+	// StartTimeout bounds starting the server and listing its tools
+	// (seconds; 0: the runner's default).
+	StartTimeout float64 `json:"start_timeout,omitempty"`
 }
 
 // MCPServersResult is the reply of mcp.servers.

@@ -80,6 +80,10 @@ type DaemonRecord struct {
 	// LLMCircuit is the state of the daemon's circuit breaker for it
 	// (closed, open, half-open).
 	LLMCircuit string `json:"llm_circuit,omitempty"`
+	// Models are the models LLM runs may ask for: [llm]'s model
+	// (default) and each [models.NAME], with the state of its endpoint's
+	// breaker.
+	Models []ModelInfo `json:"models,omitempty"`
 	// ConfigError is why the config file was refused when it last
 	// changed (the config in force stays), "" if it was not.
 	ConfigError string `json:"config_error,omitempty"`
@@ -99,4 +103,18 @@ type CheckRecord struct {
 	OK    bool   `json:"ok"`
 	Fix   string `json:"fix,omitempty"`
 	Text  string `json:"text"`
+}
+
+// ModelInfo is a model LLM runs may ask for by Name (ox-spawn -m NAME):
+// the Model asked at its Endpoint (the admin's to see), its prices per
+// million tokens, and the state of its endpoint's circuit breaker
+// (closed, open, half-open). Default marks [llm]'s.
+type ModelInfo struct {
+	Name            string  `json:"name"`
+	Model           string  `json:"model"`
+	Endpoint        string  `json:"endpoint,omitempty"`
+	PromptPrice     float64 `json:"prompt_price,omitempty"`
+	CompletionPrice float64 `json:"completion_price,omitempty"`
+	State           string  `json:"state"`
+	Default         bool    `json:"default,omitempty"`
 }

@@ -108,6 +108,9 @@ type LLMArgs struct {
 	NoRecall     bool     `json:"no_recall,omitempty"`
 	NoSummary    bool     `json:"no_summary,omitempty"`
 	NoKeep       bool     `json:"no_keep,omitempty"`
+	// WaitEndpoint: a model call that finds the endpoint's breaker open
+	// waits for it instead of failing at once.
+	WaitEndpoint bool `json:"wait_endpoint,omitempty"`
 }
 
 // RunRecord is the "run" record: a run as ox-ps shows it.
@@ -363,7 +366,7 @@ type EndpointRecord struct {
 	Run     string    `json:"run"`
 	Agent   string    `json:"agent"`
 	Time    time.Time `json:"time"`
-	Event   string    `json:"event"` // retry, open, half-open, closed
+	Event   string    `json:"event"` // retry, open, half-open, closed, discarded, config
 	Attempt int       `json:"attempt"`
 	Wait    float64   `json:"wait,omitempty"` // seconds before the next attempt
 	Text    string    `json:"text"`

@@ -142,7 +142,7 @@ func RunnerArgv(runner string, a proto.SpawnArgs) ([]string, *proto.Error) {
 		for _, b := range []struct {
 			flag string
 			on   bool
-		}{{"continue", o.Continue}, {"no-recall", o.NoRecall}, {"no-summary", o.NoSummary}, {"no-keep", o.NoKeep}} {
+		}{{"continue", o.Continue}, {"no-recall", o.NoRecall}, {"no-summary", o.NoSummary}, {"no-keep", o.NoKeep}, {"wait-endpoint", o.WaitEndpoint}} {
 			if b.on {
 				argv = append(argv, "--"+b.flag)
 			}
@@ -151,11 +151,11 @@ func RunnerArgv(runner string, a proto.SpawnArgs) ([]string, *proto.Error) {
 	return append(argv, "--", a.Task), nil
 }
 
-// RunnerEnv is the environment that tells the runner the [llm] config.
+// RunnerEnv is the environment that tells the runner the [llm] config it
+// needs: the model and the answers' settings. The endpoint, its key, its
+// timeouts and retries are the kernel's (llm.chat).
 func RunnerEnv(l config.LLM, model string) []string {
-	env := []string{"OXIOS_LLM_URL=" + l.BaseURL, "OXIOS_LLM_MODEL=" + model,
-		"OXIOS_LLM_TIMEOUT=" + l.Timeout, "OXIOS_LLM_FIRST_TOKEN_TIMEOUT=" + l.FirstTokenTimeout,
-		"OXIOS_LLM_RETRIES=" + strconv.Itoa(l.Retries)}
+	env := []string{"OXIOS_LLM_MODEL=" + model}
 	if l.MaxTokens > 0 {
 		env = append(env, "OXIOS_LLM_MAX_TOKENS="+strconv.Itoa(l.MaxTokens))
 	}

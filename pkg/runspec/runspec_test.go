@@ -42,7 +42,7 @@ func TestRunnerEnv(t *testing.T) {
 			t.Errorf("%s: the defaults send none", e)
 		}
 	}
-	if !slices.Contains(env, "OXIOS_LLM_FIRST_TOKEN_TIMEOUT=1m") || !slices.Contains(env, "OXIOS_LLM_MODEL=m") {
+	if slices.Contains(env, "OXIOS_LLM_URL=http://x/v1") || !slices.Contains(env, "OXIOS_LLM_MODEL=m") {
 		t.Errorf("env %q", env)
 	}
 	l.Temperature, l.MaxTokens = 0, 100

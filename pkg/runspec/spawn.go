@@ -3,7 +3,6 @@ package runspec
 import (
 	"crypto/rand"
 	"encoding/base32"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -75,7 +74,7 @@ type Where struct {
 // section l and its key, key), then sysEnv (oxiosd's own additions, such
 // as a scheduled run's OXIOS_SCHEDULE) and a race-built oxiosd's GORACE
 // (sandbox.RaceEnv), then a's own.
-func Env(a proto.SpawnArgs, id, dir string, w Where, l config.LLM, model, key string, sysEnv []string) []string {
+func Env(a proto.SpawnArgs, id, dir string, w Where, l config.LLM, model string, sysEnv []string) []string {
 	env := []string{
 		"PATH=" + Path(), "HOME=" + dir, "LANG=C.UTF-8",
 		"OXIOS_AGENT=" + a.Agent, "OXIOS_RUN=" + id, "OXIOS_SOCKET=" + w.Socket,
@@ -84,10 +83,10 @@ func Env(a proto.SpawnArgs, id, dir string, w Where, l config.LLM, model, key st
 		env = append(env, "OXIOS_MNT="+w.Mount)
 	}
 	if len(a.Command) == 0 {
+		// No endpoint and no key: the kernel makes the model calls
+		// (llm.chat), so nothing in the run's world can call the model
+		// behind its budget.
 		env = append(env, RunnerEnv(l, model)...)
-		if key != "" {
-			env = append(env, "OXIOS_LLM_KEY="+key)
-		}
 	}
 	env = append(env, sysEnv...)
 	env = append(env, sandbox.RaceEnv...)
@@ -117,8 +116,9 @@ type Host struct {
 
 // Sandbox is the sandbox of a run (run) or an exec of agent under
 // policy p, with its workspace dir; nil when the policy says none. llm:
-// the LLM runner, which keeps the network to reach its model (its tools
-// are execs and syscalls of their own, each checked and confined).
+// the LLM runner, which needs no network for its model (the kernel calls
+// it, llm.chat): the policy's [sandbox] network applies to it as to any
+// run.
 func Sandbox(h Host, agent string, p *policy.Policy, dir string, llm, run bool) (*sandbox.Spec, *proto.Error) {
 	sp := p.Sandbox
 	if sp.Isolation == policy.IsolationNone {
@@ -133,7 +133,7 @@ func Sandbox(h Host, agent string, p *policy.Policy, dir string, llm, run bool) 
 		return nil, nil // "available", and nothing is
 	}
 	spec := &sandbox.Spec{
-		Root: h.Root, Net: llm || sp.Network, UserNS: f.Rootless,
+		Root: h.Root, Net: sp.Network, UserNS: f.Rootless,
 		Disk: uint64(p.Limits.Disk), Tmp: uint64(p.Limits.Tmp),
 		NoSeccomp: !f.Seccomp, NoLandlock: f.Landlock == 0,
 		Binds: []sandbox.Bind{{Src: dir, Path: sandbox.WorkDir, RW: true}}, Dir: sandbox.WorkDir,
@@ -188,20 +188,16 @@ type Run struct {
 }
 
 // Spec is the supervisor's spec of the spawn a as run r: a command, or
-// the LLM runner with a.Task, the model (a's, else [llm]'s) and the
-// key of [llm] key_env from oxiosd's environment.
+// the LLM runner with a.Task and the model (a's, else [llm]'s). The
+// endpoint's key stays in oxiosd.
 func Spec(a proto.SpawnArgs, r Run) supervisor.Spec {
 	llm := len(a.Command) == 0
 	model := a.Model
 	if llm && model == "" {
 		model = r.LLM.Model
 	}
-	var key string
-	if llm {
-		key = os.Getenv(r.LLM.KeyEnv)
-	}
 	spec := supervisor.Spec{
-		ID: r.ID, Agent: a.Agent, Argv: r.Argv, Env: Env(a, r.ID, r.Dir, r.Where, r.LLM, model, key, r.SysEnv), Dir: r.Dir,
+		ID: r.ID, Agent: a.Agent, Argv: r.Argv, Env: Env(a, r.ID, r.Dir, r.Where, r.LLM, model, r.SysEnv), Dir: r.Dir,
 		Stdin: []byte(a.Input), Limits: Limits(r.Policy), Command: a.Command, Model: model, Records: llm,
 		Wall: time.Duration(r.Wall * float64(time.Second)),
 	}

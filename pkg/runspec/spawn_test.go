@@ -61,16 +61,22 @@ func TestArgv(t *testing.T) {
 
 func TestEnv(t *testing.T) {
 	a := proto.SpawnArgs{Agent: "a", Task: "hi", Env: []string{"MINE=1"}}
-	env := Env(a, "r1", "/w/r1", Where{Socket: "/s", Mount: "/m"}, config.LLM{BaseURL: "http://model"}, "m1", "k", []string{"OXIOS_SCHEDULE=j"})
-	for _, want := range []string{"HOME=/w/r1", "OXIOS_AGENT=a", "OXIOS_RUN=r1", "OXIOS_SOCKET=/s", "OXIOS_MNT=/m", "OXIOS_LLM_MODEL=m1", "OXIOS_LLM_KEY=k", "OXIOS_SCHEDULE=j"} {
+	env := Env(a, "r1", "/w/r1", Where{Socket: "/s", Mount: "/m"}, config.LLM{BaseURL: "http://model"}, "m1", []string{"OXIOS_SCHEDULE=j"})
+	for _, want := range []string{"HOME=/w/r1", "OXIOS_AGENT=a", "OXIOS_RUN=r1", "OXIOS_SOCKET=/s", "OXIOS_MNT=/m", "OXIOS_LLM_MODEL=m1", "OXIOS_SCHEDULE=j"} {
 		if !slices.Contains(env, want) {
 			t.Errorf("%s missing from %q", want, env)
+		}
+	}
+	// The endpoint and its key are the kernel's (llm.chat).
+	for _, e := range env {
+		if strings.HasPrefix(e, "OXIOS_LLM_KEY=") || strings.HasPrefix(e, "OXIOS_LLM_URL=") {
+			t.Errorf("%s in an LLM run's environment", e)
 		}
 	}
 	if env[len(env)-1] != "MINE=1" {
 		t.Errorf("the spawn's own variables are not last: %q", env)
 	}
-	cmd := Env(proto.SpawnArgs{Agent: "a", Command: []string{"true"}}, "r2", "/w", Where{Socket: "/s"}, config.LLM{}, "", "", nil)
+	cmd := Env(proto.SpawnArgs{Agent: "a", Command: []string{"true"}}, "r2", "/w", Where{Socket: "/s"}, config.LLM{}, "", nil)
 	for _, e := range cmd {
 		if strings.HasPrefix(e, "OXIOS_LLM") || strings.HasPrefix(e, "OXIOS_MNT") {
 			t.Errorf("a command run without a mount has %s", e)

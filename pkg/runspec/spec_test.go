@@ -20,8 +20,14 @@ func TestSpec(t *testing.T) {
 	if s.ID != "r1" || s.Agent != "a" || s.Dir != "/w/a/r1" || s.Model != "m0" || !s.Records || s.Task != "do it" || string(s.Stdin) != "in" || s.Wall != 1500*time.Millisecond {
 		t.Fatalf("LLM spec: %+v", s)
 	}
-	if !slices.Contains(s.Env, "OXIOS_LLM_KEY=sk-1") || !slices.Contains(s.Env, "OXIOS_SCHEDULE=j") || !slices.Contains(s.Env, "HOME=/w/a/r1") {
+	if !slices.Contains(s.Env, "OXIOS_SCHEDULE=j") || !slices.Contains(s.Env, "HOME=/w/a/r1") {
 		t.Fatalf("LLM env: %v", s.Env)
+	}
+	// The key stays in oxiosd: the kernel calls the model (llm.chat).
+	for _, e := range s.Env {
+		if strings.Contains(e, "sk-1") {
+			t.Fatalf("the endpoint's key is in an LLM run's environment: %s", e)
+		}
 	}
 	s = Spec(proto.SpawnArgs{Agent: "a", Command: []string{"true"}, Task: "ignored", Model: "m1"}, r)
 	if s.Records || s.Task != "" || s.Model != "m1" || slices.Contains(s.Env, "OXIOS_LLM_KEY=sk-1") {

@@ -84,6 +84,7 @@ func gatedArgs(run, pending string) map[string]string {
 		proto.OpScheduleEnable: `{"name":"j1","disable":true}`,
 		proto.OpScheduleList:   `{}`,
 		proto.OpLLMGate:        `{"agent":"ops","endpoint":"http://127.0.0.1:1/"}`,
+		proto.OpLLMChat:        `{"agent":"ops","messages":[{"role":"user","content":"hi"}]}`,
 		proto.OpMCPServers:     `{"agent":"ops"}`,
 		proto.OpMCPCall:        `{"agent":"ops","server":"s","tool":"t"}`,
 		proto.OpMCPResult:      `{"agent":"ops","server":"s","tool":"t"}`,

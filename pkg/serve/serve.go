@@ -145,6 +145,7 @@ var handlers = map[string]Func{
 	proto.OpScheduleEnable: unary(false, (*kernel.Kernel).ScheduleEnable),
 	proto.OpScheduleList:   stream(true, (*kernel.Kernel).ScheduleList),
 	proto.OpLLMGate:        unary(false, (*kernel.Kernel).LLMGate),
+	proto.OpLLMChat:        llmChat,
 	proto.OpMCPServers:     mcpServers,
 	proto.OpMCPCall:        refusedUnary("mcp", (*kernel.Kernel).MCPCall),
 	proto.OpMCPResult:      mcpResult,

@@ -26,6 +26,8 @@ type Daemon struct {
 	// breaker; ConfigError why the config file was last refused.
 	LLM, LLMCircuit, ConfigError string
 	Sandbox                      sandbox.Features
+	// Models are the models runs may ask for.
+	Models []proto.ModelInfo
 }
 
 // Record is the daemon's record as a caller sees it (admin: with its
@@ -36,7 +38,7 @@ func Record(d Daemon, admin bool) proto.DaemonRecord {
 	rec := proto.DaemonRecord{
 		Type: proto.RecordDaemon, Server: d.Server, PID: os.Getpid(), Started: d.Started,
 		Config: cfg.File, Data: cfg.Data, Socket: cfg.Socket, Policies: cfg.Policies,
-		LLM: d.LLM, LLMCircuit: d.LLMCircuit, ConfigError: d.ConfigError,
+		LLM: d.LLM, LLMCircuit: d.LLMCircuit, ConfigError: d.ConfigError, Models: d.Models,
 		Sandbox: d.Sandbox.String(), SandboxMissing: d.Sandbox.Missing,
 	}
 	if !cfg.NoMount {
@@ -50,6 +52,10 @@ func Record(d Daemon, admin bool) proto.DaemonRecord {
 	if !admin {
 		// Paths are the admin's business; a granted user learns the version.
 		rec.Config, rec.Data, rec.Policies, rec.LLM = "", "", "", ""
+		rec.Models = append([]proto.ModelInfo(nil), rec.Models...)
+		for i := range rec.Models {
+			rec.Models[i].Endpoint = ""
+		}
 	}
 	rec.Text = fmt.Sprintf("%s pid %d, up %s", rec.Server, rec.PID, time.Since(d.Started).Round(time.Second))
 	return rec

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/oxios/oxios/pkg/agent"
+	"github.com/oxios/oxios/pkg/client"
 	"github.com/oxios/oxios/pkg/llm"
 	"github.com/oxios/oxios/pkg/llm/llmtest"
 	"github.com/oxios/oxios/pkg/proto"
@@ -115,6 +116,8 @@ func benchAgent(dir string) {
 	reportMs("first delta after the server's first token, p50", lat[answers/2], 0, "<= 1 ms")
 	reportMs("first delta after the server's first token, p99", lat[answers*99/100], 0, "")
 
+	benchKernelCalls(dir, turns)
+
 	// End to end: ox-agent under oxiosd. The per-turn figure is the
 	// difference between a 20-turn and a 1-turn run, so the runner's
 	// start and the first recall are not in it.
@@ -162,4 +165,103 @@ func startDaemonConfig(dir, config string) *daemon {
 	cmd.Stderr = os.Stderr
 	start(cmd)
 	return waitDaemon(cmd, sock)
+}
+
+// chargingKernel is nopKernel whose budget calls go to oxiosd, as the
+// runner made them before the kernel made its model calls: a check before
+// each call, a durable charge after it (as the admin: budget.charge is
+// now the admin's).
+type chargingKernel struct {
+	nopKernel
+	c *client.Client
+}
+
+func (k chargingKernel) BudgetCheck(ctx context.Context, tokens int64) (proto.BudgetRecord, error) {
+	return k.c.BudgetCheck(ctx, "bench", tokens)
+}
+
+func (k chargingKernel) BudgetCharge(ctx context.Context, model string, p, c int64) (proto.BudgetRecord, error) {
+	return k.c.BudgetCharge(ctx, proto.BudgetChargeArgs{Agent: "bench", Model: model, PromptTokens: p, CompletionTokens: c})
+}
+
+// benchKernelCalls compares the runner's model calls made by the kernel
+// (llm.chat over the socket, each attempt budgeted, charged durably and
+// audited) with the same runner calling the endpoint directly, as it did
+// before: per turn, and from the server's first token to the runner's
+// first delta. The two alternate, run by run, against one oxiosd.
+func benchKernelCalls(dir string, turns int) {
+	ddir := filepath.Join(dir, "agent-kernel")
+	check(os.MkdirAll(ddir, 0o700))
+	s := llmtest.New()
+	defer s.Close()
+	cf := filepath.Join(ddir, "oxios.toml")
+	check(os.WriteFile(cf, []byte(fmt.Sprintf("[llm]\nbase_url = %q\nmodel = \"bench\"\n", s.URL)), 0o600))
+	d := startDaemonConfig(ddir, cf)
+	defer d.stop()
+	c := dial(d.sock)
+	defer c.Close()
+	_, err := c.StateSave(context.Background(), "bench", "notes/a", []byte("x"))
+	check(err)
+	direct := llm.New(llm.DefaultConfig(s.URL, "", "bench"))
+	kernel := &agent.KernelModel{C: c, Agent: "bench"}
+	const runs = 15
+	var wall, busy [2]time.Duration
+	for i := 0; i < 2*runs; i++ {
+		// Before: the runner calls the endpoint, checks and charges its
+		// budget with two syscalls a turn. Now: one llm.chat a turn.
+		var m agent.Model = direct
+		var k agent.Kernel = chargingKernel{c: c}
+		if i%2 == 1 {
+			m, k = kernel, nopKernel{}
+		}
+		s.Push(script(turns)...)
+		b0 := s.Busy()
+		r := agent.New(agent.Config{Agent: "bench", Run: "r", Model: "bench", Task: "check the notes",
+			Emit: func(rec any) { agent.Marshal(rec) }}, k, m)
+		t := time.Now()
+		res, err := r.Run(context.Background())
+		check(err)
+		wall[i%2] += time.Since(t)
+		busy[i%2] += s.Busy() - b0
+		if res.Turns != turns {
+			fatal(fmt.Errorf("agent bench: %d turns, want %d", res.Turns, turns))
+		}
+	}
+	n := time.Duration(turns * runs)
+	over := [2]time.Duration{(wall[0] - busy[0]) / n, (wall[1] - busy[1]) / n}
+	reportMs("model call per turn, runner direct + budget calls", over[0], 0, "(before: check, call, charge)")
+	reportMs("model call per turn, through the kernel", over[1], over[0], "<= +1 ms")
+
+	// First delta: from the server's first token to the runner's first
+	// delta record, each way.
+	const answers = 100
+	s.Push(llmtest.Turn{Content: strings.Repeat("streamed words ", 20), Pace: llmtest.Duration(time.Millisecond), Repeat: -1})
+	lat := [2][]time.Duration{}
+	for i := 0; i < 2*answers; i++ {
+		var m agent.Model = direct
+		if i%2 == 1 {
+			m = kernel
+		}
+		var first time.Time
+		n := len(s.Requests())
+		r := agent.New(agent.Config{Agent: "bench", Run: "r", Model: "bench", Task: "say something", Recall: -1, NoSummary: true, Stream: true,
+			Emit: func(rec any) {
+				b := agent.Marshal(rec)
+				if _, ok := rec.(*proto.DeltaRecord); ok && first.IsZero() && len(b) > 0 {
+					first = time.Now()
+				}
+			}}, nopKernel{}, m)
+		_, err := r.Run(context.Background())
+		check(err)
+		q := s.Requests()[n]
+		if first.IsZero() || q.FirstToken.IsZero() {
+			fatal(fmt.Errorf("agent bench: no delta, or no first token"))
+		}
+		lat[i%2] = append(lat[i%2], first.Sub(q.FirstToken))
+	}
+	for i := range lat {
+		slices.Sort(lat[i])
+	}
+	reportMs("first delta, runner direct (before), p50", lat[0][answers/2], 0, "")
+	reportMs("first delta, through the kernel, p50", lat[1][answers/2], lat[0][answers/2], "<= +1 ms")
 }

@@ -233,8 +233,10 @@ func TestAgentBudgetExhausted(t *testing.T) {
 	if mt := s.Requests()[0].Body.MaxTokens; mt <= 0 || mt >= 2000 {
 		t.Errorf("max_tokens %d: want the run's budget left after the prompt", mt)
 	}
-	au := d.ox("", "ox-audit", "log", "--op", "budget.charge")
-	if !strings.Contains(au.stdout, "EDQUOT") {
+	// The kernel charged the call (llm.chat), and audited it with the
+	// tokens, the model and the answer's digest.
+	au := d.ox("", "ox-audit", "log", "--op", "llm.chat")
+	if !strings.Contains(au.stdout, "EDQUOT") || !strings.Contains(au.stdout, "1900+300 tokens") || !strings.Contains(au.stdout, "answer ") {
 		t.Errorf("the refused charge is not audited: %s", au.stdout)
 	}
 	// The agent's total: a budget of 2500 tokens for the agent refuses the

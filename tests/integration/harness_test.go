@@ -86,6 +86,8 @@ type daemonOpts struct {
 	// uid, when not 0, runs oxiosd as that user (rootless), which then
 	// owns its folder.
 	uid uint32
+	// env is added to oxiosd's environment.
+	env []string
 }
 
 type syncBuffer struct {
@@ -128,7 +130,7 @@ func startDaemon(t *testing.T, o daemonOpts) *daemon {
 	args = append(args, o.args...)
 	d.notify = notifyListener(t, d.dir)
 	d.cmd = exec.Command(bin("oxiosd"), args...)
-	d.cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+d.notify.LocalAddr().String())
+	d.cmd.Env = append(append(os.Environ(), "NOTIFY_SOCKET="+d.notify.LocalAddr().String()), o.env...)
 	if o.uid != 0 {
 		for _, p := range []string{d.dir, d.notify.LocalAddr().String()} {
 			if err := os.Chown(p, int(o.uid), int(o.uid)); err != nil {

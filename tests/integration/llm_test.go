@@ -217,7 +217,7 @@ func TestLLMEndpointErrors(t *testing.T) {
 	}{
 		{"auth", llmtest.Turn{Status: 401, Error: "Incorrect API key provided: sk-xx"}, "EACCES", []string{"HTTP 401", "API key"}},
 		{"notfound", llmtest.Turn{Status: 404, Error: "page not found"}, "ENOENT", []string{"HTTP 404", "/v1/chat/completions"}},
-		{"jinja", llmtest.Turn{Status: 500, Error: "tools param requires --jinja flag"}, "EINVAL", []string{"--jinja"}},
+		{"refused", llmtest.Turn{Status: 501, Error: "chat completions are not implemented here"}, "EINVAL", []string{"HTTP 501", "not implemented"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			d, s := llmDaemon(t, "", c.turn, llmtest.Turn{Content: "must not be asked"})
@@ -246,7 +246,8 @@ func TestLLMEndpointErrors(t *testing.T) {
 // probing at once.
 func TestLLMSharedBreaker(t *testing.T) {
 	t.Parallel()
-	d, s := llmDaemon(t, "", llmtest.Turn{Status: 502, Error: "bad gateway", Repeat: -1})
+	// The first run's 5 attempts fail; the endpoint is back after.
+	d, s := llmDaemon(t, "", llmtest.Turn{Status: 502, Error: "bad gateway", Repeat: 5}, llmtest.Turn{Content: "back"})
 	r := d.ox("", "ox-spawn", "-a", "ops", "--no-memory", "first")
 	if r.code != 4 {
 		t.Fatalf("first run: exit %d\n%s%s", r.code, r.stdout, r.stderr)
@@ -255,15 +256,25 @@ func TestLLMSharedBreaker(t *testing.T) {
 	if err != nil || st.LLMCircuit != "open" {
 		t.Fatalf("status after the first run: circuit %q, %v", st.LLMCircuit, err)
 	}
+	// A run that finds it open fails at once (a cron job does not hang),
+	// saying when the endpoint is tried again, and sends nothing.
 	n := s.Started()
-	r = d.ox("", "ox-spawn", "-a", "other", "--no-memory", "second")
+	r = d.ox("", "ox-spawn", "-a", "other", "--no-memory", "at once")
+	if e := ofType(records(t, r.stdout), "error"); r.code != 4 || len(e) != 1 || !strings.Contains(e[0]["text"].(string), "next try at") || s.Started() != n {
+		t.Fatalf("a run while the circuit is open: exit %d, %d requests\n%s%s", r.code, s.Started()-n, r.stdout, r.stderr)
+	}
+	// One that asks to wait does.
+	r = d.ox("", "ox-spawn", "-a", "other", "--no-memory", "--wait-endpoint", "second")
 	recs := records(t, r.stdout)
 	ep := ofType(recs, "endpoint")
 	if len(ep) == 0 || ep[0]["event"] != "retry" || !strings.Contains(ep[0]["text"].(string), "circuit open") {
 		t.Errorf("the second run did not wait for the open circuit first: %v", ep)
 	}
-	// Each of its attempts was a probe after a cooldown: 5 attempts, each
-	// let through only when the shared breaker allowed one.
+	if r.code != 0 {
+		t.Errorf("the run that waited: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	// Each of its attempts was a probe after a cooldown, let through only
+	// when the shared breaker allowed one.
 	var probes int
 	for _, e := range ep {
 		if e["event"] == "half-open" {

@@ -41,6 +41,15 @@ type Turn struct {
 	Delay Duration `json:"delay,omitempty"`
 	Stall Duration `json:"stall,omitempty"`
 	Pace  Duration `json:"pace,omitempty"`
+	// StallAfter is waited after the text (cut at max_tokens, as a server
+	// does) and before the end of the answer: a server that streamed all
+	// it was allowed and then hung.
+	StallAfter Duration `json:"stall_after,omitempty"`
+	// StreamError, if set, ends a 200 answer after its text with an error
+	// event inside the stream (llama-server's "Failed to parse tool call").
+	StreamError string `json:"stream_error,omitempty"`
+	// NoUsage leaves the usage out of the stream, as some servers do.
+	NoUsage bool `json:"no_usage,omitempty"`
 	// Model is the model the answer says answered (default: the one
 	// asked).
 	Model string `json:"model,omitempty"`
@@ -79,7 +88,10 @@ func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Durat
 
 // Request is a request the server got.
 type Request struct {
-	Body   openai.ChatCompletionRequest
+	Body openai.ChatCompletionRequest
+	// Raw is the body as sent, Auth its Authorization header.
+	Raw    []byte
+	Auth   string
 	Status int           // what it was answered
 	Took   time.Duration // the server's own time, delays included
 	// FirstToken is when the first piece of text was written and
@@ -224,7 +236,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	// that has its answer finds it in Requests.
 	s.mu.Lock()
 	idx := len(s.reqs)
-	s.reqs = append(s.reqs, Request{Body: req})
+	s.reqs = append(s.reqs, Request{Body: req, Raw: body, Auth: r.Header.Get("Authorization")})
 	s.mu.Unlock()
 	defer func() {
 		took := time.Since(start)
@@ -367,8 +379,25 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 				Function: openai.FunctionCall{Arguments: piece}}}}))
 		}
 	}
+	if fl != nil {
+		fl.Flush()
+	}
+	if t.StallAfter > 0 {
+		select {
+		case <-time.After(time.Duration(t.StallAfter)):
+		case <-r.Context().Done():
+			return
+		}
+	}
+	if t.StreamError != "" {
+		fmt.Fprintf(w, "data: {\"error\":{\"code\":500,\"message\":%q,\"type\":\"server_error\"}}\n\n", t.StreamError)
+		if fl != nil {
+			fl.Flush()
+		}
+		return
+	}
 	send(openai.ChatCompletionStreamResponse{Choices: []openai.ChatCompletionStreamChoice{{FinishReason: finish}}})
-	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
+	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage && !t.NoUsage {
 		send(openai.ChatCompletionStreamResponse{Choices: []openai.ChatCompletionStreamChoice{}, Usage: &usage})
 	}
 	io.WriteString(w, "data: [DONE]\n\n")
