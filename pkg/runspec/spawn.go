@@ -138,13 +138,12 @@ func Sandbox(h Host, agent string, p *policy.Policy, dir string, llm, run bool) 
 		NoSeccomp: !f.Seccomp, NoLandlock: f.Landlock == 0,
 		Binds: []sandbox.Bind{{Src: dir, Path: sandbox.WorkDir, RW: true}}, Dir: sandbox.WorkDir,
 	}
-	if f.Rootless && p.Limits.Disk > 0 && (!llm || sp.Network) {
+	if f.Rootless && p.Limits.Disk > 0 {
 		// Rootless, oxiosd can mount nothing: the shim makes the
 		// workspace's filesystem inside the sandbox, and a run's shim
 		// starts the run's execs there too (sandbox/serve.go), with the
-		// run's walls. Not for an LLM runner that keeps the network only
-		// to reach its model: its execs, without it, are sandboxes of
-		// their own, in its workspace's folder under DATA.
+		// run's walls (an LLM runner's network is the policy's, as its
+		// execs').
 		spec.Binds[0] = sandbox.Bind{Path: sandbox.WorkDir, RW: true, Tmpfs: uint64(p.Limits.Disk)}
 		spec.Serve = run
 	}
