@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/oxios/oxios/pkg/agenttree"
 	"github.com/oxios/oxios/pkg/audit"
@@ -71,14 +72,20 @@ func (k *Kernel) AgentRemove(ctx context.Context, c *Cred, agent string, raw []b
 		return proto.AgentRecord{}, err
 	}
 	k.flights.Wait(agent)
+	// The inbox is not in the journal: moved aside first, it goes with
+	// the agent or comes back, whatever the removal's outcome, a crash
+	// included (openTalk settles it then).
+	if err := k.inbox.Detach(agent); err != nil {
+		return proto.AgentRecord{}, fmt.Errorf("removing the inbox of %s: %w", agent, err)
+	}
 	rec, err := onCommitter(k, ctx, func() (proto.AgentRecord, error) { return k.removeNow(c, agent, raw) })
+	k.settleInbox(agent)
 	if err != nil {
 		return rec, err
 	}
 	held.RemoveAgent(agent)
 	k.policyChanged(agent)
 	k.budgets.Forget(agent)
-	k.removeInbox(agent)
 	return rec, nil
 }
 
