@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -163,6 +164,9 @@ func run(c *cli.Context) error {
 	k, err := kernel.New(cfg, log)
 	if err != nil {
 		ln.Close()
+		if errors.Is(err, kernel.ErrDamaged) {
+			return &cliutil.ExitError{Code: cliutil.ExitDamaged, Err: err}
+		}
 		return cliutil.Failf("%v", err)
 	}
 	// The root context: cancelled on SIGTERM or SIGINT, it reaches every
