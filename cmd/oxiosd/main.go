@@ -50,7 +50,7 @@ func main() {
 		&cli.StringFlag{Name: "mount", Usage: "mount the agents' filesystem at `DIR`", DefaultText: def.Mount, TakesFile: true},
 		&cli.BoolFlag{Name: "no-mount", Usage: "do not mount the agents' filesystem"},
 		&cli.StringFlag{Name: "log-level", Usage: "log `LEVEL`: debug, info, warn or error", DefaultText: "info"},
-		&cli.BoolFlag{Name: "recover", Usage: "start with what a damaged or missing journal still holds, recording the loss in the audit log"},
+		&cli.BoolFlag{Name: "recover", Usage: "start with what a damaged or missing journal still holds, or on a repository missing objects, recording the loss in the audit log"},
 	}
 	app.Action = run
 	cliutil.Run(app)
