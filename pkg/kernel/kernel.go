@@ -244,6 +244,10 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 		}
 	}
 	k.asks.ResolveLeft(k.daemonActor())
+	if err := k.finishRemovals(); err != nil {
+		k.Close()
+		return nil, err
+	}
 	return k, nil
 }
 
