@@ -88,15 +88,14 @@ func (r *Repo) Check() (Damage, error) {
 		}
 		for i := range es {
 			e := &es[i]
-			p := path.Join(dir, e.name)
 			switch {
 			case e.isDir():
-				walk(p, e.id)
+				walk(path.Join(dir, e.name), e.id)
 			case e.mode == modeGitlink:
 			default:
 				d.Objects++
 				if !r.db.has(e.id) {
-					note("blob %s of %s", e.id, p)
+					note("blob %s of %s", e.id, path.Join(dir, e.name))
 				}
 			}
 		}
