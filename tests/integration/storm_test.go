@@ -248,7 +248,12 @@ func (sw *stormWorker) step(ctx context.Context, c *client.Client) bool {
 		return ack("delete", apply)
 	case r < 47: // remember: one, or a bulk of up to 40
 		n := 1
-		if rand.IntN(3) == 0 {
+		switch {
+		case agent != sw.main && rand.IntN(12) == 0:
+			// A fork grown past one batch of a removal (512 keys),
+			// which then goes in groups.
+			n = 600
+		case rand.IntN(3) == 0:
 			n = 2 + rand.IntN(39)
 		}
 		var in []proto.MemoryInput
