@@ -215,7 +215,8 @@ func run(c *cli.Context) error {
 	}()
 
 	var watchdog <-chan time.Time
-	if iv, err := daemon.SdWatchdogEnabled(false); err == nil && iv > 0 {
+	iv, err := daemon.SdWatchdogEnabled(false)
+	if err == nil && iv > 0 {
 		t := time.NewTicker(iv / 2)
 		defer t.Stop()
 		watchdog = t.C
@@ -250,6 +251,13 @@ loop:
 			exitErr = cliutil.Failf("storage failed: %v", err)
 			break loop
 		case <-watchdog:
+			// Only while changes move: a committer that completes
+			// nothing for half the interval while changes wait misses
+			// the ping, and one that stays so is restarted.
+			if k.Stalled(iv / 2) {
+				log.Error("no change committed for half the watchdog interval while changes wait: not pinging the watchdog", "interval", iv)
+				continue
+			}
 			daemon.SdNotify(false, daemon.SdNotifyWatchdog)
 		}
 	}

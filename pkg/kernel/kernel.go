@@ -251,6 +251,12 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 	return k, nil
 }
 
+// Stalled reports whether changes wait for the committer and none was
+// committed for d (groupcommit.Queue.Stalled): the daemon's watchdog
+// stops pinging then, so that systemd restarts a daemon whose writes
+// all hang.
+func (k *Kernel) Stalled(d time.Duration) bool { return k.txq.Stalled(d) }
+
 // Fatal delivers an error when the kernel can no longer commit (a failed
 // fdatasync leaves the page cache in an unknown state): the daemon should
 // exit non-zero so that a restart recovers from the journal.
