@@ -60,9 +60,15 @@ func TestRemoveLargeAgentKilled(t *testing.T) {
 			// Killed while its groups go: once its mark is there
 			// (DATA/index/removing/NAME), a group or more may be.
 			mark := filepath.Join(d.data, "index", "removing", agent)
-			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+			for deadline := time.Now().Add(2 * time.Minute); ; {
 				if _, err := os.Stat(mark); err == nil {
 					break
+				}
+				if len(done) > 0 {
+					break // ended before a poll saw its mark
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("round %d: no mark %s in 2 minutes of the removal", round, mark)
 				}
 				time.Sleep(200 * time.Microsecond)
 			}

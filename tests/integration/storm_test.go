@@ -431,6 +431,12 @@ func (sw *stormWorker) step(ctx context.Context, c *client.Client) bool {
 		}
 		return ack("job add", apply)
 	case r < 84: // a run that saves a key through its own socket
+		if l.agents[sw.main] == nil {
+			// A spawn makes a missing agent (its policy) before its
+			// run saves: cut by a kill in between, it leaves an agent
+			// that is neither as acknowledged nor with the save.
+			return false
+		}
 		key := fmt.Sprintf("run/k%d", rand.IntN(3))
 		v := fmt.Sprintf("run-w%d-i%d", sw.w, i)
 		apply := func(l *stormLedger) { l.agent(sw.main).state[key] = digest([]byte(v)) }
