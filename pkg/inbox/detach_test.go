@@ -32,6 +32,22 @@ func TestDetachSettle(t *testing.T) {
 			t.Fatalf("%s: %d messages listed once detached", a, n)
 		}
 	}
+	// A message sent while "other" is being removed goes with it.
+	if _, err := s.Send(Message{To: "other", Text: "before"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Detach("other"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Send(Message{To: "other", Text: "meanwhile"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Settle("other", true); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(s.List("other", "", false)); n != 0 {
+		t.Fatalf("a removed agent keeps %d messages sent during its removal", n)
+	}
 	s.Close() // the crash
 	s, err = Open(dir)
 	if err != nil {

@@ -463,10 +463,10 @@ func (s *Store) Detached() []string {
 }
 
 // Settle ends the detachment of agent's inbox: removed with the agent
-// when gone, else put back (the removal failed, or never reached the
-// journal). An inbox made meanwhile (a message sent while the removal
-// ran) stays, and a detached one that cannot go back is kept beside it
-// and reported.
+// when gone, with any inbox made meanwhile (a message sent while the
+// removal ran went to an agent on its way out); else put back (the
+// removal failed, or never reached the journal), unless an inbox was
+// made meanwhile: then the detached one is kept beside it and reported.
 func (s *Store) Settle(agent string, gone bool) error {
 	if err := checkAgent(agent); err != nil {
 		return err
@@ -476,6 +476,14 @@ func (s *Store) Settle(agent string, gone bool) error {
 	s.detached = slices.DeleteFunc(s.detached, func(a string) bool { return a == agent })
 	old := s.detachedPath(agent)
 	if gone {
+		if b := s.box[agent]; b != nil {
+			b.f.Close()
+			delete(s.box, agent)
+			close(b.wake)
+			if err := durable.Remove(s.path(agent)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+		}
 		err := durable.Remove(old)
 		if errors.Is(err, fs.ErrNotExist) {
 			err = nil
