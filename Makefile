@@ -112,9 +112,10 @@ bench: build ## run the benchmarks against bin/ (pass BENCHFLAGS=...)
 	$(GO) run ./tests/bench -bin $(CURDIR)/bin -cisi $(CISI) $(BENCHFLAGS)
 
 .PHONY: torture
-torture: ## long runs on a real mount (as root): fsx, 20,000 ops per seed, the eviction repro, a 256 MiB file
-	OXIOS_TORTURE=1 OXIOS_FSX_OPS=$(or $(FSX_OPS),20000) $(GO) test -race -count=1 -timeout 30m \
-		-run '^(TestFUSEFsx|TestFUSEEvictionKeepsWrites|TestFUSEStaleRead|TestFUSELargeFile)$$' -v ./tests/integration
+torture: ## long runs: the crash storm, STORM_ROUNDS kill -9 rounds (default 40); on a real mount (as root): fsx, 20,000 ops per seed, the eviction repro, a 256 MiB file
+	OXIOS_TORTURE=1 OXIOS_FSX_OPS=$(or $(FSX_OPS),20000) OXIOS_STORM_ROUNDS=$(or $(STORM_ROUNDS),40) \
+		$(GO) test -race -count=1 -timeout 60m \
+		-run '^(TestCrashStorm|TestFUSEFsx|TestFUSEEvictionKeepsWrites|TestFUSEStaleRead|TestFUSELargeFile)$$' -v ./tests/integration
 
 .PHONY: eval
 eval: build ## recall quality on CISI through a real oxiosd: MAP and nDCG@10 vs BM25

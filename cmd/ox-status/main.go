@@ -176,6 +176,14 @@ func status(c *cli.Context) error {
 		ch.add("sandbox", err, ok, "run oxiosd as root on a kernel with mount, pid and network namespaces and seccomp (not in a container that forbids them), or give trusted agents isolation = \"available\" in their policy (oxios-policy(5))")
 	}
 
+	if d != nil && d.Repo != "" {
+		var err error
+		if d.RepoDamaged {
+			err = fmt.Errorf("the repository's history is damaged: %s", d.Repo)
+		}
+		ch.add("repo", err, "the repository is whole: "+d.Repo, "restore DATA/repo/.git from a backup or a pushed remote (git fetch), then git fsck; oxiosd refuses to start on it until then, or oxiosd --recover starts anyway (oxiosd(8), RECOVERY)")
+	}
+
 	err = checkPolicies(pols)
 	ch.add("policies", err, policiesText(pols), "correct the line named (oxios-policy(5)); ox-policy set -a NAME FILE checks a policy before it applies it")
 

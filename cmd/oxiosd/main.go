@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -49,7 +50,7 @@ func main() {
 		&cli.StringFlag{Name: "mount", Usage: "mount the agents' filesystem at `DIR`", DefaultText: def.Mount, TakesFile: true},
 		&cli.BoolFlag{Name: "no-mount", Usage: "do not mount the agents' filesystem"},
 		&cli.StringFlag{Name: "log-level", Usage: "log `LEVEL`: debug, info, warn or error", DefaultText: "info"},
-		&cli.BoolFlag{Name: "recover", Usage: "start with what a damaged or missing journal still holds, recording the loss in the audit log"},
+		&cli.BoolFlag{Name: "recover", Usage: "start with what a damaged or missing journal still holds, or on a repository missing objects, recording the loss in the audit log"},
 	}
 	app.Action = run
 	cliutil.Run(app)
@@ -163,6 +164,9 @@ func run(c *cli.Context) error {
 	k, err := kernel.New(cfg, log)
 	if err != nil {
 		ln.Close()
+		if errors.Is(err, kernel.ErrDamaged) {
+			return &cliutil.ExitError{Code: cliutil.ExitDamaged, Err: err}
+		}
 		return cliutil.Failf("%v", err)
 	}
 	// The root context: cancelled on SIGTERM or SIGINT, it reaches every
@@ -211,7 +215,8 @@ func run(c *cli.Context) error {
 	}()
 
 	var watchdog <-chan time.Time
-	if iv, err := daemon.SdWatchdogEnabled(false); err == nil && iv > 0 {
+	iv, err := daemon.SdWatchdogEnabled(false)
+	if err == nil && iv > 0 {
 		t := time.NewTicker(iv / 2)
 		defer t.Stop()
 		watchdog = t.C
@@ -246,6 +251,13 @@ loop:
 			exitErr = cliutil.Failf("storage failed: %v", err)
 			break loop
 		case <-watchdog:
+			// Only while changes move: a committer that completes
+			// nothing for half the interval while changes wait misses
+			// the ping, and one that stays so is restarted.
+			if k.Stalled(iv / 2) {
+				log.Error("no change committed for half the watchdog interval while changes wait: not pinging the watchdog", "interval", iv)
+				continue
+			}
 			daemon.SdNotify(false, daemon.SdNotifyWatchdog)
 		}
 	}

@@ -16,13 +16,51 @@ import (
 // agent.removed with data; all in one batch. It returns each one's error.
 type Removing func(chs []*state.Change, es []*audit.Entry, data *proto.AgentRecord) []error
 
-// Remove removes agent, whose record is rec, on the kernel's committer,
-// alone: it commits what the agent holds (w.Commit, by uid and caller, a
-// run's agent), so that the commit named in the record's Restore holds all
-// of it; deletes every key of it (Removal), each with its audit entry by
-// who (args digest), and records the removal (target "NAME:", which names
-// the agent the same way to a live subscriber and to one replaying the
-// log), through removing; then commits the removal. A failure is audited
+// A removal goes in three steps (issue 45: removing an agent of 100k
+// memories in one batch, alone on the committer, held every other
+// agent's save for all of it, 8 s):
+//
+//  1. Before, on the committer, alone: commit what the agent holds, so
+//     that the commit named in the record's Restore holds all of it.
+//  2. Its state and memories deleted in groups of RemoveChunk (Changes),
+//     each group durable and audited on its own, other changes between
+//     them, as a forget of many memories goes.
+//  3. Remove, on the committer, alone: what is left (its kernel files,
+//     the last group, and whatever was saved to it meanwhile) and the
+//     removal's own entry in one batch, then the removal's commit.
+//
+// A crash in step 2 leaves the groups deleted so far, each audited, and
+// the agent with its policy and the rest: removing it again finishes.
+
+// RemoveChunk is how many keys a group of a removal deletes.
+const RemoveChunk = 512
+
+// Before commits what agent holds (w.Commit, by uid and caller, a run's
+// agent) and returns the commit, the record's Restore ("" when the agent
+// was never committed).
+func Before(w *version.Work, agent string, uid uint32, caller string, au version.Auditor) (string, error) {
+	before, err := w.Commit(proto.CommitArgs{Agent: agent, Message: fmt.Sprintf("Agent %s as it was before its removal", agent)}, uid, caller, au)
+	return before.Commit, err
+}
+
+// Changes are the deletions ds of agent's keys, each with its audit entry
+// by who (args digest).
+func Changes(agent string, ds []Deletion, who audit.Actor, digest string) ([]*state.Change, []*audit.Entry) {
+	chs := make([]*state.Change, len(ds))
+	es := make([]*audit.Entry, len(ds))
+	for i, d := range ds {
+		chs[i] = &state.Change{Agent: agent, Space: d.Space, Key: d.Key, Delete: true}
+		es[i] = &audit.Entry{Actor: who, Op: d.Op, Target: d.Target, Args: digest}
+	}
+	return chs, es
+}
+
+// Remove ends the removal of agent, whose record is rec (Restore set by
+// Before), on the kernel's committer, alone: it deletes every key of it
+// still there (Removal), each with its audit entry by who (args digest),
+// and records the removal (target "NAME:", which names the agent the same
+// way to a live subscriber and to one replaying the log), through
+// removing; then commits the removal. A failure is audited
 // (agent.remove) through au, as w's commits are.
 func Remove(w *version.Work, st Store, rec proto.AgentRecord, who audit.Actor, uid uint32, caller, digest string, removing Removing, au version.Auditor) (proto.AgentRecord, error) {
 	agent := rec.Agent
@@ -31,17 +69,7 @@ func Remove(w *version.Work, st Store, rec proto.AgentRecord, who audit.Actor, u
 		au(proto.OpAgentRemove, agent, proto.Result(err), "", nil)
 		return proto.AgentRecord{}, err
 	}
-	before, err := w.Commit(proto.CommitArgs{Agent: agent, Message: fmt.Sprintf("Agent %s as it was before its removal", agent)}, uid, caller, au)
-	if err != nil {
-		return fail(err)
-	}
-	rec.Restore = before.Commit
-	var chs []*state.Change
-	var es []*audit.Entry
-	for _, d := range Removal(st, agent) {
-		chs = append(chs, &state.Change{Agent: agent, Space: d.Space, Key: d.Key, Delete: true})
-		es = append(es, &audit.Entry{Actor: who, Op: d.Op, Target: d.Target, Args: digest})
-	}
+	chs, es := Changes(agent, Removal(st, agent), who, digest)
 	ev := rec // the event's own: rec is completed below
 	chs = append(chs, nil)
 	es = append(es, &audit.Entry{Actor: who, Op: proto.OpAgentRemove, Target: agent + ":", Args: digest})

@@ -81,7 +81,12 @@ func TestRemove(t *testing.T) {
 		return make([]error, len(chs))
 	}
 	who := audit.Actor{UID: 0}
-	rec, err := Remove(w, st, Record(st, "a", 0), who, 0, "", "dg", removing, au)
+	rec := Record(st, "a", 0)
+	rec.Restore, err = Before(w, "a", 0, "", au)
+	if err != nil || rec.Restore == "" {
+		t.Fatalf("Before: %q %v", rec.Restore, err)
+	}
+	rec, err = Remove(w, st, rec, who, 0, "", "dg", removing, au)
 	if err != nil || !rec.Removed || rec.Restore == "" || rec.Commit == "" || rec.Commit == rec.Restore || rec.Text == "" {
 		t.Fatalf("%+v %v", rec, err)
 	}

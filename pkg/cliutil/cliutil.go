@@ -28,8 +28,13 @@ const (
 	ExitUsage   = 2
 	// An LLM run's own: its budget ran out, or its model endpoint failed
 	// (down, or refusing the key, the URL or the request).
-	ExitBudget      = 3
-	ExitEndpoint    = 4
+	ExitBudget   = 3
+	ExitEndpoint = 4
+	// ExitDamaged (sysexits.h's EX_DATAERR) is oxiosd's refusal to start
+	// on damaged data (the journal, the audit log, the repository's
+	// objects): a restart will not mend it, oxiosd --recover or a backup
+	// does.
+	ExitDamaged     = 65
 	ExitUnavailable = 69
 	ExitDenied      = 77
 	// ExitConfig (sysexits.h's EX_CONFIG) is oxiosd's exit on a bad

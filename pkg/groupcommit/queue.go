@@ -24,6 +24,8 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // MaxBatch bounds a batch so one sync does not hold many megabytes of
@@ -74,6 +76,9 @@ type Queue[T comparable] struct {
 	room    sync.Cond     // the queue is below MaxQueue
 	idle    sync.Cond     // nobody leads
 	stopped chan struct{} // the committer goroutine ended
+	// moved is when the queue last made progress (unix ns): a group or a
+	// barrier done, or work come to a queue that had none (Stalled).
+	moved atomic.Int64
 }
 
 // New returns a queue that commits with h. Transactions submitted before
@@ -107,6 +112,9 @@ func (q *Queue[T]) Submit(t T, wait bool) error {
 	if q.closing {
 		q.mu.Unlock()
 		return ErrClosed
+	}
+	if len(q.q) == 0 && !q.leading {
+		q.moved.Store(time.Now().UnixNano()) // idle until now
 	}
 	q.q = append(q.q, t)
 	lead := false
@@ -243,6 +251,7 @@ func (q *Queue[T]) commitBatch(batch []T, own T, hasOwn bool) (ownDone bool) {
 	for len(batch) > 0 {
 		if t := batch[0]; q.h.Barrier(t) != nil {
 			q.h.Barrier(t)()
+			q.moved.Store(time.Now().UnixNano())
 			ownDone = ownDone || hasOwn && t == own
 			q.h.Done(t)
 			batch = batch[1:]
@@ -255,6 +264,7 @@ func (q *Queue[T]) commitBatch(batch []T, own T, hasOwn bool) (ownDone bool) {
 		group := batch[:n]
 		batch = batch[n:]
 		q.h.Commit(group)
+		q.moved.Store(time.Now().UnixNano())
 		for _, t := range group {
 			ownDone = ownDone || hasOwn && t == own
 			q.h.Done(t)
@@ -264,6 +274,19 @@ func (q *Queue[T]) commitBatch(batch []T, own T, hasOwn bool) (ownDone bool) {
 		q.h.Published(group)
 	}
 	return ownDone
+}
+
+// Stalled reports whether transactions wait (queued, or a batch being
+// committed) and the queue made no progress for d: no group and no
+// barrier done, the last of them (or the work's arrival at an idle
+// queue) longer ago than d. The daemon's watchdog pings only while it is
+// not (issue 45: the pings went on through a stall of every write, so
+// systemd could not see it).
+func (q *Queue[T]) Stalled(d time.Duration) bool {
+	q.mu.Lock()
+	waiting := len(q.q) > 0 || q.leading
+	q.mu.Unlock()
+	return waiting && time.Since(time.Unix(0, q.moved.Load())) > d
 }
 
 // Shut refuses new transactions; false if the queue was already shut.

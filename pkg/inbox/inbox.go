@@ -79,6 +79,9 @@ type Store struct {
 	mu  sync.Mutex
 	seq uint64
 	box map[string]*box
+	// detached are the agents whose inboxes Open found detached
+	// (Detach) and not yet settled.
+	detached []string
 	// Quota, if set, is the most bytes agent's inbox holds (0: no limit;
 	// see quota.go). Called with the store's lock held.
 	Quota func(agent string) int64
@@ -103,23 +106,37 @@ func Open(dir string) (*Store, error) {
 		return nil, err
 	}
 	for _, e := range ents {
-		agent, ok := strings.CutSuffix(e.Name(), ".jsonl")
-		if !ok || e.IsDir() {
+		if e.IsDir() {
 			continue
 		}
-		b, err := s.load(agent)
+		if agent, ok := strings.CutSuffix(e.Name(), detachedSuffix); ok {
+			// Read for its ids only: the sequence never goes back.
+			b, err := s.load(agent, s.detachedPath(agent))
+			if err != nil {
+				s.Close()
+				return nil, err
+			}
+			b.f.Close()
+			s.detached = append(s.detached, agent)
+			continue
+		}
+		agent, ok := strings.CutSuffix(e.Name(), ".jsonl")
+		if !ok {
+			continue
+		}
+		b, err := s.load(agent, s.path(agent))
 		if err != nil {
 			s.Close()
 			return nil, err
 		}
 		s.box[agent] = b
 	}
+	slices.Sort(s.detached)
 	return s, nil
 }
 
 // load reads an inbox file, cutting off a torn last line.
-func (s *Store) load(agent string) (*box, error) {
-	path := s.path(agent)
+func (s *Store) load(agent, path string) (*box, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
@@ -401,22 +418,104 @@ func (s *Store) Unread(agent string) int {
 	return n
 }
 
-// Remove deletes agent's inbox (when the agent itself is removed).
-func (s *Store) Remove(agent string) error {
+// An agent's removal takes its inbox with it as one change, across a
+// crash too, although the inbox is not in the journal that makes the
+// removal durable: Detach moves the inbox aside before the removal, and
+// the removal's outcome settles it (Settle): gone with an agent that is
+// gone, back with one that is still there. A crash in between leaves the
+// file detached, and the next Open names it (Detached) for the kernel to
+// settle once the journal's replay says whether the agent exists (issue
+// 45: an agent.remove cut by kill -9 left the agent removed and its
+// inbox kept, which a new agent of the name would have inherited).
+const detachedSuffix = ".jsonl.removing"
+
+func (s *Store) detachedPath(agent string) string {
+	return filepath.Join(s.dir, agent+detachedSuffix)
+}
+
+// Detach moves agent's inbox aside, durably, before the agent's removal.
+func (s *Store) Detach(agent string) error {
+	if err := checkAgent(agent); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b := s.box[agent]
-	if b == nil {
+	if b := s.box[agent]; b != nil {
+		b.f.Close()
+		delete(s.box, agent)
+		close(b.wake)
+	}
+	if err := os.Rename(s.path(agent), s.detachedPath(agent)); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	return durable.SyncDir(s.dir)
+}
+
+// Detached names the inboxes Open found detached: the removals of their
+// agents were cut by a crash, and wait for Settle.
+func (s *Store) Detached() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.detached)
+}
+
+// Settle ends the detachment of agent's inbox: removed with the agent
+// when gone, with any inbox made meanwhile (a message sent while the
+// removal ran went to an agent on its way out); else put back (the
+// removal failed, or never reached the journal), unless an inbox was
+// made meanwhile: then the detached one is kept beside it and reported.
+func (s *Store) Settle(agent string, gone bool) error {
+	if err := checkAgent(agent); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.detached = slices.DeleteFunc(s.detached, func(a string) bool { return a == agent })
+	old := s.detachedPath(agent)
+	if gone {
+		if b := s.box[agent]; b != nil {
+			b.f.Close()
+			delete(s.box, agent)
+			close(b.wake)
+			if err := durable.Remove(s.path(agent)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+		}
+		err := durable.Remove(old)
+		if errors.Is(err, fs.ErrNotExist) {
+			err = nil
+		}
+		return err
+	}
+	if _, err := os.Stat(old); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	b.f.Close()
-	delete(s.box, agent)
-	close(b.wake)
-	err := durable.Remove(s.path(agent))
-	if errors.Is(err, fs.ErrNotExist) {
-		err = nil
+	if s.box[agent] != nil {
+		return fmt.Errorf("inbox of %s: kept detached as %s: a new inbox was made while its agent was being removed", agent, old)
 	}
-	return err
+	if err := os.Rename(old, s.path(agent)); err != nil {
+		return err
+	}
+	if err := durable.SyncDir(s.dir); err != nil {
+		return err
+	}
+	b, err := s.load(agent, s.path(agent))
+	if err != nil {
+		return err
+	}
+	s.box[agent] = b
+	return nil
+}
+
+// Remove deletes agent's inbox at once (Detach, then Settle gone).
+func (s *Store) Remove(agent string) error {
+	if err := s.Detach(agent); err != nil {
+		return err
+	}
+	return s.Settle(agent, true)
 }
 
 // Close closes the files.

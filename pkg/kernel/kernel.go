@@ -38,6 +38,7 @@ package kernel
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -148,7 +149,9 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 		}
 	}
 	alog, err := audit.Open(filepath.Join(cfg.Data, "audit"), audit.Options{})
-	if err != nil {
+	if errors.Is(err, audit.ErrTampered) {
+		return nil, damaged{fmt.Errorf("audit log: %w", err)}
+	} else if err != nil {
 		return nil, fmt.Errorf("audit log: %w", err)
 	}
 	if alog.Recovered != "" {
@@ -223,7 +226,7 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 	}
 	k.state = st
 	// What is open so far closes again when a later step fails.
-	for _, open := range []func() error{k.loadIndexes, k.openTalk, k.openSupervisor} {
+	for _, open := range []func() error{k.checkRepoAtStart, k.loadIndexes, k.openTalk, k.openSupervisor} {
 		if err := open(); err != nil {
 			st.Close()
 			k.ver.repo.Close()
@@ -234,15 +237,28 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 	k.openAdmission(k.root)
 	k.started = time.Now().UTC()
 	k.txq.Start()
-	if r := k.replay.recovered; r != "" {
-		if err := k.auditRecovery(r); err != nil {
+	for _, r := range [][3]string{{opJournalRecover, "journal", k.replay.recovered}, {opRepoRecover, "repo", k.replay.repo}} {
+		if r[2] == "" {
+			continue
+		}
+		if err := k.auditRecovery(r[0], r[1], r[2]); err != nil {
 			k.Close()
 			return nil, fmt.Errorf("recording the recovery in the audit log: %w", err)
 		}
 	}
 	k.asks.ResolveLeft(k.daemonActor())
+	if err := k.finishRemovals(); err != nil {
+		k.Close()
+		return nil, err
+	}
 	return k, nil
 }
+
+// Stalled reports whether changes wait for the committer and none was
+// committed for d (groupcommit.Queue.Stalled): the daemon's watchdog
+// stops pinging then, so that systemd restarts a daemon whose writes
+// all hang.
+func (k *Kernel) Stalled(d time.Duration) bool { return k.txq.Stalled(d) }
 
 // Fatal delivers an error when the kernel can no longer commit (a failed
 // fdatasync leaves the page cache in an unknown state): the daemon should

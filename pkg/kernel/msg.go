@@ -36,6 +36,12 @@ func (k *Kernel) openTalk() error {
 		return p.InboxQuota()
 	}
 	k.inbox = ib
+	// Removals a crash cut between their inbox's detachment and their
+	// end: the replayed journal says whether each agent is gone.
+	for _, agent := range ib.Detached() {
+		k.log.Warn("an agent's removal was cut by a crash: settling its inbox", "agent", agent, "removed", !k.AgentExists(agent))
+		k.settleInbox(agent)
+	}
 	k.asks, err = approval.OpenDesk(k.auditSeq, filepath.Join(k.cfg.Data, "approvals"), k.note, func(run string, rec any) {
 		if r, ok := k.sup.Get(run); ok {
 			r.Emit(rec)
@@ -194,10 +200,12 @@ func (k *Kernel) MsgIDs(c *Cred, agent string) []string {
 	return k.inbox.IDs(agent, "")
 }
 
-// removeInbox drops the inbox of a removed agent.
-func (k *Kernel) removeInbox(agent string) {
-	if err := k.inbox.Remove(agent); err != nil {
-		k.log.Warn("removing an inbox", "agent", agent, "err", err)
+// settleInbox ends the detachment of agent's inbox by its removal
+// (inbox.Store.Detach): gone with the agent, or back if it is still
+// there.
+func (k *Kernel) settleInbox(agent string) {
+	if err := k.inbox.Settle(agent, !k.AgentExists(agent)); err != nil {
+		k.log.Warn("settling an inbox after its agent's removal", "agent", agent, "err", err)
 	}
 }
 

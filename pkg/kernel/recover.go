@@ -43,6 +43,9 @@ type replayed struct {
 	// refused: entries the audit log could not take back at a salvage
 	// (it lacks one before them).
 	refused int
+	// repo is the damage of the repository a --recover start went on
+	// with, for the audit log.
+	repo string
 }
 
 // saw notes an audit entry of the journal.
@@ -183,7 +186,7 @@ func (k *Kernel) checkRecovered(st *state.Store) error {
 	}
 	report := strings.TrimSuffix(b.String(), "; ")
 	if !k.cfg.Recover {
-		return fmt.Errorf("journal: %s; %s", report, recoverHint)
+		return damaged{fmt.Errorf("journal: %s; %s", report, recoverHint)}
 	}
 	k.log.Error("recovered with losses", "what", report)
 	k.replay.recovered = report
@@ -208,8 +211,8 @@ func (k *Kernel) restoreEntry(e *audit.Entry) error {
 
 // auditRecovery records a salvage's report in the audit log, once the
 // committer runs.
-func (k *Kernel) auditRecovery(report string) error {
-	e := &audit.Entry{Actor: k.daemonActor(), Op: opJournalRecover, Target: "journal", Args: audit.ArgsDigest([]byte(report))}
+func (k *Kernel) auditRecovery(op, target, report string) error {
+	e := &audit.Entry{Actor: k.daemonActor(), Op: op, Target: target, Args: audit.ArgsDigest([]byte(report))}
 	return k.submit(k.record(), &tx{entry: e}, true)
 }
 
@@ -217,7 +220,52 @@ func (k *Kernel) auditRecovery(report string) error {
 func openError(err error) error {
 	var de *state.DamageError
 	if errors.As(err, &de) {
-		return fmt.Errorf("%w; %s", err, recoverHint)
+		return damaged{fmt.Errorf("%w; %s", err, recoverHint)}
 	}
 	return err
+}
+
+// ErrDamaged is what a start refused for damage to the data is (errors.Is):
+// the journal damaged or short of audited changes, the audit log
+// truncated or rewritten, objects of the repository's HEAD missing. A
+// restart will not mend it: oxiosd exits with its own status (65) and
+// names the damage and the recovery.
+var ErrDamaged = errors.New("the data is damaged")
+
+// damaged marks err as damage (ErrDamaged), keeping what it wraps.
+type damaged struct{ err error }
+
+func (d damaged) Error() string        { return d.err.Error() }
+func (d damaged) Unwrap() error        { return d.err }
+func (d damaged) Is(target error) bool { return target == ErrDamaged }
+
+// opRepoRecover is the audit entry of a start that went on despite
+// objects missing from the repository (oxiosd --recover).
+const opRepoRecover = "repo.recover"
+
+// checkRepo is version.Repo.Check as ox-status shows it: what it found,
+// and whether that is damage.
+func (k *Kernel) checkRepo() (string, bool) {
+	d, err := k.ver.repo.Check()
+	if err != nil {
+		return "checking the repository: " + err.Error(), true
+	}
+	return d.String(), !d.OK()
+}
+
+// checkRepoAtStart refuses a start on a repository whose HEAD's objects
+// are missing (later commits would build on them), unless with
+// cfg.Recover, which starts anyway and records the damage in the audit
+// log (k.replay.repo) for ox-status to keep naming until it is mended.
+func (k *Kernel) checkRepoAtStart() error {
+	what, bad := k.checkRepo()
+	if !bad {
+		return nil
+	}
+	if !k.cfg.Recover {
+		return damaged{fmt.Errorf("repository %s: %s; restore its .git from a backup or a pushed remote, or %s", filepath.Join(k.cfg.Data, "repo"), what, recoverHint)}
+	}
+	k.log.Error("the repository is damaged; starting anyway (--recover)", "what", what)
+	k.replay.repo = what
+	return nil
 }

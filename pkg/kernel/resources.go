@@ -30,6 +30,6 @@ func (k *Kernel) Status(ctx context.Context, c *Cred) (proto.DaemonRecord, error
 	return status.Record(status.Daemon{
 		Server: "oxiosd/" + Version, Started: k.started, Config: k.cfg,
 		LLM: k.liveCfg().LLM.BaseURL, LLMCircuit: k.LLMState(), ConfigError: k.ConfigRefused(), Sandbox: k.box.Features,
-		Models: k.models(),
+		Models: k.models(), Repo: k.checkRepo,
 	}, c.Admin), nil
 }

@@ -92,7 +92,13 @@ type DaemonRecord struct {
 	// and why.
 	Sandbox        string   `json:"sandbox"`
 	SandboxMissing []string `json:"sandbox_missing,omitempty"`
-	Text           string   `json:"text"`
+	// Repo is what the check of the repository's objects found: every
+	// object HEAD's tree reaches present ("N objects reachable from
+	// HEAD's tree, all present"), or which are missing; RepoDamaged says
+	// which of the two (for the admin only).
+	Repo        string `json:"repo,omitempty"`
+	RepoDamaged bool   `json:"repo_damaged,omitempty"`
+	Text        string `json:"text"`
 }
 
 // CheckRecord is the "check" record of ox-status: one check, and what to

@@ -28,6 +28,9 @@ type Daemon struct {
 	Sandbox                      sandbox.Features
 	// Models are the models runs may ask for.
 	Models []proto.ModelInfo
+	// Repo checks the repository's objects (version.Repo.Check): what it
+	// found, and whether that is damage. Asked for the admin only.
+	Repo func() (string, bool)
 }
 
 // Record is the daemon's record as a caller sees it (admin: with its
@@ -48,6 +51,9 @@ func Record(d Daemon, admin bool) proto.DaemonRecord {
 		rec.DataError = err.Error()
 	} else {
 		rec.DataWritable = true
+	}
+	if admin && d.Repo != nil {
+		rec.Repo, rec.RepoDamaged = d.Repo()
 	}
 	if !admin {
 		// Paths are the admin's business; a granted user learns the version.

@@ -78,6 +78,9 @@ func main() {
 	if run("forget") {
 		benchForget(d.sock)
 	}
+	if run("remove") {
+		benchRemove(d.sock)
+	}
 	if run("fuse") {
 		benchFUSE(dir)
 	}

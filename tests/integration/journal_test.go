@@ -12,8 +12,8 @@ import (
 	"time"
 )
 
-// startRefused runs oxiosd on dir expecting it to refuse to start, and
-// returns what it said.
+// startRefused runs oxiosd on dir expecting it to refuse to start for
+// damaged data (exit 65, EX_DATAERR), and returns what it said.
 func startRefused(t *testing.T, dir string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -22,8 +22,12 @@ func startRefused(t *testing.T, dir string, args ...string) string {
 	var errb bytes.Buffer
 	cmd := exec.CommandContext(ctx, bin("oxiosd"), all...)
 	cmd.Stderr = &errb
-	if err := cmd.Run(); err == nil || ctx.Err() != nil {
-		t.Fatalf("oxiosd started (or hung: %v) on a journal that lost acknowledged changes; stderr:\n%s", ctx.Err(), errb.String())
+	err := cmd.Run()
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("oxiosd started (or hung: %v) on damaged data; stderr:\n%s", ctx.Err(), errb.String())
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 65 {
+		t.Errorf("oxiosd refused damaged data with exit %d, want 65 (EX_DATAERR); stderr:\n%s", code, errb.String())
 	}
 	return errb.String()
 }
