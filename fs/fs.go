@@ -44,6 +44,7 @@ import (
 	"github.com/oxios/oxios/pkg/bus"
 	"github.com/oxios/oxios/pkg/kernel"
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/vfs"
 	"github.com/oxios/oxios/pkg/writeback"
 )
 
@@ -76,6 +77,7 @@ type FS struct {
 	// backing file (root only; go-fuse turns it off if the kernel refuses).
 	passthrough bool
 
+	layer   *vfs.Layer // the folders and files of package vfs (runs)
 	root    *rootNode
 	agents  *agentsNode
 	started time.Time // the time of folders, which have none in the store
@@ -100,6 +102,7 @@ type FS struct {
 func newFS(k Kernel, log *slog.Logger) *FS {
 	f := &FS{
 		k:           k,
+		layer:       vfs.New(k),
 		log:         log,
 		own:         new(byte),
 		uid:         uint32(os.Getuid()),
@@ -322,6 +325,7 @@ var codes = map[string]syscall.Errno{
 	proto.EIO:          syscall.EIO,
 	proto.EDQUOT:       syscall.EDQUOT,
 	proto.EROFS:        syscall.EROFS,
+	proto.ESRCH:        syscall.ESRCH, // a signal to a run that has ended
 }
 
 func (f *FS) setAttrOwner(a *fuse.Attr) {

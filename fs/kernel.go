@@ -9,13 +9,16 @@ import (
 	"github.com/oxios/oxios/pkg/config"
 	"github.com/oxios/oxios/pkg/kernel"
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/vfs"
 )
 
 // Kernel is what the mount asks of the kernel: its syscalls, each through
-// the kernel's gate, and nothing else. Declared here, by its one user, so
-// that the mount can be driven by a stand-in in a test without a daemon
-// (gocryptfs's control socket takes its file system the same way).
+// the kernel's gate, and nothing else. Declared here, by its one user, as
+// the list of what the mount may call; its tests use a real kernel (no
+// stand-in: a stand-in would have to reproduce the gate). The syscalls of
+// the files of package vfs are vfs.Kernel.
 type Kernel interface {
+	vfs.Kernel
 	Config() config.Config
 	Identify(uid, gid uint32, pid int32) (*kernel.Cred, error)
 	Refused(c *kernel.Cred, op, target string, raw []byte, code string)

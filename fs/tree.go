@@ -181,6 +181,10 @@ func attrOf(ctx context.Context, c *kernel.Cred, ch *fusefs.Inode, out *fuse.Ent
 	case *auditLog:
 		out.SetAttrTimeout(noCache)
 		return n.fill(ctx, c, &out.Attr)
+	case *vdir:
+		n.fs.entryAttr(ctx, c, ch, out)
+	case *vfile:
+		n.fs.entryAttr(ctx, c, ch, out)
 	default:
 		return syscall.ENOENT
 	}
@@ -359,7 +363,7 @@ func (a *agentsNode) Rmdir(ctx context.Context, name string) syscall.Errno {
 }
 
 // newAgent makes /agent/NAME: state/, mem/{working,episodic,semantic}/,
-// inbox/, policy and status.
+// inbox/, runs/, policy, status and spawn.
 func (f *FS) newAgent(name string) *staticDir {
 	d := f.newStatic(name, 0o755, func(ctx context.Context, d *staticDir) {
 		d.AddChild("inbox", d.NewPersistentInode(ctx, &inboxDir{fs: f, agent: name}, fusefs.StableAttr{Mode: syscall.S_IFDIR}), true)
@@ -386,6 +390,10 @@ func (f *FS) newAgent(name string) *staticDir {
 		d.AddChild("status", d.NewPersistentInode(ctx, f.newGen(name, func(ctx context.Context, c *kernel.Cred) ([]byte, error) {
 			return f.status(ctx, c, name)
 		}), fusefs.StableAttr{Mode: syscall.S_IFREG}), true)
+		// Runs as files (package vfs): runs/RUN/{status,out,ctl}, and
+		// spawn, whose write starts a run.
+		d.AddChild("runs", d.NewPersistentInode(ctx, &vdir{fs: f, agent: name, d: f.layer.Runs(name)}, fusefs.StableAttr{Mode: syscall.S_IFDIR}), true)
+		d.AddChild("spawn", d.NewPersistentInode(ctx, &vfile{fs: f, n: f.layer.Spawn(name)}, fusefs.StableAttr{Mode: syscall.S_IFREG}), true)
 	})
 	d.slots = true
 	return d
