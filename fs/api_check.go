@@ -54,9 +54,6 @@ var (
 	_ = (fusefs.FileAllocater)((*handle)(nil))
 	_ = (fusefs.FilePassthroughFder)((*ptHandle)(nil))
 
-	_ = (fusefs.NodeOpener)((*genFile)(nil))
-	_ = (fusefs.NodeGetattrer)((*genFile)(nil))
-	_ = (fusefs.NodeSetattrer)((*genFile)(nil))
 	_ = (fusefs.FileReader)((*bytesHandle)(nil))
 	_ = (fusefs.NodeOpener)((*auditLog)(nil))
 	_ = (fusefs.FileReader)((*auditHandle)(nil))
@@ -104,11 +101,6 @@ var (
 	_ = (fusefs.NodeSetattrer)((*inboxDir)(nil))
 	_ = (fusefs.NodeAccesser)((*inboxDir)(nil))
 	_ = (fusefs.NodeRenamer)((*inboxDir)(nil))
-
-	_ = (fusefs.NodeLookuper)((*approvalsDir)(nil))
-	_ = (fusefs.NodeOpendirHandler)((*approvalsDir)(nil))
-	_ = (fusefs.NodeGetattrer)((*approvalsDir)(nil))
-	_ = (fusefs.NodeUnlinker)((*approvalsDir)(nil))
 
 	_ = (fusefs.NodeLookuper)((*vdir)(nil))
 	_ = (fusefs.NodeOpendirHandler)((*vdir)(nil))

@@ -5,13 +5,23 @@
 //	/agent/NAME/inbox/ID.md               messages: a file written is sent (inbox.go)
 //	/agent/NAME/policy                    read-only: the agent's policy (writes EROFS, audited)
 //	/agent/NAME/status                    read-only JSON: keys, bytes, last change
+//	/agent/NAME/spawn                     a write starts a run; a read gives its id
+//	/agent/NAME/runs/RUN/{status,out,ctl} a run as files
 //	/audit/log  /audit/head               read-only
 //	/approvals/ID                         read-only: pending approval requests
 //
-// It is a thin adapter over the kernel's syscall methods (package kernel)
+// It is an adapter over the kernel's syscall methods (package kernel)
 // and reaches no data any other way: every read, write and refusal is the
 // same syscall, policy-checked and audited, as over the socket. Kernel
 // errors become errnos in exactly one function, errno.
+//
+// Files whose kind is a row of package vfs's table (policy, status,
+// spawn, runs/, audit/head, messages, approvals) are served by two node
+// types, vdir and vfile (vfs.go), which only carry requests to the layer
+// and its answers back; the layer's own tests drive those rows without
+// FUSE. State keys, memories and files being written into mem/ and
+// inbox/ are still nodes of this package (file.go, mem.go, inbox.go): the
+// next rows to move.
 //
 // Values are whole, so a file's writes go to an in-memory working copy
 // shared by its open handles, and its new content is handed to the kernel

@@ -33,7 +33,6 @@ type Kernel interface {
 	// State.
 	StateStat(ctx context.Context, c *kernel.Cred, agent, key string) (proto.StateRecord, error)
 	IsStateFolder(c *kernel.Cred, agent, prefix string) bool
-	StateList(ctx context.Context, c *kernel.Cred, a proto.StateListArgs, raw []byte, emit func(*proto.StateRecord) error) error
 	StateOpen(ctx context.Context, c *kernel.Cred, agent, key string) (*os.File, []byte, proto.StateRecord, error)
 	StateSubmit(c *kernel.Cred, agent, key string, value []byte, tag any) kernel.Pending
 	StateSubmitMeta(c *kernel.Cred, agent, key string, value []byte, m kernel.FileMeta, tag any) kernel.Pending
@@ -49,17 +48,11 @@ type Kernel interface {
 
 	// Messages and approvals.
 	MsgIDs(c *kernel.Cred, agent string) []string
-	MsgRead(c *kernel.Cred, agent, id string) (proto.MsgRecord, error)
 	MsgSend(ctx context.Context, c *kernel.Cred, a proto.MsgSendArgs, raw []byte) (proto.MsgRecord, error)
 	MsgSlot(c *kernel.Cred, to string) bool
 	MsgMaySend(c *kernel.Cred, to string) error
-	ApprovalIDs(c *kernel.Cred) []string
-	ApprovalRead(c *kernel.Cred, id string) (proto.ApprovalRecord, error)
 
-	// Policy and audit, read-only here.
-	PolicyShow(ctx context.Context, c *kernel.Cred, agent string, raw []byte) (proto.PolicyRecord, error)
-	PolicyWriteRefused(c *kernel.Cred, agent string)
-	AuditHead(ctx context.Context, c *kernel.Cred) (proto.AuditHead, error)
+	// The audit log, read-only here.
 	AuditScan(ctx context.Context, c *kernel.Cred, from uint64, fn func(line []byte) error) error
 }
 

@@ -637,3 +637,13 @@ func frontError(err error) error {
 	}
 	return err
 }
+
+// bytesHandle reads a memory's file.
+type bytesHandle struct{ b []byte }
+
+func (h *bytesHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	if off >= int64(len(h.b)) {
+		return fuse.ReadResultData(nil), 0
+	}
+	return fuse.ReadResultData(h.b[off:min(off+int64(len(dest)), int64(len(h.b)))]), 0
+}

@@ -18,6 +18,15 @@ import (
 // agent. Nothing here is cached by the kernel: a run's files change with
 // the run.
 
+// check is who is asking, if they may act on agent ("": any caller the
+// kernel identifies; what they see is the kernel's to decide).
+func (f *FS) check(ctx context.Context, agent string) (*kernel.Cred, syscall.Errno) {
+	if agent == "" {
+		return f.cred(ctx)
+	}
+	return f.may(ctx, agent)
+}
+
 // vdir is a folder of the layer.
 type vdir struct {
 	fusefs.Inode
@@ -52,7 +61,7 @@ func (d *vdir) fill(a *fuse.Attr) {
 }
 
 func (d *vdir) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	if _, e := d.fs.may(ctx, d.agent); e != 0 {
+	if _, e := d.fs.check(ctx, d.agent); e != 0 {
 		return e
 	}
 	d.fill(&out.Attr)
@@ -61,7 +70,7 @@ func (d *vdir) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.Attr
 }
 
 func (d *vdir) Access(ctx context.Context, mask uint32) syscall.Errno {
-	if _, e := d.fs.may(ctx, d.agent); e != 0 {
+	if _, e := d.fs.check(ctx, d.agent); e != 0 {
 		return e
 	}
 	if mask&2 != 0 { // W_OK
@@ -112,7 +121,7 @@ func (f *FS) entryAttr(ctx context.Context, c *kernel.Cred, ch *fusefs.Inode, ou
 }
 
 func (d *vdir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
-	c, e := d.fs.may(ctx, d.agent)
+	c, e := d.fs.check(ctx, d.agent)
 	if e != 0 {
 		return nil, e
 	}
@@ -126,7 +135,7 @@ func (d *vdir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fu
 }
 
 func (d *vdir) OpendirHandle(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
-	c, e := d.fs.may(ctx, d.agent)
+	c, e := d.fs.check(ctx, d.agent)
 	if e != 0 {
 		return nil, 0, e
 	}
@@ -150,7 +159,7 @@ func (d *vdir) OpendirHandle(ctx context.Context, flags uint32) (fusefs.FileHand
 }
 
 func (n *vfile) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	c, e := n.fs.may(ctx, n.n.Agent)
+	c, e := n.fs.check(ctx, n.n.Agent)
 	if e != 0 {
 		return e
 	}
@@ -163,14 +172,18 @@ func (n *vfile) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.Att
 	return 0
 }
 
-// Setattr takes a truncation of a file open for writing (a shell's `>`
-// may send one) and nothing else: the row decides what a write does.
+// Setattr takes a truncation of a file that takes writes (a shell's `>`
+// may send one) and nothing else: the row decides what a write does. A
+// file that takes none is read-only (EROFS), as the fixed tree is.
 func (n *vfile) Setattr(ctx context.Context, fh fusefs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	c, e := n.fs.may(ctx, n.n.Agent)
+	c, e := n.fs.check(ctx, n.n.Agent)
 	if e != 0 {
 		return e
 	}
-	if sz, ok := in.GetSize(); !ok || sz != 0 || in.Valid&^(fuse.FATTR_SIZE|fuse.FATTR_FH|fuse.FATTR_ATIME|fuse.FATTR_MTIME|fuse.FATTR_ATIME_NOW|fuse.FATTR_MTIME_NOW|fuse.FATTR_CTIME) != 0 || n.n.Kind.Write == nil {
+	if n.n.Kind.Write == nil {
+		return syscall.EROFS
+	}
+	if sz, ok := in.GetSize(); !ok || sz != 0 || in.Valid&^(fuse.FATTR_SIZE|fuse.FATTR_FH|fuse.FATTR_ATIME|fuse.FATTR_MTIME|fuse.FATTR_ATIME_NOW|fuse.FATTR_MTIME_NOW|fuse.FATTR_CTIME) != 0 {
 		return syscall.EPERM
 	}
 	n.fs.fillV(&out.Attr, n.fs.layer.Stat(ctx, c, vfs.Entry{File: n.n}, nil))
@@ -179,7 +192,7 @@ func (n *vfile) Setattr(ctx context.Context, fh fusefs.FileHandle, in *fuse.SetA
 }
 
 func (n *vfile) Access(ctx context.Context, mask uint32) syscall.Errno {
-	if _, e := n.fs.may(ctx, n.n.Agent); e != 0 {
+	if _, e := n.fs.check(ctx, n.n.Agent); e != 0 {
 		return e
 	}
 	m := n.n.Kind.Mode
@@ -190,7 +203,7 @@ func (n *vfile) Access(ctx context.Context, mask uint32) syscall.Errno {
 }
 
 func (n *vfile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
-	c, e := n.fs.may(ctx, n.n.Agent)
+	c, e := n.fs.check(ctx, n.n.Agent)
 	if e != 0 {
 		return nil, 0, e
 	}
@@ -201,6 +214,9 @@ func (n *vfile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint
 	// Direct I/O: reads are answered by the layer, past the size the
 	// kernel last heard of (out grows), and never from stale pages.
 	fl := uint32(fuse.FOPEN_DIRECT_IO)
+	if flags&syscall.O_ACCMODE == syscall.O_RDONLY {
+		fl |= fuse.FOPEN_NOFLUSH
+	}
 	if h.Stream() {
 		fl |= fuse.FOPEN_STREAM | fuse.FOPEN_NONSEEKABLE
 	}

@@ -39,7 +39,7 @@ func (l *Layer) Open(ctx context.Context, c *kernel.Cred, n *Node, flags int) (*
 	k := n.Kind
 	if h.write && (k.Write == nil || k.Mode&0o222 == 0) {
 		if k.Refused != nil {
-			k.Refused(c, n)
+			k.Refused(l.k, c, n)
 		}
 		return nil, proto.Errorf(proto.EROFS, "%s is read-only", k.Name)
 	}

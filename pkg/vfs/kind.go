@@ -41,14 +41,14 @@ type Kind struct {
 	Write func(ctx context.Context, k Kernel, c *kernel.Cred, n *Node, b []byte) ([]byte, error)
 
 	// Refused, if set, is told of a write refused by the table.
-	Refused func(c *kernel.Cred, n *Node)
+	Refused func(k Kernel, c *kernel.Cred, n *Node)
 }
 
 // Node is a file of the tree: a Kind, and what it is about.
 type Node struct {
 	Kind  *Kind
 	Agent string
-	Run   string // a run's id, for a run's files
+	ID    string // what it is about within the agent: a run's id, a message's
 }
 
 // Dir is a folder of the tree: its entries as the caller sees them.
@@ -76,7 +76,7 @@ type table struct {
 func (t *table) Entries(ctx context.Context, c *kernel.Cred) ([]Entry, error) {
 	es := make([]Entry, 0, len(t.rows))
 	for _, k := range t.rows {
-		es = append(es, Entry{Name: k.Name, File: &Node{Kind: k, Agent: t.agent, Run: t.run}})
+		es = append(es, Entry{Name: k.Name, File: &Node{Kind: k, Agent: t.agent, ID: t.run}})
 	}
 	sort.Slice(es, func(i, j int) bool { return es[i].Name < es[j].Name })
 	return es, nil
@@ -85,7 +85,7 @@ func (t *table) Entries(ctx context.Context, c *kernel.Cred) ([]Entry, error) {
 func (t *table) Lookup(ctx context.Context, c *kernel.Cred, name string) (Entry, error) {
 	for _, k := range t.rows {
 		if k.Name == name {
-			return Entry{Name: name, File: &Node{Kind: k, Agent: t.agent, Run: t.run}}, nil
+			return Entry{Name: name, File: &Node{Kind: k, Agent: t.agent, ID: t.run}}, nil
 		}
 	}
 	return Entry{}, proto.Errorf(proto.ENOENT, "no %s here", name)

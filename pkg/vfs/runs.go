@@ -55,7 +55,7 @@ var RunFiles = []*Kind{
 		Name: "status",
 		Mode: 0o444,
 		Read: func(ctx context.Context, k Kernel, c *kernel.Cred, n *Node) ([]byte, error) {
-			rec, err := findRun(ctx, k, c, n.Agent, n.Run)
+			rec, err := findRun(ctx, k, c, n.Agent, n.ID)
 			if err != nil {
 				return nil, err
 			}
@@ -66,7 +66,7 @@ var RunFiles = []*Kind{
 		Name: "out",
 		Mode: 0o444,
 		Follow: func(ctx context.Context, k Kernel, c *kernel.Cred, n *Node, emit func([]byte) error) error {
-			return k.RunAttach(ctx, c, n.Run, raw(proto.AttachArgs{Run: n.Run}), func(rec []byte) error {
+			return k.RunAttach(ctx, c, n.ID, raw(proto.AttachArgs{Run: n.ID}), func(rec []byte) error {
 				if !bytes.HasSuffix(rec, []byte("\n")) {
 					rec = append(rec[:len(rec):len(rec)], '\n')
 				}
@@ -83,7 +83,7 @@ var RunFiles = []*Kind{
 				return nil, proto.Errorf(proto.EINVAL, "ctl: no signal (write stop, cont, term, kill, or a number)")
 			}
 			for _, sig := range cmds {
-				a := proto.KillArgs{Runs: []string{n.Run}, Signal: sig}
+				a := proto.KillArgs{Runs: []string{n.ID}, Signal: sig}
 				if err := k.RunKill(ctx, c, a, raw(a), func(*proto.RunRecord) error { return nil }); err != nil {
 					return nil, err
 				}

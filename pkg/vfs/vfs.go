@@ -15,8 +15,10 @@
 // (*proto.Error, carrying an errno name); the adapter turns them into
 // errnos in one function.
 //
-// Folders so far: /agent/NAME/runs/ (one folder per run: status, out,
-// ctl) and the file /agent/NAME/spawn. See runs.go.
+// Rows so far: the files made fresh at each open (an agent's policy and
+// status, /audit/head, a message, an approval request: gen.go), and runs
+// as files (/agent/NAME/spawn, /agent/NAME/runs/RUN/{status,out,ctl}:
+// runs.go). State keys and memories are still fs/'s own nodes.
 package vfs
 
 import (
@@ -37,6 +39,14 @@ type Kernel interface {
 	RunAttach(ctx context.Context, c *kernel.Cred, id string, raw []byte, emit func([]byte) error) error
 	RunKill(ctx context.Context, c *kernel.Cred, a proto.KillArgs, raw []byte, emit func(*proto.RunRecord) error) error
 	RunPs(ctx context.Context, c *kernel.Cred, a proto.PsArgs, raw []byte, emit func(*proto.RunRecord) error) error
+
+	StateList(ctx context.Context, c *kernel.Cred, a proto.StateListArgs, raw []byte, emit func(*proto.StateRecord) error) error
+	PolicyShow(ctx context.Context, c *kernel.Cred, agent string, raw []byte) (proto.PolicyRecord, error)
+	PolicyWriteRefused(c *kernel.Cred, agent string)
+	AuditHead(ctx context.Context, c *kernel.Cred) (proto.AuditHead, error)
+	MsgRead(c *kernel.Cred, agent, id string) (proto.MsgRecord, error)
+	ApprovalIDs(c *kernel.Cred) []string
+	ApprovalRead(c *kernel.Cred, id string) (proto.ApprovalRecord, error)
 }
 
 var _ Kernel = (*kernel.Kernel)(nil)

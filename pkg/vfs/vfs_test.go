@@ -266,7 +266,7 @@ func TestRefusals(t *testing.T) {
 	var audited []string
 	status := w.file(t, "ops", id, "status")
 	refusing := *status.Kind
-	refusing.Refused = func(c *kernel.Cred, n *Node) { audited = append(audited, n.Kind.Name) }
+	refusing.Refused = func(k Kernel, c *kernel.Cred, n *Node) { audited = append(audited, n.Kind.Name) }
 	for _, tc := range []struct {
 		n     *Node
 		flags int
@@ -276,7 +276,7 @@ func TestRefusals(t *testing.T) {
 		{status, syscall.O_RDONLY | syscall.O_TRUNC, proto.EROFS},
 		{w.file(t, "ops", id, "out"), syscall.O_RDWR, proto.EROFS},
 		{w.file(t, "ops", id, "ctl"), syscall.O_RDONLY, proto.EACCES},
-		{&Node{Kind: &refusing, Agent: "ops", Run: id}, syscall.O_WRONLY, proto.EROFS},
+		{&Node{Kind: &refusing, Agent: "ops", ID: id}, syscall.O_WRONLY, proto.EROFS},
 	} {
 		if _, err := w.l.Open(ctx, w.c, tc.n, tc.flags); code(err) != tc.want {
 			t.Errorf("open %s with %#o: %v, want %s", tc.n.Kind.Name, tc.flags, err, tc.want)
@@ -365,5 +365,63 @@ func TestWords(t *testing.T) {
 		if _, err := Words(in); code(err) != proto.EINVAL {
 			t.Errorf("Words(%q): %v, want EINVAL", in, err)
 		}
+	}
+}
+
+// TestGenerated: the files made at each open read what their syscall
+// answers now, stat shows that size, and a write to the policy is
+// refused and audited (policy.set, EROFS).
+func TestGenerated(t *testing.T) {
+	w := open(t)
+	ctx := context.Background()
+	if _, err := w.k.StateSave(ctx, w.c, proto.StateSaveArgs{Agent: "ops", Key: "a", Value: "12345"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	read := func(n *Node) string {
+		t.Helper()
+		h, err := w.l.Open(ctx, w.c, n, syscall.O_RDONLY)
+		if err != nil {
+			t.Fatalf("open %s: %v", n.Kind.Name, err)
+		}
+		defer h.Release()
+		b := readAll(t, h)
+		if a := w.l.Stat(ctx, w.c, Entry{File: n}, nil); a.Size != int64(len(b)) || a.Mode != 0o444 {
+			t.Fatalf("stat of %s: %+v, read %d bytes", n.Kind.Name, a, len(b))
+		}
+		return b
+	}
+	status := &Node{Kind: AgentStatus, Agent: "ops"}
+	if got := read(status); !strings.Contains(got, `"keys":1,"bytes":5`) {
+		t.Fatalf("status: %s", got)
+	}
+	w.k.StateSave(ctx, w.c, proto.StateSaveArgs{Agent: "ops", Key: "b", Value: "x"}, nil)
+	if got := read(status); !strings.Contains(got, `"keys":2,"bytes":6`) {
+		t.Fatalf("status after a save: %s", got)
+	}
+	if got := read(&Node{Kind: Policy, Agent: "ops"}); !strings.Contains(got, "[") {
+		t.Fatalf("policy: %q", got)
+	}
+	head := read(&Node{Kind: AuditHead})
+	if _, err := w.l.Open(ctx, w.c, &Node{Kind: Policy, Agent: "ops"}, syscall.O_WRONLY); code(err) != proto.EROFS {
+		t.Fatalf("write to the policy: %v", err)
+	}
+	// The refusal is recorded with the next group commit.
+	for deadline := time.Now().Add(5 * time.Second); read(&Node{Kind: AuditHead}) == head; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the refused write to the policy is not on the audit log")
+		}
+	}
+	if es, err := w.l.Approvals().Entries(ctx, w.c); err != nil || len(es) != 0 {
+		t.Fatalf("approvals: %+v %v", es, err)
+	}
+	if _, err := w.l.Approvals().Lookup(ctx, w.c, "a1"); code(err) != proto.ENOENT {
+		t.Fatalf("lookup of no approval: %v", err)
+	}
+	rec, err := w.k.MsgSend(ctx, w.c, proto.MsgSendArgs{To: "ops", Text: "hello"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := read(&Node{Kind: Message, Agent: "ops", ID: rec.ID}); !strings.HasPrefix(got, "---\nid: "+rec.ID+"\nfrom: operator\nto: ops\n") || !strings.HasSuffix(got, "read: false\n---\nhello\n") {
+		t.Fatalf("message: %q", got)
 	}
 }
