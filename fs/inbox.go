@@ -2,15 +2,12 @@ package fs
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"syscall"
-	"time"
 
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
-	"github.com/oxios/oxios/pkg/frontmatter"
 	"github.com/oxios/oxios/pkg/kernel"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/vfs"
@@ -159,7 +156,7 @@ func (d *inboxDir) OpendirHandle(ctx context.Context, flags uint32) (fusefs.File
 				return n.EmbeddedInode()
 			}
 			n := d.newFile(e.name)
-			n.done = true
+			n.d.End()
 			return d.NewInode(ctx, n, fusefs.StableAttr{Mode: syscall.S_IFREG})
 		}
 		id, _ := msgID(e.name)
@@ -179,23 +176,8 @@ func (d *inboxDir) OpendirHandle(ctx context.Context, flags uint32) (fusefs.File
 
 // newFile makes the node of a message being written.
 func (d *inboxDir) newFile(name string) *memNew {
-	n := &memNew{fs: d.fs, parent: &d.Inode, name: name, mtime: time.Now(), check: d.check,
-		what: "message to " + d.agent,
-		keep: func(ctx context.Context, c *kernel.Cred, b []byte) error {
-			args, err := msgInput(b)
-			if err != nil {
-				return err
-			}
-			args.To = d.agent
-			raw, _ := json.Marshal(args)
-			_, err = d.fs.k.MsgSend(ctx, c, args, raw)
-			if isCode(err, proto.EPERM) {
-				return syscall.EACCES // the policy's refusal, audited by msg.send
-			}
-			return err
-		}}
-	n.buf.Max = d.fs.maxValue
-	return n
+	return &memNew{fs: d.fs, parent: &d.Inode, name: name, what: "message to " + d.agent, check: d.check,
+		d: d.fs.layer.NewDraft(&vfs.Node{Kind: vfs.NewMessage, Agent: d.agent}, d.fs.maxValue)}
 }
 
 func (d *inboxDir) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, fusefs.FileHandle, uint32, syscall.Errno) {
@@ -224,10 +206,10 @@ func (d *inboxDir) Create(ctx context.Context, name string, flags uint32, mode u
 		}
 	}
 	n := d.newFile(name)
-	n.writers = 1
 	ch := d.NewInode(ctx, n, fusefs.StableAttr{Mode: syscall.S_IFREG})
+	h := n.create(c, flags)
 	n.entry(out)
-	return ch, &memHandle{n: n, cred: c, write: true, append: flags&syscall.O_APPEND != 0}, fuse.FOPEN_DIRECT_IO, 0
+	return ch, h, fuse.FOPEN_DIRECT_IO, 0
 }
 
 func (d *inboxDir) Unlink(ctx context.Context, name string) syscall.Errno {
@@ -258,31 +240,4 @@ func (d *inboxDir) Link(ctx context.Context, target fusefs.InodeEmbedder, name s
 }
 func (d *inboxDir) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
 	return nil, syscall.EPERM
-}
-
-// msgInput reads a file written into an inbox: the text, or a front
-// matter and the text. Of the front matter only reply_to is taken; id,
-// from, to, time, sender and read are the kernel's (so a message's file
-// copied into another inbox forwards its text).
-func msgInput(b []byte) (proto.MsgSendArgs, error) {
-	var a proto.MsgSendArgs
-	text, _, err := frontmatter.Scan(b, func(line int, l string) error {
-		k, v, found := frontmatter.Field(l)
-		if !found {
-			return proto.Errorf(proto.EINVAL, "front matter line %d: want \"key: value\"", line)
-		}
-		switch k {
-		case "id", "from", "to", "time", "sender", "read":
-		case "reply_to":
-			a.ReplyTo = v
-		default:
-			return proto.Errorf(proto.EINVAL, "front matter line %d: unknown key %q (reply_to is the one a sender gives)", line, k)
-		}
-		return nil
-	})
-	if err != nil {
-		return a, frontError(err)
-	}
-	a.Text = strings.TrimRight(string(text), "\n")
-	return a, nil
 }

@@ -40,6 +40,11 @@ type Kind struct {
 	// answers with the id of what it made.
 	Write func(ctx context.Context, k Kernel, c *kernel.Cred, n *Node, b []byte) ([]byte, error)
 
+	// Submit takes a Draft's content, whole, at the first close (or
+	// fsync) after something was written: a memory to remember, a
+	// message to send. Its answer is close(2)'s.
+	Submit func(ctx context.Context, k Kernel, c *kernel.Cred, n *Node, b []byte) error
+
 	// Refused, if set, is told of a write refused by the table.
 	Refused func(k Kernel, c *kernel.Cred, n *Node)
 }

@@ -16,9 +16,12 @@
 // errnos in one function.
 //
 // Rows so far: the files made fresh at each open (an agent's policy and
-// status, /audit/head, a message, an approval request: gen.go), and runs
-// as files (/agent/NAME/spawn, /agent/NAME/runs/RUN/{status,out,ctl}:
-// runs.go). State keys and memories are still fs/'s own nodes.
+// status, /audit/head, a message, an approval request: gen.go), the
+// files written into mem/KIND/ and inbox/ that are remembered or sent
+// whole at close (drafts: draft.go), and runs as files
+// (/agent/NAME/spawn, /agent/NAME/runs/RUN/{status,out,ctl}: runs.go).
+// State keys, and the folders of memories and messages, are still fs/'s
+// own nodes.
 package vfs
 
 import (
@@ -47,6 +50,9 @@ type Kernel interface {
 	MsgRead(c *kernel.Cred, agent, id string) (proto.MsgRecord, error)
 	ApprovalIDs(c *kernel.Cred) []string
 	ApprovalRead(c *kernel.Cred, id string) (proto.ApprovalRecord, error)
+
+	MemRemember(ctx context.Context, c *kernel.Cred, a proto.MemRememberArgs, raw []byte) (proto.MemRememberResult, error)
+	MsgSend(ctx context.Context, c *kernel.Cred, a proto.MsgSendArgs, raw []byte) (proto.MsgRecord, error)
 }
 
 var _ Kernel = (*kernel.Kernel)(nil)

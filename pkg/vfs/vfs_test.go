@@ -425,3 +425,140 @@ func TestGenerated(t *testing.T) {
 		t.Fatalf("message: %q", got)
 	}
 }
+
+// TestDrafts: a file written into mem/KIND/ or inbox/ is submitted whole
+// at the first close after a write, once; what is refused and how.
+func TestDrafts(t *testing.T) {
+	w := open(t)
+	ctx := context.Background()
+	mem := &Node{Kind: NewMemory, Agent: "ops", ID: "semantic"}
+	recall := func(q string) []proto.MemoryRecord {
+		t.Helper()
+		var got []proto.MemoryRecord
+		err := w.k.MemRecall(ctx, w.c, proto.MemRecallArgs{Agent: "ops", Query: q}, nil, func(r *proto.MemoryRecord) error {
+			got = append(got, *r)
+			return nil
+		})
+		if err != nil && code(err) != proto.ENOENT {
+			t.Fatal(err)
+		}
+		return got
+	}
+
+	// A shell's `> file`: the create's handle, a dup, the original closed
+	// first (nothing written yet: nothing submitted), then written and
+	// closed: remembered once, and the draft is done.
+	d := w.l.NewDraft(mem, 64)
+	h := must(d.Open(w.c, syscall.O_WRONLY|syscall.O_CREAT|syscall.O_TRUNC, true))
+	if end, err := h.Flush(ctx); end || err != nil {
+		t.Fatalf("close before a write: %v %v", end, err)
+	}
+	if _, err := h.Write([]byte("backups run at 2am\n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if size, _, done := d.Stat(); size != 19 || done {
+		t.Fatalf("stat while written: %d %v", size, done)
+	}
+	if got := string(h.Read(make([]byte, 64), 8)); got != "run at 2am\n" {
+		t.Fatalf("read back: %q", got)
+	}
+	if end, err := h.Flush(ctx); !end || err != nil {
+		t.Fatalf("close after a write: %v %v", end, err)
+	}
+	if got := recall("backups"); len(got) != 1 || got[0].Text != "backups run at 2am" || got[0].Kind != "semantic" {
+		t.Fatalf("recall: %+v", got)
+	}
+	if _, err := h.Write([]byte("more"), 0); code(err) != proto.EPERM {
+		t.Fatalf("write after the submit: %v", err)
+	}
+	if end, err := h.Flush(ctx); !end || err != nil {
+		t.Fatalf("second close: %v %v (submitted again?)", end, err)
+	}
+	if end, err := h.Release(false); !end || err != nil || d.Pending() {
+		t.Fatalf("release: %v %v", end, err)
+	}
+	if _, err := d.Open(w.c, syscall.O_RDONLY, false); !errors.Is(err, syscall.ESTALE) {
+		t.Fatalf("open of a draft done with: %v", err)
+	}
+	if len(recall("backups")) != 1 {
+		t.Fatal("remembered twice")
+	}
+
+	// A bad front matter: refused at close, nothing remembered.
+	d = w.l.NewDraft(mem, 64)
+	h = must(d.Open(w.c, syscall.O_WRONLY, true))
+	h.Write([]byte("---\ncolour: red\n---\nx"), 0)
+	if end, err := h.Flush(ctx); !end || code(err) != proto.EINVAL {
+		t.Fatalf("close of a bad front matter: %v %v", end, err)
+	}
+	// Past the limit: the write is refused, and so is the close.
+	d = w.l.NewDraft(mem, 8)
+	h = must(d.Open(w.c, syscall.O_WRONLY, true))
+	if _, err := h.Write([]byte("123456789"), 0); !errors.Is(err, syscall.EFBIG) {
+		t.Fatalf("write past the limit: %v", err)
+	}
+	if _, err := h.Flush(ctx); !errors.Is(err, syscall.EFBIG) {
+		t.Fatalf("close after a refused write: %v", err)
+	}
+	if err := w.l.NewDraft(mem, 8).Truncate(9); !errors.Is(err, syscall.EFBIG) {
+		t.Fatalf("truncate past the limit: %v", err)
+	}
+	// Unlinked while written: discarded, writes go nowhere, nothing sent.
+	d = w.l.NewDraft(mem, 64)
+	h = must(d.Open(w.c, syscall.O_WRONLY, true))
+	h.Write([]byte("discarded text"), 0)
+	if !d.Discard() || d.Discard() {
+		t.Fatal("discard")
+	}
+	if n, err := h.Write([]byte("more"), 0); n != 4 || err != nil {
+		t.Fatalf("write to a discarded draft: %d %v", n, err)
+	}
+	h.Release(false)
+	// Closed empty (touch): nothing; the last close submits what was
+	// written after the last flush (a mapping's pages).
+	d = w.l.NewDraft(mem, 64)
+	h = must(d.Open(w.c, syscall.O_WRONLY, true))
+	if end, err := h.Release(false); !end || err != nil || d.Pending() {
+		t.Fatalf("touch: %v %v", end, err)
+	}
+	d = w.l.NewDraft(mem, 64)
+	h = must(d.Open(w.c, syscall.O_WRONLY, true))
+	h2 := must(d.Open(w.c, syscall.O_RDWR|syscall.O_APPEND, false))
+	h.Write([]byte("mapped "), 0)
+	h2.Write([]byte("pages"), 0)
+	h.Release(false)
+	if !d.Pending() {
+		t.Fatal("done with while a writer is open")
+	}
+	if end, err := h2.Release(false); !end || err != nil {
+		t.Fatalf("last release: %v %v", end, err)
+	}
+	if got := recall("mapped"); len(got) != 1 || got[0].Text != "mapped pages" {
+		t.Fatalf("recall of the last release's content: %+v", got)
+	}
+	if got := recall("discarded"); len(got) != 0 {
+		t.Fatalf("a discarded draft was remembered: %+v", got)
+	}
+
+	// A message: sent at close, its front matter's reply_to taken.
+	d = w.l.NewDraft(&Node{Kind: NewMessage, Agent: "ops"}, 1024)
+	h = must(d.Open(w.c, syscall.O_WRONLY, true))
+	h.Write([]byte("---\nreply_to: m1\n---\nhello\n"), 0)
+	if _, err := h.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ids := w.k.MsgIDs(w.c, "ops")
+	if len(ids) != 1 {
+		t.Fatalf("inbox: %q", ids)
+	}
+	if m, err := w.k.MsgRead(w.c, "ops", ids[0]); err != nil || m.Text != "hello" || m.ReplyTo != "m1" {
+		t.Fatalf("message: %+v %v", m, err)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
