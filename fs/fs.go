@@ -18,10 +18,12 @@
 // Files whose kind is a row of package vfs's table (policy, status,
 // spawn, runs/, audit/head, messages, approvals) are served by two node
 // types, vdir and vfile (vfs.go), which only carry requests to the layer
-// and its answers back; the layer's own tests drive those rows without
-// FUSE. State keys, memories and files being written into mem/ and
-// inbox/ are still nodes of this package (file.go, mem.go, inbox.go): the
-// next rows to move.
+// and its answers back; a file written into mem/KIND/ or inbox/ is a
+// vfs.Draft, whose node here only gives it a name while it is pending
+// (mem.go). The layer's own tests drive those rows without FUSE. State
+// keys (file.go, state.go: working copies, write-back, page cache and
+// passthrough) and the folders of memories and messages are still this
+// package's own nodes: the next to move.
 //
 // Values are whole, so a file's writes go to an in-memory working copy
 // shared by its open handles, and its new content is handed to the kernel
