@@ -24,9 +24,13 @@ import (
 //	                           kill, hup, int, or a number): run.kill
 //
 // Each is the syscall of the matching ox-* command (ox-spawn, ox-ps,
-// ox-attach, ox-kill), made by the caller. A run's copy-on-write
-// workspace, where it has one, is to be its folder work/ (a row of
-// RunFiles, or a Dir entry beside them).
+// ox-attach, ox-kill), made by the caller.
+//
+// Where the next files go: a run's stdin, once the kernel has a syscall
+// that feeds a live run (today a run's input is given at spawn), is a row
+// of RunFiles with a Write; a run's copy-on-write workspace is its
+// folder work/, an Entry with a Dir that runsDir.run's table lists beside
+// these rows (the table holds files only today: give it the folder then).
 
 // Spawn is /agent/NAME/spawn.
 var Spawn = &Kind{
