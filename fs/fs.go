@@ -5,13 +5,25 @@
 //	/agent/NAME/inbox/ID.md               messages: a file written is sent (inbox.go)
 //	/agent/NAME/policy                    read-only: the agent's policy (writes EROFS, audited)
 //	/agent/NAME/status                    read-only JSON: keys, bytes, last change
+//	/agent/NAME/spawn                     a write starts a run; a read gives its id
+//	/agent/NAME/runs/RUN/{status,out,ctl} a run as files
 //	/audit/log  /audit/head               read-only
 //	/approvals/ID                         read-only: pending approval requests
 //
-// It is a thin adapter over the kernel's syscall methods (package kernel)
+// It is an adapter over the kernel's syscall methods (package kernel)
 // and reaches no data any other way: every read, write and refusal is the
 // same syscall, policy-checked and audited, as over the socket. Kernel
 // errors become errnos in exactly one function, errno.
+//
+// Files whose kind is a row of package vfs's table (policy, status,
+// spawn, runs/, audit/head, messages, approvals) are served by two node
+// types, vdir and vfile (vfs.go), which only carry requests to the layer
+// and its answers back; a file written into mem/KIND/ or inbox/ is a
+// vfs.Draft, whose node here only gives it a name while it is pending
+// (mem.go). The layer's own tests drive those rows without FUSE. State
+// keys (file.go, state.go: working copies, write-back, page cache and
+// passthrough) and the folders of memories and messages are still this
+// package's own nodes: the next to move.
 //
 // Values are whole, so a file's writes go to an in-memory working copy
 // shared by its open handles, and its new content is handed to the kernel
@@ -44,6 +56,7 @@ import (
 	"github.com/oxios/oxios/pkg/bus"
 	"github.com/oxios/oxios/pkg/kernel"
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/vfs"
 	"github.com/oxios/oxios/pkg/writeback"
 )
 
@@ -76,6 +89,7 @@ type FS struct {
 	// backing file (root only; go-fuse turns it off if the kernel refuses).
 	passthrough bool
 
+	layer   *vfs.Layer // the folders and files of package vfs (runs)
 	root    *rootNode
 	agents  *agentsNode
 	started time.Time // the time of folders, which have none in the store
@@ -100,6 +114,7 @@ type FS struct {
 func newFS(k Kernel, log *slog.Logger) *FS {
 	f := &FS{
 		k:           k,
+		layer:       vfs.New(k),
 		log:         log,
 		own:         new(byte),
 		uid:         uint32(os.Getuid()),
@@ -322,6 +337,7 @@ var codes = map[string]syscall.Errno{
 	proto.EIO:          syscall.EIO,
 	proto.EDQUOT:       syscall.EDQUOT,
 	proto.EROFS:        syscall.EROFS,
+	proto.ESRCH:        syscall.ESRCH, // a signal to a run that has ended
 }
 
 func (f *FS) setAttrOwner(a *fuse.Attr) {

@@ -1,20 +1,16 @@
 package fs
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
 	"strings"
 	"syscall"
-	"time"
 
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
-	"github.com/oxios/oxios/pkg/frontmatter"
 	"github.com/oxios/oxios/pkg/kernel"
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/vfs"
 )
 
 // The messages and approvals view:
@@ -108,18 +104,11 @@ func msgID(name string) (string, bool) {
 
 func (d *inboxDir) message(ctx context.Context, name, id string) *fusefs.Inode {
 	if ch := d.GetChild(name); ch != nil {
-		if _, ok := ch.Operations().(*genFile); ok {
+		if _, ok := ch.Operations().(*vfile); ok {
 			return ch
 		}
 	}
-	g := d.fs.newGen(d.agent, func(ctx context.Context, c *kernel.Cred) ([]byte, error) {
-		rec, err := d.fs.k.MsgRead(c, d.agent, id)
-		if err != nil {
-			return nil, err
-		}
-		return msgFile(&rec), nil
-	})
-	return d.NewInode(ctx, g, fusefs.StableAttr{Mode: syscall.S_IFREG})
+	return d.NewInode(ctx, &vfile{fs: d.fs, n: &vfs.Node{Kind: vfs.Message, Agent: d.agent, ID: id}}, fusefs.StableAttr{Mode: syscall.S_IFREG})
 }
 
 func (d *inboxDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
@@ -139,9 +128,8 @@ func (d *inboxDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 		return nil, errno(err)
 	}
 	ch := d.message(ctx, name, id)
-	out.SetEntryTimeout(noCache)
-	out.SetAttrTimeout(noCache)
-	return ch, ch.Operations().(*genFile).attr(ctx, c, &out.Attr)
+	d.fs.entryAttr(ctx, c, ch, out)
+	return ch, 0
 }
 
 func (d *inboxDir) OpendirHandle(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
@@ -168,7 +156,7 @@ func (d *inboxDir) OpendirHandle(ctx context.Context, flags uint32) (fusefs.File
 				return n.EmbeddedInode()
 			}
 			n := d.newFile(e.name)
-			n.done = true
+			n.d.End()
 			return d.NewInode(ctx, n, fusefs.StableAttr{Mode: syscall.S_IFREG})
 		}
 		id, _ := msgID(e.name)
@@ -176,10 +164,8 @@ func (d *inboxDir) OpendirHandle(ctx context.Context, flags uint32) (fusefs.File
 	}
 	l.attr = func(ctx context.Context, e *entry, ch *fusefs.Inode, out *fuse.EntryOut) syscall.Errno {
 		switch n := ch.Operations().(type) {
-		case *genFile:
-			out.SetEntryTimeout(noCache)
-			out.SetAttrTimeout(noCache)
-			return n.attr(ctx, c, &out.Attr)
+		case *vfile:
+			n.fs.entryAttr(ctx, c, ch, out)
 		case *memNew:
 			n.entry(out)
 		}
@@ -190,23 +176,8 @@ func (d *inboxDir) OpendirHandle(ctx context.Context, flags uint32) (fusefs.File
 
 // newFile makes the node of a message being written.
 func (d *inboxDir) newFile(name string) *memNew {
-	n := &memNew{fs: d.fs, parent: &d.Inode, name: name, mtime: time.Now(), check: d.check,
-		what: "message to " + d.agent,
-		keep: func(ctx context.Context, c *kernel.Cred, b []byte) error {
-			args, err := msgInput(b)
-			if err != nil {
-				return err
-			}
-			args.To = d.agent
-			raw, _ := json.Marshal(args)
-			_, err = d.fs.k.MsgSend(ctx, c, args, raw)
-			if isCode(err, proto.EPERM) {
-				return syscall.EACCES // the policy's refusal, audited by msg.send
-			}
-			return err
-		}}
-	n.buf.Max = d.fs.maxValue
-	return n
+	return &memNew{fs: d.fs, parent: &d.Inode, name: name, what: "message to " + d.agent, check: d.check,
+		d: d.fs.layer.NewDraft(&vfs.Node{Kind: vfs.NewMessage, Agent: d.agent}, d.fs.maxValue)}
 }
 
 func (d *inboxDir) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, fusefs.FileHandle, uint32, syscall.Errno) {
@@ -235,10 +206,10 @@ func (d *inboxDir) Create(ctx context.Context, name string, flags uint32, mode u
 		}
 	}
 	n := d.newFile(name)
-	n.writers = 1
 	ch := d.NewInode(ctx, n, fusefs.StableAttr{Mode: syscall.S_IFREG})
+	h := n.create(c, flags)
 	n.entry(out)
-	return ch, &memHandle{n: n, cred: c, write: true, append: flags&syscall.O_APPEND != 0}, fuse.FOPEN_DIRECT_IO, 0
+	return ch, h, fuse.FOPEN_DIRECT_IO, 0
 }
 
 func (d *inboxDir) Unlink(ctx context.Context, name string) syscall.Errno {
@@ -269,136 +240,4 @@ func (d *inboxDir) Link(ctx context.Context, target fusefs.InodeEmbedder, name s
 }
 func (d *inboxDir) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
 	return nil, syscall.EPERM
-}
-
-// msgFile is a message's file: a front matter, the text, and attached
-// records one JSON line each after a line "---".
-func msgFile(m *proto.MsgRecord) []byte {
-	var b bytes.Buffer
-	from := m.From
-	if from == "" {
-		from = "operator"
-	}
-	fmt.Fprintf(&b, "---\nid: %s\nfrom: %s\nto: %s\ntime: %s\n", m.ID, from, m.Agent, m.Time.Format(time.RFC3339Nano))
-	if m.Sender != "" {
-		fmt.Fprintf(&b, "sender: %s\n", m.Sender)
-	}
-	if m.ReplyTo != "" {
-		fmt.Fprintf(&b, "reply_to: %s\n", m.ReplyTo)
-	}
-	fmt.Fprintf(&b, "read: %t\n---\n%s\n", m.Read, m.Text)
-	if len(m.Records) > 0 {
-		b.WriteString("---\n")
-		for _, r := range m.Records {
-			b.Write(r)
-			b.WriteByte('\n')
-		}
-	}
-	return b.Bytes()
-}
-
-// msgInput reads a file written into an inbox: the text, or a front
-// matter and the text. Of the front matter only reply_to is taken; id,
-// from, to, time, sender and read are the kernel's (so a message's file
-// copied into another inbox forwards its text).
-func msgInput(b []byte) (proto.MsgSendArgs, error) {
-	var a proto.MsgSendArgs
-	text, _, err := frontmatter.Scan(b, func(line int, l string) error {
-		k, v, found := frontmatter.Field(l)
-		if !found {
-			return proto.Errorf(proto.EINVAL, "front matter line %d: want \"key: value\"", line)
-		}
-		switch k {
-		case "id", "from", "to", "time", "sender", "read":
-		case "reply_to":
-			a.ReplyTo = v
-		default:
-			return proto.Errorf(proto.EINVAL, "front matter line %d: unknown key %q (reply_to is the one a sender gives)", line, k)
-		}
-		return nil
-	})
-	if err != nil {
-		return a, frontError(err)
-	}
-	a.Text = strings.TrimRight(string(text), "\n")
-	return a, nil
-}
-
-// approvalsDir is /approvals: the pending approval requests the caller
-// may see, one file each.
-type approvalsDir struct {
-	fusefs.Inode
-	readOnly
-	fs *FS
-}
-
-func (d *approvalsDir) fill(a *fuse.Attr) {
-	*a = fuse.Attr{Mode: syscall.S_IFDIR | 0o555, Nlink: 1}
-	a.SetTimes(&d.fs.started, &d.fs.started, &d.fs.started)
-	d.fs.setAttrOwner(a)
-}
-
-func (d *approvalsDir) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	if _, e := d.fs.cred(ctx); e != 0 {
-		return e
-	}
-	d.fill(&out.Attr)
-	return 0
-}
-
-func (d *approvalsDir) Access(ctx context.Context, mask uint32) syscall.Errno {
-	if _, e := d.fs.cred(ctx); e != 0 {
-		return e
-	}
-	if mask&2 != 0 {
-		return syscall.EACCES
-	}
-	return 0
-}
-
-func (d *approvalsDir) request(ctx context.Context, id string) *fusefs.Inode {
-	if ch := d.GetChild(id); ch != nil {
-		return ch
-	}
-	g := d.fs.newGen("", func(ctx context.Context, c *kernel.Cred) ([]byte, error) {
-		rec, err := d.fs.k.ApprovalRead(c, id)
-		if err != nil {
-			return nil, err
-		}
-		return jsonLine(rec)
-	})
-	return d.NewInode(ctx, g, fusefs.StableAttr{Mode: syscall.S_IFREG})
-}
-
-func (d *approvalsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
-	c, e := d.fs.cred(ctx)
-	if e != 0 {
-		return nil, e
-	}
-	if _, err := d.fs.k.ApprovalRead(c, name); err != nil {
-		return nil, errno(err)
-	}
-	ch := d.request(ctx, name)
-	out.SetEntryTimeout(noCache)
-	out.SetAttrTimeout(noCache)
-	return ch, ch.Operations().(*genFile).attr(ctx, c, &out.Attr)
-}
-
-func (d *approvalsDir) OpendirHandle(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
-	c, e := d.fs.cred(ctx)
-	if e != 0 {
-		return nil, 0, e
-	}
-	var ents []entry
-	for _, id := range d.fs.k.ApprovalIDs(c) {
-		ents = append(ents, entry{name: id})
-	}
-	l := newListing(&d.Inode, ents)
-	l.node = func(ctx context.Context, e *entry) *fusefs.Inode { return d.request(ctx, e.name) }
-	l.attr = func(ctx context.Context, e *entry, ch *fusefs.Inode, out *fuse.EntryOut) syscall.Errno {
-		out.SetEntryTimeout(noCache)
-		out.SetAttrTimeout(noCache)
-		return ch.Operations().(*genFile).attr(ctx, c, &out.Attr)
-	}
-	return l, 0, 0
 }

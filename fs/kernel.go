@@ -9,13 +9,16 @@ import (
 	"github.com/oxios/oxios/pkg/config"
 	"github.com/oxios/oxios/pkg/kernel"
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/vfs"
 )
 
 // Kernel is what the mount asks of the kernel: its syscalls, each through
-// the kernel's gate, and nothing else. Declared here, by its one user, so
-// that the mount can be driven by a stand-in in a test without a daemon
-// (gocryptfs's control socket takes its file system the same way).
+// the kernel's gate, and nothing else. Declared here, by its one user, as
+// the list of what the mount may call; its tests use a real kernel (no
+// stand-in: a stand-in would have to reproduce the gate). The syscalls of
+// the files of package vfs are vfs.Kernel.
 type Kernel interface {
+	vfs.Kernel
 	Config() config.Config
 	Identify(uid, gid uint32, pid int32) (*kernel.Cred, error)
 	Refused(c *kernel.Cred, op, target string, raw []byte, code string)
@@ -30,7 +33,6 @@ type Kernel interface {
 	// State.
 	StateStat(ctx context.Context, c *kernel.Cred, agent, key string) (proto.StateRecord, error)
 	IsStateFolder(c *kernel.Cred, agent, prefix string) bool
-	StateList(ctx context.Context, c *kernel.Cred, a proto.StateListArgs, raw []byte, emit func(*proto.StateRecord) error) error
 	StateOpen(ctx context.Context, c *kernel.Cred, agent, key string) (*os.File, []byte, proto.StateRecord, error)
 	StateSubmit(c *kernel.Cred, agent, key string, value []byte, tag any) kernel.Pending
 	StateSubmitMeta(c *kernel.Cred, agent, key string, value []byte, m kernel.FileMeta, tag any) kernel.Pending
@@ -46,17 +48,11 @@ type Kernel interface {
 
 	// Messages and approvals.
 	MsgIDs(c *kernel.Cred, agent string) []string
-	MsgRead(c *kernel.Cred, agent, id string) (proto.MsgRecord, error)
 	MsgSend(ctx context.Context, c *kernel.Cred, a proto.MsgSendArgs, raw []byte) (proto.MsgRecord, error)
 	MsgSlot(c *kernel.Cred, to string) bool
 	MsgMaySend(c *kernel.Cred, to string) error
-	ApprovalIDs(c *kernel.Cred) []string
-	ApprovalRead(c *kernel.Cred, id string) (proto.ApprovalRecord, error)
 
-	// Policy and audit, read-only here.
-	PolicyShow(ctx context.Context, c *kernel.Cred, agent string, raw []byte) (proto.PolicyRecord, error)
-	PolicyWriteRefused(c *kernel.Cred, agent string)
-	AuditHead(ctx context.Context, c *kernel.Cred) (proto.AuditHead, error)
+	// The audit log, read-only here.
 	AuditScan(ctx context.Context, c *kernel.Cred, from uint64, fn func(line []byte) error) error
 }
 

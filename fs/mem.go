@@ -3,21 +3,16 @@ package fs
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"strconv"
 	"strings"
-	"sync"
 	"syscall"
-	"time"
 
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
-	"github.com/oxios/oxios/pkg/frontmatter"
 	"github.com/oxios/oxios/pkg/kernel"
 	"github.com/oxios/oxios/pkg/memory"
 	"github.com/oxios/oxios/pkg/proto"
-	"github.com/oxios/oxios/pkg/writeback"
+	"github.com/oxios/oxios/pkg/vfs"
 )
 
 // The memory view: /agent/NAME/mem/KIND/ID.md, one file per memory, as
@@ -26,7 +21,7 @@ import (
 // made and forgotten:
 //
 //   - creating a file there and closing it remembers its content (see
-//     memInput), as a memory of that kind. The name is only a handle: any
+//     vfs.MemInput), as a memory of that kind. The name is only a handle: any
 //     NAME.md is taken, the kernel gives the memory its id, and once the
 //     memory is remembered (at the first close(2) or fsync(2) after
 //     something was written) NAME.md is gone and ID.md is there. close(2)
@@ -159,7 +154,7 @@ func (d *memDir) OpendirHandle(ctx context.Context, flags uint32) (fusefs.FileHa
 			// Remembered since the listing was taken: a stand-in that
 			// answers no more.
 			n := d.newFile(e.name)
-			n.done = true
+			n.d.End()
 			return d.NewInode(ctx, n, fusefs.StableAttr{Mode: syscall.S_IFREG})
 		}
 		id, _ := memID(e.name)
@@ -194,10 +189,10 @@ func (d *memDir) Create(ctx context.Context, name string, flags uint32, mode uin
 		}
 	}
 	n := d.newFile(name)
-	n.writers = 1
 	ch := d.NewInode(ctx, n, fusefs.StableAttr{Mode: syscall.S_IFREG})
+	h := n.create(c, flags)
 	n.entry(out)
-	return ch, &memHandle{n: n, cred: c, write: true, append: flags&syscall.O_APPEND != 0}, fuse.FOPEN_DIRECT_IO, 0
+	return ch, h, fuse.FOPEN_DIRECT_IO, 0
 }
 
 func (d *memDir) Unlink(ctx context.Context, name string) syscall.Errno {
@@ -309,68 +304,43 @@ func (m *memFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, ui
 
 // newFile makes the node of a file being written in the folder.
 func (d *memDir) newFile(name string) *memNew {
-	n := &memNew{fs: d.fs, parent: &d.Inode, name: name, mtime: time.Now(),
+	return &memNew{fs: d.fs, parent: &d.Inode, name: name, what: "memory " + d.agent + "/" + d.kind,
 		check: func(ctx context.Context) (*kernel.Cred, syscall.Errno) { return d.fs.may(ctx, d.agent) },
-		keep: func(ctx context.Context, c *kernel.Cred, b []byte) error {
-			in, err := memInput(b)
-			if err != nil {
-				return err
-			}
-			in.Kind = d.kind
-			args := proto.MemRememberArgs{Agent: d.agent, Memories: []proto.MemoryInput{in}}
-			raw, _ := json.Marshal(args)
-			_, err = d.fs.k.MemRemember(ctx, c, args, raw)
-			return err
-		}}
-	n.what = "memory " + d.agent + "/" + d.kind
-	n.buf.Max = d.fs.maxValue
-	return n
+		d:     d.fs.layer.NewDraft(&vfs.Node{Kind: vfs.NewMemory, Agent: d.agent, ID: d.kind}, d.fs.maxValue)}
 }
 
 // memNew is a file being written in a folder where a file written is
 // handed to the kernel whole at its first close and then is gone: a
-// memory to be (mem/KIND), a message to send (inbox). Its name and
-// attributes are never cached by the kernel (they vanish when the
-// content is taken).
+// memory to be (mem/KIND), a message to send (inbox). What it holds and
+// when it is submitted is its vfs.Draft's; this node gives it a name in
+// the folder while it is pending. Its name and attributes are never
+// cached by the kernel (they vanish when the content is taken).
 type memNew struct {
 	fusefs.Inode
 	fs     *FS
 	parent *fusefs.Inode
 	name   string
 	what   string // for the log
-	// check is who may touch the file; keep hands the content over.
+	// check is who may touch the file.
 	check func(ctx context.Context) (*kernel.Cred, syscall.Errno)
-	keep  func(ctx context.Context, c *kernel.Cred, b []byte) error
-
-	mu      sync.Mutex
-	buf     writeback.Buffer // its Max is limits.max_value
-	mtime   time.Time
-	writers int  // write handles open
-	done    bool // remembered, refused or discarded: the name is gone
-	gone    bool // discarded by unlink: writes go nowhere
-	err     syscall.Errno
+	d     *vfs.Draft
 }
 
-func (n *memNew) open() bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return !n.done
-}
+func (n *memNew) open() bool { return n.d.Pending() }
 
-func (n *memNew) fillLocked(a *fuse.Attr) {
-	*a = fuse.Attr{Mode: syscall.S_IFREG | 0o644, Size: uint64(n.buf.Len()), Nlink: 1}
-	if n.done {
+func (n *memNew) fill(a *fuse.Attr) {
+	size, mtime, done := n.d.Stat()
+	*a = fuse.Attr{Mode: syscall.S_IFREG | 0o644, Size: uint64(size), Nlink: 1}
+	if done {
 		a.Nlink = 0
 	}
-	a.SetTimes(&n.mtime, &n.mtime, &n.mtime)
+	a.SetTimes(&mtime, &mtime, &mtime)
 	n.fs.setAttrOwner(a)
 }
 
 // entry fills a lookup's reply: attributes, and no caching.
 func (n *memNew) entry(out *fuse.EntryOut) {
-	n.mu.Lock()
-	n.fillLocked(&out.Attr)
-	n.mu.Unlock()
+	n.fill(&out.Attr)
 	out.SetEntryTimeout(noCache)
 	out.SetAttrTimeout(noCache)
 }
@@ -379,9 +349,7 @@ func (n *memNew) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.At
 	if _, e := n.check(ctx); e != 0 {
 		return e
 	}
-	n.mu.Lock()
-	n.fillLocked(&out.Attr)
-	n.mu.Unlock()
+	n.fill(&out.Attr)
 	out.SetTimeout(noCache)
 	return 0
 }
@@ -390,22 +358,14 @@ func (n *memNew) Setattr(ctx context.Context, fh fusefs.FileHandle, in *fuse.Set
 	if _, e := n.check(ctx); e != 0 {
 		return e
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	// Modes, owners and times are no part of a memory: accepted and
-	// ignored (touch, cp -p).
+	// Modes, owners and times are no part of a memory or a message:
+	// accepted and ignored (touch, cp -p).
 	if sz, ok := in.GetSize(); ok {
-		switch {
-		case n.done && !n.gone:
-			return syscall.EPERM
-		case int64(sz) > n.fs.maxValue:
-			return syscall.EFBIG
-		case !n.gone:
-			n.buf.Truncate(int64(sz))
-			n.mtime = time.Now()
+		if err := n.d.Truncate(int64(sz)); err != nil {
+			return errno(err)
 		}
 	}
-	n.fillLocked(&out.Attr)
+	n.fill(&out.Attr)
 	out.SetTimeout(noCache)
 	return 0
 }
@@ -415,55 +375,28 @@ func (n *memNew) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uin
 	if e != 0 {
 		return nil, 0, e
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.done {
-		// Remembered, sent or refused meanwhile: the name is gone. The
-		// kernel still holds its entry (a timeout of a nanosecond lasts a
-		// jiffy), so an open(O_CREAT) of the same name right after the
-		// close comes here instead of to Create. ESTALE makes it look the
-		// path up again and retry once (LOOKUP_REVAL): the lookup finds
-		// no such file, so a create makes a new one and a plain open gets
-		// ENOENT, as a stale name should.
-		return nil, 0, syscall.ESTALE
-	}
-	h := &memHandle{n: n, cred: c}
-	if flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0 {
-		h.write, h.append = true, flags&syscall.O_APPEND != 0
-		n.writers++
-		if flags&syscall.O_TRUNC != 0 {
-			n.buf.Truncate(0)
-			n.mtime = time.Now()
-		}
-	}
-	return h, fuse.FOPEN_DIRECT_IO, 0
-}
-
-// discard drops a file being written (unlinked before it was remembered)
-// and reports whether there was one.
-func (n *memNew) discard() bool {
-	n.mu.Lock()
-	was := !n.done
-	if was {
-		n.done, n.gone = true, true
-		n.buf.Reset()
-	}
-	n.mu.Unlock()
-	return was
-}
-
-// rememberLocked hands the content to the kernel (keep); whatever the
-// outcome, the file is done with.
-func (n *memNew) rememberLocked(ctx context.Context, c *kernel.Cred) syscall.Errno {
-	n.done = true
-	err := n.keep(ctx, c, n.buf.Bytes())
-	n.buf.Reset()
+	// Submitted, or refused, meanwhile: the name is gone. The kernel
+	// still holds its entry (a timeout of a nanosecond lasts a jiffy), so
+	// an open(O_CREAT) of the same name right after the close comes here
+	// instead of to Create. ESTALE makes it look the path up again and
+	// retry once (LOOKUP_REVAL): the lookup finds no such file, so a
+	// create makes a new one and a plain open gets ENOENT.
+	h, err := n.d.Open(c, int(flags), false)
 	if err != nil {
-		n.fs.log.Info("mount: file not taken", "what", n.what, "file", n.name, "err", err)
+		return nil, 0, errno(err)
 	}
-	n.err = errno(err)
-	return n.err
+	return &memHandle{n: n, h: h}, fuse.FOPEN_DIRECT_IO, 0
 }
+
+// create is the handle of the create(2) that made n.
+func (n *memNew) create(c *kernel.Cred, flags uint32) *memHandle {
+	h, _ := n.d.Open(c, int(flags), true)
+	return &memHandle{n: n, h: h}
+}
+
+// discard drops a file being written (unlinked before it was submitted)
+// and reports whether there was one.
+func (n *memNew) discard() bool { return n.d.Discard() }
 
 // detach takes the name out of the folder once the file is done with.
 func (n *memNew) detach() {
@@ -472,78 +405,32 @@ func (n *memNew) detach() {
 	}
 }
 
-// memHandle is an open file being written in a kind's folder.
+// memHandle is an open file being written in a kind's folder or an inbox.
 type memHandle struct {
-	n      *memNew
-	cred   *kernel.Cred
-	write  bool
-	append bool
+	n *memNew
+	h *vfs.DraftHandle
 }
 
 func (h *memHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	n := h.n
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return fuse.ReadResultData(n.buf.ReadAt(dest, off)), 0
+	return fuse.ReadResultData(h.h.Read(dest, off)), 0
 }
 
 func (h *memHandle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
-	if !h.write {
-		return 0, syscall.EBADF
-	}
 	if h.n.fs.closed.Load() {
 		return 0, syscall.ENOTCONN
 	}
-	n := h.n
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	switch {
-	case n.gone:
-		return uint32(len(data)), 0 // unlinked: written nowhere, as to any unlinked file
-	case n.done && n.err != 0:
-		return 0, n.err
-	case n.done:
-		return 0, syscall.EPERM // remembered already; a memory does not change
-	}
-	if h.append {
-		off = int64(n.buf.Len())
-	}
-	if err := n.buf.WriteAt(data, off); err != nil {
-		// Whole or nothing: the file is refused, and its close says so.
-		n.done, n.err = true, errno(err)
-		n.buf.Reset()
-		return 0, n.err
-	}
-	n.mtime = time.Now()
-	return uint32(len(data)), 0
+	w, err := h.h.Write(data, off)
+	return uint32(w), errno(err)
 }
 
-// Flush is close(2): the first close after something was written
-// remembers it, and reports the kernel's answer. A close before anything
-// was written remembers nothing yet: a shell's `> file` opens, dups the
-// descriptor and closes the original first.
+// Flush is close(2): see vfs.Draft.
 func (h *memHandle) Flush(ctx context.Context) syscall.Errno {
-	if !h.write {
-		return 0
-	}
 	if h.n.fs.closed.Load() {
 		return syscall.ENOTCONN
 	}
-	n := h.n
-	n.mu.Lock()
-	var e syscall.Errno
-	switch {
-	case n.done:
-		e = n.err
-	case n.buf.Len() == 0:
-		n.mu.Unlock()
-		return 0
-	default:
-		e = n.rememberLocked(ctx, h.cred)
-	}
-	n.mu.Unlock()
-	n.detach()
-	return e
+	end, err := h.h.Flush(ctx)
+	h.done(end, err)
+	return errno(err)
 }
 
 func (h *memHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
@@ -551,89 +438,27 @@ func (h *memHandle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 }
 
 func (h *memHandle) Release(ctx context.Context) syscall.Errno {
-	if !h.write {
-		return 0
-	}
-	n := h.n
-	n.mu.Lock()
-	n.writers--
-	last := n.writers == 0
-	if last && !n.done {
-		if n.buf.Len() > 0 && !n.fs.closed.Load() {
-			// Written after the last close (through a mapping, say).
-			n.rememberLocked(context.Background(), h.cred)
-		}
-		n.done = true // closed empty: nothing to remember
-	}
-	n.mu.Unlock()
-	if last {
-		n.detach()
-	}
+	end, err := h.h.Release(h.n.fs.closed.Load())
+	h.done(end, err)
 	return 0
 }
 
-// memInput reads a file written into a kind's folder. It is the text of
-// the memory, or a front matter and the text, as in the memory files
-// (package memory), so that a memory's file copied into a folder is
-// remembered again with its tags. Of the front matter, tags, source,
-// importance and expires are taken, and ttl (a Go duration) too; id,
-// kind and created are the kernel's to give (the folder is the kind).
-// Keys may come in any order; tags may be written without brackets.
-// Trailing newlines are not part of the text (`echo text > note.md`).
-func memInput(b []byte) (proto.MemoryInput, error) {
-	var in proto.MemoryInput
-	text, _, err := frontmatter.Scan(b, func(line int, l string) error {
-		k, v, found := frontmatter.Field(l)
-		if !found {
-			return proto.Errorf(proto.EINVAL, "front matter line %d: want \"key: value\"", line)
-		}
-		switch k {
-		case "id", "kind", "created":
-		case "tags":
-			v = strings.TrimSuffix(strings.TrimPrefix(v, "["), "]")
-			for _, t := range strings.Split(v, ",") {
-				if t = strings.TrimSpace(t); t != "" {
-					in.Tags = append(in.Tags, t)
-				}
-			}
-		case "source":
-			in.Source = v
-		case "importance":
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				return proto.Errorf(proto.EINVAL, "front matter line %d: importance %q is not a number", line, v)
-			}
-			in.Importance = f
-		case "ttl":
-			in.TTL = v
-		case "expires":
-			t, err := time.Parse(time.RFC3339Nano, v)
-			if err != nil {
-				return proto.Errorf(proto.EINVAL, "front matter line %d: expires %q is not an RFC 3339 time", line, v)
-			}
-			d := time.Until(t)
-			if d <= 0 {
-				return proto.Errorf(proto.EINVAL, "front matter line %d: expires %s is past", line, v)
-			}
-			in.TTL = d.String()
-		default:
-			return proto.Errorf(proto.EINVAL, "front matter line %d: unknown key %q", line, k)
-		}
-		return nil
-	})
+// done logs a refusal and takes the name out once the draft is done.
+func (h *memHandle) done(end bool, err error) {
 	if err != nil {
-		return in, frontError(err)
+		h.n.fs.log.Info("mount: file not taken", "what", h.n.what, "file", h.n.name, "err", err)
 	}
-	in.Text = strings.TrimRight(string(text), "\n")
-	return in, nil
+	if end {
+		h.n.detach()
+	}
 }
 
-// frontError is err, of frontmatter.Scan, as the mount answers it: a
-// front matter not closed is EINVAL, as is a line its reader refused.
-func frontError(err error) error {
-	var u *frontmatter.Unclosed
-	if errors.As(err, &u) {
-		return proto.Errorf(proto.EINVAL, "front matter line %d: not closed by \"---\"", u.Line)
+// bytesHandle reads a memory's file.
+type bytesHandle struct{ b []byte }
+
+func (h *bytesHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	if off >= int64(len(h.b)) {
+		return fuse.ReadResultData(nil), 0
 	}
-	return err
+	return fuse.ReadResultData(h.b[off:min(off+int64(len(dest)), int64(len(h.b)))]), 0
 }

@@ -2,8 +2,6 @@ package fs
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"syscall"
 
 	fusefs "github.com/hanwen/go-fuse/v2/fs"
@@ -12,6 +10,7 @@ import (
 	"github.com/oxios/oxios/pkg/kernel"
 	"github.com/oxios/oxios/pkg/memory"
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/vfs"
 )
 
 // The fixed parts of the tree: /, /agent, /agent/NAME and what is in it
@@ -173,14 +172,13 @@ func attrOf(ctx context.Context, c *kernel.Cred, ch *fusefs.Inode, out *fuse.Ent
 		n.fill(&out.Attr)
 	case *inboxDir:
 		n.fill(&out.Attr)
-	case *approvalsDir:
-		n.fill(&out.Attr)
-	case *genFile:
-		out.SetAttrTimeout(noCache)
-		return n.attr(ctx, c, &out.Attr)
 	case *auditLog:
 		out.SetAttrTimeout(noCache)
 		return n.fill(ctx, c, &out.Attr)
+	case *vdir:
+		n.fs.entryAttr(ctx, c, ch, out)
+	case *vfile:
+		n.fs.entryAttr(ctx, c, ch, out)
 	default:
 		return syscall.ENOENT
 	}
@@ -197,25 +195,11 @@ func (f *FS) build(ctx context.Context, d *staticDir) {
 	f.agents = &agentsNode{fs: f}
 	d.AddChild("agent", d.NewPersistentInode(ctx, f.agents, fusefs.StableAttr{Mode: syscall.S_IFDIR}), true)
 	audit := f.newStatic("", 0o555, func(ctx context.Context, a *staticDir) {
-		a.AddChild("head", a.NewPersistentInode(ctx, f.newGen("", func(ctx context.Context, c *kernel.Cred) ([]byte, error) {
-			h, err := f.k.AuditHead(ctx, c)
-			if err != nil {
-				return nil, err
-			}
-			return jsonLine(h)
-		}), fusefs.StableAttr{Mode: syscall.S_IFREG}), true)
+		a.AddChild("head", a.NewPersistentInode(ctx, &vfile{fs: f, n: &vfs.Node{Kind: vfs.AuditHead}}, fusefs.StableAttr{Mode: syscall.S_IFREG}), true)
 		a.AddChild("log", a.NewPersistentInode(ctx, &auditLog{fs: f}, fusefs.StableAttr{Mode: syscall.S_IFREG}), true)
 	})
 	d.AddChild("audit", d.NewPersistentInode(ctx, audit, fusefs.StableAttr{Mode: syscall.S_IFDIR}), true)
-	d.AddChild("approvals", d.NewPersistentInode(ctx, &approvalsDir{fs: f}, fusefs.StableAttr{Mode: syscall.S_IFDIR}), true)
-}
-
-func jsonLine(v any) ([]byte, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	return append(b, '\n'), nil
+	d.AddChild("approvals", d.NewPersistentInode(ctx, &vdir{fs: f, d: f.layer.Approvals()}, fusefs.StableAttr{Mode: syscall.S_IFDIR}), true)
 }
 
 // agentsNode is /agent: one folder per agent the caller may act on. mkdir
@@ -359,7 +343,7 @@ func (a *agentsNode) Rmdir(ctx context.Context, name string) syscall.Errno {
 }
 
 // newAgent makes /agent/NAME: state/, mem/{working,episodic,semantic}/,
-// inbox/, policy and status.
+// inbox/, runs/, policy, status and spawn.
 func (f *FS) newAgent(name string) *staticDir {
 	d := f.newStatic(name, 0o755, func(ctx context.Context, d *staticDir) {
 		d.AddChild("inbox", d.NewPersistentInode(ctx, &inboxDir{fs: f, agent: name}, fusefs.StableAttr{Mode: syscall.S_IFDIR}), true)
@@ -375,129 +359,13 @@ func (f *FS) newAgent(name string) *staticDir {
 			}
 		})
 		d.AddChild("mem", d.NewPersistentInode(ctx, mem, fusefs.StableAttr{Mode: syscall.S_IFDIR}), true)
-		// The agent's policy, read-only: only the admin changes it, with
-		// ox-policy set; a write here is refused and audited.
-		pol := f.newGen(name, func(ctx context.Context, c *kernel.Cred) ([]byte, error) {
-			rec, err := f.k.PolicyShow(ctx, c, name, nil)
-			return []byte(rec.Text), err
-		})
-		pol.refuseWrite = func(c *kernel.Cred) { f.k.PolicyWriteRefused(c, name) }
-		d.AddChild("policy", d.NewPersistentInode(ctx, pol, fusefs.StableAttr{Mode: syscall.S_IFREG}), true)
-		d.AddChild("status", d.NewPersistentInode(ctx, f.newGen(name, func(ctx context.Context, c *kernel.Cred) ([]byte, error) {
-			return f.status(ctx, c, name)
-		}), fusefs.StableAttr{Mode: syscall.S_IFREG}), true)
+		// Rows of package vfs: policy and status (read-only, made at
+		// each open), spawn (a write starts a run) and runs/.
+		for _, k := range []*vfs.Kind{vfs.Policy, vfs.AgentStatus, vfs.Spawn} {
+			d.AddChild(k.Name, d.NewPersistentInode(ctx, &vfile{fs: f, n: &vfs.Node{Kind: k, Agent: name}}, fusefs.StableAttr{Mode: syscall.S_IFREG}), true)
+		}
+		d.AddChild("runs", d.NewPersistentInode(ctx, &vdir{fs: f, agent: name, d: f.layer.Runs(name)}, fusefs.StableAttr{Mode: syscall.S_IFDIR}), true)
 	})
 	d.slots = true
 	return d
-}
-
-// statusRecord is /agent/NAME/status: a record like every ox-* prints.
-type statusRecord struct {
-	Type     string `json:"type"` // always "status"
-	Agent    string `json:"agent"`
-	Keys     int    `json:"keys"`
-	Bytes    int64  `json:"bytes"`
-	Modified string `json:"modified,omitempty"` // the last save, RFC 3339
-	Text     string `json:"text"`
-}
-
-func (f *FS) status(ctx context.Context, c *kernel.Cred, agent string) ([]byte, error) {
-	s := statusRecord{Type: "status", Agent: agent}
-	var last int64
-	err := f.k.StateList(ctx, c, proto.StateListArgs{Agent: agent}, nil, func(r *proto.StateRecord) error {
-		s.Keys++
-		s.Bytes += r.Size
-		if t := r.Modified.UnixNano(); t > last {
-			last = t
-			s.Modified = r.Modified.Format("2006-01-02T15:04:05.999999999Z07:00")
-		}
-		return nil
-	})
-	if err != nil && !isCode(err, proto.ENOENT) {
-		return nil, err
-	}
-	s.Text = fmt.Sprintf("%s: %d keys, %d bytes", agent, s.Keys, s.Bytes)
-	return jsonLine(s)
-}
-
-// genFile is a read-only file whose content is made at open by gen: each
-// open reads a fresh snapshot. Reads bypass the page cache (direct I/O),
-// and its attributes are not cached, since it changes with every syscall.
-type genFile struct {
-	fusefs.Inode
-	readOnly
-	fs    *FS
-	agent string
-	gen   func(ctx context.Context, c *kernel.Cred) ([]byte, error)
-	// refuseWrite, if set, reports an attempt to write the file.
-	refuseWrite func(c *kernel.Cred)
-}
-
-func (f *FS) newGen(agent string, gen func(ctx context.Context, c *kernel.Cred) ([]byte, error)) *genFile {
-	return &genFile{fs: f, agent: agent, gen: gen}
-}
-
-func (g *genFile) check(ctx context.Context) (*kernel.Cred, syscall.Errno) {
-	if g.agent != "" {
-		return g.fs.may(ctx, g.agent)
-	}
-	return g.fs.cred(ctx)
-}
-
-func (g *genFile) attr(ctx context.Context, c *kernel.Cred, a *fuse.Attr) syscall.Errno {
-	size := 0
-	if b, err := g.gen(ctx, c); err == nil {
-		size = len(b) // refused: shown empty; open says why
-	}
-	*a = fuse.Attr{Mode: syscall.S_IFREG | 0o444, Size: uint64(size), Nlink: 1}
-	a.SetTimes(&g.fs.started, &g.fs.started, &g.fs.started)
-	g.fs.setAttrOwner(a)
-	return 0
-}
-
-func (g *genFile) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	c, e := g.check(ctx)
-	if e != 0 {
-		return e
-	}
-	out.SetTimeout(noCache)
-	return g.attr(ctx, c, &out.Attr)
-}
-
-func (g *genFile) Access(ctx context.Context, mask uint32) syscall.Errno {
-	if _, e := g.check(ctx); e != 0 {
-		return e
-	}
-	if mask&(2|1) != 0 { // W_OK, X_OK
-		return syscall.EACCES
-	}
-	return 0
-}
-
-func (g *genFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint32, syscall.Errno) {
-	c, e := g.check(ctx)
-	if e != 0 {
-		return nil, 0, e
-	}
-	if flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0 {
-		if g.refuseWrite != nil {
-			g.refuseWrite(c)
-		}
-		return nil, 0, syscall.EROFS
-	}
-	b, err := g.gen(ctx, c)
-	if err != nil {
-		return nil, 0, errno(err)
-	}
-	return &bytesHandle{b}, fuse.FOPEN_DIRECT_IO | fuse.FOPEN_NOFLUSH, 0
-}
-
-// bytesHandle reads a snapshot.
-type bytesHandle struct{ b []byte }
-
-func (h *bytesHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	if off >= int64(len(h.b)) {
-		return fuse.ReadResultData(nil), 0
-	}
-	return fuse.ReadResultData(h.b[off:min(off+int64(len(dest)), int64(len(h.b)))]), 0
 }

@@ -202,7 +202,7 @@ func TestFUSETools(t *testing.T) {
 	if !strings.Contains(ls, " 12 ") || !strings.Contains(ls, "today.md") || !strings.HasPrefix(strings.Split(ls, "\n")[1], "-rw-r--r--") {
 		t.Fatalf("ls -l:\n%s", ls)
 	}
-	if got := m.sh(t, "ls agent; ls agent/ops"); got != "ops\ninbox\nmem\npolicy\nstate\nstatus\n" {
+	if got := m.sh(t, "ls agent; ls agent/ops"); got != "ops\ninbox\nmem\npolicy\nruns\nspawn\nstate\nstatus\n" {
 		t.Fatalf("ls agent, agent/ops: %q", got)
 	}
 	// A socket change of a file the kernel has cached is seen at once.
