@@ -57,6 +57,10 @@ type Spec struct {
 	Argv    []string // Argv[0] is a path
 	Env     []string
 	Dir     string // the workspace: created, and removed at exit
+	// Work is the host folder the run works on through an overlay
+	// (Sandbox.Overlay), "" for none: Harvest reads its changes before
+	// the workspace is removed.
+	Work string
 	Stdin   []byte
 	Limits  Limits
 	Command []string // as the user gave it (for the record)
@@ -94,6 +98,10 @@ type Supervisor struct {
 	// OnExit is called once per run, after its exit record is in its log
 	// and before Done is closed.
 	OnExit func(*Run)
+	// Harvest is called once per run that worked on a host folder
+	// (Spec.Work), after its exit record and before its workspace,
+	// which holds the overlay's upper layer, is removed.
+	Harvest func(*Run)
 	// Keep is how many ended runs are kept (records and logs).
 	Keep int
 	// Cgroups, when the machine offers them, gives each run a control
@@ -242,7 +250,7 @@ func (s *Supervisor) Start(spec Spec) (*Run, error) {
 	r := &Run{s: s, spec: spec, logf: logf, sum: blake3.New(32, nil), changed: make(chan struct{}), done: make(chan struct{})}
 	r.rec = proto.RunRecord{
 		Type: proto.RecordRun, ID: spec.ID, Agent: spec.Agent, State: proto.RunRunning,
-		Command: spec.Command, Task: spec.Task, Model: spec.Model, Workspace: spec.Dir,
+		Command: spec.Command, Task: spec.Task, Model: spec.Model, Workspace: spec.Dir, Work: spec.Work,
 	}
 	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
 	cmd.Env = spec.Env
@@ -406,6 +414,19 @@ func (r *Run) sandboxed(cmd *exec.Cmd) (*os.File, error) {
 			return nil, fmt.Errorf("workspace: %w", err)
 		}
 		sockUID = r.uid
+	}
+	if o := sb.Overlay; o != nil {
+		// The overlay's folders, in the workspace, the run's own.
+		for _, d := range []string{o.Upper, o.Work} {
+			if err := os.Mkdir(d, 0o700); err != nil {
+				return nil, fmt.Errorf("workspace: %w", err)
+			}
+			if !sb.UserNS {
+				if err := sandbox.Chown(d, r.uid); err != nil {
+					return nil, fmt.Errorf("workspace: %w", err)
+				}
+			}
+		}
 	}
 	if r.spec.SocketAt != "" && s.Listen != nil {
 		dir := s.SocketDir
@@ -583,6 +604,9 @@ func (r *Run) wait(outR, errR *os.File, readers *sync.WaitGroup) {
 	r.rec.Text = runText(&r.rec)
 	r.appendLocked(b)
 	r.mu.Unlock()
+	if r.spec.Work != "" && s.Harvest != nil {
+		s.Harvest(r)
+	}
 	sandbox.RemoveWorkspace(r.spec.Dir)
 	r.unsandbox()
 	s.mu.Lock()
