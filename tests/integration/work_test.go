@@ -144,7 +144,11 @@ func workTest(t *testing.T, uid uint32) {
 	if !auditedSince(t, c, 0, proto.OpRunSpawn, proto.EPERM, "work.allow") {
 		t.Error("the refused --work is not audited naming work.allow")
 	}
-	pol := strings.Replace(defaultPolicy(t), "[state]", "[work]\nallow = [\""+d.dir+"/**\"]\n\n[state]", 1)
+	def := defaultPolicy(t)
+	pol := strings.Replace(def, "None by default.\nallow = []", "None by default.\nallow = [\""+d.dir+"/**\"]", 1)
+	if pol == def {
+		t.Fatal("the default policy has no [work] allow = [] to change")
+	}
 	d.mustOx(t, "", "ox-policy", "set", "-a", "dev", writePolicy(t, pol))
 	// What the gate says, the dry run says.
 	if out := d.mustOx(t, "", "ox-policy", "check", "-a", "dev", "run.spawn", repo); !strings.Contains(out, "allowed") {
