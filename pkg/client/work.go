@@ -33,3 +33,8 @@ func (c *Client) WorkDiscard(ctx context.Context, run string) (proto.WorkRecord,
 	err := c.Call(ctx, proto.OpWorkDiscard, proto.WorkArgs{Run: run}, &rec)
 	return rec, err
 }
+
+// RunReceipt calls fn with each line of run's receipt, in order.
+func (c *Client) RunReceipt(ctx context.Context, run string, fn func(proto.ReceiptLine) error) error {
+	return c.Stream(ctx, proto.OpRunReceipt, proto.ReceiptArgs{Run: run}, streamOf(fn))
+}

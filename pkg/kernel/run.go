@@ -133,6 +133,12 @@ func (k *Kernel) runExited(r *supervisor.Run) {
 	rec := r.Record()
 	_, _, _, wall := r.Usage()
 	limit, exit, walled := runq.Exited(&rec, k.daemonActor(), r.Digest())
+	if rec.Work != "" {
+		// The patch of its work, bound to the chain (a receipt names it).
+		if m, err := k.works.Load(rec.ID); err == nil && m.Digest != "" {
+			exit.Target += " work " + m.Digest
+		}
+	}
 	if limit != nil {
 		if err := k.submit(k.record(), &tx{entry: limit}, false); err != nil {
 			k.log.Warn("run limit not audited", "run", rec.ID, "err", err)

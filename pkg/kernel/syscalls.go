@@ -185,6 +185,7 @@ var syscalls = declare(map[string]*Syscall{
 	proto.OpWorkDiff:    {},
 	proto.OpWorkApply:   {Operator: true, Mutates: true},
 	proto.OpWorkDiscard: {Operator: true, Mutates: true},
+	proto.OpRunReceipt:  {Admin: true},
 
 	// The fleet (fleet.go, pkg/fleet): the called node audits what it does.
 	proto.OpFleetStatus:  {Agent: agentNone},

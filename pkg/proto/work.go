@@ -54,3 +54,22 @@ type WorkRecord struct {
 	Conflicts []string `json:"conflicts,omitempty"`
 	Text      string   `json:"text"`
 }
+
+// OpRunReceipt is a run's receipt (ox-receipt): the admin's, as it holds
+// audit entries of every agent.
+const OpRunReceipt = "run.receipt"
+
+// RecordReceiptLine is the type of a ReceiptLine.
+const RecordReceiptLine = "receipt_line"
+
+// ReceiptArgs name the run of run.receipt.
+type ReceiptArgs struct {
+	Run string `json:"run"`
+}
+
+// ReceiptLine is one line of a receipt (package receipt), streamed by
+// run.receipt in order: written out one a line, they are the receipt.
+type ReceiptLine struct {
+	Type string `json:"type"` // always "receipt_line"
+	Line string `json:"line"`
+}

@@ -170,15 +170,15 @@ func overlaps(a, b string) bool {
 // in force and oxiosd's own environment additions.
 type Run struct {
 	ID, Dir string
-	// Work is the host folder the run works on at /work through an
-	// overlay ("": none), absolute with its links resolved (WorkFolder).
-	Work    string
 	Argv    []string
 	Policy  *policy.Policy
 	Wall    float64
 	Where   Where
 	LLM     config.LLM
 	SysEnv  []string
+	// Work is the host folder the run works on at /work through an
+	// overlay ("": none), absolute with its links resolved (WorkFolder).
+	Work string
 }
 
 // Spec is the supervisor's spec of the spawn a as run r: a command, or

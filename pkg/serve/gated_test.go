@@ -106,6 +106,7 @@ func gatedArgs(run, pending string) map[string]string {
 		proto.OpWorkDiff:       `{"run":"` + run + `"}`,
 		proto.OpWorkApply:      `{"run":"` + run + `"}`,
 		proto.OpWorkDiscard:    `{"run":"` + run + `"}`,
+		proto.OpRunReceipt:     `{"run":"` + run + `"}`,
 	}
 }
 

@@ -166,6 +166,7 @@ var handlers = map[string]Func{
 	proto.OpWorkDiff:       unary(false, (*kernel.Kernel).WorkDiff),
 	proto.OpWorkApply:      unary(false, (*kernel.Kernel).WorkApply),
 	proto.OpWorkDiscard:    unary(false, (*kernel.Kernel).WorkDiscard),
+	proto.OpRunReceipt:     stream(false, (*kernel.Kernel).RunReceipt),
 }
 
 // The adapters from the wire to the methods: most syscalls take their

@@ -57,10 +57,6 @@ type Spec struct {
 	Argv    []string // Argv[0] is a path
 	Env     []string
 	Dir     string // the workspace: created, and removed at exit
-	// Work is the host folder the run works on through an overlay
-	// (Sandbox.Overlay), "" for none: Harvest reads its changes before
-	// the workspace is removed.
-	Work string
 	Stdin   []byte
 	Limits  Limits
 	Command []string // as the user gave it (for the record)
@@ -79,6 +75,10 @@ type Spec struct {
 	// SocketAt is where the run's own socket appears inside its sandbox
 	// (the path OXIOS_SOCKET names); "" for none.
 	SocketAt string
+	// Work is the host folder the run works on through an overlay
+	// (Sandbox.Overlay), "" for none: Harvest reads its changes before
+	// the workspace is removed.
+	Work string
 }
 
 // Grace is how long a run has between TERM and KILL when it is ended.
@@ -1124,6 +1124,9 @@ func (s *Supervisor) pruneLocked() []string {
 	}
 	return old
 }
+
+// LogPath is the file of run id's log (its records, one a line).
+func (s *Supervisor) LogPath(id string) string { return filepath.Join(s.dir, id+".jsonl") }
 
 func (s *Supervisor) removeFiles(id string) {
 	os.Remove(filepath.Join(s.dir, id+".jsonl"))

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -252,5 +253,120 @@ func workTest(t *testing.T, uid uint32) {
 	// A run may not apply work, its own or not.
 	if r := spawnArgv(t, d, "dev", "ox-work", "apply", fix.id); r.status == 0 {
 		t.Errorf("a run applied work: %+v", r)
+	}
+}
+
+// TestReceipt: a run's receipt verifies offline against a head kept
+// since the run, and a changed byte in any part, a dropped entry, or
+// another run's entries each fail, naming the part.
+func TestReceipt(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	repo := workRepo(t, d.dir, 0)
+	def := defaultPolicy(t)
+	d.mustOx(t, "", "ox-policy", "set", "-a", "dev", writePolicy(t, strings.Replace(def, "None by default.\nallow = []", "None by default.\nallow = [\""+d.dir+"/**\"]", 1)))
+	d.mustOx(t, "", "ox-state", "save", "-a", "dev", "notes/a", "one")
+	d.mustOx(t, "", "ox-commit", "-a", "dev", "-m", "before")
+	fix := spawnWork(t, d, "dev", repo, workFix)
+	other := spawnWork(t, d, "dev", repo, "echo other > other.txt")
+	if fix.status != 0 || other.status != 0 {
+		t.Fatalf("runs: %+v %+v", fix, other)
+	}
+	d.mustOx(t, "", "ox-state", "save", "-a", "dev", "notes/a", "two")
+	d.mustOx(t, "", "ox-commit", "-a", "dev", "-m", "after")
+	dir := t.TempDir()
+	head := filepath.Join(dir, "head.json")
+	os.WriteFile(head, []byte(d.mustOx(t, "", "ox-audit", "head")), 0o644)
+	d.mustOx(t, "", "ox-work", "apply", fix.id) // after the head: the receipt holds it too
+
+	rcpt := d.mustOx(t, "", "ox-receipt", fix.id)
+	file := filepath.Join(dir, "run.receipt")
+	os.WriteFile(file, []byte(rcpt), 0o644)
+	ok := d.mustOx(t, "", "ox-receipt", "verify", "--head", head, file)
+	if !strings.Contains(ok, `"ok":true`) || !strings.Contains(ok, `"against":{`) {
+		t.Fatalf("ox-receipt verify: %s", ok)
+	}
+	lines := strings.Split(strings.TrimSuffix(rcpt, "\n"), "\n")
+	var hdr map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &hdr); err != nil {
+		t.Fatal(err)
+	}
+	if hdr["before"] == nil || hdr["after"] == nil || hdr["work"] == "" || hdr["dir"] != repo {
+		t.Errorf("the header lacks the commits, the work or its folder: %s", lines[0])
+	}
+	// The line of the first audit entry, and of one after the run's.
+	firstEntry := 0
+	for i, l := range lines {
+		if strings.HasPrefix(l, `{"type":"audit","seq":`) {
+			firstEntry = i
+			break
+		}
+	}
+	spawnLine := 0
+	for i, l := range lines {
+		if strings.Contains(l, `"op":"run.spawn","target":"dev:`+fix.id+`"`) {
+			spawnLine = i
+		}
+	}
+	if spawnLine <= firstEntry {
+		t.Fatalf("no spawn entry of %s after the commit's: %d, %d", fix.id, spawnLine, firstEntry)
+	}
+	runLine, patchLine := 0, 0
+	for i, l := range lines[:firstEntry] {
+		switch {
+		case strings.Contains(l, `"type":"receipt_run"`) && strings.Contains(l, "PASS") && runLine == 0:
+			runLine = i
+		case strings.Contains(l, `"type":"receipt_patch"`):
+			patchLine = i
+		}
+	}
+	if firstEntry == 0 || runLine == 0 || patchLine == 0 {
+		t.Fatalf("the receipt's parts: entries at %d, output at %d, patch at %d:\n%s", firstEntry, runLine, patchLine, rcpt)
+	}
+	otherRcpt := strings.Split(strings.TrimSuffix(d.mustOx(t, "", "ox-receipt", other.id), "\n"), "\n")
+	edit := func(i int, from, to string) []string {
+		out := append([]string(nil), lines...)
+		if !strings.Contains(out[i], from) {
+			t.Fatalf("line %d has no %q: %s", i, from, out[i])
+		}
+		out[i] = strings.Replace(out[i], from, to, 1)
+		return out
+	}
+	mid := firstEntry + (len(lines)-firstEntry)/2
+	for _, c := range []struct {
+		name  string
+		lines []string
+		part  string
+	}{
+		{"a changed byte of the output", edit(runLine, "PASS", "FAIL"), "run log"},
+		{"a changed byte of the patch", edit(patchLine, "answer=42", "answer=43"), "patch"},
+		{"a changed byte of an entry", edit(mid, `"result":"`, `"result":"x`), "audit entry"},
+		{"a changed byte of the header", edit(0, repo, repo+"x"), "header"},
+		{"a dropped entry", append(append([]string(nil), lines[:mid]...), lines[mid+1:]...), "audit entry"},
+		// The header of this run on another run's log, patch and entries.
+		{"another run's entries", append([]string{lines[0]}, otherRcpt[1:]...), "run log"},
+		// Its entries cut to start after its spawn.
+		{"entries without its spawn", append(append([]string(nil), lines[:firstEntry]...), lines[spawnLine+1:]...), "audit entry"},
+	} {
+		bad := filepath.Join(dir, "bad.receipt")
+		os.WriteFile(bad, []byte(strings.Join(c.lines, "\n")+"\n"), 0o644)
+		r := d.ox("", "ox-receipt", "verify", "--head", head, bad)
+		if r.code != 1 || !strings.Contains(r.stderr, "does NOT verify: "+c.part) {
+			t.Errorf("%s: exit %d, %s (want exit 1 naming %q)", c.name, r.code, r.stderr, c.part)
+		}
+	}
+	// A head the receipt's entries do not lead to.
+	var h proto.AuditHead
+	json.Unmarshal([]byte(d.mustOx(t, "", "ox-audit", "head")), &h)
+	h.Hash = strings.Repeat("0", 64)
+	b, _ := json.Marshal(h)
+	forged := filepath.Join(dir, "forged.json")
+	os.WriteFile(forged, b, 0o644)
+	if r := d.ox("", "ox-receipt", "verify", "--head", forged, file); r.code != 1 || !strings.Contains(r.stderr, "does NOT verify: head") {
+		t.Errorf("against another head: exit %d %s", r.code, r.stderr)
+	}
+	// Not the receipt of a run by anyone but the admin: a run asks.
+	if r := spawnArgv(t, d, "dev", "ox-receipt", fix.id); r.status == 0 {
+		t.Errorf("a run wrote a receipt: %+v", r)
 	}
 }
