@@ -108,3 +108,31 @@ func TestHarvestDiffApply(t *testing.T) {
 		t.Errorf("state %s", m2.State)
 	}
 }
+
+// TestApplyNoEscape: a link in the folder, put where the run's change
+// goes, does not lead the apply (oxiosd, as root) out of the folder.
+func TestApplyNoEscape(t *testing.T) {
+	dir := t.TempDir()
+	host, outside := filepath.Join(dir, "host"), filepath.Join(dir, "outside")
+	os.MkdirAll(filepath.Join(host, "sub"), 0o755)
+	os.MkdirAll(outside, 0o755)
+	s := Store{Root: filepath.Join(dir, "pending")}
+	if err := s.Begin("r2", "dev", host, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	upper := filepath.Join(dir, "upper")
+	write(t, filepath.Join(upper, "sub", "x"), "the run's\n")
+	m, err := s.Harvest("r2", upper, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Someone swaps the folder sub for a link out of the folder.
+	os.Remove(filepath.Join(host, "sub"))
+	if err := os.Symlink(outside, filepath.Join(host, "sub")); err != nil {
+		t.Fatal(err)
+	}
+	s.Apply(m, true, time.Now())
+	if _, err := os.Stat(filepath.Join(outside, "x")); err == nil {
+		t.Fatal("the apply wrote through a link, out of the folder")
+	}
+}
