@@ -113,6 +113,7 @@ rm -r docs/y
 printf '\000\001\377' > data.bin
 ./build.sh
 ./test.sh
+ox-exec -a dev -- cat src/a.txt src/c.txt
 `
 
 func TestWork(t *testing.T) {
@@ -160,7 +161,8 @@ func workTest(t *testing.T, uid uint32) {
 	}
 
 	fix := spawnWork(t, d, "dev", repo, workFix)
-	if fix.status != 0 || !strings.HasPrefix(fix.out, "overlay\n") || !strings.Contains(fix.out, "PASS") {
+	// The run's exec (an LLM run's tool) sees the run's view of the folder.
+	if fix.status != 0 || !strings.HasPrefix(fix.out, "overlay\n") || !strings.Contains(fix.out, "PASS") || !strings.Contains(fix.out, "answer=42\nextra=1") {
 		t.Fatalf("the run on the folder: %+v", fix)
 	}
 	// The host's folder is as it was.
