@@ -105,7 +105,13 @@ func (s Store) Begin(run, agent, dir string, started time.Time) error {
 	if err := os.MkdirAll(s.dir(run), 0o700); err != nil {
 		return err
 	}
-	return s.save(&Meta{Run: run, Agent: agent, Dir: dir, State: Running, Started: started})
+	// Not synced: a record lost in a crash is of a run whose upper
+	// layer is lost with it; the harvest's record is synced.
+	b, err := json.MarshalIndent(&Meta{Run: run, Agent: agent, Dir: dir, State: Running, Started: started}, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(s.dir(run), "work.json"), append(b, '\n'), 0o600)
 }
 
 func (s Store) save(m *Meta) error {
@@ -291,9 +297,11 @@ func (s Store) Harvest(run, upper string, now time.Time) (*Meta, error) {
 		return nil, fmt.Errorf("reading the work of %s: %w", run, err)
 	}
 	sort.SliceStable(m.Changes, func(i, j int) bool { return m.Changes[i].Path < m.Changes[j].Path })
-	patch, err := Diff(s.dir(run))
-	if err != nil {
-		return nil, err
+	var patch []byte
+	if len(m.Changes) > 0 { // no git for a run that changed nothing
+		if patch, err = Diff(s.dir(run)); err != nil {
+			return nil, err
+		}
 	}
 	p := filepath.Join(s.dir(run), "work.patch")
 	if err := durable.WriteFile(p, p+".tmp", patch, 0o600); err != nil {
