@@ -132,6 +132,9 @@ func RunExec(ctx context.Context, h Host, sup *supervisor.Supervisor, data strin
 	if err != nil {
 		return none, proto.AsError(err)
 	}
+	if sb != nil && sb.Overlay != nil {
+		home = "/tmp" // as the run's: not its work folder
+	}
 	res, err := supervisor.Exec(ctx, supervisor.ExecSpec{
 		Argv: argv, Dir: dir, Stdin: []byte(x.Stdin), Timeout: x.Timeout, Cap: ExecCap(p), Limits: Limits(p), Cgroups: sup.Cgroups,
 		Env: ExecEnv(x.Agent, home), Sandbox: sb,

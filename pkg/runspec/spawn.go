@@ -245,6 +245,15 @@ func Boxed(a proto.SpawnArgs, r Run, h Host, socket string) (supervisor.Spec, *p
 		spec.Work = r.Work
 	}
 	Box(&spec, sb, socket)
+	if r.Work != "" && sb != nil {
+		// Not the folder: what tools keep in HOME (caches, histories)
+		// would be the run's changes to it.
+		for i, e := range spec.Env {
+			if strings.HasPrefix(e, "HOME=") {
+				spec.Env[i] = "HOME=/tmp"
+			}
+		}
+	}
 	return spec, nil
 }
 
