@@ -8,7 +8,7 @@
 set -euo pipefail
 
 bindir=$(cd "${1:-bin}" && pwd)
-for b in oxiosd ox ox-agents ox-state ox-audit ox-commit ox-events ox-remember ox-recall ox-forget ox-spawn ox-ps ox-wait ox-kill ox-attach ox-exec ox-budget ox-agent ox-policy ox-top ox-status ox-schedule ox-fork ox-msg ox-approve oxios-sandbox-init fakellm; do
+for b in oxiosd ox ox-agents ox-state ox-audit ox-commit ox-events ox-remember ox-recall ox-forget ox-spawn ox-ps ox-wait ox-kill ox-attach ox-exec ox-budget ox-agent ox-policy ox-top ox-status ox-schedule ox-fork ox-msg ox-approve ox-work ox-receipt oxios-sandbox-init fakellm; do
 	[[ -x $bindir/$b ]] || { echo "demo: no $bindir/$b; run make build first" >&2; exit 2; }
 done
 export PATH=$bindir:$PATH
@@ -286,6 +286,17 @@ run "ox-approve ls | jq -c '{id,agent,op,what,rule,state}'"
 run "ox-approve yes -m 'read-only, fine' \$id | jq -c '{id,state,decided_by,reason}'"
 run "ox-attach \$rid | jq -c 'select(.type==\"approval\" or .type==\"exit\") | {type,state,status}'"
 run "ox-audit log --op 'approve.*' | jq -c '{seq,op,target}'"
+
+say "Work on a real folder: the run sees it at /work through an overlay, the folder does not change until its patch is applied."
+run 'mkdir -p $dir/src/calc && printf "answer=41\n" > $dir/src/calc/calc.txt && git -C $dir/src/calc init -q && git -C $dir/src/calc add -A && git -C $dir/src/calc -c user.name=demo -c user.email=demo@example.org commit -qm start'
+run "printf '[work]\\nallow = [\"%s/src/**\"]\\n' \$dir > \$dir/coder.toml && ox-policy set -a coder \$dir/coder.toml >/dev/null"
+run 'wid=$(ox-spawn -d -n -a coder --work $dir/src/calc -- sed -i s/41/42/ calc.txt | jq -r .id); ox-wait $wid; echo $wid'
+run 'git -C $dir/src/calc status --porcelain; ox-work ls | jq -c "{run,state,changes,dir}"'
+run 'ox-work diff $wid'
+run "ox-work apply \$wid | jq -c '{run,state,digest}' && cat \$dir/src/calc/calc.txt"
+say "A receipt of the run, checked offline against a head kept since; a forged one names what does not match."
+run 'ox-audit head > $dir/head.json && ox-receipt $wid > $dir/run.receipt && ox-receipt verify --head $dir/head.json $dir/run.receipt | jq -c "{ok,run,entries}"'
+fails 1 "sed 's/answer=42/answer=43/' \$dir/run.receipt > \$dir/forged.receipt && ox-receipt verify --head \$dir/head.json \$dir/forged.receipt"
 
 say "Tamper with a copy of the log: change one byte of entry 3. verify names the entry and exits 1."
 run 'cp -a $dir/data $dir/tampered && chmod u+w $dir/tampered/audit/seg-*'

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sync/atomic"
 	"syscall"
 
@@ -27,6 +28,7 @@ func main() {
 	app.Description = "With -- COMMAND, runs the command as a run of the agent; otherwise runs the LLM runner ox-agent with TASK. The agent is created, with the default policy, if it does not exist. Attaches by default: prints the run's records as they come (JSON lines, or text on a terminal) and exits with the run's status (128+N if a signal N killed it); Ctrl-C sends SIGINT to the run. With -d prints the run record and returns. Beyond the limits of [runs] in oxios.toml the run waits in oxiosd's queue (state queued), higher --priority first. A pipe or file on stdin is the run's input (records from ox-recall become an LLM run's context)."
 	app.Flags = cliutil.ClientFlags(
 		&cli.BoolFlag{Name: "detach", Aliases: []string{"d"}, Usage: "print the run record and return; the run goes on"},
+		&cli.StringFlag{Name: "work", Aliases: []string{"w"}, TakesFile: true, Usage: "work on host folder `DIR` at /work through an overlay: the folder does not change, the run's changes wait for ox-work apply (the policy's [work] allow names the folders)"},
 		&cli.StringFlag{Name: "node", Usage: "run on fleet node `NAME`, or on 'any' node with room (its own admission decides); records come back with their node"},
 		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "the model of an LLM run (default: the [llm] model of oxios.toml)"},
 		&cli.StringSliceFlag{Name: "env", Aliases: []string{"e"}, Usage: "add `NAME=VALUE` to the run's environment (repeatable)"},
@@ -67,6 +69,13 @@ func spawn(c *cli.Context) error {
 		return err
 	}
 	a := proto.SpawnArgs{Agent: agent, Model: c.String("model"), Env: c.StringSlice("env"), Priority: c.Int("priority")}
+	if w := c.String("work"); w != "" {
+		// The daemon resolves links and checks the folder: a relative
+		// path means this command's folder, which it does not know.
+		if a.Work, err = filepath.Abs(w); err != nil {
+			return cliutil.Usagef("--work %s: %v", w, err)
+		}
+	}
 	args := c.Args().Slice()
 	if dashdash() {
 		if len(args) == 0 {

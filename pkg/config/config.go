@@ -225,7 +225,15 @@ type Runs struct {
 	// avg10", in percent) is above it. 0 is off.
 	OverloadLoad   float64 `toml:"overload_load"`
 	OverloadMemory float64 `toml:"overload_memory"`
+	// WorkExpire is how long the work of a run on a host folder (ox-spawn
+	// --work) is kept once the run has exited, applied or not ("0":
+	// forever). See WorkTTL.
+	WorkExpire string `toml:"work_expire"`
+	workTTL    time.Duration
 }
+
+// WorkTTL is the parsed work_expire.
+func (r Runs) WorkTTL() time.Duration { return r.workTTL }
 
 // TTL is the parsed working_ttl.
 func (m Memory) TTL() time.Duration { return m.workingTTL }
@@ -268,7 +276,7 @@ func Default() Config {
 			HelloTimeout: Duration(10 * time.Second), LineTimeout: Duration(30 * time.Second), IdleTimeout: Duration(time.Hour)},
 		Memory:   Memory{WorkingTTL: "24h", EmbeddingsModel: "text-embedding-3-small", EmbeddingsKeyEnv: "OPENAI_API_KEY"},
 		LLM:      LLM{Model: "gpt-4o-mini", KeyEnv: "OPENAI_API_KEY", Timeout: "10m", FirstTokenTimeout: "1m", Retries: 4, Temperature: -1},
-		Runs:     Runs{Keep: 1000, Cgroups: true},
+		Runs:     Runs{Keep: 1000, Cgroups: true, WorkExpire: "168h"},
 		Policies: filepath.Join(filepath.Dir(p.Config), "policies"),
 	}
 }
@@ -404,6 +412,14 @@ func (c *Config) resolve() error {
 		return fmt.Errorf("config: memory.working_ttl %q: want a duration such as \"24h\" or \"0\"", c.Memory.WorkingTTL)
 	}
 	c.Memory.workingTTL = ttl
+	if c.Runs.WorkExpire == "" {
+		c.Runs.WorkExpire = "168h"
+	}
+	wttl, err := time.ParseDuration(c.Runs.WorkExpire)
+	if err != nil || wttl < 0 {
+		return fmt.Errorf("config: runs.work_expire %q: want a duration such as \"168h\" or \"0\"", c.Runs.WorkExpire)
+	}
+	c.Runs.workTTL = wttl
 	urlFrom := "llm.base_url"
 	if c.LLM.BaseURL == "" {
 		// The convention of OpenAI's clients (and llm, mods, aider).

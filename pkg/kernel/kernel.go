@@ -44,6 +44,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/oxios/oxios/pkg/access"
@@ -68,6 +69,7 @@ import (
 	"github.com/oxios/oxios/pkg/state"
 	"github.com/oxios/oxios/pkg/supervisor"
 	"github.com/oxios/oxios/pkg/wasm"
+	"github.com/oxios/oxios/pkg/work"
 	"github.com/oxios/oxios/pkg/writeback"
 )
 
@@ -121,6 +123,8 @@ type Kernel struct {
 	emb *embed.Signal // nil: no endpoint
 	// Runs (run.go, exec.go, budget.go).
 	sup     *supervisor.Supervisor
+	works   work.Store // runs' pending work on host folders (work.go)
+	workMu  sync.Mutex // one apply or discard at a time
 	budgets *budget.Ledger
 	pol     policy.Cache
 	live    reload.Live

@@ -33,6 +33,7 @@ const (
 	askHost               // fetch from host key
 	askMCP                // call tool of MCP server key
 	askSend               // send a message to agent key
+	askWork               // take host folder key as a run's work ("": none)
 )
 
 // asking is one policy question with what it is about.
@@ -73,6 +74,11 @@ func answer(p *policy.Policy, q asking) error {
 	case askMCP:
 		_, err := p.CheckMCP(q.key, q.tool)
 		return err
+	case askWork:
+		if q.key == "" {
+			return nil
+		}
+		return p.CheckWork(q.key)
 	case askSend: // policy.CheckMessage's two questions
 		if err := p.CheckSend(q.key); err != nil || q.accepts == nil {
 			return err
@@ -88,7 +94,7 @@ func answer(p *policy.Policy, q asking) error {
 // to use as it likes.
 func (a policyAsk) binds(c *Cred) bool {
 	switch a {
-	case askExec, askTool, askHost, askMCP, askSend:
+	case askExec, askTool, askHost, askMCP, askSend, askWork:
 		return true
 	}
 	return !c.Admin

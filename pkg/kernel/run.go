@@ -35,6 +35,7 @@ func (k *Kernel) openSupervisor() error {
 	k.sup = s
 	k.runs = supervisor.Resolver{S: s}
 	k.openSandbox()
+	k.openWork()
 	return nil
 }
 
@@ -68,7 +69,11 @@ func (k *Kernel) RunSpawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw [
 // queued.
 func (k *Kernel) spawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw []byte, sysEnv []string) (proto.RunRecord, spawned, error) {
 	var none proto.RunRecord
-	if err := k.gate(call{op: proto.OpRunSpawn, c: c, agent: a.Agent, raw: raw}); err != nil {
+	dir, werr := k.workFolder(a.Work)
+	if werr != nil {
+		return none, nil, werr
+	}
+	if err := k.gate(call{op: proto.OpRunSpawn, c: c, agent: a.Agent, key: dir, policy: askWork, raw: raw}); err != nil {
 		return none, nil, err
 	}
 	fail := func(err *proto.Error) (proto.RunRecord, spawned, error) {
@@ -97,13 +102,19 @@ func (k *Kernel) spawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw []by
 		return fail(qerr)
 	}
 	id := runspec.NewID(k.sup.Has) // an id no run has
-	run := runspec.Run{ID: id, Dir: runspec.WorkDir(k.cfg.Data, a.Agent, id), Argv: argv, Policy: pol, Wall: runLim.Wall, Where: k.box.Where(), LLM: k.liveCfg().LLM, SysEnv: sysEnv}
+	run := runspec.Run{ID: id, Dir: runspec.WorkDir(k.cfg.Data, a.Agent, id), Work: dir, Argv: argv, Policy: pol, Wall: runLim.Wall, Where: k.box.Where(), LLM: k.liveCfg().LLM, SysEnv: sysEnv}
 	spec, serr := runspec.Boxed(a, run, k.box, k.cfg.Socket)
 	if serr != nil {
 		return fail(serr)
 	}
+	if err := k.beginWork(id, a.Agent, dir); err != nil {
+		return none, nil, err
+	}
 	rec, r, err := k.adm.Admit(ctx, spec, c.Actor(), a.Priority, admit.AgentLimit(k.cfg.Runs.MaxPerAgent, pol.Limits.Runs), raw)
 	if err != nil {
+		if dir != "" {
+			k.works.Remove(id)
+		}
 		var pe *proto.Error
 		if errors.As(err, &pe) && pe.Code != proto.ESHUTDOWN {
 			return fail(pe)
@@ -122,6 +133,12 @@ func (k *Kernel) runExited(r *supervisor.Run) {
 	rec := r.Record()
 	_, _, _, wall := r.Usage()
 	limit, exit, walled := runq.Exited(&rec, k.daemonActor(), r.Digest())
+	if rec.Work != "" {
+		// The patch of its work, bound to the chain (a receipt names it).
+		if m, err := k.works.Load(rec.ID); err == nil && m.Digest != "" {
+			exit.Target += " work " + m.Digest
+		}
+	}
 	if limit != nil {
 		if err := k.submit(k.record(), &tx{entry: limit}, false); err != nil {
 			k.log.Warn("run limit not audited", "run", rec.ID, "err", err)

@@ -136,7 +136,7 @@ var syscalls = declare(map[string]*Syscall{
 	proto.OpResources: {Fleet: true, Existing: true, Agent: agentFilter},
 	proto.OpStatus:    {Fleet: true, Agent: agentNone},
 
-	proto.OpRunSpawn:  {Fleet: true, Mutates: true, Event: proto.EventRunStarted},
+	proto.OpRunSpawn:  {Asks: askWork, Fleet: true, Mutates: true, Event: proto.EventRunStarted},
 	proto.OpRunAttach: {Fleet: true},
 	proto.OpRunWait:   {Fleet: true},
 	proto.OpRunKill:   {Fleet: true, Mutates: true},
@@ -180,6 +180,13 @@ var syscalls = declare(map[string]*Syscall{
 	proto.OpApproveList:   {Agent: agentFilter},
 	proto.OpApproveDecide: {Operator: true, Mutates: true, Event: proto.EventApprovalDecided},
 	proto.OpApproveAsk:    {Mutates: true, Event: proto.EventApprovalRequested, Recorded: true},
+
+	// Runs' work on host folders (work.go): an operator's to apply.
+	proto.OpWorkList:    {Agent: agentFilter},
+	proto.OpWorkDiff:    {},
+	proto.OpWorkApply:   {Operator: true, Mutates: true},
+	proto.OpWorkDiscard: {Operator: true, Mutates: true},
+	proto.OpRunReceipt:  {Admin: true},
 
 	// The fleet (fleet.go, pkg/fleet): the called node audits what it does.
 	proto.OpFleetStatus:  {Agent: agentNone},

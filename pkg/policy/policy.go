@@ -41,6 +41,7 @@ type Policy struct {
 	MCP     MCP     `toml:"mcp"`
 	Sandbox Sandbox `toml:"sandbox"`
 	Hooks   Hooks   `toml:"hooks"`
+	Work    Work    `toml:"work"`
 
 	hosts []hostRule // net.allow, parsed
 }
@@ -104,6 +105,13 @@ type Sandbox struct {
 	// path, read-only or read-write.
 	ReadOnly  []string `toml:"read_only"`
 	ReadWrite []string `toml:"read_write"`
+}
+
+// Work says which host folders the agent's runs may take as their work
+// (ox-spawn --work): globs of absolute paths, "*" within a name, "**"
+// any number of names. None: no folder.
+type Work struct {
+	Allow []string `toml:"allow"`
 }
 
 // Isolation levels.
@@ -306,6 +314,11 @@ func Parse(b []byte) (*Policy, error) {
 			if !filepath.IsAbs(path) || filepath.Clean(path) != path || path == "/" {
 				return nil, &Error{Line: lineOf(b, list.key), Reason: fmt.Sprintf("sandbox.%s: %q: want an absolute, clean path other than /", list.key, path)}
 			}
+		}
+	}
+	for _, g := range p.Work.Allow {
+		if !filepath.IsAbs(g) || filepath.Clean(g) != g || g == "/" || CheckPattern(g[1:]) != nil {
+			return nil, &Error{Line: lineOf(b, "allow", "[work]"), Reason: fmt.Sprintf("work.allow: %q: want an absolute, clean glob of host folders other than / (such as /home/alice/src/**)", g)}
 		}
 	}
 	p.compile()

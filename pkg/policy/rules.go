@@ -161,6 +161,19 @@ func (p *Policy) CheckRecall(kind string) error {
 	return p.CheckMemory(kind, 0)
 }
 
+// CheckWork: may the agent's runs take the host folder dir (absolute,
+// clean, its links resolved) as their work?
+func (p *Policy) CheckWork(dir string) error {
+	if strings.HasPrefix(dir, "/") && dir != "/" {
+		for _, g := range p.Work.Allow {
+			if MatchKey(g[1:], dir[1:]) {
+				return nil
+			}
+		}
+	}
+	return &Denied{Rule: "work.allow", Reason: fmt.Sprintf("folder %s is not on the policy's work.allow list", dir)}
+}
+
 // CheckTool: may the agent run WASM tool name?
 func (p *Policy) CheckTool(name string) error {
 	if err := p.CheckToolAsk(name); err != nil {

@@ -124,3 +124,26 @@ func TestNetRules(t *testing.T) {
 		t.Errorf("bad on_violation: %v", err)
 	}
 }
+
+func TestCheckWork(t *testing.T) {
+	p, err := Parse([]byte("[work]\nallow = [\"/home/alice/src/**\", \"/srv/*/repo\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for dir, ok := range map[string]bool{
+		"/home/alice/src": true, "/home/alice/src/oxios": true, "/home/alice/src/a/b": true,
+		"/home/alice": false, "/home/alice/srcx": false, "/srv/x/repo": true, "/srv/x/y/repo": false, "/": false,
+	} {
+		if got := p.CheckWork(dir) == nil; got != ok {
+			t.Errorf("CheckWork(%s) = %v, want %v", dir, got, ok)
+		}
+	}
+	if err := (&Policy{}).CheckWork("/tmp"); err == nil || AsDenied(err).Rule != "work.allow" {
+		t.Errorf("no [work]: %v", err)
+	}
+	for _, bad := range []string{"relative/**", "/a/../b", "/", "/a/b**"} {
+		if _, err := Parse([]byte("[work]\nallow = [\"" + bad + "\"]\n")); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}

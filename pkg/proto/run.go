@@ -93,6 +93,9 @@ type SpawnArgs struct {
 	// LLM holds the options of an LLM run (ox-spawn --system, --persona,
 	// --continue...), handed to the runner as its options.
 	LLM *LLMArgs `json:"llm,omitempty"`
+	// Work is a host folder the run works on at /work, through an
+	// overlay: its changes wait for ox-work apply (issue 48).
+	Work string `json:"work,omitempty"`
 }
 
 // LLMArgs are the options of an LLM run beyond its task and model.
@@ -130,6 +133,8 @@ type RunRecord struct {
 	Task      string     `json:"task,omitempty"`
 	Model     string     `json:"model,omitempty"`
 	Workspace string     `json:"workspace,omitempty"`
+	// Work is the host folder the run works on through an overlay.
+	Work string `json:"work,omitempty"`
 	// Status is the exit status as a shell reports it (128+N for signal
 	// N), once exited.
 	Status *int   `json:"status,omitempty"`

@@ -133,11 +133,18 @@ func RunExec(ctx context.Context, h Host, sup *supervisor.Supervisor, data strin
 		if err := supervisor.MakeWorkspace(dir, sb); err != nil {
 			return none, proto.AsError(err)
 		}
+	} else if done, err := shareOverlay(sb, x.Run); err != nil {
+		return none, proto.AsError(err)
+	} else {
+		defer done()
 	}
 	home, release, err := ExecUID(sb, x.Run, sup, dir)
 	defer release()
 	if err != nil {
 		return none, proto.AsError(err)
+	}
+	if sb != nil && sb.Overlay != nil {
+		home = "/tmp" // as the run's: not its work folder
 	}
 	res, err := supervisor.Exec(ctx, supervisor.ExecSpec{
 		Argv: argv, Dir: dir, Stdin: []byte(x.Stdin), Timeout: x.Timeout, Cap: ExecCap(p), Limits: Limits(p), Cgroups: sup.Cgroups,
@@ -226,4 +233,38 @@ func Workspace(data, agent string, run *supervisor.Run) (dir string, done func()
 		return "", func() {}, err
 	}
 	return dir, func() { sandbox.RemoveWorkspace(dir) }, nil
+}
+
+// shareOverlay gives sb, the sandbox of an exec of run, the run's view
+// of its work folder when it has one (ox-spawn --work): the same lower
+// and upper layers at /work, with an overlay work folder of the exec's
+// own (two mounts may not share one), so that an LLM run's tools see and
+// change what the run does. done removes that folder.
+func shareOverlay(sb *sandbox.Spec, run *supervisor.Run) (done func(), err error) {
+	done = func() {}
+	rs := run.Spec().Sandbox
+	if sb == nil || rs == nil || rs.Overlay == nil {
+		return done, nil
+	}
+	o := *rs.Overlay
+	w, err := os.MkdirTemp(filepath.Dir(o.Work), ".overlay-exec-")
+	if err != nil {
+		return done, err
+	}
+	if !sb.UserNS {
+		if err := sandbox.Chown(w, run.UID()); err != nil {
+			os.RemoveAll(w)
+			return done, err
+		}
+	}
+	o.Work = w
+	sb.Overlay = &o
+	binds := sb.Binds[:0]
+	for _, b := range sb.Binds {
+		if b.Path != sandbox.WorkDir {
+			binds = append(binds, b)
+		}
+	}
+	sb.Binds = binds
+	return func() { sandbox.RemoveAll(w) }, nil
 }

@@ -184,6 +184,9 @@ type Run struct {
 	Where   Where
 	LLM     config.LLM
 	SysEnv  []string
+	// Work is the host folder the run works on at /work through an
+	// overlay ("": none), absolute with its links resolved (WorkFolder).
+	Work string
 }
 
 // Spec is the supervisor's spec of the spawn a as run r: a command, or
@@ -226,7 +229,35 @@ func Boxed(a proto.SpawnArgs, r Run, h Host, socket string) (supervisor.Spec, *p
 	if err != nil {
 		return spec, err
 	}
+	if r.Work != "" {
+		if sb == nil {
+			return spec, proto.Errorf(proto.EPERM, "--work needs the sandbox, and agent %q's runs start without one here (its policy's [sandbox] isolation, or what this machine lacks: ox-status)", a.Agent)
+		}
+		o, err := WorkOverlay(h, r.Work, r.Dir)
+		if err != nil {
+			return spec, err
+		}
+		sb.Overlay = o
+		// The overlay is the run's /work, not over the workspace's bind.
+		binds := sb.Binds[:0]
+		for _, b := range sb.Binds {
+			if b.Path != sandbox.WorkDir {
+				binds = append(binds, b)
+			}
+		}
+		sb.Binds = binds
+		spec.Work = r.Work
+	}
 	Box(&spec, sb, socket)
+	if r.Work != "" && sb != nil {
+		// Not the folder: what tools keep in HOME (caches, histories)
+		// would be the run's changes to it.
+		for i, e := range spec.Env {
+			if strings.HasPrefix(e, "HOME=") {
+				spec.Env[i] = "HOME=/tmp"
+			}
+		}
+	}
 	return spec, nil
 }
 

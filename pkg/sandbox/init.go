@@ -22,6 +22,9 @@ import (
 // returns otherwise. A binary that starts sandboxes calls it before
 // anything else.
 func Main() {
+	if len(os.Args) > 0 && os.Args[0] == idmapName {
+		idmapMain()
+	}
 	if len(os.Args) == 0 || os.Args[0] != InitName {
 		return
 	}
@@ -195,6 +198,11 @@ func build(s *Spec) error {
 			}
 		}
 		if err := bind(root, b.Source(), b.Path, b.RW); err != nil {
+			return err
+		}
+	}
+	if s.Overlay != nil {
+		if err := mountOverlay(root, s); err != nil {
 			return err
 		}
 	}

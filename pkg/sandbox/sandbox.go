@@ -99,6 +99,9 @@ type Spec struct {
 	// Disk is the size of the workspace (0: no limit of its own): the
 	// caller mounts it (MountWorkspace) when oxiosd is root.
 	Disk uint64 `json:"disk,omitempty"`
+	// Overlay, when not nil, is a host folder shown at WorkDir through an
+	// overlay whose changes land in the workspace (--work, issue 48).
+	Overlay *Overlay `json:"overlay,omitempty"`
 	// Tmp is the size of the one tmpfs that holds /tmp, /var/tmp, /run
 	// and /dev/shm (0: the kernel's default, half of RAM).
 	Tmp uint64 `json:"tmp,omitempty"`
@@ -149,6 +152,14 @@ func Cmd(spec *Spec) (path string, argv, env []string, attr *syscall.SysProcAttr
 	attr = &syscall.SysProcAttr{Setpgid: true, Cloneflags: Cloneflags(spec.Net)}
 	if spec.UserNS {
 		userNS(attr, spec.UID, spec.GID)
+		if spec.Overlay != nil {
+			// The overlay works in its upper layer with the creds of
+			// who mounted it, the shim's: its work folder is mode 0 and
+			// copies up keep their owner, so it needs what root has
+			// over files, in its user namespace only, for the run's
+			// life (the command itself has none of it).
+			attr.AmbientCaps = append(attr.AmbientCaps, unix.CAP_DAC_OVERRIDE, unix.CAP_FOWNER, unix.CAP_CHOWN, unix.CAP_FSETID)
+		}
 	}
 	// One P and no collector: the shim allocates little and lives on as
 	// a waiting init; the command gets spec.Env, not these.

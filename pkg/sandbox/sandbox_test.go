@@ -19,6 +19,12 @@ func TestMain(m *testing.M) {
 // returns its output and status.
 func run(t *testing.T, ws string, script string, binds ...Bind) (string, Status) {
 	t.Helper()
+	return runWith(t, ws, script, nil, binds...)
+}
+
+// runWith is run with the spec changed by with (nil: as it is).
+func runWith(t *testing.T, ws string, script string, with func(*Spec), binds ...Bind) (string, Status) {
+	t.Helper()
 	rootless := os.Geteuid() != 0
 	if rootless && !Probe().Rootless {
 		t.Skip("sandboxes need root or unprivileged user namespaces")
@@ -35,6 +41,9 @@ func run(t *testing.T, ws string, script string, binds ...Bind) (string, Status)
 	}
 	spec := &Spec{Root: root, UID: uid, GID: uid, UserNS: rootless, Argv: []string{"/bin/sh", "-c", script}, Env: []string{"PATH=/usr/bin:/bin"}, Dir: ws,
 		Binds: append([]Bind{{Path: ws, RW: true}}, binds...)}
+	if with != nil {
+		with(spec)
+	}
 	path, argv, env, attr, err := Cmd(spec)
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +148,7 @@ func TestRootless(t *testing.T) {
 		t.Fatal(err)
 	}
 	const nobody = 65534
-	cmd := exec.Command(exe, "-test.run=^(TestConfined|TestStatusSignal|TestServe)$", "-test.v", "-test.count=1")
+	cmd := exec.Command(exe, "-test.run=^(TestConfined|TestStatusSignal|TestServe|TestOverlay)$", "-test.v", "-test.count=1")
 	tmp := filepath.Join(dir, "tmp")
 	if err := os.Mkdir(tmp, 0o700); err != nil {
 		t.Fatal(err)
@@ -160,7 +169,9 @@ func TestRootless(t *testing.T) {
 		// AppArmor): what a rootless oxiosd reports, not a failure.
 		t.Skipf("as nobody, the sandboxes were skipped (%s)", UserNSHint())
 	}
-	if !strings.Contains(string(out), "--- PASS: TestConfined") {
-		t.Fatal("TestConfined did not pass as nobody")
+	for _, name := range []string{"TestConfined", "TestOverlay"} {
+		if !strings.Contains(string(out), "--- PASS: "+name) {
+			t.Fatalf("%s did not pass as nobody", name)
+		}
 	}
 }

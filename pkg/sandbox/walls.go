@@ -37,6 +37,9 @@ func landlockRestrict(s *Spec) error {
 	}
 	rw := []string{"/tmp", "/var/tmp", "/run", "/dev/shm"}
 	var roFiles, rwFiles []string
+	if s.Overlay != nil {
+		rw = append(rw, WorkDir)
+	}
 	for _, b := range s.Binds {
 		fi, err := os.Stat(b.Path) // inside: after the pivot
 		if err != nil {

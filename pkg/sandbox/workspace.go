@@ -57,6 +57,22 @@ func RemoveWorkspace(dir string) error {
 	if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EPERM) {
 		return fmt.Errorf("unmounting the workspace %s: %w", dir, err)
 	}
+	return RemoveAll(dir)
+}
+
+// RemoveAll is os.RemoveAll of dir, whose folders may be of mode 0 (an
+// overlay's work folder, made so by the kernel): those are made the
+// owner's again first.
+func RemoveAll(dir string) error {
+	if os.RemoveAll(dir) == nil {
+		return nil
+	}
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if d != nil && d.IsDir() {
+			os.Chmod(p, 0o700)
+		}
+		return nil
+	})
 	return os.RemoveAll(dir)
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/oxios/oxios/pkg/kernel"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/sandbox"
+	"github.com/oxios/oxios/pkg/work"
 )
 
 // TestMain lets the test binary be the init of the runs a test spawns.
@@ -102,6 +103,11 @@ func gatedArgs(run, pending string) map[string]string {
 		proto.OpFleetCall:      `{"op":"state.load","args":{"agent":"ops","key":"k"}}`,
 		proto.OpFleetWitness:   `{}`,
 		proto.OpVersionPush:    `{"remote":"origin"}`,
+		proto.OpWorkList:       `{}`,
+		proto.OpWorkDiff:       `{"run":"` + run + `"}`,
+		proto.OpWorkApply:      `{"run":"` + run + `"}`,
+		proto.OpWorkDiscard:    `{"run":"` + run + `"}`,
+		proto.OpRunReceipt:     `{"run":"` + run + `"}`,
 	}
 }
 
@@ -141,6 +147,10 @@ func gatedFixture(t *testing.T) (k *kernel.Kernel, run, pending string, asked <-
 	t.Cleanup(func() {
 		k.RunKill(ctx, admin, proto.KillArgs{Runs: []string{r.ID}}, nil, func(*proto.RunRecord) error { return nil })
 	})
+	// The run's work on a folder, as a spawn with --work records it.
+	if err := (work.Store{Root: filepath.Join(cfg.Data, "work-pending")}).Begin(r.ID, "ops", dir, time.Now()); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := k.ScheduleAdd(ctx, admin, proto.ScheduleAddArgs{Agent: "ops", Name: "j1", Schedule: "@daily", Command: []string{"true"}}, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -163,6 +163,11 @@ var handlers = map[string]Func{
 	proto.OpFleetCall:      fleetCall,
 	proto.OpFleetWitness:   stream(true, (*kernel.Kernel).FleetWitness),
 	proto.OpVersionPush:    unary(false, (*kernel.Kernel).VersionPush),
+	proto.OpWorkList:       stream(true, (*kernel.Kernel).WorkList),
+	proto.OpWorkDiff:       unary(false, (*kernel.Kernel).WorkDiff),
+	proto.OpWorkApply:      unary(false, (*kernel.Kernel).WorkApply),
+	proto.OpWorkDiscard:    unary(false, (*kernel.Kernel).WorkDiscard),
+	proto.OpRunReceipt:     stream(false, (*kernel.Kernel).RunReceipt),
 }
 
 // The adapters from the wire to the methods: most syscalls take their

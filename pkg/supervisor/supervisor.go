@@ -75,6 +75,10 @@ type Spec struct {
 	// SocketAt is where the run's own socket appears inside its sandbox
 	// (the path OXIOS_SOCKET names); "" for none.
 	SocketAt string
+	// Work is the host folder the run works on through an overlay
+	// (Sandbox.Overlay), "" for none: Harvest reads its changes before
+	// the workspace is removed.
+	Work string
 }
 
 // Grace is how long a run has between TERM and KILL when it is ended.
@@ -94,6 +98,10 @@ type Supervisor struct {
 	// OnExit is called once per run, after its exit record is in its log
 	// and before Done is closed.
 	OnExit func(*Run)
+	// Harvest is called once per run that worked on a host folder
+	// (Spec.Work), after its exit record and before its workspace,
+	// which holds the overlay's upper layer, is removed.
+	Harvest func(*Run)
 	// Keep is how many ended runs are kept (records and logs).
 	Keep int
 	// Cgroups, when the machine offers them, gives each run a control
@@ -248,7 +256,7 @@ func (s *Supervisor) Start(spec Spec) (*Run, error) {
 	r := &Run{s: s, spec: spec, logf: logf, sum: blake3.New(32, nil), changed: make(chan struct{}), done: make(chan struct{})}
 	r.rec = proto.RunRecord{
 		Type: proto.RecordRun, ID: spec.ID, Agent: spec.Agent, State: proto.RunRunning,
-		Command: spec.Command, Task: spec.Task, Model: spec.Model, Workspace: spec.Dir,
+		Command: spec.Command, Task: spec.Task, Model: spec.Model, Workspace: spec.Dir, Work: spec.Work,
 	}
 	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
 	cmd.Env = spec.Env
@@ -420,6 +428,19 @@ func (r *Run) sandboxed(cmd *exec.Cmd) (*os.File, error) {
 			return nil, fmt.Errorf("workspace: %w", err)
 		}
 		sockUID = r.uid
+	}
+	if o := sb.Overlay; o != nil {
+		// The overlay's folders, in the workspace, the run's own.
+		for _, d := range []string{o.Upper, o.Work} {
+			if err := os.Mkdir(d, 0o700); err != nil {
+				return nil, fmt.Errorf("workspace: %w", err)
+			}
+			if !sb.UserNS {
+				if err := sandbox.Chown(d, r.uid); err != nil {
+					return nil, fmt.Errorf("workspace: %w", err)
+				}
+			}
+		}
 	}
 	if r.spec.SocketAt != "" && s.Listen != nil {
 		dir := s.SocketDir
@@ -619,6 +640,9 @@ func (r *Run) wait(outR, errR *os.File, readers *sync.WaitGroup) {
 	r.rec.Text = runText(&r.rec)
 	r.appendLocked(b)
 	r.mu.Unlock()
+	if r.spec.Work != "" && s.Harvest != nil {
+		s.Harvest(r)
+	}
 	sandbox.RemoveWorkspace(r.spec.Dir)
 	r.unsandbox()
 	s.mu.Lock()
@@ -1136,6 +1160,9 @@ func (s *Supervisor) pruneLocked() []string {
 	}
 	return old
 }
+
+// LogPath is the file of run id's log (its records, one a line).
+func (s *Supervisor) LogPath(id string) string { return filepath.Join(s.dir, id+".jsonl") }
 
 func (s *Supervisor) removeFiles(id string) {
 	os.Remove(filepath.Join(s.dir, id+".jsonl"))

@@ -102,6 +102,9 @@ func main() {
 			rl.cmd.Wait()
 		}
 	}
+	if run("work") {
+		benchWork(dir, d, 50)
+	}
 	if run("agent") {
 		benchAgent(dir)
 	}

@@ -60,6 +60,9 @@ var noAgentArgs = map[string]func(agent string) any{
 	"fleet.call": func(a string) any {
 		return map[string]any{"node": "elsewhere", "op": "run.ps", "args": map[string]any{"agent": a}}
 	},
+	"work.list":        func(a string) any { return map[string]any{"agent": a} },
+	"work.diff":        func(string) any { return map[string]any{"run": "rnosuchrun"} },
+	"run.receipt":      func(string) any { return map[string]any{"run": "rnosuchrun"} },
 	"events.subscribe": nil, // follows until the client closes: it waits for an agent, creates none
 	"msg.recv":         nil, // waits for a message to the agent, like events.subscribe
 }
