@@ -48,8 +48,11 @@ var noAgentArgs = map[string]func(agent string) any{
 	"budget.check":  func(a string) any { return map[string]any{"agent": a, "tokens": 1} },
 	"schedule.list": func(a string) any { return map[string]any{"agent": a} },
 	"llm.gate":      func(a string) any { return map[string]any{"agent": a, "endpoint": "http://127.0.0.1:1/v1"} },
-	"mcp.servers":   func(a string) any { return map[string]any{"agent": a} },
-	"mcp.call":      func(a string) any { return map[string]any{"agent": a, "server": "s", "tool": "t"} },
+	"llm.chat": func(a string) any {
+		return map[string]any{"agent": a, "messages": []map[string]string{{"role": "user", "content": "hi"}}}
+	},
+	"mcp.servers": func(a string) any { return map[string]any{"agent": a} },
+	"mcp.call":    func(a string) any { return map[string]any{"agent": a, "server": "s", "tool": "t"} },
 	"mcp.result": func(a string) any {
 		return map[string]any{"agent": a, "server": "s", "tool": "t", "call": 1, "digest": "d"}
 	},
