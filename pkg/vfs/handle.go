@@ -150,7 +150,7 @@ func (h *Handle) Read(ctx context.Context, dest []byte, off int64) (int, error) 
 		h.rpos += int64(n)
 		return n, nil
 	}
-	if h.wake != nil {
+	if h.Follows() { // set once, before the Follow's goroutine (h.wake is its to change)
 		if err := h.waitFor(ctx, off); err != nil {
 			return 0, err
 		}
