@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sort"
-	"sync"
 	"testing"
 	"time"
 
@@ -33,15 +31,7 @@ func benchRemoveAgent(b *testing.B, n int) {
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		agent := fmt.Sprintf("big%d", i)
-		for done := 0; done < n; done += 1000 {
-			ins := make([]proto.MemoryInput, min(1000, n-done))
-			for j := range ins {
-				ins[j].Text = fmt.Sprintf("memory %d of round %d: the deploy key lives in vault", done+j, i)
-			}
-			if _, err := k.MemRemember(ctx, admin, proto.MemRememberArgs{Agent: agent, Memories: ins}, nil); err != nil {
-				b.Fatal(err)
-			}
-		}
+		fillMemories(b, k, agent, n, i)
 		// Committed and written first: the figures are the removal's,
 		// not those of a commit of n new files or of a file system busy
 		// creating them.
@@ -50,39 +40,17 @@ func benchRemoveAgent(b *testing.B, n int) {
 		}
 		k.state.Flush()
 		b.StartTimer()
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := 0; ; j++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				t0 := time.Now()
-				if _, err := k.StateSave(ctx, admin, proto.StateSaveArgs{Agent: "other", Key: "k", Value: fmt.Sprint(j)}, nil); err != nil {
-					b.Error(err)
-					return
-				}
-				waits = append(waits, time.Since(t0))
-			}
-		}()
-		t0 := time.Now()
-		rec, err := k.AgentRemove(ctx, admin, agent, nil)
-		remove += time.Since(t0)
-		close(stop)
-		wg.Wait()
+		var rec proto.AgentRecord
+		var err error
+		waits = append(waits, savesDuring(b, k, func() {
+			t0 := time.Now()
+			rec, err = k.AgentRemove(ctx, admin, agent, nil)
+			remove += time.Since(t0)
+		})...)
 		if err != nil || !rec.Removed || rec.Memories != n {
 			b.Fatalf("removed %+v: %v", rec, err)
 		}
 	}
 	b.ReportMetric(float64(remove.Milliseconds())/float64(b.N), "remove-ms")
-	if len(waits) > 0 {
-		sort.Slice(waits, func(i, j int) bool { return waits[i] < waits[j] })
-		b.ReportMetric(float64(waits[len(waits)*99/100].Microseconds())/1000, "other-save-p99-ms")
-		b.ReportMetric(float64(waits[len(waits)-1].Microseconds())/1000, "other-save-max-ms")
-		b.ReportMetric(float64(len(waits)), "other-saves")
-	}
+	reportSaves(b, waits)
 }
