@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/oxios/oxios/pkg/client"
 	"github.com/oxios/oxios/pkg/proto"
 )
 
@@ -21,14 +22,7 @@ func benchForget(sock string) {
 	ctx := context.Background()
 	for _, n := range []int{10_000, 100_000} {
 		agent := fmt.Sprintf("forget%dk", n/1000)
-		for done := 0; done < n; done += 1000 {
-			ins := make([]proto.MemoryInput, min(1000, n-done))
-			for j := range ins {
-				ins[j].Text = fmt.Sprintf("memory %d of the forget bench: the deploy key lives in vault", done+j)
-			}
-			_, err := c.MemRemember(ctx, proto.MemRememberArgs{Agent: agent, Memories: ins})
-			check(err)
-		}
+		fillMemories(c, agent, n)
 		// Until the memories' files are written: the figures are not
 		// those of a file system busy creating them.
 		time.Sleep(3 * time.Second)
@@ -73,4 +67,16 @@ func savesWhile(sock string, fn func()) time.Duration {
 	waits := <-done
 	sort.Slice(waits, func(i, j int) bool { return waits[i] < waits[j] })
 	return waits[len(waits)*99/100]
+}
+
+// fillMemories remembers n memories in agent, a thousand a request.
+func fillMemories(c *client.Client, agent string, n int) {
+	for done := 0; done < n; done += 1000 {
+		ins := make([]proto.MemoryInput, min(1000, n-done))
+		for j := range ins {
+			ins[j].Text = fmt.Sprintf("memory %d of %s: the deploy key lives in vault", done+j, agent)
+		}
+		_, err := c.MemRemember(context.Background(), proto.MemRememberArgs{Agent: agent, Memories: ins})
+		check(err)
+	}
 }

@@ -19,14 +19,7 @@ func benchRemove(sock string) {
 	ctx := context.Background()
 	for _, n := range []int{10_000, 100_000} {
 		agent := fmt.Sprintf("remove%dk", n/1000)
-		for done := 0; done < n; done += 1000 {
-			ins := make([]proto.MemoryInput, min(1000, n-done))
-			for j := range ins {
-				ins[j].Text = fmt.Sprintf("memory %d of the remove bench: the deploy key lives in vault", done+j)
-			}
-			_, err := c.MemRemember(ctx, proto.MemRememberArgs{Agent: agent, Memories: ins})
-			check(err)
-		}
+		fillMemories(c, agent, n)
 		_, err := c.Commit(ctx, proto.CommitArgs{Agent: agent})
 		check(err)
 		// Until the memories' files are written: the figures are not
