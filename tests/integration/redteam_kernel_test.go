@@ -56,7 +56,13 @@ func spawnEnv(t *testing.T, d *daemon, agent string, env []string, argv ...strin
 	for _, e := range env {
 		args = append(args, "-e", e)
 	}
-	r := d.ox("", "ox-spawn", append(append(args, "--"), argv...)...)
+	return runEnd(t, d.ox("", "ox-spawn", append(append(args, "--"), argv...)...), fmt.Sprintf("ox-spawn %q", argv))
+}
+
+// runEnd is how a run ended, from ox-spawn's records in r (what: the
+// command, for the failure).
+func runEnd(t *testing.T, r result, what string) rtRun {
+	t.Helper()
 	var x rtRun
 	var lines []string
 	for _, rec := range records(t, r.stdout) {
@@ -74,7 +80,7 @@ func spawnEnv(t *testing.T, d *daemon, agent string, env []string, argv ...strin
 		}
 	}
 	if x.id == "" {
-		t.Fatalf("ox-spawn %q: no run record: %d %s %s", argv, r.code, r.stdout, r.stderr)
+		t.Fatalf("%s: no run record: %d %s %s", what, r.code, r.stdout, r.stderr)
 	}
 	x.out = strings.Join(lines, "\n")
 	return x

@@ -79,27 +79,7 @@ func workRepo(t *testing.T, dir string, uid uint32) string {
 // spawnWork runs sh -c script as a process run of agent on folder dir.
 func spawnWork(t *testing.T, d *daemon, agent, dir, script string) rtRun {
 	t.Helper()
-	r := d.ox("", "ox-spawn", "-a", agent, "-n", "--work", dir, "--", "sh", "-c", script)
-	var x rtRun
-	var lines []string
-	for _, rec := range records(t, r.stdout) {
-		switch rec["type"] {
-		case "run":
-			if x.id == "" {
-				x.id, _ = rec["id"].(string)
-			}
-		case "output":
-			lines = append(lines, rec["text"].(string))
-		case "exit":
-			f, _ := rec["status"].(float64)
-			x.status = int(f)
-		}
-	}
-	if x.id == "" {
-		t.Fatalf("ox-spawn --work: no run record: %d %s %s", r.code, r.stdout, r.stderr)
-	}
-	x.out = strings.Join(lines, "\n")
-	return x
+	return runEnd(t, d.ox("", "ox-spawn", "-a", agent, "-n", "--work", dir, "--", "sh", "-c", script), "ox-spawn --work")
 }
 
 // The run's fix: the failing test made to pass, a file added and one
