@@ -32,6 +32,9 @@ type Cred struct {
 	// Node is the fleet node whose signed call this is ("": a local
 	// caller): the uid, agent and grants are what that node vouched for.
 	Node string
+	// Home, on a spawn Node placed here, is what it carries of the agent
+	// it is the home of: the run runs under that policy (kernel/home.go).
+	Home *proto.Home
 }
 
 // RunResolver maps a peer (uid and pid) to the agent run it belongs to.

@@ -67,6 +67,25 @@ type callerCred struct {
 	Admin  bool     `json:"admin,omitempty"`
 	Agent  string   `json:"agent,omitempty"`
 	Grants []string `json:"grants,omitempty"`
+	// Home, on a spawn, is the agent's policy and what it may still
+	// spend, from its home: the node that signs the call (kernel/home.go).
+	Home *proto.Home `json:"home,omitempty"`
+}
+
+// opHomeCharge is the call of a node that ran a guest's run to the
+// agent's home, charging the run's use (Fleet.Charge): between nodes
+// only, never a client's op.
+const opHomeCharge = "fleet.home-charge"
+
+// Charge charges a guest's run to its home node, as a signed call the
+// home acts on once.
+func (f *Fleet) Charge(ctx context.Context, node string, a proto.HomeCharge) error {
+	args, err := json.Marshal(a)
+	if err != nil {
+		return err
+	}
+	_, err = f.callOne(ctx, node, callerCred{UID: admin.UID}, opHomeCharge, args, func([]byte) error { return nil })
+	return err
 }
 
 // envelope is one message of a call's records in the reply stream.
@@ -81,7 +100,7 @@ type envelope struct {
 // Call runs a.Op on a.Node, or on every node (proto.FleetAll), or for a
 // spawn on the node with the most room (proto.FleetAny).
 func (f *Fleet) Call(ctx context.Context, c *kernel.Cred, a proto.FleetCallArgs, emit func([]byte) error) (json.RawMessage, error) {
-	cred := callerCred{UID: c.UID, GID: c.GID, Admin: c.Admin, Agent: c.Agent, Grants: c.Grants}
+	cred := callerCred{UID: c.UID, GID: c.GID, Admin: c.Admin, Agent: c.Agent, Grants: c.Grants, Home: c.Home}
 	switch a.Node {
 	case proto.FleetAny:
 		if a.Op != proto.OpRunSpawn {
@@ -470,7 +489,7 @@ func (f *Fleet) serveCall(m *nats.Msg) {
 		m.Respond(b)
 		return
 	}
-	if !proto.FleetCallable[cm.Op] {
+	if !proto.FleetCallable[cm.Op] && cm.Op != opHomeCharge {
 		b, _ := json.Marshal(envelope{Done: true, Error: proto.Errorf(proto.EINVAL, "fleet.call: op %q does not go to other nodes", cm.Op)})
 		m.Respond(b)
 		return
@@ -618,8 +637,21 @@ func (f *Fleet) runCall(cm callMsg, box nkeys.KeyPair) {
 	// trust maps it: another node's admin is an admin here only when
 	// [fleet] admins names that node.
 	c := &kernel.Cred{UID: cm.Cred.UID, GID: cm.Cred.GID, Admin: cm.Cred.Admin && f.trust.admin(cm.From), Agent: cm.Cred.Agent, Grants: cm.Cred.Grants, Node: cm.From}
+	if cm.Op == proto.OpRunSpawn {
+		c.Home = cm.Cred.Home // the signer is the agent's home
+	}
 	f.log.Debug("fleet: call", "from", cm.From, "op", cm.Op, "uid", c.UID, "agent", c.Agent)
-	res, err := f.k.ServeFleet(ctx, c, cm.Op, cm.Args, out)
+	var res json.RawMessage
+	if cm.Op == opHomeCharge {
+		var a proto.HomeCharge
+		if err = json.Unmarshal(cm.Args, &a); err != nil {
+			err = proto.Errorf(proto.EBADMSG, "fleet: a charge that does not decode: %v", err)
+		} else if err = f.k.HomeCharge(ctx, cm.From, a); err == nil {
+			res = json.RawMessage(`{}`)
+		}
+	} else {
+		res, err = f.k.ServeFleet(ctx, c, cm.Op, cm.Args, out)
+	}
 	close(stop)
 	if err != nil && ctx.Err() != nil {
 		return // the caller went away

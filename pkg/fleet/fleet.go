@@ -51,6 +51,9 @@ type Kernel interface {
 	ServeFleet(ctx context.Context, c *kernel.Cred, op string, args json.RawMessage, out serve.Out) (json.RawMessage, error)
 	// Refused audits a refusal (a message no trusted node signed).
 	Refused(c *kernel.Cred, op, target string, raw []byte, code string)
+	// HomeCharge charges a guest's run that ended on node from to its
+	// agent, which lives here.
+	HomeCharge(ctx context.Context, from string, a proto.HomeCharge) error
 }
 
 // admin is the node itself, as it reads its own audit head.

@@ -100,6 +100,9 @@ func (k *Kernel) BudgetReset(ctx context.Context, c *Cred, agent string, raw []b
 }
 
 func (k *Kernel) budgetChangeOp(ctx context.Context, c *Cred, op, agent string, raw []byte, p *policy.Policy, fn func(*budget.File)) (proto.BudgetRecord, error) {
+	if err := k.notHere(c, op, agent, raw); err != nil {
+		return proto.BudgetRecord{}, err
+	}
 	e := &audit.Entry{Actor: c.Actor(), Op: op, Target: agent + ":" + sysBudget, Args: audit.ArgsDigest(raw)}
 	if err := k.budgets.Audited(ctx, agent, fn, e, nil); err != nil {
 		return proto.BudgetRecord{}, err

@@ -19,6 +19,8 @@ type Fleet interface {
 	Call(ctx context.Context, c *Cred, a proto.FleetCallArgs, emit func(rec []byte) error) (json.RawMessage, error)
 	// Witness checks the local chain against the heads each peer holds.
 	Witness(ctx context.Context, emit func(*proto.WitnessRecord) error) error
+	// Charge charges a guest's run to its home node (home.go).
+	Charge(ctx context.Context, node string, a proto.HomeCharge) error
 }
 
 // SetFleet joins the kernel to a fleet; called once, before serving.
@@ -54,6 +56,19 @@ func (k *Kernel) FleetCall(ctx context.Context, c *Cred, a proto.FleetCallArgs, 
 	}
 	if k.fleet == nil {
 		return nil, proto.NoFleet(proto.OpFleetCall)
+	}
+	if a.Op == proto.OpRunSpawn {
+		// A spawn placed elsewhere runs under its agent's policy here,
+		// its home's (home.go).
+		home, err := k.homeFor(c, a, raw)
+		if err != nil {
+			return nil, err
+		}
+		if home != nil {
+			cc := *c
+			cc.Home = home
+			c = &cc
+		}
 	}
 	return k.fleet.Call(ctx, c, a, emit)
 }

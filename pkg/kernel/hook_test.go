@@ -47,8 +47,15 @@ func TestHooks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The hook that sleeps is given 3 s; the others 60 s, which a hook
+	// sandboxed on a loaded machine needs (3 s was too little for the
+	// crash to be the answer at a load average of 30).
 	policyWith := func(hook string) string {
-		return "[exec]\nallow = [\"echo\"]\n[sandbox]\nread_only = [\"" + hooks + "\"]\n[hooks]\nexec = [\"" + filepath.Join(hooks, hook) + "\"]\ntimeout = \"3s\"\n"
+		timeout := "60s"
+		if hook == "sleep" {
+			timeout = "3s"
+		}
+		return "[exec]\nallow = [\"echo\"]\n[sandbox]\nread_only = [\"" + hooks + "\"]\n[hooks]\nexec = [\"" + filepath.Join(hooks, hook) + "\"]\ntimeout = \"" + timeout + "\"\n"
 	}
 	// A past exec, allowed and done, for ox-policy test to replay.
 	if _, err := k.PolicySet(ctx, admin, proto.PolicySetArgs{Agent: "ops", Text: "[exec]\nallow = [\"echo\"]\n"}, nil); err != nil {

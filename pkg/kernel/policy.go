@@ -116,6 +116,14 @@ func (k *Kernel) PolicyWriteRefused(c *Cred, agent string) {
 
 // setPolicy checks and stores a policy text.
 func (k *Kernel) setPolicy(ctx context.Context, c *Cred, agent string, text, raw []byte) (proto.PolicyRecord, error) {
+	if err := k.notHere(c, proto.OpPolicySet, agent, raw); err != nil {
+		return proto.PolicyRecord{}, err
+	}
+	if policy.NamesHome(text) {
+		perr := proto.Errorf(proto.EINVAL, "%s: the policy was not changed: its first line names a home node, which only a spawn placed from that node sets", agent)
+		k.auditDenied(c, proto.OpPolicySet, agent+":"+sysPolicy, raw, perr.Code)
+		return proto.PolicyRecord{}, perr
+	}
 	if _, err := policy.Parse(text); err != nil {
 		perr := proto.Errorf(proto.EINVAL, "%s: the policy was not changed: %v", agent, err)
 		k.auditDenied(c, proto.OpPolicySet, agent+":"+sysPolicy, raw, perr.Code)

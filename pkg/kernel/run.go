@@ -73,6 +73,17 @@ func (k *Kernel) spawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw []by
 	if werr != nil {
 		return none, nil, werr
 	}
+	if c.Home != nil && c.Node != "" {
+		// Placed here by the agent's home: the caller may act on the
+		// agent, and then the agent is its home's guest (home.go),
+		// before its policy is asked below.
+		if err := k.gate(call{op: proto.OpRunSpawn, c: c, agent: a.Agent, raw: raw}); err != nil {
+			return none, nil, err
+		}
+		if err := k.adoptHome(ctx, c, a.Agent, raw); err != nil {
+			return none, nil, err
+		}
+	}
 	if err := k.gate(call{op: proto.OpRunSpawn, c: c, agent: a.Agent, key: dir, policy: askWork, raw: raw}); err != nil {
 		return none, nil, err
 	}
@@ -156,6 +167,9 @@ func (k *Kernel) runExited(r *supervisor.Run) {
 		if err := k.submit(k.record(), &tx{entry: walled, agent: rec.Agent, data: &rec}, false); err != nil {
 			k.log.Warn("wall budget end not audited", "run", rec.ID, "err", err)
 		}
+	}
+	if home := k.homeOf(rec.Agent); home != "" {
+		k.chargeHome(home, r) // a guest's: its home pays (home.go)
 	}
 	k.release(rec.Agent)
 }

@@ -144,3 +144,25 @@ type PushRecord struct {
 	UpToDate bool   `json:"up_to_date,omitempty"`
 	Text     string `json:"text"`
 }
+
+// Home is what a spawn placed on another node carries of its agent's home
+// (the node placing it, where the agent lives): the policy the run runs
+// under there, and what the agent may still spend. The placing node signs
+// it with the call; the node placed on keeps the policy as the agent's,
+// a guest's (policy.WithHome), and charges the run's use back to the home
+// when it ends (HomeCharge).
+type Home struct {
+	Agent  string `json:"agent"`
+	Policy string `json:"policy"`
+	// Left is what the agent may still spend of each limit its home sets
+	// (0: the home sets none).
+	Left Budget `json:"left"`
+}
+
+// HomeCharge is what a node that ran a guest's run charges to the agent's
+// home: the run's use, once, when it ended.
+type HomeCharge struct {
+	Agent string `json:"agent"`
+	Run   string `json:"run"`
+	Used  Budget `json:"used"`
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/oxios/oxios/pkg/audit"
+	"github.com/oxios/oxios/share"
 )
 
 // natsCluster is three nats-server processes clustered on loopback, with
@@ -326,6 +327,8 @@ func TestFleet(t *testing.T) {
 	// Before the subtests that kill a NATS server and restart c (whose
 	// restarted daemon ends with its subtest).
 	t.Run("trust", func(t *testing.T) { fleetTrust(t, nc, a, b, c) })
+
+	t.Run("home", func(t *testing.T) { fleetHome(t, a, b) })
 
 	t.Run("reattach", func(t *testing.T) {
 		// A run placed on b and left (-d) is found again from a: waited
@@ -723,4 +726,96 @@ func mustRead(t *testing.T, p string) []byte {
 		t.Fatal(err)
 	}
 	return []byte(strings.TrimSpace(string(b)))
+}
+
+// fleetHome: an agent's policy and budget go with its runs. lim lives on
+// a, which may not write state; a run of it placed on b runs under that
+// policy, b keeps it as a guest's, which b's operator may not change, and
+// the run's use is charged to a's budget once. An agent that lives on b
+// is not taken over by a's of the same name.
+func fleetHome(t *testing.T, a, b *daemon) {
+	narrow := sectionPolicy(t, map[string]string{
+		"state":  "read = [\"**\"]\nwrite = []\nquota = \"1MiB\"",
+		"budget": "tokens = 0\ncost = 0.0\nwall = \"1h\"\nexecs = 0\nrun_tokens = 0\nrun_cost = 0.0\nrun_wall = \"1h\"\nrun_execs = 1000",
+	})
+	if r := a.ox("", "ox-policy", "set", "-a", "lim", narrow); r.code != 0 {
+		t.Fatalf("ox-policy set on a: %d %s", r.code, r.stderr)
+	}
+	r := a.ox("", "ox-spawn", "--node", "b", "-a", "lim", "-n", "--json", "--", "ox-state", "save", "x", "1")
+	if r.code != 77 {
+		t.Fatalf("a write of lim placed on b under a's policy that refuses it: exit %d, want 77; stderr: %s\nstdout: %s", r.code, r.stderr, r.stdout)
+	}
+	run := ""
+	for _, rec := range fleetRecords(t, r.stdout) {
+		if rec["type"] == "run" && run == "" {
+			run, _ = rec["id"].(string)
+		}
+	}
+	if run == "" {
+		t.Fatalf("no run record in %s", r.stdout)
+	}
+	if s := b.ox("", "ox-audit", "log", "--json", "--op", "state.save").stdout; !strings.Contains(s, "EPERM") || !strings.Contains(s, "lim") {
+		t.Fatalf("b's audit log has no refused save of lim:\n%s", s)
+	}
+	show := b.ox("", "ox-policy", "show", "-a", "lim")
+	if show.code != 0 || !strings.Contains(show.stdout, "a guest of node a") || !strings.Contains(show.stdout, "write = []") {
+		t.Fatalf("lim's policy on b is not a's, kept as a guest's: %d\n%s%s", show.code, show.stdout, show.stderr)
+	}
+	wide := writePolicy(t, string(share.DefaultPolicy))
+	if r := b.ox("", "ox-policy", "set", "-a", "lim", wide); r.code != 77 || !strings.Contains(r.stderr, "home is node a") {
+		t.Fatalf("b's operator set the policy of a's guest: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if r := b.ox("", "ox-budget", "reset", "-a", "lim"); r.code != 77 {
+		t.Fatalf("b's operator reset the budget of a's guest: exit %d, stderr %q", r.code, r.stderr)
+	}
+	// The run's use is charged to lim on a, once, by b.
+	fleetWait(t, 60*time.Second, "b's charge of the run to a", func() bool {
+		return strings.Contains(a.ox("", "ox-audit", "log", "--json", "--op", "budget.charge").stdout, run)
+	})
+	charges := 0
+	for _, rec := range fleetRecords(t, a.ox("", "ox-audit", "log", "--json", "--op", "budget.charge").stdout) {
+		if strings.Contains(fmt.Sprint(rec["target"]), run) {
+			charges++
+			if actor, _ := rec["actor"].(map[string]any); actor["node"] != "b" || rec["result"] != "ok" {
+				t.Errorf("the charge is not b's, or not ok: %v", rec)
+			}
+		}
+	}
+	if charges != 1 {
+		t.Fatalf("run %s charged %d times on a, want once", run, charges)
+	}
+	var bud struct {
+		Used struct {
+			Wall float64 `json:"wall"`
+		} `json:"used"`
+	}
+	if err := json.Unmarshal([]byte(a.ox("", "ox-budget", "show", "-a", "lim", "--json").stdout), &bud); err != nil || bud.Used.Wall <= 0 {
+		t.Fatalf("lim's wall time on a after its run on b: %v (%v)", bud.Used.Wall, err)
+	}
+	// A change at home goes with the next run.
+	if r := a.ox("", "ox-policy", "set", "-a", "lim", wide); r.code != 0 {
+		t.Fatalf("ox-policy set on a: %d %s", r.code, r.stderr)
+	}
+	if r := a.ox("", "ox-spawn", "--node", "b", "-a", "lim", "-n", "--", "ox-state", "save", "x", "1"); r.code != 0 {
+		t.Fatalf("a write of lim on b after a's policy allowed it: exit %d; %s", r.code, r.stderr)
+	}
+	// solo lives on b: a's solo, under another policy, may not run as
+	// it there. Under the same policy it may: ops, made on b by the
+	// placements above and on a by a save, runs on b as b's.
+	b.ox("", "ox-state", "save", "-a", "solo", "k", "b")
+	if r := a.ox("", "ox-policy", "set", "-a", "solo", narrow); r.code != 0 {
+		t.Fatalf("ox-policy set on a: %d %s", r.code, r.stderr)
+	}
+	a.ox("", "ox-state", "save", "-a", "ops", "k", "a")
+	if r := a.ox("", "ox-spawn", "--node", "b", "-a", "ops", "-n", "--", "true"); r.code != 0 {
+		t.Fatalf("ops, under one policy on a and b, placed on b: exit %d; %s", r.code, r.stderr)
+	}
+	r = a.ox("", "ox-spawn", "--node", "b", "-a", "solo", "-n", "--", "true")
+	if r.code != 77 || !strings.Contains(r.stderr, "lives on this node") {
+		t.Fatalf("a's solo took over b's: exit %d, stderr %q", r.code, r.stderr)
+	}
+	// And a guest is placed from its home only.
+	if r := b.ox("", "ox-spawn", "--node", "c", "-a", "lim", "-n", "--", "true"); r.code != 77 || !strings.Contains(r.stderr, "its home, node a") {
+		t.Fatalf("b placed a's guest on c: exit %d, stderr %q", r.code, r.stderr)
+	}
 }
