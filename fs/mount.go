@@ -155,7 +155,23 @@ func (m *Mount) Dir() string { return m.dir }
 // until every save of the mount is durable. Call it before the kernel is
 // closed.
 func (m *Mount) Close() error {
-	err := m.server.Unmount()
+	unmounted := make(chan error, 1)
+	go func() { unmounted <- m.server.Unmount() }()
+	var err error
+	select {
+	case err = <-unmounted:
+	case <-time.After(2 * time.Second):
+		// Gone from this namespace, but a live run's sandbox binds its
+		// agent's folder of the mount in a namespace of its own, and the
+		// kernel keeps the connection (and go-fuse waits for it) as long
+		// as that run lives: oxiosd stopped only when the run ended (60 s
+		// for a detached sleep 60). Stop serving it instead: what the run
+		// asks from now on fails with ENOTCONN, and the connection ends
+		// when oxiosd exits (or at once, where fusectl is mounted).
+		m.fs.log.Info("the mount is still bound in runs' sandboxes; no longer serving it", "mount", m.dir)
+		m.fs.closed.Store(true)
+		abort(m.conn)
+	}
 	if err != nil {
 		// A process works in the mount (a shell's cwd, an open file).
 		// Detach it; whatever the processes inside ask from now on fails

@@ -785,3 +785,23 @@ func TestFUSEHeldFileKeepsItsValue(t *testing.T) {
 		t.Fatalf("the key's value is %.12q..., want the last saved", v)
 	}
 }
+
+// TestStopWithLiveRun: a run's sandbox binds its agent's folder of the
+// mount in its own namespace, which kept the FUSE connection (and oxiosd's
+// stop, waiting for it) alive as long as the run: a detached sleep 60 made
+// the stop take 60 s. The stop does not wait for runs: oxiosd is gone while
+// the run of sleep 300 still lives (d.stop fails the test past 30 s), and
+// the mount is gone from the host.
+func TestStopWithLiveRun(t *testing.T) {
+	t.Parallel()
+	m := startMounted(t, daemonOpts{})
+	rec := spawnDetached(t, m.daemon, "ops", "sleep", "300")
+	defer syscall.Kill(rec.PID, syscall.SIGKILL)
+	if err := syscall.Kill(rec.PID, 0); err != nil {
+		t.Fatalf("the run's process %d is not there: %v", rec.PID, err)
+	}
+	m.stop()
+	if isMountPoint(t, m.mnt) {
+		t.Fatalf("%s is still mounted after oxiosd stopped", m.mnt)
+	}
+}
