@@ -23,7 +23,7 @@ require (
 	lukechampine.com/blake3 v1.4.1
 )
 
-require kernel.org/pub/linux/libs/security/libcap/psx v1.2.77 // indirect
+require kernel.org/pub/linux/libs/security/libcap/psx v1.2.77
 
 require (
 	dario.cat/mergo v1.0.0 // indirect

@@ -19,6 +19,7 @@ import (
 
 	"github.com/oxios/oxios/pkg/agent"
 	"github.com/oxios/oxios/pkg/cliutil"
+	"github.com/oxios/oxios/pkg/llm"
 	"github.com/oxios/oxios/pkg/proto"
 )
 
@@ -49,6 +50,9 @@ func main() {
 		&cli.IntFlag{Name: "max-tokens", Usage: "cap each answer at `N` tokens (budgets cap it too)", EnvVars: []string{"OXIOS_LLM_MAX_TOKENS"}},
 		&cli.IntFlag{Name: "max-turns", Usage: "end the run as failed after `N` model calls", Value: 50},
 		&cli.BoolFlag{Name: "wait-endpoint", Usage: "when the endpoint's circuit is open, wait for it to be tried again instead of failing at once", EnvVars: []string{"OXIOS_LLM_WAIT"}},
+		&cli.StringFlag{Name: "schema", TakesFile: true, Usage: "the final answer must be JSON matching the JSON Schema in `FILE` (or given inline as JSON): asked of the endpoint, checked, and printed as a result record (exit 1 if it does not match after two more tries)"},
+		&cli.StringSliceFlag{Name: "fragment", Aliases: []string{"f"}, Usage: "fetch `URL` (net.fetch, under the agent's [net] policy) and add its text to the prompt (repeatable); ox-spawn -f FILE hands a file's text in the context"},
+		&cli.StringSliceFlag{Name: "var", Usage: "fill {{NAME}} in the persona's prompt with VALUE: `NAME=VALUE` (repeatable)"},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "on a terminal, show only the answers"},
 		&cli.BoolFlag{Name: "verbose", Usage: "on a terminal, show the system prompts and recalled memories too; off one, the delta records too"},
 	}
@@ -137,6 +141,38 @@ func run(c *cli.Context) error {
 			}
 			return given(flag)
 		})
+	}
+	if vars := c.StringSlice("var"); len(vars) > 0 || persona != "" {
+		m := map[string]string{}
+		for _, v := range vars {
+			name, value, ok := strings.Cut(v, "=")
+			if !ok || !proto.VarName(name) {
+				return cliutil.Usagef("--var %q: want NAME=VALUE, NAME of letters, digits and _", v)
+			}
+			m[name] = value
+		}
+		sys, err := agent.FillVars(persona, cfg.System, m)
+		if err != nil {
+			return err
+		}
+		cfg.System = sys
+	}
+	if f := c.String("schema"); f != "" {
+		b := []byte(f)
+		if !strings.HasPrefix(strings.TrimSpace(f), "{") {
+			if b, err = os.ReadFile(f); err != nil {
+				return cliutil.Usagef("--schema: %v", err)
+			}
+		}
+		if cfg.Schema, err = llm.ParseSchema(b); err != nil {
+			return cliutil.Usagef("--schema: %v", err)
+		}
+	}
+	for _, u := range c.StringSlice("fragment") {
+		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+			return cliutil.Usagef("--fragment %q: want an http or https URL (ox-spawn -f FILE hands a file's text in the context)", u)
+		}
+		cfg.Fragments = append(cfg.Fragments, u)
 	}
 	if c.Bool("no-recall") || c.Bool("no-memory") {
 		cfg.Recall = -1

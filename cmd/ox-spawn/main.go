@@ -9,13 +9,16 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"syscall"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/oxios/oxios/pkg/client"
 	"github.com/oxios/oxios/pkg/cliutil"
+	"github.com/oxios/oxios/pkg/llm"
 	"github.com/oxios/oxios/pkg/proto"
 )
 
@@ -45,6 +48,9 @@ func main() {
 		&cli.BoolFlag{Name: "no-memory", Usage: "--no-recall and --no-summary"},
 		&cli.BoolFlag{Name: "wait-endpoint", Usage: "an LLM run whose model endpoint is down (circuit open) waits for it instead of failing at once"},
 		&cli.BoolFlag{Name: "no-keep", Usage: "do not keep the LLM run's conversation in the agent's state"},
+		&cli.StringFlag{Name: "schema", TakesFile: true, Usage: "an LLM run's final answer must be JSON matching the JSON Schema in `FILE`: it is asked of the endpoint, checked, and printed as a result record (exit 1 if it does not match)"},
+		&cli.StringSliceFlag{Name: "fragment", Aliases: []string{"f"}, TakesFile: true, Usage: "add the text of `FILE` (or an http(s) URL, fetched by the run under its agent's [net] policy) to an LLM run's prompt (repeatable)"},
+		&cli.StringSliceFlag{Name: "var", Usage: "fill {{NAME}} in the persona's prompt with VALUE: `NAME=VALUE` (repeatable)"},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "on a terminal, show only the answers and the output"},
 		&cli.BoolFlag{Name: "verbose", Usage: "on a terminal, show system prompts and recalled memories too; off one, the delta records too"},
 	)
@@ -220,7 +226,7 @@ func spawnOn(c *cli.Context, cl *client.Client, node string, a proto.SpawnArgs) 
 }
 
 // llmFlags are the options of LLM runs only.
-var llmFlags = []string{"system", "persona", "continue", "conversation", "temperature", "max-tokens", "no-recall", "no-summary", "no-memory", "no-keep", "wait-endpoint"}
+var llmFlags = []string{"system", "persona", "continue", "conversation", "temperature", "max-tokens", "no-recall", "no-summary", "no-memory", "no-keep", "wait-endpoint", "schema", "fragment", "var"}
 
 // llmArgs are an LLM run's options, or nil when none is given.
 func llmArgs(c *cli.Context) (*proto.LLMArgs, error) {
@@ -243,7 +249,42 @@ func llmArgs(c *cli.Context) (*proto.LLMArgs, error) {
 	if o.MaxTokens < 0 {
 		return nil, cliutil.Usagef("--max-tokens %d: want 0 (no cap) or more", o.MaxTokens)
 	}
-	if *o == (proto.LLMArgs{}) {
+	if f := c.String("schema"); f != "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, cliutil.Usagef("--schema: %v", err)
+		}
+		if _, err := llm.ParseSchema(b); err != nil {
+			return nil, cliutil.Usagef("--schema %s: %v", f, err)
+		}
+		o.Schema = json.RawMessage(b)
+	}
+	for _, f := range c.StringSlice("fragment") {
+		if strings.HasPrefix(f, "http://") || strings.HasPrefix(f, "https://") {
+			o.Fragments = append(o.Fragments, proto.Fragment{Name: f, URL: true})
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, cliutil.Usagef("--fragment: %v", err)
+		}
+		if !utf8.Valid(b) {
+			return nil, cliutil.Usagef("--fragment %s: not UTF-8 text", f)
+		}
+		o.Fragments = append(o.Fragments, proto.Fragment{Name: f, Text: string(b)})
+	}
+	for _, v := range c.StringSlice("var") {
+		name, value, ok := strings.Cut(v, "=")
+		if !ok || !proto.VarName(name) {
+			return nil, cliutil.Usagef("--var %q: want NAME=VALUE, NAME of letters, digits and _", v)
+		}
+		if o.Vars == nil {
+			o.Vars = map[string]string{}
+		}
+		o.Vars[name] = value
+	}
+	if o.System == "" && o.Persona == "" && !o.Continue && o.Conversation == "" && o.Temperature == nil && o.MaxTokens == 0 &&
+		!o.NoRecall && !o.NoSummary && !o.NoKeep && !o.WaitEndpoint && o.Schema == nil && o.Fragments == nil && o.Vars == nil {
 		return nil, nil
 	}
 	return o, nil

@@ -72,6 +72,11 @@ type Config struct {
 	History []openai.ChatCompletionMessage
 	// Stream emits delta records as the answer comes.
 	Stream bool
+	// Schema, if set, is the JSON Schema the final answer must match: asked
+	// of the endpoint, checked, and emitted as a result record (shape.go).
+	Schema *llm.Schema
+	// Fragments are URLs fetched (net.fetch) and said before the task.
+	Fragments []string
 	// Emit receives each record as it happens.
 	Emit func(rec any)
 	// Now is the clock (tests).
@@ -119,6 +124,8 @@ type Runner struct {
 	// (KernelModel), not by the runner.
 	metered    bool
 	configSaid bool
+	// reshaped counts the times an answer was asked again for the schema.
+	reshaped int
 }
 
 // New returns a runner.
@@ -179,7 +186,14 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 	if p := skillsPrompt(skills); p != "" {
 		r.say(openai.ChatMessageRoleSystem, p)
 	}
+	if err := r.fragments(ctx); err != nil {
+		return &Result{}, r.fatal(ctx, err)
+	}
 	r.say(openai.ChatMessageRoleUser, r.cfg.Task)
+	var schema json.RawMessage
+	if r.cfg.Schema != nil {
+		schema = r.cfg.Schema.Raw()
+	}
 	tools := append(append(Tools(), r.wasmTools(ctx)...), r.msgToolList()...)
 	if len(skills) > 0 {
 		tools = append(tools, skillToolDef(skills))
@@ -204,7 +218,7 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 			maxTokens, capped = r.room(b, prompt)
 		}
 		start := r.cfg.Now()
-		turn, err := r.m.Chat(ctx, r.msgs, tools, llm.Options{MaxTokens: maxTokens, Temperature: r.cfg.Temperature, OnDelta: r.delta})
+		turn, err := r.m.Chat(ctx, r.msgs, tools, llm.Options{MaxTokens: maxTokens, Temperature: r.cfg.Temperature, OnDelta: r.delta, Schema: schema})
 		r.flushDelta()
 		if err != nil {
 			if ctx.Err() != nil {
@@ -273,6 +287,16 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 		}
 		if len(turn.ToolCalls) == 0 {
 			// An answer without tool calls is the model's last word.
+			if r.cfg.Schema != nil {
+				v, again, err := r.answerShape(turn.Content)
+				if err != nil {
+					return res, err
+				}
+				if again {
+					continue
+				}
+				r.result(v)
+			}
 			r.remember(ctx, res.Summary)
 			return res, nil
 		}
@@ -302,6 +326,16 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 			}
 		}
 		if finished {
+			if r.cfg.Schema != nil {
+				v, again, err := r.answerShape(res.Summary)
+				if err != nil {
+					return res, err
+				}
+				if again {
+					continue
+				}
+				r.result(v)
+			}
 			r.remember(ctx, res.Summary)
 			return res, nil
 		}

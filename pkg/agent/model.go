@@ -38,7 +38,7 @@ func (m *KernelModel) Metered() bool { return true }
 // Chat implements Model over llm.chat.
 func (m *KernelModel) Chat(ctx context.Context, msgs []openai.ChatCompletionMessage, tools []openai.Tool, opt llm.Options) (*llm.Turn, error) {
 	a := proto.LLMChatArgs{Agent: m.Agent, Model: m.Model, MaxTokens: opt.MaxTokens, Temperature: opt.Temperature,
-		Stream: opt.OnDelta != nil, Wait: m.Wait || opt.Wait}
+		Stream: opt.OnDelta != nil, Wait: m.Wait || opt.Wait, Schema: opt.Schema}
 	var err error
 	if a.Messages, err = json.Marshal(msgs); err != nil {
 		return nil, err

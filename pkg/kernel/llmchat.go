@@ -204,6 +204,11 @@ func (k *Kernel) LLMChat(ctx context.Context, c *Cred, a proto.LLMChatArgs, raw 
 	if a.MaxTokens < 0 {
 		return proto.LLMTurnRecord{}, proto.Errorf(proto.EINVAL, "max_tokens %d: want 0 (no cap) or more", a.MaxTokens)
 	}
+	if len(a.Schema) > 0 {
+		if _, err := llm.ParseSchema(a.Schema); err != nil {
+			return proto.LLMTurnRecord{}, proto.Errorf(proto.EINVAL, "schema: %v", err)
+		}
+	}
 	if a.Temperature != nil && (*a.Temperature < 0 || *a.Temperature > 2) {
 		return proto.LLMTurnRecord{}, proto.Errorf(proto.EINVAL, "temperature %v: want 0 to 2", *a.Temperature)
 	}
@@ -322,7 +327,7 @@ func (k *Kernel) LLMChat(ctx context.Context, c *Cred, a proto.LLMChatArgs, raw 
 		}
 	}
 	opt := llm.Options{
-		Model: model, MaxTokens: a.MaxTokens, Temperature: a.Temperature, Wait: a.Wait,
+		Model: model, MaxTokens: a.MaxTokens, Temperature: a.Temperature, Wait: a.Wait, Schema: a.Schema,
 		Before: before, Spent: spent,
 		Observe: func(e llm.Event) { emit(endpointItem(e)) },
 	}

@@ -16,6 +16,7 @@ package llm
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -96,6 +97,9 @@ type Options struct {
 	// Observe, if set, is told of this call's events instead of the
 	// config's Observe.
 	Observe func(Event)
+	// Schema, if set, is the JSON Schema the answer must match: sent as
+	// its response_format.
+	Schema json.RawMessage
 	// Wait: a call that finds the breaker open waits for its probe
 	// instead of failing at once with the Circuit class.
 	Wait bool
@@ -279,6 +283,10 @@ func (c *Client) Chat(ctx context.Context, msgs []openai.ChatCompletionMessage, 
 		// No tools, no "tools": a server without tool support (llama-server
 		// without --jinja) answers plain chat.
 		req.Tools = tools
+	}
+	if len(opt.Schema) > 0 {
+		req.ResponseFormat = &openai.ChatCompletionResponseFormat{Type: openai.ChatCompletionResponseFormatTypeJSONSchema,
+			JSONSchema: &openai.ChatCompletionResponseFormatJSONSchema{Name: "result", Schema: opt.Schema}}
 	}
 	zeroTemp := false
 	if opt.Temperature != nil {

@@ -69,6 +69,9 @@ type LLMChatArgs struct {
 	Temperature *float32        `json:"temperature,omitempty"`
 	Stream      bool            `json:"stream,omitempty"`
 	Wait        bool            `json:"wait,omitempty"`
+	// Schema, if set, is a JSON Schema the answer must match: sent to the
+	// endpoint as the answer's format (response_format).
+	Schema json.RawMessage `json:"schema,omitempty"`
 }
 
 // LLMDeltaRecord is a piece of the answer's text as it came (an item of

@@ -1,6 +1,7 @@
 package proto
 
 import (
+	"encoding/json"
 	"math"
 	"time"
 )
@@ -62,6 +63,7 @@ const (
 	RecordExit       = "exit"
 	RecordExec       = "exec"
 	RecordBudget     = "budget"
+	RecordResult     = "result" // an LLM run's answer that matched its schema
 )
 
 // Run states.
@@ -114,6 +116,44 @@ type LLMArgs struct {
 	// WaitEndpoint: a model call that finds the endpoint's breaker open
 	// waits for it instead of failing at once.
 	WaitEndpoint bool `json:"wait_endpoint,omitempty"`
+	// Schema is a JSON Schema the run's final answer must match: its
+	// result record holds the value (ox-spawn --schema).
+	Schema json.RawMessage `json:"schema,omitempty"`
+	// Vars fill the persona's {{NAME}}s (ox-spawn -v NAME=VALUE).
+	Vars map[string]string `json:"vars,omitempty"`
+	// Fragments are added to the prompt, each a file's text (ox-spawn
+	// read it) or a URL the runner fetches through net.fetch.
+	Fragments []Fragment `json:"fragments,omitempty"`
+}
+
+// Fragment is a piece of text added to an LLM run's prompt (ox-spawn -f):
+// Name is the file or URL it came from; Text, for a URL, is fetched by the
+// run under its agent's [net] policy.
+type Fragment struct {
+	Name string `json:"name"`
+	Text string `json:"text,omitempty"`
+	URL  bool   `json:"url,omitempty"`
+}
+
+// VarName reports whether name may name a persona's variable ({{name}}).
+func VarName(name string) bool {
+	if name == "" || len(name) > 64 {
+		return false
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// ResultRecord is the "result" record of an LLM run asked for a schema:
+// its final answer, the JSON value that matched (ox-spawn --schema).
+type ResultRecord struct {
+	Type  string          `json:"type"` // always "result"
+	Value json.RawMessage `json:"value"`
+	Text  string          `json:"text"`
 }
 
 // RunRecord is the "run" record: a run as ox-ps shows it.

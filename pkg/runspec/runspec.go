@@ -12,9 +12,12 @@
 package runspec
 
 import (
+	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -101,6 +104,10 @@ func Limits(p *policy.Policy) supervisor.Limits {
 	}
 }
 
+// maxSchema is the most a schema may hold: it goes on the runner's
+// command line, where one argument may hold 128 KiB.
+const maxSchema = 64 << 10
+
 // RunnerArgv is the command line of the LLM runner for a: its options,
 // then the task after "--" (so a task that starts with a dash is a task).
 func RunnerArgv(runner string, a proto.SpawnArgs) ([]string, *proto.Error) {
@@ -138,6 +145,35 @@ func RunnerArgv(runner string, a proto.SpawnArgs) ([]string, *proto.Error) {
 		}
 		if o.MaxTokens > 0 {
 			add("max-tokens", strconv.Itoa(o.MaxTokens))
+		}
+		if len(o.Schema) > 0 {
+			var c bytes.Buffer
+			if err := json.Compact(&c, o.Schema); err != nil {
+				return nil, proto.Errorf(proto.EINVAL, "schema: not JSON: %v", err)
+			}
+			if c.Len() > maxSchema {
+				return nil, proto.Errorf(proto.EINVAL, "schema: %d bytes; at most %d", c.Len(), maxSchema)
+			}
+			add("schema", c.String())
+		}
+		names := make([]string, 0, len(o.Vars))
+		for name := range o.Vars {
+			if !proto.VarName(name) {
+				return nil, proto.Errorf(proto.EINVAL, "var %q: want a name of letters, digits and _", name)
+			}
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			argv = append(argv, "--var="+name+"="+o.Vars[name])
+		}
+		for _, f := range o.Fragments {
+			if f.URL {
+				if !strings.HasPrefix(f.Name, "http://") && !strings.HasPrefix(f.Name, "https://") {
+					return nil, proto.Errorf(proto.EINVAL, "fragment %q: want an http or https URL", f.Name)
+				}
+				add("fragment", f.Name)
+			}
 		}
 		for _, b := range []struct {
 			flag string

@@ -3,6 +3,7 @@ package runspec
 import (
 	"crypto/rand"
 	"encoding/base32"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"time"
@@ -200,7 +201,7 @@ func Spec(a proto.SpawnArgs, r Run) supervisor.Spec {
 	}
 	spec := supervisor.Spec{
 		ID: r.ID, Agent: a.Agent, Argv: r.Argv, Env: Env(a, r.ID, r.Dir, r.Where, r.LLM, model, r.SysEnv), Dir: r.Dir,
-		Stdin: []byte(a.Input), Limits: Limits(r.Policy), Command: a.Command, Model: model, Records: llm,
+		Stdin: input(a), Limits: Limits(r.Policy), Command: a.Command, Model: model, Records: llm,
 		Wall: time.Duration(r.Wall * float64(time.Second)),
 	}
 	if llm {
@@ -287,4 +288,21 @@ func LimitErrno(limits string) string {
 		return proto.EAGAIN
 	}
 	return proto.ENOMEM
+}
+
+// input is the run's stdin: its input, after the text of the files an LLM
+// run was given as fragments (ox-spawn -f FILE), each under its name, so
+// the runner says them to the model with the rest of its context.
+func input(a proto.SpawnArgs) []byte {
+	if a.LLM == nil || len(a.LLM.Fragments) == 0 {
+		return []byte(a.Input)
+	}
+	var b strings.Builder
+	for _, f := range a.LLM.Fragments {
+		if !f.URL {
+			fmt.Fprintf(&b, "Fragment %s:\n%s\n\n", f.Name, strings.TrimRight(f.Text, "\n"))
+		}
+	}
+	b.WriteString(a.Input)
+	return []byte(b.String())
 }
