@@ -48,7 +48,7 @@ fi
 {
 	echo "# Review of $(g rev-parse --short "$base" 2>/dev/null || echo "$base") and the work tree (run $run)"
 	echo
-	g diff --stat "$base" -- | tail -n 1
+	g apply --stat "$tmp/diff" | tail -n 1
 	echo
 	cat "$tmp/findings"
 } >"$tmp/review.md"

@@ -1,0 +1,300 @@
+package integration
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/oxios/oxios/pkg/llm/llmtest"
+)
+
+// programRepo makes a git repository holding a program "greet" at
+// version ver, asking policy (a [policy...] section of program.toml),
+// and returns its path.
+func programRepo(t *testing.T, dir, ver, policy string) string {
+	t.Helper()
+	files := map[string]string{
+		"program.toml": `name = "greet"
+version = "` + ver + `"
+description = "Greet someone and keep the greeting."
+agent = "greeter"
+command = ["greet.sh", "--loud"]
+
+[args.who]
+description = "whom to greet"
+required = true
+
+[args.how]
+description = "the greeting"
+default = "hello"
+` + policy,
+		"SKILL.md": "---\nname: greet\ndescription: Greet someone.\n---\nSay hello.\n",
+		"greet.sh": "#!/bin/sh\nset -e\nmsg=\"$ARG_HOW $ARG_WHO ($*) from $PROGRAM_NAME " + ver + " in $(pwd)\"\necho \"$msg\"\necho \"$msg\" | ox-state save greet/last >/dev/null\ncat \"$PROGRAM_DIR/lib/extra.txt\"\n",
+		"lib/extra.txt": "extra file " + ver + "\n",
+	}
+	for name, text := range files {
+		p := filepath.Join(dir, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".git")); err != nil {
+		gitIn(t, dir, "init", "-q")
+	}
+	gitIn(t, dir, "add", "-A")
+	gitIn(t, dir, "commit", "-qm", "greet "+ver)
+	return dir
+}
+
+// TestProgramLifecycle: a program installed from a git repository after
+// the operator's yes (refused without it, and refused when it asks more
+// than its agent's policy grants), run with its arguments, refused at run
+// once its agent's policy shrank (by ox-program run and inside a run
+// alike), upgraded, versioned by ox-commit, carried by ox-fork, removed.
+func TestProgramLifecycle(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	src := programRepo(t, filepath.Join(t.TempDir(), "greet"), "1.0", "\n[policy.state]\nwrite = [\"greet/**\"]\n")
+	url := "file://" + src
+
+	// Asking for a program the default policy does not allow: refused,
+	// naming it, nothing written.
+	greedy := programRepo(t, filepath.Join(t.TempDir(), "greedy"), "1.0", "\n[policy.exec]\nallow = [\"git\"]\n[policy.sandbox]\nnetwork = true\n")
+	r := d.ox("", "ox-program", "install", "--yes", greedy)
+	if r.code != 77 || !strings.Contains(r.stderr, `exec.allow "git"`) || !strings.Contains(r.stderr, "sandbox.network") || !strings.Contains(r.stderr, "greeter") {
+		t.Fatalf("a program asking more than the policy: exit %d %s", r.code, r.stderr)
+	}
+	// No yes: nothing installed.
+	r = d.ox("n\n", "ox-program", "install", url)
+	if r.code != 1 || !strings.Contains(r.stderr, "not agreed") || !strings.Contains(r.stderr, `write = ["greet/**"]`) {
+		t.Fatalf("install answered no: exit %d %s", r.code, r.stderr)
+	}
+	if out := d.ox("", "ox-state", "ls", "-a", "greeter"); strings.Contains(out.stdout, "programs/") {
+		t.Fatalf("a refused install wrote keys:\n%s", out.stdout)
+	}
+	r = d.ox("y\n", "ox-program", "install", url)
+	if r.code != 0 || !strings.Contains(r.stdout, `"source":"`+url+`"`) || !strings.Contains(r.stdout, `"commit":"`) {
+		t.Fatalf("install: exit %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if r := d.ox("", "ox-program", "install", "--yes", url); r.code != 1 || !strings.Contains(r.stderr, "EEXIST") {
+		t.Fatalf("second install: exit %d %s", r.code, r.stderr)
+	}
+	if ls := d.mustOx(t, "", "ox-program", "ls", "-a", "greeter"); !strings.Contains(ls, `"name":"greet"`) || !strings.Contains(ls, `"version":"1.0"`) {
+		t.Fatalf("ls: %s", ls)
+	}
+	if out := d.mustOx(t, "", "ox-program", "show", "-a", "greeter", "greet"); !strings.Contains(out, `"text":"Say hello.\n"`) {
+		t.Fatalf("show: %s", out)
+	}
+
+	// A run: the entry with its arguments, its files beside it, in a run
+	// of the agent, reaching Oxios through ox-state.
+	if r := d.ox("", "ox-program", "run", "-a", "greeter", "greet"); r.code != 2 || !strings.Contains(r.stderr, "who=VALUE") {
+		t.Fatalf("run without a required argument: exit %d %s", r.code, r.stderr)
+	}
+	run := runEnd(t, d.ox("", "ox-program", "run", "-a", "greeter", "-n", "greet", "who=ann", "extra"), "ox-program run")
+	if run.status != 0 || !strings.Contains(run.out, "hello ann (--loud extra) from greet 1.0") || !strings.Contains(run.out, "extra file 1.0") {
+		t.Fatalf("run: %+v", run)
+	}
+	if v := d.mustOx(t, "", "ox-state", "load", "-a", "greeter", "greet/last"); !strings.HasPrefix(v, "hello ann") {
+		t.Fatalf("the program's state: %q", v)
+	}
+	commit := d.mustOx(t, "", "ox-commit", "-a", "greeter", "-m", "greet installed")
+	if !strings.Contains(commit, "programs/greet/program.toml") {
+		t.Fatalf("the commit does not hold the program: %s", commit)
+	}
+
+	// The fork carries it and runs it as its own.
+	d.mustOx(t, "", "ox-fork", "greeter", "greeter2")
+	if ls := d.mustOx(t, "", "ox-program", "ls", "-a", "greeter2"); !strings.Contains(ls, `"name":"greet"`) {
+		t.Fatalf("the fork has no program: %s", ls)
+	}
+	if run := runEnd(t, d.ox("", "ox-program", "run", "-a", "greeter2", "-n", "greet", "who=bob", "how=hi"), "fork run"); run.status != 0 || !strings.Contains(run.out, "hi bob") {
+		t.Fatalf("the fork's run: %+v", run)
+	}
+
+	// The agent's policy shrinks: the program asks more than it grants
+	// now, and is refused at run, by ox-program run and inside a run.
+	pol := strings.Replace(defaultPolicy(t), "write = [\"**\"]", "write = [\"notes/**\"]", 1)
+	d.mustOx(t, "", "ox-policy", "set", "-a", "greeter", writePolicy(t, pol))
+	if r := d.ox("", "ox-program", "run", "-a", "greeter", "-n", "greet", "who=ann"); r.code != 77 || !strings.Contains(r.stderr, `state.write "greet/**"`) {
+		t.Fatalf("run under a smaller policy: exit %d %s", r.code, r.stderr)
+	}
+	if run := spawnArgv(t, d, "greeter", "ox-program", "start", "greet", "who=ann"); run.status != 77 || !strings.Contains(run.out, `state.write "greet/**"`) {
+		t.Fatalf("start inside a run under a smaller policy: %+v", run)
+	}
+	d.mustOx(t, "", "ox-policy", "set", "-a", "greeter", writePolicy(t, defaultPolicy(t)))
+
+	// Upgrade: a new version in the repository; then nothing to do.
+	programRepo(t, src, "2.0", "\n[policy.state]\nwrite = [\"greet/**\"]\n")
+	if out := d.mustOx(t, "", "ox-program", "upgrade", "-a", "greeter", "greet"); !strings.Contains(out, "upgraded greet from 1.0 to 2.0") {
+		t.Fatalf("upgrade: %s", out)
+	}
+	if run := runEnd(t, d.ox("", "ox-program", "run", "-a", "greeter", "-n", "greet", "who=ann"), "run 2.0"); !strings.Contains(run.out, "extra file 2.0") {
+		t.Fatalf("the upgraded run: %+v", run)
+	}
+	if out := d.mustOx(t, "", "ox-program", "upgrade", "-a", "greeter", "greet"); !strings.Contains(out, "up to date") {
+		t.Fatalf("second upgrade: %s", out)
+	}
+	// An upgrade asking for more needs a yes again.
+	programRepo(t, src, "3.0", "\n[policy.state]\nwrite = [\"greet/**\", \"more/**\"]\n")
+	if r := d.ox("", "ox-program", "upgrade", "-a", "greeter", "greet"); r.code != 1 || !strings.Contains(r.stderr, "no answer") {
+		t.Fatalf("upgrade asking more without a yes: exit %d %s", r.code, r.stderr)
+	}
+	if out := d.mustOx(t, "", "ox-program", "ls", "-a", "greeter"); !strings.Contains(out, `"version":"2.0"`) {
+		t.Fatalf("a refused upgrade changed the program: %s", out)
+	}
+
+	// Removal: the program's keys go; the history keeps it.
+	if out := d.mustOx(t, "", "ox-program", "rm", "-a", "greeter", "greet"); !strings.Contains(out, `"deleted":true`) {
+		t.Fatalf("rm: %s", out)
+	}
+	if out := d.mustOx(t, "", "ox-state", "ls", "-a", "greeter", "programs/"); strings.TrimSpace(out) != "" {
+		t.Fatalf("rm left keys: %s", out)
+	}
+	if r := d.ox("", "ox-program", "run", "-a", "greeter", "greet", "who=x"); r.code != 1 || !strings.Contains(r.stderr, "no program greet") {
+		t.Fatalf("run after rm: exit %d %s", r.code, r.stderr)
+	}
+	verifyAudit(t, d)
+}
+
+// TestProgramMonitor: the shipped monitor keeps its command's output and
+// status, remembers a new anomaly once, and is scheduled as a job.
+func TestProgramMonitor(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	d.mustOx(t, "", "ox-program", "install", "--yes", "monitor")
+	watch := []string{"run", "-a", "monitor", "-n", "monitor", "name=disk", `cmd=echo "/dev/sda1 95% /"`, "alert= 9[0-9]% "}
+	for i, want := range []string{"anomaly: output matches", "anomaly persists"} {
+		run := runEnd(t, d.ox("", "ox-program", watch...), "monitor")
+		if run.status != 1 || !strings.Contains(run.out, want) {
+			t.Fatalf("run %d: %+v", i, run)
+		}
+	}
+	mems := d.mustOx(t, "", "ox-recall", "-a", "monitor", "-t", "anomaly", "disk")
+	if n := strings.Count(mems, `"type":"memory"`); n != 1 || !strings.Contains(mems, "sda1 95%") {
+		t.Fatalf("want one anomaly remembered, got %d:\n%s", n, mems)
+	}
+	if v := d.mustOx(t, "", "ox-state", "load", "-a", "monitor", "monitor/disk/last"); v != "/dev/sda1 95% /\n" {
+		t.Fatalf("last output %q", v)
+	}
+	ok := runEnd(t, d.ox("", "ox-program", "run", "-a", "monitor", "-n", "monitor", "name=disk", "cmd=echo /dev/sda1 40% /", "alert= 9[0-9]% "), "monitor ok")
+	if ok.status != 0 || !strings.Contains(ok.out, "monitor disk: ok") {
+		t.Fatalf("ok run: %+v", ok)
+	}
+	if v := d.mustOx(t, "", "ox-state", "load", "-a", "monitor", "monitor/disk/status"); !strings.Contains(v, " ok") {
+		t.Fatalf("status %q", v)
+	}
+	// On its schedule: a job, which runs the program as a run does.
+	job := d.mustOx(t, "", "ox-program", "run", "-a", "monitor", "--schedule", "monitor", "name=fail", "cmd=false")
+	if !strings.Contains(job, `"name":"monitor.monitor"`) || !strings.Contains(job, `"schedule":"*/5 * * * *"`) {
+		t.Fatalf("schedule: %s", job)
+	}
+	fired := d.mustOx(t, "", "ox-schedule", "run", "-a", "monitor", "monitor.monitor")
+	id := records(t, fired)[0]["id"].(string)
+	if out := d.ox("", "ox-wait", id); out.code != 1 {
+		t.Fatalf("the job's run: exit %d %s %s", out.code, out.stdout, out.stderr)
+	}
+	if v := d.mustOx(t, "", "ox-state", "load", "-a", "monitor", "monitor/fail/status"); !strings.Contains(v, "anomaly: exit status 1") {
+		t.Fatalf("the job's status %q", v)
+	}
+	// Removing the program removes its job.
+	d.mustOx(t, "", "ox-program", "rm", "-a", "monitor", "monitor")
+	if out := d.mustOx(t, "", "ox-schedule", "ls", "-a", "monitor"); strings.Contains(out, "monitor.monitor") {
+		t.Fatalf("the job outlived its program: %s", out)
+	}
+	verifyAudit(t, d)
+}
+
+// TestProgramGitSync: the shipped git-sync mirrors an agent's committed
+// history to a bare repository, one git commit each, then only the
+// commits made since.
+func TestProgramGitSync(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	remote := filepath.Join(d.dir, "mirror.git")
+	if out, err := exec.Command("git", "init", "-q", "--bare", "--shared=0777", remote).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	os.Chmod(remote, 0o777)
+	pol := strings.Replace(defaultPolicy(t), "read_write = []", "read_write = [\""+remote+"\"]", 1)
+	d.mustOx(t, "", "ox-policy", "set", "-a", "ops", writePolicy(t, pol))
+	for i, v := range []string{"one", "two"} {
+		d.mustOx(t, "", "ox-state", "save", "-a", "ops", "notes/"+v, v)
+		d.mustOx(t, "", "ox-commit", "-a", "ops", "-m", "commit "+string(rune('1'+i)))
+	}
+	d.mustOx(t, "", "ox-state", "rm", "-a", "ops", "notes/one")
+	d.mustOx(t, "", "ox-commit", "-a", "ops", "-m", "commit 3")
+	if r := d.ox("", "ox-program", "install", "--yes", "git-sync"); r.code != 2 || !strings.Contains(r.stderr, "no agent") {
+		t.Fatalf("git-sync names no agent: exit %d %s", r.code, r.stderr)
+	}
+	d.mustOx(t, "", "ox-program", "install", "-a", "ops", "--yes", "git-sync")
+	run := runEnd(t, d.ox("", "ox-program", "run", "-a", "ops", "-n", "git-sync", "remote="+remote), "git-sync")
+	if run.status != 0 || !strings.Contains(run.out, "mirrored 3 commits") {
+		t.Fatalf("git-sync: %+v", run)
+	}
+	log := gitIn(t, remote, "log", "--format=%s|%(trailers:key=Oxios-Commit,valueonly,separator=)", "main")
+	lines := strings.Split(strings.TrimSpace(log), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "commit 3|") || !strings.HasPrefix(lines[2], "commit 1|") {
+		t.Fatalf("the mirror's log:\n%s", log)
+	}
+	if files := gitIn(t, remote, "ls-tree", "-r", "--name-only", "main"); files != "agents/ops/state/notes/two\n" {
+		t.Fatalf("the mirror's files:\n%s", files)
+	}
+	if files := gitIn(t, remote, "ls-tree", "-r", "--name-only", "main~2"); files != "agents/ops/state/notes/one\n" {
+		t.Fatalf("the first commit's files:\n%s", files)
+	}
+	// Later commits only.
+	d.mustOx(t, "", "ox-state", "save", "-a", "ops", "notes/three", "3")
+	d.mustOx(t, "", "ox-commit", "-a", "ops", "-m", "commit 4")
+	run = runEnd(t, d.ox("", "ox-program", "run", "-a", "ops", "-n", "git-sync", "remote="+remote), "git-sync again")
+	if run.status != 0 || !strings.Contains(run.out, "mirrored 1 commits") {
+		t.Fatalf("git-sync again: %+v", run)
+	}
+	if v := gitIn(t, remote, "show", "main:agents/ops/state/notes/three"); v != "3" {
+		t.Fatalf("notes/three in the mirror: %q", v)
+	}
+	if run := runEnd(t, d.ox("", "ox-program", "run", "-a", "ops", "-n", "git-sync", "remote="+remote), "git-sync up to date"); run.status != 0 || !strings.Contains(run.out, "up to date") {
+		t.Fatalf("git-sync up to date: %+v", run)
+	}
+	verifyAudit(t, d)
+}
+
+// TestProgramCodeReview: the shipped code-review reviews the changes of
+// a repository taken with --work: the model (scripted) gets the diff, and
+// its findings land in the agent's state and inbox; the folder is left
+// as it was.
+func TestProgramCodeReview(t *testing.T) {
+	t.Parallel()
+	finding := "src/a.txt:1: bug: answer=43 is off by one, the test wants 42"
+	d, s := llmDaemon(t, "", llmtest.Turn{Content: finding})
+	repo := workRepo(t, d.dir, 0)
+	if err := os.WriteFile(filepath.Join(repo, "src", "a.txt"), []byte("answer=43\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(repo, "src", "new.txt"), []byte("brand new\n"), 0o644)
+	pol := strings.Replace(defaultPolicy(t), "None by default.\nallow = []", "None by default.\nallow = [\""+d.dir+"/**\"]", 1)
+	d.mustOx(t, "", "ox-policy", "set", "-a", "reviewer", writePolicy(t, pol))
+	d.mustOx(t, "", "ox-program", "install", "--yes", "code-review")
+	run := runEnd(t, d.ox("", "ox-program", "run", "-a", "reviewer", "-n", "--work", repo, "code-review"), "code-review")
+	if run.status != 0 || !strings.Contains(run.out, finding) {
+		t.Fatalf("code-review: %+v", run)
+	}
+	reqs := s.Requests()
+	if len(reqs) != 1 || !strings.Contains(reqs[0].Text(), "+answer=43") || !strings.Contains(reqs[0].Text(), "+brand new") || !strings.Contains(reqs[0].Text(), "FILE:LINE: SEVERITY") {
+		t.Fatalf("the model was not given the diff and the skill:\n%v", reqs)
+	}
+	review := d.mustOx(t, "", "ox-state", "load", "-a", "reviewer", "reviews/"+run.id+".md")
+	if !strings.Contains(review, finding) || !strings.Contains(review, "2 files changed") {
+		t.Fatalf("reviews/%s.md: %s", run.id, review)
+	}
+	if msgs := d.mustOx(t, "", "ox-msg", "ls", "-a", "reviewer"); !strings.Contains(msgs, "code-review "+run.id) || !strings.Contains(msgs, "off by one") {
+		t.Fatalf("the inbox: %s", msgs)
+	}
+	if st := gitIn(t, repo, "status", "--porcelain"); st != " M src/a.txt\n?? src/new.txt\n" {
+		t.Fatalf("the folder changed: %q", st)
+	}
+	verifyAudit(t, d)
+}
