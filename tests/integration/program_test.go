@@ -30,8 +30,8 @@ required = true
 description = "the greeting"
 default = "hello"
 ` + policy,
-		"SKILL.md": "---\nname: greet\ndescription: Greet someone.\n---\nSay hello.\n",
-		"greet.sh": "#!/bin/sh\nset -e\nmsg=\"$ARG_HOW $ARG_WHO ($*) from $PROGRAM_NAME " + ver + " in $(pwd)\"\necho \"$msg\"\necho \"$msg\" | ox-state save greet/last >/dev/null\ncat \"$PROGRAM_DIR/lib/extra.txt\"\n",
+		"SKILL.md":      "---\nname: greet\ndescription: Greet someone.\n---\nSay hello.\n",
+		"greet.sh":      "#!/bin/sh\nset -e\nmsg=\"$ARG_HOW $ARG_WHO ($*) from $PROGRAM_NAME " + ver + " in $(pwd)\"\necho \"$msg\"\necho \"$msg\" | ox-state save greet/last >/dev/null\ncat \"$PROGRAM_DIR/lib/extra.txt\"\n",
 		"lib/extra.txt": "extra file " + ver + "\n",
 	}
 	for name, text := range files {
