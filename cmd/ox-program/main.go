@@ -482,6 +482,9 @@ func run(c *cli.Context) error {
 		if a.Work, err = filepath.Abs(w); err != nil {
 			return cliutil.Usagef("--work %s: %v", w, err)
 		}
+		// The run sees the folder at /work; a program that starts runs
+		// of its own on it (ouroboros) names it by its host path.
+		a.Env = append(a.Env, "PROGRAM_WORK="+a.Work)
 	}
 	if len(p.Command) > 0 {
 		if a.Model != "" {

@@ -1,13 +1,17 @@
 package integration
 
 import (
+	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/oxios/oxios/pkg/llm/llmtest"
+	"github.com/oxios/oxios/pkg/proto"
 )
 
 // programRepo makes a git repository holding a program "greet" at
@@ -295,6 +299,155 @@ func TestProgramCodeReview(t *testing.T) {
 	}
 	if st := gitIn(t, repo, "status", "--porcelain"); st != " M src/a.txt\n?? src/new.txt\n" {
 		t.Fatalf("the folder changed: %q", st)
+	}
+	verifyAudit(t, d)
+}
+
+// calcRepo makes a project whose test wants answer=42 in calc.txt, which
+// holds answer=41.
+func calcRepo(t *testing.T, dir string) string {
+	t.Helper()
+	repo := filepath.Join(dir, "calc")
+	os.MkdirAll(repo, 0o755)
+	os.WriteFile(filepath.Join(repo, "calc.txt"), []byte("answer=41\n"), 0o644)
+	os.WriteFile(filepath.Join(repo, "test.sh"), []byte("#!/bin/sh\ngrep -qx answer=42 calc.txt && echo PASS || { echo FAIL: want answer=42, have $(cat calc.txt); exit 1; }\n"), 0o755)
+	gitIn(t, repo, "init", "-q")
+	gitIn(t, repo, "add", "-A")
+	gitIn(t, repo, "commit", "-qm", "a failing test")
+	return repo
+}
+
+// ouroborosDaemon is a daemon whose scripted model plays turns, with
+// agent dev allowed to work on its folder and ouroboros installed.
+func ouroborosDaemon(t *testing.T, turns ...llmtest.Turn) (*daemon, *llmtest.Server, string) {
+	t.Helper()
+	d, s := llmDaemon(t, "", turns...)
+	repo := calcRepo(t, d.dir)
+	pol := strings.Replace(defaultPolicy(t), "None by default.\nallow = []", "None by default.\nallow = [\""+d.dir+"/**\"]", 1)
+	d.mustOx(t, "", "ox-policy", "set", "-a", "dev", writePolicy(t, pol))
+	d.mustOx(t, "", "ox-program", "install", "-a", "dev", "--yes", "ouroboros")
+	return d, s, repo
+}
+
+func seedTurn(goal string, checks ...string) llmtest.Turn {
+	q := make([]string, len(checks))
+	for i, c := range checks {
+		q[i] = strconv.Quote(c)
+	}
+	return llmtest.Turn{Content: `{"goal": ` + strconv.Quote(goal) + `, "constraints": ["change calc.txt only"], "checks": [` + strings.Join(q, ", ") + `]}`, PromptTokens: 900, CompletionTokens: 100}
+}
+
+func changeTurn(answer string) llmtest.Turn {
+	return llmtest.Turn{Content: "```json\n{\"files\": [{\"path\": \"calc.txt\", \"content\": \"answer=" + answer + "\\n\"}], \"note\": \"answer " + answer + "\"}\n```", PromptTokens: 900, CompletionTokens: 100}
+}
+
+// TestProgramOuroboros: a scripted model that needs two evolutions of its
+// spec to pass a real check (the project's test.sh): the interview's
+// answers come from stdin, three generations are executed and evaluated
+// in copy-on-write workspaces of the folder, the seed is committed at each
+// and ox-commit log seeds/ shows it, and the passing change waits in the
+// last run's work while the folder is untouched.
+func TestProgramOuroboros(t *testing.T) {
+	t.Parallel()
+	d, s, repo := ouroborosDaemon(t,
+		llmtest.Turn{Content: `{"questions": ["Which value must calc.txt hold?"]}`},
+		seedTurn("make the project's test pass", "./test.sh"),
+		changeTurn("40"),
+		seedTurn("make test.sh pass: it wants calc.txt to hold answer=42", "./test.sh"),
+		changeTurn("43"),
+		seedTurn("calc.txt holds exactly the line answer=42", "./test.sh", "grep -qx answer=42 calc.txt"),
+		changeTurn("42"),
+	)
+	r := d.ox("forty-two\n", "ox-program", "run", "-a", "dev", "--work", repo, "ouroboros", "name=calc", "make the test pass")
+	run := runEnd(t, r, "ouroboros")
+	if run.status != 0 || !strings.Contains(run.out, "generation 3 passed its checks") || !strings.Contains(run.out, "answers from stdin") {
+		t.Fatalf("ouroboros: %+v\n%s", run, r.stderr)
+	}
+	reqs := s.Requests()
+	if len(reqs) != 7 {
+		t.Fatalf("%d model calls, want 7", len(reqs))
+	}
+	if !strings.Contains(reqs[1].Text(), "Which value must calc.txt hold? -> forty-two") || !strings.Contains(reqs[0].Text(), "answer=41") {
+		t.Fatalf("the interview's answer did not reach the seed, or the project the interview:\n%s\n%s", reqs[0].Text(), reqs[1].Text())
+	}
+	if !strings.Contains(reqs[3].Text(), "FAIL: want answer=42, have answer=40") {
+		t.Fatalf("the evolve step was not given the evaluation:\n%s", reqs[3].Text())
+	}
+	seed := d.mustOx(t, "", "ox-state", "load", "-a", "dev", "seeds/calc.md")
+	if !strings.Contains(seed, "(generation 3)") || !strings.Contains(seed, "`grep -qx answer=42 calc.txt`") || !strings.Contains(seed, "generation 2 failed ./test.sh") {
+		t.Fatalf("seeds/calc.md:\n%s", seed)
+	}
+	// The evolution, committed.
+	var gens []string
+	for _, c := range records(t, d.mustOx(t, "", "ox-commit", "log", "-a", "dev", "seeds/")) {
+		gens = append(gens, c["message"].(string))
+	}
+	want := []string{"ouroboros calc: passed at generation 3", "ouroboros calc: seed generation 3: generation 2 failed ./test.sh", "ouroboros calc: seed generation 2: generation 1 failed ./test.sh", "ouroboros calc: seed generation 1"}
+	if strings.Join(gens, "|") != strings.Join(want, "|") {
+		t.Fatalf("ox-commit log seeds/:\n%s\nwant\n%s", strings.Join(gens, "\n"), strings.Join(want, "\n"))
+	}
+	// Each generation's evaluation is a record; the passing one's run
+	// holds the change, pending.
+	var passed string
+	for i, want := range []string{"false", "false", "true"} {
+		ev := d.mustOx(t, "", "ox-state", "load", "-a", "dev", "seeds/calc/evals/"+strconv.Itoa(i+1)+".json")
+		if !strings.Contains(ev, `"passed": `+want) {
+			t.Fatalf("evaluation %d: %s", i+1, ev)
+		}
+		if want == "true" {
+			passed = records(t, strings.ReplaceAll(ev, "\n", ""))[0]["run"].(string)
+		}
+	}
+	if diff := d.mustOx(t, "", "ox-work", "diff", passed); !strings.Contains(diff, "+answer=42") {
+		t.Fatalf("the passing run's work:\n%s", diff)
+	}
+	if st := gitIn(t, repo, "status", "--porcelain"); st != "" {
+		t.Fatalf("the folder changed: %q", st)
+	}
+	// Three generations on the audit log: the loop's runs, each audited
+	// as started by the loop's run: seven of the model, three on the
+	// folder (whose work waits, with the loop's own).
+	c := d.client(t)
+	spawned := 0
+	err := c.AuditLog(context.Background(), proto.AuditLogArgs{Op: proto.OpRunSpawn}, func(line json.RawMessage) error {
+		var e auditRec
+		if json.Unmarshal(line, &e) == nil && e.Actor.Run == run.id && e.Result == "ok" {
+			spawned++
+		}
+		return nil
+	})
+	if err != nil || spawned != 10 {
+		t.Errorf("%d runs audited as the loop's (%v), want 10", spawned, err)
+	}
+	if n := strings.Count(d.mustOx(t, "", "ox-work", "ls", "-a", "dev"), `"type":"work"`); n != 4 {
+		t.Errorf("%d runs with pending work, want 4 (the loop and three generations)", n)
+	}
+	verifyAudit(t, d)
+}
+
+// TestProgramOuroborosBudget: the agent's budget ends mid-loop: the loop
+// stops cleanly, its seed committed and its status recorded.
+func TestProgramOuroborosBudget(t *testing.T) {
+	t.Parallel()
+	d, _, repo := ouroborosDaemon(t,
+		llmtest.Turn{Content: `{"questions": []}`, PromptTokens: 900, CompletionTokens: 100},
+		seedTurn("make the project's test pass", "./test.sh"),
+		changeTurn("40"),
+		seedTurn("never reached", "./test.sh"),
+		changeTurn("42"),
+	)
+	d.mustOx(t, "", "ox-budget", "set", "-a", "dev", "--tokens", "2500")
+	r := d.ox("", "ox-program", "run", "-a", "dev", "-n", "--work", repo, "ouroboros", "name=calc", "make the test pass")
+	run := runEnd(t, r, "ouroboros")
+	if run.status != 1 || !strings.Contains(run.out, "the budget ended") || !strings.Contains(run.out, `"status":"budget"`) {
+		t.Fatalf("ouroboros over budget: %+v\n%s", run, r.stderr)
+	}
+	if st := d.mustOx(t, "", "ox-state", "load", "-a", "dev", "seeds/calc/status.json"); !strings.Contains(st, `"status":"budget"`) {
+		t.Fatalf("status: %s", st)
+	}
+	log := d.mustOx(t, "", "ox-commit", "log", "-a", "dev", "seeds/")
+	if !strings.Contains(log, "seed generation 1") || !strings.Contains(log, "ouroboros calc: budget at generation 1") || strings.Contains(log, "generation 2") {
+		t.Fatalf("ox-commit log seeds/:\n%s", log)
 	}
 	verifyAudit(t, d)
 }

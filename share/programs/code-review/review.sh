@@ -40,7 +40,7 @@ ox-spawn -a "$OXIOS_AGENT" --no-memory --no-keep -s "$system" \
 	jq -r 'select(.type=="exit" or .type=="error") | .text' "$tmp/run.jsonl" >&2 || true
 	exit 1
 }
-jq -r 'select(.type=="message" and .role=="assistant" and (.text // "") != "") | .text' "$tmp/run.jsonl" | tail -n 1 >"$tmp/findings"
+jq -rs '[.[] | select(.type=="message" and .role=="assistant" and (.text // "") != "") | .text] | last // empty' "$tmp/run.jsonl" >"$tmp/findings"
 if [ ! -s "$tmp/findings" ]; then
 	echo "code-review: the model gave no findings" >&2
 	exit 1
