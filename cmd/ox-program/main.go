@@ -126,16 +126,31 @@ func sharedFS() fs.FS {
 	return sub
 }
 
-// agentFor is the agent of a command on program p: -a (or OXIOS_AGENT),
-// else the program's own agent.
+// agentFor is the agent of a command on program p: -a given on the
+// command line, else the program's own agent, else $OXIOS_AGENT (a shell's
+// default agent does not move a program from the agent it names).
 func agentFor(c *cli.Context, p *program.Program) (string, error) {
-	if c.String("agent") == "" && p != nil && p.Agent != "" {
+	if !agentGiven() && p != nil && p.Agent != "" {
 		if err := proto.CheckAgent(p.Agent); err != nil {
 			return "", cliutil.Failf("program %s: agent: %s", p.Name, err.Message)
 		}
 		return p.Agent, nil
 	}
 	return cliutil.Agent(c)
+}
+
+// agentGiven reports whether -a or --agent is on the command line (not
+// only in the environment).
+func agentGiven() bool {
+	for _, a := range os.Args[1:] {
+		if a == "--" {
+			break
+		}
+		if a == "-a" || a == "--agent" || strings.HasPrefix(a, "-a=") || strings.HasPrefix(a, "--agent=") {
+			return true
+		}
+	}
+	return false
 }
 
 func connect(c *cli.Context, agent string) (store, func(), error) {
