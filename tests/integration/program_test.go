@@ -273,7 +273,7 @@ func TestProgramGitSync(t *testing.T) {
 func TestProgramCodeReview(t *testing.T) {
 	t.Parallel()
 	finding := "src/a.txt:1: bug: answer=43 is off by one, the test wants 42"
-	d, s := llmDaemon(t, "", llmtest.Turn{Content: finding})
+	d, s := llmDaemon(t, "", llmtest.Turn{Content: finding}, llmtest.Turn{Content: "Haiku about disks."})
 	repo := workRepo(t, d.dir, 0)
 	if err := os.WriteFile(filepath.Join(repo, "src", "a.txt"), []byte("answer=43\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -299,6 +299,22 @@ func TestProgramCodeReview(t *testing.T) {
 	}
 	if st := gitIn(t, repo, "status", "--porcelain"); st != " M src/a.txt\n?? src/new.txt\n" {
 		t.Fatalf("the folder changed: %q", st)
+	}
+
+	// A program whose entry is an LLM task: an LLM run of the task with
+	// its arguments, its SKILL.md as the system prompt.
+	dir := filepath.Join(t.TempDir(), "poet")
+	os.MkdirAll(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, "program.toml"), []byte("name = \"poet\"\nversion = \"1\"\ndescription = \"Write a poem\"\ntask = \"Write a {{form}} about {{topic}}.\"\n[args.form]\ndescription = \"the form\"\ndefault = \"haiku\"\n[args.topic]\ndescription = \"what about\"\nrequired = true\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "SKILL.md"), []byte("---\nname: poet\ndescription: Write poems.\n---\nRhyme nothing; count syllables.\n"), 0o644)
+	d.mustOx(t, "", "ox-program", "install", "-a", "reviewer", "--yes", dir)
+	poem := runEnd(t, d.ox("", "ox-program", "run", "-a", "reviewer", "-n", "poet", "topic=disks", "in", "five", "lines"), "poet")
+	if poem.status != 0 {
+		t.Fatalf("poet: %+v", poem)
+	}
+	reqs = s.Requests()
+	if last := reqs[len(reqs)-1].Text(); !strings.Contains(last, "Rhyme nothing; count syllables.") || !strings.Contains(last, "Write a haiku about disks.\n\nin five lines") {
+		t.Fatalf("the task program's request:\n%s", last)
 	}
 	verifyAudit(t, d)
 }
