@@ -29,6 +29,8 @@ CISI ?= $(CURDIR)/../shared/data/ir/cisi
 # Every folder of cmd/ with a main.go is a binary.
 BINARIES := $(patsubst cmd/%/main.go,%,$(wildcard cmd/*/main.go))
 MANSRC := $(wildcard man/*.md)
+# Every folder of share/programs/ is a shipped program (ox-program(1)).
+PROGRAMS := $(notdir $(patsubst %/,%,$(wildcard share/programs/*/)))
 MANPAGES := $(MANSRC:.md=)
 # Every folder of tools/ is a WASM tool: share/tools/NAME.wasm beside its
 # manifest share/tools/NAME.json.
@@ -185,6 +187,13 @@ install: build ## install binaries, man pages, completions, systemd units, defau
 	@# and copied (an agent's own go in its state under personas/NAME).
 	install -d $(DESTDIR)$(DATADIR)/oxios/personas
 	install -m 0644 $(wildcard share/personas/*.toml) $(DESTDIR)$(DATADIR)/oxios/personas/
+	@# The shipped programs are built into ox-program; installed to be
+	@# read and copied (ox-program install takes a folder too).
+	@set -e; for p in $(PROGRAMS); do \
+		install -d $(DESTDIR)$(DATADIR)/oxios/programs/$$p; \
+		for f in share/programs/$$p/*; do m=0644; [ -x $$f ] && m=0755; \
+			echo "install -m $$m $$f $(DESTDIR)$(DATADIR)/oxios/programs/$$p/"; \
+			install -m $$m $$f $(DESTDIR)$(DATADIR)/oxios/programs/$$p/; done; done
 	install -d $(DESTDIR)$(DATADIR)/oxios/tools
 	install -m 0644 $(TOOLWASM) $(addprefix share/tools/,$(addsuffix .json,$(TOOLS))) $(DESTDIR)$(DATADIR)/oxios/tools/
 	@# The shipped defaults as a starting point, never over an existing file.
@@ -209,6 +218,10 @@ uninstall: ## remove what install installed (an edited /etc/oxios/oxios.toml sta
 	rm -f $(addprefix $(DESTDIR)$(DATADIR)/oxios/tools/,$(addsuffix .wasm,$(TOOLS)) $(addsuffix .json,$(TOOLS)))
 	rm -f $(addprefix $(DESTDIR)$(DATADIR)/oxios/policies/,$(notdir $(wildcard share/policies/*.toml)))
 	rm -f $(addprefix $(DESTDIR)$(DATADIR)/oxios/personas/,$(notdir $(wildcard share/personas/*.toml)))
+	@set -e; for p in $(PROGRAMS); do for f in share/programs/$$p/*; do \
+		rm -f $(DESTDIR)$(DATADIR)/oxios/programs/$$p/$${f##*/}; done; \
+		rmdir $(DESTDIR)$(DATADIR)/oxios/programs/$$p 2>/dev/null || true; done
+	@rmdir $(DESTDIR)$(DATADIR)/oxios/programs 2>/dev/null || true
 	@rmdir $(DESTDIR)$(DATADIR)/oxios/personas 2>/dev/null || true
 	@rmdir $(DESTDIR)$(DATADIR)/oxios/policies 2>/dev/null || true
 	@rmdir $(DESTDIR)$(DATADIR)/oxios/tools 2>/dev/null || true

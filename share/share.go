@@ -21,3 +21,10 @@ var Personas embed.FS
 //
 //go:embed skills
 var Skills embed.FS
+
+// Programs holds the programs shipped with Oxios (programs/NAME/: a
+// program.toml, a SKILL.md and scripts), which ox-program installs into
+// an agent by name.
+//
+//go:embed programs
+var Programs embed.FS

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -39,7 +40,7 @@ func main() {
 		{
 			Name:      "log",
 			Usage:     "list the commits that changed the agent (or anything), newest first",
-			ArgsUsage: "[REV]",
+			ArgsUsage: "[REV] [PREFIX/]",
 			Flags:     []cli.Flag{optAgent, &cli.IntFlag{Name: "n", Usage: "at most `N` commits"}, cliutil.SocketFlag, cliutil.JSONFlag},
 			Action:    logCmd,
 		},
@@ -190,13 +191,27 @@ func commitCmd(c *cli.Context) error {
 }
 
 func logCmd(c *cli.Context) error {
-	if c.NArg() > 1 {
-		return cliutil.Usagef("log takes at most one REV")
+	// An argument ending in / is a folder of the agent's keys (a ref
+	// name cannot end so): only the commits that changed a key in it.
+	var rev, prefix string
+	for _, a := range c.Args().Slice() {
+		switch {
+		case strings.HasSuffix(a, "/") && prefix == "":
+			prefix = a
+		case !strings.HasSuffix(a, "/") && rev == "":
+			rev = a
+		default:
+			return cliutil.Usagef("log takes at most one REV and one PREFIX/")
+		}
 	}
 	agent, err := agentOpt(c)
 	if err != nil {
 		return err
 	}
+	if prefix != "" && agent == "" {
+		return cliutil.Usagef("log %s: a PREFIX/ is a folder of an agent's keys: give -a AGENT", prefix)
+	}
+	limit := c.Int("n")
 	if c.Int("n") < 0 {
 		return cliutil.Usagef("-n must not be negative")
 	}
@@ -207,7 +222,20 @@ func logCmd(c *cli.Context) error {
 	defer cl.Close()
 	p := cliutil.NewPrinter(c, "COMMIT", "TIME", "AUTHOR", "AUDIT", "CHANGED", "MESSAGE")
 	n := 0
-	err = cl.CommitLog(c.Context, proto.CommitLogArgs{Agent: agent, Rev: c.Args().First(), N: c.Int("n")}, func(rec proto.CommitRecord) error {
+	args := proto.CommitLogArgs{Agent: agent, Rev: rev, N: limit}
+	if prefix != "" {
+		args.N = 0 // the filter is here: count after it
+	}
+	under := "agents/" + agent + "/state/" + prefix
+	err = cl.CommitLog(c.Context, args, func(rec proto.CommitRecord) error {
+		if prefix != "" {
+			if !slices.ContainsFunc(rec.Changed, func(ch proto.PathChange) bool { return strings.HasPrefix(ch.Path, under) }) {
+				return nil
+			}
+			if limit > 0 && n == limit {
+				return nil
+			}
+		}
 		n++
 		audit := ""
 		if rec.AuditHead != nil {

@@ -37,6 +37,7 @@ const (
 	kindJobs     = "jobs"
 	kindRevs     = "revisions"
 	kindSkills   = "skills"
+	kindPrograms = "programs"
 	kindPersonas = "personas"
 	kindFiles    = "files"
 )
@@ -63,6 +64,8 @@ func wordKind(app, w string) string {
 			return kindJobs
 		case "ox-skill":
 			return kindSkills
+		case "ox-program":
+			return kindPrograms
 		}
 	}
 	return ""
@@ -377,11 +380,18 @@ func (c *completer) kind(kind, typed, prefix string) {
 		})
 	case kindJobs:
 		cl.ScheduleList(ctx, agent, func(r proto.JobRecord) error { add(r.Name, r.Agent+" "+r.Schedule); return nil })
-	case kindSkills:
+	case kindSkills, kindPrograms:
 		if agent != "" {
+			// Skills are skills/NAME/..., programs programs/NAME/...
+			// (pkg/program, not imported here: every command's start
+			// would pay for its TOML and policy packages).
+			prefix := skill.Prefix
+			if kind == kindPrograms {
+				prefix = "programs/"
+			}
 			seen := map[string]bool{}
-			cl.StateList(ctx, agent, skill.Prefix, func(r proto.StateRecord) error {
-				name, _, _ := strings.Cut(strings.TrimPrefix(r.Key, skill.Prefix), "/")
+			cl.StateList(ctx, agent, prefix, func(r proto.StateRecord) error {
+				name, _, _ := strings.Cut(strings.TrimPrefix(r.Key, prefix), "/")
 				if !seen[name] {
 					seen[name] = true
 					add(name, "")

@@ -98,8 +98,22 @@ func Get(ctx context.Context, st Store, name string) (*Skill, error) {
 // files the new version does not have. If a write fails, what was written
 // is undone (the old version put back), so nothing is half-installed.
 func Install(ctx context.Context, st Store, sk *Skill, files []FileData, replace bool) error {
+	err := WriteTree(ctx, st, Prefix+sk.Name+"/", files, replace)
+	if isCode(err, proto.EEXIST) {
+		return proto.Errorf(proto.EEXIST, "agent has a skill %s already (--force replaces it)", sk.Name)
+	}
+	return err
+}
+
+// WriteTree writes files, in their order, as the keys under prefix (a
+// folder of the agent's state, ending in "/": skills/NAME/,
+// programs/NAME/). Keys under prefix already are refused (EEXIST) unless
+// replace; replacing removes those the new files lack. If a write fails,
+// what was written is undone (the old keys put back), so nothing is half
+// written.
+func WriteTree(ctx context.Context, st Store, prefix string, files []FileData, replace bool) error {
 	old := map[string][]byte{}
-	err := st.List(ctx, Prefix+sk.Name+"/", func(r proto.StateRecord) error {
+	err := st.List(ctx, prefix, func(r proto.StateRecord) error {
 		old[r.Key] = nil
 		return nil
 	})
@@ -107,7 +121,7 @@ func Install(ctx context.Context, st Store, sk *Skill, files []FileData, replace
 		return err
 	}
 	if len(old) > 0 && !replace {
-		return proto.Errorf(proto.EEXIST, "agent has a skill %s already (--force replaces it)", sk.Name)
+		return proto.Errorf(proto.EEXIST, "the agent's state has %s already", prefix)
 	}
 	for k := range old {
 		v, err := st.Load(ctx, k)
@@ -135,7 +149,7 @@ func Install(ctx context.Context, st Store, sk *Skill, files []FileData, replace
 	}
 	keep := map[string]bool{}
 	for _, f := range files {
-		k := Key(sk.Name, f.Path)
+		k := prefix + f.Path
 		keep[k] = true
 		if err := st.Save(ctx, k, f.Data); err != nil {
 			return undo(err)
@@ -160,20 +174,27 @@ func Remove(ctx context.Context, st Store, name string) (int, error) {
 	if err := CheckName(name); err != nil {
 		return 0, proto.Errorf(proto.EINVAL, "%v", err)
 	}
+	n, err := RemoveTree(ctx, st, Prefix+name+"/", File)
+	if n == 0 && err == nil {
+		return 0, proto.Errorf(proto.ENOENT, "no skill %s (ox-skill ls lists them)", name)
+	}
+	return n, err
+}
+
+// RemoveTree deletes every key under prefix, first (the file that makes
+// the folder whole, SKILL.md or program.toml) before the others, so that
+// a removal cut short leaves nothing listed as whole; it returns how many
+// keys it deleted (0 and no error: there were none).
+func RemoveTree(ctx context.Context, st Store, prefix, first string) (int, error) {
 	var keys []string
-	err := st.List(ctx, Prefix+name+"/", func(r proto.StateRecord) error {
+	err := st.List(ctx, prefix, func(r proto.StateRecord) error {
 		keys = append(keys, r.Key)
 		return nil
 	})
 	if err != nil && !isCode(err, proto.ENOENT) {
 		return 0, err
 	}
-	if len(keys) == 0 {
-		return 0, proto.Errorf(proto.ENOENT, "no skill %s (ox-skill ls lists them)", name)
-	}
-	// SKILL.md first: a removal cut short leaves no half skill listed as
-	// whole.
-	sort.SliceStable(keys, func(i, j int) bool { return keys[i] == Key(name, File) && keys[j] != Key(name, File) })
+	sort.SliceStable(keys, func(i, j int) bool { return keys[i] == prefix+first && keys[j] != prefix+first })
 	for i, k := range keys {
 		if err := st.Delete(ctx, k); err != nil && !isCode(err, proto.ENOENT) {
 			return i, err

@@ -69,6 +69,8 @@ var skips = map[string]string{
 	// Paths on another machine.
 	"ox-audit export > /mnt/offsite":      "writes to a backup host's mount",
 	"ox-audit verify --file /mnt/offsite": "reads from a backup host's mount",
+	"ox-program run ouroboros":            "needs a model that answers in JSON: the stand-in answers a sentence (tests/integration's TestProgramOuroboros scripts one)",
+	"ox-state load -a builder seeds/":     "reads the seed the skipped ouroboros run writes",
 }
 
 // skipSections are README sections whose examples need more than one
