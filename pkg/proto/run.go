@@ -214,6 +214,9 @@ type ExecArgs struct {
 	Command string   `json:"command,omitempty"`
 	Stdin   string   `json:"stdin,omitempty"`
 	Timeout string   `json:"timeout,omitempty"`
+	// Work is a host folder the command works on at /work through an
+	// overlay (ox-exec --work): its changes wait as the exec's work.
+	Work string `json:"work,omitempty"`
 }
 
 // ExecRecord is the "exec" record: the result of an exec.
@@ -233,7 +236,13 @@ type ExecRecord struct {
 	// Digest is the blake3 of stdout then stderr, as the audit log has it.
 	Digest   string  `json:"digest"`
 	Duration float64 `json:"duration"` // seconds
-	Text     string  `json:"text"`
+	// Work is the host folder of an exec with one, ID the id its work
+	// goes by (ox-work diff ID) and Changes how many paths it changed
+	// (none: nothing waits).
+	Work    string `json:"work,omitempty"`
+	ID      string `json:"id,omitempty"`
+	Changes int    `json:"changes,omitempty"`
+	Text    string `json:"text"`
 }
 
 // AddCost adds two costs, rounded to a billionth: a sum of prices such as

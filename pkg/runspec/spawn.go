@@ -268,11 +268,17 @@ var runIDEnc = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPaddin
 
 // NewID is a new run id: "r" and 9 random base32 letters, short enough
 // to type, that taken does not know yet.
-func NewID(taken func(id string) bool) string {
+func NewID(taken func(id string) bool) string { return newID("r", taken) }
+
+// NewExecID is the id of an exec that works on a host folder (ox-exec
+// --work), which names its pending work: "x" and 9 letters, as a run's.
+func NewExecID(taken func(id string) bool) string { return newID("x", taken) }
+
+func newID(prefix string, taken func(id string) bool) string {
 	for {
 		var b [6]byte
 		rand.Read(b[:])
-		id := "r" + runIDEnc.EncodeToString(b[:])[:9]
+		id := prefix + runIDEnc.EncodeToString(b[:])[:9]
 		if !taken(id) {
 			return id
 		}
