@@ -184,6 +184,7 @@ var syscalls = declare(map[string]*Syscall{
 	// Runs' work on host folders (work.go): an operator's to apply.
 	proto.OpWorkList:    {Agent: agentFilter},
 	proto.OpWorkDiff:    {},
+	proto.OpWorkView:    {},
 	proto.OpWorkApply:   {Operator: true, Mutates: true},
 	proto.OpWorkDiscard: {Operator: true, Mutates: true},
 	proto.OpRunReceipt:  {Admin: true},

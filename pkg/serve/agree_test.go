@@ -75,7 +75,7 @@ var objectAgent = map[string]bool{
 	proto.OpRunAttach: true, proto.OpRunWait: true, proto.OpRunKill: true,
 	proto.OpScheduleRm: true, proto.OpScheduleRun: true, proto.OpScheduleEnable: true,
 	proto.OpApproveDecide: true, proto.OpMsgSend: true,
-	proto.OpWorkDiff: true, proto.OpWorkApply: true, proto.OpWorkDiscard: true, proto.OpRunReceipt: true,
+	proto.OpWorkDiff: true, proto.OpWorkView: true, proto.OpWorkApply: true, proto.OpWorkDiscard: true, proto.OpRunReceipt: true,
 }
 
 // isRefusal reports whether code is a refusal's (oxios(7), ERRORS).

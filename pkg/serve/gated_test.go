@@ -105,6 +105,7 @@ func gatedArgs(run, pending string) map[string]string {
 		proto.OpVersionPush:    `{"remote":"origin"}`,
 		proto.OpWorkList:       `{}`,
 		proto.OpWorkDiff:       `{"run":"` + run + `"}`,
+		proto.OpWorkView:       `{"run":"` + run + `"}`,
 		proto.OpWorkApply:      `{"run":"` + run + `"}`,
 		proto.OpWorkDiscard:    `{"run":"` + run + `"}`,
 		proto.OpRunReceipt:     `{"run":"` + run + `"}`,

@@ -165,6 +165,7 @@ var handlers = map[string]Func{
 	proto.OpVersionPush:    unary(false, (*kernel.Kernel).VersionPush),
 	proto.OpWorkList:       stream(true, (*kernel.Kernel).WorkList),
 	proto.OpWorkDiff:       unary(false, (*kernel.Kernel).WorkDiff),
+	proto.OpWorkView:       unary(false, (*kernel.Kernel).WorkView),
 	proto.OpWorkApply:      unary(false, (*kernel.Kernel).WorkApply),
 	proto.OpWorkDiscard:    unary(false, (*kernel.Kernel).WorkDiscard),
 	proto.OpRunReceipt:     stream(false, (*kernel.Kernel).RunReceipt),

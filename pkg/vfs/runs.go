@@ -26,11 +26,12 @@ import (
 // Each is the syscall of the matching ox-* command (ox-spawn, ox-ps,
 // ox-attach, ox-kill), made by the caller.
 //
-// Where the next files go: a run's stdin, once the kernel has a syscall
+// A run on a host folder (ox-spawn --work) has two more: work.diff and
+// the folder work/ (work.go).
+//
+// Where the next file goes: a run's stdin, once the kernel has a syscall
 // that feeds a live run (today a run's input is given at spawn), is a row
-// of RunFiles with a Write; a run's copy-on-write workspace is its
-// folder work/, an Entry with a Dir that runsDir.run's table lists beside
-// these rows (the table holds files only today: give it the folder then).
+// of RunFiles with a Write.
 
 // Spawn is /agent/NAME/spawn.
 var Spawn = &Kind{
@@ -141,20 +142,25 @@ func (d *runsDir) Entries(ctx context.Context, c *kernel.Cred) ([]Entry, error) 
 	}
 	es := make([]Entry, 0, len(recs))
 	for _, r := range recs {
-		es = append(es, Entry{Name: r.ID, Dir: d.run(r.ID)})
+		es = append(es, Entry{Name: r.ID, Dir: d.run(&r)})
 	}
 	return es, nil
 }
 
 func (d *runsDir) Lookup(ctx context.Context, c *kernel.Cred, name string) (Entry, error) {
-	if _, err := findRun(ctx, d.k, c, d.agent, name); err != nil {
+	r, err := findRun(ctx, d.k, c, d.agent, name)
+	if err != nil {
 		return Entry{}, err
 	}
-	return Entry{Name: name, Dir: d.run(name)}, nil
+	return Entry{Name: name, Dir: d.run(&r)}, nil
 }
 
-func (d *runsDir) run(id string) Dir {
-	return &table{rows: RunFiles, agent: d.agent, run: id}
+// run is the folder of run r: RunFiles, and, on a host folder, its work.
+func (d *runsDir) run(r *proto.RunRecord) Dir {
+	if r.Work == "" {
+		return &table{rows: RunFiles, agent: d.agent, run: r.ID}
+	}
+	return &table{rows: runWorkFiles, dirs: map[string]Dir{"work": &workDir{k: d.k, agent: d.agent, run: r.ID}}, agent: d.agent, run: r.ID}
 }
 
 // Words splits a command line as a shell would, without expanding
