@@ -140,6 +140,7 @@ var syscalls = declare(map[string]*Syscall{
 	proto.OpRunAttach: {Fleet: true},
 	proto.OpRunWait:   {Fleet: true},
 	proto.OpRunKill:   {Fleet: true, Mutates: true},
+	proto.OpRunStdin:  {Mutates: true},
 	proto.OpRunPs:     {Fleet: true, Existing: true, Agent: agentFilter},
 	proto.OpExec:      {Asks: askExec, Existing: true, Mutates: true},
 	proto.OpNetFetch:  {Asks: askHost, Existing: true, Mutates: true},

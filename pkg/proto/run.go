@@ -18,6 +18,9 @@ const (
 	OpRunWait = "run.wait"
 	// OpRunKill sends a signal to each run's process group.
 	OpRunKill = "run.kill"
+	// OpRunStdin writes a run's stdin, or closes it, when the run was
+	// started with it open (SpawnArgs.OpenStdin).
+	OpRunStdin = "run.stdin"
 	// OpRunPs streams the run records, oldest first.
 	OpRunPs = "run.ps"
 
@@ -96,6 +99,9 @@ type SpawnArgs struct {
 	// Work is a host folder the run works on at /work, through an
 	// overlay: its changes wait for ox-work apply (issue 48).
 	Work string `json:"work,omitempty"`
+	// OpenStdin keeps a command's stdin open after Input: run.stdin
+	// writes it, and closes it (the mount's runs/RUN/stdin).
+	OpenStdin bool `json:"open_stdin,omitempty"`
 }
 
 // LLMArgs are the options of an LLM run beyond its task and model.
@@ -135,6 +141,8 @@ type RunRecord struct {
 	Workspace string     `json:"workspace,omitempty"`
 	// Work is the host folder the run works on through an overlay.
 	Work string `json:"work,omitempty"`
+	// OpenStdin: the run's stdin stays open for run.stdin.
+	OpenStdin bool `json:"open_stdin,omitempty"`
 	// Status is the exit status as a shell reports it (128+N for signal
 	// N), once exited.
 	Status *int   `json:"status,omitempty"`
@@ -184,6 +192,14 @@ type ExitRecord struct {
 // AttachArgs are the args of run.attach.
 type AttachArgs struct {
 	Run string `json:"run"`
+}
+
+// StdinArgs are the args of run.stdin: Data written to Run's stdin, then
+// the stdin closed when Close.
+type StdinArgs struct {
+	Run   string `json:"run"`
+	Data  []byte `json:"data,omitempty"`
+	Close bool   `json:"close,omitempty"`
 }
 
 // RunsArgs name runs (run.wait).

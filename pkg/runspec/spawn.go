@@ -23,6 +23,9 @@ func CheckSpawn(a proto.SpawnArgs) *proto.Error {
 	if len(a.Command) > 0 && a.Task != "" {
 		return proto.Errorf(proto.EINVAL, "give a task or a command, not both")
 	}
+	if a.OpenStdin && len(a.Command) == 0 {
+		return proto.Errorf(proto.EINVAL, "open_stdin is for a command: an LLM run's input is its context, read at its start")
+	}
 	for _, e := range a.Env {
 		name, _, ok := strings.Cut(e, "=")
 		if !ok || name == "" || strings.ContainsAny(name, " \t\n\x00") {
@@ -200,7 +203,7 @@ func Spec(a proto.SpawnArgs, r Run) supervisor.Spec {
 	}
 	spec := supervisor.Spec{
 		ID: r.ID, Agent: a.Agent, Argv: r.Argv, Env: Env(a, r.ID, r.Dir, r.Where, r.LLM, model, r.SysEnv), Dir: r.Dir,
-		Stdin: []byte(a.Input), Limits: Limits(r.Policy), Command: a.Command, Model: model, Records: llm,
+		Stdin: []byte(a.Input), OpenStdin: a.OpenStdin, Limits: Limits(r.Policy), Command: a.Command, Model: model, Records: llm,
 		Wall: time.Duration(r.Wall * float64(time.Second)),
 	}
 	if llm {

@@ -69,6 +69,7 @@ func gatedArgs(run, pending string) map[string]string {
 		proto.OpRunAttach:      `{"run":"` + run + `"}`,
 		proto.OpRunWait:        `{"runs":["` + run + `"]}`,
 		proto.OpRunKill:        `{"runs":["` + run + `"]}`,
+		proto.OpRunStdin:       `{"run":"` + run + `","close":true}`,
 		proto.OpRunPs:          `{}`,
 		proto.OpExec:           `{"agent":"ops","argv":["true"]}`,
 		proto.OpNetFetch:       `{"agent":"ops","url":"http://127.0.0.1:1/"}`,

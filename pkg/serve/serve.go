@@ -129,6 +129,7 @@ var handlers = map[string]Func{
 	proto.OpRunAttach:      runAttach,
 	proto.OpRunWait:        runWait,
 	proto.OpRunKill:        stream(false, (*kernel.Kernel).RunKill),
+	proto.OpRunStdin:       unary(false, (*kernel.Kernel).RunStdin),
 	proto.OpRunPs:          stream(true, (*kernel.Kernel).RunPs),
 	proto.OpExec:           refusedUnary("exec", (*kernel.Kernel).Exec),
 	proto.OpNetFetch:       refusedUnary("fetch", (*kernel.Kernel).NetFetch),

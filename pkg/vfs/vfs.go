@@ -44,6 +44,7 @@ type Kernel interface {
 	RunAttach(ctx context.Context, c *kernel.Cred, id string, raw []byte, emit func([]byte) error) error
 	RunKill(ctx context.Context, c *kernel.Cred, a proto.KillArgs, raw []byte, emit func(*proto.RunRecord) error) error
 	RunPs(ctx context.Context, c *kernel.Cred, a proto.PsArgs, raw []byte, emit func(*proto.RunRecord) error) error
+	RunStdin(ctx context.Context, c *kernel.Cred, a proto.StdinArgs, raw []byte) (proto.RunRecord, error)
 	WorkDiff(ctx context.Context, c *kernel.Cred, a proto.WorkArgs, raw []byte) (proto.WorkRecord, error)
 	WorkView(ctx context.Context, c *kernel.Cred, a proto.WorkArgs, raw []byte) (proto.WorkView, error)
 

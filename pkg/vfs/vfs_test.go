@@ -162,7 +162,7 @@ func TestRunFiles(t *testing.T) {
 	for _, f := range files {
 		names = append(names, f.Name)
 	}
-	if strings.Join(names, " ") != "ctl out status" {
+	if strings.Join(names, " ") != "ctl out status stdin" {
 		t.Fatalf("runs/%s/: %q", id, names)
 	}
 
@@ -305,7 +305,7 @@ func TestRefusals(t *testing.T) {
 		t.Errorf("lookup of ops's run under another agent: %v", err)
 	}
 	run, _ := w.l.Runs("ops").Lookup(ctx, w.c, id)
-	if _, err := run.Dir.Lookup(ctx, w.c, "stdin"); code(err) != proto.ENOENT {
+	if _, err := run.Dir.Lookup(ctx, w.c, "nothing"); code(err) != proto.ENOENT {
 		t.Errorf("lookup of a file no row has: %v", err)
 	}
 }
@@ -676,5 +676,63 @@ func TestRunWork(t *testing.T) {
 	}
 	if es, err := work.Dir.Entries(ctx, w.c); err != nil || len(es) != 0 {
 		t.Errorf("work/ of discarded work: %+v %v", es, err)
+	}
+}
+
+// TestRunStdin: what is written to stdin is the input of a run started
+// through spawn, write after write, and eof written to ctl ends it; a
+// run started otherwise has no stdin file.
+func TestRunStdin(t *testing.T) {
+	w := open(t)
+	ctx := context.Background()
+	id := w.spawn(t, "ops", "cat\n")
+	in := w.file(t, "ops", id, "stdin")
+	for _, line := range []string{"one\n", "two three\n"} {
+		h, err := w.l.Open(ctx, w.c, in, syscall.O_WRONLY|syscall.O_TRUNC)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, err := h.Write(ctx, []byte(line)); err != nil || n != len(line) {
+			t.Fatalf("write %q to stdin: %d %v", line, n, err)
+		}
+		h.Release()
+	}
+	if _, err := w.l.Open(ctx, w.c, in, syscall.O_RDONLY); code(err) != proto.EACCES {
+		t.Errorf("open of stdin for reading: %v", err)
+	}
+	if err := w.ctl(t, "ops", id, "eof"); err != nil {
+		t.Fatalf("eof to ctl: %v", err)
+	}
+	h, err := w.l.Open(ctx, w.c, w.file(t, "ops", id, "out"), syscall.O_RDONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := readAll(t, h)
+	h.Release()
+	if !strings.Contains(out, `"text":"one"`) || !strings.Contains(out, `"text":"two three"`) || !strings.Contains(out, `"type":"exit"`) || !strings.Contains(out, `"status":0`) {
+		t.Fatalf("cat's out:\n%s", out)
+	}
+	// The run has ended: its stdin takes nothing more.
+	a := proto.StdinArgs{Run: id, Data: []byte("late\n")}
+	if _, err := w.k.RunStdin(ctx, w.c, a, raw(a)); code(err) != proto.ESRCH {
+		t.Errorf("a write after the end: %v, want ESRCH", err)
+	}
+	// A run of ox-spawn has its input given at its start.
+	sa := proto.SpawnArgs{Agent: "ops", Command: []string{"sleep", "5"}}
+	rec, err := w.k.RunSpawn(ctx, w.c, sa, raw(sa))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.ctl(t, "ops", rec.ID, "kill")
+	run, err := w.l.Runs("ops").Lookup(ctx, w.c, rec.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run.Dir.Lookup(ctx, w.c, "stdin"); code(err) != proto.ENOENT {
+		t.Errorf("the stdin of a run of ox-spawn: %v", err)
+	}
+	a = proto.StdinArgs{Run: rec.ID, Data: []byte("x")}
+	if _, err := w.k.RunStdin(ctx, w.c, a, raw(a)); code(err) != proto.EINVAL {
+		t.Errorf("run.stdin of a run of ox-spawn: %v, want EINVAL", err)
 	}
 }

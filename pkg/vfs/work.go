@@ -55,9 +55,6 @@ var WorkFile = &Kind{
 	},
 }
 
-// runWorkFiles are the rows of the folder of a run on a host folder.
-var runWorkFiles = append(append([]*Kind(nil), RunFiles...), WorkDiff)
-
 func view(ctx context.Context, k Kernel, c *kernel.Cred, run, p string) (proto.WorkView, error) {
 	a := proto.WorkArgs{Run: run, Path: p}
 	return k.WorkView(ctx, c, a, raw(a))

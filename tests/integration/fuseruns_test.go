@@ -29,7 +29,7 @@ func TestFUSERuns(t *testing.T) {
 	if got := m.sh(t, "ls agent/ops/runs"); got != id+"\n" {
 		t.Fatalf("ls runs: %q, want %s", got, id)
 	}
-	if got := m.sh(t, "ls -l "+run+" | awk 'NR>1 {print $1, $NF}'"); got != "--w------- ctl\n-r--r--r-- out\n-r--r--r-- status\n" {
+	if got := m.sh(t, "ls -l "+run+" | awk 'NR>1 {print $1, $NF}'"); got != "--w------- ctl\n-r--r--r-- out\n-r--r--r-- status\n--w------- stdin\n" {
 		t.Fatalf("ls -l %s:\n%s", run, got)
 	}
 	var rec struct{ Workspace string }
@@ -79,6 +79,17 @@ func TestFUSERuns(t *testing.T) {
 	}
 	if r := sh(t, m.mnt, "echo kill > "+run2+"/ctl", nil); r.code == 0 {
 		t.Fatalf("kill of an ended run: %+v", r)
+	}
+	// stdin: echo after echo is the input of a cat started through spawn,
+	// and eof written to ctl ends it.
+	id3 := strings.TrimSpace(m.sh(t, `exec 3<>agent/ops/spawn && echo cat >&3 && read id <&3 && echo "$id"`))
+	run3 := "agent/ops/runs/" + id3
+	got := m.sh(t, "echo hi > "+run3+"/stdin && /bin/echo 'there you are' > "+run3+"/stdin && echo eof > "+run3+"/ctl && cat "+run3+"/out")
+	if !strings.Contains(got, `"text":"hi"`) || !strings.Contains(got, `"text":"there you are"`) || !strings.Contains(got, `"type":"exit"`) || !strings.Contains(got, `"status":0`) {
+		t.Fatalf("cat fed through stdin:\n%s", got)
+	}
+	if r := sh(t, m.mnt, "/bin/echo late > "+run3+"/stdin", nil); r.code == 0 {
+		t.Errorf("a write to the stdin of an ended run: %+v", r)
 	}
 	// The files are what the table says they are.
 	for _, script := range []string{"echo x > " + run + "/status", "echo x > " + run + "/out", "cat " + run + "/ctl", "rm " + run + "/status", "mv " + run + "/out " + run + "/o", "mkdir " + run + "/d", "echo x > " + run + "/new"} {
