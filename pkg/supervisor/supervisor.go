@@ -52,15 +52,12 @@ type Limits struct {
 
 // Spec is what to run.
 type Spec struct {
-	ID    string
-	Agent string
-	Argv  []string // Argv[0] is a path
-	Env   []string
-	Dir   string // the workspace: created, and removed at exit
-	Stdin []byte
-	// OpenStdin keeps the run's stdin open after Stdin: WriteStdin
-	// writes it until CloseStdin or the run's end (stdin.go).
-	OpenStdin bool
+	ID      string
+	Agent   string
+	Argv    []string // Argv[0] is a path
+	Env     []string
+	Dir     string // the workspace: created, and removed at exit
+	Stdin   []byte
 	Limits    Limits
 	Command   []string // as the user gave it (for the record)
 	Task      string
@@ -69,6 +66,9 @@ type Spec struct {
 	// records as they are (the LLM runner prints its message, tool_call...
 	// records); other lines become output records.
 	Records bool
+	// OpenStdin keeps the run's stdin open after Stdin: WriteStdin
+	// writes it until CloseStdin or the run's end (stdin.go).
+	OpenStdin bool
 	// Wall ends the run (TERM, then KILL after Grace) once it has run
 	// this long; 0 means no limit.
 	Wall time.Duration
