@@ -58,10 +58,10 @@ type Spec struct {
 	Env     []string
 	Dir     string // the workspace: created, and removed at exit
 	Stdin   []byte
-	Limits    Limits
-	Command   []string // as the user gave it (for the record)
-	Task      string
-	Model     string
+	Limits  Limits
+	Command []string // as the user gave it (for the record)
+	Task    string
+	Model   string
 	// Records: the run's stdout lines that are JSON objects are its
 	// records as they are (the LLM runner prints its message, tool_call...
 	// records); other lines become output records.
