@@ -143,6 +143,9 @@ type RunRecord struct {
 	Work string `json:"work,omitempty"`
 	// OpenStdin: the run's stdin stays open for run.stdin.
 	OpenStdin bool `json:"open_stdin,omitempty"`
+	// Policy is the digest of the agent's policy file the run started
+	// under, as ox-policy show names it (the policy's version).
+	Policy string `json:"policy,omitempty"`
 	// Status is the exit status as a shell reports it (128+N for signal
 	// N), once exited.
 	Status *int   `json:"status,omitempty"`

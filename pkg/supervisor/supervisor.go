@@ -69,6 +69,9 @@ type Spec struct {
 	// OpenStdin keeps the run's stdin open after Stdin: WriteStdin
 	// writes it until CloseStdin or the run's end (stdin.go).
 	OpenStdin bool
+	// Policy is the digest of the policy the run starts under, for its
+	// record.
+	Policy string
 	// Wall ends the run (TERM, then KILL after Grace) once it has run
 	// this long; 0 means no limit.
 	Wall time.Duration
@@ -260,7 +263,7 @@ func (s *Supervisor) Start(spec Spec) (*Run, error) {
 	r := &Run{s: s, spec: spec, logf: logf, sum: blake3.New(32, nil), changed: make(chan struct{}), done: make(chan struct{})}
 	r.rec = proto.RunRecord{
 		Type: proto.RecordRun, ID: spec.ID, Agent: spec.Agent, State: proto.RunRunning,
-		Command: spec.Command, Task: spec.Task, Model: spec.Model, Workspace: spec.Dir, Work: spec.Work, OpenStdin: spec.OpenStdin,
+		Command: spec.Command, Task: spec.Task, Model: spec.Model, Workspace: spec.Dir, Work: spec.Work, OpenStdin: spec.OpenStdin, Policy: spec.Policy,
 	}
 	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
 	cmd.Env = spec.Env

@@ -330,6 +330,12 @@ func TestReceipt(t *testing.T) {
 	if hdr["before"] == nil || hdr["after"] == nil || hdr["work"] == "" || hdr["dir"] != repo {
 		t.Errorf("the header lacks the commits, the work or its folder: %s", lines[0])
 	}
+	// The policy the run started under, by the digest ox-policy show names.
+	var pol struct{ Digest string }
+	json.Unmarshal([]byte(d.mustOx(t, "", "ox-policy", "show", "-a", "dev", "--json")), &pol)
+	if pol.Digest == "" || hdr["policy"] != pol.Digest || !strings.Contains(ok, `"policy":"`+pol.Digest+`"`) {
+		t.Errorf("the receipt's policy version %v, verify's %s, ox-policy show's %q", hdr["policy"], ok, pol.Digest)
+	}
 	// The line of the first audit entry, and of one after the run's.
 	firstEntry := 0
 	for i, l := range lines {
@@ -378,6 +384,7 @@ func TestReceipt(t *testing.T) {
 		{"a changed byte of the patch", edit(patchLine, "answer=42", "answer=43"), "patch"},
 		{"a changed byte of an entry", edit(mid, `"result":"`, `"result":"x`), "audit entry"},
 		{"a changed byte of the header", edit(0, repo, repo+"x"), "header"},
+		{"another policy version", edit(0, `"policy":"`, `"policy":"0`), "header"},
 		{"a dropped entry", append(append([]string(nil), lines[:mid]...), lines[mid+1:]...), "audit entry"},
 		// The header of this run on another run's log, patch and entries.
 		{"another run's entries", append([]string{lines[0]}, otherRcpt[1:]...), "run log"},
