@@ -62,7 +62,7 @@ func indexOf(m *Meta) changes {
 // file (dir false). A path that is not there is fs.ErrNotExist.
 func (s Store) View(m *Meta, rel string) (ents []ViewEntry, data []byte, dir bool, err error) {
 	rel = filepath.Clean(rel)
-	if rel != "." && !local(rel) {
+	if rel != "." && !local(rel) || strings.ContainsRune(rel, 0) {
 		return nil, nil, false, fs.ErrNotExist
 	}
 	ix := indexOf(m)

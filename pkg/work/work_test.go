@@ -178,7 +178,7 @@ func TestView(t *testing.T) {
 			t.Errorf("view of %s: %q %v %v, want %q", rel, data, dir, err, want)
 		}
 	}
-	for _, rel := range []string{"README", "old", "old/x", "out", "out/passwd", "../pending/r1/work.json", "/etc/passwd", "nothing"} {
+	for _, rel := range []string{"README", "old", "old/x", "out", "out/passwd", "../pending/r1/work.json", "/etc/passwd", "nothing", "main.c\x00x"} {
 		if _, data, _, err := s.View(m, rel); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("view of %s: %q %v, want not there", rel, data, err)
 		}
