@@ -49,8 +49,9 @@ func (k *Kernel) RunReceipt(ctx context.Context, c *Cred, a proto.ReceiptArgs, r
 	if err := k.audit.Sync(); err != nil {
 		return proto.AsError(err)
 	}
-	// The run's entries: its spawn and its exit, from the entries of the
-	// minute before it started on (its spawn is recorded once it has).
+	// The run's entries: its spawn and its exit, from the segment of the
+	// log that holds the entries of the minute before it started (its
+	// spawn is recorded once it has), not from the log's first entry.
 	name := rec.Agent + ":" + rec.ID
 	find := func(from uint64) error {
 		return k.audit.ScanLines(from, func(line []byte) error {
@@ -71,7 +72,7 @@ func (k *Kernel) RunReceipt(ctx context.Context, c *Cred, a proto.ReceiptArgs, r
 			return nil
 		})
 	}
-	from := k.auditFrom(rec.Started.Add(-time.Minute))
+	from := k.audit.Since(rec.Started.Add(-time.Minute))
 	err = find(from)
 	if err == nil && from > 1 && (h.Spawn == 0 || h.Exit == 0) {
 		// The clock stepped back past the margin: the whole log.
@@ -146,28 +147,4 @@ func (k *Kernel) RunReceipt(ctx context.Context, c *Cred, a proto.ReceiptArgs, r
 		}
 	}
 	return nil
-}
-
-// auditFrom is the first audit entry whose time is t or later (the next
-// seq when there is none), found by halving on the entries' times, which
-// follow their seqs but where the clock stepped back: the caller looks
-// from the log's first entry when what it wants is not found from there.
-// Each probe reads one entry of one segment of the log.
-func (k *Kernel) auditFrom(t time.Time) uint64 {
-	want := audit.FormatTime(t)
-	lo, hi := uint64(1), k.audit.Published()+1
-	for lo < hi {
-		mid := lo + (hi-lo)/2
-		line, err := k.audit.Line(mid)
-		in, ok := audit.Peek(line)
-		if err != nil || !ok {
-			return 1
-		}
-		if in.Time < want {
-			lo = mid + 1
-		} else {
-			hi = mid
-		}
-	}
-	return lo
 }
