@@ -13,6 +13,9 @@ func runTool(c *cli.Context, agent, tool string) error {
 	if c.String("command") != "" {
 		return cliutil.Usagef("give --wasm TOOL or -c LINE, not both")
 	}
+	if c.String("work") != "" {
+		return cliutil.Usagef("--work is for commands: a WASM tool sees only its workspace")
+	}
 	a := proto.ToolRunArgs{Agent: agent, Tool: tool, Args: c.Args().Slice()}
 	if d := c.Duration("timeout"); d > 0 {
 		a.Timeout = d.String()

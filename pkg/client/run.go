@@ -45,6 +45,14 @@ func (c *Client) Kill(ctx context.Context, a proto.KillArgs, fn func(proto.RunRe
 	return c.runStream(ctx, proto.OpRunKill, a, fn)
 }
 
+// Stdin writes data to the stdin of run, a run started with it open,
+// then closes it when close is set.
+func (c *Client) Stdin(ctx context.Context, run string, data []byte, close bool) (proto.RunRecord, error) {
+	var rec proto.RunRecord
+	err := c.Call(ctx, proto.OpRunStdin, proto.StdinArgs{Run: run, Data: data, Close: close}, &rec)
+	return rec, err
+}
+
 // Ps calls fn with each run record.
 func (c *Client) Ps(ctx context.Context, a proto.PsArgs, fn func(proto.RunRecord) error) error {
 	return c.runStream(ctx, proto.OpRunPs, a, fn)

@@ -19,6 +19,14 @@ func (c *Client) WorkDiff(ctx context.Context, run string, stat bool) (proto.Wor
 	return rec, err
 }
 
+// WorkView reads path ("" for the top) of the view of run's pending
+// work: a folder's entries or a file's content.
+func (c *Client) WorkView(ctx context.Context, run, path string) (proto.WorkView, error) {
+	var v proto.WorkView
+	err := c.Call(ctx, proto.OpWorkView, proto.WorkArgs{Run: run, Path: path}, &v)
+	return v, err
+}
+
 // WorkApply writes run's pending work to its folder (force: over
 // conflicts).
 func (c *Client) WorkApply(ctx context.Context, run string, force bool) (proto.WorkRecord, error) {

@@ -3,12 +3,15 @@ package kernel
 import (
 	"context"
 	"errors"
+	"fmt"
+	"time"
 
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/runspec"
 	"github.com/oxios/oxios/pkg/supervisor"
+	"github.com/oxios/oxios/pkg/work"
 )
 
 // Exec runs a command for a.Agent under its policy: the program must be
@@ -22,8 +25,20 @@ func (k *Kernel) Exec(ctx context.Context, c *Cred, a proto.ExecArgs, raw []byte
 		k.auditDenied(c, proto.OpExec, target, raw, err.Code)
 		return proto.ExecRecord{}, err
 	}
-	if err := k.gate(call{op: proto.OpExec, c: c, agent: a.Agent, raw: raw, target: runspec.ExecTarget(a.Agent, a.Argv, a.Command, "")}); err != nil {
+	dir, werr := k.workFolder(a.Work)
+	if werr != nil {
+		return proto.ExecRecord{}, werr
+	}
+	cl := call{op: proto.OpExec, c: c, agent: a.Agent, raw: raw, target: runspec.ExecTarget(a.Agent, a.Argv, a.Command, "")}
+	if dir != "" {
+		// The folder is asked of [work] allow, as a spawn's is.
+		cl.key, cl.policy = dir, askWork
+	}
+	if err := k.gate(cl); err != nil {
 		return proto.ExecRecord{}, err
+	}
+	if dir != "" && c.Run != "" {
+		return proto.ExecRecord{}, proto.Errorf(proto.EINVAL, "run %s: an exec of a run works in the run's folder; --work is for an exec of its own", c.Run)
 	}
 	p, err := k.policyOf(a.Agent)
 	if err != nil {
@@ -53,7 +68,24 @@ func (k *Kernel) Exec(ctx context.Context, c *Cred, a proto.ExecArgs, raw []byte
 		return deny(qerr, runspec.ExecTarget(a.Agent, cmd.Argv, "", " [budget]"))
 	}
 	run := k.callerRun(c, a.Agent)
-	res, err := runspec.RunExec(ctx, k.box, k.sup, k.cfg.Data, p, runspec.Execution{Agent: a.Agent, Argv: cmd.Argv, Stdin: a.Stdin, Timeout: timeout, Run: run})
+	x := runspec.Execution{Agent: a.Agent, Argv: cmd.Argv, Stdin: a.Stdin, Timeout: timeout, Run: run}
+	var kept *work.Meta
+	var herr error
+	if dir != "" {
+		// Its changes wait as its work, under an id of its own.
+		x.Work = dir
+		id := runspec.NewExecID(func(id string) bool { _, err := k.works.Load(id); return err == nil })
+		if err := k.beginWork(id, a.Agent, dir); err != nil {
+			return proto.ExecRecord{}, err
+		}
+		x.Harvest = func(upper string) { kept, herr = k.works.Harvest(id, upper, time.Now()) }
+		defer func() {
+			if kept == nil {
+				k.works.Remove(id)
+			}
+		}()
+	}
+	res, err := runspec.RunExec(ctx, k.box, k.sup, k.cfg.Data, p, x)
 	var refused *runspec.Refusal
 	if errors.As(err, &refused) {
 		return deny(refused.Err, runspec.ExecTarget(a.Agent, cmd.Argv, "", refused.Rule))
@@ -61,9 +93,22 @@ func (k *Kernel) Exec(ctx context.Context, c *Cred, a proto.ExecArgs, raw []byte
 		return proto.ExecRecord{}, err
 	}
 	rec, outcome := runspec.ExecRecord(a.Agent, c.Run, cmd.Argv, res, timeout)
+	if kept != nil {
+		w := workRecord(kept)
+		rec.Work, rec.ID, rec.Changes = dir, kept.Run, w.Changes
+		outcome += " work " + kept.Run + " " + kept.Digest
+		if w.Changes > 0 {
+			rec.Text += fmt.Sprintf("; %d changes to %s wait as work %s", w.Changes, dir, kept.Run)
+		} else {
+			rec.Text += "; no change to " + dir
+		}
+	}
 	t := &tx{entry: &audit.Entry{Actor: c.Actor(), Op: proto.OpExec, Target: runspec.ExecTarget(a.Agent, cmd.Argv, "", outcome+" output "+rec.Digest[:16]), Args: audit.ArgsDigest(raw), Result: "ok"}, data: &rec}
 	if err := k.commitExec(ctx, a.Agent, run, t); err != nil {
 		return proto.ExecRecord{}, err
+	}
+	if dir != "" && kept == nil {
+		return rec, proto.Errorf(proto.EIO, "the exec ended (status %d) but what it changed in %s was not kept: %v", rec.Status, dir, herr)
 	}
 	return rec, nil
 }

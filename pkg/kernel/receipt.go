@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/proto"
@@ -34,7 +36,7 @@ func (k *Kernel) RunReceipt(ctx context.Context, c *Cred, a proto.ReceiptArgs, r
 		return proto.Errorf(proto.EIO, "the log of run %s: %v", a.Run, err)
 	}
 	log := bytes.Split(bytes.TrimSuffix(b, []byte("\n")), []byte("\n"))
-	h := receipt.Header{Run: rec.ID, Agent: rec.Agent, Dir: rec.Work}
+	h := receipt.Header{Run: rec.ID, Agent: rec.Agent, Dir: rec.Work, Policy: rec.Policy}
 	var patch []byte
 	if rec.Work != "" {
 		if m, err := k.works.Load(a.Run); err == nil && m.Digest != "" {
@@ -47,25 +49,37 @@ func (k *Kernel) RunReceipt(ctx context.Context, c *Cred, a proto.ReceiptArgs, r
 	if err := k.audit.Sync(); err != nil {
 		return proto.AsError(err)
 	}
-	// The run's entries: its spawn and its exit.
+	// The run's entries: its spawn and its exit, from the segment of the
+	// log that holds the entries of the minute before it started (its
+	// spawn is recorded once it has), not from the log's first entry.
 	name := rec.Agent + ":" + rec.ID
-	err = k.audit.ScanLines(1, func(line []byte) error {
-		in, ok := audit.Peek(line)
-		switch {
-		case !ok:
-		case in.Op == proto.OpRunSpawn && in.Target == name && h.Spawn == 0:
-			h.Spawn = in.Seq
-		case in.Op == proto.OpRunExit && strings.HasPrefix(in.Target, name+" "):
-			h.Exit = in.Seq
-			var e struct {
-				Args string `json:"args"`
+	find := func(from uint64) error {
+		return k.audit.ScanLines(from, func(line []byte) error {
+			in, ok := audit.Peek(line)
+			switch {
+			case !ok:
+			case in.Op == proto.OpRunSpawn && in.Target == name && h.Spawn == 0:
+				h.Spawn = in.Seq
+			case in.Op == proto.OpRunExit && strings.HasPrefix(in.Target, name+" "):
+				h.Exit = in.Seq
+				var e struct {
+					Args string `json:"args"`
+				}
+				json.Unmarshal(line, &e)
+				h.Log = e.Args
+				return io.EOF
 			}
-			json.Unmarshal(line, &e)
-			h.Log = e.Args
-		}
-		return nil
-	})
-	if err != nil {
+			return nil
+		})
+	}
+	from := k.audit.Since(rec.Started.Add(-time.Minute))
+	err = find(from)
+	if err == nil && from > 1 && (h.Spawn == 0 || h.Exit == 0) {
+		// The clock stepped back past the margin: the whole log.
+		h.Spawn, h.Exit = 0, 0
+		err = find(1)
+	}
+	if err != nil && err != io.EOF {
 		return proto.AsError(err)
 	}
 	if h.Spawn == 0 || h.Exit == 0 {
@@ -88,7 +102,7 @@ func (k *Kernel) RunReceipt(ctx context.Context, c *Cred, a proto.ReceiptArgs, r
 		}
 		return nil
 	})
-	from := h.Spawn
+	from = h.Spawn
 	if before != nil {
 		from = min(from, before.AuditHead.Seq+1)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/oxios/oxios/pkg/admit"
 	"github.com/oxios/oxios/pkg/agenttree"
 	"github.com/oxios/oxios/pkg/audit"
+	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/runq"
 	"github.com/oxios/oxios/pkg/runspec"
@@ -117,6 +118,10 @@ func (k *Kernel) spawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw []by
 	spec, serr := runspec.Boxed(a, run, k.box, k.cfg.Socket)
 	if serr != nil {
 		return fail(serr)
+	}
+	// The policy's version, in the run's record (and so its receipt).
+	if _, text, err := k.loadPolicy(a.Agent); err == nil {
+		spec.Policy = policy.Record(a.Agent, text).Digest
 	}
 	if err := k.beginWork(id, a.Agent, dir); err != nil {
 		return none, nil, err

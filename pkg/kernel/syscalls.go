@@ -140,6 +140,7 @@ var syscalls = declare(map[string]*Syscall{
 	proto.OpRunAttach: {Fleet: true},
 	proto.OpRunWait:   {Fleet: true},
 	proto.OpRunKill:   {Fleet: true, Mutates: true},
+	proto.OpRunStdin:  {Mutates: true},
 	proto.OpRunPs:     {Fleet: true, Existing: true, Agent: agentFilter},
 	proto.OpExec:      {Asks: askExec, Existing: true, Mutates: true},
 	proto.OpNetFetch:  {Asks: askHost, Existing: true, Mutates: true},
@@ -184,6 +185,7 @@ var syscalls = declare(map[string]*Syscall{
 	// Runs' work on host folders (work.go): an operator's to apply.
 	proto.OpWorkList:    {Agent: agentFilter},
 	proto.OpWorkDiff:    {},
+	proto.OpWorkView:    {},
 	proto.OpWorkApply:   {Operator: true, Mutates: true},
 	proto.OpWorkDiscard: {Operator: true, Mutates: true},
 	proto.OpRunReceipt:  {Admin: true},

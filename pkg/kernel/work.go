@@ -159,6 +159,38 @@ func (k *Kernel) WorkDiff(ctx context.Context, c *Cred, a proto.WorkArgs, raw []
 	return rec, nil
 }
 
+// WorkView is a.Path of the view of run a.Run's pending work: its folder
+// as it is, with what the run changed over it (work.View), a folder's
+// entries or a file's content. Whoever may diff the work may view it.
+func (k *Kernel) WorkView(ctx context.Context, c *Cred, a proto.WorkArgs, raw []byte) (proto.WorkView, error) {
+	v := proto.WorkView{Type: proto.RecordWorkView, Run: a.Run, Path: a.Path}
+	m, err := k.workOf(c, proto.OpWorkView, a.Run, raw)
+	if err != nil {
+		return v, err
+	}
+	if m.State != work.Pending {
+		return v, proto.Errorf(proto.ESRCH, "the work of %s is %s: only pending work has a view", m.Run, m.State)
+	}
+	rel := a.Path
+	if rel == "" {
+		rel = "."
+	}
+	ents, data, dir, err := k.works.View(m, rel)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return v, proto.Errorf(proto.ENOENT, "no %s in the work of %s", a.Path, m.Run)
+	case errors.Is(err, work.ErrTooBig):
+		return v, proto.Errorf(proto.E2BIG, "%s of the work of %s: %v (%d bytes; ox-work diff %s has it)", a.Path, m.Run, err, work.MaxViewFile, m.Run)
+	case err != nil:
+		return v, proto.Errorf(proto.EIO, "%s of the work of %s: %v", a.Path, m.Run, err)
+	}
+	v.Dir, v.Data = dir, data
+	for _, e := range ents {
+		v.Entries = append(v.Entries, proto.WorkEntry{Name: e.Name, Dir: e.Dir, Size: e.Size, Mode: e.Mode})
+	}
+	return v, nil
+}
+
 // WorkApply writes run a.Run's pending work to its folder, audited with
 // its patch's digest. Files of the folder that changed under those the
 // run changed refuse it (EEXIST, naming each), unless a.Force.

@@ -19,6 +19,9 @@ const (
 	OpRunWait = "run.wait"
 	// OpRunKill sends a signal to each run's process group.
 	OpRunKill = "run.kill"
+	// OpRunStdin writes a run's stdin, or closes it, when the run was
+	// started with it open (SpawnArgs.OpenStdin).
+	OpRunStdin = "run.stdin"
 	// OpRunPs streams the run records, oldest first.
 	OpRunPs = "run.ps"
 
@@ -98,6 +101,9 @@ type SpawnArgs struct {
 	// Work is a host folder the run works on at /work, through an
 	// overlay: its changes wait for ox-work apply (issue 48).
 	Work string `json:"work,omitempty"`
+	// OpenStdin keeps a command's stdin open after Input: run.stdin
+	// writes it, and closes it (the mount's runs/RUN/stdin).
+	OpenStdin bool `json:"open_stdin,omitempty"`
 }
 
 // LLMArgs are the options of an LLM run beyond its task and model.
@@ -175,6 +181,11 @@ type RunRecord struct {
 	Workspace string     `json:"workspace,omitempty"`
 	// Work is the host folder the run works on through an overlay.
 	Work string `json:"work,omitempty"`
+	// OpenStdin: the run's stdin stays open for run.stdin.
+	OpenStdin bool `json:"open_stdin,omitempty"`
+	// Policy is the digest of the agent's policy file the run started
+	// under, as ox-policy show names it (the policy's version).
+	Policy string `json:"policy,omitempty"`
 	// Status is the exit status as a shell reports it (128+N for signal
 	// N), once exited.
 	Status *int   `json:"status,omitempty"`
@@ -226,6 +237,14 @@ type AttachArgs struct {
 	Run string `json:"run"`
 }
 
+// StdinArgs are the args of run.stdin: Data written to Run's stdin, then
+// the stdin closed when Close.
+type StdinArgs struct {
+	Run   string `json:"run"`
+	Data  []byte `json:"data,omitempty"`
+	Close bool   `json:"close,omitempty"`
+}
+
 // RunsArgs name runs (run.wait).
 type RunsArgs struct {
 	Runs []string `json:"runs"`
@@ -254,6 +273,9 @@ type ExecArgs struct {
 	Command string   `json:"command,omitempty"`
 	Stdin   string   `json:"stdin,omitempty"`
 	Timeout string   `json:"timeout,omitempty"`
+	// Work is a host folder the command works on at /work through an
+	// overlay (ox-exec --work): its changes wait as the exec's work.
+	Work string `json:"work,omitempty"`
 }
 
 // ExecRecord is the "exec" record: the result of an exec.
@@ -273,7 +295,13 @@ type ExecRecord struct {
 	// Digest is the blake3 of stdout then stderr, as the audit log has it.
 	Digest   string  `json:"digest"`
 	Duration float64 `json:"duration"` // seconds
-	Text     string  `json:"text"`
+	// Work is the host folder of an exec with one, ID the id its work
+	// goes by (ox-work diff ID) and Changes how many paths it changed
+	// (none: nothing waits).
+	Work    string `json:"work,omitempty"`
+	ID      string `json:"id,omitempty"`
+	Changes int    `json:"changes,omitempty"`
+	Text    string `json:"text"`
 }
 
 // AddCost adds two costs, rounded to a billionth: a sum of prices such as

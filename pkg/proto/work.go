@@ -14,6 +14,9 @@ const (
 	OpWorkApply = "work.apply"
 	// OpWorkDiscard throws a run's work away (ox-work discard).
 	OpWorkDiscard = "work.discard"
+	// OpWorkView reads a path of the view of a run's pending work: its
+	// folder with the run's changes over it (the mount's runs/RUN/work/).
+	OpWorkView = "work.view"
 )
 
 // RecordWork is the type of a WorkRecord.
@@ -28,6 +31,30 @@ type WorkArgs struct {
 	Stat bool `json:"stat,omitempty"`
 	// Force has work.apply write over conflicts.
 	Force bool `json:"force,omitempty"`
+	// Path is the path work.view reads ("" for the top).
+	Path string `json:"path,omitempty"`
+}
+
+// RecordWorkView is the type of a WorkView.
+const RecordWorkView = "work_view"
+
+// WorkView is the "work_view" record (work.view): a folder of the view
+// of a run's pending work, with its entries, or a file, with its content.
+type WorkView struct {
+	Type    string      `json:"type"` // always "work_view"
+	Run     string      `json:"run"`
+	Path    string      `json:"path"`
+	Dir     bool        `json:"dir,omitempty"`
+	Entries []WorkEntry `json:"entries,omitempty"`
+	Data    []byte      `json:"data,omitempty"`
+}
+
+// WorkEntry is a name in a folder of a WorkView.
+type WorkEntry struct {
+	Name string `json:"name"`
+	Dir  bool   `json:"dir,omitempty"`
+	Size int64  `json:"size"`
+	Mode uint32 `json:"mode"` // permission bits
 }
 
 // WorkRecord is the "work" record: a run's work on a host folder.

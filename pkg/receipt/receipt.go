@@ -4,15 +4,16 @@
 //
 // A receipt is JSON lines: a header (the run, its agent, the seqs of the
 // audit entries of its spawn and its exit, the digest of its log and of
-// its work's patch, the state commits before and after it, the last
-// entry it holds); the run's log as the daemon kept it (its run record,
+// its work's patch, the version of the policy it started under, the
+// state commits before and after it, the last entry it holds); the run's log as the daemon kept it (its run record,
 // its output, its exit record: "receipt_run" lines, each the log's line
 // as a string); the patch of its work on a host folder ("receipt_patch");
 // then the audit log's own lines, unchanged, from the entry of the commit
 // before the run (or of its spawn) to the log's head when the receipt
 // was made. Every part is bound to the chain: the entries link to each
 // other by their hashes, the exit entry names the digest of the run's log
-// and of the work's patch, the spawn and exit entries name the run, the
+// (whose first line, the run's record, names its policy's version) and
+// of the work's patch, the spawn and exit entries name the run, the
 // commits' entries name the commits; and the chain is bound to a head
 // kept elsewhere (an export, ox-audit head, a commit's trailers, a
 // peer's witness), so a changed byte, a dropped entry or another run's
@@ -67,6 +68,10 @@ type Header struct {
 	// digest, which its run.exit names ("" for a run without --work).
 	Dir  string `json:"dir,omitempty"`
 	Work string `json:"work,omitempty"`
+	// Policy is the version of the agent's policy the run started under:
+	// the digest of its file, as ox-policy show names it, which the run's
+	// record in its log holds ("" for a run recorded without it).
+	Policy string `json:"policy,omitempty"`
 	// Before and After are the agent's state commits before the run
 	// started and after it exited (nil: none, or none yet).
 	Before *Commit `json:"before,omitempty"`
@@ -133,6 +138,8 @@ type Result struct {
 	OK    bool   `json:"ok"`
 	Run   string `json:"run,omitempty"`
 	Agent string `json:"agent,omitempty"`
+	// Policy is the digest of the policy the run started under.
+	Policy string `json:"policy,omitempty"`
 	// Entries is how many audit entries the receipt holds, Head its last.
 	Entries uint64          `json:"entries"`
 	Head    proto.AuditHead `json:"head"`
@@ -277,6 +284,10 @@ func Verify(r io.Reader, head *proto.AuditHead) (Result, error) {
 	if rec.ID != h.Run || rec.Agent != h.Agent || rec.Work != h.Dir {
 		return res.fail("header", "run %s of agent %s on %q, the run log's record says run %s of agent %s on %q", h.Run, h.Agent, h.Dir, rec.ID, rec.Agent, rec.Work), nil
 	}
+	if rec.Policy != h.Policy {
+		return res.fail("header", "its policy version %q is not the one the run log's record names (%q)", h.Policy, rec.Policy), nil
+	}
+	res.Policy = h.Policy
 
 	// The work's patch, which the exit entry names too.
 	_, named, _ := strings.Cut(exit.Target, " work ")

@@ -85,6 +85,13 @@ type Execution struct {
 	// Run is the caller's run when it is a run of Agent: the exec runs
 	// in its workspace, as its uid.
 	Run *supervisor.Run
+	// Work is the host folder the exec works on at /work through an
+	// overlay ("": none), absolute with its links resolved (WorkFolder):
+	// ox-exec --work. It is not a run's exec (Run is nil). Harvest is
+	// called with the overlay's upper layer once the command has ended,
+	// before its workspace is removed, to keep what it changed.
+	Work    string
+	Harvest func(upper string)
 }
 
 // Refusal is an error of RunExec that is a refusal, audited as one: Rule
@@ -129,6 +136,9 @@ func RunExec(ctx context.Context, h Host, sup *supervisor.Supervisor, data strin
 		}
 		return res, nil
 	}
+	if x.Work != "" && sb == nil {
+		return none, &Refusal{Err: proto.Errorf(proto.EPERM, "--work needs the sandbox, and agent %q's execs start without one here (its policy's [sandbox] isolation, or what this machine lacks: ox-status)", x.Agent), Rule: " [sandbox.isolation]"}
+	}
 	if x.Run == nil {
 		if err := supervisor.MakeWorkspace(dir, sb); err != nil {
 			return none, proto.AsError(err)
@@ -143,6 +153,11 @@ func RunExec(ctx context.Context, h Host, sup *supervisor.Supervisor, data strin
 	if err != nil {
 		return none, proto.AsError(err)
 	}
+	if x.Work != "" {
+		if err := execOverlay(h, sb, x.Work, dir); err != nil {
+			return none, proto.AsError(err)
+		}
+	}
 	if sb != nil && sb.Overlay != nil {
 		home = "/tmp" // as the run's: not its work folder
 	}
@@ -150,6 +165,9 @@ func RunExec(ctx context.Context, h Host, sup *supervisor.Supervisor, data strin
 		Argv: argv, Dir: dir, Stdin: []byte(x.Stdin), Timeout: x.Timeout, Cap: ExecCap(p), Limits: Limits(p), Cgroups: sup.Cgroups,
 		Env: ExecEnv(x.Agent, home), Sandbox: sb,
 	})
+	if x.Work != "" && x.Harvest != nil && err == nil {
+		x.Harvest(sb.Overlay.Upper)
+	}
 	if err != nil {
 		return none, &Refusal{Err: proto.Errorf(proto.ENOENT, "exec %s: %v", x.Argv[0], err)}
 	}
@@ -233,6 +251,35 @@ func Workspace(data, agent string, run *supervisor.Run) (dir string, done func()
 		return "", func() {}, err
 	}
 	return dir, func() { sandbox.RemoveWorkspace(dir) }, nil
+}
+
+// execOverlay gives sb, the sandbox of an exec of its own with its
+// workspace ws, the host folder dir at /work through an overlay whose
+// layers are in ws, as a run's (Boxed), owned by the exec's uid.
+func execOverlay(h Host, sb *sandbox.Spec, dir, ws string) error {
+	o, perr := WorkOverlay(h, dir, ws)
+	if perr != nil {
+		return perr
+	}
+	for _, d := range []string{o.Upper, o.Work} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return err
+		}
+		if !sb.UserNS {
+			if err := sandbox.Chown(d, sb.UID); err != nil {
+				return err
+			}
+		}
+	}
+	sb.Overlay = o
+	binds := sb.Binds[:0]
+	for _, b := range sb.Binds {
+		if b.Path != sandbox.WorkDir {
+			binds = append(binds, b)
+		}
+	}
+	sb.Binds = binds
+	return nil
 }
 
 // shareOverlay gives sb, the sandbox of an exec of run, the run's view

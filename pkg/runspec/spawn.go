@@ -24,6 +24,9 @@ func CheckSpawn(a proto.SpawnArgs) *proto.Error {
 	if len(a.Command) > 0 && a.Task != "" {
 		return proto.Errorf(proto.EINVAL, "give a task or a command, not both")
 	}
+	if a.OpenStdin && len(a.Command) == 0 {
+		return proto.Errorf(proto.EINVAL, "open_stdin is for a command: an LLM run's input is its context, read at its start")
+	}
 	for _, e := range a.Env {
 		name, _, ok := strings.Cut(e, "=")
 		if !ok || name == "" || strings.ContainsAny(name, " \t\n\x00") {
@@ -201,7 +204,7 @@ func Spec(a proto.SpawnArgs, r Run) supervisor.Spec {
 	}
 	spec := supervisor.Spec{
 		ID: r.ID, Agent: a.Agent, Argv: r.Argv, Env: Env(a, r.ID, r.Dir, r.Where, r.LLM, model, r.SysEnv), Dir: r.Dir,
-		Stdin: input(a), Limits: Limits(r.Policy), Command: a.Command, Model: model, Records: llm,
+		Stdin: input(a), OpenStdin: a.OpenStdin, Limits: Limits(r.Policy), Command: a.Command, Model: model, Records: llm,
 		Wall: time.Duration(r.Wall * float64(time.Second)),
 	}
 	if llm {
@@ -269,11 +272,17 @@ var runIDEnc = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPaddin
 
 // NewID is a new run id: "r" and 9 random base32 letters, short enough
 // to type, that taken does not know yet.
-func NewID(taken func(id string) bool) string {
+func NewID(taken func(id string) bool) string { return newID("r", taken) }
+
+// NewExecID is the id of an exec that works on a host folder (ox-exec
+// --work), which names its pending work: "x" and 9 letters, as a run's.
+func NewExecID(taken func(id string) bool) string { return newID("x", taken) }
+
+func newID(prefix string, taken func(id string) bool) string {
 	for {
 		var b [6]byte
 		rand.Read(b[:])
-		id := "r" + runIDEnc.EncodeToString(b[:])[:9]
+		id := prefix + runIDEnc.EncodeToString(b[:])[:9]
 		if !taken(id) {
 			return id
 		}

@@ -72,10 +72,10 @@ var dryArgs = map[string][]string{
 // objectAgent are the ops whose agent is that of what they name (the
 // fixture's run, job, approval, or the sender of a message): ops.
 var objectAgent = map[string]bool{
-	proto.OpRunAttach: true, proto.OpRunWait: true, proto.OpRunKill: true,
+	proto.OpRunAttach: true, proto.OpRunWait: true, proto.OpRunKill: true, proto.OpRunStdin: true,
 	proto.OpScheduleRm: true, proto.OpScheduleRun: true, proto.OpScheduleEnable: true,
 	proto.OpApproveDecide: true, proto.OpMsgSend: true,
-	proto.OpWorkDiff: true, proto.OpWorkApply: true, proto.OpWorkDiscard: true, proto.OpRunReceipt: true,
+	proto.OpWorkDiff: true, proto.OpWorkView: true, proto.OpWorkApply: true, proto.OpWorkDiscard: true, proto.OpRunReceipt: true,
 }
 
 // isRefusal reports whether code is a refusal's (oxios(7), ERRORS).

@@ -66,6 +66,12 @@ type Spec struct {
 	// records as they are (the LLM runner prints its message, tool_call...
 	// records); other lines become output records.
 	Records bool
+	// OpenStdin keeps the run's stdin open after Stdin: WriteStdin
+	// writes it until CloseStdin or the run's end (stdin.go).
+	OpenStdin bool
+	// Policy is the digest of the policy the run starts under, for its
+	// record.
+	Policy string
 	// Wall ends the run (TERM, then KILL after Grace) once it has run
 	// this long; 0 means no limit.
 	Wall time.Duration
@@ -190,6 +196,7 @@ type Run struct {
 	work      *os.File
 	wall      *time.Timer
 	reason    string // why the supervisor ended it, for the exit record
+	in        *stdin // its stdin, kept open (Spec.OpenStdin), or nil
 	// Usage charged to this run by the kernel.
 	Tokens int64
 	Cost   float64
@@ -256,7 +263,7 @@ func (s *Supervisor) Start(spec Spec) (*Run, error) {
 	r := &Run{s: s, spec: spec, logf: logf, sum: blake3.New(32, nil), changed: make(chan struct{}), done: make(chan struct{})}
 	r.rec = proto.RunRecord{
 		Type: proto.RecordRun, ID: spec.ID, Agent: spec.Agent, State: proto.RunRunning,
-		Command: spec.Command, Task: spec.Task, Model: spec.Model, Workspace: spec.Dir, Work: spec.Work,
+		Command: spec.Command, Task: spec.Task, Model: spec.Model, Workspace: spec.Dir, Work: spec.Work, OpenStdin: spec.OpenStdin, Policy: spec.Policy,
 	}
 	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
 	cmd.Env = spec.Env
@@ -282,7 +289,16 @@ func (s *Supervisor) Start(spec Spec) (*Run, error) {
 		}
 		defer statusW.Close()
 	}
-	if len(spec.Stdin) > 0 {
+	var inR *os.File // the read end of a stdin kept open
+	if spec.OpenStdin {
+		if inR, err = r.openStdin(); err != nil {
+			r.group.Remove()
+			r.abandon()
+			return nil, err
+		}
+		defer inR.Close() // the process's now
+		cmd.Stdin = inR
+	} else if len(spec.Stdin) > 0 {
 		cmd.Stdin = strings.NewReader(string(spec.Stdin))
 	}
 	// Pipes of our own (not cmd.StdoutPipe): Wait must not wait for a
@@ -377,6 +393,14 @@ func (s *Supervisor) Start(spec Spec) (*Run, error) {
 		})
 	}
 	r.mu.Unlock()
+	if r.in != nil && len(spec.Stdin) > 0 {
+		// The input given at the start comes first, before any write.
+		r.in.mu <- struct{}{}
+		go func() {
+			r.in.f.Write(spec.Stdin)
+			r.in.unlock()
+		}()
+	}
 	var readers sync.WaitGroup
 	readers.Add(2)
 	go r.read(outR, "stdout", spec.Records, &readers)
@@ -401,6 +425,9 @@ func (r *Run) abandon() {
 	sandbox.RemoveWorkspace(r.spec.Dir)
 	r.unsandbox()
 	r.s.Cgroups.release(r.group)
+	if r.in != nil {
+		r.in.f.Close()
+	}
 }
 
 // sandboxed makes cmd start the run in its sandbox: a uid of its own,
@@ -578,6 +605,7 @@ func (r *Run) wait(outR, errR *os.File, readers *sync.WaitGroup) {
 	s := r.s
 	defer s.live.Done()
 	err := r.cmd.Wait()
+	r.endStdin()
 	// The run has ended when its leader has: what is left in its cgroup
 	// ends with it.
 	hits := r.group.Hits()

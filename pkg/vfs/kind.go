@@ -54,6 +54,7 @@ type Node struct {
 	Kind  *Kind
 	Agent string
 	ID    string // what it is about within the agent: a run's id, a message's
+	Path  string // where within that (a file of a run's work/)
 }
 
 // Dir is a folder of the tree: its entries as the caller sees them.
@@ -71,17 +72,22 @@ type Entry struct {
 	File *Node
 }
 
-// table is a folder of fixed files, one per row, about one thing.
+// table is a folder of fixed files, one per row, about one thing, and
+// of fixed folders beside them.
 type table struct {
 	rows  []*Kind
+	dirs  map[string]Dir
 	agent string
 	run   string
 }
 
 func (t *table) Entries(ctx context.Context, c *kernel.Cred) ([]Entry, error) {
-	es := make([]Entry, 0, len(t.rows))
+	es := make([]Entry, 0, len(t.rows)+len(t.dirs))
 	for _, k := range t.rows {
 		es = append(es, Entry{Name: k.Name, File: &Node{Kind: k, Agent: t.agent, ID: t.run}})
+	}
+	for name, d := range t.dirs {
+		es = append(es, Entry{Name: name, Dir: d})
 	}
 	sort.Slice(es, func(i, j int) bool { return es[i].Name < es[j].Name })
 	return es, nil
@@ -92,6 +98,9 @@ func (t *table) Lookup(ctx context.Context, c *kernel.Cred, name string) (Entry,
 		if k.Name == name {
 			return Entry{Name: name, File: &Node{Kind: k, Agent: t.agent, ID: t.run}}, nil
 		}
+	}
+	if d, ok := t.dirs[name]; ok {
+		return Entry{Name: name, Dir: d}, nil
 	}
 	return Entry{}, proto.Errorf(proto.ENOENT, "no %s here", name)
 }

@@ -13,24 +13,26 @@ import (
 // Runs as files, Plan 9 style:
 //
 //	/agent/NAME/spawn          write a command line: it starts a run of NAME
-//	                           (run.spawn); a read of the same open file
-//	                           gives the new run's id
+//	                           (run.spawn), its stdin kept open; a read of
+//	                           the same open file gives the new run's id
 //	/agent/NAME/runs/          one folder per run of NAME (run.ps --all)
 //	/agent/NAME/runs/RUN/status  the run's record, JSON (run.ps)
 //	/agent/NAME/runs/RUN/out     its records (run.attach): a read waits for
 //	                           the next one, and is end of file once the
 //	                           run has ended (cat follows it; so does tail -f)
 //	/agent/NAME/runs/RUN/ctl     write a signal's name (stop, cont, term,
-//	                           kill, hup, int, or a number): run.kill
+//	                           kill, hup, int, or a number): run.kill;
+//	                           or eof: the end of its stdin
 //
 // Each is the syscall of the matching ox-* command (ox-spawn, ox-ps,
 // ox-attach, ox-kill), made by the caller.
 //
-// Where the next files go: a run's stdin, once the kernel has a syscall
-// that feeds a live run (today a run's input is given at spawn), is a row
-// of RunFiles with a Write; a run's copy-on-write workspace is its
-// folder work/, an Entry with a Dir that runsDir.run's table lists beside
-// these rows (the table holds files only today: give it the folder then).
+//	/agent/NAME/runs/RUN/stdin   a run started through spawn: what is
+//	                           written is its input (run.stdin); eof
+//	                           written to ctl closes it
+//
+// A run on a host folder (ox-spawn --work) has two more: work.diff and
+// the folder work/ (work.go).
 
 // Spawn is /agent/NAME/spawn.
 var Spawn = &Kind{
@@ -44,7 +46,7 @@ var Spawn = &Kind{
 		if len(argv) == 0 {
 			return nil, proto.Errorf(proto.EINVAL, "spawn: no command (write a command line, as to a shell)")
 		}
-		a := proto.SpawnArgs{Agent: n.Agent, Command: argv}
+		a := proto.SpawnArgs{Agent: n.Agent, Command: argv, OpenStdin: true}
 		rec, err := k.RunSpawn(ctx, c, a, raw(a))
 		if err != nil {
 			return nil, err
@@ -87,6 +89,14 @@ var RunFiles = []*Kind{
 				return nil, proto.Errorf(proto.EINVAL, "ctl: no signal (write stop, cont, term, kill, or a number)")
 			}
 			for _, sig := range cmds {
+				if sig == "eof" {
+					// Not a signal: the end of the run's input.
+					a := proto.StdinArgs{Run: n.ID, Close: true}
+					if _, err := k.RunStdin(ctx, c, a, raw(a)); err != nil {
+						return nil, err
+					}
+					continue
+				}
 				a := proto.KillArgs{Runs: []string{n.ID}, Signal: sig}
 				if err := k.RunKill(ctx, c, a, raw(a), func(*proto.RunRecord) error { return nil }); err != nil {
 					return nil, err
@@ -94,6 +104,21 @@ var RunFiles = []*Kind{
 			}
 			return nil, nil
 		},
+	},
+}
+
+// Stdin is a run's stdin, for a run started with it open (through
+// Spawn): each write(2) is written to the run's stdin, in order (a write
+// the run does not read waits for it). Closing the file does not close
+// the run's stdin, so that echo after echo reaches one run: eof written
+// to ctl does (run.stdin with close).
+var Stdin = &Kind{
+	Name: "stdin",
+	Mode: 0o200,
+	Write: func(ctx context.Context, k Kernel, c *kernel.Cred, n *Node, b []byte) ([]byte, error) {
+		a := proto.StdinArgs{Run: n.ID, Data: b}
+		_, err := k.RunStdin(ctx, c, a, raw(a))
+		return nil, err
 	},
 }
 
@@ -141,20 +166,31 @@ func (d *runsDir) Entries(ctx context.Context, c *kernel.Cred) ([]Entry, error) 
 	}
 	es := make([]Entry, 0, len(recs))
 	for _, r := range recs {
-		es = append(es, Entry{Name: r.ID, Dir: d.run(r.ID)})
+		es = append(es, Entry{Name: r.ID, Dir: d.run(&r)})
 	}
 	return es, nil
 }
 
 func (d *runsDir) Lookup(ctx context.Context, c *kernel.Cred, name string) (Entry, error) {
-	if _, err := findRun(ctx, d.k, c, d.agent, name); err != nil {
+	r, err := findRun(ctx, d.k, c, d.agent, name)
+	if err != nil {
 		return Entry{}, err
 	}
-	return Entry{Name: name, Dir: d.run(name)}, nil
+	return Entry{Name: name, Dir: d.run(&r)}, nil
 }
 
-func (d *runsDir) run(id string) Dir {
-	return &table{rows: RunFiles, agent: d.agent, run: id}
+// run is the folder of run r: RunFiles, its stdin when it is open, and,
+// on a host folder, its work.
+func (d *runsDir) run(r *proto.RunRecord) Dir {
+	t := &table{rows: RunFiles, agent: d.agent, run: r.ID}
+	if r.OpenStdin {
+		t.rows = append(t.rows[:len(t.rows):len(t.rows)], Stdin)
+	}
+	if r.Work != "" {
+		t.rows = append(t.rows[:len(t.rows):len(t.rows)], WorkDiff)
+		t.dirs = map[string]Dir{"work": &workDir{k: d.k, agent: d.agent, run: r.ID}}
+	}
+	return t
 }
 
 // Words splits a command line as a shell would, without expanding

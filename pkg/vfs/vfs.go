@@ -19,7 +19,9 @@
 // status, /audit/head, a message, an approval request: gen.go), the
 // files written into mem/KIND/ and inbox/ that are remembered or sent
 // whole at close (drafts: draft.go), and runs as files
-// (/agent/NAME/spawn, /agent/NAME/runs/RUN/{status,out,ctl}: runs.go).
+// (/agent/NAME/spawn, /agent/NAME/runs/RUN/{status,out,ctl}: runs.go),
+// with a run's work on a host folder (runs/RUN/work/ and work.diff:
+// work.go).
 // State keys, and the folders of memories and messages, are still fs/'s
 // own nodes.
 package vfs
@@ -42,6 +44,9 @@ type Kernel interface {
 	RunAttach(ctx context.Context, c *kernel.Cred, id string, raw []byte, emit func([]byte) error) error
 	RunKill(ctx context.Context, c *kernel.Cred, a proto.KillArgs, raw []byte, emit func(*proto.RunRecord) error) error
 	RunPs(ctx context.Context, c *kernel.Cred, a proto.PsArgs, raw []byte, emit func(*proto.RunRecord) error) error
+	RunStdin(ctx context.Context, c *kernel.Cred, a proto.StdinArgs, raw []byte) (proto.RunRecord, error)
+	WorkDiff(ctx context.Context, c *kernel.Cred, a proto.WorkArgs, raw []byte) (proto.WorkRecord, error)
+	WorkView(ctx context.Context, c *kernel.Cred, a proto.WorkArgs, raw []byte) (proto.WorkView, error)
 
 	StateList(ctx context.Context, c *kernel.Cred, a proto.StateListArgs, raw []byte, emit func(*proto.StateRecord) error) error
 	PolicyShow(ctx context.Context, c *kernel.Cred, agent string, raw []byte) (proto.PolicyRecord, error)

@@ -162,7 +162,7 @@ func TestRunFiles(t *testing.T) {
 	for _, f := range files {
 		names = append(names, f.Name)
 	}
-	if strings.Join(names, " ") != "ctl out status" {
+	if strings.Join(names, " ") != "ctl out status stdin" {
 		t.Fatalf("runs/%s/: %q", id, names)
 	}
 
@@ -305,7 +305,7 @@ func TestRefusals(t *testing.T) {
 		t.Errorf("lookup of ops's run under another agent: %v", err)
 	}
 	run, _ := w.l.Runs("ops").Lookup(ctx, w.c, id)
-	if _, err := run.Dir.Lookup(ctx, w.c, "stdin"); code(err) != proto.ENOENT {
+	if _, err := run.Dir.Lookup(ctx, w.c, "nothing"); code(err) != proto.ENOENT {
 		t.Errorf("lookup of a file no row has: %v", err)
 	}
 }
@@ -561,4 +561,178 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// TestRunWork: a run on a host folder has work.diff, the bytes of
+// work.diff, and work/, its folder with the run's changes over it,
+// read-only, while the work is pending.
+func TestRunWork(t *testing.T) {
+	w := open(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	repo := filepath.Join(dir, "repo")
+	for name, text := range map[string]string{"a.txt": "41\n", "sub/b.txt": "b\n", "gone.txt": "x\n"} {
+		os.MkdirAll(filepath.Dir(filepath.Join(repo, name)), 0o755)
+		if err := os.WriteFile(filepath.Join(repo, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pa := proto.PolicySetArgs{Agent: "dev", Text: "[work]\nallow = [\"" + dir + "/**\"]\n"}
+	if _, err := w.k.PolicySet(ctx, w.c, pa, raw(pa)); err != nil {
+		t.Fatal(err)
+	}
+	sa := proto.SpawnArgs{Agent: "dev", Work: repo, Command: []string{"sh", "-c", "echo 42 > a.txt; rm gone.txt; mkdir new; echo n > new/n.txt"}}
+	rec, err := w.k.RunSpawn(ctx, w.c, sa, raw(sa))
+	if code(err) == proto.EPERM && strings.Contains(err.Error(), "sandbox") {
+		t.Skipf("--work needs the sandbox: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	wa := []string{rec.ID}
+	if err := w.k.RunWait(ctx, w.c, wa, raw(proto.RunsArgs{Runs: wa}), func(*proto.ExitRecord) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	run, err := w.l.Runs("dev").Lookup(ctx, w.c, rec.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, _ := run.Dir.Entries(ctx, w.c)
+	var names []string
+	for _, f := range files {
+		names = append(names, f.Name)
+	}
+	if strings.Join(names, " ") != "ctl out status work work.diff" {
+		t.Fatalf("runs/%s/: %q", rec.ID, names)
+	}
+	wr := proto.WorkArgs{Run: rec.ID}
+	diff, err := w.k.WorkDiff(ctx, w.c, wr, raw(wr))
+	if err != nil || !strings.Contains(diff.Patch, "+42") {
+		t.Fatalf("work.diff: %v\n%s", err, diff.Patch)
+	}
+	read := func(n *Node) (string, error) {
+		h, err := w.l.Open(ctx, w.c, n, syscall.O_RDONLY)
+		if err != nil {
+			return "", err
+		}
+		defer h.Release()
+		return readAll(t, h), nil
+	}
+	if got, err := read(w.file(t, "dev", rec.ID, "work.diff")); err != nil || got != diff.Patch {
+		t.Fatalf("work.diff file: %v\n%q\nwant\n%q", err, got, diff.Patch)
+	}
+	// A tree walk, as grep -r makes it.
+	var walk func(d Dir, p string) []string
+	walk = func(d Dir, p string) []string {
+		es, err := d.Entries(ctx, w.c)
+		if err != nil {
+			t.Fatalf("work/%s: %v", p, err)
+		}
+		var out []string
+		for _, e := range es {
+			if e.Dir != nil {
+				out = append(out, walk(e.Dir, p+e.Name+"/")...)
+				continue
+			}
+			text, err := read(e.File)
+			if err != nil {
+				t.Fatalf("work/%s%s: %v", p, e.Name, err)
+			}
+			if a := w.l.Stat(ctx, w.c, e, nil); a.Size != int64(len(text)) || a.Mode != 0o444 {
+				t.Errorf("stat of work/%s%s: %+v", p, e.Name, a)
+			}
+			out = append(out, p+e.Name+"="+strings.TrimSpace(text))
+		}
+		return out
+	}
+	work, err := run.Dir.Lookup(ctx, w.c, "work")
+	if err != nil || work.Dir == nil {
+		t.Fatalf("lookup work: %+v %v", work, err)
+	}
+	if got := strings.Join(walk(work.Dir, ""), " "); got != "a.txt=42 new/n.txt=n sub/b.txt=b" {
+		t.Fatalf("work/: %q", got)
+	}
+	a, err := work.Dir.Lookup(ctx, w.c, "a.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fl := range []int{syscall.O_WRONLY, syscall.O_RDWR, syscall.O_RDONLY | syscall.O_TRUNC} {
+		if _, err := w.l.Open(ctx, w.c, a.File, fl); code(err) != proto.EROFS {
+			t.Errorf("open of work/a.txt with %#o: %v, want EROFS", fl, err)
+		}
+	}
+	if _, err := work.Dir.Lookup(ctx, w.c, "gone.txt"); code(err) != proto.ENOENT {
+		t.Errorf("lookup of the deleted gone.txt: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(repo, "a.txt")); string(b) != "41\n" {
+		t.Errorf("the host's a.txt changed: %q", b)
+	}
+	// Discarded: the patch stays what ox-work diff says, work/ is empty.
+	if _, err := w.k.WorkDiscard(ctx, w.c, wr, raw(wr)); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := read(w.file(t, "dev", rec.ID, "work.diff")); err != nil || got != diff.Patch {
+		t.Errorf("work.diff of discarded work: %v %q", err, got)
+	}
+	if es, err := work.Dir.Entries(ctx, w.c); err != nil || len(es) != 0 {
+		t.Errorf("work/ of discarded work: %+v %v", es, err)
+	}
+}
+
+// TestRunStdin: what is written to stdin is the input of a run started
+// through spawn, write after write, and eof written to ctl ends it; a
+// run started otherwise has no stdin file.
+func TestRunStdin(t *testing.T) {
+	w := open(t)
+	ctx := context.Background()
+	id := w.spawn(t, "ops", "cat\n")
+	in := w.file(t, "ops", id, "stdin")
+	for _, line := range []string{"one\n", "two three\n"} {
+		h, err := w.l.Open(ctx, w.c, in, syscall.O_WRONLY|syscall.O_TRUNC)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, err := h.Write(ctx, []byte(line)); err != nil || n != len(line) {
+			t.Fatalf("write %q to stdin: %d %v", line, n, err)
+		}
+		h.Release()
+	}
+	if _, err := w.l.Open(ctx, w.c, in, syscall.O_RDONLY); code(err) != proto.EACCES {
+		t.Errorf("open of stdin for reading: %v", err)
+	}
+	if err := w.ctl(t, "ops", id, "eof"); err != nil {
+		t.Fatalf("eof to ctl: %v", err)
+	}
+	h, err := w.l.Open(ctx, w.c, w.file(t, "ops", id, "out"), syscall.O_RDONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := readAll(t, h)
+	h.Release()
+	if !strings.Contains(out, `"text":"one"`) || !strings.Contains(out, `"text":"two three"`) || !strings.Contains(out, `"type":"exit"`) || !strings.Contains(out, `"status":0`) {
+		t.Fatalf("cat's out:\n%s", out)
+	}
+	// The run has ended: its stdin takes nothing more.
+	a := proto.StdinArgs{Run: id, Data: []byte("late\n")}
+	if _, err := w.k.RunStdin(ctx, w.c, a, raw(a)); code(err) != proto.ESRCH {
+		t.Errorf("a write after the end: %v, want ESRCH", err)
+	}
+	// A run of ox-spawn has its input given at its start.
+	sa := proto.SpawnArgs{Agent: "ops", Command: []string{"sleep", "5"}}
+	rec, err := w.k.RunSpawn(ctx, w.c, sa, raw(sa))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.ctl(t, "ops", rec.ID, "kill")
+	run, err := w.l.Runs("ops").Lookup(ctx, w.c, rec.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run.Dir.Lookup(ctx, w.c, "stdin"); code(err) != proto.ENOENT {
+		t.Errorf("the stdin of a run of ox-spawn: %v", err)
+	}
+	a = proto.StdinArgs{Run: rec.ID, Data: []byte("x")}
+	if _, err := w.k.RunStdin(ctx, w.c, a, raw(a)); code(err) != proto.EINVAL {
+		t.Errorf("run.stdin of a run of ox-spawn: %v, want EINVAL", err)
+	}
 }

@@ -1,6 +1,8 @@
 package work
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -134,5 +136,51 @@ func TestApplyNoEscape(t *testing.T) {
 	s.Apply(m, true, time.Now())
 	if _, err := os.Stat(filepath.Join(outside, "x")); err == nil {
 		t.Fatal("the apply wrote through a link, out of the folder")
+	}
+}
+
+// TestView: the view of pending work is the host folder with the run's
+// changes over it, and no link leads out of it.
+func TestView(t *testing.T) {
+	s, host, upper := fixture(t)
+	if err := os.Symlink("/etc", filepath.Join(host, "out")); err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.Harvest("r1", upper, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := func(rel string) string {
+		t.Helper()
+		ents, _, dir, err := s.View(m, rel)
+		if err != nil || !dir {
+			t.Fatalf("view of %s: %v, folder %v", rel, err, dir)
+		}
+		var ns []string
+		for _, e := range ents {
+			n := e.Name
+			if e.Dir {
+				n += "/"
+			}
+			ns = append(ns, n)
+		}
+		return strings.Join(ns, " ")
+	}
+	if got := names("."); got != "blob keep main.c src/" {
+		t.Errorf("the top of the view: %q", got)
+	}
+	if got := names("src"); got != "new.c" {
+		t.Errorf("src/ of the view: %q", got)
+	}
+	for rel, want := range map[string]string{"main.c": "int main(){return 0;}\n", "keep": "keep\n", "src/new.c": "void f(){}\n", "blob": "\x00\x01\x02\xff"} {
+		_, data, dir, err := s.View(m, rel)
+		if err != nil || dir || string(data) != want {
+			t.Errorf("view of %s: %q %v %v, want %q", rel, data, dir, err, want)
+		}
+	}
+	for _, rel := range []string{"README", "old", "old/x", "out", "out/passwd", "../pending/r1/work.json", "/etc/passwd", "nothing", "main.c\x00x"} {
+		if _, data, _, err := s.View(m, rel); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("view of %s: %q %v, want not there", rel, data, err)
+		}
 	}
 }

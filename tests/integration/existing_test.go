@@ -65,6 +65,7 @@ var noAgentArgs = map[string]func(agent string) any{
 	},
 	"work.list":        func(a string) any { return map[string]any{"agent": a} },
 	"work.diff":        func(string) any { return map[string]any{"run": "rnosuchrun"} },
+	"work.view":        func(string) any { return map[string]any{"run": "rnosuchrun"} },
 	"run.receipt":      func(string) any { return map[string]any{"run": "rnosuchrun"} },
 	"events.subscribe": nil, // follows until the client closes: it waits for an agent, creates none
 	"msg.recv":         nil, // waits for a message to the agent, like events.subscribe

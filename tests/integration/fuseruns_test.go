@@ -29,7 +29,7 @@ func TestFUSERuns(t *testing.T) {
 	if got := m.sh(t, "ls agent/ops/runs"); got != id+"\n" {
 		t.Fatalf("ls runs: %q, want %s", got, id)
 	}
-	if got := m.sh(t, "ls -l "+run+" | awk 'NR>1 {print $1, $NF}'"); got != "--w------- ctl\n-r--r--r-- out\n-r--r--r-- status\n" {
+	if got := m.sh(t, "ls -l "+run+" | awk 'NR>1 {print $1, $NF}'"); got != "--w------- ctl\n-r--r--r-- out\n-r--r--r-- status\n--w------- stdin\n" {
 		t.Fatalf("ls -l %s:\n%s", run, got)
 	}
 	var rec struct{ Workspace string }
@@ -80,6 +80,17 @@ func TestFUSERuns(t *testing.T) {
 	if r := sh(t, m.mnt, "echo kill > "+run2+"/ctl", nil); r.code == 0 {
 		t.Fatalf("kill of an ended run: %+v", r)
 	}
+	// stdin: echo after echo is the input of a cat started through spawn,
+	// and eof written to ctl ends it.
+	id3 := strings.TrimSpace(m.sh(t, `exec 3<>agent/ops/spawn && echo cat >&3 && read id <&3 && echo "$id"`))
+	run3 := "agent/ops/runs/" + id3
+	got := m.sh(t, "echo hi > "+run3+"/stdin && /bin/echo 'there you are' > "+run3+"/stdin && echo eof > "+run3+"/ctl && cat "+run3+"/out")
+	if !strings.Contains(got, `"text":"hi"`) || !strings.Contains(got, `"text":"there you are"`) || !strings.Contains(got, `"type":"exit"`) || !strings.Contains(got, `"status":0`) {
+		t.Fatalf("cat fed through stdin:\n%s", got)
+	}
+	if r := sh(t, m.mnt, "/bin/echo late > "+run3+"/stdin", nil); r.code == 0 {
+		t.Errorf("a write to the stdin of an ended run: %+v", r)
+	}
 	// The files are what the table says they are.
 	for _, script := range []string{"echo x > " + run + "/status", "echo x > " + run + "/out", "cat " + run + "/ctl", "rm " + run + "/status", "mv " + run + "/out " + run + "/o", "mkdir " + run + "/d", "echo x > " + run + "/new"} {
 		if r := sh(t, m.mnt, script, nil); r.code == 0 {
@@ -117,4 +128,67 @@ func TestFUSERunsOtherUID(t *testing.T) {
 		t.Fatalf("the refusal is not on the audit log:\n%s", log)
 	}
 	m.sh(t, "echo kill > agent/ops/runs/"+id+"/ctl")
+}
+
+// TestFUSERunWork: a run on a host folder shows its patch (work.diff,
+// the bytes of ox-work diff) and its view of the folder (work/, the run's
+// changes over the folder) read-only, so that cat, grep -r and less work
+// on what it did before anyone applies it; another uid is refused, and
+// audited.
+func TestFUSERunWork(t *testing.T) {
+	t.Parallel()
+	const nobody = 65534
+	m := startMounted(t, daemonOpts{config: fmt.Sprintf("[access.users]\n\"%d\" = [\"web-*\"]\n", nobody)})
+	repo := workRepo(t, m.dir, 0)
+	pol := strings.Replace(defaultPolicy(t), "None by default.\nallow = []", "None by default.\nallow = [\""+m.dir+"/**\"]", 1)
+	m.mustOx(t, "", "ox-policy", "set", "-a", "dev", writePolicy(t, pol))
+	fix := spawnWork(t, m.daemon, "dev", repo, workFix)
+	if fix.status != 0 {
+		t.Fatalf("the run on the folder: %+v", fix)
+	}
+	run := "agent/dev/runs/" + fix.id
+	if got := m.sh(t, "ls -l "+run+" | awk 'NR>1 {print $1, $NF}'"); got != "--w------- ctl\n-r--r--r-- out\n-r--r--r-- status\ndr-xr-xr-x work\n-r--r--r-- work.diff\n" {
+		t.Fatalf("ls -l %s:\n%s", run, got)
+	}
+	if got, want := m.sh(t, "cat "+run+"/work.diff"), m.mustOx(t, "", "ox-work", "diff", fix.id); got != want {
+		t.Fatalf("cat work.diff:\n%s\nox-work diff:\n%s", got, want)
+	}
+	// grep -r finds what the run wrote; what it deleted is not there, what
+	// it left alone is the folder's.
+	if got := m.sh(t, "cd "+run+"/work && grep -r -l -e answer= -e extra= . | sort"); got != "./out/app\n./src/a.txt\n./src/c.txt\n./test.sh\n" {
+		t.Errorf("grep -r in work/: %q", got)
+	}
+	if got := m.sh(t, "cd "+run+"/work && cat src/a.txt keep.txt && ls docs && test ! -e old.txt && test ! -e docs/y && less -F src/c.txt"); got != "answer=42\nthe run leaves this alone\nx.md\nextra=1\n" {
+		t.Errorf("reading work/: %q", got)
+	}
+	if got := m.sh(t, "od -An -tx1 "+run+"/work/data.bin"); strings.TrimSpace(got) != "00 01 ff" {
+		t.Errorf("the binary file in work/: %q", got)
+	}
+	for _, script := range []string{"echo x > " + run + "/work/src/a.txt", "rm " + run + "/work/keep.txt", "echo x > " + run + "/work/new", "mkdir " + run + "/work/d", "echo x > " + run + "/work.diff"} {
+		if r := sh(t, m.mnt, script, nil); r.code == 0 {
+			t.Errorf("%s: not refused: %+v", script, r)
+		}
+	}
+	if st := gitIn(t, repo, "status", "--porcelain", "--ignored"); st != "" {
+		t.Fatalf("the folder changed:\n%s", st)
+	}
+	// Another uid, not granted dev, reads neither.
+	if os.Geteuid() == 0 {
+		os.Chmod(m.dir, 0o755)
+		as := &syscall.Credential{Uid: nobody, Gid: nobody}
+		for _, f := range []string{"work.diff", "work/src/a.txt"} {
+			if r := sh(t, "/", "cat "+m.mnt+"/"+run+"/"+f, as); r.code == 0 {
+				t.Errorf("another uid read %s: %+v", f, r)
+			}
+		}
+		if log := m.ox("", "ox-audit", "log", "--json").stdout; !strings.Contains(log, `"op":"fs.access"`) || !strings.Contains(log, `"uid":65534`) {
+			t.Errorf("the refusal is not on the audit log:\n%s", log)
+		}
+	}
+	// Applied: the patch stays, work/ is empty.
+	m.mustOx(t, "", "ox-work", "apply", fix.id)
+	if got := m.sh(t, "ls -A "+run+"/work"); got != "" {
+		t.Errorf("work/ of applied work: %q", got)
+	}
+	m.checkAudit()
 }

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/oxios/oxios/pkg/client"
 	"github.com/oxios/oxios/pkg/proto"
 )
 
@@ -237,6 +238,58 @@ func workTest(t *testing.T, uid uint32) {
 	if r := spawnArgv(t, d, "dev", "ox-work", "apply", fix.id); r.status == 0 {
 		t.Errorf("a run applied work: %+v", r)
 	}
+	execWork(t, d, c, repo, pol)
+}
+
+// execWork: ox-exec --work is one command on the folder through the
+// same overlay, its changes waiting as its work under an id of its own.
+func execWork(t *testing.T, d *daemon, c *client.Client, repo, pol string) {
+	t.Helper()
+	withSh := strings.Replace(pol, `allow = ["cat",`, `allow = ["sh", "findmnt", "cat",`, 1)
+	withSh = strings.Replace(withSh, "\nshell = false", "\nshell = true", 1)
+	if !strings.Contains(withSh, `"sh", "findmnt"`) || !strings.Contains(withSh, "\nshell = true") {
+		t.Fatal("the default policy's [exec] has no allow list starting with cat, or no shell = false")
+	}
+	d.mustOx(t, "", "ox-policy", "set", "-a", "dev", writePolicy(t, withSh))
+	since := auditSeq(t, c)
+	if r := d.ox("", "ox-exec", "-a", "dev", "--work", "/etc", "--", "true"); r.code == 0 || !strings.Contains(r.stderr, "work.allow") {
+		t.Errorf("ox-exec --work /etc: exit %d %s", r.code, r.stderr)
+	}
+	if !auditedSince(t, c, since, proto.OpExec, proto.EPERM, "work.allow") {
+		t.Error("the refused ox-exec --work is not audited naming work.allow")
+	}
+	before := gitIn(t, repo, "status", "--porcelain")
+	r := d.ox("", "ox-exec", "-a", "dev", "--json", "--work", repo, "--", "sh", "-c", "findmnt -n -o FSTYPE /work; echo exec >> src/b.txt; rm keep.txt; echo HOME=$HOME")
+	var rec proto.ExecRecord
+	if err := json.Unmarshal([]byte(r.stdout), &rec); err != nil || r.code != 0 {
+		t.Fatalf("ox-exec --work: exit %d %v\n%s%s", r.code, err, r.stdout, r.stderr)
+	}
+	if rec.Stdout != "overlay\nHOME=/tmp\n" || rec.Work != repo || !strings.HasPrefix(rec.ID, "x") || rec.Changes != 2 {
+		t.Fatalf("the exec on the folder: %+v", rec)
+	}
+	if after := gitIn(t, repo, "status", "--porcelain"); after != before {
+		t.Fatalf("the folder changed under ox-exec --work:\n%s\nwas\n%s", after, before)
+	}
+	if !auditedSince(t, c, since, proto.OpExec, "ok", "work "+rec.ID) {
+		t.Error("the exec's audit entry does not name its work")
+	}
+	if ls := d.mustOx(t, "", "ox-work", "ls"); !strings.Contains(ls, rec.ID) || !strings.Contains(ls, "pending") {
+		t.Fatalf("ox-work ls after ox-exec --work:\n%s", ls)
+	}
+	if patch := d.mustOx(t, "", "ox-work", "diff", rec.ID); !strings.Contains(patch, "+exec") || !strings.Contains(patch, "keep.txt") {
+		t.Errorf("the exec's patch:\n%s", patch)
+	}
+	d.mustOx(t, "", "ox-work", "apply", rec.ID)
+	if b, _ := os.ReadFile(filepath.Join(repo, "src/b.txt")); string(b) != "name=demo\nexec\n" {
+		t.Errorf("src/b.txt after applying the exec's work: %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(repo, "keep.txt")); err == nil {
+		t.Error("keep.txt is there after applying the exec's work, which removed it")
+	}
+	// A run's execs work in the run's folder: not on another.
+	if r := spawnArgv(t, d, "dev", "ox-exec", "-a", "dev", "--work", repo, "--", "true"); r.status == 0 {
+		t.Errorf("a run's exec took a folder: %+v", r)
+	}
 }
 
 // TestReceipt: a run's receipt verifies offline against a head kept
@@ -276,6 +329,12 @@ func TestReceipt(t *testing.T) {
 	}
 	if hdr["before"] == nil || hdr["after"] == nil || hdr["work"] == "" || hdr["dir"] != repo {
 		t.Errorf("the header lacks the commits, the work or its folder: %s", lines[0])
+	}
+	// The policy the run started under, by the digest ox-policy show names.
+	var pol struct{ Digest string }
+	json.Unmarshal([]byte(d.mustOx(t, "", "ox-policy", "show", "-a", "dev", "--json")), &pol)
+	if pol.Digest == "" || hdr["policy"] != pol.Digest || !strings.Contains(ok, `"policy":"`+pol.Digest+`"`) {
+		t.Errorf("the receipt's policy version %v, verify's %s, ox-policy show's %q", hdr["policy"], ok, pol.Digest)
 	}
 	// The line of the first audit entry, and of one after the run's.
 	firstEntry := 0
@@ -325,6 +384,7 @@ func TestReceipt(t *testing.T) {
 		{"a changed byte of the patch", edit(patchLine, "answer=42", "answer=43"), "patch"},
 		{"a changed byte of an entry", edit(mid, `"result":"`, `"result":"x`), "audit entry"},
 		{"a changed byte of the header", edit(0, repo, repo+"x"), "header"},
+		{"another policy version", edit(0, `"policy":"`, `"policy":"0`), "header"},
 		{"a dropped entry", append(append([]string(nil), lines[:mid]...), lines[mid+1:]...), "audit entry"},
 		// The header of this run on another run's log, patch and entries.
 		{"another run's entries", append([]string{lines[0]}, otherRcpt[1:]...), "run log"},
