@@ -80,9 +80,10 @@ test: vet fmt-check ## vet, check formatting, run all tests with -race, then a s
 	$(GO) test -count=1 -timeout 2m -run='Allocs$$' ./pkg/client
 	@# Memory, which the race detector's shadow memory hides: the bound on
 	@# long request lines (issue 45), against binaries built without it.
-	@# And the flags of every command, several hundred starts of race-built
-	@# binaries under -race for a check no race can break.
-	$(GO) test -count=1 -timeout 5m -run='^(TestUnterminatedLoadLines|TestFlagsBeforeCommand)$$' ./tests/integration
+	@# And the tests that skip themselves under -race (noRace in
+	@# tests/integration): the flags of every command and the shipped
+	@# programs, hundreds of starts of commands and runs each.
+	$(GO) test -count=1 -timeout 8m -run='^(TestUnterminatedLoadLines|TestFlagsBeforeCommand|TestProgram.*)$$' ./tests/integration
 	@# go test -fuzz passes quietly when nothing matches: make that loud.
 	@grep -qs '^func FuzzDecodeRequest(' pkg/server/*_test.go || \
 		{ echo "make test: FuzzDecodeRequest not found in pkg/server"; exit 1; }

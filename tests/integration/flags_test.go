@@ -71,12 +71,9 @@ func parseHelp(help string) (flags []helpFlag, cmds []string) {
 // of the same command, which would make a line ambiguous before its
 // subcommand (cliutil.Args reads the value by what the commands take).
 func TestFlagsBeforeCommand(t *testing.T) {
-	if raceEnabled {
-		// Several hundred starts of race-built commands, for a check of
-		// flag parsing, which no race can break: make test runs it in its
-		// step without -race, where a start is a tenth of the cost.
-		t.Skip("run without -race (make test's second step)")
-	}
+	// Several hundred starts of commands, for a check of flag parsing,
+	// which no race can break.
+	noRace(t)
 	t.Parallel()
 	env := []string{"OXIOS_SOCKET=/nonexistent/oxiosd.sock", "NO_COLOR=1"}
 	checked := 0

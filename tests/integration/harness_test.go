@@ -366,3 +366,15 @@ func (rc *rawConn) reply() wireReply {
 	rc.readJSON(&r)
 	return r
 }
+
+// noRace skips a test under -race: make test runs it in its step without
+// -race (its second go test line lists it). For a test whose cost is many
+// starts of commands and runs (race-built binaries start several times
+// slower) and whose subject is not concurrency in oxiosd: what it drives
+// of the daemon, other tests drive under -race.
+func noRace(t *testing.T) {
+	t.Helper()
+	if raceEnabled {
+		t.Skip("run without -race by make test's second step")
+	}
+}

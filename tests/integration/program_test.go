@@ -59,6 +59,7 @@ default = "hello"
 // once its agent's policy shrank (by ox-program run and inside a run
 // alike), upgraded, versioned by ox-commit, carried by ox-fork, removed.
 func TestProgramLifecycle(t *testing.T) {
+	noRace(t)
 	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
 	src := programRepo(t, filepath.Join(t.TempDir(), "greet"), "1.0", "\n[policy.state]\nwrite = [\"greet/**\"]\n")
@@ -167,6 +168,7 @@ func TestProgramLifecycle(t *testing.T) {
 // TestProgramMonitor: the shipped monitor keeps its command's output and
 // status, remembers a new anomaly once, and is scheduled as a job.
 func TestProgramMonitor(t *testing.T) {
+	noRace(t)
 	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
 	d.mustOx(t, "", "ox-program", "install", "--yes", "monitor")
@@ -216,6 +218,7 @@ func TestProgramMonitor(t *testing.T) {
 // history to a bare repository, one git commit each, then only the
 // commits made since.
 func TestProgramGitSync(t *testing.T) {
+	noRace(t)
 	t.Parallel()
 	d := startDaemon(t, daemonOpts{})
 	remote := filepath.Join(d.dir, "mirror.git")
@@ -271,6 +274,7 @@ func TestProgramGitSync(t *testing.T) {
 // its findings land in the agent's state and inbox; the folder is left
 // as it was.
 func TestProgramCodeReview(t *testing.T) {
+	noRace(t)
 	t.Parallel()
 	finding := "src/a.txt:1: bug: answer=43 is off by one, the test wants 42"
 	d, s := llmDaemon(t, "", llmtest.Turn{Content: finding}, llmtest.Turn{Content: "Haiku about disks."})
@@ -364,6 +368,7 @@ func changeTurn(answer string) llmtest.Turn {
 // and ox-commit log seeds/ shows it, and the passing change waits in the
 // last run's work while the folder is untouched.
 func TestProgramOuroboros(t *testing.T) {
+	noRace(t)
 	t.Parallel()
 	d, s, repo := ouroborosDaemon(t,
 		llmtest.Turn{Content: `{"questions": ["Which value must calc.txt hold?"]}`},
@@ -444,6 +449,7 @@ func TestProgramOuroboros(t *testing.T) {
 // TestProgramOuroborosBudget: the agent's budget ends mid-loop: the loop
 // stops cleanly, its seed committed and its status recorded.
 func TestProgramOuroborosBudget(t *testing.T) {
+	noRace(t)
 	t.Parallel()
 	d, _, repo := ouroborosDaemon(t,
 		llmtest.Turn{Content: `{"questions": []}`, PromptTokens: 900, CompletionTokens: 100},
