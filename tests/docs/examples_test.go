@@ -61,7 +61,8 @@ var skips = map[string]string{
 	"ox-spawn -a files ": "its policy starts an MCP server with npx (a download)",
 	// ox-spawn(1): the stand-in model answers prose, which the schema
 	// refuses (TestAgentSchema in tests/integration runs --schema).
-	"ox-spawn -a ops --schema ": "the stand-in model answers prose, not JSON of the schema",
+	"ox-spawn -a ops --schema ":    "the stand-in model answers prose, not JSON of the schema",
+	"ox-spawn -a ops -n --schema ": "the stand-in model answers prose, not JSON of the schema",
 	// oxiosd(8) starts a private daemon in the line before, skipped above.
 	"OXIOS_SOCKET=/tmp/ox/": "talks to the daemon the skipped line before starts",
 	// ox-audit(1) checks a head the skipped ssh line before fetched.
