@@ -330,9 +330,10 @@ func (k *Kernel) Identify(uid, gid uint32, pid int32) (*Cred, error) {
 // HelloCall is the hello op: the hello again, once the gate let it
 // through, to a client that speaks protocol a.Proto (0: any).
 func (k *Kernel) HelloCall(ctx context.Context, c *Cred, a proto.HelloArgs, raw []byte) (proto.Hello, error) {
-	if err := k.gate(call{op: proto.OpHello, c: c, raw: raw}); err != nil {
-		return proto.Hello{}, err
-	}
+	return sysHello.Call(k, ctx, c, a, raw)
+}
+
+func (k *Kernel) helloCall(_ context.Context, c *Cred, a proto.HelloArgs, _ []byte) (proto.Hello, error) {
 	if a.Proto != 0 && a.Proto != proto.Version {
 		return proto.Hello{}, proto.Errorf(proto.EPROTO, "client speaks protocol %d, oxiosd speaks %d", a.Proto, proto.Version)
 	}
