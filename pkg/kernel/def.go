@@ -26,6 +26,13 @@ type Def[A, R any] struct {
 	// (TestManOpTable holds them equal): its args on the wire, and what
 	// it answers.
 	Args, Result string
+	// Example is args of a call of the op, and Dry the words ox-policy
+	// check takes for it (those of its policy question). The guard
+	// tests (pkg/serve) make each call, as every kind of caller, on a
+	// fixture: an agent ops with a key k, a job j1, a run $RUN with its
+	// work and an approval $APPROVAL pending.
+	Example string
+	Dry     []string
 	// Subject is the call as the gate sees it (the agent, the key,
 	// the audit target, the policy question and a write's size), found
 	// in the args; the op, the caller and the raw args are the Def's
@@ -58,6 +65,8 @@ type Op interface {
 	// out. An op declared Own is adapted by pkg/serve instead: Serve
 	// refuses it.
 	Serve(k *Kernel, ctx context.Context, c *Cred, args json.RawMessage, out Out) (json.RawMessage, error)
+	// Sample is the op's Example and Dry.
+	Sample() (args string, dry []string)
 	// gated reports whether the Def runs the gate itself (it has a
 	// Subject), else why not.
 	gated() (bool, string)
@@ -88,6 +97,8 @@ func (d *Def[A, R]) Decl() *Syscall { return &d.Syscall }
 func (d *Def[A, R]) gated() (bool, string) { return d.Subject != nil, d.Gates }
 
 func (d *Def[A, R]) docs() (string, string) { return d.Args, d.Result }
+
+func (d *Def[A, R]) Sample() (string, []string) { return d.Example, d.Dry }
 
 func (d *Def[A, R]) works() (bool, bool) { return d.Do != nil, d.Each != nil }
 

@@ -200,6 +200,7 @@ var table = []Op{
 
 var sysHello = &Def[proto.HelloArgs, proto.Hello]{
 	Syscall: Syscall{Op: proto.OpHello, Inline: true, Agent: agentNone},
+	Example: `{}`,
 	Args:    "proto, client", Result: "the hello", Optional: true,
 	Subject: func(*Cred, proto.HelloArgs) call { return call{} },
 	Do:      (*Kernel).helloCall,
@@ -207,6 +208,7 @@ var sysHello = &Def[proto.HelloArgs, proto.Hello]{
 
 var sysResources = &Def[proto.ResourcesArgs, proto.ResourcesRecord]{
 	Syscall: Syscall{Op: proto.OpResources, Fleet: true, Existing: true, Agent: agentFilter},
+	Example: `{}`,
 	Args:    "agent", Result: "resources record", Optional: true,
 	Subject: func(_ *Cred, a proto.ResourcesArgs) call { return named(a.Agent) },
 	Do:      (*Kernel).resources,
@@ -214,6 +216,7 @@ var sysResources = &Def[proto.ResourcesArgs, proto.ResourcesRecord]{
 
 var sysStatus = &Def[struct{}, proto.DaemonRecord]{
 	Syscall: Syscall{Op: proto.OpStatus, Fleet: true, Agent: agentNone},
+	Example: `{}`,
 	Args:    "none", Result: "daemon record", Optional: true,
 	Subject: func(*Cred, struct{}) call { return call{} },
 	Do: func(k *Kernel, ctx context.Context, c *Cred, _ struct{}, _ []byte) (proto.DaemonRecord, error) {
@@ -226,7 +229,8 @@ var sysStatus = &Def[struct{}, proto.DaemonRecord]{
 
 var sysStateSave = &Def[proto.StateSaveArgs, proto.StateRecord]{
 	Syscall: Syscall{Op: proto.OpStateSave, Asks: askWrite, Alone: true, Mutates: true, Key: proto.KeyStored, Event: proto.EventStateChanged, Dirties: agenttree.ChangedKey(state.SpaceState)},
-	Args:    "agent, key, value, encoding", Result: "state record", Own: true,
+	Example: `{"agent":"ops","key":"k","value":"v"}`, Dry: []string{"k"},
+	Args: "agent, key, value, encoding", Result: "state record", Own: true,
 	Subject: func(_ *Cred, a proto.StateSaveArgs) call {
 		return call{agent: a.Agent, key: a.Key, policy: askWrite, size: savedSize(a.Value, a.Encoding)}
 	},
@@ -235,7 +239,8 @@ var sysStateSave = &Def[proto.StateSaveArgs, proto.StateRecord]{
 
 var sysStateDelete = &Def[proto.StateArgs, proto.StateRecord]{
 	Syscall: Syscall{Op: proto.OpStateDelete, Asks: askWrite, Alone: true, Mutates: true, Key: proto.KeyRead, Event: proto.EventStateChanged, Dirties: agenttree.ChangedKey(state.SpaceState)},
-	Args:    "agent, key", Result: "state record, deleted", Own: true,
+	Example: `{"agent":"ops","key":"k"}`, Dry: []string{"k"},
+	Args: "agent, key", Result: "state record, deleted", Own: true,
 	Subject: func(_ *Cred, a proto.StateArgs) call {
 		return call{agent: a.Agent, key: a.Key, policy: askWrite, size: -1}
 	},
@@ -244,13 +249,15 @@ var sysStateDelete = &Def[proto.StateArgs, proto.StateRecord]{
 
 var sysStateLoad = &Def[proto.StateArgs, loaded]{
 	Syscall: Syscall{Op: proto.OpStateLoad, Asks: askRead, Key: proto.KeyRead, Inline: true},
-	Args:    "agent, key", Result: "state record + value", Own: true,
+	Example: `{"agent":"ops","key":"k"}`, Dry: []string{"k"},
+	Args: "agent, key", Result: "state record + value", Own: true,
 	Subject: func(_ *Cred, a proto.StateArgs) call { return call{agent: a.Agent, key: a.Key, policy: askRead} },
 	Do:      (*Kernel).stateLoad,
 }
 
 var sysStateList = &Def[proto.StateListArgs, proto.StateRecord]{
 	Syscall: Syscall{Op: proto.OpStateList, Asks: askList, Existing: true, Key: proto.KeyPrefix},
+	Example: `{"agent":"ops"}`,
 	Args:    "agent, prefix", Result: "state records, streamed", Own: true,
 	Subject: func(_ *Cred, a proto.StateListArgs) call { return call{agent: a.Agent, key: a.Prefix, policy: askList} },
 	Each:    (*Kernel).stateList,
@@ -260,7 +267,8 @@ var sysStateList = &Def[proto.StateListArgs, proto.StateRecord]{
 
 var sysMemRemember = &Def[proto.MemRememberArgs, proto.MemRememberResult]{
 	Syscall: Syscall{Op: proto.OpMemRemember, Asks: askRemember, Alone: true, Mutates: true, Event: proto.EventMemoryAdded, Dirties: agenttree.ChangedKey(state.SpaceMem)},
-	Args:    "agent, memories", Result: "memories: records",
+	Example: `{"agent":"ops","memories":[{"kind":"episodic","text":"t"}]}`, Dry: []string{"episodic"},
+	Args: "agent, memories", Result: "memories: records",
 	Subject: func(_ *Cred, a proto.MemRememberArgs) call { return named(a.Agent) },
 	Do:      (*Kernel).memRemember,
 }
@@ -269,6 +277,7 @@ var sysMemRemember = &Def[proto.MemRememberArgs, proto.MemRememberResult]{
 // streams: its result may be long (--before).
 var sysMemForget = &Def[proto.MemForgetArgs, []proto.MemoryRecord]{
 	Syscall: Syscall{Op: proto.OpMemForget, Asks: askRecall, Existing: true, Mutates: true, Event: proto.EventMemoryForgotten, Dirties: agenttree.ChangedKey(state.SpaceMem)},
+	Example: `{"agent":"ops","ids":["x"]}`,
 	Args:    "agent, ids, tags, before", Result: "memory records", Own: true,
 	Subject: func(_ *Cred, a proto.MemForgetArgs) call { return named(a.Agent) },
 	Do:      (*Kernel).memForget,
@@ -276,6 +285,7 @@ var sysMemForget = &Def[proto.MemForgetArgs, []proto.MemoryRecord]{
 
 var sysMemRecall = &Def[proto.MemRecallArgs, proto.MemoryRecord]{
 	Syscall: Syscall{Op: proto.OpMemRecall, Asks: askRecall, Existing: true},
+	Example: `{"agent":"ops","query":"q"}`,
 	Args:    "agent, query, k, kind, tags, since, min_score, all_agents", Result: "memory records",
 	Subject: func(_ *Cred, a proto.MemRecallArgs) call {
 		if a.AllAgents {
@@ -288,6 +298,7 @@ var sysMemRecall = &Def[proto.MemRecallArgs, proto.MemoryRecord]{
 
 var sysMemList = &Def[proto.MemListArgs, proto.MemoryRecord]{
 	Syscall: Syscall{Op: proto.OpMemList, Asks: askRecall, Existing: true},
+	Example: `{"agent":"ops"}`,
 	Args:    "agent, kind, tags, since", Result: "memory records",
 	Subject: func(_ *Cred, a proto.MemListArgs) call { return named(a.Agent) },
 	Each:    (*Kernel).memList,
@@ -300,6 +311,7 @@ func versioned(agent string) call { return call{agent: agent, every: agent == ""
 
 var sysCommit = &Def[proto.CommitArgs, proto.CommitRecord]{
 	Syscall: Syscall{Op: proto.OpCommit, Mutates: true, Event: proto.EventCommit},
+	Example: `{"agent":"ops"}`,
 	Args:    "agent, message, tag", Result: "commit record", Optional: true,
 	Subject: func(_ *Cred, a proto.CommitArgs) call {
 		if a.Tag != "" {
@@ -313,6 +325,7 @@ var sysCommit = &Def[proto.CommitArgs, proto.CommitRecord]{
 
 var sysCommitTag = &Def[proto.CommitTagArgs, proto.CommitRecord]{
 	Syscall: Syscall{Op: proto.OpCommitTag, Mutates: true, Event: proto.EventTag},
+	Example: `{"name":"t1"}`,
 	Args:    "name, rev", Result: "commit record",
 	Subject: func(*Cred, proto.CommitTagArgs) call { return versioned("") },
 	Do:      (*Kernel).commitTag,
@@ -320,6 +333,7 @@ var sysCommitTag = &Def[proto.CommitTagArgs, proto.CommitRecord]{
 
 var sysCommitRestore = &Def[proto.CommitRestoreArgs, proto.CommitRecord]{
 	Syscall: Syscall{Op: proto.OpCommitRestore, Mutates: true},
+	Example: `{"agent":"ops","rev":"HEAD"}`,
 	Args:    "agent, rev", Result: "commit record",
 	// One agent, named: a restore of every agent is no call.
 	Subject: func(_ *Cred, a proto.CommitRestoreArgs) call { return named(a.Agent) },
@@ -328,6 +342,7 @@ var sysCommitRestore = &Def[proto.CommitRestoreArgs, proto.CommitRecord]{
 
 var sysCommitLog = &Def[proto.CommitLogArgs, proto.CommitRecord]{
 	Syscall: Syscall{Op: proto.OpCommitLog},
+	Example: `{"agent":"ops"}`,
 	Args:    "agent, rev, n", Result: "commit records, streamed", Optional: true,
 	Subject: func(_ *Cred, a proto.CommitLogArgs) call { return versioned(a.Agent) },
 	Each:    (*Kernel).commitLog,
@@ -335,6 +350,7 @@ var sysCommitLog = &Def[proto.CommitLogArgs, proto.CommitRecord]{
 
 var sysCommitShow = &Def[proto.CommitShowArgs, proto.CommitRecord]{
 	Syscall: Syscall{Op: proto.OpCommitShow},
+	Example: `{"agent":"ops","rev":"HEAD"}`,
 	Args:    "rev, agent", Result: "commit record",
 	Subject: func(_ *Cred, a proto.CommitShowArgs) call { return versioned(a.Agent) },
 	Do:      (*Kernel).commitShow,
@@ -342,6 +358,7 @@ var sysCommitShow = &Def[proto.CommitShowArgs, proto.CommitRecord]{
 
 var sysCommitDiff = &Def[proto.CommitDiffArgs, proto.DiffRecord]{
 	Syscall: Syscall{Op: proto.OpCommitDiff},
+	Example: `{"agent":"ops"}`,
 	Args:    "agent, from, to, patch", Result: "diff records, streamed",
 	Subject: func(_ *Cred, a proto.CommitDiffArgs) call { return versioned(a.Agent) },
 	Each:    (*Kernel).commitDiff,
@@ -349,6 +366,7 @@ var sysCommitDiff = &Def[proto.CommitDiffArgs, proto.DiffRecord]{
 
 var sysVersionPush = &Def[proto.PushArgs, proto.PushRecord]{
 	Syscall: Syscall{Op: proto.OpVersionPush, Admin: true, Mutates: true, Agent: agentNone},
+	Example: `{"remote":"origin"}`,
 	Args:    "remote", Result: "push record (admin)",
 	Subject: func(_ *Cred, a proto.PushArgs) call { return call{target: "remote:" + a.Remote} },
 	Do:      (*Kernel).versionPush,
@@ -360,6 +378,7 @@ var sysVersionPush = &Def[proto.PushArgs, proto.PushRecord]{
 
 var sysAuditLog = &Def[auditStream, struct{}]{
 	Syscall: Syscall{Op: proto.OpAuditLog, Fleet: true, Agent: agentFilter},
+	Example: `{}`,
 	Args:    "agent, op, since_seq, since_time, n, follow, only_new", Result: "audit records, streamed", Own: true,
 	Subject: func(_ *Cred, a auditStream) call { return named(a.Agent) },
 	Do:      (*Kernel).auditLog,
@@ -367,6 +386,7 @@ var sysAuditLog = &Def[auditStream, struct{}]{
 
 var sysAuditShow = &Def[proto.AuditShowArgs, json.RawMessage]{
 	Syscall: Syscall{Op: proto.OpAuditShow, Agent: agentNone},
+	Example: `{"seq":1}`,
 	Args:    "seq", Result: "audit record", Own: true,
 	Subject: func(*Cred, proto.AuditShowArgs) call { return call{target: "audit"} },
 	Do:      (*Kernel).auditShow,
@@ -374,6 +394,7 @@ var sysAuditShow = &Def[proto.AuditShowArgs, json.RawMessage]{
 
 var sysAuditHead = &Def[struct{}, proto.AuditHead]{
 	Syscall: Syscall{Op: proto.OpAuditHead, Fleet: true, Admin: true, Agent: agentNone},
+	Example: `{}`,
 	Args:    "none", Result: "audit_head record", Optional: true,
 	Subject: onAudit,
 	Do: func(k *Kernel, _ context.Context, _ *Cred, _ struct{}, _ []byte) (proto.AuditHead, error) {
@@ -383,6 +404,7 @@ var sysAuditHead = &Def[struct{}, proto.AuditHead]{
 
 var sysAuditVerify = &Def[struct{}, proto.AuditVerify]{
 	Syscall: Syscall{Op: proto.OpAuditVerify, Fleet: true, Admin: true, Agent: agentNone},
+	Example: `{}`,
 	Args:    "none", Result: "audit_verify record", Optional: true,
 	Subject: onAudit,
 	Do: func(k *Kernel, _ context.Context, _ *Cred, _ struct{}, _ []byte) (proto.AuditVerify, error) {
@@ -392,6 +414,7 @@ var sysAuditVerify = &Def[struct{}, proto.AuditVerify]{
 
 var sysAuditExport = &Def[auditStream, struct{}]{
 	Syscall: Syscall{Op: proto.OpAuditExport, Admin: true, Agent: agentNone},
+	Example: `{}`,
 	Args:    "none", Result: "audit records, then audit_head, streamed", Own: true,
 	Subject: func(*Cred, auditStream) call { return call{target: "audit"} },
 	Do:      (*Kernel).auditExport,
@@ -399,6 +422,7 @@ var sysAuditExport = &Def[auditStream, struct{}]{
 
 var sysEvents = &Def[eventStream, struct{}]{
 	Syscall: Syscall{Op: proto.OpEvents, Fleet: true, Agent: agentFilter},
+	Example: `{}`,
 	Args:    "agent, types, since_seq", Result: "event and lost records, streamed", Own: true,
 	Subject: func(_ *Cred, a eventStream) call { return named(a.Agent) },
 	Do:      (*Kernel).events,
@@ -408,6 +432,7 @@ var sysEvents = &Def[eventStream, struct{}]{
 
 var sysPolicyShow = &Def[proto.AgentArgs, proto.PolicyRecord]{
 	Syscall: Syscall{Op: proto.OpPolicyShow, Existing: true},
+	Example: `{"agent":"ops"}`,
 	Args:    "agent", Result: "policy record",
 	Subject: onAgent,
 	Do:      (*Kernel).policyShow,
@@ -415,6 +440,7 @@ var sysPolicyShow = &Def[proto.AgentArgs, proto.PolicyRecord]{
 
 var sysPolicySet = &Def[proto.PolicySetArgs, proto.PolicyRecord]{
 	Syscall: Syscall{Op: proto.OpPolicySet, Admin: true, Mutates: true, Dirties: agenttree.ChangedFile(sysPolicy)},
+	Example: `{"agent":"ops","text":""}`,
 	Args:    "agent, text", Result: "policy record",
 	Subject: func(_ *Cred, a proto.PolicySetArgs) call {
 		return call{agent: a.Agent, target: a.Agent + ":" + sysPolicy}
@@ -424,6 +450,7 @@ var sysPolicySet = &Def[proto.PolicySetArgs, proto.PolicyRecord]{
 
 var sysPolicyCheck = &Def[proto.PolicyCheckArgs, proto.PolicyCheckRecord]{
 	Syscall: Syscall{Op: proto.OpPolicyCheck, Existing: true},
+	Example: `{"agent":"ops","op":"state.load","args":["k"]}`,
 	Args:    "agent, op, args, policy", Result: "policy_check record",
 	Subject: func(_ *Cred, a proto.PolicyCheckArgs) call { return named(a.Agent) },
 	Do:      (*Kernel).policyCheck,
@@ -431,6 +458,7 @@ var sysPolicyCheck = &Def[proto.PolicyCheckArgs, proto.PolicyCheckRecord]{
 
 var sysPolicyTest = &Def[policyTesting, proto.PolicyTestResult]{
 	Syscall: Syscall{Op: proto.OpPolicyTest, Existing: true},
+	Example: `{"agent":"ops","policy":"","entries":[]}`,
 	Args:    "agent, policy, entries", Result: "policy_test records", Own: true,
 	Subject: func(_ *Cred, a policyTesting) call { return named(a.Agent) },
 	Do:      (*Kernel).policyTest,
@@ -443,6 +471,7 @@ const gatesRun = "the agent is the named run's, looked up first (lookup, run)"
 
 var sysRunSpawn = &Def[proto.SpawnArgs, proto.RunRecord]{
 	Syscall: Syscall{Op: proto.OpRunSpawn, Asks: askWork, Fleet: true, Mutates: true, Event: proto.EventRunStarted},
+	Example: `{"agent":"ops","command":["true"]}`,
 	Args:    "agent, command or task, model, input, env, attach, priority, llm, work", Result: "run record (attached: its records)", Own: true,
 	Gates: "the work folder is resolved once, before the gate, which checks what the run then gets (spawn)",
 	Do:    (*Kernel).runSpawn,
@@ -450,6 +479,7 @@ var sysRunSpawn = &Def[proto.SpawnArgs, proto.RunRecord]{
 
 var sysRunAttach = &Def[attaching, struct{}]{
 	Syscall: Syscall{Op: proto.OpRunAttach, Fleet: true},
+	Example: `{"run":"$RUN"}`,
 	Args:    "run", Result: "its records, streamed", Own: true,
 	Gates: gatesRun,
 	Do:    (*Kernel).runAttach,
@@ -457,6 +487,7 @@ var sysRunAttach = &Def[attaching, struct{}]{
 
 var sysRunWait = &Def[proto.RunsArgs, proto.ExitRecord]{
 	Syscall: Syscall{Op: proto.OpRunWait, Fleet: true},
+	Example: `{"runs":["$RUN"]}`,
 	Args:    "runs", Result: "exit records, streamed", Own: true,
 	Gates: gatesRun,
 	Each:  (*Kernel).runWait,
@@ -464,6 +495,7 @@ var sysRunWait = &Def[proto.RunsArgs, proto.ExitRecord]{
 
 var sysRunKill = &Def[proto.KillArgs, proto.RunRecord]{
 	Syscall: Syscall{Op: proto.OpRunKill, Fleet: true, Mutates: true},
+	Example: `{"runs":["$RUN"]}`,
 	Args:    "runs, signal", Result: "run records, streamed",
 	Gates: gatesRun,
 	Each:  (*Kernel).runKill,
@@ -471,6 +503,7 @@ var sysRunKill = &Def[proto.KillArgs, proto.RunRecord]{
 
 var sysRunPs = &Def[proto.PsArgs, proto.RunRecord]{
 	Syscall: Syscall{Op: proto.OpRunPs, Fleet: true, Existing: true, Agent: agentFilter},
+	Example: `{}`,
 	Args:    "agent, all", Result: "run records, streamed", Optional: true,
 	Subject: func(_ *Cred, a proto.PsArgs) call { return named(a.Agent) },
 	Each:    (*Kernel).runPs,
@@ -478,6 +511,7 @@ var sysRunPs = &Def[proto.PsArgs, proto.RunRecord]{
 
 var sysRunReceipt = &Def[proto.ReceiptArgs, proto.ReceiptLine]{
 	Syscall: Syscall{Op: proto.OpRunReceipt, Admin: true},
+	Example: `{"run":"$RUN"}`,
 	Args:    "run", Result: "receipt_line records, streamed (admin)",
 	Gates: gatesRun,
 	Each:  (*Kernel).runReceipt,
@@ -488,7 +522,8 @@ var sysRunReceipt = &Def[proto.ReceiptArgs, proto.ReceiptLine]{
 
 var sysExec = &Def[proto.ExecArgs, proto.ExecRecord]{
 	Syscall: Syscall{Op: proto.OpExec, Asks: askExec, Existing: true, Mutates: true},
-	Args:    "agent, argv or command, stdin, timeout", Result: "exec record", Refused: "exec",
+	Example: `{"agent":"ops","argv":["true"]}`, Dry: []string{"--", "true"},
+	Args: "agent, argv or command, stdin, timeout", Result: "exec record", Refused: "exec",
 	Subject: func(_ *Cred, a proto.ExecArgs) call {
 		return call{agent: a.Agent, target: runspec.ExecTarget(a.Agent, a.Argv, a.Command, "")}
 	},
@@ -497,7 +532,8 @@ var sysExec = &Def[proto.ExecArgs, proto.ExecRecord]{
 
 var sysNetFetch = &Def[proto.FetchArgs, proto.FetchRecord]{
 	Syscall: Syscall{Op: proto.OpNetFetch, Asks: askHost, Existing: true, Mutates: true},
-	Args:    "agent, url, method, headers, body, timeout", Result: "fetch record", Refused: "fetch",
+	Example: `{"agent":"ops","url":"http://127.0.0.1:1/"}`, Dry: []string{"http://127.0.0.1:1/"},
+	Args: "agent, url, method, headers, body, timeout", Result: "fetch record", Refused: "fetch",
 	Subject: func(_ *Cred, a proto.FetchArgs) call {
 		return call{agent: a.Agent, target: netfetch.Target(a.Agent, netfetch.Method(a.Method), a.URL, "")}
 	},
@@ -506,7 +542,8 @@ var sysNetFetch = &Def[proto.FetchArgs, proto.FetchRecord]{
 
 var sysToolRun = &Def[proto.ToolRunArgs, proto.ToolRecord]{
 	Syscall: Syscall{Op: proto.OpToolRun, Asks: askTool, Existing: true, Mutates: true},
-	Args:    "agent, tool, args, input, timeout", Result: "tool record", Refused: "tool",
+	Example: `{"agent":"ops","tool":"t"}`, Dry: []string{"t"},
+	Args: "agent, tool, args, input, timeout", Result: "tool record", Refused: "tool",
 	Subject: func(_ *Cred, a proto.ToolRunArgs) call {
 		return call{agent: a.Agent, target: runspec.ToolTarget(a.Agent, a.Tool, "")}
 	},
@@ -515,6 +552,7 @@ var sysToolRun = &Def[proto.ToolRunArgs, proto.ToolRecord]{
 
 var sysToolList = &Def[proto.ToolListArgs, proto.ToolInfoRecord]{
 	Syscall: Syscall{Op: proto.OpToolList, Existing: true},
+	Example: `{"agent":"ops"}`,
 	Args:    "agent", Result: "tool_info records",
 	Subject: func(_ *Cred, a proto.ToolListArgs) call { return named(a.Agent) },
 	Each:    (*Kernel).toolList,
@@ -522,6 +560,7 @@ var sysToolList = &Def[proto.ToolListArgs, proto.ToolInfoRecord]{
 
 var sysMCPServers = &Def[proto.MCPServersArgs, proto.MCPServersResult]{
 	Syscall: Syscall{Op: proto.OpMCPServers, Existing: true},
+	Example: `{"agent":"ops"}`,
 	Args:    "agent", Result: "servers",
 	Subject: func(_ *Cred, a proto.MCPServersArgs) call { return named(a.Agent) },
 	Do:      (*Kernel).mcpServers,
@@ -529,7 +568,8 @@ var sysMCPServers = &Def[proto.MCPServersArgs, proto.MCPServersResult]{
 
 var sysMCPCall = &Def[proto.MCPCallArgs, proto.MCPCallRecord]{
 	Syscall: Syscall{Op: proto.OpMCPCall, Asks: askMCP, Existing: true, Mutates: true},
-	Args:    "agent, server, tool, arguments", Result: "mcp_call record", Refused: "mcp",
+	Example: `{"agent":"ops","server":"s","tool":"t"}`, Dry: []string{"s", "t"},
+	Args: "agent, server, tool, arguments", Result: "mcp_call record", Refused: "mcp",
 	Subject: func(_ *Cred, a proto.MCPCallArgs) call {
 		return call{agent: a.Agent, target: runspec.MCPTarget(a.Agent, a.Server, a.Tool, "")}
 	},
@@ -538,6 +578,7 @@ var sysMCPCall = &Def[proto.MCPCallArgs, proto.MCPCallRecord]{
 
 var sysMCPResult = &Def[proto.MCPResultArgs, struct{}]{
 	Syscall: Syscall{Op: proto.OpMCPResult, Existing: true, Mutates: true},
+	Example: `{"agent":"ops","server":"s","tool":"t"}`,
 	Args:    "agent, server, tool, call, digest, error", Result: "{}",
 	Subject: func(_ *Cred, a proto.MCPResultArgs) call {
 		return call{agent: a.Agent, target: runspec.MCPTarget(a.Agent, a.Server, a.Tool, "")}
@@ -549,6 +590,7 @@ var sysMCPResult = &Def[proto.MCPResultArgs, struct{}]{
 
 var sysBudgetShow = &Def[proto.AgentArgs, proto.BudgetRecord]{
 	Syscall: Syscall{Op: proto.OpBudgetShow, Existing: true},
+	Example: `{"agent":"ops"}`,
 	Args:    "agent", Result: "budget record",
 	Subject: onAgent,
 	Do:      (*Kernel).budgetShow,
@@ -556,6 +598,7 @@ var sysBudgetShow = &Def[proto.AgentArgs, proto.BudgetRecord]{
 
 var sysBudgetSet = &Def[proto.BudgetSetArgs, proto.BudgetRecord]{
 	Syscall: Syscall{Op: proto.OpBudgetSet, Admin: true, Mutates: true, Dirties: agenttree.ChangedFile(sysBudget)},
+	Example: `{"agent":"ops"}`,
 	Args:    "agent, limit, run_limit", Result: "budget record",
 	Subject: func(_ *Cred, a proto.BudgetSetArgs) call { return named(a.Agent) },
 	Do:      (*Kernel).budgetSet,
@@ -563,6 +606,7 @@ var sysBudgetSet = &Def[proto.BudgetSetArgs, proto.BudgetRecord]{
 
 var sysBudgetReset = &Def[proto.AgentArgs, proto.BudgetRecord]{
 	Syscall: Syscall{Op: proto.OpBudgetReset, Admin: true, Mutates: true, Dirties: agenttree.ChangedFile(sysBudget)},
+	Example: `{"agent":"ops"}`,
 	Args:    "agent", Result: "budget record",
 	Subject: onAgent,
 	Do:      (*Kernel).budgetReset,
@@ -570,6 +614,7 @@ var sysBudgetReset = &Def[proto.AgentArgs, proto.BudgetRecord]{
 
 var sysBudgetCheck = &Def[proto.BudgetCheckArgs, proto.BudgetRecord]{
 	Syscall: Syscall{Op: proto.OpBudgetCheck, Existing: true},
+	Example: `{"agent":"ops"}`,
 	Args:    "agent, tokens", Result: "budget record",
 	Subject: func(_ *Cred, a proto.BudgetCheckArgs) call { return named(a.Agent) },
 	Do:      (*Kernel).budgetCheck,
@@ -578,6 +623,7 @@ var sysBudgetCheck = &Def[proto.BudgetCheckArgs, proto.BudgetRecord]{
 // budget.charge: a run's calls are charged by llm.chat.
 var sysBudgetCharge = &Def[proto.BudgetChargeArgs, proto.BudgetRecord]{
 	Syscall: Syscall{Op: proto.OpBudgetCharge, Admin: true, Mutates: true, Dirties: agenttree.ChangedFile(sysBudget)},
+	Example: `{"agent":"ops","prompt_tokens":1,"completion_tokens":1}`,
 	Args:    "agent, model, prompt_tokens, completion_tokens", Result: "budget record",
 	Subject: func(_ *Cred, a proto.BudgetChargeArgs) call { return named(a.Agent) },
 	Do:      (*Kernel).budgetCharge,
@@ -590,6 +636,7 @@ const gatesJob = "the agent is the named job's, looked up first (jobGate)"
 
 var sysScheduleAdd = &Def[proto.ScheduleAddArgs, proto.JobRecord]{
 	Syscall: Syscall{Op: proto.OpScheduleAdd, Mutates: true, Dirties: agenttree.ChangedJob},
+	Example: `{"agent":"ops","name":"j2","schedule":"@daily","command":["true"]}`,
 	Args:    "agent, name, schedule, tz, priority, overlap, catch_up, command or task", Result: "job record",
 	Subject: func(_ *Cred, a proto.ScheduleAddArgs) call { return call{agent: a.Agent, key: a.Name} },
 	Do:      (*Kernel).scheduleAdd,
@@ -597,6 +644,7 @@ var sysScheduleAdd = &Def[proto.ScheduleAddArgs, proto.JobRecord]{
 
 var sysScheduleRm = &Def[proto.ScheduleArgs, proto.JobRecord]{
 	Syscall: Syscall{Op: proto.OpScheduleRm, Mutates: true, Dirties: agenttree.ChangedJob},
+	Example: `{"name":"j1"}`,
 	Args:    "name, agent", Result: "job record, deleted",
 	Gates: gatesJob,
 	Do:    (*Kernel).scheduleRm,
@@ -604,6 +652,7 @@ var sysScheduleRm = &Def[proto.ScheduleArgs, proto.JobRecord]{
 
 var sysScheduleRun = &Def[proto.ScheduleArgs, proto.RunRecord]{
 	Syscall: Syscall{Op: proto.OpScheduleRun, Mutates: true},
+	Example: `{"name":"j1"}`,
 	Args:    "name, agent", Result: "run record",
 	Gates: gatesJob,
 	Do:    (*Kernel).scheduleRun,
@@ -611,6 +660,7 @@ var sysScheduleRun = &Def[proto.ScheduleArgs, proto.RunRecord]{
 
 var sysScheduleEnable = &Def[proto.ScheduleEnableArgs, proto.JobRecord]{
 	Syscall: Syscall{Op: proto.OpScheduleEnable, Mutates: true, Dirties: agenttree.ChangedJob},
+	Example: `{"name":"j1","disable":true}`,
 	Args:    "name, agent, disable", Result: "job record",
 	Gates: gatesJob,
 	Do:    (*Kernel).scheduleEnable,
@@ -618,6 +668,7 @@ var sysScheduleEnable = &Def[proto.ScheduleEnableArgs, proto.JobRecord]{
 
 var sysScheduleList = &Def[proto.ScheduleListArgs, proto.JobRecord]{
 	Syscall: Syscall{Op: proto.OpScheduleList, Existing: true, Agent: agentFilter},
+	Example: `{}`,
 	Args:    "agent", Result: "job records, streamed", Optional: true,
 	Subject: func(_ *Cred, a proto.ScheduleListArgs) call { return named(a.Agent) },
 	Each:    (*Kernel).scheduleList,
@@ -627,6 +678,7 @@ var sysScheduleList = &Def[proto.ScheduleListArgs, proto.JobRecord]{
 
 var sysLLMGate = &Def[proto.LLMGateArgs, proto.LLMGateRecord]{
 	Syscall: Syscall{Op: proto.OpLLMGate, Existing: true},
+	Example: `{"agent":"ops","endpoint":"http://127.0.0.1:1/"}`,
 	Args:    "agent, endpoint, outcome", Result: "llm_gate record",
 	Subject: func(_ *Cred, a proto.LLMGateArgs) call { return named(a.Agent) },
 	Do:      (*Kernel).llmGate,
@@ -634,6 +686,7 @@ var sysLLMGate = &Def[proto.LLMGateArgs, proto.LLMGateRecord]{
 
 var sysLLMChat = &Def[chatting, proto.LLMTurnRecord]{
 	Syscall: Syscall{Op: proto.OpLLMChat, Existing: true, Mutates: true, Dirties: agenttree.ChangedFile(sysBudget)},
+	Example: `{"agent":"ops","messages":[{"role":"user","content":"hi"}]}`,
 	Args:    "agent, model, messages, tools, max_tokens, temperature, stream, wait", Result: "llm_delta, endpoint and llm_error records, streamed; llm_turn record", Own: true,
 	Subject: func(_ *Cred, a chatting) call { return named(a.Agent) },
 	Do:      (*Kernel).llmChat,
@@ -643,6 +696,7 @@ var sysLLMChat = &Def[chatting, proto.LLMTurnRecord]{
 
 var sysAgentList = &Def[struct{}, proto.AgentRecord]{
 	Syscall: Syscall{Op: proto.OpAgentList, Agent: agentNone},
+	Example: `{}`,
 	Args:    "", Result: "agent records, streamed", Optional: true,
 	Subject: func(*Cred, struct{}) call { return call{} },
 	Each:    (*Kernel).agentList,
@@ -650,6 +704,7 @@ var sysAgentList = &Def[struct{}, proto.AgentRecord]{
 
 var sysAgentShow = &Def[proto.AgentArgs, proto.AgentRecord]{
 	Syscall: Syscall{Op: proto.OpAgentShow, Existing: true},
+	Example: `{"agent":"ops"}`,
 	Args:    "agent", Result: "agent record",
 	Subject: onAgent,
 	Do:      (*Kernel).agentShow,
@@ -657,6 +712,7 @@ var sysAgentShow = &Def[proto.AgentArgs, proto.AgentRecord]{
 
 var sysAgentRemove = &Def[proto.AgentArgs, proto.AgentRecord]{
 	Syscall: Syscall{Op: proto.OpAgentRemove, Admin: true, Existing: true, Mutates: true, Event: proto.EventAgentRemoved, Dirties: agenttree.RemovedFile},
+	Example: `{"agent":"ops"}`,
 	Args:    "agent", Result: "agent record, removed (admin; EBUSY while it has live runs)",
 	Subject: onAgent,
 	Do:      (*Kernel).agentRemove,
@@ -666,13 +722,15 @@ var sysAgentRemove = &Def[proto.AgentArgs, proto.AgentRecord]{
 // compare everything, as its paths are not in entries.
 var sysAgentFork = &Def[proto.ForkArgs, proto.ForkRecord]{
 	Syscall: Syscall{Op: proto.OpAgentFork, Names: true, Mutates: true, Event: proto.EventAgentForked},
-	Args:    "agent, name, rev", Result: "fork record",
+	Example: `{"agent":"ops","name":"ops2"}`, Dry: []string{"ops2"},
+	Args: "agent, name, rev", Result: "fork record",
 	Gates: "two agents, the forked and the new one, each gated",
 	Do:    (*Kernel).fork,
 }
 
 var sysAgentDiff = &Def[proto.AgentDiffArgs, proto.DiffRecord]{
 	Syscall: Syscall{Op: proto.OpAgentDiff},
+	Example: `{"agent":"ops"}`,
 	Args:    "agent, other, patch", Result: "diffs, streamed",
 	Gates: "two agents, the diffed and the other, each gated",
 	Each:  (*Kernel).agentDiff,
@@ -684,13 +742,15 @@ func inboxOf(agent string) call { return call{agent: agent, target: agent + ":in
 
 var sysMsgSend = &Def[proto.MsgSendArgs, proto.MsgRecord]{
 	Syscall: Syscall{Op: proto.OpMsgSend, Asks: askSend, Mutates: true, Event: proto.EventMsgSent},
-	Args:    "to, from, text, reply_to, records", Result: "msg record",
+	Example: `{"to":"ops","from":"ops","text":"hi"}`, Dry: []string{"ops"},
+	Args: "to, from, text, reply_to, records", Result: "msg record",
 	Gates: "the agent is the sender, found from the caller first (msgCheck, which the mount asks too)",
 	Do:    (*Kernel).msgSend,
 }
 
 var sysMsgList = &Def[proto.MsgListArgs, proto.MsgRecord]{
 	Syscall: Syscall{Op: proto.OpMsgList},
+	Example: `{"agent":"ops"}`,
 	Args:    "agent, after, unread, max", Result: "msg records",
 	Subject: func(_ *Cred, a proto.MsgListArgs) call { return inboxOf(a.Agent) },
 	Each:    (*Kernel).msgList,
@@ -698,6 +758,7 @@ var sysMsgList = &Def[proto.MsgListArgs, proto.MsgRecord]{
 
 var sysMsgRecv = &Def[proto.MsgListArgs, proto.MsgRecord]{
 	Syscall: Syscall{Op: proto.OpMsgRecv},
+	Example: `{"agent":"ops"}`,
 	Args:    "agent, after, follow, max, peek, wait", Result: "msg records, marked read", Own: true,
 	Subject: func(_ *Cred, a proto.MsgListArgs) call { return inboxOf(a.Agent) },
 	Each:    (*Kernel).msgRecv,
@@ -705,6 +766,7 @@ var sysMsgRecv = &Def[proto.MsgListArgs, proto.MsgRecord]{
 
 var sysApproveList = &Def[proto.ApproveListArgs, proto.ApprovalRecord]{
 	Syscall: Syscall{Op: proto.OpApproveList, Agent: agentFilter},
+	Example: `{}`,
 	Args:    "agent, all, follow", Result: "approvals, streamed", Own: true,
 	Subject: func(_ *Cred, a proto.ApproveListArgs) call { return named(a.Agent) },
 	Each:    (*Kernel).approveList,
@@ -712,6 +774,7 @@ var sysApproveList = &Def[proto.ApproveListArgs, proto.ApprovalRecord]{
 
 var sysApproveDecide = &Def[proto.ApproveDecideArgs, proto.ApprovalRecord]{
 	Syscall: Syscall{Op: proto.OpApproveDecide, Operator: true, Mutates: true, Event: proto.EventApprovalDecided},
+	Example: `{"id":"$APPROVAL","approve":true}`,
 	Args:    "id, approve, reason", Result: "approval",
 	Gates: "the agent is the named request's, looked up first; a run is refused before any is",
 	Do:    (*Kernel).approveDecide,
@@ -723,6 +786,7 @@ const gatesWork = "the agent is the named run's work's, looked up first (workOf)
 
 var sysWorkList = &Def[proto.WorkArgs, proto.WorkRecord]{
 	Syscall: Syscall{Op: proto.OpWorkList, Agent: agentFilter},
+	Example: `{}`,
 	Args:    "agent", Result: "work records, streamed", Optional: true,
 	Subject: func(_ *Cred, a proto.WorkArgs) call { return named(a.Agent) },
 	Each:    (*Kernel).workList,
@@ -730,6 +794,7 @@ var sysWorkList = &Def[proto.WorkArgs, proto.WorkRecord]{
 
 var sysWorkDiff = &Def[proto.WorkArgs, proto.WorkRecord]{
 	Syscall: Syscall{Op: proto.OpWorkDiff},
+	Example: `{"run":"$RUN"}`,
 	Args:    "run, stat", Result: "work record with its patch (or diffstat)",
 	Gates: gatesWork,
 	Do:    (*Kernel).workDiff,
@@ -737,6 +802,7 @@ var sysWorkDiff = &Def[proto.WorkArgs, proto.WorkRecord]{
 
 var sysWorkApply = &Def[proto.WorkArgs, proto.WorkRecord]{
 	Syscall: Syscall{Op: proto.OpWorkApply, Operator: true, Mutates: true},
+	Example: `{"run":"$RUN"}`,
 	Args:    "run, force", Result: "work record",
 	Gates: gatesWork,
 	Do:    (*Kernel).workApply,
@@ -744,6 +810,7 @@ var sysWorkApply = &Def[proto.WorkArgs, proto.WorkRecord]{
 
 var sysWorkDiscard = &Def[proto.WorkArgs, proto.WorkRecord]{
 	Syscall: Syscall{Op: proto.OpWorkDiscard, Operator: true, Mutates: true},
+	Example: `{"run":"$RUN"}`,
 	Args:    "run", Result: "work record",
 	Gates: gatesWork,
 	Do:    (*Kernel).workDiscard,
@@ -753,6 +820,7 @@ var sysWorkDiscard = &Def[proto.WorkArgs, proto.WorkRecord]{
 
 var sysFleetStatus = &Def[struct{}, proto.NodeRecord]{
 	Syscall: Syscall{Op: proto.OpFleetStatus, Agent: agentNone},
+	Example: `{}`,
 	Args:    "none", Result: "node records, streamed", Optional: true,
 	Subject: func(*Cred, struct{}) call { return call{target: "fleet"} },
 	Each:    (*Kernel).fleetStatus,
@@ -760,6 +828,7 @@ var sysFleetStatus = &Def[struct{}, proto.NodeRecord]{
 
 var sysFleetCall = &Def[fleetCalling, json.RawMessage]{
 	Syscall: Syscall{Op: proto.OpFleetCall, Agent: agentNone},
+	Example: `{"op":"state.load","args":{"agent":"ops","key":"k"}}`,
 	Args:    "node, op, args", Result: "the op's records, with node", Own: true,
 	Subject: func(_ *Cred, a fleetCalling) call { return call{target: "fleet:" + a.Op} },
 	Do:      (*Kernel).fleetCall,
@@ -767,6 +836,7 @@ var sysFleetCall = &Def[fleetCalling, json.RawMessage]{
 
 var sysFleetWitness = &Def[struct{}, proto.WitnessRecord]{
 	Syscall: Syscall{Op: proto.OpFleetWitness, Admin: true, Agent: agentNone},
+	Example: `{}`,
 	Args:    "none", Result: "witness records (admin)", Optional: true,
 	Subject: func(*Cred, struct{}) call { return call{target: "fleet"} },
 	Each:    (*Kernel).fleetWitness,
