@@ -178,7 +178,7 @@ func eventName(op, result string) string {
 // ends (the mount) call it, is a one-line call of the Def.
 var table = []Op{
 	sysHello,
-	sysStateSave, sysStateDelete, sysStateLoad, sysStateList,
+	sysStateSave, sysStateDelete, sysStateLoad, sysStateList, sysStateStat,
 	sysMemRemember, sysMemForget, sysMemRecall, sysMemList,
 	sysCommit, sysCommitTag, sysCommitRestore, sysCommitLog, sysCommitShow, sysCommitDiff,
 	sysAuditLog, sysAuditShow, sysAuditHead, sysAuditVerify, sysAuditExport, sysEvents,
@@ -261,6 +261,25 @@ var sysStateList = &Def[proto.StateListArgs, proto.StateRecord]{
 	Args:    "agent, prefix", Result: "state records, streamed", Own: true,
 	Subject: func(_ *Cred, a proto.StateListArgs) call { return call{agent: a.Agent, key: a.Prefix, policy: askList} },
 	Each:    (*Kernel).stateList,
+}
+
+// state.stat is a load without the value: whether a key exists, and its
+// size and time, as cheap as the record.
+var sysStateStat = &Def[proto.StateArgs, proto.StateRecord]{
+	Syscall: Syscall{Op: proto.OpStateStat, Asks: askRead, Key: proto.KeyRead, Inline: true},
+	Example: `{"agent":"ops","key":"k"}`, Dry: []string{"k"},
+	Args: "agent, key", Result: "state record",
+	Subject: func(_ *Cred, a proto.StateArgs) call {
+		return call{agent: a.Agent, key: a.Key, policy: askRead}
+	},
+	Do: func(k *Kernel, _ context.Context, _ *Cred, a proto.StateArgs, _ []byte) (proto.StateRecord, error) {
+		k.flights.WaitKey(a.Agent, a.Key)
+		rec, err := k.state.Stat(a.Agent, a.Key)
+		if err != nil {
+			return rec, proto.AsError(err)
+		}
+		return rec, nil
+	},
 }
 
 // Memory (memory.go).
