@@ -36,8 +36,11 @@ type call struct {
 // an op declared Existing), then the agent's policy. A refusal is audited
 // with its code (refusal below) and returned; what passes goes on to the
 // method's work, whose changes the committer makes durable, audits and
-// publishes. Every op a front end serves calls it (TestEveryServedOpGated
-// in pkg/serve holds them to it).
+// publishes. The dispatcher (def.go) calls it for every call of a
+// definition with a Subject, before its work; the few ops whose work
+// gates itself, and the mount's own checks, are listed by
+// TestOnlyTheDispatcherGates, and TestEveryServedOpGated in pkg/serve
+// calls every served op to see it reach the gate under its own op.
 func (k *Kernel) gate(cl call) *proto.Error {
 	if k.gated != nil {
 		k.gated(cl.op)

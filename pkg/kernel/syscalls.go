@@ -12,15 +12,17 @@ import (
 	"github.com/oxios/oxios/pkg/state"
 )
 
-// Syscall declares one operation of the kernel: everything about it but
-// its method. The table below is the one list of operations: front ends
-// serve exactly the ops not Recorded (pkg/serve adapts each from the wire,
-// and its test holds the two lists equal), crash replay marks what
-// Dirties says, the gate (gate.go) checks what Admin, Agent, Key and
-// Existing say and asks what Asks says, and the dry run (question.go)
-// asks the same. Adding a syscall is one entry here, one method that
-// enters the gate under its op (TestEveryServedOpGated in pkg/serve fails
-// otherwise) and its adapter in pkg/serve.
+// Syscall declares one operation of the kernel: what every part of the
+// kernel reads of it (the gate, crash replay, the event names, the dry
+// run). Each served op's declaration is part of its definition (Def,
+// def.go) in the table below, with how the gate finds a call's subject,
+// its wire docs and shape and its work; the ops only the kernel records
+// are declared alone (recorded). Front ends serve exactly the ops of
+// the table (pkg/serve, whose test holds the two in step), crash replay
+// marks what Dirties says, the gate (gate.go) checks what Admin, Agent,
+// Key and Existing say and asks what Asks says, and the dry run
+// (question.go) asks the same. Adding a syscall is one Def in the table,
+// with its Do.
 type Syscall struct {
 	Op string
 	// Mutates: the call commits a change, with its audit entry, through
