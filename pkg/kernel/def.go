@@ -129,8 +129,8 @@ func (d *Def[A, R]) enter(k *Kernel, c *Cred, a A, raw []byte) error {
 		return nil
 	}
 	cl := d.Subject(c, a)
-	cl.op, cl.c, cl.raw = d.Op, c, raw
-	if err := k.gate(cl); err != nil {
+	cl.op, cl.sc, cl.c, cl.raw = d.Op, &d.Syscall, c, raw
+	if err := k.gateCall(&cl); err != nil {
 		return err
 	}
 	return nil

@@ -107,7 +107,7 @@ func Syscalls() []*Syscall {
 	return out
 }
 
-// Def returns the definition of op, which a front end serves; nil for
+// DefOf returns the definition of op, which a front end serves; nil for
 // an op that only the kernel records.
 func DefOf(op string) Op { return defs[op] }
 

@@ -157,7 +157,7 @@ func TestDefinitions(t *testing.T) {
 		if q := d.probe().policy; q != askNone && q != sc.Asks {
 			t.Errorf("%s: its Subject asks %v, its declaration %v", sc.Op, q, sc.Asks)
 		}
-		if d.probe().op != "" {
+		if d.probe().op != "" || d.probe().sc != nil {
 			t.Errorf("%s: its Subject names an op: the dispatcher names it", sc.Op)
 		}
 	}
@@ -173,6 +173,7 @@ func TestDefinitions(t *testing.T) {
 // here (TestOnlyTheDispatcherGates).
 var handGated = map[string]string{
 	"enter":         "the dispatcher (def.go)",
+	"gate":          "the gate of a call passed by value (gate.go)",
 	"lookup":        proto.OpRunAttach + ", " + proto.OpRunWait + ", " + proto.OpRunKill,
 	"run":           "lookup",
 	"spawn":         proto.OpRunSpawn,
@@ -218,7 +219,7 @@ func TestOnlyTheDispatcherGates(t *testing.T) {
 				if !ok {
 					return true
 				}
-				if sel, ok := ce.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "gate" {
+				if sel, ok := ce.Fun.(*ast.SelectorExpr); ok && (sel.Sel.Name == "gate" || sel.Sel.Name == "gateCall") {
 					name := fd.Name.Name
 					seen[name] = true
 					if _, ok := handGated[name]; !ok {
