@@ -38,6 +38,13 @@ func main() {
 			Action:    load,
 		},
 		{
+			Name:      "stat",
+			Usage:     "print the record of each KEY (its size and time), not its value",
+			ArgsUsage: "KEY...",
+			Flags:     cliutil.ClientFlags(),
+			Action:    stat,
+		},
+		{
 			Name:      "rm",
 			Usage:     "delete keys",
 			ArgsUsage: "KEY...",
@@ -147,6 +154,50 @@ func load(c *cli.Context) error {
 	// Raw bytes: load is the inverse of save, for pipes and redirections.
 	if _, err := os.Stdout.Write(v); err != nil {
 		return cliutil.Failf("writing stdout: %v", err)
+	}
+	return nil
+}
+
+// stat prints the record of each key. Every key is tried; one that fails
+// (ENOENT: it does not exist) is reported on stderr, and the exit status
+// is that of the worst failure.
+func stat(c *cli.Context) error {
+	agent, err := cliutil.Agent(c)
+	if err != nil {
+		return err
+	}
+	if c.NArg() == 0 {
+		return cliutil.Usagef("stat takes one or more KEYs")
+	}
+	for i := range c.NArg() {
+		if _, err := keyArg(c, i); err != nil {
+			return err
+		}
+	}
+	cl, err := cliutil.Connect(c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	p := cliutil.NewPrinter(c, "AGENT", "KEY", "SIZE", "MODIFIED")
+	var first error
+	for _, key := range c.Args().Slice() {
+		rec, err := cl.StateStat(c.Context, agent, key)
+		if err != nil {
+			p.Flush()
+			fmt.Fprintf(os.Stderr, "ox-state: %v\n", err)
+			if first == nil || cliutil.Code(err) > cliutil.Code(first) {
+				first = err
+			}
+			continue
+		}
+		p.Print(rec, rec.Agent, rec.Key, cliutil.HumanSize(rec.Size), stamp(rec.Modified))
+	}
+	if err := p.Flush(); err != nil && first == nil && !errors.Is(err, os.ErrClosed) {
+		return err
+	}
+	if first != nil {
+		return cliutil.Silent(cliutil.Code(first))
 	}
 	return nil
 }

@@ -36,6 +36,14 @@ func stateValue(rec proto.StateRecord) ([]byte, proto.StateRecord, error) {
 	return v, rec, nil
 }
 
+// StateStat returns the record of key of agent without its value:
+// whether it exists (ENOENT if not), its size and its time.
+func (c *Client) StateStat(ctx context.Context, agent, key string) (proto.StateRecord, error) {
+	var rec proto.StateRecord
+	err := c.callState(ctx, proto.OpStateStat, &handArgs{agent: agent, key: key}, &rec)
+	return rec, err
+}
+
 // StateDelete removes key of agent and returns the record it had.
 func (c *Client) StateDelete(ctx context.Context, agent, key string) (proto.StateRecord, error) {
 	var rec proto.StateRecord

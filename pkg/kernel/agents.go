@@ -31,9 +31,10 @@ func (k *Kernel) liveRuns(agent string) int { return k.adm.Live(agent) }
 
 // AgentList returns, sorted, the agents that exist and that c may act on.
 func (k *Kernel) AgentList(ctx context.Context, c *Cred, emit func(*proto.AgentRecord) error) error {
-	if err := k.gate(call{op: proto.OpAgentList, c: c}); err != nil {
-		return err
-	}
+	return sysAgentList.Stream(k, ctx, c, struct{}{}, nil, emit)
+}
+
+func (k *Kernel) agentList(ctx context.Context, c *Cred, _ struct{}, _ []byte, emit func(*proto.AgentRecord) error) error {
 	for _, agent := range k.Agents(ctx, c) {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -49,10 +50,11 @@ func (k *Kernel) AgentList(ctx context.Context, c *Cred, emit func(*proto.AgentR
 
 // AgentShow describes one agent.
 func (k *Kernel) AgentShow(ctx context.Context, c *Cred, agent string, raw []byte) (proto.AgentRecord, error) {
-	if err := k.gate(call{op: proto.OpAgentShow, c: c, agent: agent, raw: raw}); err != nil {
-		return proto.AgentRecord{}, err
-	}
-	rec := k.agentRecord(agent)
+	return sysAgentShow.Call(k, ctx, c, proto.AgentArgs{Agent: agent}, raw)
+}
+
+func (k *Kernel) agentShow(_ context.Context, _ *Cred, a proto.AgentArgs, _ []byte) (proto.AgentRecord, error) {
+	rec := k.agentRecord(a.Agent)
 	rec.Describe()
 	return rec, nil
 }
@@ -65,10 +67,11 @@ func (k *Kernel) AgentShow(ctx context.Context, c *Cred, agent string, raw []byt
 // the removal itself is then committed. Admin only: an agent's kernel
 // files are not its own to delete.
 func (k *Kernel) AgentRemove(ctx context.Context, c *Cred, agent string, raw []byte) (proto.AgentRecord, error) {
-	op := proto.OpAgentRemove
-	if err := k.gate(call{op: op, c: c, agent: agent, raw: raw}); err != nil {
-		return proto.AgentRecord{}, err
-	}
+	return sysAgentRemove.Call(k, ctx, c, proto.AgentArgs{Agent: agent}, raw)
+}
+
+func (k *Kernel) agentRemove(ctx context.Context, c *Cred, a proto.AgentArgs, raw []byte) (proto.AgentRecord, error) {
+	op, agent := proto.OpAgentRemove, a.Agent
 	// A job's firing starts a run: none fires while the jobs go.
 	held := k.sched.Lock()
 	defer held.Unlock()

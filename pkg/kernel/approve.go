@@ -33,9 +33,10 @@ func (k *Kernel) StopAsking() {
 // kept ones with a.All; with a.Follow, then each new request and
 // decision until ctx ends.
 func (k *Kernel) ApproveList(ctx context.Context, c *Cred, a proto.ApproveListArgs, raw []byte, emit func(*proto.ApprovalRecord) error) error {
-	if err := k.gate(call{op: proto.OpApproveList, c: c, agent: a.Agent, raw: raw}); err != nil {
-		return err
-	}
+	return sysApproveList.Stream(k, ctx, c, a, raw, emit)
+}
+
+func (k *Kernel) approveList(ctx context.Context, c *Cred, a proto.ApproveListArgs, raw []byte, emit func(*proto.ApprovalRecord) error) error {
 	return k.asks.Stream(ctx, k.bus, a, c.Lists(a.Agent), emit)
 }
 
@@ -43,6 +44,10 @@ func (k *Kernel) ApproveList(ctx context.Context, c *Cred, a proto.ApproveListAr
 // a user granted the agent, decides; a run never decides, not even for
 // another agent.
 func (k *Kernel) ApproveDecide(ctx context.Context, c *Cred, a proto.ApproveDecideArgs, raw []byte) (proto.ApprovalRecord, error) {
+	return sysApproveDecide.Call(k, ctx, c, a, raw)
+}
+
+func (k *Kernel) approveDecide(ctx context.Context, c *Cred, a proto.ApproveDecideArgs, raw []byte) (proto.ApprovalRecord, error) {
 	tgt := approval.DecisionTarget("*", a)
 	deny := func(err *proto.Error) (proto.ApprovalRecord, error) {
 		k.auditDenied(c, proto.OpApproveDecide, strings.ToValidUTF8(tgt, "?"), raw, err.Code)

@@ -61,16 +61,14 @@ func (k *Kernel) checkBudget(c *Cred, agent string, p *policy.Policy, more proto
 	return k.asks.AskBudget(c.Actor(), agent, p, used)
 }
 
-func (k *Kernel) budgetAgent(c *Cred, op, agent string, raw []byte) (*policy.Policy, error) {
-	if err := k.gate(call{op: op, c: c, agent: agent, raw: raw}); err != nil {
-		return nil, err
-	}
-	return k.policyOf(agent)
-}
-
 // BudgetShow returns agent's budget.
 func (k *Kernel) BudgetShow(ctx context.Context, c *Cred, agent string, raw []byte) (proto.BudgetRecord, error) {
-	p, err := k.budgetAgent(c, proto.OpBudgetShow, agent, raw)
+	return sysBudgetShow.Call(k, ctx, c, proto.AgentArgs{Agent: agent}, raw)
+}
+
+func (k *Kernel) budgetShow(_ context.Context, c *Cred, a proto.AgentArgs, _ []byte) (proto.BudgetRecord, error) {
+	agent := a.Agent
+	p, err := k.policyOf(agent)
 	if err != nil {
 		return proto.BudgetRecord{}, err
 	}
@@ -79,7 +77,11 @@ func (k *Kernel) BudgetShow(ctx context.Context, c *Cred, agent string, raw []by
 
 // BudgetSet replaces agent's limits (admin only).
 func (k *Kernel) BudgetSet(ctx context.Context, c *Cred, a proto.BudgetSetArgs, raw []byte) (proto.BudgetRecord, error) {
-	p, err := k.budgetAgent(c, proto.OpBudgetSet, a.Agent, raw)
+	return sysBudgetSet.Call(k, ctx, c, a, raw)
+}
+
+func (k *Kernel) budgetSet(ctx context.Context, c *Cred, a proto.BudgetSetArgs, raw []byte) (proto.BudgetRecord, error) {
+	p, err := k.policyOf(a.Agent)
 	if err != nil {
 		return proto.BudgetRecord{}, err
 	}
@@ -92,7 +94,12 @@ func (k *Kernel) BudgetSet(ctx context.Context, c *Cred, a proto.BudgetSetArgs, 
 
 // BudgetReset zeroes what agent has used (admin only).
 func (k *Kernel) BudgetReset(ctx context.Context, c *Cred, agent string, raw []byte) (proto.BudgetRecord, error) {
-	p, err := k.budgetAgent(c, proto.OpBudgetReset, agent, raw)
+	return sysBudgetReset.Call(k, ctx, c, proto.AgentArgs{Agent: agent}, raw)
+}
+
+func (k *Kernel) budgetReset(ctx context.Context, c *Cred, a proto.AgentArgs, raw []byte) (proto.BudgetRecord, error) {
+	agent := a.Agent
+	p, err := k.policyOf(agent)
 	if err != nil {
 		return proto.BudgetRecord{}, err
 	}
@@ -115,7 +122,11 @@ func (k *Kernel) budgetChangeOp(ctx context.Context, c *Cred, op, agent string, 
 // the run is ended. A check that passes changes nothing and is not
 // audited (like a read); the charge that follows is.
 func (k *Kernel) BudgetCheck(ctx context.Context, c *Cred, a proto.BudgetCheckArgs, raw []byte) (proto.BudgetRecord, error) {
-	p, err := k.budgetAgent(c, proto.OpBudgetCheck, a.Agent, raw)
+	return sysBudgetCheck.Call(k, ctx, c, a, raw)
+}
+
+func (k *Kernel) budgetCheck(ctx context.Context, c *Cred, a proto.BudgetCheckArgs, raw []byte) (proto.BudgetRecord, error) {
+	p, err := k.policyOf(a.Agent)
 	if err != nil {
 		return proto.BudgetRecord{}, err
 	}
@@ -135,7 +146,11 @@ func (k *Kernel) BudgetCheck(ctx context.Context, c *Cred, a proto.BudgetCheckAr
 // when it passes a limit (it was spent); then the reply is EDQUOT and the
 // run is ended.
 func (k *Kernel) BudgetCharge(ctx context.Context, c *Cred, a proto.BudgetChargeArgs, raw []byte) (proto.BudgetRecord, error) {
-	p, err := k.budgetAgent(c, proto.OpBudgetCharge, a.Agent, raw)
+	return sysBudgetCharge.Call(k, ctx, c, a, raw)
+}
+
+func (k *Kernel) budgetCharge(ctx context.Context, c *Cred, a proto.BudgetChargeArgs, raw []byte) (proto.BudgetRecord, error) {
+	p, err := k.policyOf(a.Agent)
 	if err != nil {
 		return proto.BudgetRecord{}, err
 	}

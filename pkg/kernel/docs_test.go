@@ -33,23 +33,21 @@ func manSection(t *testing.T, head string) string {
 	return s
 }
 
-var opRow = regexp.MustCompile(`(?m)^\| ([a-z]+(?:\.[a-z]+)?) \|`)
+var opRow = regexp.MustCompile(`(?m)^\| ([a-z]+(?:\.[a-z]+)?) \|(.*)\|(.*)\|$`)
 
 // TestManOpTable: the tables of ops in oxios(7) (Wire protocol) list
-// every op a front end serves, once, and no other.
+// every op a front end serves, once, and no other, each row as its
+// definition documents it: its args and its result (Def.Args, Def.Result).
 func TestManOpTable(t *testing.T) {
 	text := manSection(t, "### Wire protocol")
-	var doc []string
-	for _, m := range opRow.FindAllStringSubmatch(text, -1) {
-		if m[1] != "op" {
-			doc = append(doc, m[1])
-		}
-	}
-	if len(doc) < 50 {
-		t.Fatalf("only %d ops in the tables of oxios(7): the scan is broken", len(doc))
-	}
 	seen := map[string]bool{}
-	for _, op := range doc {
+	n := 0
+	for _, m := range opRow.FindAllStringSubmatch(text, -1) {
+		op := m[1]
+		if op == "op" {
+			continue
+		}
+		n++
 		sc := Lookup(op)
 		switch {
 		case seen[op]:
@@ -58,8 +56,20 @@ func TestManOpTable(t *testing.T) {
 			t.Errorf("oxios(7) lists %s, which is not in the syscall table", op)
 		case sc.Recorded:
 			t.Errorf("oxios(7) lists %s, which no front end serves", op)
+		default:
+			args, result := DefOf(op).docs()
+			row := "| " + op + " | " + args + " | " + result + " |"
+			if args == "" {
+				row = "| " + op + " | | " + result + " |"
+			}
+			if m[0] != row {
+				t.Errorf("oxios(7)'s row of %s is\n\t%s\nits definition (syscalls.go) says\n\t%s", op, m[0], row)
+			}
 		}
 		seen[op] = true
+	}
+	if n < 50 {
+		t.Fatalf("only %d ops in the tables of oxios(7): the scan is broken", n)
 	}
 	for _, sc := range Syscalls() {
 		if !sc.Recorded && !seen[sc.Op] {

@@ -21,6 +21,10 @@ import (
 // Each exec is audited with its command, exit status and output digest;
 // each refusal with the rule that refused it.
 func (k *Kernel) Exec(ctx context.Context, c *Cred, a proto.ExecArgs, raw []byte) (proto.ExecRecord, error) {
+	return sysExec.Call(k, ctx, c, a, raw)
+}
+
+func (k *Kernel) exec(ctx context.Context, c *Cred, a proto.ExecArgs, raw []byte) (proto.ExecRecord, error) {
 	deny := func(err *proto.Error, target string) (proto.ExecRecord, error) {
 		k.auditDenied(c, proto.OpExec, target, raw, err.Code)
 		return proto.ExecRecord{}, err
@@ -29,16 +33,18 @@ func (k *Kernel) Exec(ctx context.Context, c *Cred, a proto.ExecArgs, raw []byte
 	if werr != nil {
 		return proto.ExecRecord{}, werr
 	}
-	cl := call{op: proto.OpExec, c: c, agent: a.Agent, raw: raw, target: runspec.ExecTarget(a.Agent, a.Argv, a.Command, "")}
 	if dir != "" {
-		// The folder is asked of [work] allow, as a spawn's is.
-		cl.key, cl.policy = dir, askWork
-	}
-	if err := k.gate(cl); err != nil {
-		return proto.ExecRecord{}, err
-	}
-	if dir != "" && c.Run != "" {
-		return proto.ExecRecord{}, proto.Errorf(proto.EINVAL, "run %s: an exec of a run works in the run's folder; --work is for an exec of its own", c.Run)
+		if c.Run != "" {
+			return proto.ExecRecord{}, proto.Errorf(proto.EINVAL, "run %s: an exec of a run works in the run's folder; --work is for an exec of its own", c.Run)
+		}
+		// The folder is asked of [work] allow, as a spawn's is; the
+		// dispatcher asked the exec's own question.
+		q := asking{ask: askWork, key: dir}
+		if err := k.enforce(c, a.Agent, proto.OpExec, target(a.Agent, dir), raw, func(p *policy.Policy) error {
+			return k.hooked(k.root, p, c, proto.OpExec, a.Agent, q)
+		}); err != nil {
+			return proto.ExecRecord{}, err
+		}
 	}
 	p, err := k.policyOf(a.Agent)
 	if err != nil {

@@ -28,9 +28,10 @@ func (k *Kernel) SetFleet(f Fleet) { k.fleet = f }
 
 // FleetStatus lists the nodes of the fleet.
 func (k *Kernel) FleetStatus(ctx context.Context, c *Cred, _ struct{}, raw []byte, emit func(*proto.NodeRecord) error) error {
-	if err := k.gate(call{op: proto.OpFleetStatus, c: c, raw: raw, target: "fleet"}); err != nil {
-		return err
-	}
+	return sysFleetStatus.Stream(k, ctx, c, struct{}{}, raw, emit)
+}
+
+func (k *Kernel) fleetStatus(ctx context.Context, c *Cred, _ struct{}, raw []byte, emit func(*proto.NodeRecord) error) error {
 	if k.fleet == nil {
 		return proto.NoFleet(proto.OpFleetStatus)
 	}
@@ -45,9 +46,18 @@ func (k *Kernel) FleetStatus(ctx context.Context, c *Cred, _ struct{}, raw []byt
 // own callers' (the identity travels with it: the NATS credentials are
 // the boundary of the fleet). Only the ops of proto.FleetCallable travel.
 func (k *Kernel) FleetCall(ctx context.Context, c *Cred, a proto.FleetCallArgs, raw []byte, emit func([]byte) error) (json.RawMessage, error) {
-	if err := k.gate(call{op: proto.OpFleetCall, c: c, raw: raw, target: "fleet:" + a.Op}); err != nil {
-		return nil, err
-	}
+	return sysFleetCall.Call(k, ctx, c, fleetCalling{a, emit}, raw)
+}
+
+// fleetCalling is what fleet.call takes: its args, and where the
+// called op's records go (each already JSON).
+type fleetCalling struct {
+	proto.FleetCallArgs
+	emit func([]byte) error
+}
+
+func (k *Kernel) fleetCall(ctx context.Context, c *Cred, fa fleetCalling, raw []byte) (json.RawMessage, error) {
+	a, emit := fa.FleetCallArgs, fa.emit
 	if err, refused := a.Check(); err != nil {
 		if refused {
 			k.Refused(c, proto.OpFleetCall, "fleet:"+a.Op, raw, err.Code)
@@ -76,9 +86,10 @@ func (k *Kernel) FleetCall(ctx context.Context, c *Cred, a proto.FleetCallArgs, 
 // FleetWitness checks the local audit chain against its heads as the peers
 // saw them.
 func (k *Kernel) FleetWitness(ctx context.Context, c *Cred, _ struct{}, raw []byte, emit func(*proto.WitnessRecord) error) error {
-	if err := k.gate(call{op: proto.OpFleetWitness, c: c, raw: raw, target: "fleet"}); err != nil {
-		return err
-	}
+	return sysFleetWitness.Stream(k, ctx, c, struct{}{}, raw, emit)
+}
+
+func (k *Kernel) fleetWitness(ctx context.Context, c *Cred, _ struct{}, raw []byte, emit func(*proto.WitnessRecord) error) error {
 	if k.fleet == nil {
 		return proto.NoFleet(proto.OpFleetWitness)
 	}
@@ -90,9 +101,10 @@ func (k *Kernel) FleetWitness(ctx context.Context, c *Cred, _ struct{}, raw []by
 // as its target; credentials come from the daemon's environment (an ssh
 // agent, ~/.ssh of its user), never from the caller.
 func (k *Kernel) VersionPush(ctx context.Context, c *Cred, a proto.PushArgs, raw []byte) (proto.PushRecord, error) {
-	if err := k.gate(call{op: proto.OpVersionPush, c: c, raw: raw, target: "remote:" + a.Remote}); err != nil {
-		return proto.PushRecord{}, err
-	}
+	return sysVersionPush.Call(k, ctx, c, a, raw)
+}
+
+func (k *Kernel) versionPush(ctx context.Context, c *Cred, a proto.PushArgs, raw []byte) (proto.PushRecord, error) {
 	// Not at a barrier (a push may take long): its entries go through
 	// the queue of the group commit, not the committer's own batches.
 	return k.work().Push(ctx, a.Remote, func(op, target, result, event string, data any) (uint64, error) {

@@ -32,6 +32,11 @@ func (k *Kernel) agentExists(agent string) (bool, error) {
 // Fork copies a.Agent at a.Rev (default: its state now, committed first)
 // as the new agent a.Name.
 func (k *Kernel) Fork(ctx context.Context, c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecord, error) {
+	return sysAgentFork.Call(k, ctx, c, a, raw)
+}
+
+// fork gates itself: the forked agent and the new one, each gated.
+func (k *Kernel) fork(ctx context.Context, c *Cred, a proto.ForkArgs, raw []byte) (proto.ForkRecord, error) {
 	tgt := a.Name + ":fork " + a.Agent
 	for _, ag := range []string{a.Agent, a.Name} {
 		if err := k.gate(call{op: proto.OpAgentFork, c: c, agent: ag, raw: raw, target: tgt}); err != nil {
@@ -85,11 +90,16 @@ func (k *Kernel) forker(c *Cred, raw []byte) *agenttree.Forker {
 // either side are compared by content: the cost is what differs, not the
 // size of the agents.
 func (k *Kernel) AgentDiff(ctx context.Context, c *Cred, a proto.AgentDiffArgs, raw []byte, emit func(*proto.DiffRecord) error) error {
-	if err := k.versionScope(c, proto.OpAgentDiff, a.Agent, raw); err != nil {
+	return sysAgentDiff.Stream(k, ctx, c, a, raw, emit)
+}
+
+// agentDiff gates itself: two agents, each gated.
+func (k *Kernel) agentDiff(ctx context.Context, c *Cred, a proto.AgentDiffArgs, raw []byte, emit func(*proto.DiffRecord) error) error {
+	if err := k.gate(call{op: proto.OpAgentDiff, c: c, agent: a.Agent, raw: raw}); err != nil {
 		return err
 	}
 	if a.Other != "" {
-		if err := k.versionScope(c, proto.OpAgentDiff, a.Other, raw); err != nil {
+		if err := k.gate(call{op: proto.OpAgentDiff, c: c, agent: a.Other, raw: raw}); err != nil {
 			return err
 		}
 	}

@@ -151,7 +151,7 @@ func (k *Kernel) submitChange(c *Cred, op string, ch *state.Change, raw []byte, 
 // caller must not change), with the key's record. Like state.load, a read
 // is not audited and a refusal is.
 func (k *Kernel) StateOpen(ctx context.Context, c *Cred, agent, key string) (*os.File, []byte, proto.StateRecord, error) {
-	if err := k.gate(readCall(c, agent, key, nil)); err != nil {
+	if err := sysStateLoad.enter(k, c, proto.StateArgs{Agent: agent, Key: key}, nil); err != nil {
 		return nil, nil, proto.StateRecord{}, err
 	}
 	k.flights.WaitKey(agent, key)

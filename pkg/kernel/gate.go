@@ -12,6 +12,7 @@ import (
 // value: the gate runs on every state.load, and costs no allocation.
 type call struct {
 	op    string
+	sc    *Syscall // op's declaration, if the caller has it (the dispatcher): no lookup
 	c     *Cred
 	agent string
 	key   string // the key, prefix or name the call names, checked by the op's rule
@@ -36,14 +37,24 @@ type call struct {
 // an op declared Existing), then the agent's policy. A refusal is audited
 // with its code (refusal below) and returned; what passes goes on to the
 // method's work, whose changes the committer makes durable, audits and
-// publishes. Every op a front end serves calls it (TestEveryServedOpGated
-// in pkg/serve holds them to it).
-func (k *Kernel) gate(cl call) *proto.Error {
+// publishes. The dispatcher (def.go) calls it for every call of a
+// definition with a Subject, before its work; the few ops whose work
+// gates itself, and the mount's own checks, are listed by
+// TestOnlyTheDispatcherGates, and TestEveryServedOpGated in pkg/serve
+// calls every served op to see it reach the gate under its own op.
+func (k *Kernel) gate(cl call) *proto.Error { return k.gateCall(&cl) }
+
+// gateCall is gate on a call the caller holds (the dispatcher's), not
+// copied again: it does not keep cl.
+func (k *Kernel) gateCall(cl *call) *proto.Error {
 	if k.gated != nil {
 		k.gated(cl.op)
 	}
 	rule, existing, admin, named := proto.KeyNone, false, cl.every, !cl.every
-	sc := syscalls[cl.op]
+	sc := cl.sc
+	if sc == nil {
+		sc = syscalls[cl.op]
+	}
 	if sc != nil {
 		rule, existing = sc.Key, sc.Existing
 		admin = admin || sc.Admin

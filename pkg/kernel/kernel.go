@@ -1,9 +1,17 @@
-// Package kernel is the one place where Oxios does anything: each exported
-// method is a syscall, declared once in the syscall table (syscalls.go),
-// and each goes through one gate (gate.go): validate -> authorize ->
-// policy (its rules, an ask, its hook: question.go, hook.go) -> do ->
-// audit (refusals too) -> publish. The dry run (ox-policy check and
-// test) is the gate with the work skipped, for any caller (Verdict). The socket server and
+// Package kernel is the one place where Oxios does anything: each
+// syscall is one definition (Def, def.go) in the table of syscalls.go:
+// its declaration, how the gate finds the call's agent, key and target
+// in its args (Subject), its wire docs and shape, an example call, and
+// its work (Do). One dispatcher (Def.Call, Def.Stream, Def.Serve) runs
+// every call through the gate (gate.go): validate -> authorize -> policy
+// (its rules, an ask, its hook: question.go, hook.go) -> do -> audit
+// (refusals too) -> publish; the work never gates (TestOnlyTheDispatcherGates),
+// and the kernel's exported method of a syscall is a one-line call of its
+// definition. Adding a syscall is its Def, with its Do, in the table;
+// pkg/serve serves it from the wire, and the guard tests call it from its
+// example. The dry run (ox-policy check and test) is the gate with the
+// work skipped, for any caller (Verdict), asking the question the
+// definition declares. The socket server, the fleet and
 // the FUSE view call these syscalls and nothing below them; the
 // subsystems (access with its credentials, grants and what a caller
 // lists and sees, groupcommit's queue, state, agenttree with an agent's
@@ -330,9 +338,10 @@ func (k *Kernel) Identify(uid, gid uint32, pid int32) (*Cred, error) {
 // HelloCall is the hello op: the hello again, once the gate let it
 // through, to a client that speaks protocol a.Proto (0: any).
 func (k *Kernel) HelloCall(ctx context.Context, c *Cred, a proto.HelloArgs, raw []byte) (proto.Hello, error) {
-	if err := k.gate(call{op: proto.OpHello, c: c, raw: raw}); err != nil {
-		return proto.Hello{}, err
-	}
+	return sysHello.Call(k, ctx, c, a, raw)
+}
+
+func (k *Kernel) helloCall(_ context.Context, c *Cred, a proto.HelloArgs, _ []byte) (proto.Hello, error) {
 	if a.Proto != 0 && a.Proto != proto.Version {
 		return proto.Hello{}, proto.Errorf(proto.EPROTO, "client speaks protocol %d, oxiosd speaks %d", a.Proto, proto.Version)
 	}

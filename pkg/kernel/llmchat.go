@@ -188,9 +188,18 @@ func (k *Kernel) tokensLeft(agent string, p *policy.Policy, r *supervisor.Run, p
 // sent to emit as they come (a.Stream) with the endpoint's events, and
 // the answer returned. Each attempt is charged and audited as it ends.
 func (k *Kernel) LLMChat(ctx context.Context, c *Cred, a proto.LLMChatArgs, raw []byte, emit func(any) error) (proto.LLMTurnRecord, error) {
-	if err := k.gate(call{op: proto.OpLLMChat, c: c, agent: a.Agent, raw: raw}); err != nil {
-		return proto.LLMTurnRecord{}, err
-	}
+	return sysLLMChat.Call(k, ctx, c, chatting{a, emit}, raw)
+}
+
+// chatting is what llm.chat takes: its args, and where the pieces of
+// the answer and the endpoint's events go.
+type chatting struct {
+	proto.LLMChatArgs
+	emit func(any) error
+}
+
+func (k *Kernel) llmChat(ctx context.Context, c *Cred, a chatting, raw []byte) (proto.LLMTurnRecord, error) {
+	emit := a.emit
 	var msgs []openai.ChatCompletionMessage
 	if err := json.Unmarshal(a.Messages, &msgs); err != nil || len(msgs) == 0 {
 		return proto.LLMTurnRecord{}, proto.Errorf(proto.EINVAL, "messages: want a JSON array of chat messages, at least one")

@@ -24,9 +24,10 @@ func (k *Kernel) LLMState() string {
 
 // LLMGate is llm.gate: may a model call go now, or how did one go.
 func (k *Kernel) LLMGate(ctx context.Context, c *Cred, a proto.LLMGateArgs, raw []byte) (proto.LLMGateRecord, error) {
-	if err := k.gate(call{op: proto.OpLLMGate, c: c, agent: a.Agent, raw: raw}); err != nil {
-		return proto.LLMGateRecord{}, err
-	}
+	return sysLLMGate.Call(k, ctx, c, a, raw)
+}
+
+func (k *Kernel) llmGate(ctx context.Context, c *Cred, a proto.LLMGateArgs, raw []byte) (proto.LLMGateRecord, error) {
 	// A report moves the breaker of every run: only a run of the agent
 	// (its runner) or the admin may make one.
 	rec, err := k.breakers.Gate(a, llm.Lease(k.liveCfg().LLM.Timeout), c.Admin || c.Run != "", time.Now())

@@ -18,9 +18,10 @@ import (
 
 // MCPServers returns the MCP servers of agent's policy.
 func (k *Kernel) MCPServers(ctx context.Context, c *Cred, a proto.MCPServersArgs) (proto.MCPServersResult, error) {
-	if err := k.gate(call{op: proto.OpMCPServers, c: c, agent: a.Agent}); err != nil {
-		return proto.MCPServersResult{}, err
-	}
+	return sysMCPServers.Call(k, ctx, c, a, nil)
+}
+
+func (k *Kernel) mcpServers(_ context.Context, _ *Cred, a proto.MCPServersArgs, _ []byte) (proto.MCPServersResult, error) {
 	p, err := k.policyOf(a.Agent)
 	if err != nil {
 		return proto.MCPServersResult{}, proto.AsError(err)
@@ -34,10 +35,11 @@ func (k *Kernel) MCPServers(ctx context.Context, c *Cred, a proto.MCPServersArgs
 // audited with the digest of its arguments; a refusal with the rule that
 // refused it, and the policy's on_violation applied to the calling run.
 func (k *Kernel) MCPCall(ctx context.Context, c *Cred, a proto.MCPCallArgs, raw []byte) (proto.MCPCallRecord, error) {
+	return sysMCPCall.Call(k, ctx, c, a, raw)
+}
+
+func (k *Kernel) mcpCall(ctx context.Context, c *Cred, a proto.MCPCallArgs, raw []byte) (proto.MCPCallRecord, error) {
 	tgt := runspec.MCPTarget(a.Agent, a.Server, a.Tool, "")
-	if err := k.gate(call{op: proto.OpMCPCall, c: c, agent: a.Agent, target: tgt, raw: raw}); err != nil {
-		return proto.MCPCallRecord{}, err
-	}
 	if err := policy.CheckMCPCall(a.Server, a.Tool); err != nil {
 		return proto.MCPCallRecord{}, err
 	}
@@ -73,13 +75,15 @@ func (k *Kernel) MCPCall(ctx context.Context, c *Cred, a proto.MCPCallArgs, raw 
 // MCPResult audits how an authorized MCP call ended: its result's digest
 // and, when it failed, the errno name saying how.
 func (k *Kernel) MCPResult(ctx context.Context, c *Cred, a proto.MCPResultArgs, raw []byte) error {
-	if err := k.gate(call{op: proto.OpMCPResult, c: c, agent: a.Agent, target: runspec.MCPTarget(a.Agent, a.Server, a.Tool, ""), raw: raw}); err != nil {
-		return err
-	}
+	_, err := sysMCPResult.Call(k, ctx, c, a, raw)
+	return err
+}
+
+func (k *Kernel) mcpResult(ctx context.Context, c *Cred, a proto.MCPResultArgs, raw []byte) (struct{}, error) {
 	result, perr := policy.CheckMCPResult(&a)
 	if perr != nil {
-		return perr
+		return struct{}{}, perr
 	}
 	t := &tx{entry: &audit.Entry{Actor: c.Actor(), Op: proto.OpMCPResult, Target: runspec.MCPResultTarget(&a, result), Args: audit.ArgsDigest(raw), Result: result}}
-	return k.submit(ctx, t, true)
+	return struct{}{}, k.submit(ctx, t, true)
 }

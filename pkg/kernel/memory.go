@@ -82,9 +82,10 @@ func (k *Kernel) memSource() memindex.Source {
 // group commit: all are stored or none (a bad memory fails the request
 // with its position).
 func (k *Kernel) MemRemember(ctx context.Context, c *Cred, a proto.MemRememberArgs, raw []byte) (proto.MemRememberResult, error) {
-	if err := k.gate(call{op: proto.OpMemRemember, c: c, agent: a.Agent, raw: raw}); err != nil {
-		return proto.MemRememberResult{}, err
-	}
+	return sysMemRemember.Call(k, ctx, c, a, raw)
+}
+
+func (k *Kernel) memRemember(ctx context.Context, c *Cred, a proto.MemRememberArgs, raw []byte) (proto.MemRememberResult, error) {
 	n := len(a.Memories)
 	if err := memory.CheckBatch(n); err != nil {
 		return proto.MemRememberResult{}, err
@@ -119,16 +120,14 @@ func (k *Kernel) MemRemember(ctx context.Context, c *Cred, a proto.MemRememberAr
 
 // MemRecall emits the best memories for a query, best first.
 func (k *Kernel) MemRecall(ctx context.Context, c *Cred, a proto.MemRecallArgs, raw []byte, emit func(*proto.MemoryRecord) error) error {
+	return sysMemRecall.Stream(k, ctx, c, a, raw, emit)
+}
+
+func (k *Kernel) memRecall(ctx context.Context, c *Cred, a proto.MemRecallArgs, raw []byte, emit func(*proto.MemoryRecord) error) error {
 	var agents []string
 	if a.AllAgents {
-		if err := k.gate(call{op: proto.OpMemRecall, c: c, raw: raw, every: true}); err != nil {
-			return err
-		}
 		agents = k.mem.Agents()
 	} else {
-		if err := k.gate(call{op: proto.OpMemRecall, c: c, agent: a.Agent, raw: raw}); err != nil {
-			return err
-		}
 		if err := k.mayRecall(c, proto.OpMemRecall, a.Agent, a.Kind, raw); err != nil {
 			return err
 		}
@@ -140,9 +139,10 @@ func (k *Kernel) MemRecall(ctx context.Context, c *Cred, a proto.MemRecallArgs, 
 
 // MemList emits the memories of an agent that match, oldest first.
 func (k *Kernel) MemList(ctx context.Context, c *Cred, a proto.MemListArgs, raw []byte, emit func(*proto.MemoryRecord) error) error {
-	if err := k.gate(call{op: proto.OpMemList, c: c, agent: a.Agent, raw: raw}); err != nil {
-		return err
-	}
+	return sysMemList.Stream(k, ctx, c, a, raw, emit)
+}
+
+func (k *Kernel) memList(ctx context.Context, c *Cred, a proto.MemListArgs, raw []byte, emit func(*proto.MemoryRecord) error) error {
 	if err := k.mayRecall(c, proto.OpMemList, a.Agent, a.Kind, raw); err != nil {
 		return err
 	}
@@ -152,9 +152,10 @@ func (k *Kernel) MemList(ctx context.Context, c *Cred, a proto.MemListArgs, raw 
 // MemForget forgets memories of an agent by id, by tag and/or by age, in
 // one group commit, and returns their records (without text).
 func (k *Kernel) MemForget(ctx context.Context, c *Cred, a proto.MemForgetArgs, raw []byte) ([]proto.MemoryRecord, error) {
-	if err := k.gate(call{op: proto.OpMemForget, c: c, agent: a.Agent, raw: raw}); err != nil {
-		return nil, err
-	}
+	return sysMemForget.Call(k, ctx, c, a, raw)
+}
+
+func (k *Kernel) memForget(ctx context.Context, c *Cred, a proto.MemForgetArgs, raw []byte) ([]proto.MemoryRecord, error) {
 	// The op's question first, as the dry run asks it (may the agent use
 	// memories at all), then of each kind the forgotten ones are of.
 	if err := k.mayRecall(c, proto.OpMemForget, a.Agent, "", raw); err != nil {
@@ -188,7 +189,7 @@ func (k *Kernel) group(ctx context.Context, chs []*state.Change, es []*audit.Ent
 
 // MemRead returns the file of a memory (for the FUSE view).
 func (k *Kernel) MemRead(ctx context.Context, c *Cred, agent, kind, id string) ([]byte, error) {
-	if err := k.gate(call{op: proto.OpMemList, c: c, agent: agent}); err != nil {
+	if err := sysMemList.enter(k, c, proto.MemListArgs{Agent: agent}, nil); err != nil {
 		return nil, err
 	}
 	if _, err := k.mem.Stat(agent, kind, id); err != nil {

@@ -58,6 +58,10 @@ func (k *Kernel) closeTalk() {
 
 // MsgSend puts a message into a.To's inbox.
 func (k *Kernel) MsgSend(ctx context.Context, c *Cred, a proto.MsgSendArgs, raw []byte) (proto.MsgRecord, error) {
+	return sysMsgSend.Call(k, ctx, c, a, raw)
+}
+
+func (k *Kernel) msgSend(ctx context.Context, c *Cred, a proto.MsgSendArgs, raw []byte) (proto.MsgRecord, error) {
 	from, err := k.msgCheck(c, a, raw, false)
 	if err != nil {
 		return proto.MsgRecord{}, err
@@ -156,16 +160,12 @@ func (k *Kernel) MsgMaySend(c *Cred, to string) error {
 	return err
 }
 
-// msgScope checks that c may read agent's inbox.
-func (k *Kernel) msgScope(c *Cred, op, agent string, raw []byte) *proto.Error {
-	return k.gate(call{op: op, c: c, agent: agent, raw: raw, target: agent + ":inbox"})
-}
-
 // MsgList emits the messages of a.Agent's inbox, oldest first.
 func (k *Kernel) MsgList(ctx context.Context, c *Cred, a proto.MsgListArgs, raw []byte, emit func(*proto.MsgRecord) error) error {
-	if err := k.msgScope(c, proto.OpMsgList, a.Agent, raw); err != nil {
-		return err
-	}
+	return sysMsgList.Stream(k, ctx, c, a, raw, emit)
+}
+
+func (k *Kernel) msgList(ctx context.Context, c *Cred, a proto.MsgListArgs, raw []byte, emit func(*proto.MsgRecord) error) error {
 	return k.inbox.Records(a, emit)
 }
 
@@ -174,9 +174,10 @@ func (k *Kernel) MsgList(ctx context.Context, c *Cred, a proto.MsgListArgs, raw 
 // ctx ends or a.Max messages were received. Without Follow and with
 // a.Wait it waits that long for a first message.
 func (k *Kernel) MsgRecv(ctx context.Context, c *Cred, a proto.MsgListArgs, raw []byte, emit func(*proto.MsgRecord) error) error {
-	if err := k.msgScope(c, proto.OpMsgRecv, a.Agent, raw); err != nil {
-		return err
-	}
+	return sysMsgRecv.Stream(k, ctx, c, a, raw, emit)
+}
+
+func (k *Kernel) msgRecv(ctx context.Context, c *Cred, a proto.MsgListArgs, raw []byte, emit func(*proto.MsgRecord) error) error {
 	return k.inbox.Receive(ctx, a, emit)
 }
 

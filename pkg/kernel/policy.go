@@ -92,19 +92,21 @@ func (k *Kernel) policyRecord(agent string) (proto.PolicyRecord, error) {
 // PolicyShow returns agent's policy (the admin's, or the agent's own:
 // an agent may read its policy, not change it).
 func (k *Kernel) PolicyShow(ctx context.Context, c *Cred, agent string, raw []byte) (proto.PolicyRecord, error) {
-	if err := k.gate(call{op: proto.OpPolicyShow, c: c, agent: agent, raw: raw}); err != nil {
-		return proto.PolicyRecord{}, err
-	}
-	return k.policyRecord(agent)
+	return sysPolicyShow.Call(k, ctx, c, proto.AgentArgs{Agent: agent}, raw)
+}
+
+func (k *Kernel) policyShow(_ context.Context, _ *Cred, a proto.AgentArgs, _ []byte) (proto.PolicyRecord, error) {
+	return k.policyRecord(a.Agent)
 }
 
 // PolicySet replaces agent's policy: admin only, checked before it
 // applies (a policy that does not parse is refused with its line and the
 // old one stays), audited, durable and versioned with the agent's tree.
 func (k *Kernel) PolicySet(ctx context.Context, c *Cred, a proto.PolicySetArgs, raw []byte) (proto.PolicyRecord, error) {
-	if err := k.gate(call{op: proto.OpPolicySet, c: c, agent: a.Agent, raw: raw, target: a.Agent + ":" + sysPolicy}); err != nil {
-		return proto.PolicyRecord{}, err
-	}
+	return sysPolicySet.Call(k, ctx, c, a, raw)
+}
+
+func (k *Kernel) policySet(ctx context.Context, c *Cred, a proto.PolicySetArgs, raw []byte) (proto.PolicyRecord, error) {
 	return k.setPolicy(ctx, c, a.Agent, []byte(a.Text), raw)
 }
 
@@ -148,8 +150,9 @@ func (k *Kernel) setPolicy(ctx context.Context, c *Cred, agent string, text, raw
 // allowed by agent's policy (or by the proposed policy text), and by
 // which rule? Nothing is audited.
 func (k *Kernel) PolicyCheck(ctx context.Context, c *Cred, a proto.PolicyCheckArgs, raw []byte) (proto.PolicyCheckRecord, error) {
-	if err := k.gate(call{op: proto.OpPolicyCheck, c: c, agent: a.Agent, raw: raw}); err != nil {
-		return proto.PolicyCheckRecord{}, err
-	}
+	return sysPolicyCheck.Call(k, ctx, c, a, raw)
+}
+
+func (k *Kernel) policyCheck(ctx context.Context, c *Cred, a proto.PolicyCheckArgs, raw []byte) (proto.PolicyCheckRecord, error) {
 	return judge.Check(a, k.policyOf, k.dryRun)
 }

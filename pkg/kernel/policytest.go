@@ -14,13 +14,20 @@ import (
 // operator's approval (an ask rule). It changes nothing and, like any
 // read, is audited only when refused. The replay is judge.Replay's.
 func (k *Kernel) PolicyTest(ctx context.Context, c *Cred, a proto.PolicyTestArgs, raw []byte, emit func(*proto.PolicyTestRecord) error) (proto.PolicyTestResult, error) {
-	var res proto.PolicyTestResult
-	if err := k.gate(call{op: proto.OpPolicyTest, c: c, agent: a.Agent, raw: raw}); err != nil {
-		return res, err
-	}
+	return sysPolicyTest.Call(k, ctx, c, policyTesting{a, emit}, raw)
+}
+
+// policyTesting is what policy.test takes: its args, and where the
+// actions judged otherwise go.
+type policyTesting struct {
+	proto.PolicyTestArgs
+	emit func(*proto.PolicyTestRecord) error
+}
+
+func (k *Kernel) policyTest(ctx context.Context, _ *Cred, a policyTesting, _ []byte) (proto.PolicyTestResult, error) {
 	p, err := judge.Proposed(a.Policy)
 	if err != nil {
-		return res, err
+		return proto.PolicyTestResult{}, err
 	}
-	return judge.Replay(ctx, p, k.dryRun, a.Agent, a.Entries, emit)
+	return judge.Replay(ctx, p, k.dryRun, a.Agent, a.Entries, a.emit)
 }

@@ -20,6 +20,10 @@ import (
 // state commit before the run (or the run's spawn) to the head. The
 // admin's, as those lines are every agent's. The run must have exited.
 func (k *Kernel) RunReceipt(ctx context.Context, c *Cred, a proto.ReceiptArgs, raw []byte, emit func(*proto.ReceiptLine) error) error {
+	return sysRunReceipt.Stream(k, ctx, c, a, raw, emit)
+}
+
+func (k *Kernel) runReceipt(ctx context.Context, c *Cred, a proto.ReceiptArgs, raw []byte, emit func(*proto.ReceiptLine) error) error {
 	r, ok := k.sup.Get(a.Run)
 	if !ok {
 		return proto.Errorf(proto.ESRCH, "no run %q (ox-ps --all lists the runs whose records are kept)", a.Run)

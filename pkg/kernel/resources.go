@@ -14,9 +14,10 @@ import (
 // of admission. Nothing is sampled between calls: ox-top asks each
 // second while it runs, and an idle oxiosd reads nothing.
 func (k *Kernel) Resources(ctx context.Context, c *Cred, a proto.ResourcesArgs, raw []byte) (proto.ResourcesRecord, error) {
-	if err := k.gate(call{op: proto.OpResources, c: c, agent: a.Agent, raw: raw}); err != nil {
-		return proto.ResourcesRecord{}, err
-	}
+	return sysResources.Call(k, ctx, c, a, raw)
+}
+
+func (k *Kernel) resources(ctx context.Context, c *Cred, a proto.ResourcesArgs, raw []byte) (proto.ResourcesRecord, error) {
 	return admit.Resources(admit.ReadHost(), k.adm.Admission(k.cfg.Runs.MaxConcurrent, k.cfg.Runs.MaxPerAgent), k.runRecords(c, proto.PsArgs{Agent: a.Agent}), k.cfg.Runs.OverloadLoad, k.cfg.Runs.OverloadMemory), nil
 }
 
@@ -24,9 +25,10 @@ func (k *Kernel) Resources(ctx context.Context, c *Cred, a proto.ResourcesArgs, 
 // whether it can write its data dir now (status.Record). Anyone who may
 // connect may ask; it changes nothing and is not audited.
 func (k *Kernel) Status(ctx context.Context, c *Cred) (proto.DaemonRecord, error) {
-	if err := k.gate(call{op: proto.OpStatus, c: c}); err != nil {
-		return proto.DaemonRecord{}, err
-	}
+	return sysStatus.Call(k, ctx, c, struct{}{}, nil)
+}
+
+func (k *Kernel) status(_ context.Context, c *Cred) (proto.DaemonRecord, error) {
 	return status.Record(status.Daemon{
 		Server: "oxiosd/" + Version, Started: k.started, Config: k.cfg,
 		LLM: k.liveCfg().LLM.BaseURL, LLMCircuit: k.LLMState(), ConfigError: k.ConfigRefused(), Sandbox: k.box.Features,

@@ -61,6 +61,12 @@ func (k *Kernel) ensureAgent(ctx context.Context, c *Cred, agent string) error {
 // Beyond the limits of admission (admit.go) the run is queued: the record
 // returned is then in state queued, and the run starts when a slot frees.
 func (k *Kernel) RunSpawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw []byte) (proto.RunRecord, error) {
+	return sysRunSpawn.Call(k, ctx, c, a, raw)
+}
+
+// runSpawn gates itself (spawn): the work folder is resolved once,
+// before the gate, which checks what the run then gets.
+func (k *Kernel) runSpawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw []byte) (proto.RunRecord, error) {
 	rec, _, err := k.spawn(ctx, c, a, raw, nil)
 	return rec, err
 }
@@ -195,17 +201,36 @@ func (k *Kernel) run(c *Cred, op, id string, raw []byte) (*supervisor.Run, error
 // its first, until its exit record or ctx ends. A queued run's record
 // comes first, and the run's own records once it starts.
 func (k *Kernel) RunAttach(ctx context.Context, c *Cred, id string, raw []byte, emit func([]byte) error) error {
-	r, p, err := k.lookup(c, proto.OpRunAttach, id, raw)
+	_, err := sysRunAttach.Call(k, ctx, c, attaching{id, emit}, raw)
+	return err
+}
+
+// attaching is what run.attach takes: the run, and where its records
+// go (each already JSON).
+type attaching struct {
+	run  string
+	emit func([]byte) error
+}
+
+// runAttach gates itself (lookup): the agent is the run's.
+func (k *Kernel) runAttach(ctx context.Context, c *Cred, a attaching, raw []byte) (struct{}, error) {
+	r, p, err := k.lookup(c, proto.OpRunAttach, a.run, raw)
 	if err != nil {
-		return err
+		return struct{}{}, err
 	}
-	return runq.Attach(ctx, r, p, emit)
+	return struct{}{}, runq.Attach(ctx, r, p, a.emit)
 }
 
 // RunWait calls emit with the exit record of each run, in the order they
 // exit; a queued run is waited for until it has started and exited (or
 // was killed in the queue).
 func (k *Kernel) RunWait(ctx context.Context, c *Cred, ids []string, raw []byte, emit func(*proto.ExitRecord) error) error {
+	return sysRunWait.Stream(k, ctx, c, proto.RunsArgs{Runs: ids}, raw, emit)
+}
+
+// runWait gates itself (lookup): the agent is each run's.
+func (k *Kernel) runWait(ctx context.Context, c *Cred, a proto.RunsArgs, raw []byte, emit func(*proto.ExitRecord) error) error {
+	ids := a.Runs
 	if len(ids) == 0 {
 		return proto.Errorf(proto.EINVAL, "no runs to wait for")
 	}
@@ -224,6 +249,10 @@ func (k *Kernel) RunWait(ctx context.Context, c *Cred, ids []string, raw []byte,
 // run's record after it. A queued run that is sent a signal that ends a
 // process leaves the queue, its exit recorded (128+N) as if it had run.
 func (k *Kernel) RunKill(ctx context.Context, c *Cred, a proto.KillArgs, raw []byte, emit func(*proto.RunRecord) error) error {
+	return sysRunKill.Stream(k, ctx, c, a, raw, emit)
+}
+
+func (k *Kernel) runKill(ctx context.Context, c *Cred, a proto.KillArgs, raw []byte, emit func(*proto.RunRecord) error) error {
 	sig, err := supervisor.ParseSignal(a.Signal)
 	if err != nil {
 		return proto.Errorf(proto.EINVAL, "%v", err)
@@ -252,9 +281,10 @@ func (k *Kernel) RunKill(ctx context.Context, c *Cred, a proto.KillArgs, raw []b
 // start, and with a.All the ended ones kept too. The resources of a live
 // run are sampled now, summed over its processes.
 func (k *Kernel) RunPs(ctx context.Context, c *Cred, a proto.PsArgs, raw []byte, emit func(*proto.RunRecord) error) error {
-	if err := k.gate(call{op: proto.OpRunPs, c: c, agent: a.Agent, raw: raw}); err != nil {
-		return err
-	}
+	return sysRunPs.Stream(k, ctx, c, a, raw, emit)
+}
+
+func (k *Kernel) runPs(ctx context.Context, c *Cred, a proto.PsArgs, raw []byte, emit func(*proto.RunRecord) error) error {
 	return proto.EmitAll(k.runRecords(c, a), emit)
 }
 

@@ -74,9 +74,10 @@ func (k *Kernel) runnable(command []string) error {
 // ScheduleAdd adds a job: the caller must be able to act on its agent
 // (the admin, a run of the agent, a user granted it).
 func (k *Kernel) ScheduleAdd(ctx context.Context, c *Cred, a proto.ScheduleAddArgs, raw []byte) (proto.JobRecord, error) {
-	if err := k.gate(call{op: proto.OpScheduleAdd, c: c, agent: a.Agent, key: a.Name, raw: raw}); err != nil {
-		return proto.JobRecord{}, err
-	}
+	return sysScheduleAdd.Call(k, ctx, c, a, raw)
+}
+
+func (k *Kernel) scheduleAdd(ctx context.Context, c *Cred, a proto.ScheduleAddArgs, raw []byte) (proto.JobRecord, error) {
 	j, err := jobs.New(a, c.UID, time.Now(), k.runnable)
 	if err != nil {
 		return proto.JobRecord{}, err
@@ -91,19 +92,28 @@ func (k *Kernel) ScheduleAdd(ctx context.Context, c *Cred, a proto.ScheduleAddAr
 // ScheduleEnable enables a disabled job (or with a.Disable disables one:
 // it stays, and does not fire).
 func (k *Kernel) ScheduleEnable(ctx context.Context, c *Cred, a proto.ScheduleEnableArgs, raw []byte) (proto.JobRecord, error) {
+	return sysScheduleEnable.Call(k, ctx, c, a, raw)
+}
+
+func (k *Kernel) scheduleEnable(ctx context.Context, c *Cred, a proto.ScheduleEnableArgs, raw []byte) (proto.JobRecord, error) {
 	return k.sched.Enable(ctx, c.Actor(), a, raw, k.jobGate(proto.OpScheduleEnable, c, a.Name, raw))
 }
 
 // ScheduleRm removes a job; a run it started goes on.
 func (k *Kernel) ScheduleRm(ctx context.Context, c *Cred, a proto.ScheduleArgs, raw []byte) (proto.JobRecord, error) {
+	return sysScheduleRm.Call(k, ctx, c, a, raw)
+}
+
+func (k *Kernel) scheduleRm(ctx context.Context, c *Cred, a proto.ScheduleArgs, raw []byte) (proto.JobRecord, error) {
 	return k.sched.Rm(ctx, c.Actor(), a, raw, k.jobGate(proto.OpScheduleRm, c, a.Name, raw))
 }
 
 // ScheduleList calls emit with each job c may see, by name.
 func (k *Kernel) ScheduleList(ctx context.Context, c *Cred, a proto.ScheduleListArgs, raw []byte, emit func(*proto.JobRecord) error) error {
-	if err := k.gate(call{op: proto.OpScheduleList, c: c, agent: a.Agent, raw: raw}); err != nil {
-		return err
-	}
+	return sysScheduleList.Stream(k, ctx, c, a, raw, emit)
+}
+
+func (k *Kernel) scheduleList(ctx context.Context, c *Cred, a proto.ScheduleListArgs, raw []byte, emit func(*proto.JobRecord) error) error {
 	recs, err := k.sched.List(a.Agent, c.Lists(""))
 	if err != nil {
 		return err
@@ -115,6 +125,10 @@ func (k *Kernel) ScheduleList(ctx context.Context, c *Cred, a proto.ScheduleList
 // time stays). EBUSY if its last run still runs and its overlap is not
 // allow.
 func (k *Kernel) ScheduleRun(ctx context.Context, c *Cred, a proto.ScheduleArgs, raw []byte) (proto.RunRecord, error) {
+	return sysScheduleRun.Call(k, ctx, c, a, raw)
+}
+
+func (k *Kernel) scheduleRun(ctx context.Context, c *Cred, a proto.ScheduleArgs, raw []byte) (proto.RunRecord, error) {
 	r, err := k.sched.RunNow(a, k.jobGate(proto.OpScheduleRun, c, a.Name, raw))
 	if err != nil {
 		return proto.RunRecord{}, err

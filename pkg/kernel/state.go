@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"context"
+	"encoding/base64"
 
 	"github.com/oxios/oxios/pkg/agenttree"
 	"github.com/oxios/oxios/pkg/audit"
@@ -15,26 +16,41 @@ func target(agent, key string) string { return agent + ":" + key }
 // StateSave stores a value under a key of an agent's state. raw is the
 // request's args as received, digested into the audit entry.
 func (k *Kernel) StateSave(ctx context.Context, c *Cred, a proto.StateSaveArgs, raw []byte) (proto.StateRecord, error) {
+	return sysStateSave.Call(k, ctx, c, a, raw)
+}
+
+// stateSave is state.save's work. A value that does not decode is
+// refused here, after the gate: the caller and the key come first, as
+// for any call, and a refusal of them is what the log must show.
+func (k *Kernel) stateSave(ctx context.Context, c *Cred, a proto.StateSaveArgs, raw []byte) (proto.StateRecord, error) {
 	value, perr := proto.DecodeValue(a.Value, a.Encoding)
 	if perr != nil {
-		// The caller and the key come first, as for any call: a refusal
-		// of them is what the log must show.
-		if err := k.gate(call{op: proto.OpStateSave, c: c, agent: a.Agent, key: a.Key, raw: raw}); err != nil {
-			return proto.StateRecord{}, err
-		}
 		return proto.StateRecord{}, perr
-	}
-	if err := k.gate(writeCall(c, proto.OpStateSave, a.Agent, a.Key, int64(len(value)), raw)); err != nil {
-		return proto.StateRecord{}, err
 	}
 	return k.change(ctx, c, proto.OpStateSave, raw, &state.Change{Agent: a.Agent, Key: a.Key, Value: value})
 }
 
+// savedSize is the size of the value a save stores, as the gate counts
+// it against the agent's quota, found without decoding it: base64's
+// length less its padding. A value that does not decode is refused by
+// stateSave.
+func savedSize(value, encoding string) int64 {
+	if encoding != proto.EncodingBase64 {
+		return int64(len(value))
+	}
+	n := base64.StdEncoding.DecodedLen(len(value))
+	for i := len(value) - 1; i >= 0 && i >= len(value)-2 && value[i] == '='; i-- {
+		n--
+	}
+	return int64(max(n, 0))
+}
+
 // StateDelete removes a key.
 func (k *Kernel) StateDelete(ctx context.Context, c *Cred, a proto.StateArgs, raw []byte) (proto.StateRecord, error) {
-	if err := k.gate(writeCall(c, proto.OpStateDelete, a.Agent, a.Key, -1, raw)); err != nil {
-		return proto.StateRecord{}, err
-	}
+	return sysStateDelete.Call(k, ctx, c, a, raw)
+}
+
+func (k *Kernel) stateDelete(ctx context.Context, c *Cred, a proto.StateArgs, raw []byte) (proto.StateRecord, error) {
 	return k.change(ctx, c, proto.OpStateDelete, raw, &state.Change{Agent: a.Agent, Key: a.Key, Delete: true})
 }
 
@@ -50,22 +66,31 @@ func (k *Kernel) change(ctx context.Context, c *Cred, op string, raw []byte, ch 
 
 // StateLoad returns a key's value and record.
 func (k *Kernel) StateLoad(ctx context.Context, c *Cred, a proto.StateArgs, raw []byte) ([]byte, proto.StateRecord, error) {
-	if err := k.gate(readCall(c, a.Agent, a.Key, raw)); err != nil {
-		return nil, proto.StateRecord{}, err
-	}
+	l, err := sysStateLoad.Call(k, ctx, c, a, raw)
+	return l.value, l.rec, err
+}
+
+// loaded is what state.load answers: the value and the key's record.
+type loaded struct {
+	value []byte
+	rec   proto.StateRecord
+}
+
+func (k *Kernel) stateLoad(ctx context.Context, c *Cred, a proto.StateArgs, raw []byte) (loaded, error) {
 	k.flights.Wait(a.Agent)
 	v, rec, err := k.state.Load(a.Agent, a.Key)
 	if err != nil {
-		return nil, rec, proto.AsError(err)
+		return loaded{rec: rec}, proto.AsError(err)
 	}
-	return v, rec, nil
+	return loaded{v, rec}, nil
 }
 
 // StateList calls emit with the record of each key at or below prefix.
 func (k *Kernel) StateList(ctx context.Context, c *Cred, a proto.StateListArgs, raw []byte, emit func(*proto.StateRecord) error) error {
-	if err := k.gate(call{op: proto.OpStateList, c: c, agent: a.Agent, key: a.Prefix, raw: raw, policy: askList}); err != nil {
-		return err
-	}
+	return sysStateList.Stream(k, ctx, c, a, raw, emit)
+}
+
+func (k *Kernel) stateList(ctx context.Context, c *Cred, a proto.StateListArgs, raw []byte, emit func(*proto.StateRecord) error) error {
 	k.flights.Wait(a.Agent)
 	recs, err := k.state.List(a.Agent, a.Prefix)
 	if err != nil {
@@ -88,6 +113,8 @@ func (k *Kernel) StateList(ctx context.Context, c *Cred, a proto.StateListArgs, 
 
 // StateStat returns a key's record without its value.
 func (k *Kernel) StateStat(ctx context.Context, c *Cred, agent, key string) (proto.StateRecord, error) {
+	// Checked as a load, without the policy's question: a listing
+	// shows what the policy lets the caller see (readable).
 	if err := k.gate(call{op: proto.OpStateLoad, c: c, agent: agent, key: key}); err != nil {
 		return proto.StateRecord{}, err
 	}
@@ -121,11 +148,6 @@ func (k *Kernel) Agents(ctx context.Context, c *Cred) []string {
 // agent's policy must allow writing it at the size the state would have.
 func writeCall(c *Cred, op, agent, key string, size int64, raw []byte) call {
 	return call{op: op, c: c, agent: agent, key: key, raw: raw, policy: askWrite, size: size}
-}
-
-// readCall is the call of a read of key, which the policy must allow.
-func readCall(c *Cred, agent, key string, raw []byte) call {
-	return call{op: proto.OpStateLoad, c: c, agent: agent, key: key, raw: raw, policy: askRead}
 }
 
 // readable returns, for a caller bound by agent's policy, which keys it

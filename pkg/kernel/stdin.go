@@ -19,6 +19,10 @@ import (
 // (or for ctx). Each is audited with its size and the BLAKE3 digest of
 // what was written.
 func (k *Kernel) RunStdin(ctx context.Context, c *Cred, a proto.StdinArgs, raw []byte) (proto.RunRecord, error) {
+	return sysRunStdin.Call(k, ctx, c, a, raw)
+}
+
+func (k *Kernel) runStdin(ctx context.Context, c *Cred, a proto.StdinArgs, raw []byte) (proto.RunRecord, error) {
 	r, err := k.run(c, proto.OpRunStdin, a.Run, raw)
 	if err != nil {
 		return proto.RunRecord{}, err

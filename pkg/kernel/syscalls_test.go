@@ -131,3 +131,108 @@ func TestEventNames(t *testing.T) {
 		}
 	}
 }
+
+// TestDefinitions holds each definition to its shape: its work is unary
+// or streamed, not both; it runs the gate (a Subject) or says why its
+// work gates itself; the policy question its Subject asks is the one
+// the declaration names (and the dry run asks).
+func TestDefinitions(t *testing.T) {
+	n := 0
+	for _, sc := range Syscalls() {
+		d := DefOf(sc.Op)
+		if d == nil {
+			continue
+		}
+		n++
+		if d.Decl() != sc {
+			t.Errorf("%s: the table's declaration is not its definition's", sc.Op)
+		}
+		if do, each := d.works(); do == each {
+			t.Errorf("%s: Do %v, Each %v: want exactly one", sc.Op, do, each)
+		}
+		gated, why := d.gated()
+		if gated == (why != "") {
+			t.Errorf("%s: a Subject %v, Gates %q: want a Subject, or the reason its work gates itself", sc.Op, gated, why)
+		}
+		if q := d.probe().policy; q != askNone && q != sc.Asks {
+			t.Errorf("%s: its Subject asks %v, its declaration %v", sc.Op, q, sc.Asks)
+		}
+		if d.probe().op != "" || d.probe().sc != nil {
+			t.Errorf("%s: its Subject names an op: the dispatcher names it", sc.Op)
+		}
+	}
+	if n < 50 {
+		t.Fatalf("only %d definitions: the table is broken", n)
+	}
+}
+
+// handGated are the functions of the package that enter the gate
+// themselves, besides the dispatcher: the work of a definition whose
+// Gates says why, and the mount's own checks (fsview.go and its kin),
+// which are not calls of one op. A Do or Each that gated would be found
+// here (TestOnlyTheDispatcherGates).
+var handGated = map[string]string{
+	"enter":         "the dispatcher (def.go)",
+	"gate":          "the gate of a call passed by value (gate.go)",
+	"lookup":        proto.OpRunAttach + ", " + proto.OpRunWait + ", " + proto.OpRunKill,
+	"run":           "lookup",
+	"spawn":         proto.OpRunSpawn,
+	"runReceipt":    proto.OpRunReceipt,
+	"jobGate":       "schedule.rm, schedule.run, schedule.enable",
+	"workOf":        "work.diff, work.apply, work.discard",
+	"fork":          proto.OpAgentFork,
+	"agentDiff":     proto.OpAgentDiff,
+	"msgCheck":      proto.OpMsgSend,
+	"approveDecide": proto.OpApproveDecide,
+	"MayWrite":      "the mount: a file opened for writing",
+	"submitChange":  "the mount: a file's save or removal",
+	"StateStat":     "the mount: a file's attributes",
+	"MsgRead":       "the mount: a message's file",
+	"ApprovalRead":  "the mount: an approval's file",
+}
+
+// TestOnlyTheDispatcherGates: no function of the package calls the gate
+// but the dispatcher and the hand-gated ones above, so a definition's
+// work cannot gate by habit (under the wrong op, or twice).
+func TestOnlyTheDispatcherGates(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	seen := map[string]bool{}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		af, err := parser.ParseFile(fset, f, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, decl := range af.Decls {
+			fd, ok := decl.(*ast.FuncDecl)
+			if !ok || fd.Body == nil {
+				continue
+			}
+			ast.Inspect(fd.Body, func(x ast.Node) bool {
+				ce, ok := x.(*ast.CallExpr)
+				if !ok {
+					return true
+				}
+				if sel, ok := ce.Fun.(*ast.SelectorExpr); ok && (sel.Sel.Name == "gate" || sel.Sel.Name == "gateCall") {
+					name := fd.Name.Name
+					seen[name] = true
+					if _, ok := handGated[name]; !ok {
+						t.Errorf("%s (%s) calls the gate: a definition's Subject says what the dispatcher gates", name, fset.Position(ce.Pos()))
+					}
+				}
+				return true
+			})
+		}
+	}
+	for name := range handGated {
+		if !seen[name] {
+			t.Errorf("%s is listed as gating itself and does not: take it off handGated", name)
+		}
+	}
+}

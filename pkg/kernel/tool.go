@@ -27,11 +27,12 @@ func (k *Kernel) closeTools() { k.tools.Close(context.Background()) }
 // counts it. Each call is audited with its exit status and output digest,
 // each refusal with the rule that refused it.
 func (k *Kernel) ToolRun(ctx context.Context, c *Cred, a proto.ToolRunArgs, raw []byte) (proto.ToolRecord, error) {
+	return sysToolRun.Call(k, ctx, c, a, raw)
+}
+
+func (k *Kernel) toolRun(ctx context.Context, c *Cred, a proto.ToolRunArgs, raw []byte) (proto.ToolRecord, error) {
 	deny := func(err *proto.Error, target string) (proto.ToolRecord, error) {
 		k.auditDenied(c, proto.OpToolRun, target, raw, err.Code)
-		return proto.ToolRecord{}, err
-	}
-	if err := k.gate(call{op: proto.OpToolRun, c: c, agent: a.Agent, raw: raw, target: runspec.ToolTarget(a.Agent, a.Tool, "")}); err != nil {
 		return proto.ToolRecord{}, err
 	}
 	if !wasm.ValidName(a.Tool) {
@@ -88,9 +89,10 @@ func (k *Kernel) ToolRun(ctx context.Context, c *Cred, a proto.ToolRunArgs, raw 
 // ToolList calls fn with each tool in the tools folder, and whether
 // agent's policy lets it run the tool.
 func (k *Kernel) ToolList(ctx context.Context, c *Cred, a proto.ToolListArgs, raw []byte, fn func(*proto.ToolInfoRecord) error) error {
-	if err := k.gate(call{op: proto.OpToolList, c: c, agent: a.Agent, raw: raw}); err != nil {
-		return err
-	}
+	return sysToolList.Stream(k, ctx, c, a, raw, fn)
+}
+
+func (k *Kernel) toolList(ctx context.Context, c *Cred, a proto.ToolListArgs, raw []byte, fn func(*proto.ToolInfoRecord) error) error {
 	p, err := k.policyOf(a.Agent)
 	if err != nil {
 		return err

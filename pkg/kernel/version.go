@@ -62,12 +62,6 @@ func (k *Kernel) rescan() error {
 	return err
 }
 
-// versionScope checks who may act on the versions of agent ("" = all:
-// the admin's).
-func (k *Kernel) versionScope(c *Cred, op, agent string, raw []byte) *proto.Error {
-	return k.gate(call{op: op, c: c, agent: agent, raw: raw, every: agent == ""})
-}
-
 func (k *Kernel) signature(c *Cred, when time.Time) version.Signature {
 	return version.Author(c.UID, c.Agent, when)
 }
@@ -75,15 +69,10 @@ func (k *Kernel) signature(c *Cred, when time.Time) version.Signature {
 // Commit records the uncommitted changes of one agent (or all) as a
 // commit whose message carries the audit head, and audits the commit.
 func (k *Kernel) Commit(ctx context.Context, c *Cred, a proto.CommitArgs, raw []byte) (proto.CommitRecord, error) {
-	if err := k.versionScope(c, proto.OpCommit, a.Agent, raw); err != nil {
-		return proto.CommitRecord{}, err
-	}
-	if a.Tag != "" {
-		// Tags name commits of the whole repository: the admin's.
-		if err := k.versionScope(c, proto.OpCommitTag, "", raw); err != nil {
-			return proto.CommitRecord{}, err
-		}
-	}
+	return sysCommit.Call(k, ctx, c, a, raw)
+}
+
+func (k *Kernel) commitCall(ctx context.Context, c *Cred, a proto.CommitArgs, raw []byte) (proto.CommitRecord, error) {
 	return onCommitter(k, ctx, func() (proto.CommitRecord, error) { return k.commitNow(c, a, raw) })
 }
 
@@ -161,9 +150,10 @@ func (k *Kernel) commitAudit(c *Cred, op, target string, raw []byte, result, eve
 // CommitLog emits the commits that changed agent (or anything), newest
 // first.
 func (k *Kernel) CommitLog(ctx context.Context, c *Cred, a proto.CommitLogArgs, raw []byte, emit func(*proto.CommitRecord) error) error {
-	if err := k.versionScope(c, proto.OpCommitLog, a.Agent, raw); err != nil {
-		return err
-	}
+	return sysCommitLog.Stream(k, ctx, c, a, raw, emit)
+}
+
+func (k *Kernel) commitLog(ctx context.Context, c *Cred, a proto.CommitLogArgs, raw []byte, emit func(*proto.CommitRecord) error) error {
 	if err := k.ver.repo.History(ctx, a.Rev, version.AgentPrefix(a.Agent), a.N, emit); err != nil {
 		return version.WireError(err)
 	}
@@ -173,9 +163,10 @@ func (k *Kernel) CommitLog(ctx context.Context, c *Cred, a proto.CommitLogArgs, 
 // CommitShow returns one commit with its changed paths (limited to agent
 // when given).
 func (k *Kernel) CommitShow(ctx context.Context, c *Cred, a proto.CommitShowArgs, raw []byte) (proto.CommitRecord, error) {
-	if err := k.versionScope(c, proto.OpCommitShow, a.Agent, raw); err != nil {
-		return proto.CommitRecord{}, err
-	}
+	return sysCommitShow.Call(k, ctx, c, a, raw)
+}
+
+func (k *Kernel) commitShow(ctx context.Context, c *Cred, a proto.CommitShowArgs, raw []byte) (proto.CommitRecord, error) {
 	rec, err := k.ver.repo.ShowRecord(a.Rev, version.AgentPrefix(a.Agent))
 	if err != nil {
 		return proto.CommitRecord{}, version.WireError(err)
@@ -185,9 +176,10 @@ func (k *Kernel) CommitShow(ctx context.Context, c *Cred, a proto.CommitShowArgs
 
 // CommitTag names a commit.
 func (k *Kernel) CommitTag(ctx context.Context, c *Cred, a proto.CommitTagArgs, raw []byte) (proto.CommitRecord, error) {
-	if err := k.versionScope(c, proto.OpCommitTag, "", raw); err != nil {
-		return proto.CommitRecord{}, err
-	}
+	return sysCommitTag.Call(k, ctx, c, a, raw)
+}
+
+func (k *Kernel) commitTag(ctx context.Context, c *Cred, a proto.CommitTagArgs, raw []byte) (proto.CommitRecord, error) {
 	return onCommitter(k, ctx, func() (proto.CommitRecord, error) { return k.tagNow(c, a.Name, a.Rev, raw) })
 }
 
@@ -199,9 +191,10 @@ func (k *Kernel) tagNow(c *Cred, name, rev string, raw []byte) (proto.CommitReco
 // CommitDiff emits the paths that differ between two commits, or between
 // a commit and the live state, with their patches if asked.
 func (k *Kernel) CommitDiff(ctx context.Context, c *Cred, a proto.CommitDiffArgs, raw []byte, emit func(*proto.DiffRecord) error) error {
-	if err := k.versionScope(c, proto.OpCommitDiff, a.Agent, raw); err != nil {
-		return err
-	}
+	return sysCommitDiff.Stream(k, ctx, c, a, raw, emit)
+}
+
+func (k *Kernel) commitDiff(ctx context.Context, c *Cred, a proto.CommitDiffArgs, raw []byte, emit func(*proto.DiffRecord) error) error {
 	out, err := k.work().Diff(a, func(fn func()) error { return k.barrier(ctx, fn) })
 	if err != nil {
 		return err
@@ -213,12 +206,10 @@ func (k *Kernel) CommitDiff(ctx context.Context, c *Cred, a proto.CommitDiffArgs
 // changes (audited like saves and deletes), and commits them: history is
 // never rewritten.
 func (k *Kernel) CommitRestore(ctx context.Context, c *Cred, a proto.CommitRestoreArgs, raw []byte) (proto.CommitRecord, error) {
-	if a.Agent == "" {
-		return proto.CommitRecord{}, proto.Errorf(proto.EINVAL, "restore needs the agent to restore (-a AGENT)")
-	}
-	if err := k.versionScope(c, proto.OpCommitRestore, a.Agent, raw); err != nil {
-		return proto.CommitRecord{}, err
-	}
+	return sysCommitRestore.Call(k, ctx, c, a, raw)
+}
+
+func (k *Kernel) commitRestore(ctx context.Context, c *Cred, a proto.CommitRestoreArgs, raw []byte) (proto.CommitRecord, error) {
 	return onCommitter(k, ctx, func() (proto.CommitRecord, error) { return k.restoreNow(c, a, raw) })
 }
 

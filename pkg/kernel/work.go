@@ -112,9 +112,10 @@ func (k *Kernel) workOf(c *Cred, op, run string, raw []byte) (*work.Meta, error)
 // WorkList calls emit with the work of each run c may see (of a.Agent,
 // when given), oldest first.
 func (k *Kernel) WorkList(ctx context.Context, c *Cred, a proto.WorkArgs, raw []byte, emit func(*proto.WorkRecord) error) error {
-	if err := k.gate(call{op: proto.OpWorkList, c: c, agent: a.Agent, raw: raw}); err != nil {
-		return err
-	}
+	return sysWorkList.Stream(k, ctx, c, a, raw, emit)
+}
+
+func (k *Kernel) workList(ctx context.Context, c *Cred, a proto.WorkArgs, raw []byte, emit func(*proto.WorkRecord) error) error {
 	k.expireWork()
 	all, err := k.works.List()
 	if err != nil {
@@ -135,6 +136,10 @@ func (k *Kernel) WorkList(ctx context.Context, c *Cred, a proto.WorkArgs, raw []
 
 // WorkDiff is run a.Run's work with its patch (a.Stat: its diffstat).
 func (k *Kernel) WorkDiff(ctx context.Context, c *Cred, a proto.WorkArgs, raw []byte) (proto.WorkRecord, error) {
+	return sysWorkDiff.Call(k, ctx, c, a, raw)
+}
+
+func (k *Kernel) workDiff(ctx context.Context, c *Cred, a proto.WorkArgs, raw []byte) (proto.WorkRecord, error) {
 	m, err := k.workOf(c, proto.OpWorkDiff, a.Run, raw)
 	if err != nil {
 		return proto.WorkRecord{}, err
@@ -163,6 +168,10 @@ func (k *Kernel) WorkDiff(ctx context.Context, c *Cred, a proto.WorkArgs, raw []
 // as it is, with what the run changed over it (work.View), a folder's
 // entries or a file's content. Whoever may diff the work may view it.
 func (k *Kernel) WorkView(ctx context.Context, c *Cred, a proto.WorkArgs, raw []byte) (proto.WorkView, error) {
+	return sysWorkView.Call(k, ctx, c, a, raw)
+}
+
+func (k *Kernel) workView(ctx context.Context, c *Cred, a proto.WorkArgs, raw []byte) (proto.WorkView, error) {
 	v := proto.WorkView{Type: proto.RecordWorkView, Run: a.Run, Path: a.Path}
 	m, err := k.workOf(c, proto.OpWorkView, a.Run, raw)
 	if err != nil {
@@ -195,12 +204,20 @@ func (k *Kernel) WorkView(ctx context.Context, c *Cred, a proto.WorkArgs, raw []
 // its patch's digest. Files of the folder that changed under those the
 // run changed refuse it (EEXIST, naming each), unless a.Force.
 func (k *Kernel) WorkApply(ctx context.Context, c *Cred, a proto.WorkArgs, raw []byte) (proto.WorkRecord, error) {
+	return sysWorkApply.Call(k, ctx, c, a, raw)
+}
+
+func (k *Kernel) workApply(ctx context.Context, c *Cred, a proto.WorkArgs, raw []byte) (proto.WorkRecord, error) {
 	return k.workDone(ctx, c, proto.OpWorkApply, a, raw)
 }
 
 // WorkDiscard throws run a.Run's pending work away, audited with its
 // patch's digest.
 func (k *Kernel) WorkDiscard(ctx context.Context, c *Cred, a proto.WorkArgs, raw []byte) (proto.WorkRecord, error) {
+	return sysWorkDiscard.Call(k, ctx, c, a, raw)
+}
+
+func (k *Kernel) workDiscard(ctx context.Context, c *Cred, a proto.WorkArgs, raw []byte) (proto.WorkRecord, error) {
 	return k.workDone(ctx, c, proto.OpWorkDiscard, a, raw)
 }
 

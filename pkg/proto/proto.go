@@ -164,6 +164,7 @@ const (
 	OpStateLoad   = "state.load"
 	OpStateDelete = "state.delete"
 	OpStateList   = "state.list"
+	OpStateStat   = "state.stat"
 )
 
 // HelloArgs lets a client say who it is; the daemon answers with its Hello.

@@ -54,21 +54,6 @@ accept = []
 `
 )
 
-// dryArgs are the words ox-policy check takes for the call gatedArgs
-// makes of each op that asks its policy a question.
-var dryArgs = map[string][]string{
-	proto.OpStateSave:   {"k"},
-	proto.OpStateDelete: {"k"},
-	proto.OpStateLoad:   {"k"},
-	proto.OpMemRemember: {"episodic"},
-	proto.OpExec:        {"--", "true"},
-	proto.OpNetFetch:    {"http://127.0.0.1:1/"},
-	proto.OpToolRun:     {"t"},
-	proto.OpMCPCall:     {"s", "t"},
-	proto.OpMsgSend:     {"ops"},
-	proto.OpAgentFork:   {"ops2"},
-}
-
 // objectAgent are the ops whose agent is that of what they name (the
 // fixture's run, job, approval, or the sender of a message): ops.
 var objectAgent = map[string]bool{
@@ -224,13 +209,13 @@ func agreeTable(t *testing.T, text string) map[string]int {
 		}
 		for _, who := range callers {
 			row := op + " by " + who.name
-			want, rule, err := k.Verdict(who.c, agent, op, dryArgs[op])
+			want, rule, err := k.Verdict(who.c, agent, op, dryArgs(op))
 			if err != nil {
 				t.Errorf("%s: the dry run: %v", row, err)
 				continue
 			}
 			if who.c.Agent == "ops" && agent == "ops" {
-				rec, err := k.PolicyCheck(ctx, admin, proto.PolicyCheckArgs{Agent: "ops", Op: op, Args: dryArgs[op]}, nil)
+				rec, err := k.PolicyCheck(ctx, admin, proto.PolicyCheckArgs{Agent: "ops", Op: op, Args: dryArgs(op)}, nil)
 				if err != nil {
 					t.Errorf("%s: ox-policy check: %v", row, err)
 				} else if allowed := want == "" && !rec.Ask; rec.Allowed != allowed && !rec.Ask {

@@ -109,22 +109,6 @@ func auditShow(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request
 	return k.AuditShow(ctx, c, a.Seq)
 }
 
-func auditHead(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {
-	h, err := k.AuditHead(ctx, c)
-	if err != nil {
-		return nil, err
-	}
-	return proto.Marshal(&h)
-}
-
-func auditVerify(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {
-	v, err := k.AuditVerify(ctx, c)
-	if err != nil {
-		return nil, err
-	}
-	return proto.Marshal(&v)
-}
-
 func auditExport(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {
 	return nil, k.AuditExport(ctx, c, r.Out.Item)
 }
@@ -159,14 +143,6 @@ func policyTest(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Reques
 		return nil, err
 	}
 	return proto.Marshal(&res)
-}
-
-func status(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {
-	rec, err := k.Status(ctx, c)
-	if err != nil {
-		return nil, err
-	}
-	return proto.Marshal(&rec)
 }
 
 // runSpawn starts a run. Attached, it streams the run's records until
@@ -244,33 +220,6 @@ func approveList(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Reque
 		ctx = r.Out.Follow()
 	}
 	return nil, k.ApproveList(ctx, c, a, r.Args, followed[proto.ApprovalRecord](r.Out, a.Follow))
-}
-
-func agentList(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {
-	return nil, k.AgentList(ctx, c, items[proto.AgentRecord](r.Out))
-}
-
-func mcpServers(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {
-	a, err := decode[proto.MCPServersArgs](false, r)
-	if err != nil {
-		return nil, err
-	}
-	res, err := k.MCPServers(ctx, c, a)
-	if err != nil {
-		return nil, err
-	}
-	return proto.Marshal(&res)
-}
-
-func mcpResult(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {
-	a, err := decode[proto.MCPResultArgs](false, r)
-	if err != nil {
-		return nil, err
-	}
-	if err := k.MCPResult(ctx, c, a, r.Args); err != nil {
-		return nil, err
-	}
-	return json.RawMessage(`{}`), nil
 }
 
 func fleetCall(k *kernel.Kernel, ctx context.Context, c *kernel.Cred, r *Request) (json.RawMessage, error) {

@@ -7,21 +7,26 @@ import (
 	"github.com/oxios/oxios/pkg/proto"
 )
 
-// TestHandlersCoverSyscalls holds the two lists equal: every op of the
-// kernel's table that a front end may call has its adapter here, and
-// every adapter serves a declared op that is not the kernel's own record.
+// TestHandlersCoverSyscalls holds the kernel's table and the adapters
+// here in step: every op a front end may call (one with a definition)
+// is served, through an adapter here exactly when its definition says
+// its wire shape is its own, and every adapter serves such an op.
 func TestHandlersCoverSyscalls(t *testing.T) {
 	served := 0
 	for _, sc := range kernel.Syscalls() {
+		d := kernel.DefOf(sc.Op)
 		_, has := handlers[sc.Op]
+		h, ok := Lookup(sc.Op)
 		switch {
-		case sc.Recorded && has:
-			t.Errorf("%s is recorded by the kernel only, yet has an adapter", sc.Op)
-		case !sc.Recorded && !has:
-			t.Errorf("%s is declared callable but has no adapter: add it to handlers", sc.Op)
-		case has:
+		case sc.Recorded && (d != nil || has || ok):
+			t.Errorf("%s is recorded by the kernel only, yet is defined or served", sc.Op)
+		case !sc.Recorded && d == nil:
+			t.Errorf("%s is declared callable but has no definition", sc.Op)
+		case d != nil && (d.Shape() == "own") != has:
+			t.Errorf("%s: its wire shape is %s, and an adapter here: %v", sc.Op, d.Shape(), has)
+		case d != nil:
 			served++
-			if h, ok := Lookup(sc.Op); !ok || h.Syscall != sc || h.Serve == nil {
+			if !ok || h.Syscall != sc || h.Serve == nil {
 				t.Errorf("Lookup(%s) = %+v, %v", sc.Op, h, ok)
 			}
 		}

@@ -283,3 +283,20 @@ func TestClientRedialsWhenEvicted(t *testing.T) {
 		t.Fatalf("the save after the redial: %q", v)
 	}
 }
+
+// TestStateStat: ox-state stat prints a key's record, not its value;
+// every key is tried, and a missing one fails the command with ENOENT.
+func TestStateStat(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, daemonOpts{})
+	d.mustOx(t, "", "ox-state", "save", "-a", "ops", "blob", "hello")
+	r := d.ox("", "ox-state", "stat", "--json", "-a", "ops", "blob")
+	recs := jsonLines(t, r.stdout)
+	if r.code != 0 || len(recs) != 1 || recs[0]["key"] != "blob" || recs[0]["size"] != float64(5) || recs[0]["value"] != nil {
+		t.Fatalf("stat blob: exit %d %s%s", r.code, r.stdout, r.stderr)
+	}
+	r = d.ox("", "ox-state", "stat", "--json", "-a", "ops", "nope", "blob")
+	if r.code != 1 || !strings.Contains(r.stderr, "ENOENT") || !strings.Contains(r.stdout, `"key":"blob"`) {
+		t.Fatalf("stat nope blob: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+}
