@@ -75,6 +75,9 @@ func main() {
 	if run("fork") {
 		benchFork(d.sock)
 	}
+	if run("scale") {
+		benchScale(dir)
+	}
 	if run("forget") {
 		benchForget(d.sock)
 	}
