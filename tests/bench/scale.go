@@ -18,7 +18,10 @@ import (
 	"github.com/oxios/oxios/pkg/proto"
 )
 
-var scaleSizes = flag.String("scale", "1k,10k,100k", "scale: the key counts of the scale rows, comma-separated (1M takes a few minutes more: -scale 1k,10k,100k,1M)")
+var (
+	scaleSizes   = flag.String("scale", "1k,10k,100k", "scale: the key counts of the scale rows, comma-separated (1M takes a few minutes more: -scale 1k,10k,100k,1M)")
+	scaleAgainst = flag.String("scale-against", "", "scale: also run each size with the binaries of this `DIR` (another build), alternating, and print both")
+)
 
 // benchScale measures one agent's state as it grows: for each size, a
 // fresh oxiosd (its own data directory, so no row inherits another's
@@ -47,16 +50,42 @@ func benchScale(dir string) {
 		sizes = append(sizes, n)
 	}
 	fmt.Printf("\nscale: one agent's state at %s keys (100 B values, folders of 1,000)\n", *scaleSizes)
+	if *scaleAgainst != "" {
+		fmt.Printf("each size also with %s (rows marked \"other\"), the two in turns; the ratio column of this build's rows is to the other's\n", *scaleAgainst)
+	}
 	var anchor *scaleRow
-	for _, n := range sizes {
-		base := filepath.Join(dir, "scale-"+countName(n))
-		row := scaleOnce(base, n)
-		if anchor == nil {
-			anchor = &row
+	for i, n := range sizes {
+		ours := func() scaleRow {
+			base := filepath.Join(dir, "scale-"+countName(n))
+			row := scaleOnce(*binDir, base, n)
+			// Removed once measured: a million files take minutes.
+			check(os.RemoveAll(base))
+			return row
 		}
-		row.print(anchor)
-		// Printed first: removing a million files takes minutes.
-		check(os.RemoveAll(base))
+		if *scaleAgainst == "" {
+			row := ours()
+			if anchor == nil {
+				anchor = &row
+			}
+			row.print("", anchor)
+			continue
+		}
+		other := func() scaleRow {
+			base := filepath.Join(dir, "scale-other-"+countName(n))
+			row := scaleOnce(*scaleAgainst, base, n)
+			check(os.RemoveAll(base))
+			return row
+		}
+		var a, b scaleRow
+		if i%2 == 0 {
+			b = other()
+			a = ours()
+		} else {
+			a = ours()
+			b = other()
+		}
+		b.print(" other", nil)
+		a.print("", &b)
 	}
 }
 
@@ -85,19 +114,25 @@ type scaleRow struct {
 	firstCommit, commit10      time.Duration
 	call10                     time.Duration // the same commit as a call on an open connection
 	rssFill, rssCommit, rssEnd float64       // bytes a key
+	rssIdle                    float64       // bytes a key, once the daemon settled
 }
 
-func (r scaleRow) print(a *scaleRow) {
-	name := fmt.Sprintf("scale %s:", countName(r.n))
-	ratio := func(f, b float64) string {
-		if r.n == a.n || b == 0 {
-			return ""
-		}
-		return fmt.Sprintf("%.2fx", f/b)
+// print prints r's rows, each with the same row of a (the anchor: the
+// first size, or the other build at this size) and their ratio; a nil
+// anchor, or r itself, prints the figures alone.
+func (r *scaleRow) print(tag string, a *scaleRow) {
+	name := fmt.Sprintf("scale %s%s:", countName(r.n), tag)
+	alone := a == nil || a == r
+	if alone {
+		a = &scaleRow{}
 	}
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	row := func(what string, f, b float64, target string) {
-		fmt.Printf("%-46s %14.2f %14.2f %8s  %s\n", name+" "+what, f, b, ratio(f, b), target)
+		if alone || b == 0 {
+			fmt.Printf("%-46s %14.2f %14s %8s  %s\n", name+" "+what, f, "", "", target)
+			return
+		}
+		fmt.Printf("%-46s %14.2f %14.2f %7.2fx  %s\n", name+" "+what, f, b, f/b, target)
 	}
 	row("fill (keys/s)", r.fill, a.fill, ">= 50k/s at 1M")
 	row("save p50 (ms)", ms(r.saveP50), ms(a.saveP50), "")
@@ -111,6 +146,7 @@ func (r scaleRow) print(a *scaleRow) {
 	row("RSS after fill (B/key)", r.rssFill, a.rssFill, "a few hundred")
 	row("RSS after first commit (B/key)", r.rssCommit, a.rssCommit, "")
 	row("RSS after the 10-key commits (B/key)", r.rssEnd, a.rssEnd, "a few hundred")
+	row("RSS idle 8 s after (B/key)", r.rssIdle, a.rssIdle, "a commit's memory returned")
 }
 
 func countName(n int) string {
@@ -125,10 +161,11 @@ func countName(n int) string {
 
 func scaleKey(i int) string { return fmt.Sprintf("d%04d/k%07d", i/1000, i) }
 
-// scaleOnce fills a fresh daemon in base with n keys and measures it.
-func scaleOnce(base string, n int) scaleRow {
+// scaleOnce fills a fresh daemon of bin in base with n keys and
+// measures it.
+func scaleOnce(bin, base string, n int) scaleRow {
 	check(os.MkdirAll(base, 0o755))
-	d := startDaemon(base)
+	d := startDaemonFrom(bin, base)
 	defer d.stop()
 	const agent = "scale"
 	ctx := context.Background()
@@ -191,7 +228,7 @@ func scaleOnce(base string, n int) scaleRow {
 	}
 	row.saveP50, row.saveP99 = pct(saves, 50), pct(saves, 99)
 	row.loadP50, row.loadP99 = pct(loads, 50), pct(loads, 99)
-	row.lsFirst = firstLine(d.sock, filepath.Join(*binDir, "ox-state"), "ls", "-a", agent)
+	row.lsFirst = firstLine(d.sock, filepath.Join(bin, "ox-state"), "ls", "-a", agent)
 
 	t0 = time.Now()
 	_, err := c.Commit(ctx, proto.CommitArgs{Agent: agent, Message: "scale: all keys"})
@@ -204,7 +241,7 @@ func scaleOnce(base string, n int) scaleRow {
 			_, err := c.StateSave(ctx, agent, scaleKey((i*n/10+round*7)%n), fmt.Appendf(nil, "round %d", round))
 			check(err)
 		}
-		cmd := exec.Command(filepath.Join(*binDir, "ox-commit"), "-a", agent, "-m", fmt.Sprint("scale round ", round))
+		cmd := exec.Command(filepath.Join(bin, "ox-commit"), "-a", agent, "-m", fmt.Sprint("scale round ", round))
 		cmd.Env = append(os.Environ(), "OXIOS_SOCKET="+d.sock)
 		t := time.Now()
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -227,6 +264,11 @@ func scaleOnce(base string, n int) scaleRow {
 		calls = append(calls, time.Since(t))
 	}
 	row.call10 = median(calls)
+	row.rssEnd = perKey()
+	// oxiosd settles (a collection, memory returned) 5 s after the last
+	// request.
+	time.Sleep(8 * time.Second)
+	row.rssIdle = perKey()
 	row.rssEnd = perKey()
 	return row
 }
