@@ -72,5 +72,10 @@ package state
 //
 // Listings stream in key order from a sorted order each tree keeps
 // (sorted.go), so `ox-state ls` and the mount's folders give their first
-// record at once at any size. The segments are not built yet: values
-// are still files of the work tree, and the notes above are the plan.
+// record at once at any size. A commit of many paths takes them out of
+// the uncommitted list at once (pkg/uncommitted), so a commit of 10 keys
+// after the first commit of a million no longer reads the million again.
+// The segments are not built yet: values are still files of the work
+// tree, and the notes above are the plan. The rows that measure all this
+// are the scale rows of `make bench` (BENCHFLAGS='-only scale -scale
+// 1k,10k,100k,1M'; -scale-against DIR runs another build in turns).

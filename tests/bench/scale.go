@@ -55,37 +55,35 @@ func benchScale(dir string) {
 	}
 	var anchor *scaleRow
 	for i, n := range sizes {
-		ours := func() scaleRow {
-			base := filepath.Join(dir, "scale-"+countName(n))
-			row := scaleOnce(*binDir, base, n)
-			// Removed once measured: a million files take minutes.
-			check(os.RemoveAll(base))
-			return row
+		// Each daemon's data is removed once its rows are printed: a
+		// million files take minutes to remove.
+		var bases []string
+		measure := func(bin, name string) scaleRow {
+			base := filepath.Join(dir, name+"-"+countName(n))
+			bases = append(bases, base)
+			return scaleOnce(bin, base, n)
 		}
 		if *scaleAgainst == "" {
-			row := ours()
+			row := measure(*binDir, "scale")
 			if anchor == nil {
 				anchor = &row
 			}
 			row.print("", anchor)
-			continue
-		}
-		other := func() scaleRow {
-			base := filepath.Join(dir, "scale-other-"+countName(n))
-			row := scaleOnce(*scaleAgainst, base, n)
-			check(os.RemoveAll(base))
-			return row
-		}
-		var a, b scaleRow
-		if i%2 == 0 {
-			b = other()
-			a = ours()
 		} else {
-			a = ours()
-			b = other()
+			var a, b scaleRow
+			if i%2 == 0 {
+				b = measure(*scaleAgainst, "scale-other")
+				a = measure(*binDir, "scale")
+			} else {
+				a = measure(*binDir, "scale")
+				b = measure(*scaleAgainst, "scale-other")
+			}
+			b.print(" other", nil)
+			a.print("", &b)
 		}
-		b.print(" other", nil)
-		a.print("", &b)
+		for _, base := range bases {
+			check(os.RemoveAll(base))
+		}
 	}
 }
 
