@@ -34,6 +34,7 @@ type keyOrder struct {
 	// stale counts those (at most); building: a listing is sorting every
 	// key to make sorted.
 	sorted   []string
+	extra    []string // keys added since sorted was built, sorted
 	stale    int
 	building bool
 	builds   int // how many times it was built by a listing (tests)
@@ -78,7 +79,7 @@ func (a *agent) resetOrder() {
 // setOrder makes keys (sorted, every key of a) a's key order. With a.mu
 // held; a's order is not built.
 func (a *agent) setOrder(keys []string) {
-	a.order.sorted, a.order.stale = keys, 0
+	a.order.sorted, a.order.extra, a.order.stale = keys, nil, 0
 	a.order.valid, a.order.added, a.order.removed = true, nil, 0
 }
 
@@ -107,12 +108,18 @@ func (s *Store) Each(agentName, prefix string, fn func(proto.StateRecord) error)
 	if valid {
 		o.stale += removed
 		if len(added) > 0 {
-			o.sorted = mergeKeys(o.sorted, added)
+			// New keys wait in extra, merged into sorted only once they
+			// are many: a listing after a few new keys copies nothing.
+			slices.Sort(added)
+			o.extra = mergeKeys(o.extra, slices.Compact(added))
+			if len(o.extra) > max(4096, len(o.sorted)/64) {
+				o.sorted, o.extra = mergeKeys(o.sorted, o.extra), nil
+			}
 		}
 		if o.stale <= len(o.sorted)/2 || o.stale <= 1024 {
-			keys := o.sorted
+			keys, extra := o.sorted, o.extra
 			o.mu.Unlock()
-			return a.emitSorted(agentName, prefix, keys, fn)
+			return a.emitSorted(agentName, prefix, keys, extra, fn)
 		}
 		// Mostly removed keys: rebuilt.
 	}
@@ -121,9 +128,10 @@ func (s *Store) Each(agentName, prefix string, fn func(proto.StateRecord) error)
 	return a.emitUnsorted(agentName, prefix, true, fn)
 }
 
-// emitSorted emits the records of keys (sorted) at or below prefix.
-func (a *agent) emitSorted(agentName, prefix string, keys []string, fn func(proto.StateRecord) error) error {
-	lo := 0
+// emitSorted emits the records of the keys of two sorted lists at or
+// below prefix, merged in order (a key in both once).
+func (a *agent) emitSorted(agentName, prefix string, keys, extra []string, fn func(proto.StateRecord) error) error {
+	i, j := 0, 0
 	if prefix != "" {
 		if rec, ok := a.record(agentName, prefix); ok {
 			if err := fn(rec); err != nil {
@@ -131,19 +139,35 @@ func (a *agent) emitSorted(agentName, prefix string, keys []string, fn func(prot
 			}
 		}
 		prefix += "/"
-		lo, _ = slices.BinarySearch(keys, prefix)
+		i, _ = slices.BinarySearch(keys, prefix)
+		j, _ = slices.BinarySearch(extra, prefix)
 	}
-	for i := lo; i < len(keys); i++ {
-		if !strings.HasPrefix(keys[i], prefix) {
-			break
+	for {
+		var k string
+		switch {
+		case i < len(keys) && (j == len(extra) || keys[i] <= extra[j]):
+			k = keys[i]
+			if j < len(extra) && extra[j] == k {
+				j++
+			}
+			i++
+		case j < len(extra):
+			k = extra[j]
+			j++
+		default:
+			return nil
 		}
-		if rec, ok := a.record(agentName, keys[i]); ok {
+		if !strings.HasPrefix(k, prefix) {
+			// Both lists are past the prefix's keys: the smaller head
+			// is.
+			return nil
+		}
+		if rec, ok := a.record(agentName, k); ok {
 			if err := fn(rec); err != nil {
 				return err
 			}
 		}
 	}
-	return nil
 }
 
 // emitUnsorted collects the keys at or below prefix and emits them as it
@@ -185,7 +209,7 @@ func (a *agent) emitUnsorted(agentName, prefix string, build bool, fn func(proto
 		o.mu.Lock()
 		a.mu.RLock()
 		if o.gen == gen {
-			o.sorted, o.stale = keys, 0
+			o.sorted, o.extra, o.stale = keys, nil, 0
 			o.builds++
 		}
 		a.mu.RUnlock()
@@ -215,10 +239,9 @@ func (a *agent) record(agentName, key string) (proto.StateRecord, bool) {
 	return rec, true
 }
 
-// mergeKeys merges added (in any order) into sorted, dropping repeats.
+// mergeKeys merges two sorted lists without repeats into a new one, a
+// key in both once.
 func mergeKeys(sorted, added []string) []string {
-	slices.Sort(added)
-	added = slices.Compact(added)
 	out := make([]string, 0, len(sorted)+len(added))
 	i, j := 0, 0
 	for i < len(sorted) && j < len(added) {

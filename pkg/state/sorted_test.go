@@ -159,11 +159,27 @@ func TestEachBuildsOnce(t *testing.T) {
 	if a.order.builds != 1 {
 		t.Fatalf("the order was built %d times, want once", a.order.builds)
 	}
+	// A few new keys are not merged into the order (a copy of it all)
+	// but listed beside it.
+	first := &a.order.sorted[0]
+	a.addKey("d0000/k0000000x", &entry{size: 1})
+	a.addKey("zz", &entry{size: 1})
+	got := keysOf(t, s, "a", "")
+	if &a.order.sorted[0] != first || len(a.order.extra) != 502 {
+		t.Fatalf("new keys were merged into the order (extra %d)", len(a.order.extra))
+	}
+	// (The rounds above removed d0000/k0000000 to k0000499.)
+	if len(got) != n+2 || !slices.IsSorted(got) || got[0] != "d0000/k0000000x" || got[len(got)-1] != "zz" {
+		t.Fatalf("listed %d keys, sorted %v, first %q, last %q", len(got), slices.IsSorted(got), got[0], got[len(got)-1])
+	}
+	if under := keysOf(t, s, "a", "d0000"); len(under) != 501 || under[0] != "d0000/k0000000x" || under[1] != "d0000/k0000500" {
+		t.Fatalf("listed %d keys under d0000, first %q", len(under), under[:2])
+	}
 	for k := range n {
 		a.removeKey(fmt.Sprintf("d%04d/k%07d", k/1000, k))
 	}
-	if got := keysOf(t, s, "a", ""); len(got) != 500 {
-		t.Fatalf("listed %d keys, want the 500 new ones", len(got))
+	if got := keysOf(t, s, "a", ""); len(got) != 502 {
+		t.Fatalf("listed %d keys, want the 502 new ones", len(got))
 	}
 	if a.order.builds != 2 {
 		t.Fatalf("a tree mostly removed was built %d times, want twice", a.order.builds)
