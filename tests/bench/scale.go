@@ -108,7 +108,7 @@ type scaleRow struct {
 	fill                       float64 // keys/s
 	saveP50, saveP99           time.Duration
 	loadP50, loadP99           time.Duration
-	lsFirst, lsAgain           time.Duration
+	lsFirst, lsAgain, lsCall   time.Duration
 	firstCommit, commit10      time.Duration
 	call10                     time.Duration // the same commit as a call on an open connection
 	rssFill, rssCommit, rssEnd float64       // bytes a key
@@ -139,6 +139,7 @@ func (r *scaleRow) print(tag string, a *scaleRow) {
 	row("load p99 (ms)", ms(r.loadP99), ms(a.loadP99), "")
 	row("ox-state ls, first record (ms)", ms(r.lsFirst), ms(a.lsFirst), "at once")
 	row("  again, after 10 new keys (ms)", ms(r.lsAgain), ms(a.lsAgain), "at once")
+	row("  again, as a call (ms)", ms(r.lsCall), ms(a.lsCall), "")
 	row("first commit of all (ms)", ms(r.firstCommit), ms(a.firstCommit), "")
 	row("ox-commit of 10 keys, median (ms)", ms(r.commit10), ms(a.commit10), "<= 2x of 10k's")
 	row("  the same as a call, median (ms)", ms(r.call10), ms(a.call10), "")
@@ -233,6 +234,17 @@ func scaleOnce(bin, base string, n int) scaleRow {
 		check(err)
 	}
 	row.lsAgain = firstLine(d.sock, filepath.Join(bin, "ox-state"), "ls", "-a", agent)
+	// The same without the command's start: the first record of
+	// state.list on a connection (the client reads the rest).
+	lc := dial(d.sock)
+	t0 = time.Now()
+	check(lc.StateList(ctx, agent, "", func(proto.StateRecord) error {
+		if row.lsCall == 0 {
+			row.lsCall = time.Since(t0)
+		}
+		return nil
+	}))
+	lc.Close()
 
 	t0 = time.Now()
 	_, err := c.Commit(ctx, proto.CommitArgs{Agent: agent, Message: "scale: all keys"})
