@@ -3,6 +3,7 @@ package kernel
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 
 	"github.com/oxios/oxios/pkg/agenttree"
 	"github.com/oxios/oxios/pkg/audit"
@@ -92,23 +93,23 @@ func (k *Kernel) StateList(ctx context.Context, c *Cred, a proto.StateListArgs, 
 
 func (k *Kernel) stateList(ctx context.Context, c *Cred, a proto.StateListArgs, raw []byte, emit func(*proto.StateRecord) error) error {
 	k.flights.Wait(a.Agent)
-	recs, err := k.state.List(a.Agent, a.Prefix)
-	if err != nil {
-		return proto.AsError(err)
-	}
 	readable := k.readable(c, a.Agent)
-	for i := range recs {
-		if readable != nil && !readable(recs[i].Key) {
-			continue // a key it may not read, it does not see
+	// Streamed as the store reads them: the first record goes out at
+	// once, whatever the agent holds.
+	err := k.state.Each(a.Agent, a.Prefix, func(rec proto.StateRecord) error {
+		if readable != nil && !readable(rec.Key) {
+			return nil // a key it may not read, it does not see
 		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := emit(&recs[i]); err != nil {
-			return err
-		}
+		return emit(&rec)
+	})
+	var pe *proto.Error
+	if errors.As(err, &pe) {
+		return pe
 	}
-	return nil
+	return err
 }
 
 // StateStat returns a key's record without its value.

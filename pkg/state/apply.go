@@ -43,6 +43,7 @@ func background() {
 func (s *Store) applier() {
 	defer close(s.done)
 	background()
+	s.applierTID.Store(int32(unix.Gettid()))
 	for range s.kick {
 		for first := true; ; first = false {
 			s.qmu.Lock()

@@ -450,6 +450,7 @@ func (s *Store) install(src, dst *agent, fc *forkCopy) ([]ref, int64) {
 	if len(dst.keys) == 0 {
 		// Every entry of a fork is unwritten (pending or linked).
 		dst.keys, dst.dirs, dst.bytes, dst.unwritten = fc.keys, fc.dirs, fc.bytes, fc.bytes
+		dst.resetOrder()
 	} else {
 		for key, e := range fc.keys {
 			dst.addKey(key, e)

@@ -288,6 +288,9 @@ func (a *agent) decodeKeys(r *snapReader) error {
 		return errSnapshot
 	}
 	a.keys = make(map[string]*entry, n)
+	// The snapshot lists keys in order: kept as the tree's key order
+	// (see sorted.go).
+	order := make([]string, 0, n)
 	var (
 		last    []byte // the previous key
 		mod     int64
@@ -330,6 +333,7 @@ func (a *agent) decodeKeys(r *snapReader) error {
 				return errSnapshot
 			}
 			a.keys[key] = &ents[j]
+			order = append(order, key)
 			a.bytes += ents[j].size
 			dir := key[:max(strings.LastIndexByte(key, '/'), 0)]
 			if dir != runDir {
@@ -342,6 +346,9 @@ func (a *agent) decodeKeys(r *snapReader) error {
 		i += m
 	}
 	flushRun()
+	if slices.IsSorted(order) {
+		a.setOrder(order)
+	}
 	return nil
 }
 

@@ -137,15 +137,17 @@ const (
 // use, except that batches (Begin, Write, Sync, Publish) come from one
 // committer at a time.
 type Store struct {
-	data  string // DATA
-	repo  string // DATA/repo/agents
-	tmp   string // DATA/tmp
-	opts  Options
-	j     *journal
-	jmu   sync.Mutex // held by the committer from Write to Publish, and by checkpoints
-	seq   atomic.Uint64
-	tmpN  atomic.Uint64
-	cache atomic.Int64
+	// applierTID is the applier's thread (a test checks its priority).
+	applierTID atomic.Int32
+	data       string // DATA
+	repo       string // DATA/repo/agents
+	tmp        string // DATA/tmp
+	opts       Options
+	j          *journal
+	jmu        sync.Mutex // held by the committer from Write to Publish, and by checkpoints
+	seq        atomic.Uint64
+	tmpN       atomic.Uint64
+	cache      atomic.Int64
 
 	// spares are temp files the applier may write over (see spare);
 	// noExchange: the file system has no RENAME_EXCHANGE. The applier's.
@@ -222,6 +224,8 @@ type agent struct {
 	// files the applier has not made yet: until then its files must stay
 	// as they were at each fork (see apply).
 	linking atomic.Int32
+	// order is the keys in sorted order, for listings (see sorted.go).
+	order keyOrder
 }
 
 // entry is one key of the index. There is one per key (a million for an
@@ -569,6 +573,7 @@ func (s *Store) agent(name string) *agent {
 func (a *agent) addKey(key string, e *entry) {
 	if old, ok := a.keys[key]; !ok {
 		forEachParent(key, func(dir string) { a.dirs[dir]++ })
+		a.noteAdded(key)
 	} else {
 		a.bytes -= old.size
 		if old.unwritten() {
@@ -592,6 +597,7 @@ func (a *agent) removeKey(key string) {
 		a.unwritten -= old.size
 	}
 	delete(a.keys, key)
+	a.noteRemoved()
 	forEachParent(key, func(dir string) {
 		if a.dirs[dir]--; a.dirs[dir] == 0 {
 			delete(a.dirs, dir)
@@ -748,24 +754,14 @@ func (s *Store) Stat(agentName, key string) (proto.StateRecord, error) {
 }
 
 // List returns the records of the keys at or below prefix (a folder or a
-// key; "" for all), sorted by key.
+// key; "" for all), sorted by key. Each streams them.
 func (s *Store) List(agentName, prefix string) ([]proto.StateRecord, error) {
-	a := s.agent(agentName)
-	if a == nil {
-		return nil, proto.NoAgent(agentName)
-	}
-	prefix = strings.TrimSuffix(prefix, "/")
 	var out []proto.StateRecord
-	a.mu.RLock()
-	for k, e := range a.keys {
-		if prefix == "" || k == prefix || len(k) > len(prefix) && k[len(prefix)] == '/' && k[:len(prefix)] == prefix {
-			out = append(out, proto.StateRecord{Type: proto.RecordState, Agent: agentName, Key: k, Size: e.size, Modified: e.modTime()})
-			a.fillMeta(k, &out[len(out)-1])
-		}
-	}
-	a.mu.RUnlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
-	return out, nil
+	err := s.Each(agentName, prefix, func(rec proto.StateRecord) error {
+		out = append(out, rec)
+		return nil
+	})
+	return out, err
 }
 
 // path is the file of key in the tree ref.

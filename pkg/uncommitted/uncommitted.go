@@ -178,7 +178,7 @@ func (v *Set) Save() error {
 	dirty, cleaned := v.dirty, v.cleaned
 	v.dirty, v.cleaned = map[string]struct{}{}, map[string]struct{}{}
 	v.mu.Unlock()
-	err := writeUncommitted(v.file, dirty, cleaned)
+	err := writeUncommitted(v.file, dirty, cleaned, false)
 	if err != nil {
 		// Put back what the file does not hold, unless changed since.
 		v.mu.Lock()
@@ -197,7 +197,10 @@ func (v *Set) Save() error {
 	return err
 }
 
-func writeUncommitted(file string, dirty, cleaned map[string]struct{}) error {
+// writeUncommitted rewrites file as its paths less cleaned, with dirty
+// merged in. With sync the new file is made durable before it replaces
+// the old (a checkpoint's syncfs does it otherwise).
+func writeUncommitted(file string, dirty, cleaned map[string]struct{}, sync bool) error {
 	added := make([]string, 0, len(dirty))
 	for p := range dirty {
 		added = append(added, p)
@@ -233,6 +236,9 @@ func writeUncommitted(file string, dirty, cleaned map[string]struct{}) error {
 	}
 	if err == nil {
 		err = w.Flush()
+	}
+	if err == nil && sync {
+		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -274,12 +280,62 @@ func (v *Set) Under(prefix string) ([]string, error) {
 	return slices.Compact(out), nil
 }
 
-// Clean records paths as committed.
+// compactAfter is how many committed paths the set holds in memory
+// before Clean takes them out of its file (a variable for tests).
+var compactAfter = 4096
+
+// Clean records paths as committed. Past compactAfter committed paths it
+// rewrites the file without them: until the next checkpoint every commit
+// would read them again (Under) and memory would hold them. After the
+// first commit of a million keys, that was a read of a 50 MB list at each
+// later commit of 10 keys, and 100 bytes a key held (issue 51).
 func (v *Set) Clean(paths []string) {
 	v.mu.Lock()
 	for _, p := range paths {
 		delete(v.dirty, p)
 		v.cleaned[p] = struct{}{}
 	}
+	big := len(v.cleaned) >= compactAfter
 	v.mu.Unlock()
+	if big {
+		// A failure leaves the set as it is: right, only slower.
+		_ = v.compact()
+	}
+}
+
+// compact rewrites the file without the paths committed since it was
+// written. Paths marked since stay in memory, as they do until a
+// checkpoint: the journal that marks them again after a crash is not
+// recycled before the next Save. The new file is synced before it
+// replaces the old, so that a crash leaves one or the other whole (a
+// path it drops was committed, durably, before Clean).
+func (v *Set) compact() error {
+	v.fmu.Lock()
+	defer v.fmu.Unlock()
+	v.mu.Lock()
+	if v.rescan {
+		v.mu.Unlock()
+		return nil
+	}
+	cleaned := v.cleaned
+	v.cleaned = map[string]struct{}{}
+	v.mu.Unlock()
+	if _, err := os.Stat(v.file); errors.Is(err, fs.ErrNotExist) {
+		// No file (none saved yet, or the set was rescanned since the
+		// last was lost): the committed paths filter nothing. One is not
+		// made here: only a checkpoint's Save says the set is known.
+		return nil
+	}
+	err := writeUncommitted(v.file, nil, cleaned, true)
+	if err != nil {
+		// Put back what the file still holds, unless marked since.
+		v.mu.Lock()
+		for p := range cleaned {
+			if _, ok := v.dirty[p]; !ok {
+				v.cleaned[p] = struct{}{}
+			}
+		}
+		v.mu.Unlock()
+	}
+	return err
 }

@@ -13,7 +13,18 @@ import (
 // The uncommitted set lives in DATA/index/uncommitted plus the changes
 // since the last checkpoint. Against a plain set, through random marks,
 // commits (clean), checkpoints (saveDirty, some failing) and reads.
+// Run as the daemon runs it, and with commits that rewrite the file
+// (compactAfter lowered to a few paths).
 func TestUncommittedSetMatchesModel(t *testing.T) {
+	t.Run("checkpoints", testSetMatchesModel)
+	t.Run("compacting", func(t *testing.T) {
+		defer func(n int) { compactAfter = n }(compactAfter)
+		compactAfter = 3
+		testSetMatchesModel(t)
+	})
+}
+
+func testSetMatchesModel(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "index", "uncommitted")
 	k, err := Open(file, false)
 	if err != nil {
@@ -96,4 +107,49 @@ func TestUncommittedSetMatchesModel(t *testing.T) {
 		t.Fatalf("%d paths in memory after a checkpoint", n)
 	}
 	check(-2, "agents/")
+}
+
+// TestCleanCompacts: a commit of many paths takes them out of the file at
+// once (not at the next checkpoint), so later reads do not go through
+// them and memory does not hold them; the set is the same, also when
+// opened again from the file.
+func TestCleanCompacts(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "index", "uncommitted")
+	k, err := Open(file, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []string
+	for i := range 3 * compactAfter {
+		all = append(all, fmt.Sprintf("agents/a/state/k%06d", i))
+	}
+	k.Mark(all...)
+	if err := k.Save(); err != nil {
+		t.Fatal(err)
+	}
+	k.Mark("agents/b/state/new")
+	k.Clean(all[:2*compactAfter])
+	if n := k.Pending(); n != 1 {
+		t.Fatalf("%d paths in memory after a commit of %d, want the 1 marked since", n, 2*compactAfter)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Count(string(b), "\n"); lines != 1+compactAfter {
+		t.Fatalf("the file holds %d lines, want the header and %d paths", lines, compactAfter)
+	}
+	want := append(slices.Clone(all[2*compactAfter:]), "agents/b/state/new")
+	if got, _ := k.Under("agents/"); !slices.Equal(got, want) {
+		t.Fatalf("under agents/: %d paths, want %d", len(got), len(want))
+	}
+	// What a restart finds: the file's paths (the journal marks the rest
+	// again).
+	k2, err := Open(file, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := k2.Under("agents/"); !slices.Equal(got, all[2*compactAfter:]) {
+		t.Fatalf("after reopening: %d paths, want %d", len(got), compactAfter)
+	}
 }

@@ -263,3 +263,46 @@ func BenchmarkFork10000(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/1000, "ms/fork")
 }
+
+// BenchmarkCommit10AtScale commits 10 changed files of one agent whose
+// state holds 10k, 100k or 1M files in folders of 1,000 (the scale rows
+// of `make bench`, at the library): a commit's cost should follow what
+// changed, not the tree (issue 51: within 2x at 1M of 10k).
+func BenchmarkCommit10AtScale(b *testing.B) {
+	for _, n := range []int{10000, 100000, 1000000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			r, err := Open(filepath.Join(b.TempDir(), "repo"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer r.Close()
+			key := func(i int) string { return fmt.Sprintf("agents/scale/state/d%04d/k%07d", i/1000, i) }
+			val := bytes.Repeat([]byte("v"), 100)
+			tx, _ := r.Begin()
+			for i := range n {
+				if err := tx.Put(key(i), val); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if _, err := tx.Commit(CommitOptions{Message: "initial"}); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			round := 0
+			for b.Loop() {
+				tx, err := r.Begin()
+				if err != nil {
+					b.Fatal(err)
+				}
+				for j := range 10 {
+					tx.Put(key((j*n/10+round*7)%n), fmt.Appendf(nil, "round %d", round))
+				}
+				if _, err := tx.Commit(CommitOptions{Message: "10 keys"}); err != nil {
+					b.Fatal(err)
+				}
+				round++
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/1000, "ms/commit")
+		})
+	}
+}

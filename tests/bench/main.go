@@ -75,6 +75,9 @@ func main() {
 	if run("fork") {
 		benchFork(d.sock)
 	}
+	if run("scale") {
+		benchScale(dir)
+	}
 	if run("forget") {
 		benchForget(d.sock)
 	}
@@ -297,9 +300,12 @@ type daemon struct {
 	sock string
 }
 
-func startDaemon(dir string) *daemon {
+func startDaemon(dir string) *daemon { return startDaemonFrom(*binDir, dir) }
+
+// startDaemonFrom starts the oxiosd of bin with its data in dir.
+func startDaemonFrom(bin, dir string) *daemon {
 	sock := filepath.Join(dir, "oxiosd.sock")
-	cmd := exec.Command(filepath.Join(*binDir, "oxiosd"), "--config", "", "--no-mount", "--log-level", "warn",
+	cmd := exec.Command(filepath.Join(bin, "oxiosd"), "--config", "", "--no-mount", "--log-level", "warn",
 		"--data", filepath.Join(dir, "data"), "--socket", sock)
 	cmd.Stderr = os.Stderr
 	start(cmd)

@@ -390,6 +390,11 @@ func (sw *stormWorker) step(ctx context.Context, c *client.Client) bool {
 		if victim == "" || l.agents[victim] == nil {
 			return false
 		}
+		if v := l.agents[victim]; !v.held() && len(v.jobs) == 0 {
+			// Its keys and memories all deleted (a fork's, by this
+			// worker), it no longer exists: a removal says so (ENOENT).
+			return false
+		}
 		apply := func(l *stormLedger) {
 			delete(l.agents, victim)
 			l.removed[victim] = true
