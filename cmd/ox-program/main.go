@@ -97,29 +97,7 @@ func recordOf(agent string, p *program.Program) record {
 }
 
 // store is skill.Store over the daemon, for one agent.
-type store struct {
-	c     *client.Client
-	agent string
-}
-
-func (s store) List(ctx context.Context, prefix string, fn func(proto.StateRecord) error) error {
-	return s.c.StateList(ctx, s.agent, prefix, fn)
-}
-
-func (s store) Load(ctx context.Context, key string) ([]byte, error) {
-	v, _, err := s.c.StateLoad(ctx, s.agent, key)
-	return v, err
-}
-
-func (s store) Save(ctx context.Context, key string, v []byte) error {
-	_, err := s.c.StateSave(ctx, s.agent, key, v)
-	return err
-}
-
-func (s store) Delete(ctx context.Context, key string) error {
-	_, err := s.c.StateDelete(ctx, s.agent, key)
-	return err
-}
+type store = skill.Client
 
 func sharedFS() fs.FS {
 	sub, _ := fs.Sub(share.Programs, "programs")
@@ -158,7 +136,7 @@ func connect(c *cli.Context, agent string) (store, func(), error) {
 	if err != nil {
 		return store{}, nil, err
 	}
-	return store{cl, agent}, func() { cl.Close() }, nil
+	return store{C: cl, Agent: agent}, func() { cl.Close() }, nil
 }
 
 // gitURL reports whether arg names a git repository to clone rather than
@@ -333,7 +311,7 @@ func install(c *cli.Context) error {
 	if _, _, err := program.Get(c.Context, st, p.Name); err == nil {
 		return proto.Errorf(proto.EEXIST, "agent %s has a program %s already (ox-program upgrade %[2]s replaces it)", agent, p.Name)
 	}
-	if err := permitted(c.Context, st.c, agent, p); err != nil {
+	if err := permitted(c.Context, st.C, agent, p); err != nil {
 		return err
 	}
 	fmt.Fprint(os.Stderr, describe(p, agent, src.From))
@@ -480,7 +458,7 @@ func run(c *cli.Context) error {
 	if agent == "" {
 		return cliutil.Usagef("no agent: give -a AGENT (the agent the program is installed in) or set OXIOS_AGENT")
 	}
-	st := store{cl, agent}
+	st := store{C: cl, Agent: agent}
 	p, _, err := program.Get(c.Context, st, name)
 	if err != nil {
 		return err
@@ -641,7 +619,7 @@ func upgrade(c *cli.Context) error {
 			pr.Print(rec, name, p.Version, agent, "up to date")
 			continue
 		}
-		if err := permitted(c.Context, st.c, agent, p); err != nil {
+		if err := permitted(c.Context, st.C, agent, p); err != nil {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "upgrading %s from %s to %s\n", name, old.Version, p.Version)
@@ -696,7 +674,7 @@ func rm(c *cli.Context) error {
 		count, err := program.Remove(c.Context, st, n)
 		if err == nil {
 			// Its job goes with it.
-			_, err = st.c.ScheduleRm(c.Context, proto.ScheduleArgs{Name: jobName(agent, n), Agent: agent})
+			_, err = st.C.ScheduleRm(c.Context, proto.ScheduleArgs{Name: jobName(agent, n), Agent: agent})
 			if isCode(err, proto.ENOENT) {
 				err = nil
 			}
@@ -740,7 +718,7 @@ func start(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	st := store{cl, agent}
+	st := store{C: cl, Agent: agent}
 	p, _, err := program.Get(c.Context, st, name)
 	if err != nil {
 		cl.Close()

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/oxios/oxios/pkg/client"
 	"github.com/oxios/oxios/pkg/cliutil"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/skill"
@@ -52,29 +50,7 @@ type record struct {
 }
 
 // store is skill.Store over the daemon, for one agent.
-type store struct {
-	c     *client.Client
-	agent string
-}
-
-func (s store) List(ctx context.Context, prefix string, fn func(proto.StateRecord) error) error {
-	return s.c.StateList(ctx, s.agent, prefix, fn)
-}
-
-func (s store) Load(ctx context.Context, key string) ([]byte, error) {
-	v, _, err := s.c.StateLoad(ctx, s.agent, key)
-	return v, err
-}
-
-func (s store) Save(ctx context.Context, key string, v []byte) error {
-	_, err := s.c.StateSave(ctx, s.agent, key, v)
-	return err
-}
-
-func (s store) Delete(ctx context.Context, key string) error {
-	_, err := s.c.StateDelete(ctx, s.agent, key)
-	return err
-}
+type store = skill.Client
 
 func connect(c *cli.Context) (store, func(), error) {
 	agent, err := cliutil.Agent(c)
@@ -85,7 +61,7 @@ func connect(c *cli.Context) (store, func(), error) {
 	if err != nil {
 		return store{}, nil, err
 	}
-	return store{cl, agent}, func() { cl.Close() }, nil
+	return store{C: cl, Agent: agent}, func() { cl.Close() }, nil
 }
 
 func sharedFS() fs.FS {
@@ -124,7 +100,7 @@ func ls(c *cli.Context) error {
 		return err
 	}
 	for _, in := range list {
-		rec := record{Type: "skill", Agent: st.agent, Name: in.Name, Description: in.Description, Files: in.Files, Size: in.Size, Text: in.Description}
+		rec := record{Type: "skill", Agent: st.Agent, Name: in.Name, Description: in.Description, Files: in.Files, Size: in.Size, Text: in.Description}
 		if in.Err != nil {
 			rec.Error, rec.Text = in.Err.Error(), in.Err.Error()
 		}
@@ -194,7 +170,7 @@ func add(c *cli.Context) error {
 		if err := skill.Install(c.Context, st, s.sk, s.files, c.Bool("force")); err != nil {
 			return fmt.Errorf("skill %s: %w", s.sk.Name, err)
 		}
-		rec := record{Type: "skill", Agent: st.agent, Name: s.sk.Name, Description: s.sk.Description, Source: s.from, Text: "installed " + s.sk.Name}
+		rec := record{Type: "skill", Agent: st.Agent, Name: s.sk.Name, Description: s.sk.Description, Source: s.from, Text: "installed " + s.sk.Name}
 		for _, f := range s.files {
 			rec.Files = append(rec.Files, f.Path)
 			rec.Size += int64(len(f.Data))
@@ -229,12 +205,12 @@ func show(c *cli.Context) error {
 		b, err := st.Load(c.Context, skill.Key(name, skill.File))
 		var pe *proto.Error
 		if errors.As(err, &pe) && pe.Code == proto.ENOENT {
-			return proto.Errorf(proto.ENOENT, "agent %s has no skill %s (ox-skill ls -a %[1]s lists them)", st.agent, name)
+			return proto.Errorf(proto.ENOENT, "agent %s has no skill %s (ox-skill ls -a %[1]s lists them)", st.Agent, name)
 		}
 		if err != nil {
 			return err
 		}
-		raw, rec.Agent = b, st.agent
+		raw, rec.Agent = b, st.Agent
 	}
 	if c.Bool("json") {
 		sk, err := skill.Parse(raw)
@@ -277,7 +253,7 @@ func rm(c *cli.Context) error {
 			}
 			continue
 		}
-		rec := record{Type: "skill", Agent: st.agent, Name: n, Deleted: true, Text: fmt.Sprintf("removed %s (%d files)", n, count)}
+		rec := record{Type: "skill", Agent: st.Agent, Name: n, Deleted: true, Text: fmt.Sprintf("removed %s (%d files)", n, count)}
 		p.Print(rec, n, fmt.Sprint(count), "removed")
 	}
 	if first != nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -283,9 +284,8 @@ func llmArgs(c *cli.Context) (*proto.LLMArgs, error) {
 		}
 		o.Vars[name] = value
 	}
-	if o.System == "" && o.Persona == "" && !o.Continue && o.Conversation == "" && o.Temperature == nil && o.MaxTokens == 0 &&
-		!o.NoRecall && !o.NoSummary && !o.NoKeep && !o.WaitEndpoint && o.Schema == nil && o.Fragments == nil && o.Vars == nil {
-		return nil, nil
+	if reflect.ValueOf(*o).IsZero() {
+		return nil, nil // no option of an LLM run given
 	}
 	return o, nil
 }

@@ -637,8 +637,21 @@ func (f *Fleet) runCall(cm callMsg, box nkeys.KeyPair) {
 	// trust maps it: another node's admin is an admin here only when
 	// [fleet] admins names that node.
 	c := &kernel.Cred{UID: cm.Cred.UID, GID: cm.Cred.GID, Admin: cm.Cred.Admin && f.trust.admin(cm.From), Agent: cm.Cred.Agent, Grants: cm.Cred.Grants, Node: cm.From}
-	if cm.Op == proto.OpRunSpawn {
-		c.Home = cm.Cred.Home // the signer is the agent's home
+	if cm.Op == proto.OpRunSpawn && cm.Cred.Home != nil {
+		// The signer is the agent's home, and the policy it sends becomes
+		// the agent's here: setting a policy is an admin's, so only a
+		// node whose admin is this node's may (its sandbox grants could
+		// open host folders here). Another's placement of its agent is
+		// refused, not run under this node's default policy, which would
+		// widen what the agent may do.
+		if !f.trust.admin(cm.From) {
+			err := proto.Errorf(proto.EPERM, "fleet: node %s may not place its agent %q here: its policy would become the agent's, and [fleet] admins of this node does not name it", cm.From, cm.Cred.Home.Agent)
+			f.k.Refused(c, proto.OpRunSpawn, cm.Cred.Home.Agent+" [home "+cm.From+"]", cm.Args, proto.EPERM)
+			close(stop)
+			out.done(nil, err)
+			return
+		}
+		c.Home = cm.Cred.Home
 	}
 	f.log.Debug("fleet: call", "from", cm.From, "op", cm.Op, "uid", c.UID, "agent", c.Agent)
 	var res json.RawMessage

@@ -328,7 +328,7 @@ func TestFleet(t *testing.T) {
 	// restarted daemon ends with its subtest).
 	t.Run("trust", func(t *testing.T) { fleetTrust(t, nc, a, b, c) })
 
-	t.Run("home", func(t *testing.T) { fleetHome(t, a, b) })
+	t.Run("home", func(t *testing.T) { fleetHome(t, a, b, c) })
 
 	t.Run("reattach", func(t *testing.T) {
 		// A run placed on b and left (-d) is found again from a: waited
@@ -733,7 +733,7 @@ func mustRead(t *testing.T, p string) []byte {
 // policy, b keeps it as a guest's, which b's operator may not change, and
 // the run's use is charged to a's budget once. An agent that lives on b
 // is not taken over by a's of the same name.
-func fleetHome(t *testing.T, a, b *daemon) {
+func fleetHome(t *testing.T, a, b, c *daemon) {
 	narrow := sectionPolicy(t, map[string]string{
 		"state":  "read = [\"**\"]\nwrite = []\nquota = \"1MiB\"",
 		"budget": "tokens = 0\ncost = 0.0\nwall = \"1h\"\nexecs = 0\nrun_tokens = 0\nrun_cost = 0.0\nrun_wall = \"1h\"\nrun_execs = 1000",
@@ -813,6 +813,15 @@ func fleetHome(t *testing.T, a, b *daemon) {
 	r = a.ox("", "ox-spawn", "--node", "b", "-a", "solo", "-n", "--", "true")
 	if r.code != 77 || !strings.Contains(r.stderr, "lives on this node") {
 		t.Fatalf("a's solo took over b's: exit %d, stderr %q", r.code, r.stderr)
+	}
+	// A home sets its agent's policy where it places it, which is an
+	// admin's act: c takes it from a (its [fleet] admins), not from b.
+	b.ox("", "ox-state", "save", "-a", "bonly", "k", "b")
+	if r := b.ox("", "ox-spawn", "--node", "c", "-a", "bonly", "-n", "--", "true"); r.code != 77 || !strings.Contains(r.stderr, "[fleet] admins") {
+		t.Fatalf("b placed its agent, with its policy, on c, which does not take b's admin: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if s := c.ox("", "ox-agents", "ls", "--json").stdout; strings.Contains(s, "bonly") {
+		t.Fatalf("c made b's agent:\n%s", s)
 	}
 	// And a guest is placed from its home only.
 	if r := b.ox("", "ox-spawn", "--node", "c", "-a", "lim", "-n", "--", "true"); r.code != 77 || !strings.Contains(r.stderr, "its home, node a") {
