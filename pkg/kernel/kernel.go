@@ -259,9 +259,11 @@ func New(cfg config.Config, log *slog.Logger) (*Kernel, error) {
 		}
 	}
 	k.asks.ResolveLeft(k.daemonActor())
-	if err := k.finishRemovals(); err != nil {
-		k.Close()
-		return nil, err
+	for _, finish := range []func() error{k.finishRemovals, k.finishForgets} {
+		if err := finish(); err != nil {
+			k.Close()
+			return nil, err
+		}
 	}
 	return k, nil
 }

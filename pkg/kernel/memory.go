@@ -2,11 +2,19 @@ package kernel
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"time"
 
-	"github.com/oxios/oxios/pkg/memindex"
-
 	"github.com/oxios/oxios/pkg/audit"
+	"github.com/oxios/oxios/pkg/durable"
+	"github.com/oxios/oxios/pkg/memindex"
 	"github.com/oxios/oxios/pkg/memory"
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
@@ -170,7 +178,97 @@ func (k *Kernel) memForget(ctx context.Context, c *Cred, a proto.MemForgetArgs, 
 			return nil, err
 		}
 	}
-	return k.mem.Forget(ctx, k.group, c.Actor(), a.Agent, ids, audit.ArgsDigest(raw))
+	digest := audit.ArgsDigest(raw)
+	if len(ids) <= memindex.ForgetChunk {
+		return k.mem.Forget(ctx, k.group, c.Actor(), a.Agent, ids, digest)
+	}
+	// A forget of more than one group: its mark says what it forgets, so
+	// that a crash between its groups is finished at the next start
+	// (finishForgets), never left half done; and once its groups begin,
+	// it ends even if its caller goes.
+	mark, err := k.markForgetting(forgetMark{Agent: a.Agent, IDs: ids, Actor: c.Actor(), Digest: digest})
+	if err != nil {
+		return nil, proto.Errorf(proto.EIO, "%s: recording the forget of %d memories before it begins: %v", a.Agent, len(ids), err)
+	}
+	defer k.unmark(mark)
+	return k.mem.Forget(context.WithoutCancel(ctx), k.group, c.Actor(), a.Agent, ids, digest)
+}
+
+// forgets numbers the marks of forgets (markForgetting).
+var forgets atomic.Uint64
+
+// forgetMark is what a forget of more than memindex.ForgetChunk memories
+// writes before its first group: DATA/index/forgetting/AGENT.N, removed
+// once its last group is durable.
+type forgetMark struct {
+	Agent  string      `json:"agent"`
+	IDs    []string    `json:"ids"`
+	Actor  audit.Actor `json:"actor"`
+	Digest string      `json:"args_digest"`
+}
+
+func (k *Kernel) forgettingDir() string { return filepath.Join(k.cfg.Data, "index", "forgetting") }
+
+// markForgetting writes m durably and returns its path.
+func (k *Kernel) markForgetting(m forgetMark) (string, error) {
+	dir := k.forgettingDir()
+	if err := durable.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return "", err
+	}
+	name := fmt.Sprintf("%s.%d-%d", m.Agent, time.Now().UnixNano(), forgets.Add(1))
+	p := filepath.Join(dir, name)
+	return p, durable.WriteFile(p, filepath.Join(dir, "."+name+".tmp"), b, 0o600)
+}
+
+func (k *Kernel) unmark(p string) {
+	if err := durable.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		k.log.Warn("removing the mark of a forget", "mark", p, "err", err)
+	}
+}
+
+// finishForgets ends, at start, the forgets in groups a crash cut short
+// (markForgetting): the memories of the mark still there are forgotten
+// by the same actor, audited as the forget's own entries were, and the
+// mark removed. A damaged mark (a crash while writing it, before the
+// forget began) is only removed.
+func (k *Kernel) finishForgets() error {
+	dir := k.forgettingDir()
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		p := filepath.Join(dir, e.Name())
+		if strings.HasPrefix(e.Name(), ".") {
+			os.Remove(p)
+			continue
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		var m forgetMark
+		if err := json.Unmarshal(b, &m); err != nil || proto.CheckAgent(m.Agent) != nil {
+			k.log.Warn("a forget's mark is not readable: removed", "mark", p, "err", err)
+			k.unmark(p)
+			continue
+		}
+		left := k.mem.Forgettable(m.Agent, m.IDs)
+		if len(left) > 0 {
+			k.log.Warn("a forget was cut short by a crash: finishing it", "agent", m.Agent, "memories", len(m.IDs), "left", len(left))
+			if _, err := k.mem.Forget(k.record(), k.group, m.Actor, m.Agent, m.IDs, m.Digest); err != nil {
+				return fmt.Errorf("finishing the forget of %d memories of %s: %w", len(left), m.Agent, err)
+			}
+		}
+		k.unmark(p)
+	}
+	return nil
 }
 
 // group submits changes of the mem space, each with its audit entry

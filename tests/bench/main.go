@@ -303,25 +303,31 @@ type daemon struct {
 func startDaemon(dir string) *daemon { return startDaemonFrom(*binDir, dir) }
 
 // startDaemonFrom starts the oxiosd of bin with its data in dir.
-func startDaemonFrom(bin, dir string) *daemon {
+func startDaemonFrom(bin, dir string) *daemon { return startDaemonWait(bin, dir, 5*time.Second) }
+
+// startDaemonWait starts oxiosd of bin on dir and waits at most wait for
+// it to answer.
+func startDaemonWait(bin, dir string, wait time.Duration) *daemon {
 	sock := filepath.Join(dir, "oxiosd.sock")
 	cmd := exec.Command(filepath.Join(bin, "oxiosd"), "--config", "", "--no-mount", "--log-level", "warn",
 		"--data", filepath.Join(dir, "data"), "--socket", sock)
 	cmd.Stderr = os.Stderr
 	start(cmd)
-	return waitDaemon(cmd, sock)
+	return waitDaemonFor(cmd, sock, wait)
 }
 
 // waitDaemon waits until a started oxiosd answers on sock.
-func waitDaemon(cmd *exec.Cmd, sock string) *daemon {
-	for i := 0; i < 500; i++ {
+func waitDaemon(cmd *exec.Cmd, sock string) *daemon { return waitDaemonFor(cmd, sock, 5*time.Second) }
+
+func waitDaemonFor(cmd *exec.Cmd, sock string, wait time.Duration) *daemon {
+	for t0 := time.Now(); time.Since(t0) < wait; {
 		if c, err := client.Dial(context.Background(), sock); err == nil {
 			c.Close()
 			return &daemon{cmd: cmd, sock: sock}
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond)
 	}
-	fatal(fmt.Errorf("oxiosd did not start"))
+	fatal(fmt.Errorf("oxiosd did not start in %s", wait))
 	return nil
 }
 

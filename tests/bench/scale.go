@@ -113,6 +113,7 @@ type scaleRow struct {
 	call10                     time.Duration // the same commit as a call on an open connection
 	rssFill, rssCommit, rssEnd float64       // bytes a key
 	rssIdle                    float64       // bytes a key, once the daemon settled
+	restartClean, restartCrash time.Duration // start to ready
 }
 
 // print prints r's rows, each with the same row of a (the anchor: the
@@ -147,6 +148,8 @@ func (r *scaleRow) print(tag string, a *scaleRow) {
 	row("RSS after first commit (B/key)", r.rssCommit, a.rssCommit, "")
 	row("RSS after the 10-key commits (B/key)", r.rssEnd, a.rssEnd, "a few hundred")
 	row("RSS idle 12 s after (B/key)", r.rssIdle, a.rssIdle, "a commit's memory returned")
+	row("restart after a clean stop (ms)", ms(r.restartClean), ms(a.restartClean), "")
+	row("restart after kill -9 (ms)", ms(r.restartCrash), ms(a.restartCrash), "<= 3x the clean one")
 }
 
 func countName(n int) string {
@@ -166,7 +169,7 @@ func scaleKey(i int) string { return fmt.Sprintf("d%04d/k%07d", i/1000, i) }
 func scaleOnce(bin, base string, n int) scaleRow {
 	check(os.MkdirAll(base, 0o755))
 	d := startDaemonFrom(bin, base)
-	defer d.stop()
+	defer func() { d.stop() }()
 	const agent = "scale"
 	ctx := context.Background()
 	row := scaleRow{n: n}
@@ -285,7 +288,31 @@ func scaleOnce(bin, base string, n int) scaleRow {
 	// without a request, which its timer sees within 10 s.
 	time.Sleep(12 * time.Second)
 	row.rssIdle = perKey()
-	row.rssEnd = perKey()
+	c.Close()
+
+	// Restarts: after a clean stop (the index from its key snapshot),
+	// then after kill -9 a moment after 10 saves (what the index's
+	// checkpoint and the journal give back).
+	d.stop()
+	t0 = time.Now()
+	d = startDaemonWait(bin, base, 10*time.Minute)
+	row.restartClean = time.Since(t0)
+	c = dial(d.sock)
+	for i := range 10 {
+		_, err := c.StateSave(ctx, agent, scaleKey((i*n/10+5)%n), []byte("before the crash"))
+		check(err)
+	}
+	c.Close()
+	d.cmd.Process.Kill()
+	d.cmd.Wait()
+	t0 = time.Now()
+	d = startDaemonWait(bin, base, 10*time.Minute)
+	row.restartCrash = time.Since(t0)
+	c = dial(d.sock)
+	defer c.Close()
+	if v, _, err := c.StateLoad(ctx, agent, scaleKey(5%n)); err != nil || string(v) != "before the crash" {
+		fatal(fmt.Errorf("scale: after kill -9 and restart, %s holds %q (%v), not the acknowledged save", scaleKey(5%n), v, err))
+	}
 	return row
 }
 

@@ -1,7 +1,9 @@
 package integration
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -107,4 +109,101 @@ func TestRemoveLargeAgentKilled(t *testing.T) {
 // clientNoCleanup dials d for a goroutine that outlives the daemon.
 func (d *daemon) clientNoCleanup() (*client.Client, error) {
 	return client.Dial(context.Background(), d.sock)
+}
+
+// TestForgetManyKilled: a forget of more memories than one group holds
+// (memindex.ForgetChunk, 512) goes in groups, each durable on its own; a
+// kill -9 between them must not leave it half done: its mark
+// (DATA/index/forgetting) makes the next start finish it, by the same
+// caller, audited, and memories outside it stay.
+func TestForgetManyKilled(t *testing.T) {
+	t.Parallel()
+	const mems, keep = 6000, 50
+	ctx := context.Background()
+	dir := shortTempDir(t)
+	d := startDaemon(t, daemonOpts{dir: dir})
+	c := d.client(t)
+	for done := 0; done < mems+keep; done += 1000 {
+		var in []proto.MemoryInput
+		for j := range min(1000, mems+keep-done) {
+			tag := "old"
+			if done+j >= mems {
+				tag = "keep"
+			}
+			in = append(in, proto.MemoryInput{Text: fmt.Sprintf("memory %d", done+j), Tags: []string{tag}})
+		}
+		if _, err := c.MemRemember(ctx, proto.MemRememberArgs{Agent: "fm", Memories: in}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		rc, err := d.clientNoCleanup()
+		if err != nil {
+			done <- err
+			return
+		}
+		defer rc.Close()
+		err = rc.MemForget(ctx, proto.MemForgetArgs{Agent: "fm", Tags: []string{"old"}}, func(proto.MemoryRecord) error { return nil })
+		done <- err
+	}()
+	// Killed once its mark is there and its groups have begun: the
+	// audit log's last entry is one of the forget's.
+	marks := filepath.Join(d.data, "index", "forgetting")
+	forgot := func(c *client.Client) int {
+		n := 0
+		c.AuditLog(ctx, proto.AuditLogArgs{Agent: "fm", Op: "mem.forget"}, func(line json.RawMessage) error {
+			if bytes.Contains(line, []byte(`"result":"ok"`)) {
+				n++
+			}
+			return nil
+		})
+		return n
+	}
+	for deadline := time.Now().Add(2 * time.Minute); ; {
+		if ents, _ := os.ReadDir(marks); len(ents) > 0 && forgot(c) > 0 {
+			break
+		}
+		if len(done) > 0 {
+			t.Fatalf("the forget of %d memories ended (%v) before the test saw its mark and a group: nothing to kill", mems, <-done)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no mark in %s in 2 minutes of the forget", marks)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	d.kill9()
+	<-done
+	d = startDaemon(t, daemonOpts{dir: dir})
+	if !strings.Contains(d.stderr.String(), "a forget was cut short by a crash: finishing it") {
+		t.Errorf("the start after the kill did not say it finished the forget:\n%s", d.stderr.String())
+	}
+	c = d.client(t)
+	tags := map[string]int{}
+	if err := c.MemList(ctx, proto.MemListArgs{Agent: "fm"}, func(m proto.MemoryRecord) error {
+		tags[strings.Join(m.Tags, ",")]++
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if tags["old"] != 0 || tags["keep"] != keep {
+		t.Fatalf("after a kill -9 during the forget of %d memories and a restart, the agent holds %v; want none tagged old and all %d tagged keep", mems, tags, keep)
+	}
+	if ents, _ := os.ReadDir(marks); len(ents) != 0 {
+		t.Errorf("the forget's mark is still there after the start finished it: %v", ents)
+	}
+	// Every memory forgotten has its entry, by the caller, not the daemon.
+	if err := c.AuditLog(ctx, proto.AuditLogArgs{Agent: "fm", Op: "mem.forget"}, func(line json.RawMessage) error {
+		var e struct{ Actor struct{ PID int } }
+		json.Unmarshal(line, &e)
+		if e.Actor.PID == d.cmd.Process.Pid {
+			return fmt.Errorf("a forget's entry finished at start names the daemon, not the caller: %s", line)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n := forgot(c); n != mems {
+		t.Errorf("the audit log has %d mem.forget entries, want one per memory forgotten (%d)", n, mems)
+	}
 }
