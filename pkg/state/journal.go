@@ -121,6 +121,8 @@ type journal struct {
 	path  string
 	chunk int64 // growth step (see chunkFor)
 	fresh bool  // created by this open
+	// scanning: a scan, not a replay, is reading the records.
+	scanning bool
 	// ino and dev name the file opened (see Store.sameJournal); its
 	// number cannot be reused while it is open.
 	ino, dev uint64
@@ -358,6 +360,15 @@ func (j *journal) close() error { return j.f.Close() }
 // DamageError naming the damage and what could be salvaged, or, with
 // salvage, hands fn every intact record there is and returns the damaged
 // spans.
+// scan reads the journal's intact records as a salvaging replay does,
+// without a word about damage (the replay says it) and without moving
+// the write position.
+func (j *journal) scan(fn func(*record) error) ([]Damage, error) {
+	j.scanning = true
+	defer func() { j.scanning = false }()
+	return j.replay(fn, true)
+}
+
 func (j *journal) replay(fn func(*record) error, salvage bool) ([]Damage, error) {
 	pos := int64(journalHeader)
 	var dmg *DamageError
@@ -392,7 +403,7 @@ func (j *journal) replay(fn func(*record) error, salvage bool) ([]Damage, error)
 		// Bad at pos: is there a batch after it?
 		batch, ok := j.nextIntact(pos+1, true)
 		if !ok {
-			if next, ok := j.nextIntact(pos+1, false); ok {
+			if next, ok := j.nextIntact(pos+1, false); ok && !j.scanning {
 				// Intact records of the last batch after a bad one:
 				// written out of order by a torn write, or the last
 				// batch damaged (the two look the same).
@@ -416,7 +427,9 @@ func (j *journal) replay(fn func(*record) error, salvage bool) ([]Damage, error)
 		dmg.Damage = lost
 		return lost, dmg
 	}
-	j.setPos(end)
+	if !j.scanning {
+		j.setPos(end)
+	}
 	return lost, nil
 }
 

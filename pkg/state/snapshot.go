@@ -38,12 +38,23 @@ import (
 //     changes its folder's ctime. (A file rewritten in place is not seen:
 //     its size and time would be stale until the next walk.)
 //
-// and Open removes it before anything can change the tree: the snapshot
-// describes the tree between a clean stop and the next start, never
-// later, so a crash, and every writer of the tree in between (the applier
-// for saves, deletes and versioning's restores alike, all of which go
-// through the journal), leaves no snapshot and the next start walks. The
-// walk stays the truth; anything wrong with the snapshot falls back to it.
+// A snapshot is also written behind every checkpoint (and after a start
+// that had to walk), so that a start after a crash need not walk either
+// (issue 45: 30.8 s at a million keys). It is fuzzy: written while the
+// store goes on, stamped with the generation the checkpoint began, it
+// holds each key as it was before or after the changes made while it was
+// written, and every one of those changes is in the journal of that
+// generation. A start that finds the journal at the snapshot's
+// generation loads it and replays the journal over it, as it would over
+// a walk. The folders the journal's records change (the folders of their
+// keys and those above them; the whole tree a fork makes) are left out
+// of the check above: the applier changed them, and the replay gives
+// their keys. So a file created or removed behind the store's back, while
+// it was stopped, in a folder the journal also changes, is not seen
+// until the next walk (as a file rewritten in place is not).
+//
+// Whatever the snapshot, the walk stays the truth; anything wrong with
+// the snapshot falls back to it, and a snapshot not used is removed.
 //
 // Layout (little endian; varints as in encoding/binary):
 //
@@ -94,19 +105,60 @@ func (s *Store) saveSnapshot() error {
 	if !idle {
 		return errors.New("changes are still queued for the work tree")
 	}
-	b, err := s.encodeSnapshot(s.j.gen)
+	b, err := s.encodeSnapshot(s.j.gen, false)
 	if err != nil {
 		return err
+	}
+	return s.writeSnapshot(s.j.gen, b)
+}
+
+// writeSnapshot writes b, a snapshot of generation gen, unless one of a
+// later generation was written meanwhile.
+func (s *Store) writeSnapshot(gen uint64, b []byte) error {
+	s.snapMu.Lock()
+	defer s.snapMu.Unlock()
+	if gen < s.snapGen {
+		return nil
 	}
 	if err := os.MkdirAll(filepath.Dir(s.snapPath()), 0o700); err != nil {
 		return err
 	}
-	return durable.WriteFile(s.snapPath(), s.snapPath()+".tmp", b, 0o600)
+	if err := durable.WriteFile(s.snapPath(), s.snapPath()+".tmp", b, 0o600); err != nil {
+		return err
+	}
+	s.snapGen = gen
+	return nil
+}
+
+// snapshotBehind writes a fuzzy snapshot of generation gen (see above)
+// in the background: after a checkpoint that began gen, and after a
+// start that walked. A failure only costs the next start after a crash
+// its walk.
+func (s *Store) snapshotBehind(gen uint64) {
+	if s.closing.Load() {
+		return
+	}
+	s.snapWG.Add(1)
+	go func() {
+		defer s.snapWG.Done()
+		t0 := time.Now()
+		b, err := s.encodeSnapshot(gen, true)
+		if err == nil {
+			err = s.writeSnapshot(gen, b)
+		}
+		if err != nil {
+			slog.Info("state: key snapshot behind the checkpoint not written: a start after a crash reads the work tree", "generation", gen, "err", err)
+			return
+		}
+		slog.Debug("state: key snapshot written behind the checkpoint", "generation", gen, "bytes", len(b), "took", time.Since(t0).Round(time.Millisecond))
+	}()
 }
 
 // encodeSnapshot lists the trees the way loadIndex finds them and takes
-// their keys from the index.
-func (s *Store) encodeSnapshot(gen uint64) ([]byte, error) {
+// their keys from the index. A fuzzy one (see above) takes each key as
+// the index has it, the changes not yet in their files included (the
+// journal has them), and leaves out a folder not made yet.
+func (s *Store) encodeSnapshot(gen uint64, fuzzy bool) ([]byte, error) {
 	ents, err := os.ReadDir(s.repo)
 	if err != nil {
 		return nil, err
@@ -150,12 +202,12 @@ func (s *Store) encodeSnapshot(gen uint64) ([]byte, error) {
 		space, name := SplitRef(ref)
 		keys = keys[:0]
 		a.mu.RLock()
-		if len(a.tombs) > 0 {
+		if len(a.tombs) > 0 && !fuzzy {
 			a.mu.RUnlock()
 			return nil, fmt.Errorf("%s: %d deleted keys are still in the work tree", ref, len(a.tombs))
 		}
 		for k, e := range a.keys {
-			if e.pending() || e.linked() {
+			if !fuzzy && (e.pending() || e.linked()) {
 				a.mu.RUnlock()
 				return nil, fmt.Errorf("%s: %q is not in its file yet", ref, k)
 			}
@@ -182,16 +234,23 @@ func (s *Store) encodeSnapshot(gen uint64) ([]byte, error) {
 		}
 	}
 	slices.Sort(folders)
-	b = binary.AppendUvarint(b, uint64(len(folders)))
+	var stamps []byte
+	kept := 0
 	for _, f := range folders {
 		ino, ctime, err := folderStamp(filepath.Join(s.repo, filepath.FromSlash(f)))
+		if fuzzy && errors.Is(err, fs.ErrNotExist) {
+			continue // made by a change of this generation, not written yet
+		}
 		if err != nil {
 			return nil, err
 		}
-		b = appendString(b, f)
-		b = binary.AppendUvarint(b, ino)
-		b = binary.AppendVarint(b, ctime)
+		stamps = appendString(stamps, f)
+		stamps = binary.AppendUvarint(stamps, ino)
+		stamps = binary.AppendVarint(stamps, ctime)
+		kept++
 	}
+	b = binary.AppendUvarint(b, uint64(kept))
+	b = append(b, stamps...)
 	b = append(b, trees...)
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli)), nil
 }
@@ -224,24 +283,71 @@ func (s *Store) loadSnapshot() bool {
 		slog.Info("state: no key snapshot (the last stop was not clean, or this is the first start): reading the work tree")
 		return false
 	}
-	// Whatever it holds, it describes the tree as it is now at best:
-	// gone before the tree can change.
-	if rerr := durable.Remove(path); rerr != nil {
-		slog.Warn("state: cannot remove the key snapshot; not using it", "file", path, "err", rerr)
-		return false
+	var touched *touchedSet
+	if err == nil {
+		touched, err = s.journalTouches()
 	}
 	if err == nil {
-		err = s.decodeSnapshot(b)
+		err = s.decodeSnapshot(b, touched)
 	}
 	if err != nil {
 		clear(s.agents)
 		slog.Warn("state: key snapshot not used: reading the work tree", "file", path, "err", err)
+		if rerr := durable.Remove(path); rerr != nil {
+			slog.Warn("state: cannot remove the key snapshot", "file", path, "err", rerr)
+		}
 		return false
 	}
+	s.snapGen = s.j.gen
 	return true
 }
 
-func (s *Store) decodeSnapshot(b []byte) error {
+// touchedSet is what the journal's records change in the work tree: the
+// folders of their keys and those above them (paths as in a snapshot),
+// and the trees forks make, whole.
+type touchedSet struct {
+	dirs  map[string]bool
+	trees []string // "NAME/space"
+}
+
+func (t *touchedSet) has(folder string) bool {
+	if t == nil {
+		return false
+	}
+	if t.dirs[folder] {
+		return true
+	}
+	for _, p := range t.trees {
+		if folder == p || strings.HasPrefix(folder, p+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// journalTouches reads the journal's records (without replaying them)
+// for the folders they change. The damaged
+// parts of a journal are skipped: its replay reports them.
+func (s *Store) journalTouches() (*touchedSet, error) {
+	t := &touchedSet{dirs: map[string]bool{}}
+	_, err := s.j.scan(func(r *record) error {
+		switch r.kind {
+		case recSave, recDelete, recSaveMeta:
+			space, name := SplitRef(r.agent)
+			t.dirs[""], t.dirs[name] = true, true
+			t.dirs[name+"/"+space] = true
+			forEachParent(r.key, func(dir string) { t.dirs[name+"/"+space+"/"+dir] = true })
+		case recFork, recForkKeys:
+			space, name := SplitRef(r.key)
+			t.dirs[""], t.dirs[name] = true, true
+			t.trees = append(t.trees, name+"/"+space)
+		}
+		return nil
+	})
+	return t, err
+}
+
+func (s *Store) decodeSnapshot(b []byte, touched *touchedSet) error {
 	if len(b) < len(snapMagic)+8+4 || !bytes.HasPrefix(b, []byte(snapMagic)) {
 		return errSnapshot
 	}
@@ -257,6 +363,9 @@ func (s *Store) decodeSnapshot(b []byte) error {
 		f, ino, ctime := string(r.bytes()), r.uvarint(), r.varint()
 		if r.bad {
 			break
+		}
+		if touched.has(string(f)) {
+			continue // the journal's replay changes it
 		}
 		gotIno, gotCtime, err := folderStamp(filepath.Join(s.repo, filepath.FromSlash(f)))
 		if err != nil {

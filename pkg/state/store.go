@@ -193,7 +193,15 @@ type Store struct {
 	lost    []Damage // the journal's damage that Open salvaged around
 	opened  bool     // Open succeeded: Close may save the key snapshot
 
-	indexFrom string      // how Open loaded the index: "snapshot" or "walk"
+	indexFrom string // how Open loaded the index: "snapshot" or "walk"
+	// The key snapshots (snapshot.go): snapMu orders their writes,
+	// snapGen is the generation of the last one written or loaded,
+	// snapWG counts those being written behind checkpoints, closing
+	// stops more from starting.
+	snapMu    sync.Mutex
+	snapGen   uint64
+	snapWG    sync.WaitGroup
+	closing   atomic.Bool
 	metaDirty atomic.Bool // the keys' metadata changed since DATA/index/meta was written
 
 	timer        *time.Timer // fires once changes have settled; idle otherwise
@@ -356,6 +364,16 @@ func Open(data string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s.opened = true
+	// A start that walked, and whose replay needed no checkpoint, has
+	// no snapshot for a start after a crash yet.
+	s.jmu.Lock()
+	s.snapMu.Lock()
+	behind := s.indexFrom == "walk" && s.snapGen != s.j.gen
+	s.snapMu.Unlock()
+	if behind {
+		s.snapshotBehind(s.j.gen)
+	}
+	s.jmu.Unlock()
 	return s, nil
 }
 
@@ -847,7 +865,11 @@ func (s *Store) checkpoint(force bool) error {
 	if err := s.saveMeta(); err != nil {
 		return fmt.Errorf("state: checkpoint: %w", err)
 	}
-	return s.j.reset()
+	if err := s.j.reset(); err != nil {
+		return err
+	}
+	s.snapshotBehind(s.j.gen)
+	return nil
 }
 
 // Close drains the applier, checkpoints, saves the key snapshot for a
@@ -861,7 +883,11 @@ func (s *Store) Close() error {
 func (s *Store) close() error {
 	s.requeueFailed()
 	s.Flush()
+	// The final checkpoint writes no snapshot behind it: the exact one
+	// below does.
+	s.closing.Store(true)
 	err := s.checkpoint(true)
+	s.snapWG.Wait()
 	if err == nil && s.opened {
 		if serr := s.saveSnapshot(); serr != nil {
 			slog.Warn("state: key snapshot not saved: the next start reads the work tree", "err", serr)
