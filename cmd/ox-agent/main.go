@@ -56,6 +56,7 @@ func main() {
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "on a terminal, show only the answers"},
 		&cli.BoolFlag{Name: "verbose", Usage: "on a terminal, show the system prompts and recalled memories too; off one, the delta records too"},
 		&cli.StringFlag{Name: "replay", TakesFile: true, Usage: "replay the run whose records are in `FILE` (- : stdin): serve its model's answers back instead of asking a model, compare each tool call and result with the recording's, end with a replay record (exit 1 if they differ); ox-replay runs it"},
+		&cli.BoolFlag{Name: "afresh", Usage: "with --replay: ask the model (-m) afresh from the recording's start instead of serving its answers, and report the first answer or tool call that differs (the model's calls are budgeted as any)"},
 	}
 	app.Action = run
 	cliutil.CompleteIfAsked(app)
@@ -89,6 +90,9 @@ func run(c *cli.Context) error {
 	}
 	if c.IsSet("replay") {
 		return replay(c, name)
+	}
+	if c.Bool("afresh") {
+		return cliutil.Usagef("--afresh is for --replay")
 	}
 	if c.Bool("personas") {
 		return listPersonas(c, name)
@@ -368,13 +372,23 @@ func replay(c *cli.Context, name string) error {
 	p := &agent.Replay{Rec: rec, Of: rec.Run}
 	out := cliutil.NewRunStream(c.Bool("json"))
 	out.Quiet, out.Verbose = c.Bool("quiet"), c.Bool("verbose")
+	turns := len(rec.Answers) + 1
+	var r *agent.Runner
+	if c.Bool("afresh") {
+		m := &agent.KernelModel{C: cl, Agent: name, Model: c.String("model"), Wait: c.Bool("wait-endpoint"),
+			Observe: func(e proto.EndpointRecord) { r.EndpointRecord(e) }}
+		if !c.IsSet("model") && !given("model") {
+			m.Model = "" // the [llm] model
+		}
+		p.Ask, turns = m, max(turns, c.Int("max-turns"))
+	}
 	cfg := agent.Config{Agent: name, Run: run, Task: rec.Task, Start: rec.Opening, Recall: -1, NoSummary: true,
-		MaxTurns: len(rec.Answers) + 1,
+		MaxTurns: turns,
 		Emit: func(r any) {
 			p.Observe(r)
 			out.Record(agent.Marshal(r))
 		}}
-	r := agent.New(cfg, &agent.Client{C: cl, Agent: name}, p)
+	r = agent.New(cfg, &agent.Client{C: cl, Agent: name}, p)
 	_, err = r.Run(c.Context)
 	if err != nil && c.Context.Err() != nil {
 		r.Failed(err)

@@ -31,6 +31,7 @@ func main() {
 		&cli.StringFlag{Name: "rev", Usage: "fork the agent as it was at commit `REV` (ox-commit log lists them; default: as it is now)"},
 		&cli.BoolFlag{Name: "keep", Usage: "keep the fork after the replay (to look at its state: ox-state ls -a NAME)"},
 		&cli.BoolFlag{Name: "apply", Usage: "replay on the agent itself, not on a fork: its tool calls change the agent's real state"},
+		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "ask model `NAME` afresh from the run's start instead of serving the recorded answers, and report the first answer or tool call that differs (spends the fork's budget)"},
 		&cli.BoolFlag{Name: "verbose", Aliases: []string{"V"}, Usage: "show the replay's conversation as it goes, as ox-attach does"},
 	)
 	app.Action = replay
@@ -108,7 +109,11 @@ func replay(c *cli.Context) error {
 	}
 	note("replaying run %s of agent %s (%d answers) %s", id, rec.Agent, len(rec.Answers), where)
 
-	end, status, stderr, err := run(c, cl, target, log.String())
+	argv := []string{"ox-agent", "--replay", "-", "--json"}
+	if m := c.String("model"); m != "" {
+		argv = append(argv, "--afresh", "--model", m)
+	}
+	end, status, stderr, err := run(c, cl, target, argv, log.String())
 	if forked && !c.Bool("keep") {
 		if _, rerr := cl.AgentRemove(c.Context, target); rerr != nil {
 			note("the fork %s is kept: %v", target, rerr)
@@ -142,12 +147,12 @@ func replay(c *cli.Context) error {
 
 // run runs the replay as a run of agent target, handed the recording on
 // its stdin: its report, its exit status, and what it said on stderr.
-func run(c *cli.Context, cl *client.Client, target, recording string) (*proto.ReplayRecord, int, string, error) {
+func run(c *cli.Context, cl *client.Client, target string, argv []string, recording string) (*proto.ReplayRecord, int, string, error) {
 	var end *proto.ReplayRecord
 	var stderr strings.Builder
 	status := -1
 	show := cliutil.NewRunStream(false)
-	err := cl.SpawnAttach(c.Context, proto.SpawnArgs{Agent: target, Command: []string{"ox-agent", "--replay", "-", "--json"}, Input: recording},
+	err := cl.SpawnAttach(c.Context, proto.SpawnArgs{Agent: target, Command: argv, Input: recording},
 		func(raw json.RawMessage) error {
 			var head struct {
 				Type   string `json:"type"`

@@ -154,6 +154,10 @@ type Replay struct {
 	Rec *Recording
 	// Of is the run replayed, for the report.
 	Of string
+	// Ask, if set, is asked afresh instead: each of its answers is
+	// compared with the recorded one, the first difference reported, and
+	// the run goes on to its own end (ox-replay --model).
+	Ask Model
 
 	served int // answers served
 	calls  int // tool calls of the current answer seen
@@ -174,6 +178,9 @@ func (p *Replay) Metered() bool { return true }
 // Chat serves the next recorded answer, once the previous answer's
 // tool results have all come as recorded.
 func (p *Replay) Chat(ctx context.Context, msgs []openai.ChatCompletionMessage, tools []openai.Tool, opt llm.Options) (*llm.Turn, error) {
+	if p.Ask != nil {
+		return p.afresh(ctx, msgs, tools, opt)
+	}
 	if p.diff != nil {
 		return nil, errDiverged
 	}
@@ -200,6 +207,43 @@ func (p *Replay) Chat(ctx context.Context, msgs []openai.ChatCompletionMessage, 
 		t.Over = p.Rec.Error.Text
 	}
 	return t, nil
+}
+
+// afresh asks the model and compares its answer with the recorded one.
+func (p *Replay) afresh(ctx context.Context, msgs []openai.ChatCompletionMessage, tools []openai.Tool, opt llm.Options) (*llm.Turn, error) {
+	p.missing()
+	t, err := p.Ask.Chat(ctx, msgs, tools, opt)
+	n := p.served
+	p.served++
+	if err != nil || p.diff != nil {
+		return t, err
+	}
+	p.calls, p.res = 0, 0
+	if n >= len(p.Rec.Answers) {
+		p.diverge(n+1, 0, "", "", "the end of the run", oneLine(t.Content, 300),
+			fmt.Sprintf("the model answered a %d%s time; the recording ended after %d answers", n+1, ordinal(n+1), len(p.Rec.Answers)))
+		return t, nil
+	}
+	a := p.Rec.Answers[n]
+	if strings.TrimSpace(a.Content) != strings.TrimSpace(t.Content) {
+		p.diverge(n+1, 0, "", "", oneLine(a.Content, 300), oneLine(t.Content, 300),
+			fmt.Sprintf("answer %d: the recorded model said %q, the model now %q", n+1, oneLine(a.Content, 120), oneLine(t.Content, 120)))
+	}
+	return t, nil
+}
+
+func ordinal(n int) string {
+	switch {
+	case n%100 >= 11 && n%100 <= 13:
+		return "th"
+	case n%10 == 1:
+		return "st"
+	case n%10 == 2:
+		return "nd"
+	case n%10 == 3:
+		return "rd"
+	}
+	return "th"
 }
 
 // missing reports (and records) that the current answer's tool calls

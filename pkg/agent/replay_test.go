@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/oxios/oxios/pkg/agent"
+	"github.com/oxios/oxios/pkg/llm"
 	"github.com/oxios/oxios/pkg/llm/llmtest"
 	"github.com/oxios/oxios/pkg/proto"
 )
@@ -97,5 +98,31 @@ func TestReplayBudgetEnd(t *testing.T) {
 	k2 := &memKernel{state: map[string][]byte{}}
 	if end := replay(t, k2, log); !end.Matched || end.Answers != 1 || k2.charged != 0 {
 		t.Fatalf("replay %+v, %d charged", end, k2.charged)
+	}
+}
+
+// Asked afresh, a model whose last answer differs: the replay names it,
+// and the run goes on to the model's own end.
+func TestReplayAfresh(t *testing.T) {
+	turns := []llmtest.Turn{
+		{ToolCalls: []llmtest.Call{{Name: "state_read", Arguments: `{"key":"cfg"}`}}},
+		{Content: "cfg is on"},
+	}
+	log := record(t, &memKernel{state: map[string][]byte{"cfg": []byte("on")}}, agent.Config{Agent: "a", Run: "r1", Task: "read cfg", Recall: -1}, turns...)
+	rec, err := agent.ReadRecording(bytes.NewReader(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := llmtest.New(turns[0], llmtest.Turn{Content: "cfg is enabled"})
+	t.Cleanup(s.Close)
+	lc := llm.DefaultConfig(s.URL, "", "m")
+	lc.Retries = 0
+	p := &agent.Replay{Rec: rec, Of: "r1", Ask: llm.New(lc)}
+	r := agent.New(agent.Config{Agent: "a", Run: "r2", Start: rec.Opening, Recall: -1, NoSummary: true, Emit: p.Observe},
+		&memKernel{state: map[string][]byte{"cfg": []byte("on")}}, p)
+	_, err = r.Run(context.Background())
+	end := p.End(err)
+	if end.Matched || end.Turn != 2 || end.Step != 0 || end.Want != "cfg is on" || end.Got != "cfg is enabled" || len(s.Requests()) != 2 {
+		t.Fatalf("afresh %+v, %d requests", end, len(s.Requests()))
 	}
 }

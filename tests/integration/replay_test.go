@@ -78,6 +78,27 @@ func TestReplay(t *testing.T) {
 		t.Errorf("a replay into a kept fork's name: exit %d %s", r.code, r.stderr)
 	}
 
+	// Asked afresh, a model that now writes another key: the first
+	// answer's call differs, and the replay says so.
+	s2, err := llmtest.Listen(strings.TrimPrefix(strings.TrimSuffix(s.URL, "/v1"), "http://"),
+		llmtest.Turn{ToolCalls: []llmtest.Call{call("state_write", `{"key":"other/y","value":"hi"}`)}},
+		llmtest.Turn{Content: "Saved hi elsewhere."})
+	if err != nil {
+		t.Fatalf("the model's address again: %v", err)
+	}
+	defer s2.Close()
+	rep = d.ox("", "ox-replay", "--as", "rp-afresh", "--model", "test-model", run)
+	got = replayed{}
+	if err := json.Unmarshal([]byte(rep.stdout), &got); err != nil || rep.code != 1 {
+		t.Fatalf("ox-replay --model: exit %d %v\n%s\n%s", rep.code, err, rep.stdout, rep.stderr)
+	}
+	if got.Turn != 1 || got.Step != 1 || got.Want != `state_write {"key":"notes/x","value":"hi"}` || got.Got != `state_write {"key":"other/y","value":"hi"}` {
+		t.Fatalf("afresh divergence %+v", got)
+	}
+	if n := len(s2.Requests()); n != 2 {
+		t.Errorf("the model asked afresh %d times, want 2 (the run goes on to its own end)", n)
+	}
+
 	// A command run has no answers to replay.
 	c := d.ox("", "ox-spawn", "-a", "rp", "--", "true")
 	if c.code != 0 {
