@@ -113,7 +113,17 @@ func replay(c *cli.Context) error {
 	if m := c.String("model"); m != "" {
 		argv = append(argv, "--afresh", "--model", m)
 	}
-	end, status, stderr, err := run(c, cl, target, argv, log.String())
+	a := proto.SpawnArgs{Agent: target, Command: argv, Input: log.String(), Work: rec.Work}
+	end, replayRun, status, stderr, err := run(c, cl, a)
+	if rec.Work != "" && replayRun != "" {
+		// Its changes to the folder wait in its copy-on-write workspace:
+		// thrown away with the fork, kept for ox-work apply with --apply.
+		if c.Bool("apply") || c.Bool("keep") {
+			note("the replay's changes to %s wait in run %s's workspace: ox-work diff %s", rec.Work, replayRun, replayRun)
+		} else if _, derr := cl.WorkDiscard(c.Context, replayRun); derr != nil && !isCode(derr, proto.ENOENT) {
+			note("the replay's work (run %s) is kept: %v", replayRun, derr)
+		}
+	}
 	if forked && !c.Bool("keep") {
 		if _, rerr := cl.AgentRemove(c.Context, target); rerr != nil {
 			note("the fork %s is kept: %v", target, rerr)
@@ -145,14 +155,14 @@ func replay(c *cli.Context) error {
 	return nil
 }
 
-// run runs the replay as a run of agent target, handed the recording on
-// its stdin: its report, its exit status, and what it said on stderr.
-func run(c *cli.Context, cl *client.Client, target string, argv []string, recording string) (*proto.ReplayRecord, int, string, error) {
+// run runs the replay a, handed the recording on its stdin: its report,
+// its run, its exit status, and what it said on stderr.
+func run(c *cli.Context, cl *client.Client, a proto.SpawnArgs) (*proto.ReplayRecord, string, int, string, error) {
 	var end *proto.ReplayRecord
 	var stderr strings.Builder
 	status := -1
 	show := cliutil.NewRunStream(false)
-	err := cl.SpawnAttach(c.Context, proto.SpawnArgs{Agent: target, Command: argv, Input: recording},
+	err := cl.SpawnAttach(c.Context, a,
 		func(raw json.RawMessage) error {
 			var head struct {
 				Type   string `json:"type"`
@@ -162,6 +172,12 @@ func run(c *cli.Context, cl *client.Client, target string, argv []string, record
 			}
 			json.Unmarshal(raw, &head)
 			switch head.Type {
+			case proto.RecordRun:
+				if show.Run == "" {
+					var r proto.RunRecord
+					json.Unmarshal(raw, &r)
+					show.Run = r.ID
+				}
 			case proto.RecordExit:
 				status = head.Status
 			case proto.RecordOutput:
@@ -188,12 +204,17 @@ func run(c *cli.Context, cl *client.Client, target string, argv []string, record
 			return nil
 		})
 	if err != nil {
-		return nil, status, "", err
+		return nil, show.Run, status, "", err
 	}
 	if stderr.Len() > 0 {
-		return end, status, ":" + stderr.String(), nil
+		return end, show.Run, status, ":" + stderr.String(), nil
 	}
-	return end, status, "", nil
+	return end, show.Run, status, "", nil
+}
+
+func isCode(err error, code string) bool {
+	var pe *proto.Error
+	return errors.As(err, &pe) && pe.Code == code
 }
 
 // forkName is the default name of the fork a replay of run id runs in.

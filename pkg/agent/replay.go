@@ -26,6 +26,9 @@ import (
 // Recording is a run as its records tell it.
 type Recording struct {
 	Run, Agent, Task string
+	// Work is the host folder the run worked on (ox-spawn --work), "" for
+	// none.
+	Work string
 	// Opening is the conversation before the model's first answer.
 	Opening []openai.ChatCompletionMessage
 	Answers []Answer
@@ -73,7 +76,7 @@ func ReadRecording(rd io.Reader) (*Recording, error) {
 		case proto.RecordRun:
 			var r proto.RunRecord
 			if err = json.Unmarshal(line, &r); err == nil && rec.Run == "" {
-				rec.Run, rec.Agent, rec.Task = r.ID, r.Agent, r.Task
+				rec.Run, rec.Agent, rec.Task, rec.Work = r.ID, r.Agent, r.Task, r.Work
 			}
 		case proto.RecordMessage:
 			var m proto.MessageRecord

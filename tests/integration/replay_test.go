@@ -2,6 +2,8 @@ package integration
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -126,4 +128,62 @@ type replayed struct {
 	Want      string `json:"want"`
 	Got       string `json:"got"`
 	Text      string `json:"text"`
+}
+
+// TestReplayWork: a run that worked on a folder (--work) replays on a
+// copy-on-write workspace of it, whose changes are thrown away after; a
+// file added to the folder since makes the replay's ls differ from the
+// recorded one.
+func TestReplayWork(t *testing.T) {
+	noRace(t)
+	d, s := llmDaemon(t, "",
+		llmtest.Turn{ToolCalls: []llmtest.Call{call("exec", `{"argv":["touch","new.txt"]}`), call("exec", `{"argv":["ls"]}`)}},
+		llmtest.Turn{Content: "Two files: a.txt and new.txt."},
+	)
+	dir := filepath.Join(d.dir, "proj")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "a.txt"), []byte("a\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pol := strings.Replace(defaultPolicy(t), "None by default.\nallow = []", "None by default.\nallow = [\""+d.dir+"/**\"]", 1)
+	pol = strings.Replace(pol, `allow = ["cat", `, `allow = ["touch", "cat", `, 1)
+	d.mustOx(t, "", "ox-policy", "set", "-a", "wk", writePolicy(t, pol))
+	r := d.ox("", "ox-spawn", "-a", "wk", "--work", dir, "list the files")
+	if r.code != 0 {
+		t.Fatalf("ox-spawn --work: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	run := records(t, r.stdout)[0]["id"].(string)
+	s.Close()
+
+	rep := d.ox("", "ox-replay", run)
+	var got replayed
+	if err := json.Unmarshal([]byte(rep.stdout), &got); err != nil || rep.code != 0 || !got.Matched {
+		t.Fatalf("ox-replay of a run on a folder: exit %d %v\n%s\n%s", rep.code, err, rep.stdout, rep.stderr)
+	}
+	works := records(t, d.mustOx(t, "", "ox-work", "ls", "--json"))
+	if len(works) != 2 {
+		t.Fatalf("%d works, want the run's and the replay's: %v", len(works), works)
+	}
+	for _, w := range works {
+		if want := map[bool]string{true: "pending", false: "discarded"}[w["agent"] == "wk"]; w["state"] != want || w["changes"] != 1.0 {
+			t.Errorf("work of %s: %v, want %s with 1 change", w["agent"], w, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "new.txt")); err == nil {
+		t.Error("the replay changed the folder")
+	}
+
+	if err := os.WriteFile(filepath.Join(dir, "b.txt"), []byte("b\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep = d.ox("", "ox-replay", run)
+	got = replayed{}
+	if err := json.Unmarshal([]byte(rep.stdout), &got); err != nil || rep.code != 1 {
+		t.Fatalf("ox-replay after the folder changed: exit %d %v\n%s\n%s", rep.code, err, rep.stdout, rep.stderr)
+	}
+	if got.Turn != 1 || got.Step != 2 || got.Tool != "exec" || !strings.Contains(got.Want, "a.txt\nnew.txt") || !strings.Contains(got.Got, "a.txt\nb.txt\nnew.txt") {
+		t.Fatalf("divergence %+v", got)
+	}
 }
