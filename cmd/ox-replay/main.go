@@ -5,11 +5,13 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -115,17 +117,25 @@ func replay(c *cli.Context) error {
 	}
 	a := proto.SpawnArgs{Agent: target, Command: argv, Input: log.String(), Work: rec.Work}
 	end, replayRun, status, stderr, err := run(c, cl, a)
+	// The cleaning up is done also after Ctrl-C, on a context of its own:
+	// the replay's run ended first (a fork with a live run stays).
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if c.Context.Err() != nil && replayRun != "" {
+		cl.Kill(ctx, proto.KillArgs{Runs: []string{replayRun}, Signal: "TERM"}, func(proto.RunRecord) error { return nil })
+		cl.Wait(ctx, []string{replayRun}, func(proto.ExitRecord) error { return nil })
+	}
 	if rec.Work != "" && replayRun != "" {
 		// Its changes to the folder wait in its copy-on-write workspace:
 		// thrown away with the fork, kept for ox-work apply with --apply.
 		if c.Bool("apply") || c.Bool("keep") {
 			note("the replay's changes to %s wait in run %s's workspace: ox-work diff %s", rec.Work, replayRun, replayRun)
-		} else if _, derr := cl.WorkDiscard(c.Context, replayRun); derr != nil && !isCode(derr, proto.ENOENT) {
+		} else if _, derr := cl.WorkDiscard(ctx, replayRun); derr != nil && !isCode(derr, proto.ENOENT) {
 			note("the replay's work (run %s) is kept: %v", replayRun, derr)
 		}
 	}
 	if forked && !c.Bool("keep") {
-		if _, rerr := cl.AgentRemove(c.Context, target); rerr != nil {
+		if _, rerr := cl.AgentRemove(ctx, target); rerr != nil {
 			note("the fork %s is kept: %v", target, rerr)
 		}
 	} else if forked {
