@@ -286,7 +286,7 @@ func (p *Replay) Observe(rec any) {
 				fmt.Sprintf("answer %d, tool call %d: the recording called %s, the replay %s", p.served, p.calls, want.Name, v.Name))
 		}
 	case *proto.ToolResultRecord:
-		if p.res >= p.calls {
+		if p.res >= p.calls || len(a.ToolCalls) == 0 {
 			return // not a tool call's: the run's summary
 		}
 		p.res++
@@ -327,7 +327,15 @@ func (p *Replay) End(err error) *proto.ReplayRecord {
 		return p.diff
 	}
 	return &proto.ReplayRecord{Type: proto.RecordReplay, Of: p.Of, Matched: true, Answers: p.served, ToolCalls: p.total,
-		Text: fmt.Sprintf("the replay of run %s matched its recording: %d answers served, %d tool calls with the same results, the same end", p.Of, p.served, p.total)}
+		Text: fmt.Sprintf("the replay of run %s matched its recording: %s served, %s with the same results, the same end", p.Of, count(p.served, "answer"), count(p.total, "tool call"))}
+}
+
+// count is "1 answer", "2 answers".
+func count(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 func (p *Replay) diverge(turn, step int, tool, args, want, got, text string) {
