@@ -17,6 +17,7 @@ import (
 // 1.
 func TestReplay(t *testing.T) {
 	noRace(t)
+	t.Parallel()
 	d, s := llmDaemon(t, "",
 		llmtest.Turn{ToolCalls: []llmtest.Call{
 			call("state_write", `{"key":"notes/x","value":"hi"}`),
@@ -136,6 +137,7 @@ type replayed struct {
 // recorded one.
 func TestReplayWork(t *testing.T) {
 	noRace(t)
+	t.Parallel()
 	d, s := llmDaemon(t, "",
 		llmtest.Turn{ToolCalls: []llmtest.Call{call("exec", `{"argv":["touch","new.txt"]}`), call("exec", `{"argv":["ls"]}`)}},
 		llmtest.Turn{Content: "Two files: a.txt and new.txt."},
