@@ -83,7 +83,7 @@ test: vet fmt-check ## vet, check formatting, run all tests with -race, then a s
 	@# And the tests that skip themselves under -race (noRace in
 	@# tests/integration): the flags of every command and the shipped
 	@# programs, hundreds of starts of commands and runs each.
-	$(GO) test -count=1 -timeout 8m -run='^(TestUnterminatedLoadLines|TestFlagsBeforeCommand|TestProgram.*)$$' ./tests/integration
+	$(GO) test -count=1 -timeout 8m -run='^(TestUnterminatedLoadLines|TestFlagsBeforeCommand|TestProgram.*|TestReplay.*)$$' ./tests/integration
 	@# go test -fuzz passes quietly when nothing matches: make that loud.
 	@grep -qs '^func FuzzDecodeRequest(' pkg/server/*_test.go || \
 		{ echo "make test: FuzzDecodeRequest not found in pkg/server"; exit 1; }

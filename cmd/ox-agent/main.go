@@ -55,6 +55,8 @@ func main() {
 		&cli.StringSliceFlag{Name: "var", Usage: "fill {{NAME}} in the persona's prompt with VALUE: `NAME=VALUE` (repeatable)"},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "on a terminal, show only the answers"},
 		&cli.BoolFlag{Name: "verbose", Usage: "on a terminal, show the system prompts and recalled memories too; off one, the delta records too"},
+		&cli.StringFlag{Name: "replay", TakesFile: true, Usage: "replay the run whose records are in `FILE` (- : stdin): serve its model's answers back instead of asking a model, compare each tool call and result with the recording's, end with a replay record (exit 1 if they differ); ox-replay runs it"},
+		&cli.BoolFlag{Name: "afresh", Usage: "with --replay: ask the model (-m) afresh from the recording's start instead of serving its answers, and report the first answer or tool call that differs (the model's calls are budgeted as any)"},
 	}
 	app.Action = run
 	cliutil.CompleteIfAsked(app)
@@ -85,6 +87,12 @@ func run(c *cli.Context) error {
 	name, err := cliutil.Agent(c)
 	if err != nil {
 		return err
+	}
+	if c.IsSet("replay") {
+		return replay(c, name)
+	}
+	if c.Bool("afresh") {
+		return cliutil.Usagef("--afresh is for --replay")
 	}
 	if c.Bool("personas") {
 		return listPersonas(c, name)
@@ -330,4 +338,70 @@ func listModels(c *cli.Context) error {
 			name, m.Model, m.State, prices, m.Endpoint)
 	}
 	return p.Flush()
+}
+
+// replay runs a recorded run again (--replay): its answers served back,
+// its tool calls made again as this agent, under its policy now.
+func replay(c *cli.Context, name string) error {
+	if c.Args().Len() > 0 {
+		return cliutil.Usagef("--replay takes its task from the recording: give no TASK")
+	}
+	f := c.String("replay")
+	var in io.Reader = os.Stdin
+	if f != "-" {
+		fh, err := os.Open(f)
+		if err != nil {
+			return cliutil.Usagef("--replay: %v", err)
+		}
+		defer fh.Close()
+		in = fh
+	}
+	rec, err := agent.ReadRecording(in)
+	if err != nil {
+		return cliutil.Failf("--replay %s: %v", f, err)
+	}
+	cl, err := cliutil.Connect(c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	run := c.String("run")
+	if run == "" {
+		run = "hand-" + time.Now().UTC().Format("20060102T150405")
+	}
+	p := &agent.Replay{Rec: rec, Of: rec.Run}
+	out := cliutil.NewRunStream(c.Bool("json"))
+	out.Quiet, out.Verbose = c.Bool("quiet"), c.Bool("verbose")
+	turns := len(rec.Answers) + 1
+	var r *agent.Runner
+	if c.Bool("afresh") {
+		m := &agent.KernelModel{C: cl, Agent: name, Model: c.String("model"), Wait: c.Bool("wait-endpoint"),
+			Observe: func(e proto.EndpointRecord) { r.EndpointRecord(e) }}
+		if !c.IsSet("model") && !given("model") {
+			m.Model = "" // the [llm] model
+		}
+		p.Ask, turns = m, max(turns, c.Int("max-turns"))
+	}
+	cfg := agent.Config{Agent: name, Run: run, Task: rec.Task, Start: rec.Opening, Recall: -1, NoSummary: true,
+		MaxTurns: turns,
+		Emit: func(r any) {
+			p.Observe(r)
+			out.Record(agent.Marshal(r))
+		}}
+	r = agent.New(cfg, &agent.Client{C: cl, Agent: name}, p)
+	_, err = r.Run(c.Context)
+	if err != nil && c.Context.Err() != nil {
+		r.Failed(err)
+		return cliutil.Silent(exitStatus(err))
+	}
+	if err != nil {
+		r.Failed(err)
+	}
+	end := p.End(err)
+	end.Run, end.Agent, end.Time = run, name, time.Now().UTC()
+	out.Record(agent.Marshal(end))
+	if !end.Matched {
+		return cliutil.Silent(cliutil.ExitFailure)
+	}
+	return nil
 }

@@ -494,7 +494,13 @@ func run(c *cli.Context) error {
 	if c.Bool("schedule") {
 		return schedule(c, cl, p, a)
 	}
-	if !c.Bool("no-stdin") {
+	// A program that asks (terminal = true), run from a terminal: its
+	// stdin is what the operator types, passed on line by line.
+	tty := p.Terminal && len(p.Command) > 0 && !c.Bool("no-stdin") && !c.Bool("detach") && cliutil.IsTerminal(os.Stdin)
+	if tty {
+		a.OpenStdin = true
+		a.Env = append(a.Env, "PROGRAM_TTY=1")
+	} else if !c.Bool("no-stdin") {
 		if a.Input, err = cliutil.ReadInput(cl.Hello().MaxValue); err != nil {
 			return err
 		}
@@ -508,7 +514,7 @@ func run(c *cli.Context) error {
 		pr.Print(rec, rec.ID, rec.Agent, fmt.Sprint(rec.PID), rec.State)
 		return pr.Flush()
 	}
-	return attach(c, cl, a)
+	return attach(c, cl, a, tty)
 }
 
 // schedule adds the job of a command program (replacing one there is).
@@ -544,8 +550,9 @@ func schedule(c *cli.Context, cl *client.Client, p *program.Program, a proto.Spa
 }
 
 // attach runs a and streams its records as ox-spawn does, signals going
-// to the run, and exits with its status.
-func attach(c *cli.Context, cl *client.Client, a proto.SpawnArgs) error {
+// to the run, and exits with its status; with tty, the lines typed on
+// stdin go to the run's stdin (run.stdin), and its end closes it.
+func attach(c *cli.Context, cl *client.Client, a proto.SpawnArgs, tty bool) error {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
@@ -569,6 +576,9 @@ func attach(c *cli.Context, cl *client.Client, a proto.SpawnArgs) error {
 		err := out.Record(rec)
 		if out.Run != "" && id.Load() == nil {
 			id.Store(out.Run)
+			if tty {
+				go typed(ctx, cl, out.Run)
+			}
 		}
 		return err
 	})
@@ -576,6 +586,25 @@ func attach(c *cli.Context, cl *client.Client, a proto.SpawnArgs) error {
 		return err
 	}
 	return out.ExitCode()
+}
+
+// typed passes what the operator types to run's stdin, a line at a time,
+// until the end of the terminal's input (Ctrl-D), which closes it. Once
+// the run has ended its stdin is gone (ESRCH): nothing more is sent.
+func typed(ctx context.Context, cl *client.Client, run string) {
+	in := bufio.NewReader(os.Stdin)
+	for {
+		line, err := in.ReadBytes('\n')
+		if len(line) > 0 {
+			if _, serr := cl.Stdin(ctx, run, line, false); serr != nil {
+				return
+			}
+		}
+		if err != nil {
+			cl.Stdin(ctx, run, nil, true)
+			return
+		}
+	}
 }
 
 func upgrade(c *cli.Context) error {

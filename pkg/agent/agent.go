@@ -18,6 +18,7 @@ import (
 	"github.com/oxios/oxios/pkg/llm"
 	"github.com/oxios/oxios/pkg/mcpbridge"
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/skill"
 )
 
 // Kernel is what the runner asks of oxiosd, for its own agent.
@@ -70,6 +71,11 @@ type Config struct {
 	Tools []string
 	// History is an earlier conversation the run continues.
 	History []openai.ChatCompletionMessage
+	// Start, if set, is the whole opening of the conversation (its
+	// system prompts, context and task, as a recording holds them): the
+	// run says it instead of making its own, and recalls nothing (a
+	// replay, replay.go).
+	Start []openai.ChatCompletionMessage
 	// Stream emits delta records as the answer comes.
 	Stream bool
 	// Schema, if set, is the JSON Schema the final answer must match: asked
@@ -126,6 +132,9 @@ type Runner struct {
 	configSaid bool
 	// reshaped counts the times an answer was asked again for the schema.
 	reshaped int
+	// answers counts the model's answers: each numbers the records it
+	// makes (Turn), which is how a replay finds them.
+	answers int
 }
 
 // New returns a runner.
@@ -163,33 +172,10 @@ func (r *Runner) Messages() []openai.ChatCompletionMessage { return r.msgs }
 // Run runs the task to its end; an error (a *Fatal) says why it ended
 // without an answer.
 func (r *Runner) Run(ctx context.Context) (*Result, error) {
-	if len(r.cfg.History) > 0 {
-		// A continued conversation keeps its system prompt; a new
-		// --system or persona is said again.
-		r.msgs = append(r.msgs, r.cfg.History...)
-		if r.cfg.System != "" {
-			r.say(openai.ChatMessageRoleSystem, r.cfg.System)
-		}
-	} else {
-		r.say(openai.ChatMessageRoleSystem, fmt.Sprintf(systemPrompt, r.cfg.Agent, r.cfg.Run))
-		if r.cfg.System != "" {
-			r.say(openai.ChatMessageRoleSystem, r.cfg.System)
-		}
+	skills, err := r.open(ctx)
+	if err != nil {
+		return &Result{}, err
 	}
-	if mem := r.recall(ctx); mem != "" {
-		r.say(openai.ChatMessageRoleSystem, mem)
-	}
-	if c := strings.TrimSpace(r.cfg.Context); c != "" {
-		r.say(openai.ChatMessageRoleUser, "Context handed to this run:\n"+c)
-	}
-	skills := r.skills(ctx)
-	if p := skillsPrompt(skills); p != "" {
-		r.say(openai.ChatMessageRoleSystem, p)
-	}
-	if err := r.fragments(ctx); err != nil {
-		return &Result{}, r.fatal(ctx, err)
-	}
-	r.say(openai.ChatMessageRoleUser, r.cfg.Task)
 	var schema json.RawMessage
 	if r.cfg.Schema != nil {
 		schema = r.cfg.Schema.Raw()
@@ -241,7 +227,7 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 			}
 			if le.Spent.TotalTokens > 0 {
 				t := &llm.Turn{Model: le.Model, Attempts: le.Attempts, Spent: le.Spent, Charged: le.Charged}
-				if f := r.charge(ctx, t, r.cfg.Now().Sub(start)); f != nil {
+				if f := r.charge(ctx, t, 0, r.cfg.Now().Sub(start)); f != nil {
 					res.Tokens = r.tokens
 					return res, f
 				}
@@ -264,15 +250,16 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 		}
 		compacted = false
 		res.Turns++
+		r.answers++
 		am := openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, Content: turn.Content, ToolCalls: turn.ToolCalls}
 		r.msgs = append(r.msgs, am)
 		// The answer is shown before it is charged: it was paid for,
 		// even if the charge then ends the run.
 		if turn.Content != "" {
-			r.emit(&proto.MessageRecord{Type: proto.RecordMessage, Role: am.Role, Text: turn.Content})
+			r.emit(&proto.MessageRecord{Type: proto.RecordMessage, Role: am.Role, Turn: r.answers, Text: turn.Content})
 			res.Summary = turn.Content
 		}
-		err = r.charge(ctx, turn, r.cfg.Now().Sub(start))
+		err = r.charge(ctx, turn, r.answers, r.cfg.Now().Sub(start))
 		res.Tokens = r.tokens
 		if err != nil {
 			return res, err
@@ -303,7 +290,7 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 		finished := false
 		for _, tc := range turn.ToolCalls {
 			r.emit(&proto.ToolCallRecord{Type: proto.RecordToolCall, ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments,
-				Text: tc.Function.Name + " " + tc.Function.Arguments})
+				Turn: r.answers, Text: tc.Function.Name + " " + tc.Function.Arguments})
 			out, summary, err := r.call(ctx, tc)
 			tr := &proto.ToolResultRecord{Type: proto.RecordToolResult, ID: tc.ID, Name: tc.Function.Name, Text: out}
 			if err != nil {
@@ -341,6 +328,47 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 		}
 	}
 	return res, &Fatal{Code: proto.ELOOP, Err: fmt.Errorf("no answer after %d model turns (the run's turn limit, --max-turns)", r.cfg.MaxTurns)}
+}
+
+// open says the opening of the conversation: the system prompts, the
+// memories recalled, the context, the skills, the fragments and the
+// task (or Config.Start as it is). It returns the skills the run may
+// load.
+func (r *Runner) open(ctx context.Context) ([]*skill.Installed, error) {
+	if len(r.cfg.Start) > 0 {
+		for _, m := range r.cfg.Start {
+			r.say(m.Role, m.Content)
+		}
+		return r.skills(ctx), nil
+	}
+	if len(r.cfg.History) > 0 {
+		// A continued conversation keeps its system prompt; a new
+		// --system or persona is said again.
+		r.msgs = append(r.msgs, r.cfg.History...)
+		if r.cfg.System != "" {
+			r.say(openai.ChatMessageRoleSystem, r.cfg.System)
+		}
+	} else {
+		r.say(openai.ChatMessageRoleSystem, fmt.Sprintf(systemPrompt, r.cfg.Agent, r.cfg.Run))
+		if r.cfg.System != "" {
+			r.say(openai.ChatMessageRoleSystem, r.cfg.System)
+		}
+	}
+	if mem := r.recall(ctx); mem != "" {
+		r.say(openai.ChatMessageRoleSystem, mem)
+	}
+	if c := strings.TrimSpace(r.cfg.Context); c != "" {
+		r.say(openai.ChatMessageRoleUser, "Context handed to this run:\n"+c)
+	}
+	skills := r.skills(ctx)
+	if p := skillsPrompt(skills); p != "" {
+		r.say(openai.ChatMessageRoleSystem, p)
+	}
+	if err := r.fragments(ctx); err != nil {
+		return nil, r.fatal(ctx, err)
+	}
+	r.say(openai.ChatMessageRoleUser, r.cfg.Task)
+	return skills, nil
 }
 
 // refusesTools reports whether a model call failed because the endpoint
@@ -512,8 +540,9 @@ func (r *Runner) Failed(err error) {
 }
 
 // charge reports what a call used to the kernel (its answer's tokens and
-// those of its failed attempts), and records it.
-func (r *Runner) charge(ctx context.Context, t *llm.Turn, took time.Duration) error {
+// those of its failed attempts), and records it; turn numbers the answer
+// (0: the call gave none).
+func (r *Runner) charge(ctx context.Context, t *llm.Turn, turn int, took time.Duration) error {
 	p := int64(t.Usage.PromptTokens + t.Spent.PromptTokens)
 	c := int64(t.Usage.CompletionTokens + t.Spent.CompletionTokens)
 	failed := int64(t.Spent.PromptTokens + t.Spent.CompletionTokens)
@@ -535,7 +564,10 @@ func (r *Runner) charge(ctx context.Context, t *llm.Turn, took time.Duration) er
 		b, err = r.k.BudgetCharge(ctx, model, p, c)
 	}
 	rec := &proto.UsageRecord{Type: proto.RecordUsage, Model: model, PromptTokens: int64(t.Usage.PromptTokens), CompletionTokens: int64(t.Usage.CompletionTokens),
-		FailedTokens: failed, RunTokens: r.tokens, Seconds: took.Seconds(), Attempts: t.Attempts}
+		FailedTokens: failed, RunTokens: r.tokens, Seconds: took.Seconds(), Attempts: t.Attempts, Turn: turn}
+	if turn > 0 {
+		rec.Finish = t.Finish
+	}
 	if b.RunUsed != nil {
 		rec.Cost = b.RunUsed.Cost
 	}

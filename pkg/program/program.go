@@ -63,6 +63,11 @@ type Program struct {
 	// Needs are the host programs the entry runs (git, jq): told to the
 	// operator, looked up before a run.
 	Needs []string `toml:"needs" json:"needs,omitempty"`
+	// Terminal: the entry asks the operator. Run from a terminal, its
+	// stdin stays open and is what the operator types, line by line, and
+	// PROGRAM_TTY=1 is in its environment; otherwise its stdin is what
+	// ox-program run was given, as for any program.
+	Terminal bool `toml:"terminal" json:"terminal,omitempty"`
 }
 
 // Arg is an argument of a program, given as NAME=VALUE to ox-program run

@@ -67,6 +67,7 @@ const (
 	RecordExec       = "exec"
 	RecordBudget     = "budget"
 	RecordResult     = "result" // an LLM run's answer that matched its schema
+	RecordReplay     = "replay" // how a replay compared with its recording (ox-replay)
 )
 
 // Run states.
@@ -372,7 +373,10 @@ type MessageRecord struct {
 	Agent string    `json:"agent"`
 	Time  time.Time `json:"time"`
 	Role  string    `json:"role"` // system, user, assistant
-	Text  string    `json:"text"`
+	// Turn numbers a model answer (1, 2...; 0 for the rest), so that a
+	// replay finds each answer in the records (ox-replay).
+	Turn int    `json:"turn,omitempty"`
+	Text string `json:"text"`
 }
 
 // DeltaRecord is a piece of the model's answer as it streams; the
@@ -395,6 +399,7 @@ type ToolCallRecord struct {
 	ID        string    `json:"id"`
 	Name      string    `json:"name"`
 	Arguments string    `json:"arguments"`
+	Turn      int       `json:"turn,omitempty"` // the answer that made it
 	Text      string    `json:"text"`
 }
 
@@ -429,7 +434,11 @@ type UsageRecord struct {
 	Cost         float64 `json:"cost"` // the run's, as the kernel priced it
 	Seconds      float64 `json:"seconds"`
 	Attempts     int     `json:"attempts"`
-	Text         string  `json:"text"`
+	// Turn numbers the answer the call gave (0: a call that failed);
+	// Finish is the endpoint's finish reason for it.
+	Turn   int    `json:"turn,omitempty"`
+	Finish string `json:"finish,omitempty"`
+	Text   string `json:"text"`
 }
 
 // EndpointRecord is a retry of a model call or a change of the circuit
@@ -454,4 +463,29 @@ type ErrorRecord struct {
 	Time  time.Time `json:"time"`
 	Code  string    `json:"code,omitempty"` // EDQUOT, ECANCELED, EIO...
 	Text  string    `json:"text"`
+}
+
+// ReplayRecord is how a replay of a run (ox-replay, ox-agent --replay)
+// compared with its recording: the recorded answers served back in
+// order, each tool call and result of the replay compared with the
+// recorded one. Matched says all were the same and the replay ended as
+// the recording did; otherwise Turn and Step say where it first
+// differed (answer Turn, its tool call Step; Step 0: the run's end),
+// Want what the recording holds there and Got what the replay did.
+type ReplayRecord struct {
+	Type      string    `json:"type"` // always "replay"
+	Run       string    `json:"run"`  // the replay's run
+	Agent     string    `json:"agent"`
+	Time      time.Time `json:"time"`
+	Of        string    `json:"of"` // the run replayed
+	Matched   bool      `json:"matched"`
+	Answers   int       `json:"answers"`    // the recorded answers served
+	ToolCalls int       `json:"tool_calls"` // the tool calls compared
+	Turn      int       `json:"turn,omitempty"`
+	Step      int       `json:"step,omitempty"`
+	Tool      string    `json:"tool,omitempty"`
+	Arguments string    `json:"arguments,omitempty"`
+	Want      string    `json:"want,omitempty"`
+	Got       string    `json:"got,omitempty"`
+	Text      string    `json:"text"`
 }

@@ -446,6 +446,44 @@ func TestProgramOuroboros(t *testing.T) {
 	verifyAudit(t, d)
 }
 
+// TestProgramOuroborosTerminal: run from a terminal (a pty, by script(1)),
+// the interview's question is asked there and the line typed is its
+// answer, which reaches the seed step.
+func TestProgramOuroborosTerminal(t *testing.T) {
+	noRace(t)
+	t.Parallel()
+	if _, err := exec.LookPath("script"); err != nil {
+		t.Skip("no script(1) to give ox-program a terminal")
+	}
+	d, s, repo := ouroborosDaemon(t,
+		llmtest.Turn{Content: `{"questions": ["Which value must calc.txt hold?", "Anything else?"]}`},
+		seedTurn("calc.txt holds answer=42", "./test.sh"),
+		changeTurn("42"),
+	)
+	line := strings.Join([]string{bin("ox-program"), "run", "-a", "dev", "--work", repo, "ouroboros", "name=calc", "'make the test pass'"}, " ")
+	// The answers typed: the first question's, then an empty line.
+	cmd := exec.Command("script", "-qec", line, "/dev/null")
+	cmd.Env = append(os.Environ(), "OXIOS_SOCKET="+d.sock)
+	cmd.Stdin = strings.NewReader("forty-two\n\n")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("ox-program on a terminal: %v\n%s", err, out)
+	}
+	for _, want := range []string{"question 1/2: Which value must calc.txt hold?", "question 2/2: Anything else?", "answers from the terminal", "generation 1 passed its checks"} {
+		if !strings.Contains(string(out), want) {
+			t.Fatalf("ox-program on a terminal does not say %q:\n%s", want, out)
+		}
+	}
+	reqs := s.Requests()
+	if len(reqs) != 3 {
+		t.Fatalf("%d model calls, want 3", len(reqs))
+	}
+	if txt := reqs[1].Text(); !strings.Contains(txt, "Which value must calc.txt hold? -> forty-two") || strings.Contains(txt, "Anything else? ->") {
+		t.Fatalf("the answers typed did not reach the seed step as typed:\n%s", txt)
+	}
+	verifyAudit(t, d)
+}
+
 // TestProgramOuroborosBudget: the agent's budget ends mid-loop: the loop
 // stops cleanly, its seed committed and its status recorded.
 func TestProgramOuroborosBudget(t *testing.T) {

@@ -93,16 +93,36 @@ save_seed() {
 }
 
 # A run's stdin is what ox-program run was given (a file of answers), or
-# nothing.
-cat >"$tmp/stdin"
+# nothing. From a terminal (PROGRAM_TTY=1) it is what the operator types:
+# kept as fd 4 for the interview, and nothing else reads it.
+if [ "${PROGRAM_TTY:-}" = 1 ]; then
+	exec 4<&0 0</dev/null
+	: >"$tmp/stdin"
+else
+	cat >"$tmp/stdin"
+fi
 context
 # Interview.
 cat "$tmp/context" >"$tmp/in"
 ask interview "Interview. The task: $task. Ask what you must know before writing its specification." "$tmp/in"
-jq -r '.questions // [] | .[]' "$tmp/answer" >"$tmp/questions"
+jq -r '.questions // [] | .[] | tostring | gsub("\n"; " ")' "$tmp/answer" >"$tmp/questions"
 : >"$tmp/answers"
 if [ -s "$tmp/questions" ]; then
-	if [ -s "$tmp/stdin" ]; then
+	if [ "${PROGRAM_TTY:-}" = 1 ] && [ "${ARG_INTERVIEW:-yes}" = yes ]; then
+		# Asked on the operator's terminal, one question at a time.
+		n=$(wc -l <"$tmp/questions")
+		say "the model asks $n question(s) before writing the spec of: $task. Answer each on one line (an empty line, or Ctrl-D: the model's assumption stands)"
+		i=0
+		while IFS= read -r q <&3; do
+			i=$((i + 1))
+			say "question $i/$n: $q"
+			a=
+			IFS= read -r a <&4 || a=
+			[ -n "$a" ] && printf '%s -> %s\n' "$q" "$a" >>"$tmp/answers"
+		done 3<"$tmp/questions"
+		exec 4<&-
+		say "answers from the terminal"
+	elif [ -s "$tmp/stdin" ]; then
 		# Answers given on stdin (ox-program run ... < ANSWERS), one a line.
 		paste -d '\n' "$tmp/questions" "$tmp/stdin" | sed 'N;s/\n/ -> /' >"$tmp/answers"
 		say "answers from stdin"
