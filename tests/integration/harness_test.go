@@ -265,6 +265,11 @@ func (d *daemon) stop() {
 func (d *daemon) kill9() {
 	d.cmd.Process.Signal(syscall.SIGKILL)
 	<-d.exited
+	// A race-built oxiosd reports a race as it finds it and exits 66 at
+	// its end, which a kill never reaches: its stderr says it.
+	if strings.Contains(d.stderr.String(), "WARNING: DATA RACE") {
+		d.t.Errorf("oxiosd, killed, had reported a data race; stderr:\n%s", d.stderr.String())
+	}
 }
 
 func (d *daemon) client(t *testing.T) *client.Client {
