@@ -40,6 +40,7 @@ func main() {
 		&cli.StringFlag{Name: "persona", Aliases: []string{"P"}, Usage: "the persona `NAME`: the agent's own (state key personas/NAME) or a shipped one", EnvVars: []string{"OXIOS_LLM_PERSONA"}},
 		&cli.BoolFlag{Name: "personas", Usage: "list the personas the agent may use, and exit"},
 		&cli.BoolFlag{Name: "models", Usage: "list the models oxiosd offers (-m NAME) with the health of their endpoints, and exit"},
+		&cli.BoolFlag{Name: "interactive", Aliases: []string{"i"}, Usage: "chat: after the answer, read the next message from stdin (a line each; exit, quit or end of file ends the chat) and answer it in the same conversation"},
 		&cli.BoolFlag{Name: "continue", Aliases: []string{"c"}, Usage: "continue the agent's latest conversation"},
 		&cli.StringFlag{Name: "conversation", Usage: "continue the conversation of run `ID`"},
 		&cli.BoolFlag{Name: "no-keep", Usage: "do not keep the run's conversation in the agent's state"},
@@ -89,8 +90,12 @@ func run(c *cli.Context) error {
 	if c.Bool("personas") {
 		return listPersonas(c, name)
 	}
-	if strings.TrimSpace(task) == "" {
-		return cliutil.Usagef("give a TASK")
+	chat := c.Bool("interactive")
+	if strings.TrimSpace(task) == "" && !chat {
+		return cliutil.Usagef("give a TASK (or -i, a chat whose messages come on stdin)")
+	}
+	if chat && c.IsSet("schema") {
+		return cliutil.Usagef("--schema is for a run with one final answer, not a chat (-i)")
 	}
 	if c.IsSet("temperature") && (c.Float64("temperature") < 0 || c.Float64("temperature") > 2) {
 		return cliutil.Usagef("--temperature %v: want 0 to 2", c.Float64("temperature"))
@@ -101,8 +106,24 @@ func run(c *cli.Context) error {
 	if c.Bool("continue") && c.IsSet("conversation") {
 		return cliutil.Usagef("--continue continues the latest conversation, --conversation a named one: give one")
 	}
-	input, err := readContext()
-	if err != nil {
+	var input string
+	var turns *agent.TurnReader
+	if chat {
+		// Stdin is the messages; a context record first is the input.
+		turns = agent.NewTurnReader(os.Stdin)
+		if cliutil.IsTerminal(os.Stdin) {
+			turns.Prompt = func(more bool) {
+				if more {
+					fmt.Fprint(os.Stderr, "... ")
+				} else {
+					fmt.Fprint(os.Stderr, "> ")
+				}
+			}
+		} else if err := turns.ReadContext(); err != nil {
+			return cliutil.Failf("stdin: %v", err)
+		}
+		input = turns.Context
+	} else if input, err = readContext(); err != nil {
 		return err
 	}
 	cl, err := cliutil.Connect(c)
@@ -203,9 +224,10 @@ func run(c *cli.Context) error {
 	if !c.IsSet("model") && !given("model") {
 		m.Model = "" // the run's, else the [llm] model
 	}
-	r = agent.New(cfg, k, m)
-	_, err = r.Run(c.Context)
-	if !c.Bool("no-keep") && answered(r.Messages()) {
+	keep := func() {
+		if c.Bool("no-keep") || !answered(r.Messages()) {
+			return
+		}
 		conv := &agent.Conversation{Run: run, Agent: name, Model: cfg.Model, Persona: persona, Saved: time.Now().UTC(), Messages: r.Messages()}
 		// The conversation is kept even when the run failed: what was
 		// paid for may be continued. A signal's context is gone; the
@@ -216,11 +238,52 @@ func run(c *cli.Context) error {
 		}
 		cancel()
 	}
+	if chat {
+		// Each answer is kept before the next message is awaited: a chat
+		// killed while it waits loses nothing of what was paid for.
+		cfg.Next = chatNext(turns, keep)
+	}
+	r = agent.New(cfg, k, m)
+	_, err = r.Run(c.Context)
+	keep()
 	if err != nil {
 		r.Failed(err)
 		return cliutil.Silent(exitStatus(err))
 	}
 	return nil
+}
+
+// chatNext is a chat's Config.Next: it keeps the conversation so far
+// (keep), then reads the next message from turns. The read runs on a
+// goroutine of its own, one message at a time, so that a signal ends the
+// wait.
+func chatNext(turns *agent.TurnReader, keep func()) func(ctx context.Context) (string, error) {
+	type msg struct {
+		text string
+		err  error
+	}
+	ask := make(chan struct{})
+	got := make(chan msg)
+	go func() {
+		for range ask {
+			text, err := turns.Next()
+			got <- msg{text, err}
+		}
+	}()
+	return func(ctx context.Context) (string, error) {
+		keep()
+		select {
+		case ask <- struct{}{}:
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+		select {
+		case m := <-got:
+			return m.text, m.err
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
 }
 
 // answered reports whether the conversation holds an answer of the model:

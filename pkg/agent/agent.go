@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -77,6 +78,11 @@ type Config struct {
 	Schema *llm.Schema
 	// Fragments are URLs fetched (net.fetch) and said before the task.
 	Fragments []string
+	// Next, if set, makes the run a chat (chat.go): once the model has
+	// answered, it returns the user's next message, which the run answers
+	// in the same conversation, or io.EOF when the chat is over. With no
+	// Task, the first message is Next's too.
+	Next func(ctx context.Context) (string, error)
 	// Emit receives each record as it happens.
 	Emit func(rec any)
 	// Now is the clock (tests).
@@ -163,6 +169,18 @@ func (r *Runner) Messages() []openai.ChatCompletionMessage { return r.msgs }
 // Run runs the task to its end; an error (a *Fatal) says why it ended
 // without an answer.
 func (r *Runner) Run(ctx context.Context) (*Result, error) {
+	if r.cfg.Next != nil && strings.TrimSpace(r.cfg.Task) == "" {
+		// A chat that starts with the user's first message: the recall
+		// is for it.
+		text, err := r.next(ctx, 0)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return &Result{}, nil // nothing asked, nothing said
+			}
+			return &Result{}, err
+		}
+		r.cfg.Task = text
+	}
 	if len(r.cfg.History) > 0 {
 		// A continued conversation keeps its system prompt; a new
 		// --system or persona is said again.
@@ -203,7 +221,9 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 	toolTokens := llm.EstimateTools(tools)
 	res := &Result{}
 	compacted := false
-	for res.Turns < r.cfg.MaxTurns {
+	// The turn limit bounds the model calls of each message of a chat.
+	limit, messages := r.cfg.MaxTurns, 1
+	for res.Turns < limit {
 		if err := ctx.Err(); err != nil {
 			return res, cancelled(ctx)
 		}
@@ -297,8 +317,12 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 				}
 				r.result(v)
 			}
-			r.remember(ctx, res.Summary)
-			return res, nil
+			more, err := r.nextMessage(ctx, res, messages)
+			if err != nil || !more {
+				return res, err
+			}
+			limit, messages = res.Turns+r.cfg.MaxTurns, messages+1
+			continue
 		}
 		finished := false
 		for _, tc := range turn.ToolCalls {
@@ -336,11 +360,49 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 				}
 				r.result(v)
 			}
-			r.remember(ctx, res.Summary)
-			return res, nil
+			more, err := r.nextMessage(ctx, res, messages)
+			if err != nil || !more {
+				return res, err
+			}
+			limit, messages = res.Turns+r.cfg.MaxTurns, messages+1
 		}
 	}
 	return res, &Fatal{Code: proto.ELOOP, Err: fmt.Errorf("no answer after %d model turns (the run's turn limit, --max-turns)", r.cfg.MaxTurns)}
+}
+
+// nextMessage ends a run whose model gave its last word, remembering its
+// summary, or, in a chat, says the next message of the user and returns
+// true; answered is how many messages were answered.
+func (r *Runner) nextMessage(ctx context.Context, res *Result, answered int) (bool, error) {
+	if r.cfg.Next == nil {
+		r.remember(ctx, res.Summary)
+		return false, nil
+	}
+	text, err := r.next(ctx, answered)
+	if errors.Is(err, io.EOF) {
+		r.remember(ctx, res.Summary)
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	r.say(openai.ChatMessageRoleUser, text)
+	return true, nil
+}
+
+// next emits a turn record and waits for the user's next message (Next):
+// io.EOF at the end of the chat, a *Fatal if it cannot be read.
+func (r *Runner) next(ctx context.Context, answered int) (string, error) {
+	r.emit(&proto.TurnRecord{Type: proto.RecordTurn, Turn: answered, Tokens: r.tokens,
+		Text: fmt.Sprintf("answered %d; waiting for the next message", answered)})
+	text, err := r.cfg.Next(ctx)
+	switch {
+	case err == nil, errors.Is(err, io.EOF):
+		return text, err
+	case ctx.Err() != nil:
+		return "", cancelled(ctx)
+	}
+	return "", &Fatal{Code: proto.EIO, Err: fmt.Errorf("the next message: %w", err)}
 }
 
 // refusesTools reports whether a model call failed because the endpoint
@@ -457,6 +519,8 @@ func (r *Runner) emit(rec any) {
 	case *proto.EndpointRecord:
 		v.Run, v.Agent, v.Time = r.cfg.Run, r.cfg.Agent, now
 	case *proto.ErrorRecord:
+		v.Run, v.Agent, v.Time = r.cfg.Run, r.cfg.Agent, now
+	case *proto.TurnRecord:
 		v.Run, v.Agent, v.Time = r.cfg.Run, r.cfg.Agent, now
 	}
 	r.cfg.Emit(rec)
