@@ -26,9 +26,9 @@ type RunStream struct {
 	// Chat: the run is a chat (ox-spawn -i), whose user typed its
 	// messages: on a terminal they are not shown again.
 	Chat bool
-	out    *bufio.Writer
-	Exit   *proto.ExitRecord
-	Run    string
+	out  *bufio.Writer
+	Exit *proto.ExitRecord
+	Run  string
 	// streamed: deltas of an answer were printed; midline: the last
 	// did not end its line.
 	streamed, midline bool

@@ -2,8 +2,8 @@ package runspec
 
 import (
 	"crypto/rand"
-	"encoding/json"
 	"encoding/base32"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
