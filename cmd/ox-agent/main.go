@@ -58,6 +58,9 @@ func main() {
 		&cli.BoolFlag{Name: "verbose", Usage: "on a terminal, show the system prompts and recalled memories too; off one, the delta records too"},
 	}
 	app.Action = run
+	if !noLogs(os.Args) {
+		app.Commands = cliutil.SubcommandUsage([]*cli.Command{logsCommand})
+	}
 	cliutil.CompleteIfAsked(app)
 	// Its own signal handling: a signal ends the run with an error
 	// record, then ox-agent dies of that signal so its status says so.

@@ -160,6 +160,9 @@ const systemPrompt = `You are %s, an agent running under Oxios (run %s). You act
 - finish: end the task with a short summary of what you did and found.
 When a tool returns an error, read it and correct the call; do not repeat a call that failed the same way. Be brief.`
 
+// contextPrefix begins the message that says what the run was handed.
+const contextPrefix = "Context handed to this run:\n"
+
 // minAnswer is the least room for an answer a call is made with.
 const minAnswer = 16
 
@@ -198,7 +201,7 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 		r.say(openai.ChatMessageRoleSystem, mem)
 	}
 	if c := strings.TrimSpace(r.cfg.Context); c != "" {
-		r.say(openai.ChatMessageRoleUser, "Context handed to this run:\n"+c)
+		r.say(openai.ChatMessageRoleUser, contextPrefix+c)
 	}
 	skills := r.skills(ctx)
 	if p := skillsPrompt(skills); p != "" {

@@ -94,3 +94,53 @@ func TestAgentChat(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentLogs: ox-agent logs prints the prompts and answers of the
+// agent's kept conversations, the newest first, each once (a continued
+// conversation holds the one it continued); -q WORDS only those holding
+// every word, whatever their case, in the prompt or the answer.
+func TestAgentLogs(t *testing.T) {
+	t.Parallel()
+	d, _ := llmDaemon(t, "",
+		llmtest.Turn{Content: "sda1 is at 91%: the WAL archiver is stuck."},
+		llmtest.Turn{Content: "eth0 is up, 1 Gb/s."},
+		llmtest.Turn{Content: "Restart the archiver."},
+	)
+	for _, args := range [][]string{{"check", "the", "disk"}, {"check", "the", "network"}, {"-c", "so what now?"}} {
+		if r := d.ox("", "ox-spawn", append([]string{"-a", "ops", "-n", "--no-memory"}, args...)...); r.code != 0 {
+			t.Fatalf("ox-spawn %v: exit %d\n%s", args, r.code, r.stderr)
+		}
+	}
+	exchanges := func(args ...string) []map[string]any {
+		t.Helper()
+		r := d.ox("", "ox-agent", args...)
+		if r.code != 0 {
+			t.Fatalf("ox-agent %v: exit %d\n%s", args, r.code, r.stderr)
+		}
+		return records(t, r.stdout)
+	}
+	all := exchanges("-a", "ops", "logs")
+	var prompts []string
+	for _, e := range all {
+		prompts = append(prompts, e["prompt"].(string))
+	}
+	if want := "so what now?|check the network|check the disk"; strings.Join(prompts, "|") != want {
+		t.Fatalf("ox-agent logs: prompts %q, want %q", prompts, want)
+	}
+	if all[0]["answer"] != "Restart the archiver." || all[0]["type"] != "exchange" || all[0]["run"] == "" {
+		t.Fatalf("the newest exchange %v", all[0])
+	}
+	found := exchanges("logs", "-a", "ops", "-q", "WAL sda1")
+	if len(found) != 1 || found[0]["prompt"] != "check the disk" {
+		t.Fatalf("logs -q 'WAL sda1': %v", found)
+	}
+	if found := exchanges("logs", "-a", "ops", "-q", "check", "eth0"); len(found) != 1 || found[0]["answer"] != "eth0 is up, 1 Gb/s." {
+		t.Fatalf("logs -q check eth0: %v", found)
+	}
+	if found := exchanges("logs", "-a", "ops", "-q", "printer"); len(found) != 0 {
+		t.Fatalf("logs -q printer: %v", found)
+	}
+	if found := exchanges("logs", "-a", "ops", "-n", "1", "-q", "check"); len(found) != 1 || found[0]["prompt"] != "check the network" {
+		t.Fatalf("logs -n 1 -q check: %v", found)
+	}
+}
