@@ -324,6 +324,8 @@ func exitStatus(err error) int {
 		switch {
 		case f.Code == proto.EDQUOT:
 			return cliutil.ExitBudget
+		case f.Code == proto.EPERM || f.Code == proto.EACCES:
+			return cliutil.ExitDenied
 		case f.Endpoint:
 			return cliutil.ExitEndpoint
 		}

@@ -251,7 +251,11 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 			if !errors.As(err, &le) {
 				var pe *proto.Error
 				if errors.As(err, &pe) {
-					// The kernel's answer (llm.chat): over budget, refused.
+					// The kernel's answer (llm.chat): over budget, or
+					// refused (a model the policy does not list).
+					if pe.Code == proto.EPERM || pe.Code == proto.EACCES {
+						return res, &Fatal{Code: pe.Code, Err: err}
+					}
 					return res, r.fatal(ctx, err)
 				}
 				return res, &Fatal{Code: proto.EHOSTDOWN, Endpoint: true, Err: err}

@@ -234,6 +234,13 @@ func (k *Kernel) llmChat(ctx context.Context, c *Cred, a chatting, raw []byte) (
 	if name == "" {
 		name = l.Model
 	}
+	// The agent's policy names the models it may ask for (llm.models),
+	// by the name asked: the admin too acts as the agent here.
+	if err := k.enforce(c, a.Agent, proto.OpLLMChat, a.Agent+":"+name, raw, func(p *policy.Policy) error {
+		return k.hooked(k.root, p, c, proto.OpLLMChat, a.Agent, asking{ask: askModel, key: name})
+	}); err != nil {
+		return proto.LLMTurnRecord{}, err
+	}
 	// A [models.NAME] of that name brings its endpoint, key, prices and
 	// options; another name is a model of [llm]'s endpoint.
 	l, model, entry := l.Resolve(name)

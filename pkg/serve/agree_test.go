@@ -51,6 +51,8 @@ allow = []
 [msg]
 send = ["*"]
 accept = []
+[llm]
+models = []
 `
 )
 
