@@ -57,4 +57,12 @@ func TestPolicyModels(t *testing.T) {
 	if r := d.ox("", "ox-policy", "check", "-a", "ops", "llm.chat", "small"); r.code != 0 {
 		t.Errorf("ox-policy check llm.chat small: exit %d %s", r.code, r.stderr)
 	}
+	// Replayed against a policy with small alone, the call of the
+	// meta-llama model would be refused now; the refused call allowed.
+	export := d.ox("", "ox-audit", "export")
+	only := writePolicy(t, string(share.DefaultPolicy)+"\n[llm]\nmodels = [\"small\", \"test-model\"]\n")
+	r = d.ox(export.stdout, "ox-policy", "test", "-a", "ops", "--json", only)
+	if r.code != 1 || !strings.Contains(r.stdout, "meta-llama/Llama-3-8B") || !strings.Contains(r.stdout, "llm.models") || !strings.Contains(r.stdout, "refused then, allowed now") {
+		t.Errorf("ox-policy test of llm.models: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
 }
