@@ -20,7 +20,8 @@ import (
 // record; the end of stdin, or exit, closes it, and the run ends once it
 // has answered. On a terminal, each message is asked for when the run
 // waits for it (its turn record), after a prompt; off one, the lines go
-// to the run as they come, and it answers them in order.
+// to the run as they come once it waits for the first, and it answers
+// them in order.
 type chatter struct {
 	cl    *client.Client
 	tty   bool
@@ -75,8 +76,10 @@ func (h *chatter) feed(ctx context.Context) {
 	case <-ctx.Done():
 		return
 	}
-	for {
-		if h.tty {
+	for first := true; ; first = false {
+		// The first message waits for the run to wait for it (a run may
+		// be queued, its stdin not there yet); on a terminal, each does.
+		if h.tty || first {
 			select {
 			case <-h.turn:
 			case <-ctx.Done():
