@@ -324,10 +324,10 @@ func exitStatus(err error) int {
 		switch {
 		case f.Code == proto.EDQUOT:
 			return cliutil.ExitBudget
-		case f.Code == proto.EPERM || f.Code == proto.EACCES:
-			return cliutil.ExitDenied
 		case f.Endpoint:
 			return cliutil.ExitEndpoint
+		case f.Code == proto.EPERM || f.Code == proto.EACCES:
+			return cliutil.ExitDenied // the kernel refused the call
 		}
 	}
 	return cliutil.ExitFailure
