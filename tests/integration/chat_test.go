@@ -87,6 +87,18 @@ func TestAgentChat(t *testing.T) {
 	if r.code != 0 || !strings.Contains(s.Requests()[4].Text(), "write down the plan") {
 		t.Fatalf("-c after a chat: exit %d\n%s", r.code, r.stderr)
 	}
+	// The run's budget is the whole chat's: past run_tokens, the chat
+	// ends over budget (exit 3), what was answered kept.
+	if r := d.ox("", "ox-policy", "set", "-a", "ops", sectionPolicy(t, map[string]string{"budget": "run_tokens = 300"})); r.code != 0 {
+		t.Fatalf("ox-policy set: %d %s", r.code, r.stderr)
+	}
+	s.Push(llmtest.Turn{Content: "one", PromptTokens: 200, CompletionTokens: 20, Repeat: 3})
+	r = d.ox("first\nsecond\nthird\n", "ox-spawn", "-a", "ops", "-i", "--no-memory", "--json")
+	recs = records(t, r.stdout)
+	errs := ofType(recs, "error")
+	if r.code != 3 || len(errs) != 1 || errs[0]["code"] != "EDQUOT" || len(ofType(recs, "turn")) > 2 {
+		t.Fatalf("a chat past its run_tokens: exit %d, want 3 with an EDQUOT error record\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
 	// A chat is no command, and has no final answer for a schema.
 	for _, args := range [][]string{{"-i", "-d", "x"}, {"-i", "--schema", "/dev/null", "x"}, {"-i", "--", "true"}} {
 		if r := d.ox("", "ox-spawn", append([]string{"-a", "ops"}, args...)...); r.code != 2 {
