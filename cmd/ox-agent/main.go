@@ -39,7 +39,7 @@ func main() {
 		&cli.StringFlag{Name: "system", Aliases: []string{"s"}, Usage: "a system prompt `TEXT` for the run, after the built-in one (replaces the persona's)"},
 		&cli.StringFlag{Name: "persona", Aliases: []string{"P"}, Usage: "the persona `NAME`: the agent's own (state key personas/NAME) or a shipped one", EnvVars: []string{"OXIOS_LLM_PERSONA"}},
 		&cli.BoolFlag{Name: "personas", Usage: "list the personas the agent may use, and exit"},
-		&cli.BoolFlag{Name: "models", Usage: "list the models oxiosd offers (-m NAME) with the health of their endpoints, and exit"},
+		&cli.BoolFlag{Name: "models", Usage: "list the models oxiosd offers (-m NAME) with the health of their endpoints (with -a, whether the agent's policy lets it ask for each), and exit"},
 		&cli.BoolFlag{Name: "interactive", Aliases: []string{"i"}, Usage: "chat: after the answer, read the next message from stdin (a line each; exit, quit or end of file ends the chat) and answer it in the same conversation"},
 		&cli.BoolFlag{Name: "continue", Aliases: []string{"c"}, Usage: "continue the agent's latest conversation"},
 		&cli.StringFlag{Name: "conversation", Usage: "continue the conversation of run `ID`"},
@@ -382,7 +382,17 @@ func listModels(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	p := cliutil.NewPrinter(c, "NAME", "MODEL", "STATE", "PRICES", "ENDPOINT")
+	// With an agent: may it ask for each ([llm] models of its policy),
+	// as the kernel's dry run answers.
+	agent := c.String("agent")
+	header := []string{"NAME", "MODEL", "STATE", "PRICES", "ENDPOINT"}
+	if agent != "" {
+		if err := proto.CheckAgent(agent); err != nil {
+			return cliutil.Usagef("%s", err.Message)
+		}
+		header = append(header, "ALLOWED")
+	}
+	p := cliutil.NewPrinter(c, header...)
 	for _, m := range d.Models {
 		prices := "-"
 		if m.PromptPrice > 0 || m.CompletionPrice > 0 {
@@ -393,9 +403,21 @@ func listModels(c *cli.Context) error {
 			name += " (default)"
 		}
 		text := fmt.Sprintf("%s: %s, circuit %s", m.Name, m.Model, m.State)
-		p.Print(map[string]any{"type": "model", "name": m.Name, "model": m.Model, "endpoint": m.Endpoint, "state": m.State,
-			"prompt_price": m.PromptPrice, "completion_price": m.CompletionPrice, "default": m.Default, "text": text},
-			name, m.Model, m.State, prices, m.Endpoint)
+		rec := map[string]any{"type": "model", "name": m.Name, "model": m.Model, "endpoint": m.Endpoint, "state": m.State,
+			"prompt_price": m.PromptPrice, "completion_price": m.CompletionPrice, "default": m.Default, "text": text}
+		row := []string{name, m.Model, m.State, prices, m.Endpoint}
+		if agent != "" {
+			chk, err := cl.PolicyCheck(c.Context, proto.PolicyCheckArgs{Agent: agent, Op: proto.OpLLMChat, Args: []string{m.Name}})
+			if err != nil {
+				return err
+			}
+			rec["agent"], rec["allowed"] = agent, chk.Allowed
+			row = append(row, map[bool]string{true: "yes", false: "no (" + chk.Rule + ")"}[chk.Allowed])
+			if !chk.Allowed {
+				rec["text"] = text + "; " + chk.Text
+			}
+		}
+		p.Print(rec, row...)
 	}
 	return p.Flush()
 }

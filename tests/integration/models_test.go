@@ -57,6 +57,14 @@ func TestPolicyModels(t *testing.T) {
 	if r := d.ox("", "ox-policy", "check", "-a", "ops", "llm.chat", "small"); r.code != 0 {
 		t.Errorf("ox-policy check llm.chat small: exit %d %s", r.code, r.stderr)
 	}
+	// ox-agent --models -a says which the agent may ask for.
+	allowed := map[string]any{}
+	for _, m := range records(t, d.ox("", "ox-agent", "--models", "-a", "ops", "--json").stdout) {
+		allowed[m["name"].(string)] = m["allowed"]
+	}
+	if allowed["test-model"] != false || allowed["small"] != true {
+		t.Errorf("ox-agent --models -a ops: allowed %v", allowed)
+	}
 	// Replayed against a policy with small alone, the call of the
 	// meta-llama model would be refused now; the refused call allowed.
 	export := d.ox("", "ox-audit", "export")
