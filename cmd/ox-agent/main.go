@@ -28,8 +28,8 @@ var version = "0.1.0-dev"
 func main() {
 	app := cliutil.App("ox-agent", "the LLM runner: think through a model endpoint, act through kernel syscalls")
 	app.Version = version
-	app.ArgsUsage = "[--] TASK..."
-	app.Description = "Runs TASK for an agent: the model at the endpoint is given the task, the context read from stdin (JSON lines records or text) and the memories the task recalls, and may call the tools state_read, state_write, state_list, remember, recall, exec and finish, each a syscall of oxiosd checked against the agent's policy. The budget is reserved before each model call and charged with the usage the endpoint reports. Failed model calls are retried with backoff behind a circuit breaker. At the end an episodic summary is remembered. Prints the conversation as JSON lines records (message, tool_call, tool_result, usage, endpoint, error). oxiosd runs it for `ox-spawn -a AGENT TASK` with the environment variables named beside the options set; it can also be run by hand."
+	app.ArgsUsage = "[-i] [--] TASK... | logs [-q WORDS]"
+	app.Description = "Runs TASK for an agent: the model at the endpoint is given the task, the context read from stdin (JSON lines records or text) and the memories the task recalls, and may call the tools state_read, state_write, state_list, remember, recall, exec and finish, each a syscall of oxiosd checked against the agent's policy. The budget is reserved before each model call and charged with the usage the endpoint reports. Failed model calls are retried with backoff behind a circuit breaker. At the end an episodic summary is remembered. Prints the conversation as JSON lines records (message, tool_call, tool_result, usage, endpoint, turn, error). With -i the run is a chat: after each answer it reads the next message from stdin (a line, or a JSON message record) until exit, quit or the end of stdin. `ox-agent logs` prints the prompts and answers of the agent's kept conversations, the newest first; -q WORDS only those holding every word. oxiosd runs it for `ox-spawn -a AGENT TASK` with the environment variables named beside the options set; it can also be run by hand."
 	app.Flags = []cli.Flag{
 		cliutil.SocketFlag,
 		cliutil.AgentFlag,
@@ -39,7 +39,8 @@ func main() {
 		&cli.StringFlag{Name: "system", Aliases: []string{"s"}, Usage: "a system prompt `TEXT` for the run, after the built-in one (replaces the persona's)"},
 		&cli.StringFlag{Name: "persona", Aliases: []string{"P"}, Usage: "the persona `NAME`: the agent's own (state key personas/NAME) or a shipped one", EnvVars: []string{"OXIOS_LLM_PERSONA"}},
 		&cli.BoolFlag{Name: "personas", Usage: "list the personas the agent may use, and exit"},
-		&cli.BoolFlag{Name: "models", Usage: "list the models oxiosd offers (-m NAME) with the health of their endpoints, and exit"},
+		&cli.BoolFlag{Name: "models", Usage: "list the models oxiosd offers (-m NAME) with the health of their endpoints (with -a, whether the agent's policy lets it ask for each), and exit"},
+		&cli.BoolFlag{Name: "interactive", Aliases: []string{"i"}, Usage: "chat: after the answer, read the next message from stdin (a line each; exit, quit or end of file ends the chat) and answer it in the same conversation"},
 		&cli.BoolFlag{Name: "continue", Aliases: []string{"c"}, Usage: "continue the agent's latest conversation"},
 		&cli.StringFlag{Name: "conversation", Usage: "continue the conversation of run `ID`"},
 		&cli.BoolFlag{Name: "no-keep", Usage: "do not keep the run's conversation in the agent's state"},
@@ -59,6 +60,9 @@ func main() {
 		&cli.BoolFlag{Name: "afresh", Usage: "with --replay: ask the model (-m) afresh from the recording's start instead of serving its answers, and report the first answer or tool call that differs (the model's calls are budgeted as any)"},
 	}
 	app.Action = run
+	if !noLogs(os.Args) {
+		app.Commands = cliutil.SubcommandUsage([]*cli.Command{logsCommand})
+	}
 	cliutil.CompleteIfAsked(app)
 	// Its own signal handling: a signal ends the run with an error
 	// record, then ox-agent dies of that signal so its status says so.
@@ -97,8 +101,12 @@ func run(c *cli.Context) error {
 	if c.Bool("personas") {
 		return listPersonas(c, name)
 	}
-	if strings.TrimSpace(task) == "" {
-		return cliutil.Usagef("give a TASK")
+	chat := c.Bool("interactive")
+	if strings.TrimSpace(task) == "" && !chat {
+		return cliutil.Usagef("give a TASK (or -i, a chat whose messages come on stdin)")
+	}
+	if chat && c.IsSet("schema") {
+		return cliutil.Usagef("--schema is for a run with one final answer, not a chat (-i)")
 	}
 	if c.IsSet("temperature") && (c.Float64("temperature") < 0 || c.Float64("temperature") > 2) {
 		return cliutil.Usagef("--temperature %v: want 0 to 2", c.Float64("temperature"))
@@ -109,8 +117,24 @@ func run(c *cli.Context) error {
 	if c.Bool("continue") && c.IsSet("conversation") {
 		return cliutil.Usagef("--continue continues the latest conversation, --conversation a named one: give one")
 	}
-	input, err := readContext()
-	if err != nil {
+	var input string
+	var turns *agent.TurnReader
+	if chat {
+		// Stdin is the messages; a context record first is the input.
+		turns = agent.NewTurnReader(os.Stdin)
+		if cliutil.IsTerminal(os.Stdin) {
+			turns.Prompt = func(more bool) {
+				if more {
+					fmt.Fprint(os.Stderr, "... ")
+				} else {
+					fmt.Fprint(os.Stderr, "> ")
+				}
+			}
+		} else if err := turns.ReadContext(); err != nil {
+			return cliutil.Failf("stdin: %v", err)
+		}
+		input = turns.Context
+	} else if input, err = readContext(); err != nil {
 		return err
 	}
 	cl, err := cliutil.Connect(c)
@@ -211,9 +235,10 @@ func run(c *cli.Context) error {
 	if !c.IsSet("model") && !given("model") {
 		m.Model = "" // the run's, else the [llm] model
 	}
-	r = agent.New(cfg, k, m)
-	_, err = r.Run(c.Context)
-	if !c.Bool("no-keep") && answered(r.Messages()) {
+	keep := func() {
+		if c.Bool("no-keep") || !answered(r.Messages()) {
+			return
+		}
 		conv := &agent.Conversation{Run: run, Agent: name, Model: cfg.Model, Persona: persona, Saved: time.Now().UTC(), Messages: r.Messages()}
 		// The conversation is kept even when the run failed: what was
 		// paid for may be continued. A signal's context is gone; the
@@ -224,11 +249,52 @@ func run(c *cli.Context) error {
 		}
 		cancel()
 	}
+	if chat {
+		// Each answer is kept before the next message is awaited: a chat
+		// killed while it waits loses nothing of what was paid for.
+		cfg.Next = chatNext(turns, keep)
+	}
+	r = agent.New(cfg, k, m)
+	_, err = r.Run(c.Context)
+	keep()
 	if err != nil {
 		r.Failed(err)
 		return cliutil.Silent(exitStatus(err))
 	}
 	return nil
+}
+
+// chatNext is a chat's Config.Next: it keeps the conversation so far
+// (keep), then reads the next message from turns. The read runs on a
+// goroutine of its own, one message at a time, so that a signal ends the
+// wait.
+func chatNext(turns *agent.TurnReader, keep func()) func(ctx context.Context) (string, error) {
+	type msg struct {
+		text string
+		err  error
+	}
+	ask := make(chan struct{})
+	got := make(chan msg)
+	go func() {
+		for range ask {
+			text, err := turns.Next()
+			got <- msg{text, err}
+		}
+	}()
+	return func(ctx context.Context) (string, error) {
+		keep()
+		select {
+		case ask <- struct{}{}:
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+		select {
+		case m := <-got:
+			return m.text, m.err
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
 }
 
 // answered reports whether the conversation holds an answer of the model:
@@ -268,6 +334,8 @@ func exitStatus(err error) int {
 			return cliutil.ExitBudget
 		case f.Endpoint:
 			return cliutil.ExitEndpoint
+		case f.Code == proto.EPERM || f.Code == proto.EACCES:
+			return cliutil.ExitDenied // the kernel refused the call
 		}
 	}
 	return cliutil.ExitFailure
@@ -322,7 +390,17 @@ func listModels(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	p := cliutil.NewPrinter(c, "NAME", "MODEL", "STATE", "PRICES", "ENDPOINT")
+	// With an agent: may it ask for each ([llm] models of its policy),
+	// as the kernel's dry run answers.
+	agent := c.String("agent")
+	header := []string{"NAME", "MODEL", "STATE", "PRICES", "ENDPOINT"}
+	if agent != "" {
+		if err := proto.CheckAgent(agent); err != nil {
+			return cliutil.Usagef("%s", err.Message)
+		}
+		header = append(header, "ALLOWED")
+	}
+	p := cliutil.NewPrinter(c, header...)
 	for _, m := range d.Models {
 		prices := "-"
 		if m.PromptPrice > 0 || m.CompletionPrice > 0 {
@@ -333,9 +411,21 @@ func listModels(c *cli.Context) error {
 			name += " (default)"
 		}
 		text := fmt.Sprintf("%s: %s, circuit %s", m.Name, m.Model, m.State)
-		p.Print(map[string]any{"type": "model", "name": m.Name, "model": m.Model, "endpoint": m.Endpoint, "state": m.State,
-			"prompt_price": m.PromptPrice, "completion_price": m.CompletionPrice, "default": m.Default, "text": text},
-			name, m.Model, m.State, prices, m.Endpoint)
+		rec := map[string]any{"type": "model", "name": m.Name, "model": m.Model, "endpoint": m.Endpoint, "state": m.State,
+			"prompt_price": m.PromptPrice, "completion_price": m.CompletionPrice, "default": m.Default, "text": text}
+		row := []string{name, m.Model, m.State, prices, m.Endpoint}
+		if agent != "" {
+			chk, err := cl.PolicyCheck(c.Context, proto.PolicyCheckArgs{Agent: agent, Op: proto.OpLLMChat, Args: []string{m.Name}})
+			if err != nil {
+				return err
+			}
+			rec["agent"], rec["allowed"] = agent, chk.Allowed
+			row = append(row, map[bool]string{true: "yes", false: "no (" + chk.Rule + ")"}[chk.Allowed])
+			if !chk.Allowed {
+				rec["text"] = text + "; " + chk.Text
+			}
+		}
+		p.Print(rec, row...)
 	}
 	return p.Flush()
 }

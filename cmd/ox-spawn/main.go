@@ -29,7 +29,7 @@ func main() {
 	app := cliutil.App("ox-spawn", "start a run of an agent: a command, or an LLM agent with a task")
 	app.Version = version
 	app.ArgsUsage = "[TASK...] | -- COMMAND [ARG...]"
-	app.Description = "With -- COMMAND, runs the command as a run of the agent; otherwise runs the LLM runner ox-agent with TASK. The agent is created, with the default policy, if it does not exist. Attaches by default: prints the run's records as they come (JSON lines, or text on a terminal) and exits with the run's status (128+N if a signal N killed it); Ctrl-C sends SIGINT to the run. With -d prints the run record and returns. Beyond the limits of [runs] in oxios.toml the run waits in oxiosd's queue (state queued), higher --priority first. A pipe or file on stdin is the run's input (records from ox-recall become an LLM run's context)."
+	app.Description = "With -- COMMAND, runs the command as a run of the agent; otherwise runs the LLM runner ox-agent with TASK. The agent is created, with the default policy, if it does not exist. Attaches by default: prints the run's records as they come (JSON lines, or text on a terminal) and exits with the run's status (128+N if a signal N killed it); Ctrl-C sends SIGINT to the run. With -d prints the run record and returns. Beyond the limits of [runs] in oxios.toml the run waits in oxiosd's queue (state queued), higher --priority first. A pipe or file on stdin is the run's input (records from ox-recall become an LLM run's context). With -i the run is a chat: stdin holds its messages, one a line, each answered in one conversation until exit or the end of stdin."
 	app.Flags = cliutil.ClientFlags(
 		&cli.BoolFlag{Name: "detach", Aliases: []string{"d"}, Usage: "print the run record and return; the run goes on"},
 		&cli.StringFlag{Name: "work", Aliases: []string{"w"}, TakesFile: true, Usage: "work on host folder `DIR` at /work through an overlay: the folder does not change, the run's changes wait for ox-work apply (the policy's [work] allow names the folders)"},
@@ -40,6 +40,7 @@ func main() {
 		&cli.IntFlag{Name: "priority", Aliases: []string{"p"}, Usage: "the run's place when it waits for admission: higher `P` first (default 0)"},
 		&cli.StringFlag{Name: "system", Aliases: []string{"s"}, Usage: "an LLM run's system prompt `TEXT`, after the built-in one (replaces the persona's)"},
 		&cli.StringFlag{Name: "persona", Aliases: []string{"P"}, Usage: "an LLM run's persona `NAME` (shipped, or the agent's own: see ox-agent(1))"},
+		&cli.BoolFlag{Name: "interactive", Aliases: []string{"i"}, Usage: "chat: one LLM run answers message after message in one conversation, each a line of stdin (on a terminal, after a > prompt; !multi ... !end for several lines; exit, quit or Ctrl-D ends it); TASK, if given, is the first"},
 		&cli.BoolFlag{Name: "continue", Aliases: []string{"c"}, Usage: "continue the agent's latest conversation"},
 		&cli.StringFlag{Name: "conversation", Usage: "continue the conversation of run `ID`"},
 		&cli.Float64Flag{Name: "temperature", Aliases: []string{"t"}, Usage: "an LLM run's sampling temperature `T` (0 to 2)"},
@@ -84,6 +85,14 @@ func spawn(c *cli.Context) error {
 		}
 	}
 	args := c.Args().Slice()
+	chat := c.Bool("interactive")
+	if chat {
+		for _, f := range []string{"detach", "node", "no-stdin", "schema"} {
+			if c.IsSet(f) {
+				return cliutil.Usagef("--%s is not for a chat (-i)", f)
+			}
+		}
+	}
 	if dashdash() {
 		if len(args) == 0 {
 			return cliutil.Usagef("no command after --")
@@ -115,12 +124,12 @@ func spawn(c *cli.Context) error {
 		return err
 	}
 	defer cl.Close()
-	if !c.Bool("no-stdin") {
+	if !c.Bool("no-stdin") && !chat {
 		if a.Input, err = cliutil.ReadInput(cl.Hello().MaxValue); err != nil {
 			return err
 		}
 	}
-	if a.Task == "" && len(a.Command) == 0 {
+	if a.Task == "" && len(a.Command) == 0 && !chat {
 		return cliutil.Usagef("give a TASK for an LLM run, or -- COMMAND")
 	}
 	node := c.String("node")
@@ -142,9 +151,14 @@ func spawn(c *cli.Context) error {
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 	out := cliutil.NewRunStream(c.Bool("json"))
-	out.Quiet, out.Verbose = c.Bool("quiet"), c.Bool("verbose")
+	out.Quiet, out.Verbose, out.Chat = c.Bool("quiet"), c.Bool("verbose"), chat
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	var chatting *chatter
+	if chat {
+		chatting = newChatter(cl)
+		go chatting.feed(ctx)
+	}
 	var run atomic.Value // the run's id, once its record came
 	go func() {
 		for sig := range sigs {
@@ -162,6 +176,9 @@ func spawn(c *cli.Context) error {
 		err := out.Record(rec)
 		if out.Run != "" && run.Load() == nil {
 			run.Store(out.Run)
+		}
+		if chatting != nil {
+			chatting.record(out.Run, rec)
 		}
 		return err
 	})
@@ -227,7 +244,7 @@ func spawnOn(c *cli.Context, cl *client.Client, node string, a proto.SpawnArgs) 
 }
 
 // llmFlags are the options of LLM runs only.
-var llmFlags = []string{"system", "persona", "continue", "conversation", "temperature", "max-tokens", "no-recall", "no-summary", "no-memory", "no-keep", "wait-endpoint", "schema", "fragment", "var"}
+var llmFlags = []string{"interactive", "system", "persona", "continue", "conversation", "temperature", "max-tokens", "no-recall", "no-summary", "no-memory", "no-keep", "wait-endpoint", "schema", "fragment", "var"}
 
 // llmArgs are an LLM run's options, or nil when none is given.
 func llmArgs(c *cli.Context) (*proto.LLMArgs, error) {
@@ -235,7 +252,7 @@ func llmArgs(c *cli.Context) (*proto.LLMArgs, error) {
 		System: c.String("system"), Persona: c.String("persona"),
 		Continue: c.Bool("continue"), Conversation: c.String("conversation"), MaxTokens: c.Int("max-tokens"),
 		NoRecall: c.Bool("no-recall") || c.Bool("no-memory"), NoSummary: c.Bool("no-summary") || c.Bool("no-memory"), NoKeep: c.Bool("no-keep"),
-		WaitEndpoint: c.Bool("wait-endpoint"),
+		WaitEndpoint: c.Bool("wait-endpoint"), Chat: c.Bool("interactive"),
 	}
 	if o.Continue && o.Conversation != "" {
 		return nil, cliutil.Usagef("--continue continues the latest conversation, --conversation a named one: give one")

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -83,6 +84,11 @@ type Config struct {
 	Schema *llm.Schema
 	// Fragments are URLs fetched (net.fetch) and said before the task.
 	Fragments []string
+	// Next, if set, makes the run a chat (chat.go): once the model has
+	// answered, it returns the user's next message, which the run answers
+	// in the same conversation, or io.EOF when the chat is over. With no
+	// Task, the first message is Next's too.
+	Next func(ctx context.Context) (string, error)
 	// Emit receives each record as it happens.
 	Emit func(rec any)
 	// Now is the clock (tests).
@@ -163,6 +169,9 @@ const systemPrompt = `You are %s, an agent running under Oxios (run %s). You act
 - finish: end the task with a short summary of what you did and found.
 When a tool returns an error, read it and correct the call; do not repeat a call that failed the same way. Be brief.`
 
+// contextPrefix begins the message that says what the run was handed.
+const contextPrefix = "Context handed to this run:\n"
+
 // minAnswer is the least room for an answer a call is made with.
 const minAnswer = 16
 
@@ -172,6 +181,18 @@ func (r *Runner) Messages() []openai.ChatCompletionMessage { return r.msgs }
 // Run runs the task to its end; an error (a *Fatal) says why it ended
 // without an answer.
 func (r *Runner) Run(ctx context.Context) (*Result, error) {
+	if r.cfg.Next != nil && strings.TrimSpace(r.cfg.Task) == "" && len(r.cfg.Start) == 0 {
+		// A chat that starts with the user's first message: the recall
+		// is for it.
+		text, err := r.next(ctx, 0)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return &Result{}, nil // nothing asked, nothing said
+			}
+			return &Result{}, err
+		}
+		r.cfg.Task = text
+	}
 	skills, err := r.open(ctx)
 	if err != nil {
 		return &Result{}, err
@@ -189,7 +210,9 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 	toolTokens := llm.EstimateTools(tools)
 	res := &Result{}
 	compacted := false
-	for res.Turns < r.cfg.MaxTurns {
+	// The turn limit bounds the model calls of each message of a chat.
+	limit, messages := r.cfg.MaxTurns, 1
+	for res.Turns < limit {
 		if err := ctx.Err(); err != nil {
 			return res, cancelled(ctx)
 		}
@@ -214,7 +237,11 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 			if !errors.As(err, &le) {
 				var pe *proto.Error
 				if errors.As(err, &pe) {
-					// The kernel's answer (llm.chat): over budget, refused.
+					// The kernel's answer (llm.chat): over budget, or
+					// refused (a model the policy does not list).
+					if pe.Code == proto.EPERM || pe.Code == proto.EACCES {
+						return res, &Fatal{Code: pe.Code, Err: err}
+					}
 					return res, r.fatal(ctx, err)
 				}
 				return res, &Fatal{Code: proto.EHOSTDOWN, Endpoint: true, Err: err}
@@ -284,8 +311,12 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 				}
 				r.result(v)
 			}
-			r.remember(ctx, res.Summary)
-			return res, nil
+			more, err := r.nextMessage(ctx, res, messages)
+			if err != nil || !more {
+				return res, err
+			}
+			limit, messages = res.Turns+r.cfg.MaxTurns, messages+1
+			continue
 		}
 		finished := false
 		for _, tc := range turn.ToolCalls {
@@ -323,8 +354,11 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 				}
 				r.result(v)
 			}
-			r.remember(ctx, res.Summary)
-			return res, nil
+			more, err := r.nextMessage(ctx, res, messages)
+			if err != nil || !more {
+				return res, err
+			}
+			limit, messages = res.Turns+r.cfg.MaxTurns, messages+1
 		}
 	}
 	return res, &Fatal{Code: proto.ELOOP, Err: fmt.Errorf("no answer after %d model turns (the run's turn limit, --max-turns)", r.cfg.MaxTurns)}
@@ -358,7 +392,7 @@ func (r *Runner) open(ctx context.Context) ([]*skill.Installed, error) {
 		r.say(openai.ChatMessageRoleSystem, mem)
 	}
 	if c := strings.TrimSpace(r.cfg.Context); c != "" {
-		r.say(openai.ChatMessageRoleUser, "Context handed to this run:\n"+c)
+		r.say(openai.ChatMessageRoleUser, contextPrefix+c)
 	}
 	skills := r.skills(ctx)
 	if p := skillsPrompt(skills); p != "" {
@@ -369,6 +403,41 @@ func (r *Runner) open(ctx context.Context) ([]*skill.Installed, error) {
 	}
 	r.say(openai.ChatMessageRoleUser, r.cfg.Task)
 	return skills, nil
+}
+
+// nextMessage ends a run whose model gave its last word, remembering its
+// summary, or, in a chat, says the next message of the user and returns
+// true; answered is how many messages were answered.
+func (r *Runner) nextMessage(ctx context.Context, res *Result, answered int) (bool, error) {
+	if r.cfg.Next == nil {
+		r.remember(ctx, res.Summary)
+		return false, nil
+	}
+	text, err := r.next(ctx, answered)
+	if errors.Is(err, io.EOF) {
+		r.remember(ctx, res.Summary)
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	r.say(openai.ChatMessageRoleUser, text)
+	return true, nil
+}
+
+// next emits a turn record and waits for the user's next message (Next):
+// io.EOF at the end of the chat, a *Fatal if it cannot be read.
+func (r *Runner) next(ctx context.Context, answered int) (string, error) {
+	r.emit(&proto.TurnRecord{Type: proto.RecordTurn, Turn: answered, Tokens: r.tokens,
+		Text: fmt.Sprintf("answered %d; waiting for the next message", answered)})
+	text, err := r.cfg.Next(ctx)
+	switch {
+	case err == nil, errors.Is(err, io.EOF):
+		return text, err
+	case ctx.Err() != nil:
+		return "", cancelled(ctx)
+	}
+	return "", &Fatal{Code: proto.EIO, Err: fmt.Errorf("the next message: %w", err)}
 }
 
 // refusesTools reports whether a model call failed because the endpoint
@@ -485,6 +554,8 @@ func (r *Runner) emit(rec any) {
 	case *proto.EndpointRecord:
 		v.Run, v.Agent, v.Time = r.cfg.Run, r.cfg.Agent, now
 	case *proto.ErrorRecord:
+		v.Run, v.Agent, v.Time = r.cfg.Run, r.cfg.Agent, now
+	case *proto.TurnRecord:
 		v.Run, v.Agent, v.Time = r.cfg.Run, r.cfg.Agent, now
 	}
 	r.cfg.Emit(rec)

@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -220,5 +221,69 @@ func TestRunnerWasmTools(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no good tool result for wasm_jsonq: %+v", *recs)
+	}
+}
+
+// TestRunnerChat: with Next, the runner answers message after message in
+// one conversation: a turn record before each wait, --max-turns for each
+// message (not the whole chat), one summary at the end; a signal while it
+// waits ends it as cancelled.
+func TestRunnerChat(t *testing.T) {
+	k := &memKernel{state: map[string][]byte{}}
+	msgs := []string{"second", "third"}
+	cfg := agent.Config{Agent: "a", Run: "r", Task: "first", MaxTurns: 2, Recall: -1,
+		Next: func(context.Context) (string, error) {
+			if len(msgs) == 0 {
+				return "", io.EOF
+			}
+			m := msgs[0]
+			msgs = msgs[1:]
+			return m, nil
+		}}
+	tool := llmtest.Turn{ToolCalls: []llmtest.Call{{Name: "state_list", Arguments: `{}`}}}
+	r, s, recs := runner(t, k, cfg,
+		llmtest.Turn{Content: "one"}, tool, llmtest.Turn{Content: "two"}, tool, llmtest.Turn{Content: "three"})
+	res, err := r.Run(context.Background())
+	if err != nil || res.Turns != 5 || res.Summary != "three" {
+		t.Fatalf("res %+v err %v", res, err)
+	}
+	if n := len(s.Requests()); n != 5 {
+		t.Fatalf("%d model calls, want 5 (each message within its 2)", n)
+	}
+	var users []string
+	turns := 0
+	for _, rec := range *recs {
+		switch v := rec.(type) {
+		case *proto.MessageRecord:
+			if v.Role == "user" {
+				users = append(users, v.Text)
+			}
+		case *proto.TurnRecord:
+			turns++
+			if v.Run != "r" || v.Turn != turns {
+				t.Errorf("turn record %+v", v)
+			}
+		}
+	}
+	if strings.Join(users, "|") != "first|second|third" {
+		t.Errorf("the user's messages %q", users)
+	}
+	if turns != 3 || len(k.mems) != 1 || !strings.Contains(k.mems[0].Text, "Task: first") || !strings.Contains(k.mems[0].Text, "Outcome: three") {
+		t.Errorf("%d turn records (want 3, one after each answer), memories %+v", turns, k.mems)
+	}
+	// Without a task, the first message is Next's too, after a turn
+	// record; a signal while it waits ends the run as cancelled.
+	cfg.Task = ""
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cfg.Next = func(ctx context.Context) (string, error) {
+		cancel(errors.New("signal interrupt"))
+		<-ctx.Done()
+		return "", ctx.Err()
+	}
+	r, _, _ = runner(t, k, cfg)
+	_, err = r.Run(ctx)
+	var f *agent.Fatal
+	if !errors.As(err, &f) || f.Code != proto.ECANCELED {
+		t.Fatalf("cancelled while waiting: %v", err)
 	}
 }

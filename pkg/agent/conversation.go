@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -135,4 +136,82 @@ func dropOldest(c *Conversation) (int, bool) {
 	}
 	c.Messages = append(c.Messages[:i], c.Messages[j:]...)
 	return n, true
+}
+
+// Exchange is one message of the user in a kept conversation and what the
+// model answered it (its texts, tool calls left out): what ox-agent logs
+// shows and searches.
+type Exchange struct {
+	Run    string
+	Model  string
+	Saved  time.Time
+	Prompt string
+	Answer string
+}
+
+// Exchanges are the exchanges of c, in order. The context a run was handed
+// goes with the message after it.
+func (c *Conversation) Exchanges() []Exchange {
+	var out []Exchange
+	var context string
+	for _, m := range c.Messages {
+		switch m.Role {
+		case openai.ChatMessageRoleUser:
+			if strings.HasPrefix(m.Content, contextPrefix) {
+				context = m.Content
+				continue
+			}
+			prompt := m.Content
+			if context != "" {
+				prompt, context = context+"\n\n"+prompt, ""
+			}
+			out = append(out, Exchange{Run: c.Run, Model: c.Model, Saved: c.Saved, Prompt: prompt})
+		case openai.ChatMessageRoleAssistant:
+			if len(out) == 0 || strings.TrimSpace(m.Content) == "" {
+				continue
+			}
+			e := &out[len(out)-1]
+			if e.Answer != "" {
+				e.Answer += "\n"
+			}
+			e.Answer += m.Content
+		}
+	}
+	return out
+}
+
+// Matches reports whether the exchange holds every one of words, in its
+// prompt or its answer, whatever their case.
+func (e Exchange) Matches(words []string) bool {
+	text := strings.ToLower(e.Prompt + "\n" + e.Answer)
+	for _, w := range words {
+		if !strings.Contains(text, strings.ToLower(w)) {
+			return false
+		}
+	}
+	return true
+}
+
+// Conversations returns the agent's kept conversations, the newest first.
+// One that does not decode is skipped, and named in skipped.
+func Conversations(ctx context.Context, k Kernel) (convs []*Conversation, skipped []string, err error) {
+	recs, err := k.StateList(ctx, ConversationPrefix)
+	var pe *proto.Error
+	if err != nil && (!errors.As(err, &pe) || pe.Code != proto.ENOENT) {
+		return nil, nil, err
+	}
+	for _, r := range recs {
+		id := strings.TrimPrefix(r.Key, ConversationPrefix)
+		c, err := LoadConversation(ctx, k, id)
+		if err != nil {
+			if errors.As(err, &pe) && (pe.Code == proto.EINVAL || pe.Code == proto.ENOENT) {
+				skipped = append(skipped, r.Key)
+				continue
+			}
+			return nil, nil, err
+		}
+		convs = append(convs, c)
+	}
+	slices.SortStableFunc(convs, func(a, b *Conversation) int { return b.Saved.Compare(a.Saved) })
+	return convs, skipped, nil
 }

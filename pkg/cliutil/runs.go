@@ -23,9 +23,12 @@ type RunStream struct {
 	// Deltas passes delta records on as JSON too (they are left out off
 	// a terminal: the message record after them holds the whole answer).
 	Deltas bool
-	out    *bufio.Writer
-	Exit   *proto.ExitRecord
-	Run    string
+	// Chat: the run is a chat (ox-spawn -i), whose user typed its
+	// messages: on a terminal they are not shown again.
+	Chat bool
+	out  *bufio.Writer
+	Exit *proto.ExitRecord
+	Run  string
 	// streamed: deltas of an answer were printed; midline: the last
 	// did not end its line.
 	streamed, midline bool
@@ -108,9 +111,13 @@ func (s *RunStream) text(typ string, b []byte) {
 			fmt.Fprintln(s.out, str("text"))
 		case role == "system" && !s.Verbose:
 			// The prompt is the same each run: --verbose shows it.
+		case role == "user" && s.Chat:
+			// Typed on this terminal.
 		default:
 			note("%s: %s", role, str("text"))
 		}
+	case proto.RecordTurn:
+		// A chat waits for its next message: the prompt says so.
 	case proto.RecordRun:
 		pid, _ := r["pid"].(float64)
 		note("run %s started (agent %s, pid %d)", str("id"), str("agent"), int(pid))

@@ -234,6 +234,13 @@ func (k *Kernel) llmChat(ctx context.Context, c *Cred, a chatting, raw []byte) (
 	if name == "" {
 		name = l.Model
 	}
+	// The agent's policy names the models it may ask for (llm.models),
+	// by the name asked: the admin too acts as the agent here. Like a
+	// refused exec, a refused model only fails (no on_violation).
+	if d := policy.AsDenied(k.hooked(k.root, p, c, proto.OpLLMChat, a.Agent, asking{ask: askModel, key: name})); d != nil {
+		k.auditDenied(c, proto.OpLLMChat, a.Agent+":"+name+" ["+d.Rule+"]", raw, proto.EPERM)
+		return proto.LLMTurnRecord{}, proto.Errorf(proto.EPERM, "%s: %s (policy rule %s)", a.Agent, d.Reason, d.Rule)
+	}
 	// A [models.NAME] of that name brings its endpoint, key, prices and
 	// options; another name is a model of [llm]'s endpoint.
 	l, model, entry := l.Resolve(name)

@@ -34,6 +34,7 @@ const (
 	askMCP                // call tool of MCP server key
 	askSend               // send a message to agent key
 	askWork               // take host folder key as a run's work ("": none)
+	askModel              // ask the model of oxios.toml named key (llm.chat)
 )
 
 // asking is one policy question with what it is about.
@@ -79,6 +80,8 @@ func answer(p *policy.Policy, q asking) error {
 			return nil
 		}
 		return p.CheckWork(q.key)
+	case askModel:
+		return p.CheckModel(q.key)
 	case askSend: // policy.CheckMessage's two questions
 		if err := p.CheckSend(q.key); err != nil || q.accepts == nil {
 			return err
@@ -94,14 +97,14 @@ func answer(p *policy.Policy, q asking) error {
 // to use as it likes.
 func (a policyAsk) binds(c *Cred) bool {
 	switch a {
-	case askExec, askTool, askHost, askMCP, askSend, askWork:
+	case askExec, askTool, askHost, askMCP, askSend, askWork, askModel:
 		return true
 	}
 	return !c.Admin
 }
 
 // dryOps are the words ox-policy check takes for an op besides its name.
-var dryOps = map[string]string{"read": proto.OpStateLoad, "write": proto.OpStateSave, "memory": proto.OpMemRemember, "tool": proto.OpToolRun, "fetch": proto.OpNetFetch}
+var dryOps = map[string]string{"read": proto.OpStateLoad, "write": proto.OpStateSave, "memory": proto.OpMemRemember, "tool": proto.OpToolRun, "fetch": proto.OpNetFetch, "model": proto.OpLLMChat}
 
 // dryRun is the gate, its Do skipped, for op called with args (the
 // words of ox-policy check, or what an audit entry says) by c on agent
@@ -166,6 +169,10 @@ func dryRun(p *policy.Policy, usage judge.Usage, env *dryEnv, c *Cred, agent, op
 		}
 	case askHost:
 		q.key = judge.HostOf(q.key)
+	case askModel:
+		if q.key == "" {
+			return "", nil, proto.Errorf(proto.EINVAL, "%s: give the model's name, as a run asks for it (ox-agent --models lists them)", op)
+		}
 	case askMCP:
 		q.tool = arg(1)
 	case askSend:

@@ -714,9 +714,9 @@ var sysLLMGate = &Def[proto.LLMGateArgs, proto.LLMGateRecord]{
 }
 
 var sysLLMChat = &Def[chatting, proto.LLMTurnRecord]{
-	Syscall: Syscall{Op: proto.OpLLMChat, Existing: true, Mutates: true, Dirties: agenttree.ChangedFile(sysBudget)},
-	Example: `{"agent":"ops","messages":[{"role":"user","content":"hi"}]}`,
-	Args:    "agent, model, messages, tools, max_tokens, temperature, stream, wait", Result: "llm_delta, endpoint and llm_error records, streamed; llm_turn record", Own: true,
+	Syscall: Syscall{Op: proto.OpLLMChat, Asks: askModel, Existing: true, Mutates: true, Dirties: agenttree.ChangedFile(sysBudget)},
+	Example: `{"agent":"ops","model":"m1","messages":[{"role":"user","content":"hi"}]}`, Dry: []string{"m1"},
+	Args: "agent, model, messages, tools, max_tokens, temperature, stream, wait", Result: "llm_delta, endpoint and llm_error records, streamed; llm_turn record", Own: true,
 	Subject: func(_ *Cred, a chatting) call { return named(a.Agent) },
 	Do:      (*Kernel).llmChat,
 }

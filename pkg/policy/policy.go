@@ -13,6 +13,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -42,6 +43,7 @@ type Policy struct {
 	Sandbox Sandbox `toml:"sandbox"`
 	Hooks   Hooks   `toml:"hooks"`
 	Work    Work    `toml:"work"`
+	LLM     LLM     `toml:"llm"`
 
 	hosts []hostRule // net.allow, parsed
 }
@@ -112,6 +114,18 @@ type Sandbox struct {
 // any number of names. None: no folder.
 type Work struct {
 	Allow []string `toml:"allow"`
+}
+
+// LLM governs the agent's model calls (llm.chat): the models it may ask
+// for, by the names of oxios.toml ([llm]'s model, a [models.NAME], or a
+// model of [llm]'s endpoint asked by its own name), each a name or a glob
+// ("*", "?" and classes; "*" matches "/" too). Unlike the sections that
+// grant, a policy without models limits nothing: any model oxiosd
+// offers; an empty list, none.
+type LLM struct {
+	Models []string `toml:"models"`
+	// limited: models is in the policy, empty or not.
+	limited bool
 }
 
 // Isolation levels.
@@ -319,6 +333,13 @@ func Parse(b []byte) (*Policy, error) {
 	for _, g := range p.Work.Allow {
 		if !filepath.IsAbs(g) || filepath.Clean(g) != g || g == "/" || CheckPattern(g[1:]) != nil {
 			return nil, &Error{Line: lineOf(b, "allow", "[work]"), Reason: fmt.Sprintf("work.allow: %q: want an absolute, clean glob of host folders other than / (such as /home/alice/src/**)", g)}
+		}
+	}
+	if p.LLM.limited = md.IsDefined("llm", "models"); p.LLM.limited {
+		for _, m := range p.LLM.Models {
+			if _, err := path.Match(m, ""); err != nil || strings.TrimSpace(m) != m || m == "" || strings.ContainsAny(m, " \t\n") {
+				return nil, &Error{Line: lineOf(b, "models"), Reason: fmt.Sprintf("llm.models: %q is not a model name or a glob of names", m)}
+			}
 		}
 	}
 	p.compile()

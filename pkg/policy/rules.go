@@ -174,6 +174,25 @@ func (p *Policy) CheckWork(dir string) error {
 	return &Denied{Rule: "work.allow", Reason: fmt.Sprintf("folder %s is not on the policy's work.allow list", dir)}
 }
 
+// CheckModel: may the agent ask for the model of oxios.toml named name?
+func (p *Policy) CheckModel(name string) error {
+	if !p.LLM.limited {
+		return nil
+	}
+	// path.Match's "*" stops at "/": a model's name may hold one
+	// (meta-llama/Llama-3), which is no folder.
+	n := strings.ReplaceAll(name, "/", "\x00")
+	for _, m := range p.LLM.Models {
+		if ok, _ := path.Match(strings.ReplaceAll(m, "/", "\x00"), n); ok {
+			return nil
+		}
+	}
+	if len(p.LLM.Models) == 0 {
+		return &Denied{Rule: "llm.models", Reason: fmt.Sprintf("model %q may not be asked for: the policy's llm.models lists none", name)}
+	}
+	return &Denied{Rule: "llm.models", Reason: fmt.Sprintf("model %q is not on the policy's llm.models list (%s)", name, strings.Join(p.LLM.Models, ", "))}
+}
+
 // CheckTool: may the agent run WASM tool name?
 func (p *Policy) CheckTool(name string) error {
 	if err := p.CheckToolAsk(name); err != nil {

@@ -147,3 +147,38 @@ func TestCheckWork(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckModel: llm.models names the models an agent may ask for, by
+// name or glob ("*" across "/" too); left out, any; empty, none.
+func TestCheckModel(t *testing.T) {
+	p, err := Parse([]byte("[llm]\nmodels = [\"gpt-4o-mini\", \"meta-llama/*\", \"small-?\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, ok := range map[string]bool{
+		"gpt-4o-mini": true, "gpt-4o": false, "meta-llama/Llama-3-8B": true, "meta-llama": false,
+		"small-1": true, "small-12": false, "": false,
+	} {
+		if got := p.CheckModel(name) == nil; got != ok {
+			t.Errorf("CheckModel(%q) = %v, want %v", name, got, ok)
+		}
+	}
+	if d := AsDenied(p.CheckModel("gpt-4o")); d == nil || d.Rule != "llm.models" || !strings.Contains(d.Reason, `"gpt-4o"`) || !strings.Contains(d.Reason, "gpt-4o-mini, meta-llama/*") {
+		t.Errorf("the refusal: %v", d)
+	}
+	if err := Default().CheckModel("anything"); err != nil {
+		t.Errorf("no [llm] models: %v", err)
+	}
+	none, err := Parse([]byte("[llm]\nmodels = []\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := AsDenied(none.CheckModel("gpt-4o-mini")); d == nil || !strings.Contains(d.Reason, "lists none") {
+		t.Errorf("models = []: %v", d)
+	}
+	for _, bad := range []string{"", " x", "a[", "two words"} {
+		if _, err := Parse([]byte("[llm]\nmodels = [\"" + bad + "\"]\n")); err == nil || !strings.Contains(err.Error(), "line 2") {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}

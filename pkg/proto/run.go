@@ -68,6 +68,8 @@ const (
 	RecordBudget     = "budget"
 	RecordResult     = "result" // an LLM run's answer that matched its schema
 	RecordReplay     = "replay" // how a replay compared with its recording (ox-replay)
+	RecordTurn       = "turn"   // a chat run waits for its next message
+	RecordContext    = "context"
 )
 
 // Run states.
@@ -131,6 +133,37 @@ type LLMArgs struct {
 	// Fragments are added to the prompt, each a file's text (ox-spawn
 	// read it) or a URL the runner fetches through net.fetch.
 	Fragments []Fragment `json:"fragments,omitempty"`
+	// Chat keeps the run going turn after turn (ox-spawn -i): its stdin
+	// stays open (run.stdin), each line a message of the user, answered
+	// in one conversation until the stdin is closed. Task, if given, is
+	// the first message.
+	Chat bool `json:"chat,omitempty"`
+}
+
+// Chatting reports whether a is a chat run (LLMArgs.Chat).
+func (a SpawnArgs) Chatting() bool { return len(a.Command) == 0 && a.LLM != nil && a.LLM.Chat }
+
+// ContextRecord is the first line of a chat run's stdin, written by
+// oxiosd: the run's input and the text of its fragments (ox-spawn -f),
+// which the runner says before the first message. The lines after it are
+// the user's messages, each a MessageRecord (or a line of text).
+type ContextRecord struct {
+	Type string `json:"type"` // always "context"
+	Text string `json:"text"`
+}
+
+// TurnRecord says a chat run answered its messages so far and waits for
+// the next: a front end on a terminal prompts for it then.
+type TurnRecord struct {
+	Type  string    `json:"type"` // always "turn"
+	Run   string    `json:"run"`
+	Agent string    `json:"agent"`
+	Time  time.Time `json:"time"`
+	// Turn is how many messages of the user were answered.
+	Turn int `json:"turn"`
+	// Tokens is what the run used so far.
+	Tokens int64  `json:"tokens"`
+	Text   string `json:"text"`
 }
 
 // Fragment is a piece of text added to an LLM run's prompt (ox-spawn -f):

@@ -178,11 +178,14 @@ func RunnerArgv(runner string, a proto.SpawnArgs) ([]string, *proto.Error) {
 		for _, b := range []struct {
 			flag string
 			on   bool
-		}{{"continue", o.Continue}, {"no-recall", o.NoRecall}, {"no-summary", o.NoSummary}, {"no-keep", o.NoKeep}, {"wait-endpoint", o.WaitEndpoint}} {
+		}{{"continue", o.Continue}, {"no-recall", o.NoRecall}, {"no-summary", o.NoSummary}, {"no-keep", o.NoKeep}, {"wait-endpoint", o.WaitEndpoint}, {"interactive", o.Chat}} {
 			if b.on {
 				argv = append(argv, "--"+b.flag)
 			}
 		}
+	}
+	if a.Task == "" && a.Chatting() {
+		return argv, nil // the first message comes on stdin
 	}
 	return append(argv, "--", a.Task), nil
 }

@@ -3,6 +3,7 @@ package runspec
 import (
 	"crypto/rand"
 	"encoding/base32"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -18,14 +19,17 @@ import (
 // CheckSpawn checks what a spawn asks to run: a task (an LLM run) or a
 // command, not both, and variables NAME=VALUE that are not oxiosd's.
 func CheckSpawn(a proto.SpawnArgs) *proto.Error {
-	if len(a.Command) == 0 && strings.TrimSpace(a.Task) == "" {
+	if len(a.Command) == 0 && strings.TrimSpace(a.Task) == "" && !a.Chatting() {
 		return proto.Errorf(proto.EINVAL, "nothing to run: give a task (an LLM run) or a command after --")
 	}
 	if len(a.Command) > 0 && a.Task != "" {
 		return proto.Errorf(proto.EINVAL, "give a task or a command, not both")
 	}
-	if a.OpenStdin && len(a.Command) == 0 {
-		return proto.Errorf(proto.EINVAL, "open_stdin is for a command: an LLM run's input is its context, read at its start")
+	if a.OpenStdin && len(a.Command) == 0 && !a.Chatting() {
+		return proto.Errorf(proto.EINVAL, "open_stdin is for a command or a chat (llm.chat): an LLM run's input is its context, read at its start")
+	}
+	if a.Chatting() && a.LLM != nil && len(a.LLM.Schema) > 0 {
+		return proto.Errorf(proto.EINVAL, "a chat has no final answer for a schema: give chat or schema, not both")
 	}
 	for _, e := range a.Env {
 		name, _, ok := strings.Cut(e, "=")
@@ -204,7 +208,7 @@ func Spec(a proto.SpawnArgs, r Run) supervisor.Spec {
 	}
 	spec := supervisor.Spec{
 		ID: r.ID, Agent: a.Agent, Argv: r.Argv, Env: Env(a, r.ID, r.Dir, r.Where, r.LLM, model, r.SysEnv), Dir: r.Dir,
-		Stdin: input(a), OpenStdin: a.OpenStdin, Limits: Limits(r.Policy), Command: a.Command, Model: model, Records: llm,
+		Stdin: input(a), OpenStdin: a.OpenStdin || a.Chatting(), Limits: Limits(r.Policy), Command: a.Command, Model: model, Records: llm,
 		Wall: time.Duration(r.Wall * float64(time.Second)),
 	}
 	if llm {
@@ -301,8 +305,19 @@ func LimitErrno(limits string) string {
 
 // input is the run's stdin: its input, after the text of the files an LLM
 // run was given as fragments (ox-spawn -f FILE), each under its name, so
-// the runner says them to the model with the rest of its context.
+// the runner says them to the model with the rest of its context. A chat
+// run's is one line, a context record, before the messages its stdin
+// then brings.
 func input(a proto.SpawnArgs) []byte {
+	if a.Chatting() {
+		b, _ := json.Marshal(proto.ContextRecord{Type: proto.RecordContext, Text: string(handed(a))})
+		return append(b, '\n')
+	}
+	return handed(a)
+}
+
+// handed is a run's input, after the text of its fragments.
+func handed(a proto.SpawnArgs) []byte {
 	if a.LLM == nil || len(a.LLM.Fragments) == 0 {
 		return []byte(a.Input)
 	}

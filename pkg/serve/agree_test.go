@@ -51,6 +51,8 @@ allow = []
 [msg]
 send = ["*"]
 accept = []
+[llm]
+models = []
 `
 )
 
@@ -89,6 +91,9 @@ func TestEveryCallAgrees(t *testing.T) {
 	for _, pol := range []struct{ name, text string }{{"permissive", permissive}, {"narrow", narrow}, {"hooked", hooked}} {
 		t.Run(pol.name, func(t *testing.T) {
 			rules := agreeTable(t, pol.text)
+			if pol.name == "narrow" && rules["llm.models"] == 0 {
+				t.Errorf("no call was refused by llm.models (refusals by rule: %v)", rules)
+			}
 			if pol.name != "hooked" {
 				return
 			}

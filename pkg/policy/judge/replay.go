@@ -103,6 +103,13 @@ func Entry(p *policy.Policy, judge Func, agent, op, what string) (*policy.Denied
 			return nil, false
 		}
 		args = argv
+	case proto.OpLLMChat:
+		// "MODEL 100+10 tokens, ...", "MODEL [llm.models]", "MODEL Class".
+		f := strings.Fields(what)
+		if len(f) == 0 {
+			return nil, false
+		}
+		args = f[:1]
 	case "tool.run", "net.fetch":
 		_, rest, ok := strings.Cut(what, " ")
 		if !ok {
