@@ -9,7 +9,7 @@ import (
 )
 
 // benchRemove measures agent.remove of an agent that holds n memories,
-// committed, at 10k and 100k, and the p99 of another agent's saves while
+// committed, at 10k and 100k (-groups-1m: and 1M), and the p99 of another agent's saves while
 // it runs, against the p99 of the same saves with nothing else running
 // (target: under 50 ms; issue 45: the removal ran alone on the committer,
 // and the saves waited for all of it, 8 s at 100k).
@@ -17,7 +17,7 @@ func benchRemove(sock string) {
 	c := dial(sock)
 	defer c.Close()
 	ctx := context.Background()
-	for _, n := range []int{10_000, 100_000} {
+	for _, n := range groupSizes() {
 		agent := fmt.Sprintf("remove%dk", n/1000)
 		fillMemories(c, agent, n)
 		_, err := c.Commit(ctx, proto.CommitArgs{Agent: agent})
