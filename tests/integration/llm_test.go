@@ -369,6 +369,22 @@ func TestLLMRealServer(t *testing.T) {
 	if r := d.ox("", "ox-spawn", "-a", "ops", "--no-memory", "-c", "--max-tokens", "64", "And in French?"); r.code != 0 {
 		t.Errorf("--continue: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+	// A chat off a terminal: a message a line, each answered in turn.
+	r = d.ox("Say one word.\nSay another word.\n", "ox-spawn", "-a", "ops", "-i", "--no-memory", "--max-tokens", "32", "-t", "0")
+	if r.code != 0 {
+		t.Errorf("-i: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	} else if n := len(ofType(records(t, r.stdout), "usage")); n < 2 {
+		t.Errorf("-i: %d answers to 2 messages\n%s", n, r.stdout)
+	}
+	// An answer of a known shape, which the server is asked for.
+	schema := filepath.Join(t.TempDir(), "s.json")
+	if err := os.WriteFile(schema, []byte(`{"type":"object","properties":{"word":{"type":"string"}},"required":["word"]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = d.ox("", "ox-spawn", "-a", "ops", "--no-memory", "--max-tokens", "64", "-t", "0", "--schema", schema, "Give one English word.")
+	if res := ofType(records(t, r.stdout), "result"); r.code != 0 || len(res) != 1 {
+		t.Errorf("--schema: exit %d, results %v\n%s%s", r.code, res, r.stdout, r.stderr)
+	}
 }
 
 // TestLLMNoMemoryPileUp: identical runs do not pile up identical
