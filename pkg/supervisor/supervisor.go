@@ -72,6 +72,9 @@ type Spec struct {
 	// Policy is the digest of the policy the run starts under, for its
 	// record.
 	Policy string
+	// Home is the node that placed the run as its agent's home, which
+	// its use is charged to when it ends; "" for a run of this node's.
+	Home string
 	// Wall ends the run (TERM, then KILL after Grace) once it has run
 	// this long; 0 means no limit.
 	Wall time.Duration
@@ -263,7 +266,7 @@ func (s *Supervisor) Start(spec Spec) (*Run, error) {
 	r := &Run{s: s, spec: spec, logf: logf, sum: blake3.New(32, nil), changed: make(chan struct{}), done: make(chan struct{})}
 	r.rec = proto.RunRecord{
 		Type: proto.RecordRun, ID: spec.ID, Agent: spec.Agent, State: proto.RunRunning,
-		Command: spec.Command, Task: spec.Task, Model: spec.Model, Workspace: spec.Dir, Work: spec.Work, OpenStdin: spec.OpenStdin, Policy: spec.Policy,
+		Command: spec.Command, Task: spec.Task, Model: spec.Model, Workspace: spec.Dir, Work: spec.Work, OpenStdin: spec.OpenStdin, Policy: spec.Policy, Home: spec.Home,
 	}
 	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
 	cmd.Env = spec.Env
