@@ -177,10 +177,14 @@ type Run struct {
 	s    *Supervisor
 	spec Spec
 
-	mu            sync.Mutex
-	rec           proto.RunRecord
-	logf          *os.File
-	size          int64         // bytes of records in logf
+	mu   sync.Mutex
+	rec  proto.RunRecord
+	logf *os.File
+	size int64 // bytes of records in logf
+	// held, once the run ended and until OnExit has run (done): the
+	// size of the log before its exit record, which a follower is told
+	// only then, after what OnExit makes durable of the end.
+	held          int64
 	sum           hash.Hash     // blake3 of the log's bytes, as written
 	changed       chan struct{} // closed (and replaced) when a record is added
 	done          chan struct{} // closed once the exit record is in the log
@@ -669,6 +673,7 @@ func (r *Run) wait(outR, errR *os.File, readers *sync.WaitGroup) {
 	r.rec.Error = ex.Error
 	r.rec.Limits = ex.Limits
 	r.rec.Text = runText(&r.rec)
+	r.held = r.size
 	r.appendLocked(b)
 	r.mu.Unlock()
 	if r.spec.Work != "" && s.Harvest != nil {
@@ -909,6 +914,9 @@ func (r *Run) Follow(ctx context.Context, fn func(rec []byte) error) error {
 	for {
 		r.mu.Lock()
 		size, changed := r.size, r.changed
+		if r.held > 0 {
+			size = r.held // the exit record, once OnExit has run (done)
+		}
 		r.mu.Unlock()
 		ended := false
 		select {
