@@ -495,6 +495,7 @@ func TestFleet(t *testing.T) {
 		// The cluster, a server short since the subtests before, may
 		// still be moving its streams' leaders (EHOSTUNREACH meanwhile).
 		var r result
+		t1 := time.Now()
 		fleetWait(t, 120*time.Second, "a spawn of lim placed on b", func() bool {
 			r = a.ox("", "ox-spawn", "--node", "b", "-a", "lim", "-d", "--json", "--", "sleep", "2")
 			if r.code != 0 && !strings.Contains(r.stderr, "EHOSTUNREACH") {
@@ -507,6 +508,7 @@ func TestFleet(t *testing.T) {
 			t.Fatalf("ox-spawn --node b -d: %s %s", r.stdout, r.stderr)
 		}
 		run := recs[0]["id"].(string)
+		t.Logf("placed %s on b after %s", run, time.Since(t1).Round(time.Millisecond))
 		a.kill9()
 		if r := b.ox("", "ox-wait", run); r.code != 0 {
 			t.Fatalf("ox-wait %s on b: exit %d %s", run, r.code, r.stderr)
@@ -517,9 +519,11 @@ func TestFleet(t *testing.T) {
 			return strings.Contains(b.stderr.String(), "not charged to its home yet")
 		})
 		b.kill9()
+		// a first: b sends what it owes as it starts, read from its disk.
 		servers := []string{nc.urls[1], nc.urls[2]} // the first was killed above
-		b2 := startDaemon(t, daemonOpts{config: fleetConfig(nc, "b", []string{"a", "b", "c"}, servers...), dir: b.dir})
+		t0 := time.Now()
 		a2 := startDaemon(t, daemonOpts{config: fleetConfig(nc, "a", []string{"a", "b", "c"}, servers...), dir: a.dir})
+		b2 := startDaemon(t, daemonOpts{config: fleetConfig(nc, "b", []string{"a", "b", "c"}, servers...), dir: b.dir})
 		charged := func() (n int) {
 			for _, rec := range fleetRecords(t, a2.ox("", "ox-audit", "log", "--json", "--op", "budget.charge").stdout) {
 				actor, _ := rec["actor"].(map[string]any)
@@ -530,6 +534,7 @@ func TestFleet(t *testing.T) {
 			return n
 		}
 		fleetWait(t, 120*time.Second, "b's charge of "+run+" on a after both restarted", func() bool { return charged() > 0 })
+		t.Logf("the charge arrived %s after the restarts began", time.Since(t0).Round(time.Millisecond))
 		// b has the answer, and removed what it owed: nothing is sent again.
 		fleetWait(t, 30*time.Second, "b to note a's answer", func() bool {
 			return strings.Contains(b2.ox("", "ox-audit", "log", "--json", "--op", "budget.charge").stdout, run+" [charged on home a]")
