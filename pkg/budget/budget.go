@@ -26,6 +26,12 @@ type File struct {
 	RunLimit *proto.Budget `json:"run_limit,omitempty"`
 	Used     proto.Budget  `json:"used"`
 	Since    time.Time     `json:"since"`
+	// Away, on the agent's home: the runs it placed on other nodes, by
+	// AwayKey (away.go).
+	Away map[string]*Away `json:"away,omitempty"`
+	// Owed, on a node where the agent ran away from home: the use of its
+	// runs that ended here, by run, until its home has it (away.go).
+	Owed map[string]*Owed `json:"owed,omitempty"`
 }
 
 // Ledger holds the budget file of each agent once read.
@@ -204,14 +210,15 @@ func plus(m float64, unit string) string {
 }
 
 // ForkFile is val, a budget file, for a fork: its limits kept, its use
-// starting again at zero at now. ok is false when val does not read (the
+// starting again at zero at now, with no runs away or charges owed (the
+// source's). ok is false when val does not read (the
 // fork then starts with val as it is).
 func ForkFile(val []byte, now time.Time) (nv []byte, ok bool) {
 	var b File
 	if json.Unmarshal(val, &b) != nil {
 		return val, false
 	}
-	b.Used, b.Since = proto.Budget{}, now
+	b.Used, b.Since, b.Away, b.Owed = proto.Budget{}, now, nil, nil
 	nv, err := json.Marshal(&b)
 	if err != nil {
 		return val, false

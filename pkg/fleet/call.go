@@ -79,14 +79,26 @@ const opHomeCharge = "fleet.home-charge"
 
 // Charge charges a guest's run to its home node, as a signed call the
 // home acts on once.
-func (f *Fleet) Charge(ctx context.Context, node string, a proto.HomeCharge) error {
+func (f *Fleet) Charge(ctx context.Context, node string, a proto.HomeCharge) (proto.HomeCharged, error) {
+	var got proto.HomeCharged
 	args, err := json.Marshal(a)
 	if err != nil {
-		return err
+		return got, err
 	}
-	_, err = f.callOne(ctx, node, callerCred{UID: admin.UID}, opHomeCharge, args, func([]byte) error { return nil })
-	return err
+	res, err := f.callOne(ctx, node, callerCred{UID: admin.UID}, opHomeCharge, args, func([]byte) error { return nil })
+	if err != nil {
+		return got, err
+	}
+	if len(res) > 0 {
+		if err := json.Unmarshal(res, &got); err != nil {
+			return got, proto.Errorf(proto.EBADMSG, "fleet: node %s's answer to a charge: %v", node, err)
+		}
+	}
+	return got, nil
 }
+
+// Pick is the live node with the most room, where a spawn to "any" goes.
+func (f *Fleet) Pick(ctx context.Context) (string, error) { return f.roomiest(ctx) }
 
 // envelope is one message of a call's records in the reply stream.
 type envelope struct {
@@ -659,8 +671,11 @@ func (f *Fleet) runCall(cm callMsg, box nkeys.KeyPair) {
 		var a proto.HomeCharge
 		if err = json.Unmarshal(cm.Args, &a); err != nil {
 			err = proto.Errorf(proto.EBADMSG, "fleet: a charge that does not decode: %v", err)
-		} else if err = f.k.HomeCharge(ctx, cm.From, a); err == nil {
-			res = json.RawMessage(`{}`)
+		} else {
+			var got proto.HomeCharged
+			if got, err = f.k.HomeCharge(ctx, cm.From, a); err == nil {
+				res, _ = json.Marshal(got)
+			}
 		}
 	} else {
 		res, err = f.k.ServeFleet(ctx, c, cm.Op, cm.Args, out)

@@ -53,7 +53,7 @@ type Kernel interface {
 	Refused(c *kernel.Cred, op, target string, raw []byte, code string)
 	// HomeCharge charges a guest's run that ended on node from to its
 	// agent, which lives here.
-	HomeCharge(ctx context.Context, from string, a proto.HomeCharge) error
+	HomeCharge(ctx context.Context, from string, a proto.HomeCharge) (proto.HomeCharged, error)
 }
 
 // admin is the node itself, as it reads its own audit head.
@@ -122,6 +122,9 @@ func Join(ctx context.Context, cfg config.Fleet, o Options) (*Fleet, error) {
 	}
 	opts := []nats.Option{
 		nats.Name("oxiosd " + cfg.Node),
+		// Answers come to inboxes of the node's own, which the servers'
+		// permissions let only it read (contrib/fleet).
+		nats.CustomInboxPrefix(InboxPrefix(cfg.Node)),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.RetryOnFailedConnect(true),
@@ -184,6 +187,10 @@ func Join(ctx context.Context, cfg config.Fleet, o Options) (*Fleet, error) {
 	go f.watchCommits(ctx)
 	return f, nil
 }
+
+// InboxPrefix is where a node's answers come: the servers let each
+// node's user subscribe to its own inboxes only (oxiosd(8), Fleet).
+func InboxPrefix(node string) string { return "_INBOX_" + node }
 
 // Name is the node's name in the fleet.
 func (f *Fleet) Name() string { return f.name }

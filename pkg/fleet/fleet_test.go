@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -183,5 +185,23 @@ func TestFreshAcrossRestart(t *testing.T) {
 	}
 	if err := tr.fresh("n2", "other", after); err == nil {
 		t.Fatal("a call for another node was taken")
+	}
+}
+
+// TestContribPermissions: the NATS servers of contrib/fleet give each
+// node the permissions Permissions names (the integration test's fleet
+// runs with those), as fleet-keys prints them.
+func TestContribPermissions(t *testing.T) {
+	for _, h := range []string{"h1", "h2", "h3"} {
+		b, err := os.ReadFile(filepath.Join("..", "..", "contrib", "fleet", "nats-"+h+".conf"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		conf := strings.Join(strings.Fields(string(b)), " ")
+		for _, n := range []string{"h1", "h2", "h3"} {
+			if want := strings.Join(strings.Fields(Permissions(n)), " "); !strings.Contains(conf, want) {
+				t.Errorf("nats-%s.conf: node %s's user lacks the permissions\n%s", h, n, Permissions(n))
+			}
+		}
 	}
 }

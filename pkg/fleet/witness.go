@@ -296,7 +296,7 @@ func (f *Fleet) Witness(ctx context.Context, emit func(*proto.WitnessRecord) err
 			peers++
 		}
 	}
-	inbox := nats.NewInbox()
+	inbox := f.nc.NewInbox()
 	ch := make(chan *nats.Msg, 64)
 	sub, err := f.nc.ChanSubscribe(inbox, ch)
 	if err != nil {

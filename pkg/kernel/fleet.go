@@ -20,11 +20,19 @@ type Fleet interface {
 	// Witness checks the local chain against the heads each peer holds.
 	Witness(ctx context.Context, emit func(*proto.WitnessRecord) error) error
 	// Charge charges a guest's run to its home node (home.go).
-	Charge(ctx context.Context, node string, a proto.HomeCharge) error
+	Charge(ctx context.Context, node string, a proto.HomeCharge) (proto.HomeCharged, error)
+	// Name is this node's name in the fleet; Pick the live node with
+	// the most room, where a spawn to "any" goes.
+	Name() string
+	Pick(ctx context.Context) (string, error)
 }
 
-// SetFleet joins the kernel to a fleet; called once, before serving.
-func (k *Kernel) SetFleet(f Fleet) { k.fleet = f }
+// SetFleet joins the kernel to a fleet; called once, before serving. The
+// charges this node owes to agents' homes are sent again (home.go).
+func (k *Kernel) SetFleet(f Fleet) {
+	k.fleet = f
+	go k.resendOwed()
+}
 
 // FleetStatus lists the nodes of the fleet.
 func (k *Kernel) FleetStatus(ctx context.Context, c *Cred, _ struct{}, raw []byte, emit func(*proto.NodeRecord) error) error {
@@ -69,15 +77,35 @@ func (k *Kernel) fleetCall(ctx context.Context, c *Cred, fa fleetCalling, raw []
 	}
 	if a.Op == proto.OpRunSpawn {
 		// A spawn placed elsewhere runs under its agent's policy here,
-		// its home's (home.go).
-		home, err := k.homeFor(c, a, raw)
-		if err != nil {
-			return nil, err
+		// its home's, and is charged here (home.go).
+		home, herr := k.homeFor(c, a, raw)
+		if herr != nil {
+			return nil, herr
 		}
 		if home != nil {
+			if a.Node == proto.FleetAny {
+				n, err := k.fleet.Pick(ctx)
+				if err != nil {
+					return nil, err
+				}
+				a.Node = n
+			}
+			nodes, err := k.place(ctx, c, a.Node, home, raw)
+			if err != nil {
+				return nil, err
+			}
 			cc := *c
 			cc.Home = home
 			c = &cc
+			started := false
+			res, err := k.fleet.Call(ctx, c, a, func(rec []byte) error {
+				started = true
+				return emit(rec)
+			})
+			if err != nil && !started && ctx.Err() == nil {
+				k.unplace(c, nodes, home, err)
+			}
+			return res, err
 		}
 	}
 	return k.fleet.Call(ctx, c, a, emit)

@@ -3,15 +3,17 @@ package kernel
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/budget"
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/runspec"
 	"github.com/oxios/oxios/pkg/state"
-	"github.com/oxios/oxios/pkg/supervisor"
 )
 
 // An agent's home (issue 44). An agent lives on the node where it was
@@ -26,7 +28,12 @@ import (
 //     is checked against it like any run's;
 //   - the guest may spend there only what its home had left (its
 //     limits there are what it used there plus that);
-//   - when the run ends, its use is charged to the home (HomeCharge), once;
+//   - the home chooses the run's id and notes the placement (node, run)
+//     durably before the call (place); when the run ends, its use is
+//     owed to the home in the write that records the end, sent until the
+//     home answers, across restarts of either (owe, resendOwed), and the
+//     home charges it once, only from the node it placed it on
+//     (HomeCharge; budget/away.go);
 //   - a guest's policy and budget are not set where it is a guest, and an
 //     agent at home on a node is never taken over by another node's.
 
@@ -188,55 +195,192 @@ func guestLimit(used, left proto.Budget) proto.Budget {
 	return l
 }
 
-// chargeHome charges the use of r, a guest's run that ended, to its home
-// node: retried while the home cannot be reached, and audited here if it
-// never was (the home's budget then misses it, and the log says so).
-func (k *Kernel) chargeHome(home string, r *supervisor.Run) {
-	if k.fleet == nil {
-		return
-	}
-	tokens, cost, execs, wall := r.Usage()
-	a := proto.HomeCharge{Agent: r.Agent(), Run: r.ID(), Used: proto.Budget{Tokens: tokens, Cost: cost, Wall: wall.Seconds(), Execs: execs}}
-	go func() {
-		var err error
-		for wait := time.Second; wait < 5*time.Minute; wait *= 2 {
-			ctx, cancel := context.WithTimeout(k.root, time.Minute)
-			err = k.fleet.Charge(ctx, home, a)
-			cancel()
-			if err == nil || k.root.Err() != nil {
-				break
-			}
-			select {
-			case <-k.root.Done():
-			case <-time.After(wait):
+// place chooses the id of a run of home.Agent placed on node (FleetAll:
+// every live node but this one) and notes it durably, before the call
+// goes out: the home takes a charge only for a run it placed, from the
+// node it placed it on (HomeCharge). A run placed on this node itself
+// is not away and charges nothing here.
+func (k *Kernel) place(ctx context.Context, c *Cred, node string, home *proto.Home, raw []byte) ([]string, error) {
+	nodes := []string{node}
+	if node == proto.FleetAll {
+		all, err := k.fleet.Nodes(ctx)
+		if err != nil {
+			return nil, err
+		}
+		nodes = nodes[:0]
+		for _, n := range all {
+			if n.Alive {
+				nodes = append(nodes, n.Node)
 			}
 		}
-		if err != nil {
-			k.log.Error("a guest's run not charged to its home", "agent", a.Agent, "run", a.Run, "home", home, "err", err)
-			b, _ := json.Marshal(a)
-			k.auditDenied(&Cred{UID: k.uid}, proto.OpBudgetCharge, a.Agent+":"+sysBudget+" run "+a.Run+" [home "+home+" not reached]", b, proto.Result(err))
+	}
+	home.Run = runspec.NewID(func(string) bool { return false })
+	var placed []string
+	for _, n := range nodes {
+		if n == k.fleet.Name() {
+			continue
+		}
+		e := &audit.Entry{Actor: c.Actor(), Op: proto.OpBudgetSet, Target: home.Agent + ":" + sysBudget + " run " + home.Run + " [placed on " + n + "]", Args: audit.ArgsDigest(raw)}
+		if err := k.budgets.Place(ctx, home.Agent, n, home.Run, e); err != nil {
+			return nil, err
+		}
+		placed = append(placed, n)
+	}
+	return placed, nil
+}
+
+// unplace forgets the placements of a spawn that nodes refused before
+// any record of it came back (a refusal: nothing ran there).
+func (k *Kernel) unplace(c *Cred, nodes []string, home *proto.Home, err error) {
+	var pe *proto.Error
+	if !errors.As(err, &pe) || pe.Code == proto.EHOSTUNREACH || pe.Code == proto.ESHUTDOWN {
+		return // not known not to run: the placement stays until charged or old
+	}
+	for _, n := range nodes {
+		e := &audit.Entry{Actor: c.Actor(), Op: proto.OpBudgetSet, Target: home.Agent + ":" + sysBudget + " run " + home.Run + " [refused by " + n + ": " + pe.Code + "]"}
+		if err := k.budgets.Unplace(k.record(), home.Agent, n, home.Run, e); err != nil {
+			k.log.Warn("a refused placement not forgotten", "agent", home.Agent, "run", home.Run, "node", n, "err", err)
+		}
+	}
+}
+
+// placedID is the id of a run its home placed here (c.Home.Run), checked.
+func (k *Kernel) placedID(c *Cred) (string, *proto.Error) {
+	id := c.Home.Run
+	if !runspec.IsID(id) {
+		return "", proto.Errorf(proto.EINVAL, "fleet: node %s placed a run with the id %q, which is no run id", c.Node, id)
+	}
+	if k.sup.Has(id) {
+		return "", proto.Errorf(proto.EEXIST, "fleet: node %s placed run %s here, and a run of that id is here already", c.Node, id)
+	}
+	return id, nil
+}
+
+// owed runs the charges of what this node owes to agents' homes, one
+// goroutine each, by run.
+type owed struct {
+	mu   sync.Mutex
+	runs map[string]bool
+}
+
+// owe sends the charge of run (of agent, whose use o is) to its home
+// until the home answers: retried with backoff, across restarts (the
+// charge is in the agent's budget file, resendOwed). The home's answer
+// removes it, in a durable write.
+func (k *Kernel) owe(agent, run string, o budget.Owed) {
+	if k.fleet == nil {
+		return // sent once this node joins its fleet (resendOwed)
+	}
+	k.owing.mu.Lock()
+	if k.owing.runs == nil {
+		k.owing.runs = map[string]bool{}
+	}
+	if k.owing.runs[run] {
+		k.owing.mu.Unlock()
+		return
+	}
+	k.owing.runs[run] = true
+	k.owing.mu.Unlock()
+	go func() {
+		defer func() {
+			k.owing.mu.Lock()
+			delete(k.owing.runs, run)
+			k.owing.mu.Unlock()
+		}()
+		a := proto.HomeCharge{Agent: agent, Run: run, Used: o.Used}
+		tgt := agent + ":" + sysBudget + " run " + run
+		for wait := time.Second; ; wait = min(2*wait, 5*time.Minute) {
+			ctx, cancel := context.WithTimeout(k.root, time.Minute)
+			got, err := k.fleet.Charge(ctx, o.Home, a)
+			cancel()
+			if k.root.Err() != nil {
+				return // sent again at the next start
+			}
+			var pe *proto.Error
+			e := &audit.Entry{Actor: k.daemonActor(), Op: proto.OpBudgetCharge, Args: audit.ArgsDigest(mustJSON(a))}
+			switch {
+			case err == nil && got.Already:
+				e.Target = tgt + " [charged on home " + o.Home + " before]"
+			case err == nil:
+				e.Target = tgt + " [charged on home " + o.Home + "]"
+			case errors.As(err, &pe) && (pe.Code == proto.EPERM || pe.Code == proto.EINVAL || pe.Code == proto.EBADMSG):
+				// The home refused it for good: said here, not sent again.
+				k.log.Error("a guest's run's charge refused by its home", "agent", agent, "run", run, "home", o.Home, "err", err)
+				e.Target = tgt + " [refused by home " + o.Home + ": " + pe.Code + " " + pe.Message + "]"
+			default:
+				k.log.Warn("a guest's run not charged to its home yet; sent again later", "agent", agent, "run", run, "home", o.Home, "in", wait, "err", err)
+				select {
+				case <-k.root.Done():
+					return
+				case <-time.After(wait):
+				}
+				continue
+			}
+			if !k.AgentExists(agent) {
+				return // removed here meanwhile: nothing to remove
+			}
+			if err := k.budgets.Paid(k.record(), agent, run, e); err != nil {
+				k.log.Warn("a charge answered, not yet removed", "agent", agent, "run", run, "err", err)
+			}
+			return
 		}
 	}()
 }
 
+// resendOwed sends again, once this node is in its fleet, the charges it
+// owes to agents' homes: those of runs whose answer had not come when
+// the daemon stopped.
+func (k *Kernel) resendOwed() {
+	for _, agent := range k.state.Agents() {
+		if k.root.Err() != nil {
+			return
+		}
+		if _, err := k.state.Stat(state.Ref(state.SpaceSys, agent), sysBudget); err != nil {
+			continue
+		}
+		for run, o := range k.budgets.OwedBy(agent) {
+			k.owe(agent, run, o)
+		}
+	}
+}
+
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}
+
 // HomeCharge charges to agent, which lives here, the use of its run on
 // node from (a peer whose signature the fleet checked): audited with the
-// node as its actor. A peer may charge only an agent at home here.
-func (k *Kernel) HomeCharge(ctx context.Context, from string, a proto.HomeCharge) error {
+// node as its actor. It takes a charge only for a run this node placed
+// on that node, once: a charge sent again is answered as applied before
+// and not counted (budget.ChargeAway); one for a run it did not place
+// there is refused (EPERM).
+func (k *Kernel) HomeCharge(ctx context.Context, from string, a proto.HomeCharge) (proto.HomeCharged, error) {
+	var none proto.HomeCharged
 	if err := proto.CheckAgent(a.Agent); err != nil {
-		return err
+		return none, err
 	}
 	u := a.Used
 	if u.Tokens < 0 || u.Cost < 0 || u.Wall < 0 || u.Execs < 0 || math.IsNaN(u.Cost) || math.IsNaN(u.Wall) {
-		return proto.Errorf(proto.EINVAL, "fleet: a charge of %q with a negative use", a.Agent)
+		return none, proto.Errorf(proto.EINVAL, "fleet: a charge of %q with a negative use", a.Agent)
 	}
 	c := &Cred{UID: k.uid, Node: from}
 	b, _ := json.Marshal(a)
 	tgt := a.Agent + ":" + sysBudget + " run " + a.Run
 	if !k.AgentExists(a.Agent) || k.homeOf(a.Agent) != "" {
 		k.auditDenied(c, proto.OpBudgetCharge, tgt, b, proto.EPERM)
-		return proto.Errorf(proto.EPERM, "fleet: agent %q does not live on this node", a.Agent)
+		return none, proto.Errorf(proto.EPERM, "fleet: agent %q does not live on this node", a.Agent)
 	}
 	e := &audit.Entry{Actor: c.Actor(), Op: proto.OpBudgetCharge, Target: tgt, Args: audit.ArgsDigest(b)}
-	return k.budgets.ChargeAudited(ctx, a.Agent, u, nil, e, nil)
+	was, err := k.budgets.ChargeAway(ctx, a.Agent, from, a.Run, u, e)
+	switch {
+	case err != nil:
+		return none, err
+	case was == budget.Charged:
+		return proto.HomeCharged{Already: true}, nil
+	case was == budget.NotPlaced:
+		k.auditDenied(c, proto.OpBudgetCharge, tgt+" [not placed on "+from+"]", b, proto.EPERM)
+		return none, proto.Errorf(proto.EPERM, "fleet: this node placed no run %s of %q on node %s, or has had its charge long ago", a.Run, a.Agent, from)
+	}
+	return none, nil
 }

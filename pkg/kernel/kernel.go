@@ -105,6 +105,7 @@ type Kernel struct {
 	ver      *versioning
 	runs     RunResolver
 	fleet    Fleet           // nil alone (fleet.go)
+	owing    owed            // the charges owed to agents' homes being sent (home.go)
 	gated    func(op string) // a test's count of the calls the gate sees (OnGate)
 	uid      uint32
 	breakers llm.Breakers // the model endpoints' (llmhealth.go)

@@ -9,6 +9,7 @@ import (
 	"github.com/oxios/oxios/pkg/admit"
 	"github.com/oxios/oxios/pkg/agenttree"
 	"github.com/oxios/oxios/pkg/audit"
+	"github.com/oxios/oxios/pkg/budget"
 	"github.com/oxios/oxios/pkg/policy"
 	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/runq"
@@ -120,11 +121,22 @@ func (k *Kernel) spawn(ctx context.Context, c *Cred, a proto.SpawnArgs, raw []by
 		return fail(qerr)
 	}
 	id := runspec.NewID(k.sup.Has) // an id no run has
+	home := ""
+	if c.Home != nil && c.Node != "" && c.Home.Run != "" && (k.fleet == nil || c.Node != k.fleet.Name()) {
+		// Placed by its home, which chose the id and charges by it (a
+		// run a node places on itself is not away, nor charged).
+		placed, perr := k.placedID(c)
+		if perr != nil {
+			return fail(perr)
+		}
+		id, home = placed, c.Node
+	}
 	run := runspec.Run{ID: id, Dir: runspec.WorkDir(k.cfg.Data, a.Agent, id), Work: dir, Argv: argv, Policy: pol, Wall: runLim.Wall, Where: k.box.Where(), LLM: k.liveCfg().LLM, SysEnv: sysEnv}
 	spec, serr := runspec.Boxed(a, run, k.box, k.cfg.Socket)
 	if serr != nil {
 		return fail(serr)
 	}
+	spec.Home = home
 	// The policy's version, in the run's record (and so its receipt).
 	if _, text, err := k.loadPolicy(a.Agent); err == nil {
 		spec.Policy = policy.Record(a.Agent, text).Digest
@@ -167,20 +179,36 @@ func (k *Kernel) runExited(r *supervisor.Run) {
 		}
 	}
 	t := &tx{entry: exit, agent: rec.Agent, data: &rec}
-	err := k.budgets.Charge(rec.Agent, proto.Budget{Wall: wall.Seconds()}, func(value []byte) error {
+	// A run its agent's home placed here owes its use to the home, in
+	// the write that records its end, durable before the end is told
+	// (OnExit returns before the run's waiters hear): all of it for a
+	// guest, nothing for this node's own agent of that name, which paid
+	// here (the home then only learns that it ended). home.go sends it.
+	var owed proto.Budget
+	if rec.Home != "" {
+		t.done = make(chan struct{})
+		if k.homeOf(rec.Agent) == rec.Home {
+			tokens, cost, execs, _ := r.Usage()
+			owed = proto.Budget{Tokens: tokens, Cost: cost, Wall: wall.Seconds(), Execs: execs}
+		}
+	}
+	err := k.budgets.Owe(rec.Agent, proto.Budget{Wall: wall.Seconds()}, owed, rec.ID, rec.Home, func(value []byte) error {
 		t.change = budgetChange(rec.Agent, value)
 		return k.submit(k.record(), t, false)
 	})
+	if err == nil && t.done != nil {
+		<-t.done
+		err = t.err
+	}
 	if err != nil {
 		k.log.Warn("run exit not audited", "run", rec.ID, "err", err)
+	} else if rec.Home != "" {
+		k.owe(rec.Agent, rec.ID, budget.Owed{Home: rec.Home, Used: owed})
 	}
 	if walled != nil {
 		if err := k.submit(k.record(), &tx{entry: walled, agent: rec.Agent, data: &rec}, false); err != nil {
 			k.log.Warn("wall budget end not audited", "run", rec.ID, "err", err)
 		}
-	}
-	if home := k.homeOf(rec.Agent); home != "" {
-		k.chargeHome(home, r) // a guest's: its home pays (home.go)
 	}
 	k.release(rec.Agent)
 }

@@ -157,6 +157,10 @@ type Home struct {
 	// Left is what the agent may still spend of each limit its home sets
 	// (0: the home sets none).
 	Left Budget `json:"left"`
+	// Run is the id the run takes on the node placed on: the home chose
+	// it and noted the placement (node, run) before the call, and takes
+	// a charge only for a run it placed, from the node it placed it on.
+	Run string `json:"run,omitempty"`
 }
 
 // HomeCharge is what a node that ran a guest's run charges to the agent's
@@ -165,4 +169,11 @@ type HomeCharge struct {
 	Agent string `json:"agent"`
 	Run   string `json:"run"`
 	Used  Budget `json:"used"`
+}
+
+// HomeCharged is the home's answer to a HomeCharge: Already when it had
+// the charge before (sent again after an answer that was lost), and did
+// not count it twice.
+type HomeCharged struct {
+	Already bool `json:"already,omitempty"`
 }

@@ -220,6 +220,9 @@ type RunRecord struct {
 	// Policy is the digest of the agent's policy file the run started
 	// under, as ox-policy show names it (the policy's version).
 	Policy string `json:"policy,omitempty"`
+	// Home is the node that placed the run from its agent's home, and is
+	// charged its use when it ends (a fleet; "" for a run of this node).
+	Home string `json:"home,omitempty"`
 	// Status is the exit status as a shell reports it (128+N for signal
 	// N), once exited.
 	Status *int   `json:"status,omitempty"`

@@ -330,3 +330,12 @@ func handed(a proto.SpawnArgs) []byte {
 	b.WriteString(a.Input)
 	return []byte(b.String())
 }
+
+// IsID reports whether id is a run's id as NewID makes them: "r" and 9
+// letters.
+func IsID(id string) bool {
+	if len(id) != 10 || id[0] != 'r' {
+		return false
+	}
+	return strings.Trim(id[1:], "abcdefghijklmnopqrstuvwxyz234567") == ""
+}

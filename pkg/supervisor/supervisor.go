@@ -72,6 +72,9 @@ type Spec struct {
 	// Policy is the digest of the policy the run starts under, for its
 	// record.
 	Policy string
+	// Home is the node that placed the run as its agent's home, which
+	// its use is charged to when it ends; "" for a run of this node's.
+	Home string
 	// Wall ends the run (TERM, then KILL after Grace) once it has run
 	// this long; 0 means no limit.
 	Wall time.Duration
@@ -174,10 +177,14 @@ type Run struct {
 	s    *Supervisor
 	spec Spec
 
-	mu            sync.Mutex
-	rec           proto.RunRecord
-	logf          *os.File
-	size          int64         // bytes of records in logf
+	mu   sync.Mutex
+	rec  proto.RunRecord
+	logf *os.File
+	size int64 // bytes of records in logf
+	// held, once the run ended and until OnExit has run (done): the
+	// size of the log before its exit record, which a follower is told
+	// only then, after what OnExit makes durable of the end.
+	held          int64
 	sum           hash.Hash     // blake3 of the log's bytes, as written
 	changed       chan struct{} // closed (and replaced) when a record is added
 	done          chan struct{} // closed once the exit record is in the log
@@ -263,7 +270,7 @@ func (s *Supervisor) Start(spec Spec) (*Run, error) {
 	r := &Run{s: s, spec: spec, logf: logf, sum: blake3.New(32, nil), changed: make(chan struct{}), done: make(chan struct{})}
 	r.rec = proto.RunRecord{
 		Type: proto.RecordRun, ID: spec.ID, Agent: spec.Agent, State: proto.RunRunning,
-		Command: spec.Command, Task: spec.Task, Model: spec.Model, Workspace: spec.Dir, Work: spec.Work, OpenStdin: spec.OpenStdin, Policy: spec.Policy,
+		Command: spec.Command, Task: spec.Task, Model: spec.Model, Workspace: spec.Dir, Work: spec.Work, OpenStdin: spec.OpenStdin, Policy: spec.Policy, Home: spec.Home,
 	}
 	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
 	cmd.Env = spec.Env
@@ -666,6 +673,7 @@ func (r *Run) wait(outR, errR *os.File, readers *sync.WaitGroup) {
 	r.rec.Error = ex.Error
 	r.rec.Limits = ex.Limits
 	r.rec.Text = runText(&r.rec)
+	r.held = r.size
 	r.appendLocked(b)
 	r.mu.Unlock()
 	if r.spec.Work != "" && s.Harvest != nil {
@@ -906,6 +914,9 @@ func (r *Run) Follow(ctx context.Context, fn func(rec []byte) error) error {
 	for {
 		r.mu.Lock()
 		size, changed := r.size, r.changed
+		if r.held > 0 {
+			size = r.held // the exit record, once OnExit has run (done)
+		}
 		r.mu.Unlock()
 		ended := false
 		select {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -90,6 +91,40 @@ func TestOnExitBeforeDone(t *testing.T) {
 	<-r.Done()
 	if !exited.Load() {
 		t.Fatal("Done closed before OnExit returned")
+	}
+}
+
+// A follower of a run's records is told its end (the exit record) only
+// once OnExit has run: what the kernel makes durable of the end (a
+// charge owed to the agent's home) is on disk before anyone hears of it.
+func TestFollowExitAfterOnExit(t *testing.T) {
+	s := newSup(t, t.TempDir())
+	defer s.Close()
+	var exited atomic.Bool
+	release := make(chan struct{})
+	let := sync.OnceFunc(func() { close(release) })
+	defer let() // before Close, which waits for OnExit
+	s.OnExit = func(r *Run) {
+		<-release
+		time.Sleep(20 * time.Millisecond)
+		exited.Store(true)
+	}
+	r := start(t, s, "r1", "/bin/sh", "-c", "echo hi")
+	got := make(chan bool, 1)
+	go r.Follow(context.Background(), func(rec []byte) error {
+		if strings.Contains(string(rec), `"type":"exit"`) {
+			got <- exited.Load()
+		}
+		return nil
+	})
+	select {
+	case <-got:
+		t.Fatal("the exit record was followed while OnExit ran")
+	case <-time.After(300 * time.Millisecond):
+	}
+	let()
+	if !<-got {
+		t.Fatal("the exit record was followed before OnExit returned")
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/oxios/oxios/pkg/audit"
+	"github.com/oxios/oxios/pkg/fleet"
 	"github.com/oxios/oxios/share"
 )
 
@@ -66,7 +67,13 @@ func startNATS(t *testing.T) *natsCluster {
 			t.Fatal(err)
 		}
 		c.seeds[u], c.pubs[u] = f, pub
-		users = append(users, fmt.Sprintf("{nkey: %q}", pub))
+		if u == "intruder" {
+			// Worst case: a user the servers limit in nothing.
+			users = append(users, fmt.Sprintf("{nkey: %q}", pub))
+		} else {
+			// The permissions contrib/fleet's servers give each node.
+			users = append(users, fmt.Sprintf("{nkey: %q, %s}", pub, fleet.Permissions(u)))
+		}
 	}
 	for i := range 3 {
 		var routes []string
@@ -144,8 +151,9 @@ func fleetConfig(nc *natsCluster, node string, admins []string, servers ...strin
 		}
 	}
 	ad, _ := json.Marshal(admins)
-	return fmt.Sprintf("[fleet]\nservers = [%q]\nnode = %q\nheartbeat = \"500ms\"\nreplicas = 3\nnkey = %q\nadmins = %s\n\n[fleet.peers]\n%s\n",
-		strings.Join(servers, "\", \""), node, nc.seeds[node], ad, strings.Join(peers, "\n"))
+	sv, _ := json.Marshal(servers)
+	return fmt.Sprintf("[fleet]\nservers = %s\nnode = %q\nheartbeat = \"500ms\"\nreplicas = 3\nnkey = %q\nadmins = %s\n\n[fleet.peers]\n%s\n",
+		sv, node, nc.seeds[node], ad, strings.Join(peers, "\n"))
 }
 
 // fleetNodes is what ox-status on d says of the nodes: name -> ok.
@@ -328,7 +336,7 @@ func TestFleet(t *testing.T) {
 	// restarted daemon ends with its subtest).
 	t.Run("trust", func(t *testing.T) { fleetTrust(t, nc, a, b, c) })
 
-	t.Run("home", func(t *testing.T) { fleetHome(t, a, b, c) })
+	t.Run("home", func(t *testing.T) { fleetHome(t, nc, a, b, c) })
 
 	t.Run("reattach", func(t *testing.T) {
 		// A run placed on b and left (-d) is found again from a: waited
@@ -476,6 +484,64 @@ func TestFleet(t *testing.T) {
 			ok, there := n["c"]
 			return there && !ok
 		})
+	})
+
+	t.Run("home-charge-crash", func(t *testing.T) {
+		// A charge is never lost nor counted twice across crashes: a
+		// places lim on b and is killed (-9) while the run goes on; the
+		// run ends on b, whose charge to a finds no one; b is killed (-9)
+		// after the end was told; both start again (on the servers still
+		// up), and the charge arrives on a once.
+		// The cluster, a server short since the subtests before, may
+		// still be moving its streams' leaders (EHOSTUNREACH meanwhile).
+		var r result
+		t1 := time.Now()
+		fleetWait(t, 120*time.Second, "a spawn of lim placed on b", func() bool {
+			r = a.ox("", "ox-spawn", "--node", "b", "-a", "lim", "-d", "--json", "--", "sleep", "2")
+			if r.code != 0 && !strings.Contains(r.stderr, "EHOSTUNREACH") {
+				t.Fatalf("ox-spawn --node b -d: %d %s %s", r.code, r.stdout, r.stderr)
+			}
+			return r.code == 0
+		})
+		recs := fleetRecords(t, r.stdout)
+		if len(recs) == 0 || recs[0]["id"] == nil {
+			t.Fatalf("ox-spawn --node b -d: %s %s", r.stdout, r.stderr)
+		}
+		run := recs[0]["id"].(string)
+		t.Logf("placed %s on b after %s", run, time.Since(t1).Round(time.Millisecond))
+		a.kill9()
+		if r := b.ox("", "ox-wait", run); r.code != 0 {
+			t.Fatalf("ox-wait %s on b: exit %d %s", run, r.code, r.stderr)
+		}
+		// The end is told: what b owes a is on its disk. Its first
+		// attempt found no one (a is down).
+		fleetWait(t, 30*time.Second, "b's first attempt at the charge", func() bool {
+			return strings.Contains(b.stderr.String(), "not charged to its home yet")
+		})
+		b.kill9()
+		// a first: b sends what it owes as it starts, read from its disk.
+		servers := []string{nc.urls[1], nc.urls[2]} // the first was killed above
+		t0 := time.Now()
+		a2 := startDaemon(t, daemonOpts{config: fleetConfig(nc, "a", []string{"a", "b", "c"}, servers...), dir: a.dir})
+		b2 := startDaemon(t, daemonOpts{config: fleetConfig(nc, "b", []string{"a", "b", "c"}, servers...), dir: b.dir})
+		charged := func() (n int) {
+			for _, rec := range fleetRecords(t, a2.ox("", "ox-audit", "log", "--json", "--op", "budget.charge").stdout) {
+				actor, _ := rec["actor"].(map[string]any)
+				if strings.Contains(fmt.Sprint(rec["target"]), run) && actor["node"] == "b" && rec["result"] == "ok" {
+					n++
+				}
+			}
+			return n
+		}
+		fleetWait(t, 120*time.Second, "b's charge of "+run+" on a after both restarted", func() bool { return charged() > 0 })
+		t.Logf("the charge arrived %s after the restarts began", time.Since(t0).Round(time.Millisecond))
+		// b has the answer, and removed what it owed: nothing is sent again.
+		fleetWait(t, 30*time.Second, "b to note a's answer", func() bool {
+			return strings.Contains(b2.ox("", "ox-audit", "log", "--json", "--op", "budget.charge").stdout, run+" [charged on home a]")
+		})
+		if n := charged(); n != 1 {
+			t.Fatalf("run %s charged %d times on a, want once", run, n)
+		}
 	})
 
 	t.Run("alone-unchanged", func(t *testing.T) {
@@ -717,6 +783,96 @@ func fleetTrust(t *testing.T, nc *natsCluster, a, b, c *daemon) {
 	if w, _ := os.ReadFile(filepath.Join(b.data, "fleet", "witness", "a.jsonl")); strings.Contains(string(w), strings.Repeat("0", 64)) {
 		t.Errorf("b kept a forged head of a")
 	}
+
+	// A node's own NATS user (its key, stolen) may not use another
+	// node's subjects: the servers refuse it, before any signature is
+	// checked. Its own subjects it may use (the check can fail).
+	perms := make(chan error, 8)
+	bopt, err := nats.NkeyOptionFromSeed(nc.seeds["b"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	asNode, err := nats.Connect(strings.Join(nc.urls[1:], ","), bopt, nats.CustomInboxPrefix(fleet.InboxPrefix("b")),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { perms <- err }))
+	if err != nil {
+		t.Fatalf("b's NATS user: %v", err)
+	}
+	defer asNode.Close()
+	denied := func(what string, do func() error) {
+		t.Helper()
+		if err := do(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		asNode.Flush()
+		select {
+		case err := <-perms:
+			if !strings.Contains(strings.ToLower(err.Error()), "permissions violation") {
+				t.Errorf("%s: %v, want a permissions violation", what, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Errorf("%s: the servers let b's user do it", what)
+		}
+	}
+	denied("b's user publishing a head of a", func() error { return asNode.Publish("oxios.head.a", forged) })
+	denied("b's user taking the calls to a", func() error { _, err := asNode.SubscribeSync("oxios.call.a"); return err })
+	denied("b's user writing a's entry in the nodes bucket", func() error { return asNode.Publish("$KV.oxios_nodes.a", []byte("{}")) })
+	denied("b's user reading another's inbox", func() error { _, err := asNode.SubscribeSync(fleet.InboxPrefix("a") + ".>"); return err })
+	if _, err := asNode.Request("oxios.ping.a", nil, 5*time.Second); err != nil {
+		t.Errorf("b's user may not ping a, as a node must: %v", err)
+	}
+	select {
+	case err := <-perms:
+		t.Errorf("b's user was refused what a node does: %v", err)
+	default:
+	}
+}
+
+// fleetSign is body, a fleet call, signed with the seed of file.
+func fleetSign(t *testing.T, file string, body []byte) []byte {
+	t.Helper()
+	kp, err := nkeys.FromSeed(mustRead(t, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig, _ := kp.Sign(body)
+	b, _ := json.Marshal(map[string]any{"body": json.RawMessage(body), "sig": base64.RawStdEncoding.EncodeToString(sig)})
+	return b
+}
+
+// fleetCharge sends, over conn, a charge of run of agent to node to,
+// signed as node from, and returns the called node's answer: the done
+// message of the call's records (plain: the call names no reply key).
+func fleetCharge(t *testing.T, nc *natsCluster, conn *nats.Conn, from, to, agent, run string) string {
+	t.Helper()
+	id := fmt.Sprintf("charge-%s-%d", from, time.Now().UnixNano())
+	args, _ := json.Marshal(map[string]any{"agent": agent, "run": run, "used": map[string]any{"wall": 100}})
+	body, _ := json.Marshal(map[string]any{"id": id, "from": from, "op": "fleet.home-charge", "args": json.RawMessage(args),
+		"cred": map[string]any{"uid": 0}, "to": to, "expires": time.Now().Add(20 * time.Second).UnixMilli()})
+	if _, err := conn.Request("oxios.call."+to, fleetSign(t, nc.seeds[from], body), 10*time.Second); err != nil {
+		t.Fatalf("a charge to %s: %v", to, err)
+	}
+	js, err := jetstream.New(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var done string
+	fleetWait(t, 30*time.Second, "the answer to a charge", func() bool {
+		cons, err := js.OrderedConsumer(context.Background(), "OXIOS_REPLY", jetstream.OrderedConsumerConfig{FilterSubjects: []string{"oxios.reply." + id}})
+		if err != nil {
+			return false
+		}
+		batch, err := cons.FetchNoWait(100)
+		if err != nil {
+			return false
+		}
+		for m := range batch.Messages() {
+			if strings.Contains(string(m.Data()), `"done":true`) {
+				done = string(m.Data())
+			}
+		}
+		return done != ""
+	})
+	return done
 }
 
 func mustRead(t *testing.T, p string) []byte {
@@ -733,7 +889,7 @@ func mustRead(t *testing.T, p string) []byte {
 // policy, b keeps it as a guest's, which b's operator may not change, and
 // the run's use is charged to a's budget once. An agent that lives on b
 // is not taken over by a's of the same name.
-func fleetHome(t *testing.T, a, b, c *daemon) {
+func fleetHome(t *testing.T, nc *natsCluster, a, b, c *daemon) {
 	narrow := sectionPolicy(t, map[string]string{
 		"state":  "read = [\"**\"]\nwrite = []\nquota = \"1MiB\"",
 		"budget": "tokens = 0\ncost = 0.0\nwall = \"1h\"\nexecs = 0\nrun_tokens = 0\nrun_cost = 0.0\nrun_wall = \"1h\"\nrun_execs = 1000",
@@ -784,6 +940,10 @@ func fleetHome(t *testing.T, a, b, c *daemon) {
 	if charges != 1 {
 		t.Fatalf("run %s charged %d times on a, want once", run, charges)
 	}
+	// a chose the run's id and noted the placement before the call.
+	if s := a.ox("", "ox-audit", "log", "--json", "--op", "budget.set").stdout; !strings.Contains(s, "run "+run+" [placed on b]") {
+		t.Fatalf("a's audit log does not note the placement of %s on b:\n%s", run, s)
+	}
 	var bud struct {
 		Used struct {
 			Wall float64 `json:"wall"`
@@ -791,6 +951,44 @@ func fleetHome(t *testing.T, a, b, c *daemon) {
 	}
 	if err := json.Unmarshal([]byte(a.ox("", "ox-budget", "show", "-a", "lim", "--json").stdout), &bud); err != nil || bud.Used.Wall <= 0 {
 		t.Fatalf("lim's wall time on a after its run on b: %v (%v)", bud.Used.Wall, err)
+	}
+	// The charge sent again by b (its answer lost) is answered as
+	// applied, not counted; one from c, where a placed no such run, and
+	// one of a run a never placed, are refused and audited with c's name.
+	opt, err := nats.NkeyOptionFromSeed(nc.seeds["intruder"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := nats.Connect(strings.Join(nc.urls, ","), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if got := fleetCharge(t, nc, conn, "b", "a", "lim", run); !strings.Contains(got, `"already":true`) {
+		t.Errorf("b's charge of %s sent again: %s", run, got)
+	}
+	if got := fleetCharge(t, nc, conn, "c", "a", "lim", run); !strings.Contains(got, "EPERM") {
+		t.Errorf("c's charge of b's run %s: %s", run, got)
+	}
+	if got := fleetCharge(t, nc, conn, "b", "a", "lim", "rneverplac"); !strings.Contains(got, "EPERM") {
+		t.Errorf("b's charge of a run a never placed: %s", got)
+	}
+	var again struct {
+		Used struct {
+			Wall float64 `json:"wall"`
+		} `json:"used"`
+	}
+	json.Unmarshal([]byte(a.ox("", "ox-budget", "show", "-a", "lim", "--json").stdout), &again)
+	if again.Used.Wall != bud.Used.Wall {
+		t.Errorf("lim's wall time on a went from %v to %v with charges a took none of", bud.Used.Wall, again.Used.Wall)
+	}
+	refused := false
+	for _, rec := range fleetRecords(t, a.ox("", "ox-audit", "log", "--json", "--op", "budget.charge").stdout) {
+		actor, _ := rec["actor"].(map[string]any)
+		refused = refused || actor["node"] == "c" && rec["result"] == "EPERM" && strings.Contains(fmt.Sprint(rec["target"]), run)
+	}
+	if !refused {
+		t.Errorf("a's audit log lacks c's refused charge of %s", run)
 	}
 	// A change at home goes with the next run.
 	if r := a.ox("", "ox-policy", "set", "-a", "lim", wide); r.code != 0 {

@@ -6,8 +6,9 @@
 //	go run ./contrib/fleet/fleet-keys -out keys h1 h2 h3
 //
 // Each node's key is both its NATS user (the servers let in only these
-// users) and the key that signs its calls and audit heads, which its
-// peers check against [fleet.peers].
+// users, each with the permissions of a node of its name: its own
+// subjects, fleet.Permissions) and the key that signs its calls and
+// audit heads, which its peers check against [fleet.peers].
 package main
 
 import (
@@ -15,8 +16,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/nats-io/nkeys"
+
+	"github.com/oxios/oxios/pkg/fleet"
 )
 
 func main() {
@@ -55,7 +59,8 @@ func main() {
 	fmt.Println("# In each NATS server's config (contrib/fleet/nats-hN.conf):")
 	fmt.Println("authorization {\n  users: [")
 	for _, h := range hosts {
-		fmt.Printf("    {nkey: %q}  # %s\n", pubs[h], h)
+		perms := strings.ReplaceAll(fleet.Permissions(h), "\n", "\n     ")
+		fmt.Printf("    # %s\n    {nkey: %q, %s}\n", h, pubs[h], perms)
 	}
 	fmt.Println("  ]\n}")
 	for _, h := range hosts {
