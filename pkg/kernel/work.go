@@ -71,7 +71,12 @@ func (k *Kernel) harvestWork(r *supervisor.Run) {
 	if spec.Sandbox == nil || spec.Sandbox.Overlay == nil {
 		return
 	}
-	m, err := k.works.Harvest(spec.ID, spec.Sandbox.Overlay.Upper, time.Now())
+	upper := r.Upper()
+	if upper == "" {
+		k.log.Warn("the run's work was not kept: its shim never sent the folder of its upper layer", "run", spec.ID)
+		return
+	}
+	m, err := k.works.Harvest(spec.ID, upper, time.Now())
 	if err != nil {
 		k.log.Warn("the run's work was not kept", "run", spec.ID, "err", err)
 		return

@@ -251,6 +251,10 @@ func Boxed(a proto.SpawnArgs, r Run, h Host, socket string) (supervisor.Spec, *p
 		for _, b := range sb.Binds {
 			if b.Path != sandbox.WorkDir {
 				binds = append(binds, b)
+			} else if b.Tmpfs > 0 {
+				// Rootless: the upper layer on a filesystem of the
+				// workspace's size, which the shim makes.
+				o.Size = b.Tmpfs
 			}
 		}
 		sb.Binds = binds

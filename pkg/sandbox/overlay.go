@@ -33,6 +33,53 @@ type Overlay struct {
 	Work  string `json:"work"`
 	UID   uint32 `json:"uid"`
 	GID   uint32 `json:"gid"`
+	// Size, rootless (in a user namespace, where oxiosd can mount
+	// nothing on DATA), puts Upper and Work on a tmpfs of that many bytes
+	// (the run's limits.disk) the shim makes, so that --work obeys the
+	// run's disk limit as it does as root. oxiosd reaches that tmpfs once
+	// the run has exited through the folder the shim sends it on the
+	// socket of its execs (Execs.Upper), which keeps it until oxiosd
+	// closes it.
+	Size uint64 `json:"size,omitempty"`
+}
+
+// upperFD is the shim's open folder of the tmpfs of a rootless
+// overlay's upper layer (Overlay.Size), -1 for none: sent to oxiosd.
+var upperFD = -1
+
+// upperOnTmpfs makes the tmpfs of o's upper and work folders at
+// root/.upper, keeps it open in upperFD, points o at it, and returns how
+// to detach it once the overlay is mounted (the overlay keeps its own
+// reference). An error leaves o as it was.
+func upperOnTmpfs(o *Overlay, root string, uid, gid uint32) (func(), error) {
+	dir := filepath.Join(root, ".upper")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return nil, err
+	}
+	opts := tmpfsOptions("0700", o.Size) + fmt.Sprintf(",uid=%d,gid=%d", uid, gid)
+	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		os.Remove(dir)
+		return nil, fmt.Errorf("a tmpfs of %d bytes for the upper layer: %w", o.Size, err)
+	}
+	for _, sub := range []string{"upper", "work"} {
+		if err := os.Mkdir(filepath.Join(dir, sub), 0o755); err != nil {
+			unix.Unmount(dir, unix.MNT_DETACH)
+			os.Remove(dir)
+			return nil, err
+		}
+	}
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		unix.Unmount(dir, unix.MNT_DETACH)
+		os.Remove(dir)
+		return nil, err
+	}
+	upperFD = fd
+	o.Upper, o.Work = filepath.Join(dir, "upper"), filepath.Join(dir, "work")
+	return func() {
+		unix.Unmount(dir, unix.MNT_DETACH)
+		os.Remove(dir)
+	}, nil
 }
 
 // idmapName is the argv[0] of the helper whose user namespace maps a
@@ -85,6 +132,24 @@ func mountOverlay(root string, s *Spec) error {
 				os.Remove(aside)
 			}()
 		}
+	}
+	if s.UserNS && o.Size > 0 && s.Serve {
+		// Its own bounded filesystem; if the kernel's overlay will not
+		// take it (a tmpfs without user xattrs, before Linux 6.6), the
+		// upper layer stays on DATA's disk, as it is said.
+		host := *o
+		detach, err := upperOnTmpfs(o, root, s.UID, s.GID)
+		if err == nil {
+			err = unix.Mount("overlay", dst, "overlay", unix.MS_NOSUID|unix.MS_NODEV, OverlayOptions(o, lower, s.UserNS))
+			detach()
+			if err == nil {
+				return nil
+			}
+			unix.Close(upperFD)
+			upperFD = -1
+		}
+		*o = host
+		fmt.Fprintf(os.Stderr, "oxios sandbox: --work: the upper layer is on DATA's disk, not bounded by limits.disk: %v\n", err)
 	}
 	if err := unix.Mount("overlay", dst, "overlay", unix.MS_NOSUID|unix.MS_NODEV, OverlayOptions(o, lower, s.UserNS)); err != nil {
 		return fmt.Errorf("the overlay of %s at %s: %w", o.Lower, WorkDir, err)

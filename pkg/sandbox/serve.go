@@ -8,6 +8,7 @@ import (
 	"os"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -51,6 +52,9 @@ type ExecReply struct {
 	Exited bool   `json:"exited,omitempty"`
 	Code   int    `json:"code,omitempty"`
 	Signal int    `json:"signal,omitempty"`
+	// Upper: the message carries the shim's open folder of the tmpfs of
+	// its overlay's upper layer (Overlay.Size), sent once, first.
+	Upper bool `json:"upper,omitempty"`
 }
 
 // server is the shim's side: it starts what oxiosd asks and tells it
@@ -73,6 +77,14 @@ func serve(f *os.File, spec *Spec) *server {
 		return nil
 	}
 	s := &server{conn: c.(*net.UnixConn), byPid: map[int]uint64{}, byID: map[uint64]int{}}
+	if upperFD >= 0 {
+		// In flight, the folder keeps the tmpfs even if the shim ends
+		// before oxiosd reads it.
+		b, _ := json.Marshal(ExecReply{Upper: true})
+		if _, _, err := s.conn.WriteMsgUnix(b, unix.UnixRights(upperFD), nil); err != nil {
+			fmt.Fprintf(os.Stderr, "oxios sandbox: sending the work's upper layer to oxiosd: %v\n", err)
+		}
+	}
 	go s.loop(spec)
 	return s
 }
@@ -184,6 +196,11 @@ type Execs struct {
 	next    uint64
 	waiting map[uint64]chan ExecReply
 	closed  bool
+	// upper: the folder of the upper layer's tmpfs (Upper), under mu;
+	// upperKnown is closed once it came or the shim's end closed.
+	upper      *os.File
+	upperKnown chan struct{}
+	upperOnce  sync.Once
 }
 
 // ServePair makes the socket of a shim that serves execs: the shim's end
@@ -201,20 +218,49 @@ func ServePair() (shim *os.File, ours *Execs, err error) {
 		shim.Close()
 		return nil, nil, err
 	}
-	e := &Execs{conn: c.(*net.UnixConn), waiting: map[uint64]chan ExecReply{}}
+	e := &Execs{conn: c.(*net.UnixConn), waiting: map[uint64]chan ExecReply{}, upperKnown: make(chan struct{})}
 	go e.read()
 	return shim, e, nil
 }
 
 func (e *Execs) read() {
+	defer e.upperOnce.Do(func() { close(e.upperKnown) })
 	buf := make([]byte, 64<<10)
+	oob := make([]byte, unix.CmsgSpace(4))
 	for {
-		n, err := e.conn.Read(buf)
+		n, oobn, _, _, err := e.conn.ReadMsgUnix(buf, oob)
 		if err != nil || n == 0 {
 			break
 		}
+		var fds []int
+		if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
+			for _, m := range msgs {
+				if r, err := unix.ParseUnixRights(&m); err == nil {
+					fds = append(fds, r...)
+				}
+			}
+		}
 		var r ExecReply
-		if json.Unmarshal(buf[:n], &r) != nil {
+		if json.Unmarshal(buf[:n], &r) != nil || !r.Upper {
+			closeAll(fds)
+			if r.ID == 0 {
+				continue
+			}
+		}
+		if r.Upper {
+			if len(fds) == 1 {
+				unix.CloseOnExec(fds[0])
+				e.mu.Lock()
+				if e.upper == nil {
+					e.upper = os.NewFile(uintptr(fds[0]), "upper")
+				} else {
+					unix.Close(fds[0])
+				}
+				e.mu.Unlock()
+			} else {
+				closeAll(fds)
+			}
+			e.upperOnce.Do(func() { close(e.upperKnown) })
 			continue
 		}
 		e.mu.Lock()
@@ -236,8 +282,30 @@ func (e *Execs) read() {
 	e.mu.Unlock()
 }
 
-// Close closes oxiosd's end.
-func (e *Execs) Close() error { return e.conn.Close() }
+// Close closes oxiosd's end, and the upper layer's folder.
+func (e *Execs) Close() error {
+	e.mu.Lock()
+	if e.upper != nil {
+		e.upper.Close()
+		e.upper = nil
+	}
+	e.mu.Unlock()
+	return e.conn.Close()
+}
+
+// Upper is the folder of the tmpfs of the run's overlay's upper layer
+// (Overlay.Size), as its shim sent it: its upper/ holds what the run
+// changed, also once the run has ended. It waits at most wait for the
+// shim's message; nil if none came (the shim ended without one).
+func (e *Execs) Upper(wait time.Duration) *os.File {
+	select {
+	case <-e.upperKnown:
+	case <-time.After(wait):
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.upper
+}
 
 // Start asks the shim to start argv with env in dir ("" for the
 // workspace) and stdio: replies has its answers, first the start (Pid or

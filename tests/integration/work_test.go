@@ -238,6 +238,19 @@ func workTest(t *testing.T, uid uint32) {
 	if r := spawnArgv(t, d, "dev", "ox-work", "apply", fix.id); r.status == 0 {
 		t.Errorf("a run applied work: %+v", r)
 	}
+	// --work obeys the run's disk limit, rootless too: what the run
+	// writes fills its own filesystem, not DATA's.
+	small := strings.Replace(pol, "disk = \"1GiB\"", "disk = \"4MiB\"", 1)
+	if small == pol {
+		t.Fatal("the default policy has no disk = \"1GiB\" to change")
+	}
+	d.mustOx(t, "", "ox-policy", "set", "-a", "dev", writePolicy(t, small))
+	full := spawnWork(t, d, "dev", repo, "head -c 12000000 /dev/zero > big.bin; echo rc=$?; ls -l big.bin")
+	if !strings.Contains(full.out, "No space left on device") || strings.Contains(full.out, "rc=0") || strings.Contains(full.out, " 12000000 ") {
+		t.Errorf("a run writing 12 MB to its --work folder under disk = 4MiB: %+v", full)
+	}
+	d.mustOx(t, "", "ox-work", "discard", full.id)
+	d.mustOx(t, "", "ox-policy", "set", "-a", "dev", writePolicy(t, pol))
 	execWork(t, d, c, repo, pol)
 }
 
