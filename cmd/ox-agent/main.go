@@ -54,7 +54,12 @@ func main() {
 		&cli.StringFlag{Name: "schema", TakesFile: true, Usage: "the final answer must be JSON matching the JSON Schema in `FILE` (or given inline as JSON): asked of the endpoint, checked, and printed as a result record (exit 1 if it does not match after two more tries)"},
 		&cli.StringSliceFlag{Name: "fragment", Aliases: []string{"f"}, Usage: "fetch `URL` (net.fetch, under the agent's [net] policy) and add its text to the prompt (repeatable); ox-spawn -f FILE hands a file's text in the context"},
 		&cli.StringSliceFlag{Name: "var", Usage: "fill {{NAME}} in the persona's prompt with VALUE: `NAME=VALUE` (repeatable)"},
-		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "on a terminal, show only the answers"},
+		&cli.BoolFlag{Name: "quiet", Usage: "on a terminal, show only the answers"},
+		// The flags of logs, which may come before it as every
+		// subcommand's may (cliutil.Args); -q is logs' query, as in
+		// llm logs -q, so --quiet has no short name here.
+		&cli.StringFlag{Name: "query", Aliases: []string{"q"}, Usage: "logs: only the exchanges holding every word of `WORDS`"},
+		&cli.IntFlag{Name: "count", Aliases: []string{"n"}, Value: 10, Usage: "logs: at most `N` exchanges (0: all)"},
 		&cli.BoolFlag{Name: "verbose", Usage: "on a terminal, show the system prompts and recalled memories too; off one, the delta records too"},
 		&cli.StringFlag{Name: "replay", TakesFile: true, Usage: "replay the run whose records are in `FILE` (- : stdin): serve its model's answers back instead of asking a model, compare each tool call and result with the recording's, end with a replay record (exit 1 if they differ); ox-replay runs it"},
 		&cli.BoolFlag{Name: "afresh", Usage: "with --replay: ask the model (-m) afresh from the recording's start instead of serving its answers, and report the first answer or tool call that differs (the model's calls are budgeted as any)"},
@@ -85,6 +90,11 @@ func main() {
 
 func run(c *cli.Context) error {
 	task := strings.Join(c.Args().Slice(), " ")
+	for _, f := range []string{"query", "count"} {
+		if c.IsSet(f) {
+			return cliutil.Usagef("--%s is an option of ox-agent logs, not of a run", f)
+		}
+	}
 	if c.Bool("models") {
 		return listModels(c)
 	}
