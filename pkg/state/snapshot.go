@@ -134,24 +134,54 @@ func (s *Store) writeSnapshot(gen uint64, b []byte) error {
 // in the background: after a checkpoint that began gen, and after a
 // start that walked. A failure only costs the next start after a crash
 // its walk.
+//
+// One is written at a time: checkpoints that come while one is written
+// leave only the latest generation for the writer to do next.
 func (s *Store) snapshotBehind(gen uint64) {
+	s.snapQ.Lock()
+	defer s.snapQ.Unlock()
 	if s.closing.Load() {
 		return
 	}
+	s.snapNext = gen
+	if s.snapBusy {
+		return
+	}
+	s.snapBusy = true
 	s.snapWG.Add(1)
 	go func() {
 		defer s.snapWG.Done()
-		t0 := time.Now()
-		b, err := s.encodeSnapshot(gen, true)
-		if err == nil {
-			err = s.writeSnapshot(gen, b)
+		for {
+			s.snapQ.Lock()
+			gen := s.snapNext
+			if gen == 0 || s.closing.Load() {
+				s.snapBusy = false
+				s.snapQ.Unlock()
+				return
+			}
+			s.snapNext = 0
+			s.snapQ.Unlock()
+			t0 := time.Now()
+			b, err := s.encodeSnapshot(gen, true)
+			if err == nil {
+				err = s.writeSnapshot(gen, b)
+			}
+			if err != nil {
+				slog.Info("state: key snapshot behind the checkpoint not written: a start after a crash reads the work tree", "generation", gen, "err", err)
+				continue
+			}
+			slog.Debug("state: key snapshot written behind the checkpoint", "generation", gen, "bytes", len(b), "took", time.Since(t0).Round(time.Millisecond))
 		}
-		if err != nil {
-			slog.Info("state: key snapshot behind the checkpoint not written: a start after a crash reads the work tree", "generation", gen, "err", err)
-			return
-		}
-		slog.Debug("state: key snapshot written behind the checkpoint", "generation", gen, "bytes", len(b), "took", time.Since(t0).Round(time.Millisecond))
 	}()
+}
+
+// stopSnapshots lets no more key snapshots start behind checkpoints and
+// waits for the one being written.
+func (s *Store) stopSnapshots() {
+	s.snapQ.Lock()
+	s.closing.Store(true)
+	s.snapQ.Unlock()
+	s.snapWG.Wait()
 }
 
 // encodeSnapshot lists the trees the way loadIndex finds them and takes

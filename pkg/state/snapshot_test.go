@@ -162,8 +162,7 @@ func TestSnapshotUsedAfterCleanClose(t *testing.T) {
 // store is abandoned, not closed.
 func crash(s *Store) {
 	s.Flush()
-	s.closing.Store(true)
-	s.snapWG.Wait()
+	s.stopSnapshots()
 }
 
 // TestSnapshotIgnoredAfterCrash: a store that was not closed leaves no

@@ -198,10 +198,15 @@ type Store struct {
 	// snapGen is the generation of the last one written or loaded,
 	// snapWG counts those being written behind checkpoints, closing
 	// stops more from starting.
-	snapMu    sync.Mutex
-	snapGen   uint64
-	snapWG    sync.WaitGroup
-	closing   atomic.Bool
+	snapMu  sync.Mutex
+	snapGen uint64
+	snapWG  sync.WaitGroup
+	closing atomic.Bool
+	// snapQ guards snapNext, the generation of the next snapshot to
+	// write behind a checkpoint (0: none), and snapBusy, a writer runs.
+	snapQ     sync.Mutex
+	snapNext  uint64
+	snapBusy  bool
 	metaDirty atomic.Bool // the keys' metadata changed since DATA/index/meta was written
 
 	timer        *time.Timer // fires once changes have settled; idle otherwise
@@ -885,9 +890,8 @@ func (s *Store) close() error {
 	s.Flush()
 	// The final checkpoint writes no snapshot behind it: the exact one
 	// below does.
-	s.closing.Store(true)
+	s.stopSnapshots()
 	err := s.checkpoint(true)
-	s.snapWG.Wait()
 	if err == nil && s.opened {
 		if serr := s.saveSnapshot(); serr != nil {
 			slog.Warn("state: key snapshot not saved: the next start reads the work tree", "err", serr)
