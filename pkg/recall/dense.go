@@ -66,7 +66,7 @@ func addFeatures(vec []float32, feat []int32, w float32) {
 func (ix *Index) denseOf(vec []float32, terms []termFreq, qweights map[uint32]float64) {
 	clear(vec)
 	for _, tf := range terms {
-		df := len(ix.post[tf.term].docs)
+		df := ix.post[tf.term].df()
 		if df == 0 {
 			continue
 		}

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -468,16 +469,45 @@ func TestDeleteMany(t *testing.T) {
 			}
 		}
 	}
+	// Deleted documents may stay in a list (counted dead) until they
+	// are half of it; a block's bound stays a bound of its live ones.
 	for term := range many.post {
 		p := &many.post[term]
-		for bi, got := range p.blk {
-			want := blockMax{minLen: math.MaxUint32}
-			for j := bi * blockSize; j < min((bi+1)*blockSize, len(p.docs)); j++ {
-				want.maxTF = max(want.maxTF, p.tfs[j])
-				want.minLen = min(want.minLen, many.docLen[p.docs[j]])
+		dead := 0
+		for _, d := range p.docs {
+			if many.dead(d) {
+				dead++
 			}
-			if got != want {
-				t.Fatalf("term %d block %d bound %+v, want %+v", term, bi, got, want)
+		}
+		if dead != int(p.dead) || 2*dead > len(p.docs) && len(p.docs) > 0 {
+			t.Fatalf("term %d: %d of its %d documents are deleted, it counts %d", term, dead, len(p.docs), p.dead)
+		}
+		for bi, got := range p.blk {
+			live := blockMax{minLen: math.MaxUint32}
+			for j := bi * blockSize; j < min((bi+1)*blockSize, len(p.docs)); j++ {
+				if !many.dead(p.docs[j]) {
+					live.maxTF = max(live.maxTF, p.tfs[j])
+					live.minLen = min(live.minLen, many.docLen[p.docs[j]])
+				}
+			}
+			if got.maxTF < live.maxTF || got.minLen > live.minLen {
+				t.Fatalf("term %d block %d bound %+v does not bound its live documents %+v", term, bi, got, live)
+			}
+		}
+	}
+	// Deleting most of them filters the lists: what is left is live.
+	var rest []string
+	for i := range docs {
+		if i%3 != 0 && i%5 != 0 {
+			rest = append(rest, docs[i].ID)
+		}
+	}
+	many.DeleteMany(rest)
+	for _, q := range words[:40] {
+		hits, _ := many.Search(q, Options{K: 100})
+		for _, h := range hits {
+			if n, _ := strconv.Atoi(strings.TrimPrefix(h.ID, "d")); n%3 == 0 || n%5 != 0 {
+				t.Fatalf("%q finds %s, deleted", q, h.ID)
 			}
 		}
 	}
