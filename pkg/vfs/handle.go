@@ -68,8 +68,12 @@ func (l *Layer) Open(ctx context.Context, c *kernel.Cred, n *Node, flags int) (*
 		// a reader that sizes the file first (tail) must not find it
 		// empty, or it reads it as a pipe, to its end, before printing.
 		err := h.waitFor(ctx, 0)
-		if err == nil && len(h.data) == 0 {
-			err = h.err // refused (run.attach), or no such run
+		if err == nil {
+			h.mu.Lock()
+			if len(h.data) == 0 {
+				err = h.err // refused (run.attach), or no such run
+			}
+			h.mu.Unlock()
 		}
 		if err != nil {
 			h.Release()
