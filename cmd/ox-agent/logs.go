@@ -96,24 +96,11 @@ func logs(c *cli.Context) error {
 			}
 			n++
 			rec := exchangeRecord{Type: "exchange", Agent: name, Run: e.Run, Model: e.Model, Saved: e.Saved.UTC(), Prompt: e.Prompt, Answer: e.Answer,
-				Text: fmt.Sprintf("%s: %s -> %s", e.Run, oneLine(e.Prompt, 200), oneLine(e.Answer, 200))}
-			p.Print(rec, e.Run, e.Saved.Local().Format("2006-01-02 15:04"), oneLine(e.Prompt, 60), oneLine(e.Answer, 80))
+				Text: fmt.Sprintf("%s: %s -> %s", e.Run, agent.OneLine(e.Prompt, 200), agent.OneLine(e.Answer, 200))}
+			p.Print(rec, e.Run, e.Saved.Local().Format("2006-01-02 15:04"), agent.OneLine(e.Prompt, 60), agent.OneLine(e.Answer, 80))
 		}
 	}
 	return p.Flush()
-}
-
-// oneLine is s on one line, cut at n bytes.
-func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > n {
-		i := n
-		for i > 0 && s[i]&0xC0 == 0x80 {
-			i--
-		}
-		s = s[:i] + "…"
-	}
-	return s
 }
 
 // noLogs reports whether "logs" is not the name of the subcommand here:

@@ -730,7 +730,7 @@ func (r *Runner) recall(ctx context.Context) string {
 	}
 	var b strings.Builder
 	for _, m := range mems {
-		text := oneLine(m.Text, 500)
+		text := OneLine(m.Text, 500)
 		if r.recalled[text] || strings.Contains(said.String(), text) {
 			r.recalled[text] = true
 			continue
@@ -752,9 +752,9 @@ func (r *Runner) remember(ctx context.Context, summary string) {
 	if r.cfg.NoSummary || s == "" {
 		return
 	}
-	text := "Task: " + oneLine(r.cfg.Task, 300) + "\nOutcome: " + oneLine(s, 2000)
+	text := "Task: " + OneLine(r.cfg.Task, 300) + "\nOutcome: " + OneLine(s, 2000)
 	res := &proto.ToolResultRecord{Type: proto.RecordToolResult, Name: "remember", ID: "summary"}
-	if r.recalled[oneLine(text, 500)] {
+	if r.recalled[OneLine(text, 500)] {
 		res.Text = "the run's summary is already a memory; not kept again"
 		r.emit(res)
 		return
@@ -768,7 +768,9 @@ func (r *Runner) remember(ctx context.Context, summary string) {
 	r.emit(res)
 }
 
-func oneLine(s string, n int) string {
+// OneLine is s on one line, cut at n bytes (not inside a UTF-8
+// character) and ended with "…" where cut.
+func OneLine(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if len(s) > n {
 		i := n

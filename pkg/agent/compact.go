@@ -56,18 +56,18 @@ func (r *Runner) compact() bool {
 			}
 			switch {
 			case m.Role == openai.ChatMessageRoleTool:
-				fmt.Fprintf(&b, "- %s returned: %s\n", m.Name, oneLine(m.Content, digestLine))
+				fmt.Fprintf(&b, "- %s returned: %s\n", m.Name, OneLine(m.Content, digestLine))
 			case len(m.ToolCalls) > 0:
 				for _, tc := range m.ToolCalls {
-					fmt.Fprintf(&b, "- you called %s %s\n", tc.Function.Name, oneLine(tc.Function.Arguments, digestLine))
+					fmt.Fprintf(&b, "- you called %s %s\n", tc.Function.Name, OneLine(tc.Function.Arguments, digestLine))
 				}
 				if m.Content != "" {
-					fmt.Fprintf(&b, "- you said: %s\n", oneLine(m.Content, digestLine))
+					fmt.Fprintf(&b, "- you said: %s\n", OneLine(m.Content, digestLine))
 				}
 			case m.Role == openai.ChatMessageRoleSystem:
 				// Recalled memories and old prompts: said again by the head.
 			default:
-				fmt.Fprintf(&b, "- %s: %s\n", m.Role, oneLine(m.Content, digestLine))
+				fmt.Fprintf(&b, "- %s: %s\n", m.Role, OneLine(m.Content, digestLine))
 			}
 		}
 		folded = t - h

@@ -223,14 +223,14 @@ func (p *Replay) afresh(ctx context.Context, msgs []openai.ChatCompletionMessage
 	}
 	p.calls, p.res = 0, 0
 	if n >= len(p.Rec.Answers) {
-		p.diverge(n+1, 0, "", "", "the end of the run", oneLine(t.Content, 300),
+		p.diverge(n+1, 0, "", "", "the end of the run", OneLine(t.Content, 300),
 			fmt.Sprintf("the model answered a %d%s time; the recording ended after %d answers", n+1, ordinal(n+1), len(p.Rec.Answers)))
 		return t, nil
 	}
 	a := p.Rec.Answers[n]
 	if strings.TrimSpace(a.Content) != strings.TrimSpace(t.Content) {
-		p.diverge(n+1, 0, "", "", oneLine(a.Content, 300), oneLine(t.Content, 300),
-			fmt.Sprintf("answer %d: the recorded model said %q, the model now %q", n+1, oneLine(a.Content, 120), oneLine(t.Content, 120)))
+		p.diverge(n+1, 0, "", "", OneLine(a.Content, 300), OneLine(t.Content, 300),
+			fmt.Sprintf("answer %d: the recorded model said %q, the model now %q", n+1, OneLine(a.Content, 120), OneLine(t.Content, 120)))
 	}
 	return t, nil
 }

@@ -152,7 +152,7 @@ func (r *Runner) recallTool(ctx context.Context, decode func(any) error) (string
 	}
 	var b strings.Builder
 	for _, m := range mems {
-		fmt.Fprintf(&b, "- %s [%s, %s, score %.3f] %s\n", m.ID, m.Kind, m.Created.Format("2006-01-02"), m.Score, oneLine(m.Text, 1000))
+		fmt.Fprintf(&b, "- %s [%s, %s, score %.3f] %s\n", m.ID, m.Kind, m.Created.Format("2006-01-02"), m.Score, OneLine(m.Text, 1000))
 	}
 	if b.Len() == 0 {
 		return "(nothing recalled)", "", nil

@@ -241,28 +241,15 @@ func (e *Execs) read() {
 			}
 		}
 		var r ExecReply
-		if json.Unmarshal(buf[:n], &r) != nil || !r.Upper {
+		if json.Unmarshal(buf[:n], &r) != nil {
 			closeAll(fds)
-			if r.ID == 0 {
-				continue
-			}
-		}
-		if r.Upper {
-			if len(fds) == 1 {
-				unix.CloseOnExec(fds[0])
-				e.mu.Lock()
-				if e.upper == nil {
-					e.upper = os.NewFile(uintptr(fds[0]), "upper")
-				} else {
-					unix.Close(fds[0])
-				}
-				e.mu.Unlock()
-			} else {
-				closeAll(fds)
-			}
-			e.upperOnce.Do(func() { close(e.upperKnown) })
 			continue
 		}
+		if r.Upper {
+			e.takeUpper(fds)
+			continue
+		}
+		closeAll(fds) // only the upper layer's message carries a file
 		e.mu.Lock()
 		ch := e.waiting[r.ID]
 		if r.Done || r.Err != "" {
@@ -280,6 +267,20 @@ func (e *Execs) read() {
 		delete(e.waiting, id)
 	}
 	e.mu.Unlock()
+}
+
+// takeUpper keeps the folder of the upper layer's tmpfs the shim sent
+// (the first one; any other file is closed) and lets Upper return.
+func (e *Execs) takeUpper(fds []int) {
+	e.mu.Lock()
+	if len(fds) == 1 && e.upper == nil {
+		unix.CloseOnExec(fds[0])
+		e.upper = os.NewFile(uintptr(fds[0]), "upper")
+		fds = nil
+	}
+	e.mu.Unlock()
+	closeAll(fds)
+	e.upperOnce.Do(func() { close(e.upperKnown) })
 }
 
 // Close closes oxiosd's end, and the upper layer's folder.
