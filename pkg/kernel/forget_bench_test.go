@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,8 +21,8 @@ import (
 // other agent's saves while it ran (issue 45: at 100k memories the forget
 // took 47 s and held every other agent's save for all of it).
 func BenchmarkForgetAll(b *testing.B) {
-	for _, n := range []int{10_000, 100_000} {
-		b.Run(fmt.Sprintf("%dk", n/1000), func(b *testing.B) { benchForgetAll(b, n) })
+	for _, n := range benchForgetSizes() {
+		b.Run(fmt.Sprintf("%d", n), func(b *testing.B) { benchForgetAll(b, n) })
 	}
 }
 
@@ -107,4 +109,22 @@ func reportSaves(b *testing.B, waits []time.Duration) {
 	b.ReportMetric(float64(waits[len(waits)*99/100].Microseconds())/1000, "other-save-p99-ms")
 	b.ReportMetric(float64(waits[len(waits)-1].Microseconds())/1000, "other-save-max-ms")
 	b.ReportMetric(float64(len(waits)), "other-saves")
+}
+
+// benchForgetSizes are the sizes of BenchmarkForgetAll: 10k and 100k,
+// or those OXIOS_BENCH_FORGET names (memories, comma-separated).
+func benchForgetSizes() []int {
+	v := os.Getenv("OXIOS_BENCH_FORGET")
+	if v == "" {
+		return []int{10_000, 100_000}
+	}
+	var ns []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			panic(fmt.Sprintf("OXIOS_BENCH_FORGET: %q is not a count of memories", f))
+		}
+		ns = append(ns, n)
+	}
+	return ns
 }
