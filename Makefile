@@ -113,8 +113,9 @@ deps: ## install fuse3 (fusermount3, for the mount as a user) with apt-get or dn
 	else echo "make deps: install the fuse3 package with your package manager"; exit 1; fi
 
 .PHONY: bench
-bench: build ## run the benchmarks against bin/ (pass BENCHFLAGS=...)
-	$(GO) run ./tests/bench -bin $(CURDIR)/bin -cisi $(CISI) $(BENCHFLAGS)
+bench: build ## run the benchmarks against bin/ (pass BENCHFLAGS=...); the FTS5 anchor needs a C compiler
+	cd tests/bench/fts5 && $(GO) build -tags sqlite_fts5 -o $(CURDIR)/bin/.bench/fts5 .
+	$(GO) run ./tests/bench -bin $(CURDIR)/bin -cisi $(CISI) -fts5 $(CURDIR)/bin/.bench/fts5 $(BENCHFLAGS)
 
 .PHONY: torture
 torture: ## long runs: the crash storm, STORM_ROUNDS kill -9 rounds (default 40); on a real mount (as root): fsx, 20,000 ops per seed, the eviction repro, a 256 MiB file

@@ -2,8 +2,8 @@ package main
 
 import (
 	"bufio"
-	"bytes"
-	"fmt"
+	"encoding/json"
+	"flag"
 	"io"
 	"os"
 	"os/exec"
@@ -13,45 +13,36 @@ import (
 	"unicode"
 )
 
-// The recall anchor: SQLite FTS5 with the porter tokenizer, driven through
-// the sqlite3 command-line shell (no Go driver, so no cgo in the module
-// for a benchmark's sake). The bulk load is the shell inserting every line
-// in one transaction and committing (synchronous=FULL, SQLite's default);
-// queries go through one running shell, each timed from writing it to
-// reading its last row, like oxiosd's across its socket.
+// The recall anchor: SQLite FTS5 with the porter tokenizer, through a Go
+// driver over SQLite's C library with prepared statements (tests/bench/fts5,
+// a module of its own so that cgo stays out of the main module; `make
+// bench` builds it). The bulk load is one prepared INSERT per line in one
+// transaction, until its commit returns (synchronous=FULL, SQLite's
+// default: durable, as oxiosd's answer is); its CPU is the anchor
+// process's own. Queries go to the same process over a pipe, each timed
+// from writing it to reading its last row, like oxiosd's across its
+// socket.
+
+var fts5Bin = flag.String("fts5", "", "recall: the FTS5 anchor program (tests/bench/fts5, built by make bench); without it the recall rows have no anchor")
 
 type fts struct {
 	bulkRate float64
-	bulkCPU  float64 // the shell's CPU time (user+sys) for the bulk load, s
+	bulkCPU  float64 // the anchor's CPU time (user+sys) for the bulk load, s
 	cmd      *exec.Cmd
 	in       io.WriteCloser
 	out      *bufio.Reader
 }
 
-// newFTS loads lines into a new FTS5 table under dir and starts the shell
-// that answers queries; nil when there is no sqlite3.
+// newFTS loads lines into a new FTS5 table under dir and keeps the anchor
+// running to answer queries; nil when there is no anchor program.
 func newFTS(dir string, lines []string) *fts {
-	bin, err := exec.LookPath("sqlite3")
-	if err != nil {
+	if *fts5Bin == "" {
 		return nil
 	}
-	db := filepath.Join(dir, "fts5.db")
-	var sql bytes.Buffer
-	sql.WriteString("CREATE VIRTUAL TABLE m USING fts5(body, tokenize='porter');\nBEGIN;\n")
-	for _, l := range lines {
-		sql.WriteString("INSERT INTO m(body) VALUES('")
-		sql.WriteString(strings.ReplaceAll(l, "'", "''"))
-		sql.WriteString("');\n")
-	}
-	sql.WriteString("COMMIT;\n")
-	load := exec.Command(bin, "-bail", db)
-	load.Stdin = &sql
-	load.Stderr = os.Stderr
-	t0 := time.Now()
-	check(load.Run())
-	f := &fts{bulkRate: float64(len(lines)) / time.Since(t0).Seconds(),
-		bulkCPU: (load.ProcessState.UserTime() + load.ProcessState.SystemTime()).Seconds()}
-	f.cmd = exec.Command(bin, db)
+	src := filepath.Join(dir, "fts5-lines.txt")
+	check(os.WriteFile(src, []byte(strings.Join(lines, "\n")+"\n"), 0o644))
+	f := &fts{cmd: exec.Command(*fts5Bin, "-db", filepath.Join(dir, "fts5.db"), "-lines", src)}
+	var err error
 	f.in, err = f.cmd.StdinPipe()
 	check(err)
 	stdout, err := f.cmd.StdoutPipe()
@@ -59,6 +50,11 @@ func newFTS(dir string, lines []string) *fts {
 	f.out = bufio.NewReaderSize(stdout, 64<<10)
 	f.cmd.Stderr = os.Stderr
 	start(f.cmd)
+	l, err := f.out.ReadBytes('\n')
+	check(err)
+	var load struct{ Rate, CPU float64 }
+	check(json.Unmarshal(l, &load))
+	f.bulkRate, f.bulkCPU = load.Rate, load.CPU
 	return f
 }
 
@@ -70,13 +66,8 @@ func (f *fts) latency(qs []string) (p50, p99 float64) {
 	}
 	lat := make([]float64, len(qs))
 	for i, q := range qs {
-		var terms []string
-		for _, w := range strings.FieldsFunc(q, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
-			terms = append(terms, `"`+w+`"`)
-		}
-		stmt := fmt.Sprintf("SELECT rowid, body FROM m WHERE m MATCH '%s' ORDER BY rank LIMIT 10;\nSELECT '#end';\n", strings.Join(terms, " OR "))
 		t0 := time.Now()
-		_, err := io.WriteString(f.in, stmt)
+		_, err := io.WriteString(f.in, strings.ReplaceAll(q, "\n", " ")+"\n")
 		check(err)
 		for {
 			l, err := f.out.ReadSlice('\n')
