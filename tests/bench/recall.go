@@ -96,7 +96,7 @@ func benchRecall(dir string) {
 	// the daemon's whole drain and the client together (the anchor is one
 	// process): it moves much less than the rate with the machine's other
 	// load. The daemon's ticks are USER_HZ (100 on Linux).
-	idle := idleAt(d, 500*time.Millisecond)
+	idle := idleAt(d, 500*time.Millisecond, 5*time.Minute)
 	idleRate := bulk / idle.Sub(t0).Seconds()
 	daemonCPU := float64(ticks(pid)-ticks0) / 100 / bulk * 1e6
 	fts := newFTS(base, lines)
@@ -216,12 +216,12 @@ func startDaemonIn(dir string) *daemon {
 
 // settle waits until the daemon has used no CPU for half a second (at
 // most a minute): its background writes are done.
-// idleAt waits until the daemon has used no CPU for quiet (at most a
-// minute more) and returns when it last did, to the 50 ms of its polls.
-func idleAt(d *daemon, quiet time.Duration) time.Time {
+// idleAt waits until the daemon has used no CPU for quiet (for at most
+// limit) and returns when it last did, to the 50 ms of its polls.
+func idleAt(d *daemon, quiet, limit time.Duration) time.Time {
 	pid := d.cmd.Process.Pid
 	last, moved := ticks(pid), time.Now()
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); {
 		time.Sleep(50 * time.Millisecond)
 		if t := ticks(pid); t != last {
 			last, moved = t, time.Now()

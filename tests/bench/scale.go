@@ -21,6 +21,7 @@ import (
 var (
 	scaleSizes   = flag.String("scale", "1k,10k,100k", "scale: the key counts of the scale rows, comma-separated (1M takes a few minutes more: -scale 1k,10k,100k,1M)")
 	scaleAgainst = flag.String("scale-against", "", "scale: also run each size with the binaries of this `DIR` (another build), alternating, and print both")
+	scaleAged    = flag.String("scale-aged", "", "scale: also run each size on a data directory aged first: this many keys (1M) saved and deleted by another agent, their files written and removed, before the fill (rows marked \"aged\", their ratio to the fresh run of the same size)")
 )
 
 // benchScale measures one agent's state as it grows: for each size, a
@@ -53,6 +54,13 @@ func benchScale(dir string) {
 	if *scaleAgainst != "" {
 		fmt.Printf("each size also with %s (rows marked \"other\"), the two in turns; the ratio column of this build's rows is to the other's\n", *scaleAgainst)
 	}
+	aged := 0
+	if *scaleAged != "" {
+		var err error
+		aged, err = parseCount(*scaleAged)
+		check(err)
+		fmt.Printf("each size also on a data directory aged by %s keys saved and deleted first (rows marked \"aged\"; their ratio is to the fresh run)\n", *scaleAged)
+	}
 	var anchor *scaleRow
 	for i, n := range sizes {
 		// Each daemon's data is removed once its rows are printed: a
@@ -69,6 +77,12 @@ func benchScale(dir string) {
 				anchor = &row
 			}
 			row.print("", anchor)
+			if aged > 0 {
+				base := filepath.Join(dir, "scale-aged-"+countName(n))
+				bases = append(bases, base)
+				a := scaleOnceAged(*binDir, base, n, aged)
+				a.print(" aged", &row)
+			}
 		} else {
 			var a, b scaleRow
 			if i%2 == 0 {
@@ -166,10 +180,20 @@ func scaleKey(i int) string { return fmt.Sprintf("d%04d/k%07d", i/1000, i) }
 
 // scaleOnce fills a fresh daemon of bin in base with n keys and
 // measures it.
-func scaleOnce(bin, base string, n int) scaleRow {
+func scaleOnce(bin, base string, n int) scaleRow { return scaleOnceAged(bin, base, n, 0) }
+
+// scaleOnceAged is scaleOnce on a data directory aged first by aged keys
+// saved and deleted by another agent, the daemon idle after each (their
+// files written, then removed): a file system that has allocated and
+// freed that many inodes, as one does after months of use, allocates
+// new ones more slowly than a fresh one (issue 51).
+func scaleOnceAged(bin, base string, n, aged int) scaleRow {
 	check(os.MkdirAll(base, 0o755))
 	d := startDaemonFrom(bin, base)
 	defer func() { d.stop() }()
+	if aged > 0 {
+		ageData(d, aged)
+	}
 	const agent = "scale"
 	ctx := context.Background()
 	row := scaleRow{n: n}
@@ -348,4 +372,48 @@ func firstLine(sock, prog string, args ...string) time.Duration {
 		fatal(fmt.Errorf("%s %v printed no line", prog, args))
 	}
 	return first
+}
+
+// ageData saves n keys of 100 bytes in the agent "ager" (8 connections,
+// 64 in flight each), waits for the daemon to write their files, deletes
+// them all and waits for it to remove the files.
+func ageData(d *daemon, n int) {
+	val := []byte(strings.Repeat("a", 100))
+	for _, del := range []bool{false, true} {
+		next := make(chan int, 64)
+		go func() {
+			for i := 0; i < n; i += 64 {
+				next <- i
+			}
+			close(next)
+		}()
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c := dial(d.sock)
+				defer c.Close()
+				p := c.Pipeline()
+				var ps []*client.Pending
+				for lo := range next {
+					ps = ps[:0]
+					for i := lo; i < min(lo+64, n); i++ {
+						if del {
+							ps = append(ps, p.StateDelete("ager", scaleKey(i)))
+						} else {
+							ps = append(ps, p.StateSave("ager", scaleKey(i), val))
+						}
+					}
+					check(p.Send())
+					for _, pd := range ps {
+						_, _, err := pd.Value(context.Background())
+						check(err)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		idleAt(d, time.Second, 30*time.Minute)
+	}
 }
