@@ -1,6 +1,7 @@
 package state
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
@@ -493,22 +494,36 @@ func (r *jreader) bytes(pos int64, n int) ([]byte, error) {
 
 // nextIntact finds the first intact record of this generation at or
 // after from (with first, the first that begins a batch). It reads the
-// file once, a window at a time, and checks a record's CRC only where
-// its length is possible and its generation this one: zeros and old
-// records cost a comparison a byte.
+// file once, a window at a time, and looks only where the window holds
+// this generation's number (bytes.Index, with the CPU's vector
+// instructions), checking a record's CRC only where its length is
+// possible too. Every replay ends with it, past the last record, over
+// the rest of the file: zeros and old generations' records. Compared a
+// byte at a time, the 64 MiB of a journal took 250 ms at every start,
+// and seconds under the race detector.
 func (j *journal) nextIntact(from int64, first bool) (int64, bool) {
 	scan := &jreader{f: j.f}
 	check := &jreader{f: j.f}
 	const probe = recHeader + 8 // a record's length, CRC and generation
+	var gen [8]byte
+	binary.LittleEndian.PutUint64(gen[:], j.gen)
 	for base := from; base+recHeader+payloadFixed <= j.alloc; {
 		b, err := scan.bytes(base, int(min(1<<20, j.alloc-base)))
 		if err != nil || len(b) < probe {
 			return 0, false
 		}
-		for i := 0; i+probe <= len(b); i++ {
+		// The generation of a record at i is at i+recHeader: each match
+		// of it is a candidate.
+		for q := recHeader; q+8 <= len(b); {
+			h := bytes.Index(b[q:], gen[:])
+			if h < 0 {
+				break
+			}
+			i := q + h - recHeader
+			q += h + 1
 			size := binary.LittleEndian.Uint32(b[i:])
 			off := base + int64(i)
-			if size < payloadFixed || int64(size) > j.alloc-off-recHeader || binary.LittleEndian.Uint64(b[i+recHeader:]) != j.gen {
+			if size < payloadFixed || int64(size) > j.alloc-off-recHeader {
 				continue
 			}
 			if _, _, isFirst, err := j.readRecord(check, off); (err == nil || errors.Is(err, errUnknownKind)) && (isFirst || !first) {
