@@ -79,10 +79,10 @@ func main() {
 		benchScale(dir)
 	}
 	if run("forget") {
-		benchForget(d.sock)
+		benchForget(d)
 	}
 	if run("remove") {
-		benchRemove(d.sock)
+		benchRemove(d)
 	}
 	if run("fuse") {
 		benchFUSE(dir)

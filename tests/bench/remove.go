@@ -13,7 +13,8 @@ import (
 // it runs, against the p99 of the same saves with nothing else running
 // (target: under 50 ms; issue 45: the removal ran alone on the committer,
 // and the saves waited for all of it, 8 s at 100k).
-func benchRemove(sock string) {
+func benchRemove(d *daemon) {
+	sock := d.sock
 	c := dial(sock)
 	defer c.Close()
 	ctx := context.Background()
@@ -22,9 +23,10 @@ func benchRemove(sock string) {
 		fillMemories(c, agent, n)
 		_, err := c.Commit(ctx, proto.CommitArgs{Agent: agent})
 		check(err)
-		// Until the memories' files are written: the figures are not
-		// those of a file system busy creating them.
-		time.Sleep(3 * time.Second)
+		// Until the memories' files are written (the daemon idle): the
+		// figures are not those of a file system busy creating them (at
+		// 1M, minutes after the last remember is answered).
+		idleAt(d, time.Second, 30*time.Minute)
 		base := savesWhile(sock, func() { time.Sleep(2 * time.Second) })
 		var took time.Duration
 		during := savesWhile(sock, func() {
