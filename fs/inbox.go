@@ -177,7 +177,7 @@ func (d *inboxDir) OpendirHandle(ctx context.Context, flags uint32) (fusefs.File
 // newFile makes the node of a message being written.
 func (d *inboxDir) newFile(name string) *memNew {
 	return &memNew{fs: d.fs, parent: &d.Inode, name: name, what: "message to " + d.agent, check: d.check,
-		d: d.fs.layer.NewDraft(&vfs.Node{Kind: vfs.NewMessage, Agent: d.agent}, d.fs.maxValue)}
+		d: d.fs.layer.NewDraft(&vfs.Node{Kind: vfs.NewMessage, Agent: d.agent}, d.fs.states.MaxValue())}
 }
 
 func (d *inboxDir) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, fusefs.FileHandle, uint32, syscall.Errno) {

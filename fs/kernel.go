@@ -2,7 +2,6 @@ package fs
 
 import (
 	"context"
-	"os"
 	"time"
 
 	"github.com/oxios/oxios/pkg/bus"
@@ -28,16 +27,10 @@ type Kernel interface {
 	Agents(ctx context.Context, c *kernel.Cred) []string
 	AgentVisible(c *kernel.Cred, agent string) bool
 	MayAct(c *kernel.Cred, agent string) error
-	MayWrite(c *kernel.Cred, agent, key string) error
 
 	// State.
-	StateStat(ctx context.Context, c *kernel.Cred, agent, key string) (proto.StateRecord, error)
 	IsStateFolder(c *kernel.Cred, agent, prefix string) bool
-	StateOpen(ctx context.Context, c *kernel.Cred, agent, key string) (*os.File, []byte, proto.StateRecord, error)
-	StateSubmit(c *kernel.Cred, agent, key string, value []byte, tag any) kernel.Pending
-	StateSubmitMeta(c *kernel.Cred, agent, key string, value []byte, m kernel.FileMeta, tag any) kernel.Pending
 	StateFolderTime(agent, prefix string) (time.Time, bool)
-	StateDeleteSubmit(c *kernel.Cred, agent, key string, tag any) kernel.Pending
 
 	// Memories.
 	MemIDs(c *kernel.Cred, agent, kind string) ([]string, []int64)

@@ -306,7 +306,7 @@ func (m *memFile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, ui
 func (d *memDir) newFile(name string) *memNew {
 	return &memNew{fs: d.fs, parent: &d.Inode, name: name, what: "memory " + d.agent + "/" + d.kind,
 		check: func(ctx context.Context) (*kernel.Cred, syscall.Errno) { return d.fs.may(ctx, d.agent) },
-		d:     d.fs.layer.NewDraft(&vfs.Node{Kind: vfs.NewMemory, Agent: d.agent, ID: d.kind}, d.fs.maxValue)}
+		d:     d.fs.layer.NewDraft(&vfs.Node{Kind: vfs.NewMemory, Agent: d.agent, ID: d.kind}, d.fs.states.MaxValue())}
 }
 
 // memNew is a file being written in a folder where a file written is

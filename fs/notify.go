@@ -95,8 +95,8 @@ func (f *FS) changed(ev *bus.Event) {
 		}
 		switch n := ch.Operations().(type) {
 		case *fileNode:
-			n.invalidated()
-			if ev.Deleted && n.unsaved() {
+			n.f.Invalidated()
+			if ev.Deleted && n.f.Unsaved() {
 				// Made through the mount, and no save of it queued:
 				// its create found no key, so the deletion is of the
 				// key's earlier life, reaching us late. The file and
@@ -211,9 +211,9 @@ func (f *FS) sweepDir(agent string, dir *fusefs.Inode, prefix string) {
 		switch n := ch.Operations().(type) {
 		case *fileNode:
 			if _, err := f.k.StateStat(ctx, f.self, agent, key); err == nil {
-				n.invalidated()
+				n.f.Invalidated()
 				ch.NotifyContent(0, 0)
-			} else if !n.present() {
+			} else if !n.f.Present() {
 				dir.NotifyEntry(name)
 				dir.RmChild(name)
 			}

@@ -333,10 +333,8 @@ func (a *agentsNode) Rmdir(ctx context.Context, name string) syscall.Errno {
 	if len(a.fs.localDirs[name]) > 0 {
 		return syscall.ENOTEMPTY
 	}
-	for n := range a.fs.busy {
-		if n.agent == name {
-			return syscall.ENOTEMPTY
-		}
+	if a.fs.states.Busy(name) {
+		return syscall.ENOTEMPTY
 	}
 	delete(a.fs.localAgents, name)
 	return 0

@@ -21,14 +21,17 @@
 // whole at close (drafts: draft.go), and runs as files
 // (/agent/NAME/spawn, /agent/NAME/runs/RUN/{status,out,ctl}: runs.go),
 // with a run's work on a host folder (runs/RUN/work/ and work.diff:
-// work.go).
-// State keys, and the folders of memories and messages, are still fs/'s
-// own nodes.
+// work.go), and state keys as files, with their working copies,
+// write-back and page-cache versions (state.go) and the changes of their
+// folders' names (create, unlink, rename: statedir.go). The folders of
+// state, memories and messages are still fs/'s own nodes (they are the
+// tree go-fuse keeps), over these files.
 package vfs
 
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"sync"
 	"time"
 
@@ -49,6 +52,11 @@ type Kernel interface {
 	WorkView(ctx context.Context, c *kernel.Cred, a proto.WorkArgs, raw []byte) (proto.WorkView, error)
 
 	StateList(ctx context.Context, c *kernel.Cred, a proto.StateListArgs, raw []byte, emit func(*proto.StateRecord) error) error
+	StateStat(ctx context.Context, c *kernel.Cred, agent, key string) (proto.StateRecord, error)
+	StateOpen(ctx context.Context, c *kernel.Cred, agent, key string) (*os.File, []byte, proto.StateRecord, error)
+	StateSubmitMeta(c *kernel.Cred, agent, key string, value []byte, m kernel.FileMeta, tag any) kernel.Pending
+	StateDeleteSubmit(c *kernel.Cred, agent, key string, tag any) kernel.Pending
+	MayWrite(c *kernel.Cred, agent, key string) error
 	PolicyShow(ctx context.Context, c *kernel.Cred, agent string, raw []byte) (proto.PolicyRecord, error)
 	PolicyWriteRefused(c *kernel.Cred, agent string)
 	AuditHead(ctx context.Context, c *kernel.Cred) (proto.AuditHead, error)
@@ -86,6 +94,9 @@ type Attr struct {
 	Mode  uint32 // permission bits
 	Size  int64
 	Mtime time.Time
+	Ctime time.Time // zero: Mtime's
+	// Unlinked: an open file whose name is gone (it has no links).
+	Unlinked bool
 }
 
 // raw is the args of a syscall as the wire carries them: what the audit
