@@ -2,7 +2,7 @@
 //
 //	/agent/NAME/state/...                 read-write: a file is a key, a folder a key prefix
 //	/agent/NAME/mem/{working,episodic,semantic}/ID.md   memories: a file written is remembered, rm forgets
-//	/agent/NAME/inbox/ID.md               messages: a file written is sent (inbox.go)
+//	/agent/NAME/inbox/ID.md               messages: a file written is sent (drafts.go)
 //	/agent/NAME/policy                    read-only: the agent's policy (writes EROFS, audited)
 //	/agent/NAME/status                    read-only JSON: keys, bytes, last change
 //	/agent/NAME/spawn                     a write starts a run; a read gives its id
@@ -16,17 +16,16 @@
 // errors become errnos in exactly one function, errno.
 //
 // Files whose kind is a row of package vfs's table (policy, status,
-// spawn, runs/, audit/head, messages, approvals) are served by two node
-// types, vdir and vfile (vfs.go), which only carry requests to the layer
-// and its answers back; a file written into mem/KIND/ or inbox/ is a
-// vfs.Draft, whose node here only gives it a name while it is pending
-// (mem.go). A state key is a vfs.StateFile (its working copy,
-// write-back, and the versions the page cache may hold), whose node here
-// (file.go) gives it its place in the tree and maps its answers to
-// FUSE's; the folders of state (state.go) keep the tree and carry
-// creates, unlinks and renames to vfs.States. The layer's own tests drive
-// all of these without FUSE. The folders of memories and messages are
-// still this package's own nodes: the next to move.
+// spawn, runs/, audit/head, memories, messages, approvals) are served by
+// two node types, vdir and vfile (vfs.go), which only carry requests to
+// the layer and its answers back; the folders mem/KIND/ and inbox/ are
+// vfs.DraftFolders, and a file written there is a vfs.Draft, whose node
+// here only gives it a name while it is pending (drafts.go). A state key
+// is a vfs.StateFile (its working copy, write-back, and the versions the
+// page cache may hold), whose node here (file.go) gives it its place in
+// the tree and maps its answers to FUSE's; the folders of state
+// (state.go) keep the tree and carry creates, unlinks and renames to
+// vfs.States. The layer's own tests drive all of these without FUSE.
 //
 // Values are whole, so a file's writes go to an in-memory working copy
 // shared by its open handles, and its new content is handed to the kernel

@@ -7,7 +7,6 @@ import (
 	"github.com/oxios/oxios/pkg/bus"
 	"github.com/oxios/oxios/pkg/config"
 	"github.com/oxios/oxios/pkg/kernel"
-	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/vfs"
 )
 
@@ -32,18 +31,8 @@ type Kernel interface {
 	IsStateFolder(c *kernel.Cred, agent, prefix string) bool
 	StateFolderTime(agent, prefix string) (time.Time, bool)
 
-	// Memories.
-	MemIDs(c *kernel.Cred, agent, kind string) ([]string, []int64)
-	MemStat(c *kernel.Cred, agent, kind, id string) (int64, error)
-	MemRead(ctx context.Context, c *kernel.Cred, agent, kind, id string) ([]byte, error)
-	MemRemember(ctx context.Context, c *kernel.Cred, a proto.MemRememberArgs, raw []byte) (proto.MemRememberResult, error)
-	MemForget(ctx context.Context, c *kernel.Cred, a proto.MemForgetArgs, raw []byte) ([]proto.MemoryRecord, error)
-
-	// Messages and approvals.
-	MsgIDs(c *kernel.Cred, agent string) []string
-	MsgSend(ctx context.Context, c *kernel.Cred, a proto.MsgSendArgs, raw []byte) (proto.MsgRecord, error)
+	// Whether a run of another agent sees to's folder as its inbox's slot.
 	MsgSlot(c *kernel.Cred, to string) bool
-	MsgMaySend(c *kernel.Cred, to string) error
 
 	// The audit log, read-only here.
 	AuditScan(ctx context.Context, c *kernel.Cred, from uint64, fn func(line []byte) error) error

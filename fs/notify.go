@@ -9,6 +9,7 @@ import (
 	"github.com/oxios/oxios/pkg/bus"
 	"github.com/oxios/oxios/pkg/memory"
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/vfs"
 )
 
 // Coherence. The kernel's caches (entries, attributes, pages) are kept for
@@ -141,7 +142,7 @@ func (f *FS) memChanged(an *fusefs.Inode, ev *bus.Event) {
 		dir.NotifyEntry(name)
 		return
 	}
-	if _, ok := ch.Operations().(*memFile); !ok {
+	if n, ok := ch.Operations().(*vfile); !ok || n.n.Kind != vfs.Memory {
 		return // a file being written that happens to have the name
 	}
 	if ev.Deleted {
@@ -192,11 +193,12 @@ func (f *FS) sweepMem(agent string, an *fusefs.Inode) {
 	}
 	for _, dir := range mem.Children() {
 		for name, ch := range dir.Children() {
-			n, ok := ch.Operations().(*memFile)
-			if !ok {
+			n, ok := ch.Operations().(*vfile)
+			if !ok || n.n.Kind != vfs.Memory {
 				continue
 			}
-			if _, err := f.k.MemStat(f.self, agent, n.kind, n.id); err != nil {
+			kind, id, _ := memory.SplitKey(n.n.ID)
+			if _, err := f.k.MemStat(f.self, agent, kind, id); err != nil {
 				dir.NotifyEntry(name)
 				dir.RmChild(name)
 			}

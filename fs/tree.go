@@ -55,7 +55,7 @@ type staticDir struct {
 	mode  uint32
 	onAdd func(ctx context.Context, d *staticDir)
 	// slots: an agent's folder, which a run of another agent sees holding
-	// only its inbox, to send messages (inbox.go).
+	// only its inbox, to send messages (drafts.go).
 	slots bool
 }
 
@@ -168,9 +168,7 @@ func attrOf(ctx context.Context, c *kernel.Cred, ch *fusefs.Inode, out *fuse.Ent
 		n.fill(&out.Attr)
 	case *dirNode:
 		n.fill(&out.Attr)
-	case *memDir:
-		n.fill(&out.Attr)
-	case *inboxDir:
+	case *draftDir:
 		n.fill(&out.Attr)
 	case *auditLog:
 		out.SetAttrTimeout(noCache)
@@ -344,16 +342,18 @@ func (a *agentsNode) Rmdir(ctx context.Context, name string) syscall.Errno {
 // inbox/, runs/, policy, status and spawn.
 func (f *FS) newAgent(name string) *staticDir {
 	d := f.newStatic(name, 0o755, func(ctx context.Context, d *staticDir) {
-		d.AddChild("inbox", d.NewPersistentInode(ctx, &inboxDir{fs: f, agent: name}, fusefs.StableAttr{Mode: syscall.S_IFDIR}), true)
+		inbox := &draftDir{fs: f, f: f.layer.Inbox(name, f.states.MaxValue()), slots: true}
+		d.AddChild("inbox", d.NewPersistentInode(ctx, inbox, fusefs.StableAttr{Mode: syscall.S_IFDIR}), true)
 		st := f.newDir(name, nil, 0o755)
 		stIno := d.NewPersistentInode(ctx, st, fusefs.StableAttr{Mode: syscall.S_IFDIR})
 		st.root = stIno
 		d.AddChild("state", stIno, true)
 		mem := f.newStatic(name, 0o555, func(ctx context.Context, m *staticDir) {
 			// One folder per kind: its memories, and creating a file in
-			// it remembers one (mem.go).
+			// it remembers one (drafts.go).
 			for _, kind := range memory.Kinds {
-				m.AddChild(kind, m.NewPersistentInode(ctx, f.newMemDir(name, kind), fusefs.StableAttr{Mode: syscall.S_IFDIR}), true)
+				md := &draftDir{fs: f, f: f.layer.MemFolder(name, kind, f.states.MaxValue())}
+				m.AddChild(kind, m.NewPersistentInode(ctx, md, fusefs.StableAttr{Mode: syscall.S_IFDIR}), true)
 			}
 		})
 		d.AddChild("mem", d.NewPersistentInode(ctx, mem, fusefs.StableAttr{Mode: syscall.S_IFDIR}), true)

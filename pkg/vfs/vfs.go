@@ -18,14 +18,15 @@
 // Rows so far: the files made fresh at each open (an agent's policy and
 // status, /audit/head, a message, an approval request: gen.go), the
 // files written into mem/KIND/ and inbox/ that are remembered or sent
-// whole at close (drafts: draft.go), and runs as files
+// whole at close (drafts: draft.go) and those folders themselves, with
+// the memories and messages they hold (folder.go), and runs as files
 // (/agent/NAME/spawn, /agent/NAME/runs/RUN/{status,out,ctl}: runs.go),
 // with a run's work on a host folder (runs/RUN/work/ and work.diff:
 // work.go), and state keys as files, with their working copies,
 // write-back and page-cache versions (state.go) and the changes of their
 // folders' names (create, unlink, rename: statedir.go). The folders of
-// state, memories and messages are still fs/'s own nodes (they are the
-// tree go-fuse keeps), over these files.
+// state are fs/'s own nodes over these files: which file is at which
+// key is the tree go-fuse keeps.
 package vfs
 
 import (
@@ -66,6 +67,13 @@ type Kernel interface {
 
 	MemRemember(ctx context.Context, c *kernel.Cred, a proto.MemRememberArgs, raw []byte) (proto.MemRememberResult, error)
 	MsgSend(ctx context.Context, c *kernel.Cred, a proto.MsgSendArgs, raw []byte) (proto.MsgRecord, error)
+
+	MemIDs(c *kernel.Cred, agent, kind string) ([]string, []int64)
+	MemStat(c *kernel.Cred, agent, kind, id string) (int64, error)
+	MemRead(ctx context.Context, c *kernel.Cred, agent, kind, id string) ([]byte, error)
+	MemForget(ctx context.Context, c *kernel.Cred, a proto.MemForgetArgs, raw []byte) ([]proto.MemoryRecord, error)
+	MsgIDs(c *kernel.Cred, agent string) []string
+	MsgMaySend(c *kernel.Cred, to string) error
 }
 
 var _ Kernel = (*kernel.Kernel)(nil)

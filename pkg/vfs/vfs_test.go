@@ -213,7 +213,7 @@ func TestRunFiles(t *testing.T) {
 	// stat of the open out shows what has come so far.
 	h, _ := w.l.Open(ctx, w.c, out, syscall.O_RDONLY)
 	readAll(t, h)
-	if a := w.l.Stat(ctx, w.c, Entry{File: out}, h); a.Size != int64(len(got[0])) || a.Mode != 0o444 {
+	if a, _ := w.l.Stat(ctx, w.c, Entry{File: out}, h); a.Size != int64(len(got[0])) || a.Mode != 0o444 {
 		t.Fatalf("fstat of out: %+v, want size %d", a, len(got[0]))
 	}
 	h.Release()
@@ -385,7 +385,7 @@ func TestGenerated(t *testing.T) {
 		}
 		defer h.Release()
 		b := readAll(t, h)
-		if a := w.l.Stat(ctx, w.c, Entry{File: n}, nil); a.Size != int64(len(b)) || a.Mode != 0o444 {
+		if a, _ := w.l.Stat(ctx, w.c, Entry{File: n}, nil); a.Size != int64(len(b)) || a.Mode != 0o444 {
 			t.Fatalf("stat of %s: %+v, read %d bytes", n.Kind.Name, a, len(b))
 		}
 		return b
@@ -638,7 +638,7 @@ func TestRunWork(t *testing.T) {
 			if err != nil {
 				t.Fatalf("work/%s%s: %v", p, e.Name, err)
 			}
-			if a := w.l.Stat(ctx, w.c, e, nil); a.Size != int64(len(text)) || a.Mode != 0o444 {
+			if a, _ := w.l.Stat(ctx, w.c, e, nil); a.Size != int64(len(text)) || a.Mode != 0o444 {
 				t.Errorf("stat of work/%s%s: %+v", p, e.Name, a)
 			}
 			out = append(out, p+e.Name+"="+strings.TrimSpace(text))
