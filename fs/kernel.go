@@ -33,9 +33,6 @@ type Kernel interface {
 
 	// Whether a run of another agent sees to's folder as its inbox's slot.
 	MsgSlot(c *kernel.Cred, to string) bool
-
-	// The audit log, read-only here.
-	AuditScan(ctx context.Context, c *kernel.Cred, from uint64, fn func(line []byte) error) error
 }
 
 var _ Kernel = (*kernel.Kernel)(nil)

@@ -194,7 +194,7 @@ func (f *FS) build(ctx context.Context, d *staticDir) {
 	d.AddChild("agent", d.NewPersistentInode(ctx, f.agents, fusefs.StableAttr{Mode: syscall.S_IFDIR}), true)
 	audit := f.newStatic("", 0o555, func(ctx context.Context, a *staticDir) {
 		a.AddChild("head", a.NewPersistentInode(ctx, &vfile{fs: f, n: &vfs.Node{Kind: vfs.AuditHead}}, fusefs.StableAttr{Mode: syscall.S_IFREG}), true)
-		a.AddChild("log", a.NewPersistentInode(ctx, &auditLog{fs: f}, fusefs.StableAttr{Mode: syscall.S_IFREG}), true)
+		a.AddChild("log", a.NewPersistentInode(ctx, &auditLog{fs: f, a: f.layer.AuditLog()}, fusefs.StableAttr{Mode: syscall.S_IFREG}), true)
 	})
 	d.AddChild("audit", d.NewPersistentInode(ctx, audit, fusefs.StableAttr{Mode: syscall.S_IFDIR}), true)
 	d.AddChild("approvals", d.NewPersistentInode(ctx, &vdir{fs: f, d: f.layer.Approvals()}, fusefs.StableAttr{Mode: syscall.S_IFDIR}), true)

@@ -21,6 +21,7 @@
 // whole at close (drafts: draft.go) and those folders themselves, with
 // the memories and messages they hold (folder.go), and runs as files
 // (/agent/NAME/spawn, /agent/NAME/runs/RUN/{status,out,ctl}: runs.go),
+// /audit/log, read on demand as far as a reader reached (audit.go),
 // with a run's work on a host folder (runs/RUN/work/ and work.diff:
 // work.go), and state keys as files, with their working copies,
 // write-back and page-cache versions (state.go) and the changes of their
@@ -61,6 +62,7 @@ type Kernel interface {
 	PolicyShow(ctx context.Context, c *kernel.Cred, agent string, raw []byte) (proto.PolicyRecord, error)
 	PolicyWriteRefused(c *kernel.Cred, agent string)
 	AuditHead(ctx context.Context, c *kernel.Cred) (proto.AuditHead, error)
+	AuditScan(ctx context.Context, c *kernel.Cred, from uint64, fn func(line []byte) error) error
 	MsgRead(c *kernel.Cred, agent, id string) (proto.MsgRecord, error)
 	ApprovalIDs(c *kernel.Cred) []string
 	ApprovalRead(c *kernel.Cred, id string) (proto.ApprovalRecord, error)
@@ -89,6 +91,7 @@ type Layer struct {
 	// shows the most any of them holds: a FUSE getattr of fstat(2) does
 	// not say which open file it is about.
 	following map[Node]map[*Handle]struct{}
+	audit     *AuditLog
 }
 
 // New returns the layer over k.
