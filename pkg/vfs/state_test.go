@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"sync"
 	"syscall"
 	"testing"
@@ -40,26 +41,47 @@ func (p *place) move(key string) {
 
 type stateWorld struct {
 	*world
-	s *States
+	s     *States
+	agent string // the test's own: the kernel is shared
+}
+
+// shared is one kernel for the tests of state files, each on an agent
+// of its own: opening and closing a kernel is most of what each would
+// cost.
+var shared struct {
+	once sync.Once
+	w    *world
+	n    int
 }
 
 func openStates(t *testing.T, max int64) *stateWorld {
-	w := open(t)
-	s := NewStates(w.k, StateOptions{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Own: new(byte), MaxValue: max})
+	shared.once.Do(func() {
+		dir, err := os.MkdirTemp("", "vfs-state-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		shared.w = openIn(t, dir)
+		closeShared = func() {
+			shared.w.k.Close()
+			os.RemoveAll(dir)
+		}
+	})
+	shared.n++
+	s := NewStates(shared.w.k, StateOptions{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Own: new(byte), MaxValue: max})
 	t.Cleanup(s.Close)
-	return &stateWorld{w, s}
+	return &stateWorld{shared.w, s, fmt.Sprintf("st%d", shared.n)}
 }
 
 // file is the file of ops's key, as a lookup finds it.
 func (w *stateWorld) file(key string) (*StateFile, *place) {
 	p := &place{key: key}
-	return w.s.File("ops", p.where), p
+	return w.s.File(w.agent, p.where), p
 }
 
 // value is what the store holds at key ("" and ENOENT if nothing).
 func (w *stateWorld) value(t *testing.T, key string) (string, string) {
 	t.Helper()
-	v, _, err := w.s.Load(context.Background(), w.c, "ops", key)
+	v, _, err := w.s.Load(context.Background(), w.c, w.agent, key)
 	if err != nil {
 		return "", code(err)
 	}
@@ -68,7 +90,7 @@ func (w *stateWorld) value(t *testing.T, key string) (string, string) {
 
 func (w *stateWorld) save(t *testing.T, key, value string) {
 	t.Helper()
-	if _, err := w.k.StateSave(context.Background(), w.c, proto.StateSaveArgs{Agent: "ops", Key: key, Value: value}, nil); err != nil {
+	if _, err := w.k.StateSave(context.Background(), w.c, proto.StateSaveArgs{Agent: w.agent, Key: key, Value: value}, nil); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -115,7 +137,7 @@ func TestStateWriteBack(t *testing.T) {
 	w := openStates(t, 0)
 	ctx := context.Background()
 	p := &place{key: "notes/a"}
-	f, h, at := w.s.Create(w.c, "ops", p.where, 0o600, syscall.O_WRONLY)
+	f, h, at := w.s.Create(w.c, w.agent, p.where, 0o600, syscall.O_WRONLY)
 	if at.Mode != 0o600 || at.Size != 0 || !h.Direct {
 		t.Fatalf("created: %+v, direct %v", at, h.Direct)
 	}
@@ -137,20 +159,20 @@ func TestStateWriteBack(t *testing.T) {
 	}
 	w.write(t, h, 5, ", world")
 	h.Release() // writes after the last close are saved by the release
-	w.s.Settle("ops")
+	w.s.Settle(w.agent)
 	if v, e := w.value(t, "notes/a"); v != "hello, world" {
 		t.Fatalf("stored: %q %s", v, e)
 	}
-	rec, err := w.k.StateStat(ctx, w.c, "ops", "notes/a")
+	rec, err := w.k.StateStat(ctx, w.c, w.agent, "notes/a")
 	if err != nil || rec.Mode&0o7777 != 0o600 || rec.Mode&proto.ModeSet == 0 {
 		t.Fatalf("the create's mode is kept with the key: %o %v", rec.Mode, err)
 	}
-	if f.Present() || w.s.Busy("ops") {
+	if f.Present() || w.s.Busy(w.agent) {
 		t.Fatal("settled, the file still holds content the store has")
 	}
 	// touch: a file made and closed empty is an empty key.
 	p2 := &place{key: "empty"}
-	_, h2, _ := w.s.Create(w.c, "ops", p2.where, 0o644, syscall.O_WRONLY)
+	_, h2, _ := w.s.Create(w.c, w.agent, p2.where, 0o644, syscall.O_WRONLY)
 	if err := h2.Fsync(); err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +207,7 @@ func TestStateRedirect(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.Release()
-	w.s.Settle("ops")
+	w.s.Settle(w.agent)
 	if v, _ := w.value(t, "k"); v != "x\n" {
 		t.Fatalf("stored %q", v)
 	}
@@ -243,7 +265,7 @@ func TestStateConcurrentWriters(t *testing.T) {
 		}
 		h.Release()
 	}
-	w.s.Settle("ops")
+	w.s.Settle(w.agent)
 	if v, _ := w.value(t, "shared"); v != want {
 		t.Fatalf("stored %q, want %q", v, want)
 	}
@@ -279,7 +301,7 @@ func TestStateReaders(t *testing.T) {
 	w.write(t, hw, 0, "two, longer")
 	hw.Flush()
 	hw.Release()
-	w.s.Settle("ops")
+	w.s.Settle(w.agent)
 	f.Invalidated() // as the adapter does at the change's event
 	h3, _ := f.Open(ctx, w.c, syscall.O_RDONLY)
 	if got := readState(t, h3); got != "two, longer" || !h3.Direct {
@@ -323,7 +345,7 @@ func TestStateRefusals(t *testing.T) {
 		t.Fatalf("close after a refused write: %v", err)
 	}
 	h.Release()
-	w.s.Settle("ops")
+	w.s.Settle(w.agent)
 	if v, _ := w.value(t, "big"); v != "small" {
 		t.Fatalf("half applied: %q", v)
 	}
@@ -353,7 +375,7 @@ func TestStateRefusals(t *testing.T) {
 	}
 	// Shut: writes, closes and fsyncs fail; Close saves what was left.
 	pl := &place{key: "late"}
-	g, hl, _ := w.s.Create(w.c, "ops", pl.where, 0o644, syscall.O_WRONLY)
+	g, hl, _ := w.s.Create(w.c, w.agent, pl.where, 0o644, syscall.O_WRONLY)
 	w.write(t, hl, 0, "kept")
 	w.s.Shut()
 	if _, err := hl.Write(ctx, []byte("x"), 4); !errorsIs(err, syscall.ENOTCONN) {
@@ -406,7 +428,7 @@ func TestStateUnlinkOpen(t *testing.T) {
 	if _, err := f.Stat(ctx, w.c); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.s.Unlink(w.c, "ops", "u", f, true); err != nil {
+	if err := w.s.Unlink(w.c, w.agent, "u", f, true); err != nil {
 		t.Fatal(err)
 	}
 	p.mu.Lock()
@@ -426,27 +448,27 @@ func TestStateUnlinkOpen(t *testing.T) {
 	h.Flush()
 	h.Release()
 	r.Release()
-	w.s.Settle("ops")
+	w.s.Settle(w.agent)
 	if _, e := w.value(t, "u"); e != proto.ENOENT {
 		t.Fatalf("the key came back: %s", e)
 	}
 	// A file made here and never saved: its unlink deletes nothing.
 	pn := &place{key: "never"}
-	g, hn, _ := w.s.Create(w.c, "ops", pn.where, 0o644, syscall.O_WRONLY)
-	if err := w.s.Unlink(w.c, "ops", "never", g, false); err != nil {
+	g, hn, _ := w.s.Create(w.c, w.agent, pn.where, 0o644, syscall.O_WRONLY)
+	if err := w.s.Unlink(w.c, w.agent, "never", g, false); err != nil {
 		t.Fatal(err)
 	}
 	hn.Release()
-	w.s.Settle("ops")
+	w.s.Settle(w.agent)
 	if _, e := w.value(t, "never"); e != proto.ENOENT {
 		t.Fatalf("an unlinked new file was saved: %s", e)
 	}
 	// Without a file: the key is deleted.
 	w.save(t, "plain", "v")
-	if err := w.s.Unlink(w.c, "ops", "plain", nil, true); err != nil {
+	if err := w.s.Unlink(w.c, w.agent, "plain", nil, true); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.s.Unlink(w.c, "ops", "plain", nil, true); code(err) != proto.ENOENT {
+	if err := w.s.Unlink(w.c, w.agent, "plain", nil, true); code(err) != proto.ENOENT {
 		t.Fatalf("unlink of a missing key: %v", err)
 	}
 }
@@ -467,7 +489,7 @@ func TestStateRename(t *testing.T) {
 		t.Fatal(err)
 	}
 	rb, _ := b.Open(ctx, w.c, syscall.O_RDONLY)
-	if err := w.s.RenameFile(ctx, w.c, "ops", a, "a", true, b, "b", true); err != nil {
+	if err := w.s.RenameFile(ctx, w.c, w.agent, a, "a", true, b, "b", true); err != nil {
 		t.Fatal(err)
 	}
 	pa.move("b")
@@ -480,7 +502,7 @@ func TestStateRename(t *testing.T) {
 	if _, e := w.value(t, "a"); e != proto.ENOENT {
 		t.Fatalf("a is still there: %s", e)
 	}
-	if rec, _ := w.k.StateStat(ctx, w.c, "ops", "b"); rec.Mode&0o7777 != 0o640 {
+	if rec, _ := w.k.StateStat(ctx, w.c, w.agent, "b"); rec.Mode&0o7777 != 0o640 {
 		t.Fatalf("the mode did not move: %o", rec.Mode)
 	}
 	if got := readState(t, rb); got != "old b" {
@@ -493,13 +515,13 @@ func TestStateRename(t *testing.T) {
 	// A working copy moves with its file: its close saves the new key.
 	h, _ := a.Open(ctx, w.c, syscall.O_WRONLY|syscall.O_TRUNC)
 	w.write(t, h, 0, "written while moving")
-	if err := w.s.RenameFile(ctx, w.c, "ops", a, "b", true, nil, "c", false); err != nil {
+	if err := w.s.RenameFile(ctx, w.c, w.agent, a, "b", true, nil, "c", false); err != nil {
 		t.Fatal(err)
 	}
 	pa.move("c")
 	h.Flush()
 	h.Release()
-	w.s.Settle("ops")
+	w.s.Settle(w.agent)
 	if v, _ := w.value(t, "c"); v != "written while moving" {
 		t.Fatalf("c holds %q", v)
 	}
@@ -513,13 +535,13 @@ func TestStateRename(t *testing.T) {
 	hx, _ := x.Open(ctx, w.c, syscall.O_WRONLY|syscall.O_APPEND)
 	w.write(t, hx, 0, "+")
 	queued := false
-	if err := w.s.MoveFolder(ctx, w.c, "ops", "d", "e", []*StateFile{x}, func() { queued = true }); err != nil || !queued {
+	if err := w.s.MoveFolder(ctx, w.c, w.agent, "d", "e", []*StateFile{x}, func() { queued = true }); err != nil || !queued {
 		t.Fatal(err, queued)
 	}
 	px.move("e/x")
 	hx.Flush()
 	hx.Release()
-	w.s.Settle("ops")
+	w.s.Settle(w.agent)
 	for key, want := range map[string]string{"e/x": "x+", "e/y/z": "z", "d/x": "", "d/y/z": ""} {
 		if v, _ := w.value(t, key); v != want {
 			t.Errorf("%s holds %q, want %q", key, v, want)
@@ -539,8 +561,8 @@ func TestStateSetattr(t *testing.T) {
 	if err != nil || a.Mode != 0o600 || a.Size != 4 || !a.Mtime.Equal(mtime) {
 		t.Fatalf("setattr: %+v %v", a, err)
 	}
-	w.s.Settle("ops")
-	rec, err := w.k.StateStat(ctx, w.c, "ops", "s")
+	w.s.Settle(w.agent)
+	rec, err := w.k.StateStat(ctx, w.c, w.agent, "s")
 	if err != nil || rec.Size != 4 || rec.Mode&0o7777 != 0o600 || !rec.Modified.Equal(mtime) {
 		t.Fatalf("stored: %+v %v", rec, err)
 	}

@@ -28,8 +28,15 @@ import (
 // the tests start, as in pkg/kernel.
 func TestMain(m *testing.M) {
 	sandbox.Main()
-	os.Exit(m.Run())
+	code := m.Run()
+	if closeShared != nil {
+		closeShared()
+	}
+	os.Exit(code)
 }
+
+// closeShared closes the kernel the tests of state files share.
+var closeShared func()
 
 type world struct {
 	k *kernel.Kernel
@@ -39,7 +46,14 @@ type world struct {
 
 func open(t *testing.T) *world {
 	t.Helper()
-	data := t.TempDir()
+	w := openIn(t, t.TempDir())
+	t.Cleanup(func() { w.k.Close() })
+	return w
+}
+
+// openIn opens a kernel whose data is in data; the caller closes it.
+func openIn(t *testing.T, data string) *world {
+	t.Helper()
 	cfg := config.Default()
 	cfg.Data = data
 	cfg.Socket = filepath.Join(data, "none.sock")
@@ -48,7 +62,6 @@ func open(t *testing.T) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { k.Close() })
 	c, err := k.Identify(uint32(os.Getuid()), uint32(os.Getgid()), int32(os.Getpid()))
 	if err != nil {
 		t.Fatal(err)
