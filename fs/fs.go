@@ -95,8 +95,7 @@ type FS struct {
 	self    *kernel.Cred
 
 	mu          sync.Mutex
-	localAgents map[string]uint32            // mkdir /agent/NAME before any save: mode
-	localDirs   map[string]map[string]uint32 // agent -> folder made by mkdir, still empty in the store -> mode
+	localAgents map[string]uint32 // mkdir /agent/NAME before any save: mode
 
 	refusedN atomic.Int32
 	refused  sync.Map // caller -> time.Time: refused by Identify, not asked again for a while
@@ -117,7 +116,6 @@ func newFS(k Kernel, log *slog.Logger) *FS {
 		uid:         uint32(os.Getuid()),
 		gid:         uint32(os.Getgid()),
 		localAgents: map[string]uint32{},
-		localDirs:   map[string]map[string]uint32{},
 		stop:        make(chan struct{}),
 		started:     time.Now(),
 	}
@@ -250,20 +248,6 @@ func (f *FS) statfs(out *fuse.StatfsOut) syscall.Errno {
 	out.FromStatfsT(&st)
 	out.NameLen = proto.MaxKeyElem
 	return 0
-}
-
-func (f *FS) isLocalDir(agent, prefix string) bool {
-	f.mu.Lock()
-	_, ok := f.localDirs[agent][prefix]
-	f.mu.Unlock()
-	return ok
-}
-
-func (f *FS) localDirMode(agent, prefix string) (uint32, bool) {
-	f.mu.Lock()
-	m, ok := f.localDirs[agent][prefix]
-	f.mu.Unlock()
-	return m, ok
 }
 
 // agentExists reports whether c sees agent: it has state, or was made by

@@ -28,7 +28,6 @@ type Kernel interface {
 	MayAct(c *kernel.Cred, agent string) error
 
 	// State.
-	IsStateFolder(c *kernel.Cred, agent, prefix string) bool
 	StateFolderTime(agent, prefix string) (time.Time, bool)
 
 	// Whether a run of another agent sees to's folder as its inbox's slot.

@@ -164,7 +164,7 @@ func (f *FS) pruneFolders(an *fusefs.Inode, agent string, names []string) {
 	}
 	for i := len(nodes) - 1; i >= 1; i-- {
 		prefix := strings.Join(names[:i], "/")
-		if f.k.IsStateFolder(f.self, agent, prefix) || f.isLocalDir(agent, prefix) {
+		if f.states.Folder(f.self, agent, prefix) {
 			break
 		}
 		nodes[i-1].NotifyEntry(names[i-1])
@@ -220,7 +220,7 @@ func (f *FS) sweepDir(agent string, dir *fusefs.Inode, prefix string) {
 				dir.RmChild(name)
 			}
 		case *dirNode:
-			if f.k.IsStateFolder(f.self, agent, key) || f.isLocalDir(agent, key) {
+			if f.states.Folder(f.self, agent, key) {
 				f.sweepDir(agent, ch, key)
 			} else {
 				dir.NotifyEntry(name)

@@ -17,9 +17,11 @@ import (
 )
 
 // dirNode is a folder of an agent's state: a key prefix, or a folder made
-// by mkdir that holds no key yet (kept by the mount, in memory, until a
-// file is saved in it or it is removed). The agent's state folder itself
-// is the dirNode whose root is itself.
+// by mkdir that holds no key yet (kept by vfs.States). It keeps the tree:
+// which file node is at which name, whose key is its path (file.go); what
+// a change of a name does is vfs.States's (pkg/vfs/statedir.go,
+// statefolders.go). The agent's state folder itself is the dirNode whose
+// root is itself.
 type dirNode struct {
 	fusefs.Inode
 	fs    *FS
@@ -90,13 +92,7 @@ func (d *dirNode) Setattr(ctx context.Context, fh fusefs.FileHandle, in *fuse.Se
 	if m, ok := in.GetMode(); ok {
 		d.mode.Store(m & 0o7777)
 		if p, ok := d.prefix(); ok && p != "" {
-			d.fs.mu.Lock()
-			if ld := d.fs.localDirs[d.agent]; ld != nil {
-				if _, ok := ld[p]; ok {
-					ld[p] = m & 0o7777
-				}
-			}
-			d.fs.mu.Unlock()
+			d.fs.states.SetFolderMode(d.agent, p, m)
 		}
 	}
 	if _, ok := in.GetSize(); ok {
@@ -133,7 +129,7 @@ func (d *dirNode) child(ctx context.Context, name string, dir bool) *fusefs.Inod
 	if dir {
 		mode := uint32(0o755)
 		if p, ok := d.prefix(); ok {
-			if m, ok := d.fs.localDirMode(d.agent, join(p, name)); ok {
+			if m, ok := d.fs.states.FolderMode(d.agent, join(p, name)); ok {
 				mode = m
 			}
 		}
@@ -182,7 +178,7 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 		return ch, 0
 	case !isCode(err, proto.ENOENT):
 		return nil, errno(err)
-	case d.fs.k.IsStateFolder(c, d.agent, key) || d.fs.isLocalDir(d.agent, key):
+	case d.fs.states.Folder(c, d.agent, key):
 		ch := d.child(ctx, name, true)
 		ch.Operations().(*dirNode).fill(&out.Attr)
 		return ch, 0
@@ -240,13 +236,9 @@ func (d *dirNode) OpendirHandle(ctx context.Context, flags uint32) (fusefs.FileH
 		return nil, 0, errno(err)
 	}
 	// Folders made by mkdir, not in the store.
-	d.fs.mu.Lock()
-	for p := range d.fs.localDirs[d.agent] {
-		if strings.HasPrefix(p, prefix) && len(p) > skip && (prefix == "" || p[len(prefix)] == '/') && !strings.Contains(p[skip:], "/") {
-			ents = append(ents, entry{name: p[skip:], dir: true})
-		}
+	for _, name := range d.fs.states.MadeFolders(d.agent, prefix) {
+		ents = append(ents, entry{name: name, dir: true})
 	}
-	d.fs.mu.Unlock()
 	l := newListing(&d.Inode, ents)
 	l.sync = func() { d.fs.states.Settle(d.agent) }
 	l.node = func(ctx context.Context, e *entry) *fusefs.Inode { return d.child(ctx, e.name, e.dir) }
@@ -269,18 +261,27 @@ func (d *dirNode) OpendirHandle(ctx context.Context, flags uint32) (fusefs.FileH
 // folder, and the node if the mount has one.
 func (d *dirNode) exists(ctx context.Context, c *kernel.Cred, name, key string) (file, dir, stored bool, ch *fusefs.Inode) {
 	ch = d.GetChild(name)
-	if ch != nil {
-		if fn, ok := ch.Operations().(*fileNode); ok && fn.f.Present() {
-			file = true
+	file, dir, stored = d.fs.states.Exists(ctx, c, d.agent, key, present(ch))
+	return file, dir, stored, ch
+}
+
+// present reports whether ch is a file with content the store does not
+// show yet.
+func present(ch *fusefs.Inode) bool {
+	f := stateFile(ch)
+	return f != nil && f.Present()
+}
+
+// presentBelow reports whether the folder name holds such a file.
+func (d *dirNode) presentBelow(name string) bool {
+	if ch := d.GetChild(name); ch != nil {
+		for _, gc := range ch.Children() {
+			if present(gc) {
+				return true
+			}
 		}
 	}
-	if _, err := d.fs.k.StateStat(ctx, c, d.agent, key); err == nil {
-		file, stored = true, true
-	}
-	if !file {
-		dir = d.fs.k.IsStateFolder(c, d.agent, key) || d.fs.isLocalDir(d.agent, key)
-	}
-	return file, dir, stored, ch
+	return false
 }
 
 func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
@@ -292,19 +293,10 @@ func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse
 	if e != 0 {
 		return nil, e
 	}
-	if file, dir, _, _ := d.exists(ctx, c, name, key); file || dir {
-		return nil, syscall.EEXIST
+	if err := d.fs.states.Mkdir(ctx, c, d.agent, key, mode, present(d.GetChild(name))); err != nil {
+		return nil, errno(err)
 	}
-	mode &= 0o7777
-	d.fs.mu.Lock()
-	ld := d.fs.localDirs[d.agent]
-	if ld == nil {
-		ld = map[string]uint32{}
-		d.fs.localDirs[d.agent] = ld
-	}
-	ld[key] = mode
-	d.fs.mu.Unlock()
-	n := d.fs.newDir(d.agent, d.stateRoot(), mode)
+	n := d.fs.newDir(d.agent, d.stateRoot(), mode&0o7777)
 	d.touch()
 	ch := d.NewInode(ctx, n, fusefs.StableAttr{Mode: syscall.S_IFDIR})
 	n.fill(&out.Attr)
@@ -320,42 +312,11 @@ func (d *dirNode) Rmdir(ctx context.Context, name string) syscall.Errno {
 	if e != 0 {
 		return syscall.ENOENT
 	}
-	file, dir, _, _ := d.exists(ctx, c, name, key)
-	switch {
-	case file:
-		return syscall.ENOTDIR
-	case !dir:
-		return syscall.ENOENT
-	case d.fs.k.IsStateFolder(c, d.agent, key) || !d.emptyLocal(name, key):
-		return syscall.ENOTEMPTY
+	if err := d.fs.states.Rmdir(ctx, c, d.agent, key, present(d.GetChild(name)), d.presentBelow(name)); err != nil {
+		return errno(err)
 	}
-	d.fs.mu.Lock()
-	delete(d.fs.localDirs[d.agent], key)
-	d.fs.mu.Unlock()
 	d.touch()
 	return 0
-}
-
-// emptyLocal reports whether the folder key has nothing that only the
-// mount knows of: folders made by mkdir, files made or saved here and not
-// committed yet.
-func (d *dirNode) emptyLocal(name, key string) bool {
-	d.fs.mu.Lock()
-	for p := range d.fs.localDirs[d.agent] {
-		if strings.HasPrefix(p, key+"/") {
-			d.fs.mu.Unlock()
-			return false
-		}
-	}
-	d.fs.mu.Unlock()
-	if ch := d.GetChild(name); ch != nil {
-		for _, gc := range ch.Children() {
-			if fn, ok := gc.Operations().(*fileNode); ok && fn.f.Present() {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, fusefs.FileHandle, uint32, syscall.Errno) {
@@ -516,7 +477,7 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent fusefs.Inod
 		return syscall.ENOTDIR
 	case sDir && strings.HasPrefix(newKey, oldKey+"/"):
 		return syscall.EINVAL
-	case sDir && dDir && (d.fs.k.IsStateFolder(c, d.agent, newKey) || !nd.emptyLocal(newName, newKey)):
+	case sDir && dDir && !d.fs.states.Empty(c, d.agent, newKey, nd.presentBelow(newName)):
 		return syscall.ENOTEMPTY
 	}
 	d.touch()
@@ -527,28 +488,14 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent fusefs.Inod
 	return d.renameDir(ctx, c, sCh, oldKey, newKey, dDir)
 }
 
-// renameDir moves every key below oldKey to newKey (vfs.States's
-// MoveFolder), and the folders made by mkdir below it.
+// renameDir moves every key below oldKey to newKey, and the folders made
+// by mkdir below it (vfs.States's MoveFolder).
 func (d *dirNode) renameDir(ctx context.Context, c *kernel.Cred, src *fusefs.Inode, oldKey, newKey string, replaceEmpty bool) syscall.Errno {
 	var below []*vfs.StateFile
 	if src != nil {
 		walkFiles(src, func(fn *fileNode) { below = append(below, fn.f) })
 	}
-	return errno(d.fs.states.MoveFolder(ctx, c, d.agent, oldKey, newKey, below, func() {
-		d.fs.mu.Lock()
-		if ld := d.fs.localDirs[d.agent]; ld != nil {
-			if replaceEmpty {
-				delete(ld, newKey)
-			}
-			for p, m := range ld {
-				if p == oldKey || strings.HasPrefix(p, oldKey+"/") {
-					delete(ld, p)
-					ld[newKey+p[len(oldKey):]] = m
-				}
-			}
-		}
-		d.fs.mu.Unlock()
-	}))
+	return errno(d.fs.states.MoveFolder(ctx, c, d.agent, oldKey, newKey, below, replaceEmpty))
 }
 
 // walkFiles calls fn for every file node below n.

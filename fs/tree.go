@@ -328,7 +328,7 @@ func (a *agentsNode) Rmdir(ctx context.Context, name string) syscall.Errno {
 	if _, ok := a.fs.localAgents[name]; !ok || a.fs.k.MayAct(c, name) != nil {
 		return syscall.ENOENT
 	}
-	if len(a.fs.localDirs[name]) > 0 {
+	if a.fs.states.HasFolders(name) {
 		return syscall.ENOTEMPTY
 	}
 	if a.fs.states.Busy(name) {

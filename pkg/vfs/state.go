@@ -78,6 +78,9 @@ type States struct {
 
 	mu   sync.Mutex
 	busy map[*StateFile]struct{} // files with unsaved or unsynced content
+	// dirs: agent -> folder made by mkdir, still empty in the store ->
+	// its mode (statefolders.go).
+	dirs map[string]map[string]uint32
 }
 
 // StateOptions configure States.
@@ -90,7 +93,7 @@ type StateOptions struct {
 
 // NewStates returns the write-back of state files over k.
 func NewStates(k Kernel, o StateOptions) *States {
-	s := &States{k: k, log: o.Log, own: o.Own, maxValue: o.MaxValue, passthrough: o.Passthrough, busy: map[*StateFile]struct{}{}}
+	s := &States{k: k, log: o.Log, own: o.Own, maxValue: o.MaxValue, passthrough: o.Passthrough, busy: map[*StateFile]struct{}{}, dirs: map[string]map[string]uint32{}}
 	if s.maxValue <= 0 {
 		s.maxValue = proto.DefaultMaxValue
 	}

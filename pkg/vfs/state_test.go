@@ -534,9 +534,8 @@ func TestStateRename(t *testing.T) {
 	x, px := w.file("d/x")
 	hx, _ := x.Open(ctx, w.c, syscall.O_WRONLY|syscall.O_APPEND)
 	w.write(t, hx, 0, "+")
-	queued := false
-	if err := w.s.MoveFolder(ctx, w.c, w.agent, "d", "e", []*StateFile{x}, func() { queued = true }); err != nil || !queued {
-		t.Fatal(err, queued)
+	if err := w.s.MoveFolder(ctx, w.c, w.agent, "d", "e", []*StateFile{x}, false); err != nil {
+		t.Fatal(err)
 	}
 	px.move("e/x")
 	hx.Flush()
@@ -569,5 +568,84 @@ func TestStateSetattr(t *testing.T) {
 	g, _ := w.file("s")
 	if a, _ := g.Stat(ctx, w.c); a.Mode != 0o600 || a.Size != 4 {
 		t.Fatalf("a new lookup: %+v", a)
+	}
+}
+
+// TestStateFolders: mkdir makes a folder the layer keeps until it is
+// removed, listed in its parent with the mode it was given; rmdir
+// refuses a folder that holds anything (a key, a folder made here, a
+// file not committed yet) and a key; a folder's rename moves the
+// folders made below it.
+func TestStateFolders(t *testing.T) {
+	w := openStates(t, 0)
+	ctx := context.Background()
+	a := w.agent
+	if err := w.s.Mkdir(ctx, w.c, a, "d", 0o750, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.s.Mkdir(ctx, w.c, a, "d/e", 0o700, false); err != nil {
+		t.Fatal(err)
+	}
+	if m, ok := w.s.FolderMode(a, "d"); !ok || m != 0o750 || !w.s.Folder(w.c, a, "d/e") || !w.s.HasFolders(a) {
+		t.Fatalf("made: %o %v", m, ok)
+	}
+	if got := w.s.MadeFolders(a, ""); len(got) != 1 || got[0] != "d" {
+		t.Fatalf("made below the state folder: %q", got)
+	}
+	if got := w.s.MadeFolders(a, "d"); len(got) != 1 || got[0] != "e" {
+		t.Fatalf("made below d: %q", got)
+	}
+	w.save(t, "k", "v")
+	for _, tc := range []struct {
+		key     string
+		present bool
+		want    syscall.Errno
+	}{{"d", false, syscall.EEXIST}, {"k", false, syscall.EEXIST}, {"new", true, syscall.EEXIST}} {
+		if err := w.s.Mkdir(ctx, w.c, a, tc.key, 0o755, tc.present); !errorsIs(err, tc.want) {
+			t.Errorf("mkdir %s (present %v): %v, want %v", tc.key, tc.present, err, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		key                   string
+		present, presentBelow bool
+		want                  error
+	}{
+		{"d", false, false, syscall.ENOTEMPTY},  // d/e below
+		{"d/e", false, true, syscall.ENOTEMPTY}, // a file not committed
+		{"k", false, false, syscall.ENOTDIR},    // a key
+		{"none", false, false, syscall.ENOENT},  // nothing
+		{"d/e", false, false, nil},              // empty
+		{"d", false, false, nil},                // empty now
+	} {
+		if err := w.s.Rmdir(ctx, w.c, a, tc.key, tc.present, tc.presentBelow); err != tc.want {
+			t.Errorf("rmdir %s: %v, want %v", tc.key, err, tc.want)
+		}
+	}
+	if w.s.Folder(w.c, a, "d") || w.s.HasFolders(a) {
+		t.Fatal("removed folders are still there")
+	}
+	// A folder of the store: not empty while a key is below it.
+	w.save(t, "s/x", "x")
+	if err := w.s.Rmdir(ctx, w.c, a, "s", false, false); err != syscall.ENOTEMPTY {
+		t.Fatalf("rmdir of a folder with a key: %v", err)
+	}
+	// A rename moves the folders made below, and replaces an empty one.
+	w.s.Mkdir(ctx, w.c, a, "s/made", 0o711, false)
+	w.s.Mkdir(ctx, w.c, a, "t", 0o755, false)
+	if err := w.s.MoveFolder(ctx, w.c, a, "s", "t", nil, true); err != nil {
+		t.Fatal(err)
+	}
+	if m, ok := w.s.FolderMode(a, "t/made"); !ok || m != 0o711 || w.s.Folder(w.c, a, "s/made") {
+		t.Fatalf("the made folder after the rename: %o %v", m, ok)
+	}
+	if _, ok := w.s.FolderMode(a, "t"); ok {
+		t.Fatal("the replaced empty folder is still kept")
+	}
+	if v, _ := w.value(t, "t/x"); v != "x" {
+		t.Fatalf("t/x holds %q", v)
+	}
+	w.s.SetFolderMode(a, "t/made", 0o700)
+	if m, _ := w.s.FolderMode(a, "t/made"); m != 0o700 {
+		t.Fatalf("chmod: %o", m)
 	}
 }

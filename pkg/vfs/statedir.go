@@ -149,9 +149,9 @@ func (s *States) RenameFile(ctx context.Context, c *kernel.Cred, agent string, s
 // store has no rename, and a crash midway leaves both halves (nothing is
 // lost). below are the files the adapter has below the folder: their
 // working copies move with them, and their closes save under the new
-// names. queued, if set, is called once every change is queued, before
-// the last are waited for.
-func (s *States) MoveFolder(ctx context.Context, c *kernel.Cred, agent, oldKey, newKey string, below []*StateFile, queued func()) error {
+// names. The folders made by mkdir below it move too; replaceEmpty: the
+// empty folder at newKey, which it replaces, goes.
+func (s *States) MoveFolder(ctx context.Context, c *kernel.Cred, agent, oldKey, newKey string, below []*StateFile, replaceEmpty bool) error {
 	// Saves queued by closes below the folder must be in the store before
 	// it is listed.
 	s.Settle(agent)
@@ -189,9 +189,7 @@ func (s *States) MoveFolder(ctx context.Context, c *kernel.Cred, agent, oldKey, 
 			waits, held = waits[:0], 0
 		}
 	}
-	if queued != nil {
-		queued()
-	}
+	s.moveMade(agent, oldKey, newKey, replaceEmpty)
 	return waitAll(waits, false)
 }
 

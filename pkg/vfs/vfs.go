@@ -25,9 +25,10 @@
 // with a run's work on a host folder (runs/RUN/work/ and work.diff:
 // work.go), and state keys as files, with their working copies,
 // write-back and page-cache versions (state.go) and the changes of their
-// folders' names (create, unlink, rename: statedir.go). The folders of
-// state are fs/'s own nodes over these files: which file is at which
-// key is the tree go-fuse keeps.
+// folders' names (create, unlink, rename: statedir.go) and the folders
+// made by mkdir (statefolders.go). Which file is at which key is the
+// tree the adapter keeps (go-fuse's inodes): a StateFile asks it for its
+// key.
 package vfs
 
 import (
@@ -59,6 +60,7 @@ type Kernel interface {
 	StateSubmitMeta(c *kernel.Cred, agent, key string, value []byte, m kernel.FileMeta, tag any) kernel.Pending
 	StateDeleteSubmit(c *kernel.Cred, agent, key string, tag any) kernel.Pending
 	MayWrite(c *kernel.Cred, agent, key string) error
+	IsStateFolder(c *kernel.Cred, agent, prefix string) bool
 	PolicyShow(ctx context.Context, c *kernel.Cred, agent string, raw []byte) (proto.PolicyRecord, error)
 	PolicyWriteRefused(c *kernel.Cred, agent string)
 	AuditHead(ctx context.Context, c *kernel.Cred) (proto.AuditHead, error)
