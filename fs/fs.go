@@ -2,7 +2,7 @@
 //
 //	/agent/NAME/state/...                 read-write: a file is a key, a folder a key prefix
 //	/agent/NAME/mem/{working,episodic,semantic}/ID.md   memories: a file written is remembered, rm forgets
-//	/agent/NAME/inbox/ID.md               messages: a file written is sent (inbox.go)
+//	/agent/NAME/inbox/ID.md               messages: a file written is sent (drafts.go)
 //	/agent/NAME/policy                    read-only: the agent's policy (writes EROFS, audited)
 //	/agent/NAME/status                    read-only JSON: keys, bytes, last change
 //	/agent/NAME/spawn                     a write starts a run; a read gives its id
@@ -16,21 +16,23 @@
 // errors become errnos in exactly one function, errno.
 //
 // Files whose kind is a row of package vfs's table (policy, status,
-// spawn, runs/, audit/head, messages, approvals) are served by two node
-// types, vdir and vfile (vfs.go), which only carry requests to the layer
-// and its answers back; a file written into mem/KIND/ or inbox/ is a
-// vfs.Draft, whose node here only gives it a name while it is pending
-// (mem.go). The layer's own tests drive those rows without FUSE. State
-// keys (file.go, state.go: working copies, write-back, page cache and
-// passthrough) and the folders of memories and messages are still this
-// package's own nodes: the next to move.
+// spawn, runs/, audit/head, memories, messages, approvals) are served by
+// two node types, vdir and vfile (vfs.go), which only carry requests to
+// the layer and its answers back; the folders mem/KIND/ and inbox/ are
+// vfs.DraftFolders, and a file written there is a vfs.Draft, whose node
+// here only gives it a name while it is pending (drafts.go). A state key
+// is a vfs.StateFile (its working copy, write-back, and the versions the
+// page cache may hold), whose node here (file.go) gives it its place in
+// the tree and maps its answers to FUSE's; the folders of state
+// (state.go) keep the tree and carry creates, unlinks and renames to
+// vfs.States. The layer's own tests drive all of these without FUSE.
 //
 // Values are whole, so a file's writes go to an in-memory working copy
 // shared by its open handles, and its new content is handed to the kernel
 // when a handle is closed (queued for the next group commit: visible
 // through the mount at once, and to socket clients once durable, within a
 // commit) or fsynced (and fsync returns only once it is durable). See
-// file.go.
+// pkg/vfs/state.go.
 //
 // Caching is deliberate: entries and attributes are cached by the kernel
 // for an hour and file pages are kept across opens, because a stat that
@@ -84,27 +86,21 @@ type FS struct {
 	// kernel's caches already hold what was written).
 	own      *byte
 	uid, gid uint32
-	maxValue int64
-	// passthrough asks the kernel to read large files straight from their
-	// backing file (root only; go-fuse turns it off if the kernel refuses).
-	passthrough bool
 
-	layer   *vfs.Layer // the folders and files of package vfs (runs)
+	layer   *vfs.Layer  // the folders and files of package vfs (runs)
+	states  *vfs.States // state keys' files and their write-back
 	root    *rootNode
 	agents  *agentsNode
 	started time.Time // the time of folders, which have none in the store
 	self    *kernel.Cred
 
 	mu          sync.Mutex
-	localAgents map[string]uint32            // mkdir /agent/NAME before any save: mode
-	localDirs   map[string]map[string]uint32 // agent -> folder made by mkdir, still empty in the store -> mode
-	busy        map[*fileNode]struct{}       // nodes with unsaved or unsynced content
+	localAgents map[string]uint32 // mkdir /agent/NAME before any save: mode
 
 	refusedN atomic.Int32
 	refused  sync.Map // caller -> time.Time: refused by Identify, not asked again for a while
 
-	inflight atomic.Int64 // saves queued by close and not yet recorded
-	closed   atomic.Bool  // Close has begun: requests fail with ENOTCONN
+	closed atomic.Bool // Close has begun: requests fail with ENOTCONN
 
 	sub  *bus.Sub
 	stop chan struct{}
@@ -119,17 +115,18 @@ func newFS(k Kernel, log *slog.Logger) *FS {
 		own:         new(byte),
 		uid:         uint32(os.Getuid()),
 		gid:         uint32(os.Getgid()),
-		maxValue:    int64(k.Config().Limits.MaxValue),
-		passthrough: os.Geteuid() == 0,
 		localAgents: map[string]uint32{},
-		localDirs:   map[string]map[string]uint32{},
-		busy:        map[*fileNode]struct{}{},
 		stop:        make(chan struct{}),
 		started:     time.Now(),
 	}
-	if f.maxValue <= 0 {
-		f.maxValue = proto.DefaultMaxValue
-	}
+	f.states = vfs.NewStates(k, vfs.StateOptions{
+		Log:      log,
+		Own:      f.own,
+		MaxValue: int64(k.Config().Limits.MaxValue),
+		// The kernel reads large files straight from their backing file
+		// (root only; go-fuse turns it off if the kernel refuses).
+		Passthrough: os.Geteuid() == 0,
+	})
 	f.root = &rootNode{staticDir{fs: f, mode: 0o755, onAdd: f.build}}
 	return f
 }
@@ -235,49 +232,11 @@ func errno(err error) syscall.Errno {
 	return syscall.EIO
 }
 
-// markBusy records that n has content the store does not have yet (or
-// not durably), so that Close can finish it.
-func (f *FS) markBusy(n *fileNode, busy bool) {
-	f.mu.Lock()
-	if busy {
-		f.busy[n] = struct{}{}
-	} else {
-		delete(f.busy, n)
-	}
-	f.mu.Unlock()
-}
-
-func (f *FS) busyNodes(agent string) []*fileNode {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	nodes := make([]*fileNode, 0, len(f.busy))
-	for n := range f.busy {
-		if agent == "" || n.agent == agent {
-			nodes = append(nodes, n)
-		}
-	}
-	return nodes
-}
-
-// syncAll hands every unsaved working copy to the kernel and waits until
-// all are durable: what Close does once the mount is gone.
-func (f *FS) syncAll() {
-	for _, n := range f.busyNodes("") {
-		n.sync(nil, true)
-	}
-}
-
-// settle waits until every save queued by closes of agent's files is
-// durable (working copies still open are left alone).
-func (f *FS) settle(agent string) {
-	for _, n := range f.busyNodes(agent) {
-		n.mu.Lock()
-		ch := n.q.Settled()
-		n.mu.Unlock()
-		if ch != nil {
-			<-ch
-		}
-	}
+// shut makes every request fail with ENOTCONN from now on: the mount
+// is going away. Close then saves what closes left.
+func (f *FS) shut() {
+	f.closed.Store(true)
+	f.states.Shut()
 }
 
 // statfs reports the file system that holds the data directory.
@@ -289,20 +248,6 @@ func (f *FS) statfs(out *fuse.StatfsOut) syscall.Errno {
 	out.FromStatfsT(&st)
 	out.NameLen = proto.MaxKeyElem
 	return 0
-}
-
-func (f *FS) isLocalDir(agent, prefix string) bool {
-	f.mu.Lock()
-	_, ok := f.localDirs[agent][prefix]
-	f.mu.Unlock()
-	return ok
-}
-
-func (f *FS) localDirMode(agent, prefix string) (uint32, bool) {
-	f.mu.Lock()
-	m, ok := f.localDirs[agent][prefix]
-	f.mu.Unlock()
-	return m, ok
 }
 
 // agentExists reports whether c sees agent: it has state, or was made by

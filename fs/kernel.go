@@ -2,13 +2,11 @@ package fs
 
 import (
 	"context"
-	"os"
 	"time"
 
 	"github.com/oxios/oxios/pkg/bus"
 	"github.com/oxios/oxios/pkg/config"
 	"github.com/oxios/oxios/pkg/kernel"
-	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/vfs"
 )
 
@@ -28,32 +26,12 @@ type Kernel interface {
 	Agents(ctx context.Context, c *kernel.Cred) []string
 	AgentVisible(c *kernel.Cred, agent string) bool
 	MayAct(c *kernel.Cred, agent string) error
-	MayWrite(c *kernel.Cred, agent, key string) error
 
 	// State.
-	StateStat(ctx context.Context, c *kernel.Cred, agent, key string) (proto.StateRecord, error)
-	IsStateFolder(c *kernel.Cred, agent, prefix string) bool
-	StateOpen(ctx context.Context, c *kernel.Cred, agent, key string) (*os.File, []byte, proto.StateRecord, error)
-	StateSubmit(c *kernel.Cred, agent, key string, value []byte, tag any) kernel.Pending
-	StateSubmitMeta(c *kernel.Cred, agent, key string, value []byte, m kernel.FileMeta, tag any) kernel.Pending
 	StateFolderTime(agent, prefix string) (time.Time, bool)
-	StateDeleteSubmit(c *kernel.Cred, agent, key string, tag any) kernel.Pending
 
-	// Memories.
-	MemIDs(c *kernel.Cred, agent, kind string) ([]string, []int64)
-	MemStat(c *kernel.Cred, agent, kind, id string) (int64, error)
-	MemRead(ctx context.Context, c *kernel.Cred, agent, kind, id string) ([]byte, error)
-	MemRemember(ctx context.Context, c *kernel.Cred, a proto.MemRememberArgs, raw []byte) (proto.MemRememberResult, error)
-	MemForget(ctx context.Context, c *kernel.Cred, a proto.MemForgetArgs, raw []byte) ([]proto.MemoryRecord, error)
-
-	// Messages and approvals.
-	MsgIDs(c *kernel.Cred, agent string) []string
-	MsgSend(ctx context.Context, c *kernel.Cred, a proto.MsgSendArgs, raw []byte) (proto.MsgRecord, error)
+	// Whether a run of another agent sees to's folder as its inbox's slot.
 	MsgSlot(c *kernel.Cred, to string) bool
-	MsgMaySend(c *kernel.Cred, to string) error
-
-	// The audit log, read-only here.
-	AuditScan(ctx context.Context, c *kernel.Cred, from uint64, fn func(line []byte) error) error
 }
 
 var _ Kernel = (*kernel.Kernel)(nil)

@@ -108,7 +108,7 @@ func New(k Kernel, o Options) (*Mount, error) {
 			// truncate, which would save an empty value first: the new
 			// content must replace the old at close, whole.
 			// Writers use direct I/O (their working copy is the daemon's,
-			// see file.go); DIRECT_IO_ALLOW_MMAP (Linux 6.6) lets them
+			// see pkg/vfs/state.go); DIRECT_IO_ALLOW_MMAP (Linux 6.6) lets them
 			// mmap all the same: the kernel writes the mapping's dirty
 			// pages back as writes to the working copy, at msync, munmap
 			// or close at the latest. Older kernels refuse a writable
@@ -169,7 +169,7 @@ func (m *Mount) Close() error {
 		// asks from now on fails with ENOTCONN, and the connection ends
 		// when oxiosd exits (or at once, where fusectl is mounted).
 		m.fs.log.Info("the mount is still bound in runs' sandboxes; no longer serving it", "mount", m.dir)
-		m.fs.closed.Store(true)
+		m.fs.shut()
 		abort(m.conn)
 	}
 	if err != nil {
@@ -178,15 +178,15 @@ func (m *Mount) Close() error {
 		// with ENOTCONN, and the connection ends when oxiosd exits (or at
 		// once, where fusectl is mounted).
 		m.fs.log.Warn("mount busy; detaching it", "mount", m.dir, "err", err)
-		m.fs.closed.Store(true)
+		m.fs.shut()
 		err = detach(m.dir)
 		abort(m.conn)
 	}
-	m.fs.closed.Store(true)
+	m.fs.shut()
 	close(m.fs.stop)
 	m.fs.sub.Close()
 	m.fs.wg.Wait()
-	m.fs.syncAll()
+	m.fs.states.Close()
 	return err
 }
 

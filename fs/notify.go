@@ -9,6 +9,7 @@ import (
 	"github.com/oxios/oxios/pkg/bus"
 	"github.com/oxios/oxios/pkg/memory"
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/vfs"
 )
 
 // Coherence. The kernel's caches (entries, attributes, pages) are kept for
@@ -95,8 +96,8 @@ func (f *FS) changed(ev *bus.Event) {
 		}
 		switch n := ch.Operations().(type) {
 		case *fileNode:
-			n.invalidated()
-			if ev.Deleted && n.unsaved() {
+			n.f.Invalidated()
+			if ev.Deleted && n.f.Unsaved() {
 				// Made through the mount, and no save of it queued:
 				// its create found no key, so the deletion is of the
 				// key's earlier life, reaching us late. The file and
@@ -141,7 +142,7 @@ func (f *FS) memChanged(an *fusefs.Inode, ev *bus.Event) {
 		dir.NotifyEntry(name)
 		return
 	}
-	if _, ok := ch.Operations().(*memFile); !ok {
+	if n, ok := ch.Operations().(*vfile); !ok || n.n.Kind != vfs.Memory {
 		return // a file being written that happens to have the name
 	}
 	if ev.Deleted {
@@ -163,7 +164,7 @@ func (f *FS) pruneFolders(an *fusefs.Inode, agent string, names []string) {
 	}
 	for i := len(nodes) - 1; i >= 1; i-- {
 		prefix := strings.Join(names[:i], "/")
-		if f.k.IsStateFolder(f.self, agent, prefix) || f.isLocalDir(agent, prefix) {
+		if f.states.Folder(f.self, agent, prefix) {
 			break
 		}
 		nodes[i-1].NotifyEntry(names[i-1])
@@ -192,11 +193,12 @@ func (f *FS) sweepMem(agent string, an *fusefs.Inode) {
 	}
 	for _, dir := range mem.Children() {
 		for name, ch := range dir.Children() {
-			n, ok := ch.Operations().(*memFile)
-			if !ok {
+			n, ok := ch.Operations().(*vfile)
+			if !ok || n.n.Kind != vfs.Memory {
 				continue
 			}
-			if _, err := f.k.MemStat(f.self, agent, n.kind, n.id); err != nil {
+			kind, id, _ := memory.SplitKey(n.n.ID)
+			if _, err := f.k.MemStat(f.self, agent, kind, id); err != nil {
 				dir.NotifyEntry(name)
 				dir.RmChild(name)
 			}
@@ -211,14 +213,14 @@ func (f *FS) sweepDir(agent string, dir *fusefs.Inode, prefix string) {
 		switch n := ch.Operations().(type) {
 		case *fileNode:
 			if _, err := f.k.StateStat(ctx, f.self, agent, key); err == nil {
-				n.invalidated()
+				n.f.Invalidated()
 				ch.NotifyContent(0, 0)
-			} else if !n.present() {
+			} else if !n.f.Present() {
 				dir.NotifyEntry(name)
 				dir.RmChild(name)
 			}
 		case *dirNode:
-			if f.k.IsStateFolder(f.self, agent, key) || f.isLocalDir(agent, key) {
+			if f.states.Folder(f.self, agent, key) {
 				f.sweepDir(agent, ch, key)
 			} else {
 				dir.NotifyEntry(name)

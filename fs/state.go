@@ -3,7 +3,6 @@ package fs
 import (
 	"context"
 	"errors"
-	"io"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -14,12 +13,15 @@ import (
 
 	"github.com/oxios/oxios/pkg/kernel"
 	"github.com/oxios/oxios/pkg/proto"
+	"github.com/oxios/oxios/pkg/vfs"
 )
 
 // dirNode is a folder of an agent's state: a key prefix, or a folder made
-// by mkdir that holds no key yet (kept by the mount, in memory, until a
-// file is saved in it or it is removed). The agent's state folder itself
-// is the dirNode whose root is itself.
+// by mkdir that holds no key yet (kept by vfs.States). It keeps the tree:
+// which file node is at which name, whose key is its path (file.go); what
+// a change of a name does is vfs.States's (pkg/vfs/statedir.go,
+// statefolders.go). The agent's state folder itself is the dirNode whose
+// root is itself.
 type dirNode struct {
 	fusefs.Inode
 	fs    *FS
@@ -90,13 +92,7 @@ func (d *dirNode) Setattr(ctx context.Context, fh fusefs.FileHandle, in *fuse.Se
 	if m, ok := in.GetMode(); ok {
 		d.mode.Store(m & 0o7777)
 		if p, ok := d.prefix(); ok && p != "" {
-			d.fs.mu.Lock()
-			if ld := d.fs.localDirs[d.agent]; ld != nil {
-				if _, ok := ld[p]; ok {
-					ld[p] = m & 0o7777
-				}
-			}
-			d.fs.mu.Unlock()
+			d.fs.states.SetFolderMode(d.agent, p, m)
 		}
 	}
 	if _, ok := in.GetSize(); ok {
@@ -133,7 +129,7 @@ func (d *dirNode) child(ctx context.Context, name string, dir bool) *fusefs.Inod
 	if dir {
 		mode := uint32(0o755)
 		if p, ok := d.prefix(); ok {
-			if m, ok := d.fs.localDirMode(d.agent, join(p, name)); ok {
+			if m, ok := d.fs.states.FolderMode(d.agent, join(p, name)); ok {
 				mode = m
 			}
 		}
@@ -170,7 +166,7 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 		return nil, e
 	}
 	if ch := d.GetChild(name); ch != nil {
-		if fn, ok := ch.Operations().(*fileNode); ok && fn.present() {
+		if fn, ok := ch.Operations().(*fileNode); ok && fn.f.Present() {
 			return ch, fn.getattr(ctx, c, &out.Attr)
 		}
 	}
@@ -178,11 +174,11 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 	switch {
 	case err == nil:
 		ch := d.child(ctx, name, false)
-		ch.Operations().(*fileNode).attrFromRec(&rec, &out.Attr)
+		d.fs.fillState(&out.Attr, ch.Operations().(*fileNode).f.StatFrom(&rec))
 		return ch, 0
 	case !isCode(err, proto.ENOENT):
 		return nil, errno(err)
-	case d.fs.k.IsStateFolder(c, d.agent, key) || d.fs.isLocalDir(d.agent, key):
+	case d.fs.states.Folder(c, d.agent, key):
 		ch := d.child(ctx, name, true)
 		ch.Operations().(*dirNode).fill(&out.Attr)
 		return ch, 0
@@ -210,7 +206,7 @@ func (d *dirNode) OpendirHandle(ctx context.Context, flags uint32) (fusefs.FileH
 	// commits in between is then seen at least once, never missed.
 	var ents []entry
 	for name, ch := range d.Children() {
-		if fn, ok := ch.Operations().(*fileNode); ok && fn.present() {
+		if fn, ok := ch.Operations().(*fileNode); ok && fn.f.Present() {
 			ents = append(ents, entry{name: name})
 		}
 	}
@@ -240,15 +236,11 @@ func (d *dirNode) OpendirHandle(ctx context.Context, flags uint32) (fusefs.FileH
 		return nil, 0, errno(err)
 	}
 	// Folders made by mkdir, not in the store.
-	d.fs.mu.Lock()
-	for p := range d.fs.localDirs[d.agent] {
-		if strings.HasPrefix(p, prefix) && len(p) > skip && (prefix == "" || p[len(prefix)] == '/') && !strings.Contains(p[skip:], "/") {
-			ents = append(ents, entry{name: p[skip:], dir: true})
-		}
+	for _, name := range d.fs.states.MadeFolders(d.agent, prefix) {
+		ents = append(ents, entry{name: name, dir: true})
 	}
-	d.fs.mu.Unlock()
 	l := newListing(&d.Inode, ents)
-	l.sync = func() { d.fs.settle(d.agent) }
+	l.sync = func() { d.fs.states.Settle(d.agent) }
 	l.node = func(ctx context.Context, e *entry) *fusefs.Inode { return d.child(ctx, e.name, e.dir) }
 	l.attr = func(ctx context.Context, e *entry, ch *fusefs.Inode, out *fuse.EntryOut) syscall.Errno {
 		switch n := ch.Operations().(type) {
@@ -258,7 +250,7 @@ func (d *dirNode) OpendirHandle(ctx context.Context, flags uint32) (fusefs.FileH
 			if e.rec == nil {
 				return n.getattr(ctx, c, &out.Attr)
 			}
-			n.attrFromRec(e.rec, &out.Attr)
+			d.fs.fillState(&out.Attr, n.f.StatFrom(e.rec))
 		}
 		return 0
 	}
@@ -269,18 +261,27 @@ func (d *dirNode) OpendirHandle(ctx context.Context, flags uint32) (fusefs.FileH
 // folder, and the node if the mount has one.
 func (d *dirNode) exists(ctx context.Context, c *kernel.Cred, name, key string) (file, dir, stored bool, ch *fusefs.Inode) {
 	ch = d.GetChild(name)
-	if ch != nil {
-		if fn, ok := ch.Operations().(*fileNode); ok && fn.present() {
-			file = true
+	file, dir, stored = d.fs.states.Exists(ctx, c, d.agent, key, present(ch))
+	return file, dir, stored, ch
+}
+
+// present reports whether ch is a file with content the store does not
+// show yet.
+func present(ch *fusefs.Inode) bool {
+	f := stateFile(ch)
+	return f != nil && f.Present()
+}
+
+// presentBelow reports whether the folder name holds such a file.
+func (d *dirNode) presentBelow(name string) bool {
+	if ch := d.GetChild(name); ch != nil {
+		for _, gc := range ch.Children() {
+			if present(gc) {
+				return true
+			}
 		}
 	}
-	if _, err := d.fs.k.StateStat(ctx, c, d.agent, key); err == nil {
-		file, stored = true, true
-	}
-	if !file {
-		dir = d.fs.k.IsStateFolder(c, d.agent, key) || d.fs.isLocalDir(d.agent, key)
-	}
-	return file, dir, stored, ch
+	return false
 }
 
 func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
@@ -292,19 +293,10 @@ func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse
 	if e != 0 {
 		return nil, e
 	}
-	if file, dir, _, _ := d.exists(ctx, c, name, key); file || dir {
-		return nil, syscall.EEXIST
+	if err := d.fs.states.Mkdir(ctx, c, d.agent, key, mode, present(d.GetChild(name))); err != nil {
+		return nil, errno(err)
 	}
-	mode &= 0o7777
-	d.fs.mu.Lock()
-	ld := d.fs.localDirs[d.agent]
-	if ld == nil {
-		ld = map[string]uint32{}
-		d.fs.localDirs[d.agent] = ld
-	}
-	ld[key] = mode
-	d.fs.mu.Unlock()
-	n := d.fs.newDir(d.agent, d.stateRoot(), mode)
+	n := d.fs.newDir(d.agent, d.stateRoot(), mode&0o7777)
 	d.touch()
 	ch := d.NewInode(ctx, n, fusefs.StableAttr{Mode: syscall.S_IFDIR})
 	n.fill(&out.Attr)
@@ -320,42 +312,11 @@ func (d *dirNode) Rmdir(ctx context.Context, name string) syscall.Errno {
 	if e != 0 {
 		return syscall.ENOENT
 	}
-	file, dir, _, _ := d.exists(ctx, c, name, key)
-	switch {
-	case file:
-		return syscall.ENOTDIR
-	case !dir:
-		return syscall.ENOENT
-	case d.fs.k.IsStateFolder(c, d.agent, key) || !d.emptyLocal(name, key):
-		return syscall.ENOTEMPTY
+	if err := d.fs.states.Rmdir(ctx, c, d.agent, key, present(d.GetChild(name)), d.presentBelow(name)); err != nil {
+		return errno(err)
 	}
-	d.fs.mu.Lock()
-	delete(d.fs.localDirs[d.agent], key)
-	d.fs.mu.Unlock()
 	d.touch()
 	return 0
-}
-
-// emptyLocal reports whether the folder key has nothing that only the
-// mount knows of: folders made by mkdir, files made or saved here and not
-// committed yet.
-func (d *dirNode) emptyLocal(name, key string) bool {
-	d.fs.mu.Lock()
-	for p := range d.fs.localDirs[d.agent] {
-		if strings.HasPrefix(p, key+"/") {
-			d.fs.mu.Unlock()
-			return false
-		}
-	}
-	d.fs.mu.Unlock()
-	if ch := d.GetChild(name); ch != nil {
-		for _, gc := range ch.Children() {
-			if fn, ok := gc.Operations().(*fileNode); ok && fn.present() {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fusefs.Inode, fusefs.FileHandle, uint32, syscall.Errno) {
@@ -381,31 +342,21 @@ func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode ui
 		}
 		ch := d.child(ctx, name, false)
 		fn := ch.Operations().(*fileNode)
-		fh, fl, e := fn.openWrite(&handle{n: fn, cred: c}, flags)
-		if e != 0 {
-			return nil, nil, 0, e
+		h, err := fn.f.OpenWrite(c, int(flags))
+		if err != nil {
+			return nil, nil, 0, errno(err)
 		}
+		fh, fl := fn.handle(h)
 		return ch, fh, fl, fn.getattr(ctx, c, &out.Attr)
 	}
-	fn := d.fs.newFile(d.agent, d.stateRoot())
-	// The create's mode is kept with the key (0644, the default, needs
-	// no saying).
-	fn.mode = mode & 0o7777
-	fn.modeSend = fn.mode != 0o644
-	fn.modeHeld = fn.modeSend
-	// A new file is saved at its first close even if nothing was
-	// written: `touch new` makes an empty key.
-	fn.local, fn.loaded, fn.dirty, fn.unwritten, fn.mtime = true, true, true, true, time.Now()
-	fn.ctime = fn.mtime
-	fn.writers, fn.cred = 1, c
+	fn := &fileNode{fs: d.fs, agent: d.agent, root: d.stateRoot()}
+	f, h, at := d.fs.states.Create(c, d.agent, fn.where, mode, int(flags))
+	fn.f = f
 	ch := d.NewInode(ctx, fn, fusefs.StableAttr{Mode: syscall.S_IFREG})
-	d.fs.markBusy(fn, true)
 	d.touch()
-	fn.mu.Lock()
-	fn.fillLocked(&out.Attr, 0, fn.mtime)
-	fn.mu.Unlock()
-	h := &handle{n: fn, cred: c, write: true, append: flags&syscall.O_APPEND != 0}
-	return ch, h, fuse.FOPEN_DIRECT_IO, 0
+	d.fs.fillState(&out.Attr, at)
+	fh, fl := fn.handle(h)
+	return ch, fh, fl, 0
 }
 
 func (d *dirNode) Mknod(ctx context.Context, name string, mode, dev uint32, out *fuse.EntryOut) (*fusefs.Inode, syscall.Errno) {
@@ -469,32 +420,18 @@ func (d *dirNode) Unlink(ctx context.Context, name string) syscall.Errno {
 		return syscall.ENOENT
 	}
 	d.touch()
-	var fn *fileNode
-	if ch != nil {
-		fn, _ = ch.Operations().(*fileNode)
+	return errno(d.fs.states.Unlink(c, d.agent, key, stateFile(ch), stored))
+}
+
+// stateFile is the layer's file of ch, if ch is a state file.
+func stateFile(ch *fusefs.Inode) *vfs.StateFile {
+	if ch == nil {
+		return nil
 	}
-	if fn == nil {
-		_, err := d.fs.k.StateDeleteSubmit(c, d.agent, key, d.fs.own).Wait()
-		return errno(err)
+	if fn, ok := ch.Operations().(*fileNode); ok {
+		return fn.f
 	}
-	// Marked gone and deleted under the node's lock: a close racing with
-	// the unlink cannot queue its save after the delete.
-	fn.mu.Lock()
-	fn.gone, fn.dirty, fn.deferred = true, false, false
-	var wait *kernel.Pending
-	if stored || fn.q.Busy() {
-		p := d.fs.k.StateDeleteSubmit(c, d.agent, key, d.fs.own)
-		wait = &p
-	}
-	fn.mu.Unlock()
-	if wait == nil {
-		return 0 // made here, never saved
-	}
-	if _, err := wait.Wait(); err != nil && !(isCode(err, proto.ENOENT) && !stored) {
-		fn.markGone(false)
-		return errno(err)
-	}
-	return 0
+	return nil
 }
 
 func (d *dirNode) Rename(ctx context.Context, name string, newParent fusefs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
@@ -540,186 +477,25 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent fusefs.Inod
 		return syscall.ENOTDIR
 	case sDir && strings.HasPrefix(newKey, oldKey+"/"):
 		return syscall.EINVAL
-	case sDir && dDir && (d.fs.k.IsStateFolder(c, d.agent, newKey) || !nd.emptyLocal(newName, newKey)):
+	case sDir && dDir && !d.fs.states.Empty(c, d.agent, newKey, nd.presentBelow(newName)):
 		return syscall.ENOTEMPTY
 	}
 	d.touch()
 	nd.touch()
 	if sFile {
-		var src, dst *fileNode
-		if sCh != nil {
-			src, _ = sCh.Operations().(*fileNode)
-		}
-		if dCh != nil {
-			dst, _ = dCh.Operations().(*fileNode)
-		}
-		return d.renameFile(ctx, c, src, oldKey, sStored, dst, newKey, dStored)
+		return errno(d.fs.states.RenameFile(ctx, c, d.agent, stateFile(sCh), oldKey, sStored, stateFile(dCh), newKey, dStored))
 	}
 	return d.renameDir(ctx, c, sCh, oldKey, newKey, dDir)
 }
 
-// renameFile moves a key: the new key gets the content readers see now
-// (the last closed version), then the old key is deleted. A working copy
-// still being written moves with the node and is saved under the new name
-// at its close.
-func (d *dirNode) renameFile(ctx context.Context, c *kernel.Cred, src *fileNode, oldKey string, oldStored bool, dst *fileNode, newKey string, newStored bool) syscall.Errno {
-	if dst != nil && dst != src {
-		dst.markReplaced(true, newKey)
-	}
-	var waits []kernel.Pending
-	var moving []byte
-	// The new key keeps the file's mode and mtime (rename(2) changes
-	// neither; its ctime is the rename's).
-	saveNew := func(v []byte, mode uint32, mtime time.Time) {
-		moving = v
-		m := kernel.FileMeta{Mod: mtime}
-		if mode != 0o644 {
-			m.Mode = mode | proto.ModeSet
-		}
-		waits = append(waits, d.fs.k.StateSubmitMeta(c, d.agent, newKey, v, m, d.fs.own))
-	}
-	var shown []byte
-	hasShown := false
-	if src != nil {
-		src.mu.Lock()
-		shown, hasShown = src.q.Shown()
-	}
-	switch {
-	case src != nil && src.deferred:
-		// Closed empty, its save left to the release: the new key gets
-		// that empty content now.
-		saveNew([]byte{}, src.mode, src.mtime)
-		src.deferred, src.dirty = false, false
-	case hasShown:
-		saveNew(shown, src.mode, src.mtime)
-	case src != nil && src.unsavedLocked():
-		// Never closed: nothing to save yet; the old target must go.
-		if newStored {
-			waits = append(waits, d.fs.k.StateDeleteSubmit(c, d.agent, newKey, d.fs.own))
-		}
-	default:
-		v, rec, err := d.load(ctx, c, oldKey)
-		if err != nil {
-			if src != nil {
-				src.mu.Unlock()
-			}
-			if dst != nil && dst != src {
-				dst.markReplaced(false, "")
-			}
-			return errno(err)
-		}
-		mode := uint32(0o644)
-		if rec.Mode&proto.ModeSet != 0 {
-			mode = rec.Mode & 0o7777
-		}
-		saveNew(v, mode, rec.Modified)
-	}
-	// oldStored was looked up before src.mu was taken: a save of src that
-	// was in flight then may have landed since (saving back to 0, local
-	// false), and the old key must go all the same.
-	if oldStored || src != nil && (src.q.Busy() || !src.local) {
-		waits = append(waits, d.fs.k.StateDeleteSubmit(c, d.agent, oldKey, d.fs.own))
-	}
-	if src != nil {
-		src.renamed = newKey // until go-fuse moves the node, right after we return
-		if moving != nil {
-			src.moving, src.hasMoving = moving, true
-		}
-		src.mu.Unlock()
-		defer func() {
-			src.mu.Lock()
-			src.moving, src.hasMoving = nil, false
-			src.mu.Unlock()
-		}()
-	}
-	return waitAll(waits, !oldStored)
-}
-
-// load reads a key's committed value.
-func (d *dirNode) load(ctx context.Context, c *kernel.Cred, key string) ([]byte, proto.StateRecord, error) {
-	file, v, rec, err := d.fs.k.StateOpen(ctx, c, d.agent, key)
-	if err != nil || file == nil {
-		return v, rec, err
-	}
-	defer file.Close()
-	v = make([]byte, rec.Size)
-	if _, err := io.ReadFull(file, v); err != nil {
-		return nil, rec, proto.Errorf(proto.EIO, "reading %s:%s: %v", d.agent, key, err)
-	}
-	return v, rec, nil
-}
-
-// waitAll waits for queued changes and returns the first failure (a
-// missing old key is fine when it was not known to be stored).
-func waitAll(waits []kernel.Pending, missingOK bool) syscall.Errno {
-	var first error
-	for _, w := range waits {
-		if _, err := w.Wait(); err != nil && first == nil && !(missingOK && isCode(err, proto.ENOENT)) {
-			first = err
-		}
-	}
-	return errno(first)
-}
-
-// renameDir moves every key below oldKey to newKey, each a save of the
-// new key and a delete of the old. It is not atomic: the store has no
-// rename, and a crash midway leaves both halves (nothing is lost).
+// renameDir moves every key below oldKey to newKey, and the folders made
+// by mkdir below it (vfs.States's MoveFolder).
 func (d *dirNode) renameDir(ctx context.Context, c *kernel.Cred, src *fusefs.Inode, oldKey, newKey string, replaceEmpty bool) syscall.Errno {
-	// Saves queued by closes below the folder must be in the store before
-	// it is listed.
-	d.fs.settle(d.agent)
-	var recs []proto.StateRecord
-	err := d.fs.k.StateList(ctx, c, proto.StateListArgs{Agent: d.agent, Prefix: oldKey}, nil, func(r *proto.StateRecord) error {
-		recs = append(recs, *r)
-		return nil
-	})
-	if err != nil && !isCode(err, proto.ENOENT) {
-		return errno(err)
-	}
-	// Working copies below move with their nodes: their closes save
-	// under the new names.
+	var below []*vfs.StateFile
 	if src != nil {
-		walkFiles(src, func(fn *fileNode) {
-			fn.mu.Lock()
-			if k, ok := fn.keyLocked(); ok && strings.HasPrefix(k, oldKey+"/") {
-				fn.renamed = newKey + k[len(oldKey):]
-			}
-			fn.mu.Unlock()
-		})
+		walkFiles(src, func(fn *fileNode) { below = append(below, fn.f) })
 	}
-	var waits []kernel.Pending
-	var queued int64
-	for _, r := range recs {
-		v, _, err := d.load(ctx, c, r.Key)
-		if err != nil {
-			waitAll(waits, false)
-			return errno(err)
-		}
-		waits = append(waits,
-			d.fs.k.StateSubmitMeta(c, d.agent, newKey+r.Key[len(oldKey):], v, kernel.FileMeta{Mode: r.Mode, Mod: r.Modified}, d.fs.own),
-			d.fs.k.StateDeleteSubmit(c, d.agent, r.Key, d.fs.own))
-		// Bound what is held in memory.
-		if queued += int64(len(v)); queued > 64<<20 {
-			if e := waitAll(waits, false); e != 0 {
-				return e
-			}
-			waits, queued = waits[:0], 0
-		}
-	}
-	d.fs.mu.Lock()
-	if ld := d.fs.localDirs[d.agent]; ld != nil {
-		if replaceEmpty {
-			delete(ld, newKey)
-		}
-		for p, m := range ld {
-			if p == oldKey || strings.HasPrefix(p, oldKey+"/") {
-				delete(ld, p)
-				ld[newKey+p[len(oldKey):]] = m
-			}
-		}
-	}
-	d.fs.mu.Unlock()
-	return waitAll(waits, false)
+	return errno(d.fs.states.MoveFolder(ctx, c, d.agent, oldKey, newKey, below, replaceEmpty))
 }
 
 // walkFiles calls fn for every file node below n.
@@ -737,6 +513,6 @@ func walkFiles(n *fusefs.Inode, fn func(*fileNode)) {
 func (d *dirNode) Fsync(ctx context.Context, fh fusefs.FileHandle, flags uint32) syscall.Errno {
 	// Changes of names (create, unlink, rename, mkdir) are durable when
 	// they return; what may still be queued is the content of closed files.
-	d.fs.settle(d.agent)
+	d.fs.states.Settle(d.agent)
 	return 0
 }

@@ -55,7 +55,7 @@ type staticDir struct {
 	mode  uint32
 	onAdd func(ctx context.Context, d *staticDir)
 	// slots: an agent's folder, which a run of another agent sees holding
-	// only its inbox, to send messages (inbox.go).
+	// only its inbox, to send messages (drafts.go).
 	slots bool
 }
 
@@ -168,9 +168,7 @@ func attrOf(ctx context.Context, c *kernel.Cred, ch *fusefs.Inode, out *fuse.Ent
 		n.fill(&out.Attr)
 	case *dirNode:
 		n.fill(&out.Attr)
-	case *memDir:
-		n.fill(&out.Attr)
-	case *inboxDir:
+	case *draftDir:
 		n.fill(&out.Attr)
 	case *auditLog:
 		out.SetAttrTimeout(noCache)
@@ -196,7 +194,7 @@ func (f *FS) build(ctx context.Context, d *staticDir) {
 	d.AddChild("agent", d.NewPersistentInode(ctx, f.agents, fusefs.StableAttr{Mode: syscall.S_IFDIR}), true)
 	audit := f.newStatic("", 0o555, func(ctx context.Context, a *staticDir) {
 		a.AddChild("head", a.NewPersistentInode(ctx, &vfile{fs: f, n: &vfs.Node{Kind: vfs.AuditHead}}, fusefs.StableAttr{Mode: syscall.S_IFREG}), true)
-		a.AddChild("log", a.NewPersistentInode(ctx, &auditLog{fs: f}, fusefs.StableAttr{Mode: syscall.S_IFREG}), true)
+		a.AddChild("log", a.NewPersistentInode(ctx, &auditLog{fs: f, a: f.layer.AuditLog()}, fusefs.StableAttr{Mode: syscall.S_IFREG}), true)
 	})
 	d.AddChild("audit", d.NewPersistentInode(ctx, audit, fusefs.StableAttr{Mode: syscall.S_IFDIR}), true)
 	d.AddChild("approvals", d.NewPersistentInode(ctx, &vdir{fs: f, d: f.layer.Approvals()}, fusefs.StableAttr{Mode: syscall.S_IFDIR}), true)
@@ -330,13 +328,11 @@ func (a *agentsNode) Rmdir(ctx context.Context, name string) syscall.Errno {
 	if _, ok := a.fs.localAgents[name]; !ok || a.fs.k.MayAct(c, name) != nil {
 		return syscall.ENOENT
 	}
-	if len(a.fs.localDirs[name]) > 0 {
+	if a.fs.states.HasFolders(name) {
 		return syscall.ENOTEMPTY
 	}
-	for n := range a.fs.busy {
-		if n.agent == name {
-			return syscall.ENOTEMPTY
-		}
+	if a.fs.states.Busy(name) {
+		return syscall.ENOTEMPTY
 	}
 	delete(a.fs.localAgents, name)
 	return 0
@@ -346,16 +342,18 @@ func (a *agentsNode) Rmdir(ctx context.Context, name string) syscall.Errno {
 // inbox/, runs/, policy, status and spawn.
 func (f *FS) newAgent(name string) *staticDir {
 	d := f.newStatic(name, 0o755, func(ctx context.Context, d *staticDir) {
-		d.AddChild("inbox", d.NewPersistentInode(ctx, &inboxDir{fs: f, agent: name}, fusefs.StableAttr{Mode: syscall.S_IFDIR}), true)
+		inbox := &draftDir{fs: f, f: f.layer.Inbox(name, f.states.MaxValue()), slots: true}
+		d.AddChild("inbox", d.NewPersistentInode(ctx, inbox, fusefs.StableAttr{Mode: syscall.S_IFDIR}), true)
 		st := f.newDir(name, nil, 0o755)
 		stIno := d.NewPersistentInode(ctx, st, fusefs.StableAttr{Mode: syscall.S_IFDIR})
 		st.root = stIno
 		d.AddChild("state", stIno, true)
 		mem := f.newStatic(name, 0o555, func(ctx context.Context, m *staticDir) {
 			// One folder per kind: its memories, and creating a file in
-			// it remembers one (mem.go).
+			// it remembers one (drafts.go).
 			for _, kind := range memory.Kinds {
-				m.AddChild(kind, m.NewPersistentInode(ctx, f.newMemDir(name, kind), fusefs.StableAttr{Mode: syscall.S_IFDIR}), true)
+				md := &draftDir{fs: f, f: f.layer.MemFolder(name, kind, f.states.MaxValue())}
+				m.AddChild(kind, m.NewPersistentInode(ctx, md, fusefs.StableAttr{Mode: syscall.S_IFDIR}), true)
 			}
 		})
 		d.AddChild("mem", d.NewPersistentInode(ctx, mem, fusefs.StableAttr{Mode: syscall.S_IFDIR}), true)

@@ -8,6 +8,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/oxios/oxios/pkg/kernel"
+	"github.com/oxios/oxios/pkg/proto"
 	"github.com/oxios/oxios/pkg/vfs"
 )
 
@@ -15,8 +16,9 @@ import (
 // every folder and one for every file, whatever row of vfs's table it
 // is. What a file does is its row's; this file only carries requests and
 // answers between go-fuse and the layer, for a caller who may act on the
-// agent. Nothing here is cached by the kernel: a run's files change with
-// the run.
+// agent. Nothing here is cached by the kernel (a run's files change with
+// the run), except the files of a Stable row (a memory), which never
+// change.
 
 // check is who is asking, if they may act on agent ("": any caller the
 // kernel identifies; what they see is the kernel's to decide).
@@ -57,7 +59,8 @@ func (f *FS) fillV(a *fuse.Attr, at vfs.Attr) {
 }
 
 func (d *vdir) fill(a *fuse.Attr) {
-	d.fs.fillV(a, d.fs.layer.Stat(context.Background(), nil, vfs.Entry{Dir: d.d}, nil))
+	at, _ := d.fs.layer.Stat(context.Background(), nil, vfs.Entry{Dir: d.d}, nil)
+	d.fs.fillV(a, at)
 }
 
 func (d *vdir) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.AttrOut) syscall.Errno {
@@ -114,7 +117,11 @@ func (f *FS) entryAttr(ctx context.Context, c *kernel.Cred, ch *fusefs.Inode, ou
 	case *vdir:
 		n.fill(&out.Attr)
 	case *vfile:
-		f.fillV(&out.Attr, f.layer.Stat(ctx, c, vfs.Entry{File: n.n}, nil))
+		at, _ := f.layer.Stat(ctx, c, vfs.Entry{File: n.n}, nil)
+		f.fillV(&out.Attr, at)
+		if n.n.Kind.Stable {
+			return
+		}
 	}
 	out.SetEntryTimeout(noCache)
 	out.SetAttrTimeout(noCache)
@@ -167,8 +174,14 @@ func (n *vfile) Getattr(ctx context.Context, fh fusefs.FileHandle, out *fuse.Att
 	if vh, ok := fh.(*vhandle); ok {
 		h = vh.h
 	}
-	n.fs.fillV(&out.Attr, n.fs.layer.Stat(ctx, c, vfs.Entry{File: n.n}, h))
-	out.SetTimeout(noCache)
+	at, err := n.fs.layer.Stat(ctx, c, vfs.Entry{File: n.n}, h)
+	if err != nil {
+		return errno(err)
+	}
+	n.fs.fillV(&out.Attr, at)
+	if !n.n.Kind.Stable {
+		out.SetTimeout(noCache)
+	}
 	return 0
 }
 
@@ -180,13 +193,17 @@ func (n *vfile) Setattr(ctx context.Context, fh fusefs.FileHandle, in *fuse.SetA
 	if e != 0 {
 		return e
 	}
-	if n.n.Kind.Write == nil {
+	if k := n.n.Kind; k.Write == nil {
+		if k.WriteErr != "" {
+			return errno(proto.Errorf(k.WriteErr, "%s does not change", n.n.ID))
+		}
 		return syscall.EROFS
 	}
 	if sz, ok := in.GetSize(); !ok || sz != 0 || in.Valid&^(fuse.FATTR_SIZE|fuse.FATTR_FH|fuse.FATTR_ATIME|fuse.FATTR_MTIME|fuse.FATTR_ATIME_NOW|fuse.FATTR_MTIME_NOW|fuse.FATTR_CTIME) != 0 {
 		return syscall.EPERM
 	}
-	n.fs.fillV(&out.Attr, n.fs.layer.Stat(ctx, c, vfs.Entry{File: n.n}, nil))
+	at, _ := n.fs.layer.Stat(ctx, c, vfs.Entry{File: n.n}, nil)
+	n.fs.fillV(&out.Attr, at)
 	out.SetTimeout(noCache)
 	return 0
 }
@@ -210,6 +227,10 @@ func (n *vfile) Open(ctx context.Context, flags uint32) (fusefs.FileHandle, uint
 	h, err := n.fs.layer.Open(ctx, c, n.n, int(flags))
 	if err != nil {
 		return nil, 0, errno(err)
+	}
+	if n.n.Kind.Stable {
+		// It never changes: its pages are kept across opens.
+		return &vhandle{h}, fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_NOFLUSH, 0
 	}
 	// Direct I/O: reads are answered by the layer, past the size the
 	// kernel last heard of (out grows), and never from stale pages.

@@ -41,6 +41,9 @@ func (l *Layer) Open(ctx context.Context, c *kernel.Cred, n *Node, flags int) (*
 		if k.Refused != nil {
 			k.Refused(l.k, c, n)
 		}
+		if k.WriteErr != "" {
+			return nil, proto.Errorf(k.WriteErr, "%s does not change", n.ID)
+		}
 		return nil, proto.Errorf(proto.EROFS, "%s is read-only", k.Name)
 	}
 	if h.read && (k.Mode&0o444 == 0 || k.Read == nil && k.Follow == nil && k.Write == nil) {
@@ -209,16 +212,21 @@ func (h *Handle) Release() {
 // file it is asked through, whose size is what it holds. Without one, a
 // Follow file's size is the most an open handle of it holds (0 when none
 // is open): fstat(2) through FUSE names no open file, and tail -f sizes
-// the file it follows so.
-func (l *Layer) Stat(ctx context.Context, c *kernel.Cred, e Entry, h *Handle) Attr {
+// the file it follows so. The error is a Kind's Stat's: the thing is
+// gone.
+func (l *Layer) Stat(ctx context.Context, c *kernel.Cred, e Entry, h *Handle) (Attr, error) {
 	a := Attr{Mtime: l.started}
 	if e.Dir != nil {
 		a.Dir, a.Mode = true, 0o555
-		return a
+		return a, nil
 	}
 	k := e.File.Kind
 	a.Mode = k.Mode
 	switch {
+	case k.Stat != nil:
+		var err error
+		a.Size, a.Mtime, err = k.Stat(ctx, l.k, c, e.File)
+		return a, err
 	case h != nil && h.read:
 		a.Size = h.Size()
 	case k.Follow != nil:
@@ -232,5 +240,5 @@ func (l *Layer) Stat(ctx context.Context, c *kernel.Cred, e Entry, h *Handle) At
 			a.Size = int64(len(b)) // refused: shown empty; open says why
 		}
 	}
-	return a
+	return a, nil
 }

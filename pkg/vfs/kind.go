@@ -3,6 +3,7 @@ package vfs
 import (
 	"context"
 	"sort"
+	"time"
 
 	"github.com/oxios/oxios/pkg/kernel"
 	"github.com/oxios/oxios/pkg/proto"
@@ -12,8 +13,8 @@ import (
 // from the functions it has; an operation with none is refused:
 //
 //   - an open for writing (or O_TRUNC) of a Kind without Write, or whose
-//     Mode has no write bit: EROFS, and Refused (if set) hears of it, to
-//     audit it;
+//     Mode has no write bit: EROFS (or WriteErr), and Refused (if set)
+//     hears of it, to audit it;
 //   - an open for reading of a Kind without Read, Follow or Write, or
 //     whose Mode has no read bit: EACCES.
 //
@@ -47,6 +48,16 @@ type Kind struct {
 
 	// Refused, if set, is told of a write refused by the table.
 	Refused func(k Kernel, c *kernel.Cred, n *Node)
+	// WriteErr is the code of a refused write: EROFS if empty (a fixed
+	// file), EPERM for one whose content may not change (a memory).
+	WriteErr string
+
+	// Stable: the content never changes (the file goes instead), so the
+	// OS may keep its pages across opens and its attributes.
+	Stable bool
+	// Stat, if set, gives size and mtime without reading the content,
+	// and an error when the thing is gone.
+	Stat func(ctx context.Context, k Kernel, c *kernel.Cred, n *Node) (int64, time.Time, error)
 }
 
 // Node is a file of the tree: a Kind, and what it is about.

@@ -18,17 +18,23 @@
 // Rows so far: the files made fresh at each open (an agent's policy and
 // status, /audit/head, a message, an approval request: gen.go), the
 // files written into mem/KIND/ and inbox/ that are remembered or sent
-// whole at close (drafts: draft.go), and runs as files
+// whole at close (drafts: draft.go) and those folders themselves, with
+// the memories and messages they hold (folder.go), and runs as files
 // (/agent/NAME/spawn, /agent/NAME/runs/RUN/{status,out,ctl}: runs.go),
+// /audit/log, read on demand as far as a reader reached (audit.go),
 // with a run's work on a host folder (runs/RUN/work/ and work.diff:
-// work.go).
-// State keys, and the folders of memories and messages, are still fs/'s
-// own nodes.
+// work.go), and state keys as files, with their working copies,
+// write-back and page-cache versions (state.go) and the changes of their
+// folders' names (create, unlink, rename: statedir.go) and the folders
+// made by mkdir (statefolders.go). Which file is at which key is the
+// tree the adapter keeps (go-fuse's inodes): a StateFile asks it for its
+// key.
 package vfs
 
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"sync"
 	"time"
 
@@ -49,15 +55,29 @@ type Kernel interface {
 	WorkView(ctx context.Context, c *kernel.Cred, a proto.WorkArgs, raw []byte) (proto.WorkView, error)
 
 	StateList(ctx context.Context, c *kernel.Cred, a proto.StateListArgs, raw []byte, emit func(*proto.StateRecord) error) error
+	StateStat(ctx context.Context, c *kernel.Cred, agent, key string) (proto.StateRecord, error)
+	StateOpen(ctx context.Context, c *kernel.Cred, agent, key string) (*os.File, []byte, proto.StateRecord, error)
+	StateSubmitMeta(c *kernel.Cred, agent, key string, value []byte, m kernel.FileMeta, tag any) kernel.Pending
+	StateDeleteSubmit(c *kernel.Cred, agent, key string, tag any) kernel.Pending
+	MayWrite(c *kernel.Cred, agent, key string) error
+	IsStateFolder(c *kernel.Cred, agent, prefix string) bool
 	PolicyShow(ctx context.Context, c *kernel.Cred, agent string, raw []byte) (proto.PolicyRecord, error)
 	PolicyWriteRefused(c *kernel.Cred, agent string)
 	AuditHead(ctx context.Context, c *kernel.Cred) (proto.AuditHead, error)
+	AuditScan(ctx context.Context, c *kernel.Cred, from uint64, fn func(line []byte) error) error
 	MsgRead(c *kernel.Cred, agent, id string) (proto.MsgRecord, error)
 	ApprovalIDs(c *kernel.Cred) []string
 	ApprovalRead(c *kernel.Cred, id string) (proto.ApprovalRecord, error)
 
 	MemRemember(ctx context.Context, c *kernel.Cred, a proto.MemRememberArgs, raw []byte) (proto.MemRememberResult, error)
 	MsgSend(ctx context.Context, c *kernel.Cred, a proto.MsgSendArgs, raw []byte) (proto.MsgRecord, error)
+
+	MemIDs(c *kernel.Cred, agent, kind string) ([]string, []int64)
+	MemStat(c *kernel.Cred, agent, kind, id string) (int64, error)
+	MemRead(ctx context.Context, c *kernel.Cred, agent, kind, id string) ([]byte, error)
+	MemForget(ctx context.Context, c *kernel.Cred, a proto.MemForgetArgs, raw []byte) ([]proto.MemoryRecord, error)
+	MsgIDs(c *kernel.Cred, agent string) []string
+	MsgMaySend(c *kernel.Cred, to string) error
 }
 
 var _ Kernel = (*kernel.Kernel)(nil)
@@ -73,6 +93,7 @@ type Layer struct {
 	// shows the most any of them holds: a FUSE getattr of fstat(2) does
 	// not say which open file it is about.
 	following map[Node]map[*Handle]struct{}
+	audit     *AuditLog
 }
 
 // New returns the layer over k.
@@ -86,6 +107,9 @@ type Attr struct {
 	Mode  uint32 // permission bits
 	Size  int64
 	Mtime time.Time
+	Ctime time.Time // zero: Mtime's
+	// Unlinked: an open file whose name is gone (it has no links).
+	Unlinked bool
 }
 
 // raw is the args of a syscall as the wire carries them: what the audit

@@ -28,8 +28,15 @@ import (
 // the tests start, as in pkg/kernel.
 func TestMain(m *testing.M) {
 	sandbox.Main()
-	os.Exit(m.Run())
+	code := m.Run()
+	if closeShared != nil {
+		closeShared()
+	}
+	os.Exit(code)
 }
+
+// closeShared closes the kernel the tests of state files share.
+var closeShared func()
 
 type world struct {
 	k *kernel.Kernel
@@ -39,7 +46,14 @@ type world struct {
 
 func open(t *testing.T) *world {
 	t.Helper()
-	data := t.TempDir()
+	w := openIn(t, t.TempDir())
+	t.Cleanup(func() { w.k.Close() })
+	return w
+}
+
+// openIn opens a kernel whose data is in data; the caller closes it.
+func openIn(t *testing.T, data string) *world {
+	t.Helper()
 	cfg := config.Default()
 	cfg.Data = data
 	cfg.Socket = filepath.Join(data, "none.sock")
@@ -48,7 +62,6 @@ func open(t *testing.T) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { k.Close() })
 	c, err := k.Identify(uint32(os.Getuid()), uint32(os.Getgid()), int32(os.Getpid()))
 	if err != nil {
 		t.Fatal(err)
@@ -213,7 +226,7 @@ func TestRunFiles(t *testing.T) {
 	// stat of the open out shows what has come so far.
 	h, _ := w.l.Open(ctx, w.c, out, syscall.O_RDONLY)
 	readAll(t, h)
-	if a := w.l.Stat(ctx, w.c, Entry{File: out}, h); a.Size != int64(len(got[0])) || a.Mode != 0o444 {
+	if a, _ := w.l.Stat(ctx, w.c, Entry{File: out}, h); a.Size != int64(len(got[0])) || a.Mode != 0o444 {
 		t.Fatalf("fstat of out: %+v, want size %d", a, len(got[0]))
 	}
 	h.Release()
@@ -385,7 +398,7 @@ func TestGenerated(t *testing.T) {
 		}
 		defer h.Release()
 		b := readAll(t, h)
-		if a := w.l.Stat(ctx, w.c, Entry{File: n}, nil); a.Size != int64(len(b)) || a.Mode != 0o444 {
+		if a, _ := w.l.Stat(ctx, w.c, Entry{File: n}, nil); a.Size != int64(len(b)) || a.Mode != 0o444 {
 			t.Fatalf("stat of %s: %+v, read %d bytes", n.Kind.Name, a, len(b))
 		}
 		return b
@@ -638,7 +651,7 @@ func TestRunWork(t *testing.T) {
 			if err != nil {
 				t.Fatalf("work/%s%s: %v", p, e.Name, err)
 			}
-			if a := w.l.Stat(ctx, w.c, e, nil); a.Size != int64(len(text)) || a.Mode != 0o444 {
+			if a, _ := w.l.Stat(ctx, w.c, e, nil); a.Size != int64(len(text)) || a.Mode != 0o444 {
 				t.Errorf("stat of work/%s%s: %+v", p, e.Name, a)
 			}
 			out = append(out, p+e.Name+"="+strings.TrimSpace(text))
