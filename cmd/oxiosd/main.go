@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -111,6 +112,24 @@ func absPath(p string) string {
 	return p
 }
 
+// cpuProfile writes a CPU profile of the daemon's run, from its start to
+// its stop, to path (OXIOS_CPUPROFILE), for go tool pprof: where a start,
+// a stop or a slow operation spends its time, on the operator's own data.
+func cpuProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("OXIOS_CPUPROFILE: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("OXIOS_CPUPROFILE: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
+
 // underJournal reports whether standard error is journald's stream:
 // JOURNAL_STREAM names its device and inode (systemd.exec(5)); a program
 // it started with stderr sent elsewhere has the variable but not the file.
@@ -129,6 +148,13 @@ func underJournal() bool {
 func run(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return cliutil.Usagef("unexpected argument %q", c.Args().First())
+	}
+	if p := os.Getenv("OXIOS_CPUPROFILE"); p != "" {
+		stop, err := cpuProfile(p)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	kernel.Version = version
 	cfg, err := settings(c)
