@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // memKey is a memory's key as the kernel names it: kind/<ULID>.md.
@@ -98,4 +100,63 @@ func BenchmarkOpen(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkApplyNewKeys writes 100,000 new memories (250 B, a bulk
+// remember's files) through the journal and the applier, on the disk
+// under OXIOS_BENCH_DIR (default: the test's folder), and reports the
+// time from the first batch until every file is written and the
+// process's CPU a key. (Writing a new key's file straight into its path
+// with O_EXCL, without the temp file and rename, measured no better in
+// it: 55 and 105 us a key against 41 and 97, on a loaded machine.)
+func BenchmarkApplyNewKeys(b *testing.B) {
+	const n = 100_000
+	value := bytes.Repeat([]byte("x"), 250)
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		dir := b.TempDir()
+		if d := os.Getenv("OXIOS_BENCH_DIR"); d != "" {
+			var err error
+			if dir, err = os.MkdirTemp(d, "apply"); err != nil {
+				b.Fatal(err)
+			}
+		}
+		s, err := Open(dir, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		cpu0 := cpuSeconds()
+		t0 := time.Now()
+		for lo := 0; lo < n; lo += 1000 {
+			bt := s.Begin()
+			for k := lo; k < lo+1000; k++ {
+				if e := bt.Add(&Change{Agent: "bench", Space: SpaceMem, Key: memKey(k), Value: value}); e != nil {
+					b.Fatal(e)
+				}
+			}
+			if err := bt.Write(); err != nil {
+				b.Fatal(err)
+			}
+			if err := bt.Sync(); err != nil {
+				b.Fatal(err)
+			}
+			bt.Publish()
+		}
+		s.Flush()
+		b.ReportMetric(float64(time.Since(t0).Milliseconds()), "ms")
+		b.ReportMetric((cpuSeconds()-cpu0)/n*1e6, "cpu-us/key")
+		b.StopTimer()
+		s.Close()
+		if os.Getenv("OXIOS_BENCH_DIR") != "" {
+			os.RemoveAll(dir)
+		}
+		b.StartTimer()
+	}
+}
+
+func cpuSeconds() float64 {
+	var ru unix.Rusage
+	unix.Getrusage(unix.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
