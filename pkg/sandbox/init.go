@@ -51,6 +51,17 @@ func Main() {
 	if err := build(&spec); err != nil {
 		fail(err)
 	}
+	if !spec.Serve && spec.UserNS && spec.Overlay != nil && spec.Overlay.Size > 0 {
+		// An exec's shim: fd ServeFD is only for its upper layer.
+		if err := sendUpper(ServeFD); err != nil {
+			fail(err)
+		}
+		unix.Close(ServeFD)
+		if upperFD >= 0 {
+			unix.Close(upperFD)
+			upperFD = -1
+		}
+	}
 	if err := confine(&spec); err != nil {
 		fail(err)
 	}

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -35,17 +36,43 @@ type Overlay struct {
 	GID   uint32 `json:"gid"`
 	// Size, rootless (in a user namespace, where oxiosd can mount
 	// nothing on DATA), puts Upper and Work on a tmpfs of that many bytes
-	// (the run's limits.disk) the shim makes, so that --work obeys the
-	// run's disk limit as it does as root. oxiosd reaches that tmpfs once
-	// the run has exited through the folder the shim sends it on the
-	// socket of its execs (Execs.Upper), which keeps it until oxiosd
-	// closes it.
+	// (the run's or the exec's limits.disk) the shim makes, so that
+	// --work obeys the disk limit as it does as root. oxiosd reaches that
+	// tmpfs once the command has exited through the folder the shim sends
+	// it on the socket at fd ServeFD (Execs.Upper): a run's is the one of
+	// its execs; an exec's shim (Spec.Serve false) is given one for this
+	// alone (ServePair), sends and closes it. The folder keeps the tmpfs
+	// until oxiosd closes it.
 	Size uint64 `json:"size,omitempty"`
 }
 
 // upperFD is the shim's open folder of the tmpfs of a rootless
 // overlay's upper layer (Overlay.Size), -1 for none: sent to oxiosd.
-var upperFD = -1
+// upperOnData: the overlay refused that tmpfs, and its upper layer is
+// the one the spec named, on DATA's disk, which oxiosd is told instead.
+var (
+	upperFD     = -1
+	upperOnData bool
+)
+
+// sendUpper tells oxiosd, on fd (the socket at ServeFD), where the upper
+// layer of a rootless overlay of Size is: the folder of its tmpfs, sent
+// open (in flight it keeps the tmpfs even if the shim ends before oxiosd
+// reads it), or, with no file, the spec's folder on DATA's disk.
+func sendUpper(fd int) error {
+	var rights []byte
+	switch {
+	case upperFD >= 0:
+		rights = unix.UnixRights(upperFD)
+	case !upperOnData:
+		return nil
+	}
+	b, _ := json.Marshal(ExecReply{Upper: true})
+	if err := unix.Sendmsg(fd, b, rights, nil, 0); err != nil {
+		return fmt.Errorf("sending the work's upper layer to oxiosd: %w", err)
+	}
+	return nil
+}
 
 // upperOnTmpfs makes the tmpfs of o's upper and work folders at
 // root/.upper, keeps it open in upperFD, points o at it, and returns how
@@ -133,10 +160,11 @@ func mountOverlay(root string, s *Spec) error {
 			}()
 		}
 	}
-	if s.UserNS && o.Size > 0 && s.Serve {
+	if s.UserNS && o.Size > 0 {
 		// Its own bounded filesystem; if the kernel's overlay will not
 		// take it (a tmpfs without user xattrs, before Linux 6.6), the
-		// upper layer stays on DATA's disk, as it is said.
+		// upper layer stays on DATA's disk, as it is said, and oxiosd is
+		// told so (sendUpper).
 		host := *o
 		detach, err := upperOnTmpfs(o, root, s.UID, s.GID)
 		if err == nil {
@@ -149,6 +177,7 @@ func mountOverlay(root string, s *Spec) error {
 			upperFD = -1
 		}
 		*o = host
+		upperOnData = true
 		fmt.Fprintf(os.Stderr, "oxios sandbox: --work: the upper layer is on DATA's disk, not bounded by limits.disk: %v\n", err)
 	}
 	if err := unix.Mount("overlay", dst, "overlay", unix.MS_NOSUID|unix.MS_NODEV, OverlayOptions(o, lower, s.UserNS)); err != nil {
