@@ -25,6 +25,9 @@ func Main() {
 	if len(os.Args) > 0 && os.Args[0] == idmapName {
 		idmapMain()
 	}
+	if len(os.Args) > 0 && os.Args[0] == idmapsName {
+		idmapsMain()
+	}
 	if len(os.Args) == 0 || os.Args[0] != InitName {
 		return
 	}
@@ -48,6 +51,9 @@ func Main() {
 	}
 	os.Unsetenv(specEnv)
 	unix.CloseOnExec(3)
+	if spec.Overlay != nil && spec.Overlay.IdmapFD > 0 {
+		unix.CloseOnExec(spec.Overlay.IdmapFD)
+	}
 	if err := build(&spec); err != nil {
 		fail(err)
 	}

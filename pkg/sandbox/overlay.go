@@ -44,6 +44,12 @@ type Overlay struct {
 	// alone (ServePair), sends and closes it. The folder keeps the tmpfs
 	// until oxiosd closes it.
 	Size uint64 `json:"size,omitempty"`
+	// IdmapFD, when not 0, is the shim's fd of an open user namespace in
+	// which UID and GID are the sandbox's ids (IdmapMaker), which oxiosd
+	// made ahead of the run, so that the shim need not make one
+	// (idmapUserNS, a process of its own: most of what --work adds to a
+	// run's start). The shim closes it once the lower is mapped.
+	IdmapFD int `json:"idmap_fd,omitempty"`
 }
 
 // upperFD is the shim's open folder of the tmpfs of a rootless
@@ -195,11 +201,18 @@ func idmapLower(o *Overlay, aside string, uid, gid uint32, root string) (bool, e
 		return false, fmt.Errorf("the work folder %s: %w", o.Lower, err)
 	}
 	defer unix.Close(fd)
-	ns, done, err := idmapUserNS(o.UID, o.GID, uid, gid, root)
-	if err != nil {
-		return false, err
+	var ns int
+	if o.IdmapFD > 0 {
+		ns = o.IdmapFD
+		defer unix.Close(ns)
+	} else {
+		var done func()
+		ns, done, err = idmapUserNS(o.UID, o.GID, uid, gid, root)
+		if err != nil {
+			return false, err
+		}
+		defer done()
 	}
-	defer done()
 	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP, Userns_fd: uint64(ns)}
 	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
 		if err == unix.EINVAL || err == unix.EPERM || err == unix.EOPNOTSUPP {
@@ -217,14 +230,28 @@ func idmapLower(o *Overlay, aside string, uid, gid uint32, root string) (bool, e
 }
 
 // idmapUserNS returns an open user namespace in which host ids
-// (fromUID, fromGID) are (toUID, toGID), made by a helper that done
-// reaps. The helper is true(1), which exits at once: a process that has
-// exited and is not yet reaped keeps its user namespace, which is opened
-// then (a Go helper that waits costs a runtime's start, tens of
-// milliseconds of every run on a loaded machine); without true, the
-// shim's own executable, which waits. The helper is in the shim's pid
+// (fromUID, fromGID) are (toUID, toGID), as the shim makes it when
+// oxiosd gave it none (Overlay.IdmapFD): userNSOf in the shim's pid
 // namespace, whose /proc is root's.
 func idmapUserNS(fromUID, fromGID, toUID, toGID uint32, root string) (int, func(), error) {
+	// Go writes the helper's id maps through /proc/PID, PID being of
+	// the shim's pid namespace: its own procfs (root's) is put over the
+	// host's for as long, in the shim's mount namespace.
+	if err := unix.Mount(filepath.Join(root, "proc"), "/proc", "", unix.MS_BIND, ""); err != nil {
+		return -1, nil, fmt.Errorf("the idmap helper's /proc: %w", err)
+	}
+	defer unix.Unmount("/proc", unix.MNT_DETACH)
+	return userNSOf(fromUID, fromGID, toUID, toGID)
+}
+
+// userNSOf returns an open user namespace in which host ids (fromUID,
+// fromGID) are (toUID, toGID), made by a helper that done reaps. The
+// helper is true(1), which exits at once: a process that has exited and
+// is not yet reaped keeps its user namespace, which is opened then (a Go
+// helper that waits costs a runtime's start, tens of milliseconds of
+// every run on a loaded machine); without true, the running executable,
+// which waits (it calls Main).
+func userNSOf(fromUID, fromGID, toUID, toGID uint32) (int, func(), error) {
 	exe, args := "", []string{idmapName}
 	for _, p := range []string{"/bin/true", "/usr/bin/true"} {
 		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
@@ -238,13 +265,6 @@ func idmapUserNS(fromUID, fromGID, toUID, toGID uint32, root string) (int, func(
 			return -1, nil, err
 		}
 	}
-	// Go writes the helper's id maps through /proc/PID, PID being of
-	// the shim's pid namespace: its own procfs (root's) is put over the
-	// host's for as long, in the shim's mount namespace.
-	if err := unix.Mount(filepath.Join(root, "proc"), "/proc", "", unix.MS_BIND, ""); err != nil {
-		return -1, nil, fmt.Errorf("the idmap helper's /proc: %w", err)
-	}
-	defer unix.Unmount("/proc", unix.MNT_DETACH)
 	cmd := &exec.Cmd{Path: exe, Args: args, Env: []string{"GOMAXPROCS=1", "GOGC=off"}}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags:  unix.CLONE_NEWUSER,
