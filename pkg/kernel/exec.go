@@ -84,7 +84,13 @@ func (k *Kernel) exec(ctx context.Context, c *Cred, a proto.ExecArgs, raw []byte
 		if err := k.beginWork(id, a.Agent, dir); err != nil {
 			return proto.ExecRecord{}, err
 		}
-		x.Harvest = func(upper string) { kept, herr = k.works.Harvest(id, upper, time.Now()) }
+		x.Harvest = func(upper string) {
+			if upper == "" {
+				herr = errors.New("the exec's sandbox never sent the folder of its upper layer")
+				return
+			}
+			kept, herr = k.works.Harvest(id, upper, time.Now())
+		}
 		defer func() {
 			if kept == nil {
 				k.works.Remove(id)

@@ -89,7 +89,8 @@ type Execution struct {
 	// overlay ("": none), absolute with its links resolved (WorkFolder):
 	// ox-exec --work. It is not a run's exec (Run is nil). Harvest is
 	// called with the overlay's upper layer once the command has ended,
-	// before its workspace is removed, to keep what it changed.
+	// before its workspace is removed, to keep what it changed ("": the
+	// upper layer was not found, see supervisor.ExecSpec.Harvest).
 	Work    string
 	Harvest func(upper string)
 }
@@ -161,13 +162,14 @@ func RunExec(ctx context.Context, h Host, sup *supervisor.Supervisor, data strin
 	if sb != nil && sb.Overlay != nil {
 		home = "/tmp" // as the run's: not its work folder
 	}
-	res, err := supervisor.Exec(ctx, supervisor.ExecSpec{
+	spec := supervisor.ExecSpec{
 		Argv: argv, Dir: dir, Stdin: []byte(x.Stdin), Timeout: x.Timeout, Cap: ExecCap(p), Limits: Limits(p), Cgroups: sup.Cgroups,
 		Env: ExecEnv(x.Agent, home), Sandbox: sb,
-	})
-	if x.Work != "" && x.Harvest != nil && err == nil {
-		x.Harvest(sb.Overlay.Upper)
 	}
+	if x.Work != "" {
+		spec.Harvest = x.Harvest
+	}
+	res, err := supervisor.Exec(ctx, spec)
 	if err != nil {
 		return none, &Refusal{Err: proto.Errorf(proto.ENOENT, "exec %s: %v", x.Argv[0], err)}
 	}
@@ -255,7 +257,9 @@ func Workspace(data, agent string, run *supervisor.Run) (dir string, done func()
 
 // execOverlay gives sb, the sandbox of an exec of its own with its
 // workspace ws, the host folder dir at /work through an overlay whose
-// layers are in ws, as a run's (Boxed), owned by the exec's uid.
+// layers are in ws, as a run's (Boxed), owned by the exec's uid; or,
+// rootless, on a tmpfs of the workspace's size that its shim makes
+// (sandbox.Overlay.Size), so that the exec obeys limits.disk.
 func execOverlay(h Host, sb *sandbox.Spec, dir, ws string) error {
 	o, perr := WorkOverlay(h, dir, ws)
 	if perr != nil {
@@ -276,6 +280,8 @@ func execOverlay(h Host, sb *sandbox.Spec, dir, ws string) error {
 	for _, b := range sb.Binds {
 		if b.Path != sandbox.WorkDir {
 			binds = append(binds, b)
+		} else if b.Tmpfs > 0 {
+			o.Size = b.Tmpfs
 		}
 	}
 	sb.Binds = binds

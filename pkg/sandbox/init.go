@@ -25,6 +25,9 @@ func Main() {
 	if len(os.Args) > 0 && os.Args[0] == idmapName {
 		idmapMain()
 	}
+	if len(os.Args) > 0 && os.Args[0] == idmapsName {
+		idmapsMain()
+	}
 	if len(os.Args) == 0 || os.Args[0] != InitName {
 		return
 	}
@@ -48,8 +51,22 @@ func Main() {
 	}
 	os.Unsetenv(specEnv)
 	unix.CloseOnExec(3)
+	if spec.Overlay != nil && spec.Overlay.IdmapFD > 0 {
+		unix.CloseOnExec(spec.Overlay.IdmapFD)
+	}
 	if err := build(&spec); err != nil {
 		fail(err)
+	}
+	if !spec.Serve && spec.UserNS && spec.Overlay != nil && spec.Overlay.Size > 0 {
+		// An exec's shim: fd ServeFD is only for its upper layer.
+		if err := sendUpper(ServeFD); err != nil {
+			fail(err)
+		}
+		unix.Close(ServeFD)
+		if upperFD >= 0 {
+			unix.Close(upperFD)
+			upperFD = -1
+		}
 	}
 	if err := confine(&spec); err != nil {
 		fail(err)

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -35,17 +36,49 @@ type Overlay struct {
 	GID   uint32 `json:"gid"`
 	// Size, rootless (in a user namespace, where oxiosd can mount
 	// nothing on DATA), puts Upper and Work on a tmpfs of that many bytes
-	// (the run's limits.disk) the shim makes, so that --work obeys the
-	// run's disk limit as it does as root. oxiosd reaches that tmpfs once
-	// the run has exited through the folder the shim sends it on the
-	// socket of its execs (Execs.Upper), which keeps it until oxiosd
-	// closes it.
+	// (the run's or the exec's limits.disk) the shim makes, so that
+	// --work obeys the disk limit as it does as root. oxiosd reaches that
+	// tmpfs once the command has exited through the folder the shim sends
+	// it on the socket at fd ServeFD (Execs.Upper): a run's is the one of
+	// its execs; an exec's shim (Spec.Serve false) is given one for this
+	// alone (ServePair), sends and closes it. The folder keeps the tmpfs
+	// until oxiosd closes it.
 	Size uint64 `json:"size,omitempty"`
+	// IdmapFD, when not 0, is the shim's fd of an open user namespace in
+	// which UID and GID are the sandbox's ids (IdmapMaker), which oxiosd
+	// made ahead of the run, so that the shim need not make one
+	// (idmapUserNS, a process of its own: most of what --work adds to a
+	// run's start). The shim closes it once the lower is mapped.
+	IdmapFD int `json:"idmap_fd,omitempty"`
 }
 
 // upperFD is the shim's open folder of the tmpfs of a rootless
 // overlay's upper layer (Overlay.Size), -1 for none: sent to oxiosd.
-var upperFD = -1
+// upperOnData: the overlay refused that tmpfs, and its upper layer is
+// the one the spec named, on DATA's disk, which oxiosd is told instead.
+var (
+	upperFD     = -1
+	upperOnData bool
+)
+
+// sendUpper tells oxiosd, on fd (the socket at ServeFD), where the upper
+// layer of a rootless overlay of Size is: the folder of its tmpfs, sent
+// open (in flight it keeps the tmpfs even if the shim ends before oxiosd
+// reads it), or, with no file, the spec's folder on DATA's disk.
+func sendUpper(fd int) error {
+	var rights []byte
+	switch {
+	case upperFD >= 0:
+		rights = unix.UnixRights(upperFD)
+	case !upperOnData:
+		return nil
+	}
+	b, _ := json.Marshal(ExecReply{Upper: true})
+	if err := unix.Sendmsg(fd, b, rights, nil, 0); err != nil {
+		return fmt.Errorf("sending the work's upper layer to oxiosd: %w", err)
+	}
+	return nil
+}
 
 // upperOnTmpfs makes the tmpfs of o's upper and work folders at
 // root/.upper, keeps it open in upperFD, points o at it, and returns how
@@ -133,10 +166,11 @@ func mountOverlay(root string, s *Spec) error {
 			}()
 		}
 	}
-	if s.UserNS && o.Size > 0 && s.Serve {
+	if s.UserNS && o.Size > 0 {
 		// Its own bounded filesystem; if the kernel's overlay will not
 		// take it (a tmpfs without user xattrs, before Linux 6.6), the
-		// upper layer stays on DATA's disk, as it is said.
+		// upper layer stays on DATA's disk, as it is said, and oxiosd is
+		// told so (sendUpper).
 		host := *o
 		detach, err := upperOnTmpfs(o, root, s.UID, s.GID)
 		if err == nil {
@@ -149,6 +183,7 @@ func mountOverlay(root string, s *Spec) error {
 			upperFD = -1
 		}
 		*o = host
+		upperOnData = true
 		fmt.Fprintf(os.Stderr, "oxios sandbox: --work: the upper layer is on DATA's disk, not bounded by limits.disk: %v\n", err)
 	}
 	if err := unix.Mount("overlay", dst, "overlay", unix.MS_NOSUID|unix.MS_NODEV, OverlayOptions(o, lower, s.UserNS)); err != nil {
@@ -166,11 +201,18 @@ func idmapLower(o *Overlay, aside string, uid, gid uint32, root string) (bool, e
 		return false, fmt.Errorf("the work folder %s: %w", o.Lower, err)
 	}
 	defer unix.Close(fd)
-	ns, done, err := idmapUserNS(o.UID, o.GID, uid, gid, root)
-	if err != nil {
-		return false, err
+	var ns int
+	if o.IdmapFD > 0 {
+		ns = o.IdmapFD
+		defer unix.Close(ns)
+	} else {
+		var done func()
+		ns, done, err = idmapUserNS(o.UID, o.GID, uid, gid, root)
+		if err != nil {
+			return false, err
+		}
+		defer done()
 	}
-	defer done()
 	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP, Userns_fd: uint64(ns)}
 	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
 		if err == unix.EINVAL || err == unix.EPERM || err == unix.EOPNOTSUPP {
@@ -188,14 +230,28 @@ func idmapLower(o *Overlay, aside string, uid, gid uint32, root string) (bool, e
 }
 
 // idmapUserNS returns an open user namespace in which host ids
-// (fromUID, fromGID) are (toUID, toGID), made by a helper that done
-// reaps. The helper is true(1), which exits at once: a process that has
-// exited and is not yet reaped keeps its user namespace, which is opened
-// then (a Go helper that waits costs a runtime's start, tens of
-// milliseconds of every run on a loaded machine); without true, the
-// shim's own executable, which waits. The helper is in the shim's pid
+// (fromUID, fromGID) are (toUID, toGID), as the shim makes it when
+// oxiosd gave it none (Overlay.IdmapFD): userNSOf in the shim's pid
 // namespace, whose /proc is root's.
 func idmapUserNS(fromUID, fromGID, toUID, toGID uint32, root string) (int, func(), error) {
+	// Go writes the helper's id maps through /proc/PID, PID being of
+	// the shim's pid namespace: its own procfs (root's) is put over the
+	// host's for as long, in the shim's mount namespace.
+	if err := unix.Mount(filepath.Join(root, "proc"), "/proc", "", unix.MS_BIND, ""); err != nil {
+		return -1, nil, fmt.Errorf("the idmap helper's /proc: %w", err)
+	}
+	defer unix.Unmount("/proc", unix.MNT_DETACH)
+	return userNSOf(fromUID, fromGID, toUID, toGID)
+}
+
+// userNSOf returns an open user namespace in which host ids (fromUID,
+// fromGID) are (toUID, toGID), made by a helper that done reaps. The
+// helper is true(1), which exits at once: a process that has exited and
+// is not yet reaped keeps its user namespace, which is opened then (a Go
+// helper that waits costs a runtime's start, tens of milliseconds of
+// every run on a loaded machine); without true, the running executable,
+// which waits (it calls Main).
+func userNSOf(fromUID, fromGID, toUID, toGID uint32) (int, func(), error) {
 	exe, args := "", []string{idmapName}
 	for _, p := range []string{"/bin/true", "/usr/bin/true"} {
 		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
@@ -209,13 +265,6 @@ func idmapUserNS(fromUID, fromGID, toUID, toGID uint32, root string) (int, func(
 			return -1, nil, err
 		}
 	}
-	// Go writes the helper's id maps through /proc/PID, PID being of
-	// the shim's pid namespace: its own procfs (root's) is put over the
-	// host's for as long, in the shim's mount namespace.
-	if err := unix.Mount(filepath.Join(root, "proc"), "/proc", "", unix.MS_BIND, ""); err != nil {
-		return -1, nil, fmt.Errorf("the idmap helper's /proc: %w", err)
-	}
-	defer unix.Unmount("/proc", unix.MNT_DETACH)
 	cmd := &exec.Cmd{Path: exe, Args: args, Env: []string{"GOMAXPROCS=1", "GOGC=off"}}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags:  unix.CLONE_NEWUSER,

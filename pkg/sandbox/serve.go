@@ -53,7 +53,9 @@ type ExecReply struct {
 	Code   int    `json:"code,omitempty"`
 	Signal int    `json:"signal,omitempty"`
 	// Upper: the message carries the shim's open folder of the tmpfs of
-	// its overlay's upper layer (Overlay.Size), sent once, first.
+	// its overlay's upper layer (Overlay.Size), sent once, first; with no
+	// file, the overlay refused the tmpfs and its upper layer is the
+	// spec's, on DATA's disk.
 	Upper bool `json:"upper,omitempty"`
 }
 
@@ -70,6 +72,9 @@ type server struct {
 // serve starts serving execs on f, in the sandbox built for spec.
 func serve(f *os.File, spec *Spec) *server {
 	unix.CloseOnExec(int(f.Fd()))
+	if err := sendUpper(int(f.Fd())); err != nil {
+		fmt.Fprintf(os.Stderr, "oxios sandbox: %v\n", err)
+	}
 	c, err := net.FileConn(f)
 	f.Close()
 	if err != nil {
@@ -77,14 +82,6 @@ func serve(f *os.File, spec *Spec) *server {
 		return nil
 	}
 	s := &server{conn: c.(*net.UnixConn), byPid: map[int]uint64{}, byID: map[uint64]int{}}
-	if upperFD >= 0 {
-		// In flight, the folder keeps the tmpfs even if the shim ends
-		// before oxiosd reads it.
-		b, _ := json.Marshal(ExecReply{Upper: true})
-		if _, _, err := s.conn.WriteMsgUnix(b, unix.UnixRights(upperFD), nil); err != nil {
-			fmt.Fprintf(os.Stderr, "oxios sandbox: sending the work's upper layer to oxiosd: %v\n", err)
-		}
-	}
 	go s.loop(spec)
 	return s
 }
@@ -197,10 +194,12 @@ type Execs struct {
 	waiting map[uint64]chan ExecReply
 	closed  bool
 	// upper: the folder of the upper layer's tmpfs (Upper), under mu;
-	// upperKnown is closed once it came or the shim's end closed.
-	upper      *os.File
-	upperKnown chan struct{}
-	upperOnce  sync.Once
+	// upperOnData: the shim said the upper layer is on DATA's disk;
+	// upperKnown is closed once either came or the shim's end closed.
+	upper       *os.File
+	upperOnData bool
+	upperKnown  chan struct{}
+	upperOnce   sync.Once
 }
 
 // ServePair makes the socket of a shim that serves execs: the shim's end
@@ -270,13 +269,17 @@ func (e *Execs) read() {
 }
 
 // takeUpper keeps the folder of the upper layer's tmpfs the shim sent
-// (the first one; any other file is closed) and lets Upper return.
+// (the first one; any other file is closed), or that it sent none (the
+// upper layer is on DATA's disk), and lets Upper return.
 func (e *Execs) takeUpper(fds []int) {
 	e.mu.Lock()
-	if len(fds) == 1 && e.upper == nil {
+	switch {
+	case len(fds) == 1 && e.upper == nil && !e.upperOnData:
 		unix.CloseOnExec(fds[0])
 		e.upper = os.NewFile(uintptr(fds[0]), "upper")
 		fds = nil
+	case len(fds) == 0 && e.upper == nil:
+		e.upperOnData = true
 	}
 	e.mu.Unlock()
 	closeAll(fds)
@@ -294,18 +297,26 @@ func (e *Execs) Close() error {
 	return e.conn.Close()
 }
 
-// Upper is the folder of the tmpfs of the run's overlay's upper layer
-// (Overlay.Size), as its shim sent it: its upper/ holds what the run
-// changed, also once the run has ended. It waits at most wait for the
-// shim's message; nil if none came (the shim ended without one).
-func (e *Execs) Upper(wait time.Duration) *os.File {
+// Upper is the path by which oxiosd reaches the upper layer of the
+// overlay of a rootless run or exec (Overlay.Size) once it has ended:
+// upper/ of the folder of the tmpfs its shim sent, or onData (the
+// spec's Overlay.Upper) when the shim said the overlay refused the
+// tmpfs. It waits at most wait for the shim's message; "" if none came
+// (the shim ended without one). The path holds until Close.
+func (e *Execs) Upper(wait time.Duration, onData string) string {
 	select {
 	case <-e.upperKnown:
 	case <-time.After(wait):
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.upper
+	switch {
+	case e.upper != nil:
+		return fmt.Sprintf("/proc/self/fd/%d/upper", e.upper.Fd())
+	case e.upperOnData:
+		return onData
+	}
+	return ""
 }
 
 // Start asks the shim to start argv with env in dir ("" for the

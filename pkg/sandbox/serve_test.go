@@ -127,3 +127,56 @@ func TestServe(t *testing.T) {
 		}
 	}
 }
+
+// TestExecsUpper: where oxiosd reads a rootless overlay's upper layer
+// from, as the shim tells it on the socket at ServeFD (sendUpper): the
+// folder it sent; the spec's folder when it sent none because the
+// overlay refused the tmpfs; nothing when the shim ended without a word.
+func TestExecsUpper(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "upper"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "upper", "f"), []byte("changed"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		fd     bool
+		onData bool
+		want   string // "dir": through the folder sent
+	}{{"sent", true, false, "dir"}, {"on DATA", false, true, "spec"}, {"no word", false, false, ""}} {
+		t.Run(c.name, func(t *testing.T) {
+			shim, execs, err := ServePair()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer execs.Close()
+			upperFD, upperOnData = -1, c.onData
+			if c.fd {
+				f, err := os.Open(dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				upperFD = int(f.Fd())
+			}
+			defer func() { upperFD, upperOnData = -1, false }()
+			if err := sendUpper(int(shim.Fd())); err != nil {
+				t.Fatal(err)
+			}
+			shim.Close()
+			got := execs.Upper(5*time.Second, "spec")
+			switch c.want {
+			case "dir":
+				if b, err := os.ReadFile(filepath.Join(got, "f")); err != nil || string(b) != "changed" {
+					t.Errorf("Upper = %q: f %q %v", got, b, err)
+				}
+			default:
+				if got != c.want {
+					t.Errorf("Upper = %q, want %q", got, c.want)
+				}
+			}
+		})
+	}
+}

@@ -33,6 +33,11 @@ type ExecSpec struct {
 	// caller: the run's, or one of AcquireUID); the command, environment
 	// and folder are filled in from the fields above.
 	Sandbox *sandbox.Spec
+	// Harvest, when set, is called once the command has ended (not when
+	// it could not start) with the path of its sandbox's overlay's upper
+	// layer (ox-exec --work), before Exec returns and the path goes;
+	// "" when the shim of a rootless exec never sent it.
+	Harvest func(upper string)
 }
 
 var execSeq atomic.Uint64
@@ -92,6 +97,10 @@ func Exec(ctx context.Context, s ExecSpec) (ExecResult, error) {
 	}()
 	var statusR *os.File
 	var shimLimits Limits // what the sandbox's shim sets on itself
+	upper := func() string { return "" }
+	if s.Sandbox != nil && s.Sandbox.Overlay != nil {
+		upper = func() string { return s.Sandbox.Overlay.Upper }
+	}
 	if s.Sandbox != nil {
 		sb := *s.Sandbox
 		sb.GID = sb.UID
@@ -114,6 +123,18 @@ func Exec(ctx context.Context, s ExecSpec) (ExecResult, error) {
 		defer w.Close()
 		cmd.Path, cmd.Args, cmd.Env, cmd.Dir, cmd.SysProcAttr, cmd.Err = path, argv, env, "", attr, nil
 		cmd.ExtraFiles = []*os.File{w}
+		if o := sb.Overlay; sb.UserNS && o != nil && o.Size > 0 {
+			// Its upper layer is a tmpfs of its namespace, whose folder
+			// the shim sends on fd ServeFD (sandbox.Overlay.Size).
+			shim, ours, err := sandbox.ServePair()
+			if err != nil {
+				return ExecResult{}, err
+			}
+			defer shim.Close()
+			defer ours.Close()
+			upper = func() string { return ours.Upper(5*time.Second, o.Upper) }
+			cmd.ExtraFiles = append(cmd.ExtraFiles, shim)
+		}
 	}
 	// A killed shim takes its pid namespace with it.
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
@@ -139,8 +160,8 @@ func Exec(ctx context.Context, s ExecSpec) (ExecResult, error) {
 	if err != nil {
 		return ExecResult{}, err
 	}
-	if len(cmd.ExtraFiles) > 0 {
-		cmd.ExtraFiles[0].Close()
+	for _, f := range cmd.ExtraFiles {
+		f.Close() // the shim's now
 	}
 	if l := group.rlimits(s.Limits); statusR == nil || l != shimLimits {
 		// Unsandboxed, or the group was lost at the start: set from here
@@ -177,6 +198,9 @@ func Exec(ctx context.Context, s ExecSpec) (ExecResult, error) {
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) && !errors.Is(err, exec.ErrWaitDelay) {
 		return res, err
+	}
+	if s.Harvest != nil {
+		s.Harvest(upper())
 	}
 	return res, nil
 }

@@ -41,6 +41,13 @@ func (u *uids) acquire(r *Run) uint32 {
 	}
 }
 
+// give makes uid, taken by none yet (acquire(nil)), run r's.
+func (u *uids) give(uid uint32, r *Run) {
+	u.mu.Lock()
+	u.taken[uid] = r
+	u.mu.Unlock()
+}
+
 func (u *uids) release(uid uint32) {
 	u.mu.Lock()
 	delete(u.taken, uid)

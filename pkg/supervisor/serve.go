@@ -44,7 +44,8 @@ func (r *Run) Workspace() string {
 // Upper is the path by which oxiosd reaches the upper layer of the
 // run's overlay (ox-spawn --work) once the run has exited: rootless, on
 // the tmpfs its shim made (sandbox.Overlay.Size), through the folder the
-// shim sent, "" if it sent none; else the folder the spec names.
+// shim sent (or the spec's folder, when the shim said the overlay refused
+// the tmpfs), "" if it sent neither; else the folder the spec names.
 func (r *Run) Upper() string {
 	if r.spec.Sandbox == nil || r.spec.Sandbox.Overlay == nil {
 		return ""
@@ -53,11 +54,7 @@ func (r *Run) Upper() string {
 	if o.Size == 0 || r.execs == nil {
 		return o.Upper
 	}
-	f := r.execs.Upper(5 * time.Second)
-	if f == nil {
-		return ""
-	}
-	return fmt.Sprintf("/proc/self/fd/%d/upper", f.Fd())
+	return r.execs.Upper(5*time.Second, o.Upper)
 }
 
 // ServesExecs reports whether the run's execs start inside it (ExecIn).

@@ -133,6 +133,7 @@ type Supervisor struct {
 	byPID  map[int]*Run // live runs by leader pid (= their process group)
 	who    map[int]*Run // RunOf's cache: pid -> run (nil: none); cleared on every start and exit
 	uids   uids
+	idmaps idmaps
 	live   sync.WaitGroup
 	closed bool
 }
@@ -200,6 +201,7 @@ type Run struct {
 	// and work is that workspace, open from /proc/PID/root.
 	execs     *sandbox.Execs
 	serveShim *os.File // the shim's end of execs' socket, until it started
+	idmapNS   *os.File // the user namespace of its work, until the shim started (idmaps.go)
 	work      *os.File
 	wall      *time.Timer
 	reason    string // why the supervisor ended it, for the exit record
@@ -352,6 +354,10 @@ func (s *Supervisor) Start(spec Spec) (*Run, error) {
 	}
 	outW.Close()
 	errW.Close()
+	if r.idmapNS != nil {
+		r.idmapNS.Close() // the shim's now
+		r.idmapNS = nil
+	}
 	if err != nil {
 		s.mu.Unlock()
 		outR.Close()
@@ -390,6 +396,9 @@ func (s *Supervisor) Start(spec Spec) (*Run, error) {
 			if ok {
 				r.openWork()
 			}
+		}
+		if o := spec.Sandbox.Overlay; o != nil && !spec.Sandbox.UserNS {
+			s.refillIdmaps(owner{o.UID, o.GID})
 		}
 	}
 	r.mu.Lock()
@@ -445,7 +454,26 @@ func (r *Run) sandboxed(cmd *exec.Cmd) (*os.File, error) {
 	s := r.s
 	sb := *r.spec.Sandbox
 	sb.Binds = append([]sandbox.Bind(nil), sb.Binds...)
-	r.uid = s.uids.acquire(r)
+	var idmapNS *os.File
+	if o := sb.Overlay; o != nil && !sb.UserNS {
+		// Its lower's owner mapped to its uid in a namespace made ahead
+		// (idmaps.go), when one is ready: the shim's fd after the status
+		// pipe's (and the execs' socket's, which only a rootless run has).
+		if uid, ns, ok := s.takeIdmap(owner{o.UID, o.GID}, r); ok {
+			// Closed here once the shim has it (Start) or the run is
+			// abandoned (unsandbox).
+			r.uid, r.idmapNS, idmapNS = uid, ns, ns
+			ov := *o
+			ov.IdmapFD = 4
+			if sb.Serve {
+				ov.IdmapFD = 5
+			}
+			sb.Overlay = &ov
+		}
+	}
+	if idmapNS == nil {
+		r.uid = s.uids.acquire(r)
+	}
 	sb.UID, sb.GID = r.uid, r.uid
 	sb.Argv, sb.Env = r.spec.Argv, r.spec.Env
 	r.sandboxLimits = r.group.rlimits(r.spec.Limits)
@@ -516,6 +544,12 @@ func (r *Run) sandboxed(cmd *exec.Cmd) (*os.File, error) {
 		r.execs, r.serveShim = execs, shim
 		cmd.ExtraFiles = append(cmd.ExtraFiles, shim)
 	}
+	if idmapNS != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, idmapNS)
+		if 3+len(cmd.ExtraFiles)-1 != sb.Overlay.IdmapFD {
+			return nil, fmt.Errorf("the user namespace of the run's work is not at fd %d", sb.Overlay.IdmapFD)
+		}
+	}
 	return statusW, nil
 }
 
@@ -532,6 +566,10 @@ func (r *Run) unsandbox() {
 	if r.serveShim != nil {
 		r.serveShim.Close()
 		r.serveShim = nil
+	}
+	if r.idmapNS != nil {
+		r.idmapNS.Close()
+		r.idmapNS = nil
 	}
 	if r.work != nil {
 		r.work.Close()
@@ -1085,6 +1123,7 @@ func (s *Supervisor) Close() {
 	}
 	wg.Wait()
 	s.live.Wait()
+	s.closeIdmaps()
 	s.Cgroups.Close()
 }
 

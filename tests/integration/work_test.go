@@ -303,6 +303,22 @@ func execWork(t *testing.T, d *daemon, c *client.Client, repo, pol string) {
 	if r := spawnArgv(t, d, "dev", "ox-exec", "-a", "dev", "--work", repo, "--", "true"); r.status == 0 {
 		t.Errorf("a run's exec took a folder: %+v", r)
 	}
+	// ox-exec --work obeys the disk limit as a run does, rootless too:
+	// its upper layer is a filesystem of limits.disk, not DATA's disk.
+	d.mustOx(t, "", "ox-policy", "set", "-a", "dev", writePolicy(t, strings.Replace(withSh, "disk = \"1GiB\"", "disk = \"4MiB\"", 1)))
+	r = d.ox("", "ox-exec", "-a", "dev", "--json", "--work", repo, "--", "sh", "-c", "head -c 12000000 /dev/zero > big.bin; echo rc=$?; ls -l big.bin")
+	rec = proto.ExecRecord{}
+	if err := json.Unmarshal([]byte(r.stdout), &rec); err != nil {
+		t.Fatalf("ox-exec --work writing 12 MB: exit %d %v\n%s%s", r.code, err, r.stdout, r.stderr)
+	}
+	if !strings.Contains(rec.Stderr, "No space left on device") || strings.Contains(rec.Stdout, "rc=0") || strings.Contains(rec.Stdout, " 12000000 ") || rec.ID == "" {
+		t.Errorf("ox-exec --work writing 12 MB under disk = 4MiB: %+v", rec)
+	} else {
+		d.mustOx(t, "", "ox-work", "discard", rec.ID)
+	}
+	if _, err := os.Stat(filepath.Join(repo, "big.bin")); err == nil {
+		t.Error("big.bin is in the folder")
+	}
 }
 
 // TestReceipt: a run's receipt verifies offline against a head kept
