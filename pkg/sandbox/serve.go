@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -94,6 +95,15 @@ func (s *server) send(r ExecReply) {
 }
 
 func (s *server) loop(spec *Spec) {
+	// Every exec is forked, and every kill of one sent, from this one
+	// thread. Landlock gave each thread of the shim a domain of its own
+	// (restrict_self is a thread's; go-landlock calls it on each), and
+	// from ABI 6 a domain may signal only processes in it or below it: an
+	// exec forked from one thread was in that thread's domain, and a kill
+	// sent from another thread failed with EPERM, so the exec outlived
+	// its kill (pkg/sandbox's TestServe, now and then under load, when
+	// the goroutine had moved between threads).
+	runtime.LockOSThread()
 	buf := make([]byte, 1<<20)
 	oob := make([]byte, unix.CmsgSpace(3*4))
 	for {
