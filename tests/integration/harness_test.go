@@ -68,6 +68,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	writeCPUReport()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -156,7 +157,7 @@ func startDaemon(t *testing.T, o daemonOpts) *daemon {
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { d.err = d.cmd.Wait(); close(d.exited) }()
+	go func() { d.err = d.cmd.Wait(); countCPU(t, d.cmd.ProcessState); close(d.exited) }()
 	t.Cleanup(func() {
 		select {
 		case <-d.exited:
@@ -308,6 +309,7 @@ func run(t *testing.T, env []string, stdin string, name string, args ...string) 
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
+	countCPU(t, cmd.ProcessState)
 	code := 0
 	if err != nil {
 		var ee *exec.ExitError
