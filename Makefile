@@ -245,7 +245,7 @@ uninstall: ## remove what install installed (an edited /etc/oxios/oxios.toml sta
 		echo "keeping the edited $(DESTDIR)$(SYSCONFDIR)/oxios/oxios.toml"; fi
 
 .PHONY: clean
-clean: ## remove bin/ and the files of make run
+clean: ## remove bin/, the files of make run and the commands make test built
 	rm -rf bin $(RUNDIR) $(TESTBIN) $(TOOLWASM)
 
 .PHONY: help
