@@ -42,6 +42,8 @@ USERUNITS := $(wildcard contrib/systemd/user/*.service contrib/systemd/user/*.so
 REDTEAM_REPORT ?= $(CURDIR)/.redteam-report
 # Where `make run` keeps its daemon's files.
 RUNDIR ?= $(CURDIR)/.oxios
+# Where `make test` builds the commands once for its tests.
+TESTBIN ?= $(CURDIR)/.testbin
 
 .DEFAULT_GOAL := build
 
@@ -72,7 +74,15 @@ share/tools/%.wasm: tools/%/*.go go.mod
 .PHONY: test
 test: vet fmt-check ## vet, check formatting, run all tests with -race, then a short fuzz
 	@rm -f $(REDTEAM_REPORT)
-	OXIOS_REDTEAM_REPORT=$(REDTEAM_REPORT) $(GO) test -race -count=1 -timeout 20m -parallel 3 ./...
+	@# The commands, built once for tests/docs and both runs of
+	@# tests/integration below (OXIOS_TEST_BIN), not by each.
+	@rm -rf $(TESTBIN)
+	$(GO) build -tags urfave_cli_no_docs -o $(TESTBIN)/ ./cmd/...
+	@# go test starts the packages' tests in the order named, as many at
+	@# once as there are cores: the longest first, so that they do not
+	@# start last and run alone at the end (./... names the rest).
+	OXIOS_TEST_BIN=$(TESTBIN) OXIOS_REDTEAM_REPORT=$(REDTEAM_REPORT) $(GO) test -race -count=1 -timeout 20m -parallel 3 \
+		./tests/integration ./pkg/state ./tests/docs ./pkg/kernel ./pkg/serve ./...
 	@echo "== red-team report (tests/integration/redteam_test.go)"
 	@cat $(REDTEAM_REPORT) 2>/dev/null || { echo "make test: no red-team report at $(REDTEAM_REPORT)"; exit 1; }
 	@# Allocation counts mean nothing under -race (sync.Pool drops items):
@@ -83,7 +93,7 @@ test: vet fmt-check ## vet, check formatting, run all tests with -race, then a s
 	@# And the tests that skip themselves under -race (noRace in
 	@# tests/integration): the flags of every command and the shipped
 	@# programs, hundreds of starts of commands and runs each.
-	$(GO) test -count=1 -timeout 8m -run='^(TestUnterminatedLoadLines|TestFlagsBeforeCommand|TestProgram.*|TestReplay.*)$$' ./tests/integration
+	OXIOS_TEST_BIN=$(TESTBIN) $(GO) test -count=1 -timeout 8m -run='^(TestUnterminatedLoadLines|TestFlagsBeforeCommand|TestProgram.*|TestReplay.*)$$' ./tests/integration
 	@# go test -fuzz passes quietly when nothing matches: make that loud.
 	@grep -qs '^func FuzzDecodeRequest(' pkg/server/*_test.go || \
 		{ echo "make test: FuzzDecodeRequest not found in pkg/server"; exit 1; }
@@ -236,8 +246,8 @@ uninstall: ## remove what install installed (an edited /etc/oxios/oxios.toml sta
 		echo "keeping the edited $(DESTDIR)$(SYSCONFDIR)/oxios/oxios.toml"; fi
 
 .PHONY: clean
-clean: ## remove bin/ and the files of make run
-	rm -rf bin $(RUNDIR) $(TOOLWASM)
+clean: ## remove bin/, the files of make run and the commands make test built
+	rm -rf bin $(RUNDIR) $(TESTBIN) $(TOOLWASM)
 
 .PHONY: help
 help: ## list the targets

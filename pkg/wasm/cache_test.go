@@ -25,12 +25,32 @@ func cacheFiles(t *testing.T, dir string) map[string]time.Time {
 	return files
 }
 
+// emptyModule is the smallest tool: a module whose _start returns at
+// once (exit status 0), with a page of memory. Written in the text format:
+//
+//	(module (memory (export "memory") 1) (func (export "_start")))
+var emptyModule = []byte{
+	0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, // magic, version 1
+	0x01, 0x04, 0x01, 0x60, 0x00, 0x00, // types: () -> ()
+	0x03, 0x02, 0x01, 0x00, // functions: one of type 0
+	0x05, 0x03, 0x01, 0x00, 0x01, // memories: one, at least 1 page
+	0x07, 0x13, 0x02, // exports: two
+	0x06, '_', 's', 't', 'a', 'r', 't', 0x00, 0x00, // _start: function 0
+	0x06, 'm', 'e', 'm', 'o', 'r', 'y', 0x02, 0x00, // memory: memory 0
+	0x0a, 0x04, 0x01, 0x02, 0x00, 0x0b, // code: no locals, end
+}
+
 // TestCompileCacheOnDisk: a runner keeps what it compiles in its cache
 // folder, and the next runner on that folder loads it (writes nothing)
-// instead of compiling it again.
+// instead of compiling it again. The tool is the smallest module (hostile
+// takes about 12 s of CPU to compile under -race).
 func TestCompileCacheOnDisk(t *testing.T) {
+	tools := t.TempDir()
+	if err := os.WriteFile(filepath.Join(tools, "empty.wasm"), emptyModule, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	dir := filepath.Join(t.TempDir(), "cache")
-	s := Spec{Tool: "hostile", Args: []string{"exit", "0"}, Timeout: time.Minute}
+	s := Spec{Tool: "empty", Timeout: time.Minute}
 	a := NewCached(tools, dir)
 	if res, err := a.Run(context.Background(), s); err != nil || res.Status != 0 {
 		t.Fatalf("first runner: %+v %v", res, err)

@@ -45,7 +45,7 @@ func testMain(m *testing.M) int {
 	}
 	tools, cacheDir = dir, filepath.Join(dir, "cache")
 	// The runners of the tests share a cache folder: hostile compiles
-	// once (12 s under -race), and TestCompileCacheOnDisk sees the files.
+	// once (12 s under -race).
 	runner = NewCached(dir, cacheDir)
 	defer runner.Close(context.Background())
 	return m.Run()

@@ -11,6 +11,7 @@ package docs_test
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -120,7 +121,9 @@ var (
 	buildErr  error
 )
 
-// built builds every command once into a temporary folder.
+// built builds every command once into a temporary folder, as make build
+// does; or, with OXIOS_TEST_BIN, a folder where make test built them once
+// for these tests and tests/integration, links them there.
 func built(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -130,7 +133,11 @@ func built(t *testing.T) string {
 			return
 		}
 		binDir = dir
-		cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./cmd/...")
+		if pre := os.Getenv("OXIOS_TEST_BIN"); pre != "" {
+			buildErr = linkBinaries(pre, dir)
+			return
+		}
+		cmd := exec.Command("go", "build", "-tags", "urfave_cli_no_docs", "-o", dir+string(filepath.Separator), "./cmd/...")
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = &buildError{err, out}
@@ -140,6 +147,36 @@ func built(t *testing.T) string {
 		t.Fatal(buildErr)
 	}
 	return binDir
+}
+
+// linkBinaries puts the files of pre into dir: hard links where it can,
+// else copies.
+func linkBinaries(pre, dir string) error {
+	ents, err := os.ReadDir(pre)
+	if err != nil {
+		return err
+	}
+	n := 0
+	for _, e := range ents {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		from, to := filepath.Join(pre, e.Name()), filepath.Join(dir, e.Name())
+		if os.Link(from, to) != nil {
+			b, err := os.ReadFile(from)
+			if err == nil {
+				err = os.WriteFile(to, b, 0o755)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		n++
+	}
+	if n == 0 {
+		return fmt.Errorf("OXIOS_TEST_BIN: no commands in %s", pre)
+	}
+	return nil
 }
 
 type buildError struct {

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -46,8 +47,26 @@ func TestMain(m *testing.M) {
 	// thousands of times here: a race-built one costs about 70 ms more
 	// CPU at each start, which on two cores was minutes of make test.
 	builds := [][]string{{"../../cmd/..."}}
+	raced := []string{"oxiosd", "ox-agent", "ox-mcp"}
+	if pre := os.Getenv("OXIOS_TEST_BIN"); pre != "" {
+		// make test builds the commands once for both of its runs of
+		// these tests and for tests/docs.
+		builds = nil
+		var skip []string
+		if raceEnabled {
+			skip = raced
+		}
+		if err := linkBinaries(pre, dir, skip); err != nil {
+			fmt.Fprintln(os.Stderr, "OXIOS_TEST_BIN:", err)
+			os.Exit(1)
+		}
+	}
 	if raceEnabled {
-		builds = append(builds, []string{"-race", "../../cmd/oxiosd", "../../cmd/ox-agent", "../../cmd/ox-mcp"})
+		b := []string{"-race"}
+		for _, n := range raced {
+			b = append(b, "../../cmd/"+n)
+		}
+		builds = append(builds, b)
 	}
 	for _, b := range builds {
 		cmd := exec.Command("go", append([]string{"build", "-tags", "urfave_cli_no_docs", "-o", dir + "/"}, b...)...)
@@ -68,11 +87,44 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	writeCPUReport()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
 
 func bin(name string) string { return filepath.Join(binDir, name) }
+
+// linkBinaries puts the commands of pre, a folder that go build
+// -tags urfave_cli_no_docs ./cmd/... filled (OXIOS_TEST_BIN), into dir,
+// but those named in skip: hard links where it can (a command that finds
+// its fellows beside itself finds them in dir), else copies.
+func linkBinaries(pre, dir string, skip []string) error {
+	ents, err := os.ReadDir(pre)
+	if err != nil {
+		return err
+	}
+	n := 0
+	for _, e := range ents {
+		if !e.Type().IsRegular() || slices.Contains(skip, e.Name()) {
+			continue
+		}
+		from, to := filepath.Join(pre, e.Name()), filepath.Join(dir, e.Name())
+		if os.Link(from, to) != nil {
+			b, err := os.ReadFile(from)
+			if err == nil {
+				err = os.WriteFile(to, b, 0o755)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		n++
+	}
+	if n == 0 {
+		return fmt.Errorf("no commands in %s", pre)
+	}
+	return nil
+}
 
 // daemon is a running oxiosd.
 type daemon struct {
@@ -156,7 +208,7 @@ func startDaemon(t *testing.T, o daemonOpts) *daemon {
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { d.err = d.cmd.Wait(); close(d.exited) }()
+	go func() { d.err = d.cmd.Wait(); countCPU(t, d.cmd.ProcessState); close(d.exited) }()
 	t.Cleanup(func() {
 		select {
 		case <-d.exited:
@@ -308,6 +360,7 @@ func run(t *testing.T, env []string, stdin string, name string, args ...string) 
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
+	countCPU(t, cmd.ProcessState)
 	code := 0
 	if err != nil {
 		var ee *exec.ExitError

@@ -14,7 +14,7 @@ func TestNoRaceListed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile(`(?m)^\t\$\(GO\) test -count=1 -timeout \w+ -run='([^']+)' \./tests/integration$`).FindSubmatch(mk)
+	m := regexp.MustCompile(`(?m)^\t(?:\w+=\S+ )*\$\(GO\) test -count=1 -timeout \w+ -run='([^']+)' \./tests/integration$`).FindSubmatch(mk)
 	if m == nil {
 		t.Fatal("no go test line without -race for ./tests/integration in the Makefile's test target")
 	}

@@ -25,6 +25,9 @@ var wasmBuild struct {
 	out  []byte
 }
 
+// wasmBuilt are the modules wasmTools builds.
+var wasmBuilt = []string{"jsonq", "textstat", "hostile"}
+
 // wasmTools builds the tools into a temp folder with their manifests, and
 // returns a tools folder holding names (each NAME, or NAME=BUILT to put the
 // module BUILT under the name NAME).
@@ -36,6 +39,23 @@ func wasmTools(t *testing.T, names ...string) string {
 		wasmBuild.dir = dir
 		cmd := exec.Command("go", "build", "-trimpath", "-o", dir+"/", "../../tools/jsonq", "../../tools/textstat", "../../pkg/wasm/testdata/hostile")
 		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
+		if wasmBuild.out, wasmBuild.err = cmd.CombinedOutput(); wasmBuild.err != nil {
+			return
+		}
+		// Compiled into the daemons' shared cache (toolsConfig) by a
+		// program built without the race detector, in a second or two a
+		// tool: a race-built oxiosd takes about 12 s of CPU to compile
+		// one, and the tests that start at once would each compile it.
+		cmd = exec.Command("go", "build", "-o", bin("oxios-toolcache"), "../toolcache")
+		if wasmBuild.out, wasmBuild.err = cmd.CombinedOutput(); wasmBuild.err != nil {
+			return
+		}
+		for _, n := range wasmBuilt {
+			if wasmBuild.err = os.Symlink(n, filepath.Join(dir, n+".wasm")); wasmBuild.err != nil {
+				return
+			}
+		}
+		cmd = exec.Command(bin("oxios-toolcache"), append([]string{dir, toolCache()}, wasmBuilt...)...)
 		wasmBuild.out, wasmBuild.err = cmd.CombinedOutput()
 	})
 	if wasmBuild.err != nil {
@@ -67,11 +87,13 @@ func wasmTools(t *testing.T, names ...string) string {
 
 // toolsConfig is the config of a daemon running the tools in dir. The
 // daemons of the tests share one cache of compiled tools (under binDir,
-// which TestMain makes 0700 and removes): under -race a tool takes about
-// 12 s to compile, once per tool this way, not once per daemon.
+// which TestMain removes), which wasmTools fills first.
 func toolsConfig(dir string) string {
-	return "[runs]\ntools = \"" + dir + "\"\ntools_cache = \"" + filepath.Join(binDir, "toolcache") + "\"\n"
+	return "[runs]\ntools = \"" + dir + "\"\ntools_cache = \"" + toolCache() + "\"\n"
 }
+
+// toolCache is the tests' shared cache of compiled tools.
+func toolCache() string { return filepath.Join(binDir, "toolcache") }
 
 // TestToolsCacheRefused: oxiosd does not start on a cache of compiled
 // tools that others may write (their code would run inside it), and says
@@ -199,7 +221,13 @@ func TestWasmRootlessRun(t *testing.T) {
 		t.Skip("needs root, to start oxiosd as another (ordinary) user")
 	}
 	dir := wasmTools(t, "jsonq=hostile")
-	// The rootless daemon's own tools and cache of compiled tools.
+	// The rootless daemon's own tools and cache of compiled tools: a
+	// copy of the tests' shared one (compiling hostile again under -race
+	// would cost about 12 s of CPU, and the compile is not this test's
+	// subject).
+	if out, err := exec.Command("cp", "-a", toolCache(), filepath.Join(dir, "cache")).CombinedOutput(); err != nil {
+		t.Fatalf("copying the cache of compiled tools: %v\n%s", err, out)
+	}
 	filepath.Walk(dir, func(p string, _ os.FileInfo, _ error) error { return os.Chown(p, nobodyUID, nobodyUID) })
 	d := startDaemon(t, daemonOpts{config: "[runs]\ntools = \"" + dir + "\"\ntools_cache = \"" + filepath.Join(dir, "cache") + "\"\n", uid: nobodyUID})
 	createAgent(t, d, "ops")
