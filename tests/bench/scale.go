@@ -200,37 +200,8 @@ func scaleOnceAged(bin, base string, n, aged int) scaleRow {
 	val := []byte(strings.Repeat("v", 100))
 
 	// Fill: 8 connections, each 64 saves in flight (client.Pipeline).
-	next := make(chan int, 64)
-	go func() {
-		for i := 0; i < n; i += 64 {
-			next <- i
-		}
-		close(next)
-	}()
 	t0 := time.Now()
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c := dial(d.sock)
-			defer c.Close()
-			p := c.Pipeline()
-			var ps []*client.Pending
-			for lo := range next {
-				ps = ps[:0]
-				for i := lo; i < min(lo+64, n); i++ {
-					ps = append(ps, p.StateSave(agent, scaleKey(i), val))
-				}
-				check(p.Send())
-				for _, pd := range ps {
-					_, _, err := pd.Value(ctx)
-					check(err)
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	pipelined(d.sock, n, func(p *client.Pipeline, i int) *client.Pending { return p.StateSave(agent, scaleKey(i), val) })
 	row.fill = float64(n) / time.Since(t0).Seconds()
 	pid := d.cmd.Process.Pid
 	perKey := func() float64 { return float64(rssKiB(pid)) * 1024 / float64(n) }
@@ -374,46 +345,48 @@ func firstLine(sock, prog string, args ...string) time.Duration {
 	return first
 }
 
-// ageData saves n keys of 100 bytes in the agent "ager" (8 connections,
-// 64 in flight each), waits for the daemon to write their files, deletes
-// them all and waits for it to remove the files.
+// ageData saves n keys of 100 bytes in the agent "ager", waits for the
+// daemon to write their files, deletes them all and waits for it to
+// remove the files.
 func ageData(d *daemon, n int) {
 	val := []byte(strings.Repeat("a", 100))
-	for _, del := range []bool{false, true} {
-		next := make(chan int, 64)
-		go func() {
-			for i := 0; i < n; i += 64 {
-				next <- i
-			}
-			close(next)
-		}()
-		var wg sync.WaitGroup
-		for range 8 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				c := dial(d.sock)
-				defer c.Close()
-				p := c.Pipeline()
-				var ps []*client.Pending
-				for lo := range next {
-					ps = ps[:0]
-					for i := lo; i < min(lo+64, n); i++ {
-						if del {
-							ps = append(ps, p.StateDelete("ager", scaleKey(i)))
-						} else {
-							ps = append(ps, p.StateSave("ager", scaleKey(i), val))
-						}
-					}
-					check(p.Send())
-					for _, pd := range ps {
-						_, _, err := pd.Value(context.Background())
-						check(err)
-					}
-				}
-			}()
+	pipelined(d.sock, n, func(p *client.Pipeline, i int) *client.Pending { return p.StateSave("ager", scaleKey(i), val) })
+	idleAt(d, time.Second, 30*time.Minute)
+	pipelined(d.sock, n, func(p *client.Pipeline, i int) *client.Pending { return p.StateDelete("ager", scaleKey(i)) })
+	idleAt(d, time.Second, 30*time.Minute)
+}
+
+// pipelined makes the n calls op(p, 0..n-1) on 8 connections, 64 in
+// flight on each (client.Pipeline), and fails on the first error.
+func pipelined(sock string, n int, op func(p *client.Pipeline, i int) *client.Pending) {
+	next := make(chan int, 64)
+	go func() {
+		for i := 0; i < n; i += 64 {
+			next <- i
 		}
-		wg.Wait()
-		idleAt(d, time.Second, 30*time.Minute)
+		close(next)
+	}()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := dial(sock)
+			defer c.Close()
+			p := c.Pipeline()
+			var ps []*client.Pending
+			for lo := range next {
+				ps = ps[:0]
+				for i := lo; i < min(lo+64, n); i++ {
+					ps = append(ps, op(p, i))
+				}
+				check(p.Send())
+				for _, pd := range ps {
+					_, _, err := pd.Value(context.Background())
+					check(err)
+				}
+			}
+		}()
 	}
+	wg.Wait()
 }

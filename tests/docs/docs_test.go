@@ -11,7 +11,6 @@ package docs_test
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +24,7 @@ import (
 	"github.com/cpuguy83/go-md2man/v2/md2man"
 
 	"github.com/oxios/oxios/pkg/config"
+	"github.com/oxios/oxios/tests/testbin"
 )
 
 // root is the repository's top folder; go test runs in tests/docs.
@@ -133,8 +133,8 @@ func built(t *testing.T) string {
 			return
 		}
 		binDir = dir
-		if pre := os.Getenv("OXIOS_TEST_BIN"); pre != "" {
-			buildErr = linkBinaries(pre, dir)
+		if pre := os.Getenv(testbin.Env); pre != "" {
+			buildErr = testbin.Link(pre, dir, nil)
 			return
 		}
 		cmd := exec.Command("go", "build", "-tags", "urfave_cli_no_docs", "-o", dir+string(filepath.Separator), "./cmd/...")
@@ -147,36 +147,6 @@ func built(t *testing.T) string {
 		t.Fatal(buildErr)
 	}
 	return binDir
-}
-
-// linkBinaries puts the files of pre into dir: hard links where it can,
-// else copies.
-func linkBinaries(pre, dir string) error {
-	ents, err := os.ReadDir(pre)
-	if err != nil {
-		return err
-	}
-	n := 0
-	for _, e := range ents {
-		if !e.Type().IsRegular() {
-			continue
-		}
-		from, to := filepath.Join(pre, e.Name()), filepath.Join(dir, e.Name())
-		if os.Link(from, to) != nil {
-			b, err := os.ReadFile(from)
-			if err == nil {
-				err = os.WriteFile(to, b, 0o755)
-			}
-			if err != nil {
-				return err
-			}
-		}
-		n++
-	}
-	if n == 0 {
-		return fmt.Errorf("OXIOS_TEST_BIN: no commands in %s", pre)
-	}
-	return nil
 }
 
 type buildError struct {

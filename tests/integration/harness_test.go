@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/oxios/oxios/pkg/audit"
 	"github.com/oxios/oxios/pkg/client"
+	"github.com/oxios/oxios/tests/testbin"
 )
 
 var binDir string
@@ -48,7 +48,7 @@ func TestMain(m *testing.M) {
 	// CPU at each start, which on two cores was minutes of make test.
 	builds := [][]string{{"../../cmd/..."}}
 	raced := []string{"oxiosd", "ox-agent", "ox-mcp"}
-	if pre := os.Getenv("OXIOS_TEST_BIN"); pre != "" {
+	if pre := os.Getenv(testbin.Env); pre != "" {
 		// make test builds the commands once for both of its runs of
 		// these tests and for tests/docs.
 		builds = nil
@@ -56,7 +56,7 @@ func TestMain(m *testing.M) {
 		if raceEnabled {
 			skip = raced
 		}
-		if err := linkBinaries(pre, dir, skip); err != nil {
+		if err := testbin.Link(pre, dir, skip); err != nil {
 			fmt.Fprintln(os.Stderr, "OXIOS_TEST_BIN:", err)
 			os.Exit(1)
 		}
@@ -93,38 +93,6 @@ func TestMain(m *testing.M) {
 }
 
 func bin(name string) string { return filepath.Join(binDir, name) }
-
-// linkBinaries puts the commands of pre, a folder that go build
-// -tags urfave_cli_no_docs ./cmd/... filled (OXIOS_TEST_BIN), into dir,
-// but those named in skip: hard links where it can (a command that finds
-// its fellows beside itself finds them in dir), else copies.
-func linkBinaries(pre, dir string, skip []string) error {
-	ents, err := os.ReadDir(pre)
-	if err != nil {
-		return err
-	}
-	n := 0
-	for _, e := range ents {
-		if !e.Type().IsRegular() || slices.Contains(skip, e.Name()) {
-			continue
-		}
-		from, to := filepath.Join(pre, e.Name()), filepath.Join(dir, e.Name())
-		if os.Link(from, to) != nil {
-			b, err := os.ReadFile(from)
-			if err == nil {
-				err = os.WriteFile(to, b, 0o755)
-			}
-			if err != nil {
-				return err
-			}
-		}
-		n++
-	}
-	if n == 0 {
-		return fmt.Errorf("no commands in %s", pre)
-	}
-	return nil
-}
 
 // daemon is a running oxiosd.
 type daemon struct {
